@@ -1,0 +1,35 @@
+// A capture source is one place a capture window gathers data from: the host series, the local annotated
+// processes, CUPTI injectors, upstream framework profiler servers. CaptureSession opens a window on every
+// source at the start, closes them all at the end (duration elapsed, Terminate, client cancel or agent
+// shutdown — all the same path), then asks each to add what it gathered to the XSpace.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "tensorflow/profiler_service.pb.h"
+#include "tensorflow/xplane.pb.h"
+
+namespace podscope::agent {
+
+struct CaptureWindow {
+  std::string session_id;
+  int64_t start_ns = 0;          // on the agent's clock (Clock::now_ns, which includes --clock_offset_ns)
+  int64_t planned_end_ns = 0;    // start + duration; the actual end is given to close()
+  tensorflow::ProfileRequest request;  // as received, with defaults filled in (opts.version 0 → TF defaults)
+};
+
+class CaptureSource {
+ public:
+  virtual ~CaptureSource() = default;
+  virtual std::string_view name() const = 0;
+  // The window opens. Must return quickly (start remote work asynchronously).
+  virtual void open(const CaptureWindow& window) = 0;
+  // The window closes at `end_ns`. Must return quickly.
+  virtual void close(int64_t end_ns) = 0;
+  // Adds what was gathered (planes, lines, warnings) to `space`. May wait, bounded, for data in flight.
+  virtual void collect(tensorflow::profiler::XSpace& space) = 0;
+};
+
+}  // namespace podscope::agent

@@ -1,0 +1,263 @@
+#include "daemon/options.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace podscope {
+namespace {
+
+std::string where(std::string_view source, const YAML::Node& node, std::string_view key) {
+  std::ostringstream out;
+  out << source << ":" << node.Mark().line + 1 << ": key '" << key << "'";
+  return out.str();
+}
+
+absl::StatusOr<int64_t> parse_int(std::string_view text) {
+  int64_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) {
+    return absl::InvalidArgumentError("expected an integer, got '" + std::string(text) + "'");
+  }
+  return value;
+}
+
+absl::StatusOr<bool> parse_bool(std::string_view text) {
+  if (text == "true" || text == "1" || text == "yes" || text == "on") return true;
+  if (text == "false" || text == "0" || text == "no" || text == "off") return false;
+  return absl::InvalidArgumentError("expected true or false, got '" + std::string(text) + "'");
+}
+
+std::vector<std::string> split_list(std::string_view text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string_view item = text.substr(start, comma - start);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (!item.empty()) out.emplace_back(item);
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ",") + i;
+  return out;
+}
+
+// A YAML scalar as text, or an error naming the key when the node is a list or map.
+absl::StatusOr<std::string> scalar(const YAML::Node& node) {
+  if (!node.IsScalar()) return absl::InvalidArgumentError("expected a single value, got a list or map");
+  return node.Scalar();
+}
+
+}  // namespace
+
+void OptionSet::add_string(std::string key, std::string* target, std::string help) {
+  Option o;
+  o.key = std::move(key);
+  o.help = std::move(help);
+  o.default_text = *target;
+  o.from_text = [target](std::string_view v) {
+    *target = std::string(v);
+    return absl::OkStatus();
+  };
+  o.from_yaml = [from_text = o.from_text](const YAML::Node& n) -> absl::Status {
+    absl::StatusOr<std::string> s = scalar(n);
+    if (!s.ok()) return s.status();
+    return from_text(*s);
+  };
+  options_.push_back(std::move(o));
+}
+
+void OptionSet::add_int(std::string key, int64_t* target, std::string help, int64_t min, int64_t max) {
+  Option o;
+  o.key = std::move(key);
+  o.help = std::move(help);
+  o.default_text = std::to_string(*target);
+  o.from_text = [target, min, max](std::string_view v) -> absl::Status {
+    absl::StatusOr<int64_t> parsed = parse_int(v);
+    if (!parsed.ok()) return parsed.status();
+    if (*parsed < min || *parsed > max) {
+      return absl::OutOfRangeError("must be between " + std::to_string(min) + " and " + std::to_string(max) +
+                                   ", got " + std::to_string(*parsed));
+    }
+    *target = *parsed;
+    return absl::OkStatus();
+  };
+  o.from_yaml = [from_text = o.from_text](const YAML::Node& n) -> absl::Status {
+    absl::StatusOr<std::string> s = scalar(n);
+    if (!s.ok()) return s.status();
+    return from_text(*s);
+  };
+  options_.push_back(std::move(o));
+}
+
+void OptionSet::add_bool(std::string key, bool* target, std::string help) {
+  Option o;
+  o.key = std::move(key);
+  o.help = std::move(help);
+  o.default_text = *target ? "true" : "false";
+  o.is_bool = true;
+  o.from_text = [target](std::string_view v) -> absl::Status {
+    absl::StatusOr<bool> parsed = parse_bool(v);
+    if (!parsed.ok()) return parsed.status();
+    *target = *parsed;
+    return absl::OkStatus();
+  };
+  o.from_yaml = [from_text = o.from_text](const YAML::Node& n) -> absl::Status {
+    absl::StatusOr<std::string> s = scalar(n);
+    if (!s.ok()) return s.status();
+    return from_text(*s);
+  };
+  options_.push_back(std::move(o));
+}
+
+void OptionSet::add_list(std::string key, std::vector<std::string>* target, std::string help) {
+  Option o;
+  o.key = std::move(key);
+  o.help = std::move(help);
+  o.default_text = join(*target);
+  o.from_text = [target](std::string_view v) {
+    *target = split_list(v);
+    return absl::OkStatus();
+  };
+  o.from_yaml = [target](const YAML::Node& n) -> absl::Status {
+    if (n.IsScalar()) {
+      *target = split_list(n.Scalar());
+      return absl::OkStatus();
+    }
+    if (!n.IsSequence()) return absl::InvalidArgumentError("expected a list");
+    std::vector<std::string> items;
+    for (const YAML::Node& item : n) {
+      if (!item.IsScalar()) return absl::InvalidArgumentError("list items must be plain values");
+      items.push_back(item.Scalar());
+    }
+    *target = std::move(items);
+    return absl::OkStatus();
+  };
+  options_.push_back(std::move(o));
+}
+
+void OptionSet::hide(std::string_view key) {
+  if (Option* o = find(key)) o->hidden = true;
+}
+
+OptionSet::Option* OptionSet::find(std::string_view key) {
+  for (Option& o : options_) {
+    if (o.key == key) return &o;
+  }
+  return nullptr;
+}
+
+absl::Status OptionSet::apply_yaml(std::string_view text, std::string_view source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(std::string(source) + ":" + std::to_string(e.mark.line + 1) +
+                                      ": invalid YAML: " + e.msg);
+  }
+  if (root.IsNull()) return absl::OkStatus();
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError(std::string(source) + ":" + std::to_string(root.Mark().line + 1) +
+                                      ": the config must be a map of key: value");
+  }
+  for (const auto& entry : root) {
+    const std::string key = entry.first.as<std::string>();
+    Option* o = find(key);
+    if (o == nullptr) {
+      return absl::InvalidArgumentError(where(source, entry.first, key) + ": unknown key");
+    }
+    if (absl::Status s = o->from_yaml(entry.second); !s.ok()) {
+      return absl::InvalidArgumentError(where(source, entry.second, key) + ": " + std::string(s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OptionSet::apply_yaml_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError("cannot read config file '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return apply_yaml(text.str(), path);
+}
+
+absl::Status OptionSet::apply_flag(std::string_view key, std::string_view value) {
+  Option* o = find(key);
+  if (o == nullptr) return absl::InvalidArgumentError("unknown flag --" + std::string(key));
+  if (absl::Status s = o->from_text(value); !s.ok()) {
+    return absl::InvalidArgumentError("flag --" + std::string(key) + ": " + std::string(s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status apply_command_line(const CommandLine& command_line, OptionSet& options) {
+  if (!command_line.config_path.empty()) {
+    if (absl::Status s = options.apply_yaml_file(command_line.config_path); !s.ok()) return s;
+  }
+  for (const auto& [key, value] : command_line.flags) {
+    if (absl::Status s = options.apply_flag(key, value); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+ParseOutcome parse_command_line(int argc, char** argv, OptionSet& options, std::string_view program,
+                                std::string_view description, std::string_view version) {
+  CLI::App app{std::string(description), std::string(program)};
+  app.get_formatter()->column_width(36);
+  ParseOutcome outcome;
+  app.add_option("--config", outcome.command_line.config_path, "YAML config file (flags override its keys)");
+  bool show_version = false;
+  app.add_flag("--version", show_version, "Print the version and exit");
+
+  std::vector<std::string> values(options.options().size());
+  std::vector<CLI::Option*> cli_options;
+  for (size_t i = 0; i < options.options().size(); ++i) {
+    const OptionSet::Option& o = options.options()[i];
+    const std::string help = o.help + " (default: " + (o.default_text.empty() ? "\"\"" : o.default_text) + ")";
+    CLI::Option* cli = o.is_bool ? app.add_flag("--" + o.key + "{true}", values[i], help)
+                                 : app.add_option("--" + o.key, values[i], help);
+    if (o.hidden) cli->group("");
+    cli_options.push_back(cli);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    std::cout << app.help();
+    outcome.kind = ParseOutcome::kExit;
+    outcome.exit_code = 0;
+    return outcome;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << program << ": " << e.what() << " (see --help)\n";
+    outcome.kind = ParseOutcome::kExit;
+    outcome.exit_code = 2;
+    return outcome;
+  }
+  if (show_version) {
+    std::cout << program << " " << version << "\n";
+    outcome.kind = ParseOutcome::kExit;
+    outcome.exit_code = 0;
+    return outcome;
+  }
+  for (size_t i = 0; i < cli_options.size(); ++i) {
+    if (cli_options[i]->count() > 0) outcome.command_line.flags.emplace_back(options.options()[i].key, values[i]);
+  }
+  if (absl::Status s = apply_command_line(outcome.command_line, options); !s.ok()) {
+    std::cerr << program << ": " << s.message() << "\n";
+    outcome.kind = ParseOutcome::kExit;
+    outcome.exit_code = 2;
+  }
+  return outcome;
+}
+
+}  // namespace podscope

@@ -1,0 +1,53 @@
+// Names that writers and readers of XSpaces must agree on. They follow TensorFlow/XLA/XProf where those
+// tools have a name for the same thing, so one analysis reads podscope's traces and TF/JAX ones alike.
+#pragma once
+
+#include <string_view>
+
+namespace podscope::xspace {
+
+// Planes.
+inline constexpr std::string_view kHostPlaneName = "/host:CPU";
+inline constexpr std::string_view kCuptiHostPlaneName = "/host:CUPTI";
+inline constexpr std::string_view kGpuPlanePrefix = "/device:GPU:";
+inline constexpr std::string_view kTpuPlanePrefix = "/device:TPU:";
+// One plane per core that an annotated process declared; its plane id is the core id.
+inline constexpr std::string_view kCustomPlanePrefix = "/device:CUSTOM:";
+
+// Lines.
+inline constexpr std::string_view kCountersLineName = "_counters_";  // XProf draws it as counter tracks
+inline constexpr std::string_view kStepsLineName = "Steps";
+inline constexpr std::string_view kXlaOpsLineName = "XLA Ops";
+inline constexpr std::string_view kTensorFlowOpsLineName = "TensorFlow Ops";
+
+// Event names of annotated operations (XLA spelling; readers also accept a ".N" suffix).
+inline constexpr std::string_view kInfeedEventName = "infeed";
+inline constexpr std::string_view kOutfeedEventName = "outfeed";
+inline constexpr std::string_view kAllReduceEventName = "all-reduce";
+inline constexpr std::string_view kSendEventName = "send";
+inline constexpr std::string_view kRecvDoneEventName = "recv-done";
+
+// Event stats.
+inline constexpr std::string_view kStepNumStat = "step_num";
+inline constexpr std::string_view kStepNameStat = "step_name";
+inline constexpr std::string_view kGroupIdStat = "group_id";
+inline constexpr std::string_view kAllReduceIdStat = "all_reduce_id";
+inline constexpr std::string_view kChannelIdStat = "channel_id";
+inline constexpr std::string_view kBytesStat = "bytes";
+inline constexpr std::string_view kFlopsStat = "flops";
+inline constexpr std::string_view kSrcCoreStat = "src_core";
+inline constexpr std::string_view kDstCoreStat = "dst_core";
+inline constexpr std::string_view kReplicaGroupStat = "replica_group";
+inline constexpr std::string_view kCounterValueStat = "value";  // the value of a `_counters_` event
+
+// Plane / space stats that describe where the data came from.
+inline constexpr std::string_view kHostNameStat = "host_name";
+inline constexpr std::string_view kCoreCountStat = "core_count";
+inline constexpr std::string_view kMemorySizeStat = "memory_size";
+inline constexpr std::string_view kCaptureStartStat = "capture_start_ns";
+inline constexpr std::string_view kCaptureEndStat = "capture_end_ns";
+inline constexpr std::string_view kClockOffsetStat = "clock_offset_ns";  // host clock − coordinator clock
+inline constexpr std::string_view kClockRttStat = "clock_rtt_ns";
+inline constexpr std::string_view kClockDriftStat = "clock_drift_ppm";
+
+}  // namespace podscope::xspace

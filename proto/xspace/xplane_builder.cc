@@ -1,0 +1,228 @@
+#include "xspace/xplane_builder.h"
+
+#include <algorithm>
+
+#include "xspace/names.h"
+
+namespace podscope::xspace {
+namespace {
+
+constexpr int64_t kPsPerNs = 1000;
+
+}  // namespace
+
+XStatsBuilder& XStatsBuilder::add(int64_t id, int64_t value) {
+  XStat* s = stats_->Add();
+  s->set_metadata_id(id);
+  s->set_int64_value(value);
+  return *this;
+}
+XStatsBuilder& XStatsBuilder::add_uint(int64_t id, uint64_t value) {
+  XStat* s = stats_->Add();
+  s->set_metadata_id(id);
+  s->set_uint64_value(value);
+  return *this;
+}
+XStatsBuilder& XStatsBuilder::add(int64_t id, double value) {
+  XStat* s = stats_->Add();
+  s->set_metadata_id(id);
+  s->set_double_value(value);
+  return *this;
+}
+XStatsBuilder& XStatsBuilder::add(std::string_view name, int64_t value) {
+  return add(plane_->stat_metadata_id(name), value);
+}
+XStatsBuilder& XStatsBuilder::add_uint(std::string_view name, uint64_t value) {
+  return add_uint(plane_->stat_metadata_id(name), value);
+}
+XStatsBuilder& XStatsBuilder::add(std::string_view name, double value) {
+  return add(plane_->stat_metadata_id(name), value);
+}
+XStatsBuilder& XStatsBuilder::add(std::string_view name, std::string_view value) {
+  XStat* s = stats_->Add();
+  s->set_metadata_id(plane_->stat_metadata_id(name));
+  s->set_str_value(std::string(value));
+  return *this;
+}
+
+XStatsBuilder XLineBuilder::add_event(int64_t metadata_id, int64_t start_ns, int64_t duration_ns) {
+  if (line_->events_size() == 0 && line_->timestamp_ns() == 0) {
+    line_->set_timestamp_ns(start_ns);
+  } else if (start_ns < line_->timestamp_ns()) {
+    const int64_t shift_ps = (line_->timestamp_ns() - start_ns) * kPsPerNs;
+    for (XEvent& e : *line_->mutable_events()) {
+      if (e.data_case() == XEvent::kOffsetPs) e.set_offset_ps(e.offset_ps() + shift_ps);
+    }
+    line_->set_timestamp_ns(start_ns);
+  }
+  XEvent* event = line_->add_events();
+  event->set_metadata_id(metadata_id);
+  event->set_offset_ps((start_ns - line_->timestamp_ns()) * kPsPerNs);
+  event->set_duration_ps(duration_ns * kPsPerNs);
+  const int64_t end_ps = event->offset_ps() + event->duration_ps();
+  if (end_ps > line_->duration_ps()) line_->set_duration_ps(end_ps);
+  return XStatsBuilder(event->mutable_stats(), plane_);
+}
+
+XStatsBuilder XLineBuilder::add_event(std::string_view name, int64_t start_ns, int64_t duration_ns) {
+  return add_event(plane_->event_metadata_id(name), start_ns, duration_ns);
+}
+
+void XLineBuilder::add_counter(std::string_view series_name, int64_t time_ns, double value) {
+  add_event(series_name, time_ns, 0).add(kCounterValueStat, value);
+}
+
+XPlaneBuilder::XPlaneBuilder(XPlane* plane) : plane_(plane) {
+  for (const auto& [id, md] : plane_->event_metadata()) {
+    event_ids_.try_emplace(md.name(), id);
+    next_event_id_ = std::max(next_event_id_, id + 1);
+  }
+  for (const auto& [id, md] : plane_->stat_metadata()) {
+    stat_ids_.try_emplace(md.name(), id);
+    next_stat_id_ = std::max(next_stat_id_, id + 1);
+  }
+  for (int i = 0; i < plane_->lines_size(); ++i) line_index_by_id_[plane_->lines(i).id()] = i;
+}
+
+int64_t XPlaneBuilder::event_metadata_id(std::string_view name) {
+  auto [it, inserted] = event_ids_.try_emplace(absl::string_view(name.data(), name.size()), next_event_id_);
+  if (inserted) {
+    auto& md = (*plane_->mutable_event_metadata())[next_event_id_];
+    md.set_id(next_event_id_);
+    md.set_name(std::string(name));
+    ++next_event_id_;
+  }
+  return it->second;
+}
+
+int64_t XPlaneBuilder::stat_metadata_id(std::string_view name) {
+  auto [it, inserted] = stat_ids_.try_emplace(absl::string_view(name.data(), name.size()), next_stat_id_);
+  if (inserted) {
+    auto& md = (*plane_->mutable_stat_metadata())[next_stat_id_];
+    md.set_id(next_stat_id_);
+    md.set_name(std::string(name));
+    ++next_stat_id_;
+  }
+  return it->second;
+}
+
+XLineBuilder XPlaneBuilder::line(int64_t id, std::string_view name) {
+  auto [it, inserted] = line_index_by_id_.try_emplace(id, plane_->lines_size());
+  if (inserted) {
+    XLine* l = plane_->add_lines();
+    l->set_id(id);
+    l->set_display_id(id);
+    l->set_name(std::string(name));
+  }
+  return XLineBuilder(plane_->mutable_lines(it->second), this);
+}
+
+XLineBuilder XPlaneBuilder::line_named(std::string_view name) {
+  for (XLine& l : *plane_->mutable_lines()) {
+    if (l.name() == name) return XLineBuilder(&l, this);
+  }
+  int64_t id = 0;
+  for (const XLine& l : plane_->lines()) id = std::max(id, l.id() + 1);
+  return line(id, name);
+}
+
+XPlane* find_or_add_plane(XSpace& space, std::string_view name, int64_t id) {
+  for (XPlane& p : *space.mutable_planes()) {
+    if (p.name() == name) return &p;
+  }
+  XPlane* p = space.add_planes();
+  p->set_name(std::string(name));
+  p->set_id(id);
+  return p;
+}
+
+const XPlane* find_plane(const XSpace& space, std::string_view name) {
+  for (const XPlane& p : space.planes()) {
+    if (p.name() == name) return &p;
+  }
+  return nullptr;
+}
+
+void shift_timestamps(XSpace& space, int64_t delta_ns) {
+  for (XPlane& p : *space.mutable_planes()) {
+    for (XLine& l : *p.mutable_lines()) l.set_timestamp_ns(l.timestamp_ns() + delta_ns);
+  }
+}
+
+namespace {
+
+void remap_stats(google::protobuf::RepeatedPtrField<XStat>* stats,
+                 const absl::flat_hash_map<int64_t, int64_t>& stat_map) {
+  for (XStat& s : *stats) {
+    if (auto it = stat_map.find(s.metadata_id()); it != stat_map.end()) s.set_metadata_id(it->second);
+    if (s.value_case() == XStat::kRefValue) {
+      if (auto it = stat_map.find(static_cast<int64_t>(s.ref_value())); it != stat_map.end()) {
+        s.set_ref_value(static_cast<uint64_t>(it->second));
+      }
+    }
+  }
+}
+
+// Moves `from`'s lines and stats into `into`, translating metadata ids through names.
+void merge_plane(XPlane&& from, XPlane& into) {
+  XPlaneBuilder target(&into);
+  absl::flat_hash_map<int64_t, int64_t> stat_map;
+  for (const auto& [id, md] : from.stat_metadata()) stat_map[id] = target.stat_metadata_id(md.name());
+  absl::flat_hash_map<int64_t, int64_t> event_map;
+  for (auto& [id, md] : *from.mutable_event_metadata()) {
+    const int64_t new_id = target.event_metadata_id(md.name());
+    event_map[id] = new_id;
+    auto& dst = (*into.mutable_event_metadata())[new_id];
+    if (dst.display_name().empty()) dst.set_display_name(md.display_name());
+    if (dst.stats_size() == 0) {
+      remap_stats(md.mutable_stats(), stat_map);
+      *dst.mutable_stats() = std::move(*md.mutable_stats());
+    }
+  }
+  int64_t next_line_id = 0;
+  absl::flat_hash_map<int64_t, bool> used_line_ids;
+  for (const XLine& l : into.lines()) {
+    used_line_ids[l.id()] = true;
+    next_line_id = std::max(next_line_id, l.id() + 1);
+  }
+  for (XLine& l : *from.mutable_lines()) {
+    for (XEvent& e : *l.mutable_events()) {
+      if (auto it = event_map.find(e.metadata_id()); it != event_map.end()) e.set_metadata_id(it->second);
+      remap_stats(e.mutable_stats(), stat_map);
+    }
+    if (used_line_ids.contains(l.id())) {
+      l.set_id(next_line_id);
+      l.set_display_id(next_line_id);
+    }
+    used_line_ids[l.id()] = true;
+    next_line_id = std::max(next_line_id, l.id() + 1);
+    *into.add_lines() = std::move(l);
+  }
+  remap_stats(from.mutable_stats(), stat_map);
+  for (XStat& s : *from.mutable_stats()) *into.add_stats() = std::move(s);
+}
+
+}  // namespace
+
+void merge_space(XSpace&& from, XSpace& into) {
+  for (XPlane& plane : *from.mutable_planes()) {
+    XPlane* existing = nullptr;
+    for (XPlane& p : *into.mutable_planes()) {
+      if (p.name() == plane.name()) existing = &p;
+    }
+    if (existing) {
+      merge_plane(std::move(plane), *existing);
+    } else {
+      *into.add_planes() = std::move(plane);
+    }
+  }
+  for (auto& w : *from.mutable_warnings()) into.add_warnings(std::move(w));
+  for (auto& e : *from.mutable_errors()) into.add_errors(std::move(e));
+  for (auto& h : *from.mutable_hostnames()) {
+    if (std::find(into.hostnames().begin(), into.hostnames().end(), h) == into.hostnames().end()) {
+      into.add_hostnames(std::move(h));
+    }
+  }
+}
+
+}  // namespace podscope::xspace

@@ -1,0 +1,136 @@
+#include "xspace/xplane_reader.h"
+
+#include <cmath>
+
+namespace podscope::xspace {
+
+using tensorflow::profiler::XEventMetadata;
+using tensorflow::profiler::XLine;
+using tensorflow::profiler::XPlane;
+using tensorflow::profiler::XStat;
+
+std::optional<int64_t> stat_as_int(const XStat& stat) {
+  switch (stat.value_case()) {
+    case XStat::kInt64Value:
+      return stat.int64_value();
+    case XStat::kUint64Value:
+      return static_cast<int64_t>(stat.uint64_value());
+    case XStat::kDoubleValue:
+      if (std::isfinite(stat.double_value()) && std::floor(stat.double_value()) == stat.double_value()) {
+        return static_cast<int64_t>(stat.double_value());
+      }
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<double> stat_as_double(const XStat& stat) {
+  switch (stat.value_case()) {
+    case XStat::kDoubleValue:
+      return stat.double_value();
+    case XStat::kInt64Value:
+      return static_cast<double>(stat.int64_value());
+    case XStat::kUint64Value:
+      return static_cast<double>(stat.uint64_value());
+    default:
+      return std::nullopt;
+  }
+}
+
+namespace {
+
+const XStat* find_in(const google::protobuf::RepeatedPtrField<XStat>& stats, int64_t id) {
+  for (const XStat& s : stats) {
+    if (s.metadata_id() == id) return &s;
+  }
+  return nullptr;
+}
+
+std::optional<std::string_view> str_of(const XPlaneReader& plane, const XStat* s) {
+  if (s == nullptr) return std::nullopt;
+  if (s->value_case() == XStat::kStrValue) return std::string_view(s->str_value());
+  if (s->value_case() == XStat::kRefValue) return plane.stat_name(static_cast<int64_t>(s->ref_value()));
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view XEventView::name() const { return plane_->event_name(event_->metadata_id()); }
+
+int64_t XEventView::offset_ps() const {
+  return event_->data_case() == tensorflow::profiler::XEvent::kOffsetPs ? event_->offset_ps() : 0;
+}
+
+const XStat* XEventView::find_stat(std::string_view name) const {
+  const std::optional<int64_t> id = plane_->stat_id(name);
+  if (!id) return nullptr;
+  if (const XStat* s = find_in(event_->stats(), *id)) return s;
+  if (const XEventMetadata* md = plane_->event_metadata(event_->metadata_id())) return find_in(md->stats(), *id);
+  return nullptr;
+}
+
+std::optional<int64_t> XEventView::int_stat(std::string_view name) const {
+  const XStat* s = find_stat(name);
+  return s ? stat_as_int(*s) : std::nullopt;
+}
+
+std::optional<double> XEventView::double_stat(std::string_view name) const {
+  const XStat* s = find_stat(name);
+  return s ? stat_as_double(*s) : std::nullopt;
+}
+
+std::optional<std::string_view> XEventView::str_stat(std::string_view name) const {
+  return str_of(*plane_, find_stat(name));
+}
+
+XPlaneReader::XPlaneReader(const XPlane& plane) : plane_(&plane) {
+  for (const auto& [id, md] : plane.stat_metadata()) stat_ids_.try_emplace(md.name(), id);
+}
+
+std::string_view XPlaneReader::event_name(int64_t metadata_id) const {
+  const XEventMetadata* md = event_metadata(metadata_id);
+  return md ? std::string_view(md->name()) : std::string_view();
+}
+
+const XEventMetadata* XPlaneReader::event_metadata(int64_t metadata_id) const {
+  auto it = plane_->event_metadata().find(metadata_id);
+  return it == plane_->event_metadata().end() ? nullptr : &it->second;
+}
+
+std::optional<int64_t> XPlaneReader::stat_id(std::string_view name) const {
+  auto it = stat_ids_.find(name);
+  if (it == stat_ids_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string_view XPlaneReader::stat_name(int64_t stat_id) const {
+  auto it = plane_->stat_metadata().find(stat_id);
+  return it == plane_->stat_metadata().end() ? std::string_view() : std::string_view(it->second.name());
+}
+
+std::optional<int64_t> XPlaneReader::int_stat(std::string_view name) const {
+  const std::optional<int64_t> id = stat_id(name);
+  const XStat* s = id ? find_in(plane_->stats(), *id) : nullptr;
+  return s ? stat_as_int(*s) : std::nullopt;
+}
+
+std::optional<double> XPlaneReader::double_stat(std::string_view name) const {
+  const std::optional<int64_t> id = stat_id(name);
+  const XStat* s = id ? find_in(plane_->stats(), *id) : nullptr;
+  return s ? stat_as_double(*s) : std::nullopt;
+}
+
+std::optional<std::string_view> XPlaneReader::str_stat(std::string_view name) const {
+  const std::optional<int64_t> id = stat_id(name);
+  return str_of(*this, id ? find_in(plane_->stats(), *id) : nullptr);
+}
+
+const XLine* XPlaneReader::find_line(std::string_view name) const {
+  for (const XLine& l : plane_->lines()) {
+    if (l.name() == name) return &l;
+  }
+  return nullptr;
+}
+
+}  // namespace podscope::xspace

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs every Debian package podscope needs to build, test and run its demo, when missing.
+# The one list of dependencies: build tools, libraries, and the tools tests drive (promtool, chromium, ip).
+set -euo pipefail
+
+packages=(
+  # build tools
+  build-essential cmake pkg-config git
+  # libraries
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libboost-dev libyaml-cpp-dev prometheus-cpp-dev libcli11-dev
+  zlib1g-dev libzstd-dev libsystemd-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # tools the tests and the demo run
+  prometheus python3 python3-websocket chromium iproute2 systemd procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "podscope: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,48 @@
+#include "xspace/xplane_reader.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "xspace/names.h"
+
+namespace podscope::xspace {
+namespace {
+
+const std::filesystem::path kTfFile = std::filesystem::path(PODSCOPE_SHARED_TESTDATA) / "tf_bert_8gpu_host0.xplane.pb";
+
+TEST(XPlaneReader, ReadsTensorFlowsOwnXSpace) {
+  if (!std::filesystem::exists(kTfFile)) GTEST_SKIP() << "shared test data absent: " << kTfFile;
+  std::ifstream in(kTfFile, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  tensorflow::profiler::XSpace space;
+  ASSERT_TRUE(space.ParseFromString(bytes.str()));
+
+  const tensorflow::profiler::XPlane* host = nullptr;
+  int gpu_planes = 0;
+  for (const auto& p : space.planes()) {
+    if (p.name() == kHostPlaneName) host = &p;
+    if (p.name().rfind(kGpuPlanePrefix, 0) == 0) ++gpu_planes;
+  }
+  ASSERT_NE(host, nullptr);
+  EXPECT_EQ(gpu_planes, 8);
+
+  int64_t steps = 0;
+  for (const auto& p : space.planes()) {
+    XPlaneReader reader(p);
+    const auto* line = reader.find_line(kStepsLineName);
+    if (line == nullptr) continue;
+    reader.for_each_event(*line, [&](const XEventView& e) {
+      EXPECT_FALSE(e.name().empty());
+      EXPECT_GT(e.duration_ps(), 0);
+      ++steps;
+    });
+  }
+  EXPECT_GT(steps, 0);
+}
+
+}  // namespace
+}  // namespace podscope::xspace
