@@ -19,11 +19,11 @@ struct SeriesSpec {
   std::string metric;  // Prometheus family name in base units, e.g. "podscope_cpu_seconds_total"
   std::string help;
   Kind kind = Kind::kGauge;
-  std::vector<std::pair<std::string, std::string>> labels;  // the agent adds `host` itself
+  std::vector<std::pair<std::string, std::string>> labels{};  // the agent adds `host` itself
   // Where the series goes in captures: the plane ("/host:CPU", "/device:GPU:0") and the counter track's
   // name on that plane's `_counters_` line. An empty track keeps the series out of captures.
-  std::string plane;
-  std::string track;
+  std::string plane{};
+  std::string track{};
 };
 
 using SeriesId = uint32_t;

@@ -1,0 +1,43 @@
+#include "agent/agent_config.h"
+
+#include <unistd.h>
+
+#include <climits>
+
+namespace podscope::agent {
+
+void declare_agent_options(AgentConfig& c, OptionSet& o) {
+  // --- core agent ---
+  o.add_string("listen", &c.listen,
+               "gRPC address (tensorflow.ProfilerService, podscope.v1.Agent); port 0 picks a free port");
+  o.add_string("metrics_listen", &c.metrics_listen, "Prometheus /metrics address; port 0 picks a free port");
+  o.add_string("host_name", &c.host_name, "host name reported in captures and metrics (empty: the kernel's)");
+  o.add_string("socket", &c.socket, "Unix socket that annotated training processes connect to");
+  o.add_string("repository_root", &c.repository_root,
+               "directory captures may be written under (empty: never write files, only return data)");
+  o.add_int("sample_interval_ms", &c.sample_interval_ms, "host sampling period in milliseconds", 10, 60000);
+  o.add_int("max_duration_ms", &c.max_duration_ms, "longest capture or monitor a client may ask for", 1,
+            24LL * 3600 * 1000);
+  o.add_int("clock_offset_ns", &c.clock_offset_ns, "test hook: shifts every timestamp this agent reports",
+            -LLONG_MAX / 4, LLONG_MAX / 4);
+  o.hide("clock_offset_ns");
+  o.add_string("log_level", &c.log_level, "debug, info, warning or error");
+
+  // --- local socket (client-library engineer) ---
+
+  // --- devices and upstream profiler servers (device engineer) ---
+
+  // --- coordinator registration (coordinator engineer) ---
+  o.add_string("coordinator", &c.coordinator,
+               "podscope-coordinator host:port to register and heartbeat with (empty: none)");
+  o.add_string("job", &c.job, "job name reported to the coordinator");
+}
+
+std::string effective_host_name(const AgentConfig& config) {
+  if (!config.host_name.empty()) return config.host_name;
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+}  // namespace podscope::agent

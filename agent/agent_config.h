@@ -1,0 +1,40 @@
+// AgentConfig: every setting of podscope-agent, declared once (YAML key == flag name) in
+// declare_agent_options. Engineers adding a subsystem add their keys in a block of their own below.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "daemon/options.h"
+
+namespace podscope::agent {
+
+struct AgentConfig {
+  // --- core agent (issue 2 §7) ---
+  std::string listen = "0.0.0.0:8466";           // gRPC: tensorflow.ProfilerService + podscope.v1.Agent
+  std::string metrics_listen = "0.0.0.0:9466";   // Prometheus /metrics
+  std::string host_name;                          // empty: the kernel's host name
+  std::string socket = "/run/podscope/agent.sock";  // Unix socket for annotated training processes
+  std::string repository_root;                    // empty: captures are returned, never written to disk
+  int64_t sample_interval_ms = 1000;
+  int64_t max_duration_ms = 600000;
+  int64_t clock_offset_ns = 0;                    // test hook (hidden): shifts every timestamp reported
+  std::string log_level = "info";
+
+  // --- local socket (client-library engineer) ---
+
+  // --- devices and upstream profiler servers (device engineer) ---
+
+  // --- coordinator registration (coordinator engineer) ---
+  std::string coordinator;  // host:port of podscope-coordinator; empty: do not register
+  std::string job;          // reported to the coordinator, which can capture a job's workers by name
+};
+
+// Declares every key of `config` on `options`; the OptionSet writes straight into `config`.
+void declare_agent_options(AgentConfig& config, OptionSet& options);
+
+// The host name captures and metrics report: config.host_name, else the kernel's.
+std::string effective_host_name(const AgentConfig& config);
+
+}  // namespace podscope::agent

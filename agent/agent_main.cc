@@ -1,0 +1,78 @@
+// podscope-agent: parses options, builds the Agent, starts it, relays signals (SIGTERM/SIGINT: graceful stop;
+// SIGHUP: reload the config) and tells systemd about it. Everything else lives in agent.cc.
+#include <iostream>
+
+#include "agent/agent.h"
+#include "agent/agent_config.h"
+#include "daemon/log.h"
+#include "daemon/options.h"
+#include "daemon/signals.h"
+#include "daemon/systemd_notify.h"
+
+namespace {
+constexpr std::string_view kProgram = "podscope-agent";
+
+// Declares and applies the options afresh; nullopt (with the reason logged) when the config is invalid.
+std::optional<podscope::agent::AgentConfig> reread_config(const podscope::CommandLine& command_line) {
+  podscope::agent::AgentConfig config;
+  podscope::OptionSet options;
+  podscope::agent::declare_agent_options(config, options);
+  if (absl::Status s = podscope::apply_command_line(command_line, options); !s.ok()) {
+    PODSCOPE_LOG(kError) << "reload refused, keeping the running config: " << s.message();
+    return std::nullopt;
+  }
+  if (absl::StatusOr<podscope::LogLevel> level = podscope::parse_log_level(config.log_level); !level.ok()) {
+    PODSCOPE_LOG(kError) << "reload refused, keeping the running config: log_level: " << level.status().message();
+    return std::nullopt;
+  }
+  return config;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const podscope::ShutdownSignals signals;  // before any thread starts, so every thread inherits the mask
+
+  podscope::agent::AgentConfig config;
+  podscope::OptionSet options;
+  podscope::agent::declare_agent_options(config, options);
+  const podscope::ParseOutcome parsed = podscope::parse_command_line(
+      argc, argv, options, kProgram,
+      "podscope-agent: host collectors, Prometheus exporter and a TensorFlow-compatible profiler service",
+      PODSCOPE_VERSION);
+  if (parsed.kind == podscope::ParseOutcome::kExit) return parsed.exit_code;
+  absl::StatusOr<podscope::LogLevel> level = podscope::parse_log_level(config.log_level);
+  if (!level.ok()) {
+    std::cerr << kProgram << ": log_level: " << level.status().message() << "\n";
+    return 2;
+  }
+  podscope::set_log_level(*level);
+
+  podscope::agent::Agent agent(config);
+  if (absl::Status s = agent.start(); !s.ok()) {
+    std::cerr << kProgram << ": " << s.message() << "\n";
+    return 1;
+  }
+  const podscope::SystemdNotifier systemd;
+  if (systemd.watchdog_interval().count() > 0) {
+    // Pinged from the io_context: a wedged event loop stops the pings and systemd restarts the agent.
+    agent.every(systemd.watchdog_interval(), [&systemd] { systemd.watchdog(); });
+  }
+  const std::string ready = "serving grpc port " + std::to_string(agent.grpc_port()) + ", metrics port " +
+                            std::to_string(agent.metrics_port());
+  systemd.ready(ready);
+
+  for (;;) {
+    const int signal = signals.wait();
+    if (signal != SIGHUP) {
+      PODSCOPE_LOG(kInfo) << "signal " << signal << ": shutting down";
+      break;
+    }
+    systemd.reloading();
+    if (std::optional<podscope::agent::AgentConfig> fresh = reread_config(parsed.command_line)) agent.reload(*fresh);
+    systemd.ready(ready);
+  }
+  systemd.stopping();
+  agent.shutdown();
+  PODSCOPE_LOG(kInfo) << "stopped";
+  return 0;
+}

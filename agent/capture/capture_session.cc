@@ -1,0 +1,263 @@
+#include "agent/capture/capture_session.h"
+
+#include <ctime>
+#include <filesystem>
+
+#include "daemon/atomic_file.h"
+#include "daemon/log.h"
+#include "xspace/names.h"
+#include "xspace/xplane_builder.h"
+
+namespace podscope::agent {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int64_t kPollNs = 20'000'000;  // how often a waiting capture checks whether its client went away
+
+std::string default_session_id(int64_t now_ns) {
+  const time_t seconds = static_cast<time_t>(now_ns / 1'000'000'000);
+  tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[32];
+  strftime(text, sizeof(text), "%Y_%m_%d_%H_%M_%S", &utc);
+  return text;
+}
+
+bool is_safe_file_name(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos;
+}
+
+bool is_within(const fs::path& inner, const fs::path& outer) {
+  auto o = outer.begin();
+  auto i = inner.begin();
+  for (; o != outer.end(); ++o, ++i) {
+    if (o->empty()) continue;  // a trailing separator
+    if (i == inner.end() || *i != *o) return false;
+  }
+  return true;
+}
+
+bool has_events(const tensorflow::profiler::XSpace& space) {
+  for (const auto& plane : space.planes()) {
+    for (const auto& line : plane.lines()) {
+      if (line.events_size() > 0) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+void fill_profile_defaults(tensorflow::ProfileRequest& request) {
+  tensorflow::ProfileOptions& opts = *request.mutable_opts();
+  if (opts.version() == 0) {
+    opts.set_host_tracer_level(2);
+    opts.set_device_tracer_level(1);
+    opts.set_python_tracer_level(0);
+    opts.set_include_dataset_ops(true);
+  }
+}
+
+int64_t requested_duration_ms(const tensorflow::ProfileRequest& request) {
+  const uint64_t ms = request.opts().duration_ms() != 0 ? request.opts().duration_ms() : request.duration_ms();
+  if (ms == 0) return 1000;
+  return ms > static_cast<uint64_t>(INT64_MAX / 1'000'000) ? INT64_MAX / 1'000'000 : static_cast<int64_t>(ms);
+}
+
+absl::StatusOr<std::string> resolve_capture_file(const std::string& configured_root, const std::string& requested_dir,
+                                                 const std::string& session_id, const std::string& host_name) {
+  if (configured_root.empty()) {
+    return absl::FailedPreconditionError("not written to disk: the agent has no --repository_root; the data is in "
+                                         "the response only");
+  }
+  std::error_code ec;
+  const fs::path root = fs::weakly_canonical(configured_root, ec);
+  if (ec) return absl::FailedPreconditionError("repository root " + configured_root + ": " + ec.message());
+  fs::path dir = requested_dir.empty() ? root : root / requested_dir;  // an absolute request replaces root
+  const fs::path resolved = fs::weakly_canonical(dir / session_id, ec);
+  if (ec) return absl::FailedPreconditionError("repository path " + requested_dir + ": " + ec.message());
+  if (!is_within(resolved, root)) {
+    return absl::PermissionDeniedError("not written to disk: repository path '" + requested_dir + "' resolves to '" +
+                                       resolved.string() + "', outside --repository_root '" + root.string() + "'");
+  }
+  return (resolved / (host_name + ".xplane.pb")).string();
+}
+
+CaptureSessions::CaptureSessions(const Clock& clock, std::string host_name, std::function<int64_t()> sample_now)
+    : clock_(clock), host_name_(std::move(host_name)), sample_now_(std::move(sample_now)) {}
+
+void CaptureSessions::add_source(CaptureSource& source) { sources_.push_back(&source); }
+
+void CaptureSessions::set_limits(CaptureLimits limits) {
+  std::lock_guard lock(mu_);
+  limits_ = std::move(limits);
+}
+
+CaptureLimits CaptureSessions::limits() const {
+  std::lock_guard lock(mu_);
+  return limits_;
+}
+
+std::string CaptureSessions::running_session() const {
+  std::lock_guard lock(mu_);
+  return running_ ? running_id_ : std::string();
+}
+
+uint64_t CaptureSessions::captures_served() const {
+  std::lock_guard lock(mu_);
+  return served_;
+}
+
+bool CaptureSessions::wait_until(int64_t deadline_ns, const std::function<bool()>& cancelled,
+                                 std::unique_lock<std::mutex>& lock) {
+  for (;;) {
+    if (!end_reason_.empty() || shutting_down_) return false;
+    if (cancelled && cancelled()) {
+      end_reason_ = "client cancelled or passed its deadline";
+      return false;
+    }
+    const int64_t left = deadline_ns - clock_.now_ns();
+    if (left <= 0) return true;
+    cv_.wait_for(lock, std::chrono::nanoseconds(std::min(left, kPollNs)));
+  }
+}
+
+bool CaptureSessions::wait_for(int64_t duration_ms, const std::function<bool()>& cancelled) {
+  std::unique_lock lock(mu_);
+  const int64_t deadline = clock_.now_ns() + duration_ms * 1'000'000;
+  for (;;) {
+    if (shutting_down_ || (cancelled && cancelled())) return false;
+    const int64_t left = deadline - clock_.now_ns();
+    if (left <= 0) return true;
+    cv_.wait_for(lock, std::chrono::nanoseconds(std::min(left, kPollNs)));
+  }
+}
+
+absl::StatusOr<CaptureResult> CaptureSessions::run(tensorflow::ProfileRequest request,
+                                                   const std::function<bool()>& cancelled) {
+  fill_profile_defaults(request);
+  const int64_t now = clock_.now_ns();
+  const int64_t duration_ms = requested_duration_ms(request);
+  CaptureLimits limits = this->limits();
+  if (duration_ms > limits.max_duration_ms) {
+    return absl::InvalidArgumentError("duration_ms " + std::to_string(duration_ms) + " exceeds the agent's limit " +
+                                      "max_duration_ms=" + std::to_string(limits.max_duration_ms));
+  }
+  const int64_t start_request = static_cast<int64_t>(request.opts().start_timestamp_ns());
+  if (start_request > now + limits.max_duration_ms * 1'000'000) {
+    return absl::InvalidArgumentError("opts.start_timestamp_ns " + std::to_string(start_request) + " is " +
+                                      std::to_string((start_request - now) / 1'000'000) +
+                                      " ms ahead of the agent's clock; at most max_duration_ms=" +
+                                      std::to_string(limits.max_duration_ms) + " ahead is accepted");
+  }
+  CaptureResult result;
+  result.session_id = !request.session_id().empty()       ? request.session_id()
+                      : !request.opts().session_id().empty() ? request.opts().session_id()
+                                                              : default_session_id(now);
+  if (!is_safe_file_name(result.session_id)) {
+    return absl::InvalidArgumentError("session_id '" + result.session_id +
+                                      "' must be a single path component (no '/', not '.' or '..')");
+  }
+
+  std::unique_lock lock(mu_);
+  if (shutting_down_) return absl::UnavailableError("agent is shutting down; no new captures");
+  if (running_) {
+    return absl::AlreadyExistsError("a capture is already running on this agent: session '" + running_id_ +
+                                    "'; one capture at a time");
+  }
+  running_ = true;
+  running_id_ = result.session_id;
+  end_reason_.clear();
+
+  std::vector<std::string> warnings;
+  if (start_request > 0 && start_request < now) {
+    warnings.push_back("requested start " + std::to_string(start_request) + " was " +
+                       std::to_string((now - start_request) / 1'000'000) +
+                       " ms in the past on the agent's clock; the capture started on arrival");
+  }
+  const bool reached_start = start_request <= now || wait_until(start_request, cancelled, lock);
+  std::string end_reason;
+  if (reached_start) {
+    lock.unlock();
+    CaptureWindow window;
+    window.session_id = result.session_id;
+    window.start_ns = sample_now_();
+    window.planned_end_ns = window.start_ns + duration_ms * 1'000'000;
+    window.request = request;
+    for (CaptureSource* s : sources_) s->open(window);
+    PODSCOPE_LOG(kInfo) << "capture " << result.session_id << " started, " << duration_ms << " ms";
+    lock.lock();
+    wait_until(window.planned_end_ns, cancelled, lock);
+    end_reason = shutting_down_ && end_reason_.empty() ? "agent shutting down" : end_reason_;
+    lock.unlock();
+    const int64_t end_ns = sample_now_();
+    for (CaptureSource* s : sources_) s->close(end_ns);
+    tensorflow::profiler::XSpace& space = result.space;
+    space.add_hostnames(host_name_);
+    for (CaptureSource* s : sources_) s->collect(space);
+    xspace::XPlaneBuilder(xspace::find_or_add_plane(space, xspace::kHostPlaneName))
+        .stats()
+        .add(xspace::kCaptureStartStat, window.start_ns)
+        .add(xspace::kCaptureEndStat, end_ns);
+  } else {
+    end_reason = shutting_down_ && end_reason_.empty() ? "agent shutting down" : end_reason_;
+    lock.unlock();
+    result.space.add_hostnames(host_name_);
+    warnings.push_back("capture ended before its start time (" + end_reason + ")");
+  }
+  if (!end_reason.empty() && reached_start) warnings.push_back("capture ended early: " + end_reason);
+  for (std::string& w : warnings) result.space.add_warnings(std::move(w));
+  result.empty_trace = !has_events(result.space);
+
+  const std::string& requested_dir =
+      !request.opts().repository_path().empty() ? request.opts().repository_path() : request.repository_root();
+  absl::StatusOr<std::string> file = resolve_capture_file(limits.repository_root, requested_dir, result.session_id,
+                                                          host_name_);
+  if (!file.ok()) {
+    // Asking for no path from an agent without a root is the normal remote case: nothing to warn about.
+    if (!requested_dir.empty() || !limits.repository_root.empty()) {
+      result.space.add_warnings(std::string(file.status().message()));
+    }
+  } else {
+    std::string bytes;
+    result.space.SerializeToString(&bytes);
+    if (absl::Status s = write_file_atomically(*file, bytes); s.ok()) {
+      result.written_path = *file;
+    } else {
+      result.space.add_warnings("not written to disk: " + std::string(s.message()));
+    }
+  }
+  PODSCOPE_LOG(kInfo) << "capture " << result.session_id << " done" << (end_reason.empty() ? "" : " (" + end_reason + ")")
+                      << (result.written_path.empty() ? "" : ", wrote " + result.written_path);
+
+  lock.lock();
+  running_ = false;
+  running_id_.clear();
+  ++served_;
+  lock.unlock();
+  cv_.notify_all();
+  return result;
+}
+
+absl::Status CaptureSessions::terminate(const std::string& session_id) {
+  {
+    std::lock_guard lock(mu_);
+    if (!running_ || running_id_ != session_id) {
+      return absl::NotFoundError("no running capture with session_id '" + session_id + "'" +
+                                 (running_ ? " (running: '" + running_id_ + "')" : " (none running)"));
+    }
+    if (end_reason_.empty()) end_reason_ = "terminated by request";
+  }
+  cv_.notify_all();
+  return absl::OkStatus();
+}
+
+void CaptureSessions::shutdown(int64_t wait_ms) {
+  std::unique_lock lock(mu_);
+  shutting_down_ = true;
+  cv_.notify_all();
+  cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return !running_; });
+}
+
+}  // namespace podscope::agent

@@ -1,0 +1,86 @@
+// Captures, one at a time. CaptureSessions::run() validates a ProfileRequest, waits for its start time, opens
+// a window on every CaptureSource, waits for the end — duration elapsed, Terminate, the client cancelling or
+// passing its deadline, or agent shutdown: all the same path — closes every source, gathers one XSpace and,
+// where the agent is configured for it, writes it under the repository root.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/capture/capture_source.h"
+#include "daemon/clock.h"
+#include "tensorflow/profiler_service.pb.h"
+
+namespace podscope::agent {
+
+struct CaptureLimits {
+  int64_t max_duration_ms = 600000;
+  std::string repository_root;  // empty: never write files
+};
+
+struct CaptureResult {
+  std::string session_id;
+  tensorflow::profiler::XSpace space;
+  bool empty_trace = false;
+  std::string written_path;  // empty when not written
+};
+
+// TF servers' defaults for a request whose opts.version is 0, and duration 0 → 1000 ms.
+void fill_profile_defaults(tensorflow::ProfileRequest& request);
+int64_t requested_duration_ms(const tensorflow::ProfileRequest& request);
+
+// Where the capture's file would go: `<dir>/<session_id>/<host>.xplane.pb` with <dir> the requested path
+// (opts.repository_path, else repository_root) resolved against the configured root. An error says why
+// nothing is written (no root configured, or the path escapes it).
+absl::StatusOr<std::string> resolve_capture_file(const std::string& configured_root, const std::string& requested_dir,
+                                                 const std::string& session_id, const std::string& host_name);
+
+class CaptureSessions {
+ public:
+  // `sample_now` runs a sampling pass and returns its time stamp (agent clock); windows open and close on one.
+  CaptureSessions(const Clock& clock, std::string host_name, std::function<int64_t()> sample_now);
+
+  void add_source(CaptureSource& source);  // before the first capture
+  void set_limits(CaptureLimits limits);
+  CaptureLimits limits() const;
+
+  // Runs one capture to its end. `cancelled` is polled (the gRPC client went away or its deadline passed).
+  // Errors: INVALID_ARGUMENT (bad duration / start / session id), ALREADY_EXISTS (one is running),
+  // UNAVAILABLE (shutting down).
+  absl::StatusOr<CaptureResult> run(tensorflow::ProfileRequest request, const std::function<bool()>& cancelled);
+  // Ends the running capture with this id early; it answers with what was collected.
+  absl::Status terminate(const std::string& session_id);
+  // Ends a running capture and refuses new ones; waits (bounded) until the running one has answered.
+  void shutdown(int64_t wait_ms);
+  // Waits `duration_ms` unless shutdown or `cancelled` come first; false when interrupted.
+  bool wait_for(int64_t duration_ms, const std::function<bool()>& cancelled);
+
+  std::string running_session() const;
+  uint64_t captures_served() const;
+
+ private:
+  // Waits until `deadline_ns` (agent clock) or an end request; false when ended early.
+  bool wait_until(int64_t deadline_ns, const std::function<bool()>& cancelled, std::unique_lock<std::mutex>& lock);
+
+  const Clock& clock_;
+  std::string host_name_;
+  std::function<int64_t()> sample_now_;
+  std::vector<CaptureSource*> sources_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  CaptureLimits limits_;
+  bool running_ = false;
+  std::string running_id_;
+  std::string end_reason_;  // set when the running capture was asked to end early
+  bool shutting_down_ = false;
+  uint64_t served_ = 0;
+};
+
+}  // namespace podscope::agent

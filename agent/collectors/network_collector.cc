@@ -1,0 +1,92 @@
+#include "agent/collectors/network_collector.h"
+
+namespace podscope::agent {
+namespace {
+constexpr std::array<std::string_view, 8> kMetrics = {
+    "podscope_network_receive_bytes_total",   "podscope_network_receive_packets_total",
+    "podscope_network_receive_errors_total",  "podscope_network_receive_drops_total",
+    "podscope_network_transmit_bytes_total",  "podscope_network_transmit_packets_total",
+    "podscope_network_transmit_errors_total", "podscope_network_transmit_drops_total"};
+// /proc/net/dev columns after the name: 8 receive fields, then transmit from column 8.
+constexpr std::array<size_t, 8> kColumns = {0, 1, 2, 3, 8, 9, 10, 11};
+}  // namespace
+
+absl::Status parse_net_dev(std::string_view text, std::string_view path, std::vector<InterfaceCounters>& out) {
+  size_t count = 0;
+  std::string_view line;
+  int line_number = 0;
+  while (next_line(text, line)) {
+    ++line_number;
+    if (line_number <= 2) continue;  // two header lines
+    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string_view::npos) {
+      return parse_error(path, line_number, "expected 'interface: counters', got '" + std::string(line) + "'");
+    }
+    std::string_view name = line.substr(0, colon);
+    name.remove_prefix(std::min(name.find_first_not_of(' '), name.size()));
+    std::string_view rest = line.substr(colon + 1), field;
+    std::array<uint64_t, 16> columns{};
+    size_t n = 0;
+    while (n < columns.size() && next_field(rest, field)) {
+      if (!parse_number(field, columns[n])) {
+        return parse_error(path, line_number,
+                           "interface '" + std::string(name) + "' column " + std::to_string(n + 1) +
+                               " is not a number: '" + std::string(field) + "'");
+      }
+      ++n;
+    }
+    if (n < 12) {
+      return parse_error(path, line_number,
+                         "interface '" + std::string(name) + "' has " + std::to_string(n) + " columns, expected 16");
+    }
+    if (count == out.size()) out.emplace_back();
+    out[count].name = name;
+    for (size_t i = 0; i < kColumns.size(); ++i) out[count].values[i] = columns[kColumns[i]];
+    ++count;
+  }
+  if (line_number < 2) return parse_error(path, line_number, "missing header lines (truncated?)");
+  out.resize(count);
+  return absl::OkStatus();
+}
+
+NetworkCollector::NetworkCollector(std::string path) : file_(std::move(path)) {}
+
+void NetworkCollector::sample(int64_t now_ns, SampleSink& sink) {
+  std::string_view text;
+  if (absl::Status s = file_.read(text); !s.ok()) {
+    state_.set(absl::IsNotFound(s) ? CollectorState::State::kUnavailable : CollectorState::State::kDegraded,
+               std::string(s.message()));
+    return;
+  }
+  if (absl::Status s = parse_net_dev(text, file_.path(), parsed_); !s.ok()) {
+    state_.set(CollectorState::State::kDegraded, std::string(s.message()));
+    return;
+  }
+  for (const InterfaceCounters& counters : parsed_) {
+    Interface* iface = nullptr;
+    for (Interface& i : interfaces_) {
+      if (i.name == counters.name) iface = &i;
+    }
+    if (iface == nullptr) {  // a new interface: declared once
+      iface = &interfaces_.emplace_back();
+      iface->name = std::string(counters.name);
+      for (size_t m = 0; m < kMetrics.size(); ++m) {
+        const bool bytes = m == 0 || m == 4;
+        iface->ids[m] = sink.declare(
+            {.metric = std::string(kMetrics[m]),
+             .help = "/proc/net/dev counters per interface.",
+             .kind = SeriesSpec::Kind::kCounter,
+             .labels = {{"interface", iface->name}},
+             .plane = bytes ? "/host:CPU" : "",
+             .track = bytes ? "Network " + iface->name + (m == 0 ? " received" : " sent") + " (bytes/s)" : ""});
+      }
+    }
+    for (size_t m = 0; m < kMetrics.size(); ++m) {
+      sink.record(iface->ids[m], now_ns, static_cast<double>(counters.values[m]));
+    }
+  }
+  state_.set(CollectorState::State::kOk);
+}
+
+}  // namespace podscope::agent

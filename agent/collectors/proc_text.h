@@ -1,0 +1,65 @@
+// Reading and tokenizing /proc text files without allocating in the steady state: ProcFile keeps the file
+// open and its buffer between passes (procfs regenerates the text on every read from offset 0).
+#pragma once
+
+#include <charconv>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace podscope::agent {
+
+class ProcFile {
+ public:
+  explicit ProcFile(std::string path) : path_(std::move(path)) {}
+  ~ProcFile();
+  ProcFile(const ProcFile&) = delete;
+  ProcFile& operator=(const ProcFile&) = delete;
+
+  // The whole file as text; valid until the next read(). NotFound when the file does not exist.
+  absl::Status read(std::string_view& text);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::vector<char> buffer_ = std::vector<char>(16384);
+};
+
+// Cuts the next line (without '\n') off `text`; false when nothing is left.
+inline bool next_line(std::string_view& text, std::string_view& line) {
+  if (text.empty()) return false;
+  const size_t nl = text.find('\n');
+  line = text.substr(0, nl);
+  text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  return true;
+}
+
+// Cuts the next whitespace-separated field off `line`; false when nothing is left.
+inline bool next_field(std::string_view& line, std::string_view& field) {
+  size_t b = line.find_first_not_of(" \t");
+  if (b == std::string_view::npos) {
+    line = {};
+    return false;
+  }
+  line.remove_prefix(b);
+  const size_t e = line.find_first_of(" \t");
+  field = line.substr(0, e);
+  line.remove_prefix(e == std::string_view::npos ? line.size() : e);
+  return true;
+}
+
+template <typename T>
+inline bool parse_number(std::string_view text, T& value) {
+  if (text.empty()) return false;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc() && ptr == text.data() + text.size();
+}
+
+// "<path>: line N: <what>" — the reason a collector reports when a file does not parse.
+absl::Status parse_error(std::string_view path, int line_number, std::string_view what);
+
+}  // namespace podscope::agent

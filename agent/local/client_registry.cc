@@ -1,0 +1,169 @@
+#include "agent/local/client_registry.h"
+
+#include "daemon/log.h"
+
+namespace podscope::agent {
+
+std::string ClientRegistry::frame(const local::Message& msg) {
+  std::string out;
+  local::encode_frame(msg, out);
+  return out;
+}
+
+uint64_t ClientRegistry::add_connection(int32_t peer_pid, uid_t peer_uid, FrameSender send, Disconnector disconnect) {
+  std::lock_guard lock(mu_);
+  const uint64_t id = next_connection_++;
+  Connection c;
+  c.info.connection = id;
+  c.info.pid = peer_pid;
+  c.info.uid = peer_uid;
+  c.send = std::move(send);
+  c.disconnect = std::move(disconnect);
+  connections_.emplace(id, std::move(c));
+  return id;
+}
+
+void ClientRegistry::remove_connection(uint64_t connection) {
+  std::lock_guard lock(mu_);
+  auto it = connections_.find(connection);
+  if (it == connections_.end()) return;
+  if (it->second.registered) {
+    PODSCOPE_LOG(kInfo) << "local client pid " << it->second.info.pid << " (" << it->second.info.program
+                        << ") disconnected";
+  }
+  connections_.erase(it);
+  changed_.notify_all();  // a collect() waiting for it stops waiting
+}
+
+void ClientRegistry::on_register(uint64_t connection, const local::RegisterMsg& msg) {
+  FrameSender send;
+  std::string open;
+  {
+    std::lock_guard lock(mu_);
+    auto it = connections_.find(connection);
+    if (it == connections_.end()) return;
+    Connection& c = it->second;
+    const bool first = !c.registered;
+    c.registered = true;
+    c.info.program = msg.program;
+    c.info.job = msg.job;
+    c.info.cores = msg.cores;
+    if (first) {
+      PODSCOPE_LOG(kInfo) << "local client registered: pid " << c.info.pid << " (" << msg.program << "), job '"
+                          << msg.job << "', " << msg.cores.size() << " core(s)";
+    }
+    if (window_ == WindowState::kOpen) {
+      auto& g = gathered_[connection];
+      g.client = c.info;
+      if (first) {
+        open = frame(local::CaptureOpenMsg{session_, window_start_ns_, window_end_ns_});
+        send = c.send;
+      }
+    }
+  }
+  if (send) send(std::move(open));
+}
+
+void ClientRegistry::on_events(uint64_t connection, local::EventsMsg&& msg) {
+  std::lock_guard lock(mu_);
+  if (window_ == WindowState::kNone || msg.session != session_) return;  // late data of an older window
+  auto it = gathered_.find(connection);
+  if (it == gathered_.end()) return;
+  it->second.batches.push_back(std::move(msg));
+}
+
+void ClientRegistry::on_capture_done(uint64_t connection, const local::CaptureDoneMsg& msg) {
+  std::lock_guard lock(mu_);
+  if (window_ == WindowState::kNone || msg.session != session_) return;
+  auto it = gathered_.find(connection);
+  if (it == gathered_.end()) return;
+  it->second.dropped_events = msg.dropped_events;
+  it->second.complete = true;
+  changed_.notify_all();
+}
+
+std::vector<LocalClientInfo> ClientRegistry::clients() const {
+  std::lock_guard lock(mu_);
+  std::vector<LocalClientInfo> out;
+  for (const auto& [id, c] : connections_)
+    if (c.registered) out.push_back(c.info);
+  return out;
+}
+
+void ClientRegistry::registered_pids(std::vector<int32_t>& out) const {
+  out.clear();
+  std::lock_guard lock(mu_);
+  for (const auto& [id, c] : connections_)
+    if (c.registered) out.push_back(c.info.pid);
+}
+
+bool ClientRegistry::window_open() const {
+  std::lock_guard lock(mu_);
+  return window_ == WindowState::kOpen;
+}
+
+void ClientRegistry::open_window(uint64_t session, int64_t start_ns, int64_t end_ns) {
+  std::vector<FrameSender> senders;
+  std::string open = frame(local::CaptureOpenMsg{session, start_ns, end_ns});
+  {
+    std::lock_guard lock(mu_);
+    window_ = WindowState::kOpen;
+    session_ = session;
+    window_start_ns_ = start_ns;
+    window_end_ns_ = end_ns;
+    gathered_.clear();
+    for (const auto& [id, c] : connections_) {
+      if (!c.registered) continue;
+      gathered_[id].client = c.info;
+      senders.push_back(c.send);
+    }
+  }
+  for (auto& s : senders) s(open);
+}
+
+void ClientRegistry::close_window() {
+  std::vector<FrameSender> senders;
+  std::string close;
+  {
+    std::lock_guard lock(mu_);
+    if (window_ != WindowState::kOpen) return;
+    window_ = WindowState::kClosing;
+    close = frame(local::CaptureCloseMsg{session_});
+    for (const auto& [id, g] : gathered_) {
+      auto it = connections_.find(id);
+      if (it != connections_.end()) senders.push_back(it->second.send);
+    }
+  }
+  for (auto& s : senders) s(close);
+}
+
+std::vector<LocalClientCapture> ClientRegistry::collect(std::chrono::milliseconds timeout) {
+  std::vector<Disconnector> hung;
+  std::vector<LocalClientCapture> out;
+  {
+    std::unique_lock lock(mu_);
+    if (window_ == WindowState::kNone) return out;
+    auto all_answered = [&] {
+      for (const auto& [id, g] : gathered_)
+        if (!g.complete && connections_.count(id)) return false;
+      return true;
+    };
+    changed_.wait_for(lock, timeout, all_answered);
+    for (auto& [id, g] : gathered_) {
+      auto it = connections_.find(id);
+      if (!g.complete && it != connections_.end()) {
+        PODSCOPE_LOG(kWarning) << "local client pid " << g.client.pid << " (" << g.client.program
+                               << ") did not answer the capture close within " << timeout.count()
+                               << " ms; dropping it";
+        hung.push_back(it->second.disconnect);
+      }
+      out.push_back(std::move(g));
+    }
+    gathered_.clear();
+    window_ = WindowState::kNone;
+  }
+  for (auto& d : hung) d();
+  return out;
+}
+
+}  // namespace podscope::agent

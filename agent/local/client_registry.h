@@ -1,0 +1,83 @@
+// The agent's view of the annotated processes connected to its local socket, and the capture window
+// they take part in. Written by the socket server (io threads), read by the LocalClientsSource (capture
+// thread) and the process collector (sampling pass); one short lock, never held while sending.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "agent/local/frame_codec.h"
+
+namespace podscope::agent {
+
+struct LocalClientInfo {
+  uint64_t connection = 0;
+  int32_t pid = 0;
+  uid_t uid = 0;
+  std::string program;
+  std::string job;
+  std::vector<int32_t> cores;
+};
+
+// What one client sent for one capture window.
+struct LocalClientCapture {
+  LocalClientInfo client;
+  std::vector<local::EventsMsg> batches;
+  uint64_t dropped_events = 0;
+  bool complete = false;  // it answered the close (false: it disconnected or hung first)
+};
+
+class ClientRegistry {
+ public:
+  // Sends one encoded frame to a connection; called without the registry's lock held.
+  using FrameSender = std::function<void(std::string frame)>;
+  using Disconnector = std::function<void()>;
+
+  uint64_t add_connection(int32_t peer_pid, uid_t peer_uid, FrameSender send, Disconnector disconnect);
+  void remove_connection(uint64_t connection);
+  void on_register(uint64_t connection, const local::RegisterMsg& msg);
+  void on_events(uint64_t connection, local::EventsMsg&& msg);
+  void on_capture_done(uint64_t connection, const local::CaptureDoneMsg& msg);
+
+  std::vector<LocalClientInfo> clients() const;  // registered ones only
+  // The pids of registered clients, into `out` (cleared; its capacity reused: no allocation once warm).
+  void registered_pids(std::vector<int32_t>& out) const;
+
+  // The capture window: open tells every registered client (and any that registers while it is open);
+  // close asks them to flush; collect waits until each answered or left, at most `timeout`, drops the
+  // ones that did not answer (they hang) and returns what was gathered.
+  void open_window(uint64_t session, int64_t start_ns, int64_t end_ns);
+  void close_window();
+  std::vector<LocalClientCapture> collect(std::chrono::milliseconds timeout);
+  bool window_open() const;
+
+ private:
+  struct Connection {
+    LocalClientInfo info;
+    bool registered = false;
+    FrameSender send;
+    Disconnector disconnect;
+  };
+  enum class WindowState { kNone, kOpen, kClosing };
+
+  static std::string frame(const local::Message& msg);
+
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  uint64_t next_connection_ = 1;
+  std::map<uint64_t, Connection> connections_;
+  WindowState window_ = WindowState::kNone;
+  uint64_t session_ = 0;
+  int64_t window_start_ns_ = 0, window_end_ns_ = 0;
+  std::map<uint64_t, LocalClientCapture> gathered_;  // by connection, for clients in the window
+};
+
+}  // namespace podscope::agent

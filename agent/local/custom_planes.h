@@ -1,0 +1,26 @@
+// Turns the events local clients sent during a capture window into one plane per annotated core:
+// `/device:CUSTOM:<core>` with plane id = core id, a `Steps` line (step events, stat step_num) and one
+// line per client thread ("Thread <tid>") holding its op events, named as XLA names them (infeed,
+// outfeed, all-reduce, send, recv-done; compute and free-form events keep their own names). Every op
+// event inside a step of its core carries that step's step_num, plus its own stats. Pure: no I/O.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "agent/local/client_registry.h"
+#include "daemon/clock.h"
+#include "tensorflow/xplane.pb.h"
+
+namespace podscope::agent {
+
+struct CustomPlaneOptions {
+  int64_t window_start_ns = 0;  // agent clock; events wholly outside [start, end] are left out
+  int64_t window_end_ns = 0;
+};
+
+// `clock` shifts the clients' system-clock times onto the agent clock (its --clock_offset_ns).
+void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Clock& clock,
+                       const CustomPlaneOptions& options, tensorflow::profiler::XSpace& space);
+
+}  // namespace podscope::agent

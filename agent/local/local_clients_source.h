@@ -1,0 +1,38 @@
+// The capture source for annotated processes: opening a window tells every registered client to record,
+// closing asks them to flush, and collect() waits (bounded) for their last batches and adds one
+// `/device:CUSTOM:<core>` plane per annotated core (see custom_planes.h).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+
+#include "agent/capture/capture_source.h"
+#include "agent/local/client_registry.h"
+#include "daemon/clock.h"
+
+namespace podscope::agent {
+
+class LocalClientsSource : public CaptureSource {
+ public:
+  // `on_dropped` (optional) receives the events clients dropped during each window (for the agent's metrics).
+  LocalClientsSource(ClientRegistry& registry, const Clock& clock, std::function<void(uint64_t)> on_dropped = {},
+                     std::chrono::milliseconds flush_timeout = std::chrono::milliseconds(2000))
+      : registry_(registry), clock_(clock), on_dropped_(std::move(on_dropped)), flush_timeout_(flush_timeout) {}
+
+  std::string_view name() const override { return "local_clients"; }
+  void open(const CaptureWindow& window) override;
+  void close(int64_t end_ns) override;
+  void collect(tensorflow::profiler::XSpace& space) override;
+
+ private:
+  ClientRegistry& registry_;
+  const Clock& clock_;
+  std::function<void(uint64_t)> on_dropped_;
+  std::chrono::milliseconds flush_timeout_;
+  std::atomic<uint64_t> next_session_{1};
+  int64_t start_ns_ = 0;
+  int64_t end_ns_ = 0;
+};
+
+}  // namespace podscope::agent

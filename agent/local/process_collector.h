@@ -1,0 +1,37 @@
+// Per registered local client (annotated process): CPU time and resident memory from /proc/<pid>.
+// Series are declared the first time a pid is seen; a pid that left simply stops being sampled.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "agent/collectors/collector.h"
+#include "agent/local/client_registry.h"
+
+namespace podscope::agent {
+
+class ProcessCollector : public Collector {
+ public:
+  // `proc_root` is "/proc" except in tests.
+  explicit ProcessCollector(const ClientRegistry& registry, std::string proc_root = "/proc");
+
+  std::string_view name() const override { return "process"; }
+  CollectorState status() const override { return state_.get(); }
+  void sample(int64_t now_ns, SampleSink& sink) override;
+
+ private:
+  struct Series {
+    SeriesId cpu_seconds;
+    SeriesId resident_bytes;
+  };
+  const ClientRegistry& registry_;
+  std::string proc_root_;
+  CollectorStateCell state_;
+  std::vector<int32_t> pids_;
+  std::map<int32_t, Series> series_;
+  long ticks_per_second_;
+  long page_size_;
+};
+
+}  // namespace podscope::agent

@@ -1,0 +1,29 @@
+// podscope.v1.Agent: Ping for the coordinator's clock-offset estimate (t1 stamped on arrival, t2 just before
+// answering, on the agent's Clock including --clock_offset_ns) and GetStatus for `podscope status`.
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "podscope/v1/agent.grpc.pb.h"
+#include "daemon/clock.h"
+
+namespace podscope::agent {
+
+class AgentServiceImpl final : public podscope::v1::Agent::Service {
+ public:
+  // `fill_status` writes everything the agent knows into a status (collectors, clock, capture, clients...).
+  AgentServiceImpl(const Clock& clock, std::function<void(podscope::v1::AgentStatus&)> fill_status);
+
+  grpc::Status Ping(grpc::ServerContext* context, const podscope::v1::PingRequest* request,
+                    podscope::v1::PingResponse* response) override;
+  grpc::Status GetStatus(grpc::ServerContext* context, const podscope::v1::StatusRequest* request,
+                         podscope::v1::AgentStatus* response) override;
+
+ private:
+  const Clock& clock_;
+  std::function<void(podscope::v1::AgentStatus&)> fill_status_;
+};
+
+}  // namespace podscope::agent

@@ -1,0 +1,48 @@
+// The agent's side of podscope-coordinator: registers (host name, the address its gRPC services answer on,
+// job), then heartbeats at the interval the coordinator asks for; registers again when the coordinator
+// says it does not know the agent (it restarted) or after a failed heartbeat. Never blocks the agent:
+// one thread of its own, stopped promptly.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "agent/agent.h"
+
+namespace podscope::agent {
+
+struct RegistrationSettings {
+  std::string coordinator;  // host:port
+  std::string host_name;
+  std::string job;
+  // Called at start(): the agent's ports are bound by then.
+  std::function<std::string()> advertised_address;
+  int64_t retry_interval_ms = 1000;
+};
+
+class CoordinatorRegistration final : public AgentComponent {
+ public:
+  explicit CoordinatorRegistration(RegistrationSettings settings) : settings_(std::move(settings)) {}
+  ~CoordinatorRegistration() override { stop(); }
+
+  std::string_view name() const override { return "coordinator registration"; }
+  absl::Status start() override;
+  void stop() override;
+
+ private:
+  void run(std::string address);
+  RegistrationSettings settings_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// The address to advertise for `listen` bound on `port`: its host, or `host_name` when it listens on all
+// interfaces (0.0.0.0, [::], or empty).
+std::string advertised_agent_address(const std::string& listen, int port, const std::string& host_name);
+
+}  // namespace podscope::agent

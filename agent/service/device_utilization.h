@@ -1,0 +1,25 @@
+// What Monitor (levels 1 and 2) reports as "the device" of this host: the accelerator a device collector
+// sees and its current utilization. Implemented by the TPU runtime collector (duty cycle) and the NVML
+// collector (GPU utilization); the agent asks them in order and reports the first that has a figure.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace podscope::agent {
+
+struct DeviceUtilization {
+  std::string device_type;       // e.g. "TPU v4", "NVIDIA H100 80GB HBM3"
+  int device_count = 0;          // chips (TPU) or GPUs
+  double utilization_percent = 0;  // mean over devices
+  std::string utilization_kind;  // what the figure is: "TensorCore duty cycle", "GPU utilization (NVML)"
+};
+
+class DeviceUtilizationSource {
+ public:
+  virtual ~DeviceUtilizationSource() = default;
+  // The latest figure, or nullopt while the device's source is unavailable. Thread-safe and non-blocking.
+  virtual std::optional<DeviceUtilization> device_utilization() const = 0;
+};
+
+}  // namespace podscope::agent

@@ -1,0 +1,58 @@
+#include "agent/steps/step_metrics.h"
+
+#include <string>
+
+namespace podscope::agent {
+
+StepMetrics::StepMetrics(prometheus::Registry& registry)
+    : step_time_(prometheus::BuildHistogram()
+                     .Name("podscope_step_time_seconds")
+                     .Help("Step time reported by annotated training processes, per core")
+                     .Register(registry)),
+      infeed_share_(prometheus::BuildGauge()
+                        .Name("podscope_step_infeed_ratio")
+                        .Help("Share of the last step spent waiting for input (infeed), per core")
+                        .Register(registry)),
+      all_reduce_share_(prometheus::BuildGauge()
+                            .Name("podscope_step_all_reduce_ratio")
+                            .Help("Share of the last step spent in all-reduce, per core")
+                            .Register(registry)),
+      infeed_seconds_(prometheus::BuildCounter()
+                          .Name("podscope_step_infeed_seconds_total")
+                          .Help("Time in infeed inside steps, per core")
+                          .Register(registry)),
+      all_reduce_seconds_(prometheus::BuildCounter()
+                              .Name("podscope_step_all_reduce_seconds_total")
+                              .Help("Time in all-reduce inside steps, per core")
+                              .Register(registry)),
+      dropped_(prometheus::BuildCounter()
+                   .Name("podscope_client_dropped_events_total")
+                   .Help("Events annotated processes dropped because their buffers were full")
+                   .Register(registry)
+                   .Add({})) {}
+
+StepMetrics::PerCore& StepMetrics::core(int32_t core_id) {
+  auto it = cores_.find(core_id);
+  if (it != cores_.end()) return it->second;
+  const std::map<std::string, std::string> labels{{"core", std::to_string(core_id)}};
+  // Steps range from ~1 ms to minutes.
+  static const prometheus::Histogram::BucketBoundaries kBuckets{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
+                                                                0.2,   0.5,   1,     2,    5,    10,   30, 60};
+  PerCore c{&step_time_.Add(labels, kBuckets), &infeed_share_.Add(labels), &all_reduce_share_.Add(labels),
+            &infeed_seconds_.Add(labels), &all_reduce_seconds_.Add(labels)};
+  return cores_.emplace(core_id, c).first->second;
+}
+
+void StepMetrics::record(const StepRecord& step) {
+  const int64_t duration = step.end_ns - step.begin_ns;
+  if (duration <= 0) return;
+  std::lock_guard lock(mu_);
+  PerCore& c = core(step.core_id);
+  c.step_time->Observe(static_cast<double>(duration) / 1e9);
+  c.infeed_share->Set(static_cast<double>(step.infeed_ns) / static_cast<double>(duration));
+  c.all_reduce_share->Set(static_cast<double>(step.all_reduce_ns) / static_cast<double>(duration));
+  c.infeed_seconds->Increment(static_cast<double>(step.infeed_ns) / 1e9);
+  c.all_reduce_seconds->Increment(static_cast<double>(step.all_reduce_ns) / 1e9);
+}
+
+}  // namespace podscope::agent

@@ -1,0 +1,47 @@
+// Continuous step metrics for Prometheus, fed with every step local clients report (not only during
+// captures): a step-time histogram per core, and per core the infeed and all-reduce share of the last
+// step and their running sums (rate(sum)/rate(count) gives the share over any interval).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "agent/steps/step_tracker.h"
+
+namespace podscope::agent {
+
+class StepMetrics {
+ public:
+  explicit StepMetrics(prometheus::Registry& registry);
+  void record(const StepRecord& step);
+  // Events local clients dropped because their buffers were full.
+  void add_dropped_events(uint64_t n) { dropped_.Increment(static_cast<double>(n)); }
+
+ private:
+  struct PerCore {
+    prometheus::Histogram* step_time;
+    prometheus::Gauge* infeed_share;
+    prometheus::Gauge* all_reduce_share;
+    prometheus::Counter* infeed_seconds;
+    prometheus::Counter* all_reduce_seconds;
+  };
+  PerCore& core(int32_t core_id);
+
+  prometheus::Family<prometheus::Histogram>& step_time_;
+  prometheus::Family<prometheus::Gauge>& infeed_share_;
+  prometheus::Family<prometheus::Gauge>& all_reduce_share_;
+  prometheus::Family<prometheus::Counter>& infeed_seconds_;
+  prometheus::Family<prometheus::Counter>& all_reduce_seconds_;
+  prometheus::Counter& dropped_;
+  std::mutex mu_;
+  std::map<int32_t, PerCore> cores_;
+};
+
+}  // namespace podscope::agent

@@ -1,0 +1,113 @@
+#include "cli/status_command.h"
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "coordinator/agent_connection.h"
+#include "podscope/v1/coordinator.grpc.pb.h"
+
+namespace podscope::cli {
+namespace {
+
+std::string ms(int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f ms", static_cast<double>(ns) / 1e6);
+  return buf;
+}
+
+const char* state_name(podscope::v1::CollectorStatus::State state) {
+  switch (state) {
+    case podscope::v1::CollectorStatus::OK: return "ok";
+    case podscope::v1::CollectorStatus::DEGRADED: return "degraded";
+    case podscope::v1::CollectorStatus::UNAVAILABLE: return "unavailable";
+    default: return "unknown";
+  }
+}
+
+int status_from_agents(const std::string& list) {
+  auto addresses = coordinator::parse_service_addresses(list);
+  if (!addresses.ok()) {
+    std::cerr << "podscope status: " << addresses.status().message() << "\n";
+    return 2;
+  }
+  int failures = 0;
+  for (const auto& address : *addresses) {
+    auto agent = coordinator::connect_agent(address);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    podscope::v1::AgentStatus status;
+    const grpc::Status rpc = agent->agent->GetStatus(&context, podscope::v1::StatusRequest(), &status);
+    if (!rpc.ok()) {
+      std::cout << address << ": unreachable (" << rpc.error_message() << ")\n";
+      ++failures;
+      continue;
+    }
+    const auto clock = coordinator::measure_clock(*agent, Clock(), 16, 1000);
+    std::cout << address << ": " << status.host_name() << " (podscope-agent " << status.version() << ")";
+    if (!status.capture_session_id().empty()) std::cout << ", capturing " << status.capture_session_id();
+    std::cout << "\n  clock: ";
+    if (clock.kind == coordinator::ClockMeasurement::kMeasured) {
+      std::cout << "offset " << ms(clock.estimate.offset_ns) << " ± " << ms(clock.estimate.error_bound_ns) << ", rtt "
+                << ms(clock.estimate.rtt_ns);
+    } else {
+      std::cout << clock.detail;
+    }
+    std::cout << "; host clock " << (status.clock_synchronized() ? "synchronized" : "NOT synchronized");
+    if (!status.clock_detail().empty()) std::cout << " (" << status.clock_detail() << ")";
+    std::cout << "\n  collectors:\n";
+    for (const auto& c : status.collectors()) {
+      std::cout << "    " << c.name() << ": " << state_name(c.state());
+      if (!c.reason().empty()) std::cout << " — " << c.reason();
+      std::cout << "\n";
+    }
+    std::cout << "  local clients: " << status.clients_size() << "\n";
+    for (const auto& client : status.clients()) {
+      std::cout << "    pid " << client.pid() << " " << client.program();
+      if (!client.job().empty()) std::cout << " job " << client.job();
+      if (client.dropped_events() > 0) std::cout << ", dropped " << client.dropped_events() << " events";
+      std::cout << "\n";
+    }
+  }
+  return failures == 0 ? 0 : (failures == static_cast<int>(addresses->size()) ? 1 : 3);
+}
+
+int status_from_coordinator(std::string address) {
+  if (address.rfind("grpc://", 0) == 0) address.erase(0, 7);
+  auto stub = podscope::v1::Coordinator::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  podscope::v1::ListWorkersResponse response;
+  const grpc::Status rpc = stub->ListWorkers(&context, podscope::v1::ListWorkersRequest(), &response);
+  if (!rpc.ok()) {
+    std::cerr << "podscope status: coordinator " << address << " unreachable: " << rpc.error_message() << "\n";
+    return 1;
+  }
+  std::cout << response.workers_size() << " worker(s) known to " << address << "\n";
+  for (const auto& w : response.workers()) {
+    std::cout << "  " << w.host_name() << " " << w.address() << " " << (w.up() ? "up" : "DOWN");
+    if (!w.job().empty()) std::cout << " job " << w.job();
+    std::cout << ", clock offset " << ms(w.clock_offset_ns()) << ", rtt " << ms(w.clock_rtt_ns());
+    if (w.clock_drift_ppm() != 0) std::cout << ", drift " << w.clock_drift_ppm() << " ppm";
+    std::cout << (w.static_worker() ? " (static)" : "") << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_status_flags(CLI::App& command, StatusFlags& flags) {
+  command.add_option("--service_addr", flags.service_addr, "Comma-separated host:port of agents to ask");
+  command.add_option("--coordinator", flags.coordinator, "Ask this podscope-coordinator for its workers");
+}
+
+int run_status_command(const StatusFlags& flags) {
+  if (flags.service_addr.empty() == flags.coordinator.empty()) {
+    std::cerr << "podscope status: give exactly one of --service_addr or --coordinator\n";
+    return 2;
+  }
+  return flags.coordinator.empty() ? status_from_agents(flags.service_addr) : status_from_coordinator(flags.coordinator);
+}
+
+}  // namespace podscope::cli

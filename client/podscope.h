@@ -1,0 +1,146 @@
+// libpodscope: annotations for training processes, read by the podscope agent over its local socket.
+//
+//   podscope::init({.cores = {rank}, .job = "ring"});      // or env PODSCOPE_CORE_ID / PODSCOPE_JOB
+//   for (int64_t step = 0;; ++step) {
+//     podscope::Span s = podscope::step(step);              // RAII; s.end() ends it early
+//     { auto in = podscope::infeed(); batch = queue.pop(); }
+//     { static const auto kMatmul = podscope::intern("matmul"); auto c = podscope::compute(kMatmul, flops); ... }
+//     { auto ar = podscope::all_reduce(step, bytes); ... }
+//   }
+//
+// Cost: with no agent or no capture open, a span is one relaxed atomic load (step, infeed and all-reduce
+// spans also read the TSC while an agent is connected: they feed the continuous step metrics). During a
+// capture a span writes one 32-byte record into a per-thread lock-free ring; a background thread converts
+// ticks to Unix ns, batches, and sends frames to the agent without ever blocking the annotating thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#else
+#include <ctime>
+#endif
+
+namespace podscope {
+
+struct Options {
+  std::vector<int32_t> cores;  // empty: env PODSCOPE_CORE_ID (comma list), else core 0
+  std::string job;             // empty: env PODSCOPE_JOB
+  std::string socket_path;     // empty: env PODSCOPE_AGENT_SOCKET, else /run/podscope/agent.sock
+  size_t buffer_events = 0;    // per-thread ring size (records, rounded up to a power of two); 0: env
+                               // PODSCOPE_BUFFER_EVENTS, else 65536 (2 MiB per annotating thread)
+  size_t max_threads = 0;      // annotating threads with a ring; 0: 256. Further threads' events are dropped.
+};
+
+// Starts the background agent link (idempotent: a second call is ignored). Never blocks on the agent.
+void init(const Options& options = {});
+// Sends what is buffered (bounded wait) and stops the background thread. Also runs at exit.
+void shutdown();
+// The core that spans recorded by this thread belong to (default: the first declared core).
+void set_thread_core(int32_t core);
+
+using NameId = uint32_t;
+// Interns a name for compute/free-form spans and replica groups. Takes a lock: call once, keep the id.
+NameId intern(std::string_view name);
+
+// Events dropped since init because a ring was full (or a thread had none).
+uint64_t dropped_events();
+// True while the agent link is connected; for tests and status lines.
+bool agent_connected();
+
+namespace detail {
+enum class Kind : uint8_t { kStep = 1, kInfeed, kOutfeed, kCompute, kAllReduce, kSend, kRecvDone, kFreeForm };
+// 0: no agent; 1: agent connected, no capture (step-level spans only); 2: capture window open.
+extern std::atomic<uint8_t> g_level;
+inline uint64_t now_tick() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __rdtsc();
+#else
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+#endif
+}
+inline uint8_t level_needed(Kind k) {
+  return (k == Kind::kStep || k == Kind::kInfeed || k == Kind::kAllReduce) ? 1 : 2;
+}
+struct SpanData {
+  uint64_t begin_tick = 0;  // 0: not recording
+  int64_t value = 0;
+  int64_t value2 = 0;
+  uint32_t id = 0;
+  uint16_t arg = 0;
+  Kind kind = Kind::kFreeForm;
+};
+void finish(const SpanData& span, uint64_t end_tick);
+}  // namespace detail
+
+// One annotated interval: begins when made, ends at end() or destruction. Movable, so async work can
+// carry it to where it completes (explicit begin/end).
+class Span {
+ public:
+  Span() = default;
+  Span(detail::Kind kind, uint32_t id, uint16_t arg, int64_t value, int64_t value2 = 0) {
+    if (detail::g_level.load(std::memory_order_relaxed) >= detail::level_needed(kind)) {
+      d_ = {detail::now_tick(), value, value2, id, arg, kind};
+    }
+  }
+  Span(Span&& o) noexcept : d_(std::exchange(o.d_, {})) {}
+  Span& operator=(Span&& o) noexcept {
+    if (this != &o) {
+      end();
+      d_ = std::exchange(o.d_, {});
+    }
+    return *this;
+  }
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+  ~Span() { end(); }
+
+  void end() {
+    if (d_.begin_tick != 0) {
+      detail::finish(d_, detail::now_tick());
+      d_.begin_tick = 0;
+    }
+  }
+  // Sets the byte count once it is known (e.g. a recv whose size was not known at the start).
+  void set_bytes(int64_t bytes) { d_.kind == detail::Kind::kCompute ? d_.value2 = bytes : d_.value = bytes; }
+  bool recording() const { return d_.begin_tick != 0; }
+
+ private:
+  detail::SpanData d_;
+};
+
+NameId train_name();  // "train", the step name TF uses
+
+// The step marker (name "train" unless given): every span of this core inside it carries its step_num.
+[[nodiscard]] inline Span step(int64_t step_num, NameId name = 0) {
+  return Span(detail::Kind::kStep, name, 0, step_num);
+}
+[[nodiscard]] inline Span infeed(int64_t bytes = 0) { return Span(detail::Kind::kInfeed, 0, 0, bytes); }
+[[nodiscard]] inline Span outfeed(int64_t bytes = 0) { return Span(detail::Kind::kOutfeed, 0, 0, bytes); }
+[[nodiscard]] inline Span compute(NameId name, int64_t flops = 0, int64_t bytes = 0) {
+  return Span(detail::Kind::kCompute, name, 0, flops, bytes);
+}
+// `all_reduce_id` is shared by every participant of this collective in this step (e.g. the step number);
+// `replica_group` is an interned name such as "{0,1,2,3}" (0: none).
+[[nodiscard]] inline Span all_reduce(int64_t all_reduce_id, int64_t bytes, NameId replica_group = 0) {
+  return Span(detail::Kind::kAllReduce, static_cast<uint32_t>(all_reduce_id), static_cast<uint16_t>(replica_group),
+              bytes);
+}
+// Channel ids follow XLA: one per distinct (source, destination, phase, chunk) transfer, the same every step.
+[[nodiscard]] inline Span send(uint32_t channel_id, int32_t dst_core, int64_t bytes) {
+  return Span(detail::Kind::kSend, channel_id, static_cast<uint16_t>(dst_core), bytes);
+}
+[[nodiscard]] inline Span recv_done(uint32_t channel_id, int32_t src_core, int64_t bytes) {
+  return Span(detail::Kind::kRecvDone, channel_id, static_cast<uint16_t>(src_core), bytes);
+}
+[[nodiscard]] inline Span trace(NameId name) { return Span(detail::Kind::kFreeForm, name, 0, 0); }
+
+}  // namespace podscope

@@ -1,0 +1,365 @@
+#include "client/runtime.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+
+namespace podscope {
+namespace detail {
+std::atomic<uint8_t> g_level{0};
+}  // namespace detail
+
+namespace client {
+namespace {
+
+constexpr auto kDrainPeriod = std::chrono::milliseconds(50);
+constexpr size_t kMaxEventsPerFrame = 16384;  // 16384 × 44 B stays well under the 1 MiB frame cap
+
+// What one annotating thread keeps: its ring, its core, and the step tallies.
+struct ThreadState {
+  std::shared_ptr<ThreadRing> ring;
+  bool ring_tried = false;
+  uint8_t core_index = 0;
+  uint64_t infeed_ticks = 0;
+  uint64_t all_reduce_ticks = 0;
+  ~ThreadState() {
+    if (ring) ring->retired.store(true, std::memory_order_release);
+  }
+};
+thread_local ThreadState t_state;
+
+std::vector<int32_t> cores_from_env() {
+  std::vector<int32_t> cores;
+  if (const char* env = std::getenv("PODSCOPE_CORE_ID")) {
+    std::string s(env);
+    size_t at = 0;
+    while (at < s.size()) {
+      size_t comma = s.find(',', at);
+      if (comma == std::string::npos) comma = s.size();
+      if (comma > at) cores.push_back(static_cast<int32_t>(std::strtol(s.substr(at, comma - at).c_str(), nullptr, 10)));
+      at = comma + 1;
+    }
+  }
+  if (cores.empty()) cores.push_back(0);
+  return cores;
+}
+
+std::string env_or(const char* name, std::string fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+size_t round_up_pow2(size_t n) {
+  size_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+std::string program_name() {
+  std::ifstream comm("/proc/self/comm");
+  std::string name;
+  std::getline(comm, name);
+  return name;
+}
+
+}  // namespace
+
+Runtime& Runtime::instance() {
+  static Runtime* runtime = new Runtime();  // never destroyed: rings and thread_locals may outlive statics
+  return *runtime;
+}
+
+Runtime::Runtime() {
+  names_.emplace_back("");  // id 0: none
+  intern("train");           // id 1: the step name
+}
+
+void Runtime::start(const Options& options) {
+  std::lock_guard lock(mu_);
+  if (started_) return;
+  started_ = true;
+  cores_ = options.cores.empty() ? cores_from_env() : options.cores;
+  job_ = options.job.empty() ? env_or("PODSCOPE_JOB", "") : options.job;
+  program_ = program_name();
+  size_t events = options.buffer_events;
+  if (events == 0) events = static_cast<size_t>(std::strtoull(env_or("PODSCOPE_BUFFER_EVENTS", "65536").c_str(), nullptr, 10));
+  ring_capacity_ = round_up_pow2(std::max<size_t>(events, 16));
+  max_threads_ = options.max_threads == 0 ? 256 : options.max_threads;
+  link_ = std::make_unique<AgentLink>(options.socket_path.empty()
+                                          ? env_or("PODSCOPE_AGENT_SOCKET", "/run/podscope/agent.sock")
+                                          : options.socket_path);
+  thread_ = std::thread([this] { run(); });
+  std::atexit([] { Runtime::instance().stop(); });
+}
+
+void Runtime::stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (!started_ || stopping_.exchange(true)) return;
+  }
+  if (thread_.joinable()) thread_.join();
+  detail::g_level.store(0, std::memory_order_relaxed);
+}
+
+NameId Runtime::intern(std::string_view name) {
+  std::lock_guard lock(mu_);
+  auto it = name_ids_.find(std::string(name));
+  if (it != name_ids_.end()) return it->second;
+  if (names_.size() > 0xffff) return 0;  // ids travel in 16 bits where they name a replica group
+  const NameId id = static_cast<NameId>(names_.size());
+  names_.emplace_back(name);
+  name_ids_.emplace(std::string(name), id);
+  return id;
+}
+
+std::shared_ptr<ThreadRing> Runtime::new_ring(int64_t thread_id) {
+  std::lock_guard lock(mu_);
+  if (rings_.size() >= max_threads_) return nullptr;
+  rings_.push_back(std::make_shared<ThreadRing>(ring_capacity_, thread_id));
+  return rings_.back();
+}
+
+uint8_t Runtime::core_index(int32_t core) {
+  std::lock_guard lock(mu_);
+  auto it = std::find(cores_.begin(), cores_.end(), core);
+  if (it != cores_.end()) return static_cast<uint8_t>(it - cores_.begin());
+  if (cores_.size() >= 255) return 0;
+  cores_.push_back(core);  // a core first named here is declared now
+  reregister_ = true;
+  return static_cast<uint8_t>(cores_.size() - 1);
+}
+
+uint64_t Runtime::total_dropped() const {
+  uint64_t total = ringless_drops_.load(std::memory_order_relaxed);
+  std::lock_guard lock(mu_);
+  for (const auto& r : rings_) total += r->dropped();
+  return total;
+}
+
+local::RegisterMsg Runtime::register_msg() {
+  std::lock_guard lock(mu_);
+  local::RegisterMsg m;
+  m.pid = static_cast<int32_t>(::getpid());
+  m.program = program_;
+  m.job = job_;
+  m.cores = cores_;
+  return m;
+}
+
+void Runtime::run() {
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a first tick-rate baseline
+  clock_.calibrate();
+  auto next_drain = std::chrono::steady_clock::now();
+  std::vector<local::Message> incoming;
+  bool last_round = false;
+  for (;;) {
+    const bool stopping = stopping_.load(std::memory_order_relaxed);
+    const auto now = std::chrono::steady_clock::now();
+    if (!stopping && link_->try_connect(now)) {
+      link_->queue(register_msg());
+      window_open_ = false;
+      detail::g_level.store(1, std::memory_order_relaxed);
+      connected_.store(true, std::memory_order_relaxed);
+    }
+    {
+      std::lock_guard lock(mu_);
+      if (reregister_ && link_->connected()) {
+        reregister_ = false;
+        local::RegisterMsg m;
+        m.pid = static_cast<int32_t>(::getpid());
+        m.program = program_;
+        m.job = job_;
+        m.cores = cores_;
+        link_->queue(m);
+      }
+    }
+    incoming.clear();
+    if (link_->connected()) {
+      link_->pump(10, incoming);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!link_->connected()) {
+      if (detail::g_level.load(std::memory_order_relaxed) != 0) detail::g_level.store(0, std::memory_order_relaxed);
+      connected_.store(false, std::memory_order_relaxed);
+      window_open_ = false;
+    }
+    for (const auto& msg : incoming) handle(msg);
+    if (stopping || std::chrono::steady_clock::now() >= next_drain) {
+      clock_.calibrate();
+      drain_rings();
+      next_drain = std::chrono::steady_clock::now() + kDrainPeriod;
+    }
+    if (last_round) break;
+    if (stopping) {
+      // Flush what is queued, bounded: the application is exiting.
+      detail::g_level.store(0, std::memory_order_relaxed);
+      drain_rings();
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+      while (link_->connected() && link_->queued_bytes() > 0 && std::chrono::steady_clock::now() < deadline) {
+        incoming.clear();
+        link_->pump(10, incoming);
+      }
+      last_round = true;
+    }
+  }
+  link_->disconnect();
+}
+
+void Runtime::handle(const local::Message& msg) {
+  if (const auto* open = std::get_if<local::CaptureOpenMsg>(&msg)) {
+    drain_rings();  // what was recorded before the window is not part of it
+    session_ = open->session;
+    window_open_ = true;
+    dropped_at_open_ = total_dropped();
+    detail::g_level.store(2, std::memory_order_relaxed);
+  } else if (const auto* close = std::get_if<local::CaptureCloseMsg>(&msg)) {
+    if (!window_open_ || close->session != session_) return;
+    detail::g_level.store(1, std::memory_order_relaxed);
+    drain_rings();
+    window_open_ = false;
+    link_->queue(local::CaptureDoneMsg{session_, total_dropped() - dropped_at_open_});
+  }
+}
+
+void Runtime::drain_rings() {
+  std::vector<std::shared_ptr<ThreadRing>> rings;
+  {
+    std::lock_guard lock(mu_);
+    rings = rings_;
+  }
+  std::vector<local::EventsMsg> batches;  // per core index of the ring being drained
+  for (auto& ring : rings) {
+    batches.clear();
+    last_event_ = nullptr;
+    last_step_ = nullptr;
+    ring->drain([&](const RawEvent& e) { add_event(e, *ring, batches); });
+    for (auto& b : batches)
+      if (!b.events.empty()) queue_events(b);
+  }
+  if (!steps_.empty()) {
+    if (link_->connected()) link_->queue(local::StepsMsg{std::move(steps_)});
+    steps_.clear();
+  }
+  std::lock_guard lock(mu_);
+  std::erase_if(rings_, [](const auto& r) { return r->retired.load(std::memory_order_acquire) && r->empty(); });
+}
+
+void Runtime::add_event(const RawEvent& e, ThreadRing& ring, std::vector<local::EventsMsg>& batches) {
+  if (e.kind == kContinuation) {
+    if (last_step_) {
+      last_step_->infeed_ns = clock_.ticks_to_ns(e.begin_tick);
+      last_step_->all_reduce_ns = clock_.ticks_to_ns(e.end_tick);
+    } else if (last_event_) {
+      last_event_->value2 = e.value;
+    }
+    last_step_ = nullptr;
+    last_event_ = nullptr;
+    return;
+  }
+  last_step_ = nullptr;
+  last_event_ = nullptr;
+  int32_t core;
+  {
+    std::lock_guard lock(mu_);
+    core = e.core_index < cores_.size() ? cores_[e.core_index] : 0;
+  }
+  const int64_t start = clock_.to_unix_ns(e.begin_tick);
+  const int64_t duration = e.end_tick >= e.begin_tick ? clock_.ticks_to_ns(e.end_tick - e.begin_tick) : 0;
+  const auto kind = static_cast<detail::Kind>(e.kind);
+  if (kind == detail::Kind::kStep) {
+    steps_.push_back(local::StepMsg{core, e.value, start, start + duration, 0, 0});
+    last_step_ = &steps_.back();
+  }
+  if (!window_open_) return;
+  if (batches.size() <= e.core_index) batches.resize(e.core_index + 1u);
+  local::EventsMsg& batch = batches[e.core_index];
+  if (batch.events.size() >= kMaxEventsPerFrame) queue_events(batch);
+  batch.session = session_;
+  batch.core = core;
+  batch.thread_id = ring.thread_id();
+  local::EventMsg m;
+  m.kind = static_cast<local::EventKind>(e.kind);
+  m.id = e.id;
+  m.arg = e.arg;
+  m.start_ns = start;
+  m.duration_ns = duration;
+  m.value = e.value;
+  uint32_t name_id = 0;
+  if (kind == detail::Kind::kStep || kind == detail::Kind::kCompute || kind == detail::Kind::kFreeForm) {
+    name_id = e.id == 0 && kind == detail::Kind::kStep ? 1 : e.id;
+    m.id = name_id;
+  } else if (kind == detail::Kind::kAllReduce) {
+    name_id = e.arg;
+  }
+  if (name_id != 0 && std::none_of(batch.names.begin(), batch.names.end(),
+                                   [&](const auto& n) { return n.first == name_id; })) {
+    std::lock_guard lock(mu_);
+    batch.names.emplace_back(name_id, name_id < names_.size() ? names_[name_id] : std::string());
+  }
+  batch.events.push_back(m);
+  if (kind == detail::Kind::kStep) {
+    last_step_ = &steps_.back();
+  } else {
+    last_event_ = &batch.events.back();
+  }
+}
+
+void Runtime::queue_events(local::EventsMsg& batch) {
+  if (link_->connected()) link_->queue(batch);
+  batch.events.clear();
+  batch.names.clear();
+  last_event_ = nullptr;
+}
+
+}  // namespace client
+
+void init(const Options& options) { client::Runtime::instance().start(options); }
+void shutdown() { client::Runtime::instance().stop(); }
+NameId intern(std::string_view name) { return client::Runtime::instance().intern(name); }
+NameId train_name() { return 1; }
+uint64_t dropped_events() { return client::Runtime::instance().total_dropped(); }
+bool agent_connected() { return client::Runtime::instance().connected(); }
+
+void set_thread_core(int32_t core) { client::t_state.core_index = client::Runtime::instance().core_index(core); }
+
+namespace detail {
+
+void finish(const SpanData& span, uint64_t end_tick) {
+  client::ThreadState& t = client::t_state;
+  const uint64_t ticks = end_tick - span.begin_tick;
+  if (span.kind == Kind::kInfeed) t.infeed_ticks += ticks;
+  if (span.kind == Kind::kAllReduce) t.all_reduce_ticks += ticks;
+  const uint8_t level = g_level.load(std::memory_order_relaxed);
+  if (level < level_needed(span.kind) || (level < 2 && span.kind != Kind::kStep)) return;
+  if (!t.ring) {
+    if (!t.ring_tried) {
+      t.ring_tried = true;
+      t.ring = client::Runtime::instance().new_ring(static_cast<int64_t>(::syscall(SYS_gettid)));
+    }
+    if (!t.ring) {
+      client::Runtime::instance().count_ringless_drop();
+      return;
+    }
+  }
+  client::RawEvent records[2];
+  records[0] = {span.begin_tick, end_tick, span.value, span.id, span.arg, static_cast<uint8_t>(span.kind),
+                t.core_index};
+  size_t n = 1;
+  if (span.kind == Kind::kStep) {
+    records[1] = {t.infeed_ticks, t.all_reduce_ticks, 0, 0, 0, client::kContinuation, t.core_index};
+    n = 2;
+    t.infeed_ticks = t.all_reduce_ticks = 0;
+  } else if (span.kind == Kind::kCompute && span.value2 != 0) {
+    records[1] = {0, 0, span.value2, 0, 0, client::kContinuation, t.core_index};
+    n = 2;
+  }
+  t.ring->push(records, n);
+}
+
+}  // namespace detail
+}  // namespace podscope

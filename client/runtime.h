@@ -1,0 +1,76 @@
+// The process-wide state behind the annotation API: identity (cores, job), interned names, the per-thread
+// rings and the background thread that drains them to the agent. One per process by nature (like the
+// tracing APIs of TF/JAX), created by init() and never destroyed (rings may outlive static destruction).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "agent/local/frame_codec.h"
+#include "client/agent_link.h"
+#include "client/podscope.h"
+#include "client/thread_ring.h"
+#include "client/tick_clock.h"
+
+namespace podscope::client {
+
+class Runtime {
+ public:
+  static Runtime& instance();
+
+  void start(const Options& options);
+  void stop();
+  NameId intern(std::string_view name);
+  // A new ring for the calling thread, or null when max_threads rings exist.
+  std::shared_ptr<ThreadRing> new_ring(int64_t thread_id);
+  uint8_t core_index(int32_t core);
+  uint64_t total_dropped() const;
+  void count_ringless_drop() { ringless_drops_.fetch_add(1, std::memory_order_relaxed); }
+  bool connected() const { return connected_.load(std::memory_order_relaxed); }
+
+ private:
+  Runtime();
+  void run();
+  void handle(const local::Message& msg);
+  // Moves every ring's records into frames: steps always, other events while a window is open.
+  void drain_rings();
+  void add_event(const RawEvent& e, ThreadRing& ring, std::vector<local::EventsMsg>& batches);
+  void queue_events(local::EventsMsg& batch);
+  local::RegisterMsg register_msg();
+
+  mutable std::mutex mu_;  // identity, names, ring list
+  std::vector<int32_t> cores_;
+  std::string job_;
+  std::string program_;
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, NameId> name_ids_;
+  std::vector<std::shared_ptr<ThreadRing>> rings_;
+  bool reregister_ = false;
+  size_t ring_capacity_ = 65536;
+  size_t max_threads_ = 256;
+
+  std::unique_ptr<AgentLink> link_;
+  TickClock clock_;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> connected_{false};
+  std::atomic<uint64_t> ringless_drops_{0};
+  bool started_ = false;
+
+  // Background-thread state.
+  bool window_open_ = false;
+  uint64_t session_ = 0;
+  uint64_t dropped_at_open_ = 0;
+  std::vector<local::StepMsg> steps_;
+  // Per drained ring: the last record that a continuation record may extend.
+  local::EventMsg* last_event_ = nullptr;
+  local::StepMsg* last_step_ = nullptr;
+};
+
+}  // namespace podscope::client

@@ -1,0 +1,163 @@
+#include "coordinator/analysis/core_trace.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "absl/container/flat_hash_map.h"
+#include "xspace/names.h"
+#include "xspace/xplane_reader.h"
+
+namespace podscope::analysis {
+namespace {
+
+using xspace::XEventView;
+using xspace::XPlaneReader;
+
+std::optional<int64_t> parse_int(std::string_view s) {
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return value;
+}
+
+// A step event's number: our `step_num`, TF's `group_id`, or a name / `step_name` that is a number.
+std::optional<int64_t> step_number(const XEventView& event) {
+  if (auto n = event.int_stat(xspace::kStepNumStat)) return n;
+  if (auto n = event.int_stat(xspace::kGroupIdStat)) return n;
+  if (auto n = parse_int(event.name())) return n;
+  if (auto name = event.str_stat(xspace::kStepNameStat)) return parse_int(*name);
+  return std::nullopt;
+}
+
+std::vector<StepSpan> read_steps(const XPlaneReader& plane) {
+  std::vector<StepSpan> steps;
+  const auto* line = plane.find_line(xspace::kStepsLineName);
+  if (line == nullptr) return steps;
+  plane.for_each_event(*line, [&](const XEventView& e) {
+    const auto num = step_number(e);
+    if (num && e.end_ns() > e.start_ns()) steps.push_back({*num, e.start_ns(), e.end_ns()});
+  });
+  std::sort(steps.begin(), steps.end(), [](const StepSpan& a, const StepSpan& b) { return a.start_ns < b.start_ns; });
+  // Overlapping step events would count the same time twice: cut each at the start of the next.
+  for (size_t i = 1; i < steps.size(); ++i) {
+    steps[i - 1].end_ns = std::min(steps[i - 1].end_ns, steps[i].start_ns);
+  }
+  std::erase_if(steps, [](const StepSpan& s) { return s.end_ns <= s.start_ns; });
+  return steps;
+}
+
+// The step whose span holds `time_ns`, if any.
+std::optional<int64_t> step_at(const std::vector<StepSpan>& steps, int64_t time_ns) {
+  auto it = std::upper_bound(steps.begin(), steps.end(), time_ns,
+                             [](int64_t t, const StepSpan& s) { return t < s.start_ns; });
+  if (it == steps.begin()) return std::nullopt;
+  --it;
+  if (time_ns >= it->end_ns) return std::nullopt;
+  return it->step_num;
+}
+
+struct MetadataClass {
+  OpKind kind;
+  bool needs_flops_check;  // custom planes: a `flops` stat can turn low-flops compute into high
+};
+
+}  // namespace
+
+std::optional<PlaneKind> device_plane_kind(std::string_view plane_name) {
+  if (plane_name.starts_with(xspace::kCustomPlanePrefix)) return PlaneKind::kCustom;
+  if (plane_name.starts_with(xspace::kTpuPlanePrefix)) return PlaneKind::kTpu;
+  if (plane_name.starts_with(xspace::kGpuPlanePrefix)) return PlaneKind::kGpu;
+  return std::nullopt;
+}
+
+CoreTrace trace_core(const tensorflow::profiler::XPlane& plane_proto, PlaneKind kind) {
+  const XPlaneReader plane(plane_proto);
+  CoreTrace trace;
+  trace.plane_id = plane_proto.id();
+  trace.plane_name = plane_proto.name();
+  trace.kind = kind;
+  if (auto host = plane.str_stat(xspace::kHostNameStat)) trace.host_name = std::string(*host);
+
+  const std::vector<StepSpan> steps = read_steps(plane);
+  std::vector<OpInterval> ops;
+  // Per event metadata id: its class (computed once per name) and its running totals.
+  absl::flat_hash_map<int64_t, MetadataClass> classes;
+  absl::flat_hash_map<int64_t, OpTotal> totals;
+  // Collectives without an all_reduce_id are matched by order within the step, per name and group.
+  absl::flat_hash_map<std::string, int> collective_order;
+  const auto flops_id = plane.stat_id(xspace::kFlopsStat);
+
+  for (const auto& line : plane_proto.lines()) {
+    if (!is_op_line(kind, line.name())) continue;
+    ops.reserve(ops.size() + line.events_size());
+    plane.for_each_event(line, [&](const XEventView& e) {
+      ++trace.event_count;
+      const int64_t md = e.proto().metadata_id();
+      auto [it, inserted] = classes.try_emplace(md);
+      if (inserted) {
+        const OpKind base = classify_op(e.name(), line.name(), /*has_flops=*/false);
+        it->second = {base, kind == PlaneKind::kCustom && base == OpKind::kLowFlopsCompute && flops_id.has_value()};
+      }
+      OpKind op_kind = it->second.kind;
+      if (it->second.needs_flops_check) {
+        const auto flops = e.double_stat(xspace::kFlopsStat);
+        if (flops && *flops > 0) op_kind = OpKind::kHighFlopsCompute;
+      }
+      const int64_t start = e.start_ns();
+      const int64_t end = e.end_ns();
+      ops.push_back({start, end, op_kind});
+      OpTotal& total = totals[md];
+      total.kind = op_kind;
+      ++total.occurrences;
+      total.total_ns += end - start;
+
+      if (op_kind != OpKind::kCollective && op_kind != OpKind::kSend && op_kind != OpKind::kRecvDone) return;
+      const auto step = e.int_stat(xspace::kStepNumStat) ? e.int_stat(xspace::kStepNumStat) : step_at(steps, start);
+      if (!step) return;
+      if (op_kind == OpKind::kCollective) {
+        CollectiveInstance c;
+        c.step_num = *step;
+        c.name = std::string(e.name());
+        c.duration_ns = end - start;
+        c.bytes = static_cast<uint64_t>(e.int_stat(xspace::kBytesStat).value_or(0));
+        if (auto group = e.str_stat(xspace::kReplicaGroupStat)) c.replica_group = std::string(*group);
+        if (auto id = e.int_stat(xspace::kAllReduceIdStat)) {
+          c.match_key = "id:" + std::to_string(*id);
+        } else {
+          const std::string base =
+              (e.name().substr(0, 4) == "nccl" ? std::string("nccl") : c.name) + "|" + c.replica_group;
+          c.match_key = base + "#" + std::to_string(collective_order[std::to_string(*step) + "|" + base]++);
+        }
+        trace.collectives.push_back(std::move(c));
+        return;
+      }
+      // Channel endpoints: sends and recv-dones that carry a channel id (async "recv" / "send-done"
+      // halves are not endpoints).
+      const std::string_view base_name = strip_instance_suffix(e.name());
+      const bool endpoint = base_name == xspace::kSendEventName || base_name == xspace::kRecvDoneEventName;
+      const auto channel = e.int_stat(xspace::kChannelIdStat);
+      if (!endpoint || !channel) return;
+      ChannelEndpoint ep;
+      ep.is_send = op_kind == OpKind::kSend;
+      ep.step_num = *step;
+      ep.channel_id = *channel;
+      ep.start_ns = start;
+      ep.end_ns = end;
+      ep.bytes = static_cast<uint64_t>(e.int_stat(xspace::kBytesStat).value_or(0));
+      ep.name = std::string(e.name());
+      ep.src_core = e.int_stat(xspace::kSrcCoreStat);
+      ep.dst_core = e.int_stat(xspace::kDstCoreStat);
+      trace.channel_endpoints.push_back(std::move(ep));
+    });
+  }
+
+  trace.steps = break_down_steps(ops, steps);
+  trace.op_totals.reserve(totals.size());
+  for (auto& [md, total] : totals) {
+    total.name = std::string(plane.event_name(md));
+    trace.op_totals.push_back(std::move(total));
+  }
+  return trace;
+}
+
+}  // namespace podscope::analysis

@@ -1,0 +1,61 @@
+// PodAnalyzer: XPlanes of one capture (from every host) in, PodAnalysis out. Planes are fed one at a
+// time and dropped by the caller, in any order; each file's host plane (/host:CPU) supplies its host
+// name, clock offset (host clock − coordinator clock, stat kClockOffsetStat) and capture window.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coordinator/analysis/core_trace.h"
+#include "coordinator/analysis/straggler_analysis.h"
+#include "podscope/v1/pod_analysis.pb.h"
+#include "tensorflow/xplane.pb.h"
+
+namespace podscope::analysis {
+
+struct PodAnalyzerOptions {
+  // Channel utilization is measured against this (default: a 100 Gb/s link).
+  double peak_link_bandwidth_bytes_per_s = 12.5e9;
+  StragglerOptions stragglers;
+  size_t top_op_count = 20;
+};
+
+class PodAnalyzer {
+ public:
+  explicit PodAnalyzer(PodAnalyzerOptions options = {}) : options_(std::move(options)) {}
+
+  // Adds a plane of file `file_index` (the planes of one file share a host and a clock).
+  void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane);
+  // The XSpace's own `hostnames`, used when the host plane has no host_name stat.
+  void add_hostnames(size_t file_index, const std::vector<std::string>& hostnames);
+
+  podscope::v1::PodAnalysis finish() &&;
+
+ private:
+  struct FileContext {
+    std::optional<std::string> host_name;
+    int64_t clock_offset_ns = 0;
+    std::optional<int64_t> capture_start_ns;
+    std::optional<int64_t> capture_end_ns;
+  };
+  struct TracedCore {
+    size_t file_index;
+    CoreTrace trace;
+  };
+
+  FileContext& file(size_t file_index);
+
+  PodAnalyzerOptions options_;
+  std::vector<FileContext> files_;
+  std::vector<TracedCore> cores_;
+};
+
+// Convenience for callers that hold whole XSpaces (one per host file, in file order).
+podscope::v1::PodAnalysis analyze_pod(const std::vector<const tensorflow::profiler::XSpace*>& spaces,
+                                      const PodAnalyzerOptions& options = {});
+
+}  // namespace podscope::analysis

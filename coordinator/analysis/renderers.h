@@ -1,0 +1,27 @@
+// Renderers of a PodAnalysis: the pod viewer's legacy JSON, the text summary the CLI prints, and the
+// self-contained offline report.html. Pure functions: strings out, no files.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "podscope/v1/pod_analysis.pb.h"
+
+namespace podscope::analysis {
+
+// pod_viewer.json in the schema the legacy pod viewer front end reads (podStatsSequence.podStatsMap[],
+// channelDb, allReduceOpDb, coreIdToReplicaIdMap, runEnvironment), every key present on every record;
+// our extra categories and the generic GPU categories are extra keys on each per-core record.
+absl::StatusOr<std::string> render_pod_viewer_json(const podscope::v1::PodAnalysis& analysis);
+
+// The PodViewerDatabase through protobuf's JSON printer (pod_viewer.pb.json).
+absl::StatusOr<std::string> render_pod_viewer_proto_json(const podscope::v1::PodAnalysis& analysis);
+
+// Per core average step time, breakdown shares, bottleneck; stragglers; slowest channels; the pod's
+// all-reduce sync share.
+std::string render_summary_text(const podscope::v1::PodAnalysis& analysis);
+
+// One HTML file with inline data, style and script: works offline, loads nothing.
+absl::StatusOr<std::string> render_report_html(const podscope::v1::PodAnalysis& analysis, const std::string& title);
+
+}  // namespace podscope::analysis

@@ -1,0 +1,44 @@
+#include "coordinator/clock_tracker.h"
+
+namespace podscope::coordinator {
+
+ClockTracker::ClockTracker(WorkerRegistry& registry, CoordinatorMetrics& metrics, const Clock& clock,
+                           int64_t interval_ms, int pings)
+    : registry_(registry), metrics_(metrics), clock_(clock), interval_ms_(interval_ms), pings_(pings) {
+  thread_ = std::thread([this] { run(); });
+}
+
+ClockTracker::~ClockTracker() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void ClockTracker::measure_all() {
+  std::vector<std::string> names;
+  std::vector<AgentConnection*> agents;
+  for (const auto& worker : registry_.list(clock_.now_ns())) {
+    if (auto* connection = registry_.connection(worker.host_name())) {
+      names.push_back(worker.host_name());
+      agents.push_back(connection);
+    }
+  }
+  const auto measurements = measure_clocks(agents, clock_, pings_, 1000);
+  for (size_t i = 0; i < names.size(); ++i) registry_.record_clock(names[i], measurements[i], clock_.now_ns());
+  metrics_.update_workers(registry_.list(clock_.now_ns()));
+}
+
+void ClockTracker::run() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    measure_all();
+    lock.lock();
+    cv_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [this] { return stop_; });
+  }
+}
+
+}  // namespace podscope::coordinator

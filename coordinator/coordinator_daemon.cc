@@ -1,0 +1,80 @@
+#include "coordinator/coordinator_daemon.h"
+
+#include "daemon/log.h"
+
+namespace podscope::coordinator {
+
+void declare_coordinator_options(CoordinatorConfig& c, OptionSet& o) {
+  o.add_string("listen", &c.listen, "gRPC address (podscope.v1.Coordinator, tensorflow.ProfileAnalysis); port 0 picks one");
+  o.add_string("metrics_listen", &c.metrics_listen, "Prometheus /metrics address; port 0 picks one");
+  o.add_string("repository_root", &c.repository_root,
+               "Directory captures are kept under (<root>/plugins/profile/<run>); NewSession writes only inside it");
+  o.add_list("workers", &c.workers, "Static workers: \"name=host:port\" or \"host:port\"");
+  o.add_int("heartbeat_interval_ms", &c.heartbeat_interval_ms,
+            "Heartbeat period asked of agents; silent for 3 periods means down", 100, 3'600'000);
+  o.add_int("clock_sync_interval_ms", &c.clock_sync_interval_ms, "Period of the clock-sync burst to every worker",
+            100, 3'600'000);
+  o.add_int("clock_sync_pings", &c.clock_sync_pings, "Pings per clock-sync burst", 1, 1000);
+  o.add_string("log_level", &c.log_level, "debug, info, warning or error");
+}
+
+CoordinatorDaemon::CoordinatorDaemon(CoordinatorConfig config) : config_(std::move(config)) {}
+
+CoordinatorDaemon::~CoordinatorDaemon() { shutdown(); }
+
+absl::Status CoordinatorDaemon::start() {
+  settings_.repository_root = config_.repository_root;
+  settings_.heartbeat_interval_ms = config_.heartbeat_interval_ms;
+  settings_.clock_sync_pings = static_cast<int>(config_.clock_sync_pings);
+  // Static workers prove liveness by answering clock-sync pings, so their window follows that period.
+  registry_ = std::make_unique<WorkerRegistry>(
+      3 * std::max(config_.heartbeat_interval_ms, config_.clock_sync_interval_ms) * 1'000'000);
+  for (const auto& entry : config_.workers) {
+    const size_t eq = entry.find('=');
+    const std::string address = eq == std::string::npos ? entry : entry.substr(eq + 1);
+    const std::string name = eq == std::string::npos ? entry : entry.substr(0, eq);
+    auto parsed = parse_service_addresses(address);
+    if (!parsed.ok() || parsed->size() != 1) {
+      return absl::InvalidArgumentError("workers: \"" + entry + "\" is not name=host:port or host:port");
+    }
+    registry_->add_static(name, parsed->front());
+  }
+  runner_ = std::make_unique<CaptureRunner>(*registry_, metrics_, clock_);
+  coordinator_service_ = std::make_unique<CoordinatorService>(*registry_, *runner_, settings_, clock_);
+  analysis_service_ = std::make_unique<ProfileAnalysisService>(*registry_, *runner_, settings_, clock_);
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config_.listen, grpc::InsecureServerCredentials(), &grpc_port_);
+  builder.RegisterService(coordinator_service_.get());
+  builder.RegisterService(analysis_service_.get());
+  builder.SetMaxSendMessageSize(-1);
+  server_ = builder.BuildAndStart();
+  if (!server_ || grpc_port_ == 0) return absl::UnavailableError("cannot listen on " + config_.listen);
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(config_.metrics_listen);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError("cannot listen on metrics_listen " + config_.metrics_listen + ": " + e.what());
+  }
+  exposer_->RegisterCollectable(metrics_.registry());
+  metrics_port_ = exposer_->GetListeningPorts().empty() ? 0 : exposer_->GetListeningPorts().front();
+  tracker_ = std::make_unique<ClockTracker>(*registry_, metrics_, clock_, config_.clock_sync_interval_ms,
+                                            static_cast<int>(config_.clock_sync_pings));
+  const auto with_port = [](const std::string& listen, int port) {
+    return listen.substr(0, listen.rfind(':')) + ":" + std::to_string(port);
+  };
+  PODSCOPE_LOG(kInfo) << "podscope-coordinator listening grpc=" << with_port(config_.listen, grpc_port_)
+                      << " metrics=" << with_port(config_.metrics_listen, metrics_port_) << " ("
+                      << config_.workers.size() << " static worker(s))";
+  return absl::OkStatus();
+}
+
+void CoordinatorDaemon::shutdown() {
+  tracker_.reset();
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_.reset();
+  }
+  exposer_.reset();
+}
+
+}  // namespace podscope::coordinator

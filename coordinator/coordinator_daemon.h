@@ -1,0 +1,57 @@
+// podscope-coordinator assembled: options, the worker registry (static list + registrations), the clock
+// tracker, the gRPC services (podscope.v1.Coordinator, tensorflow.ProfileAnalysis) and the metrics exporter.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <prometheus/exposer.h>
+
+#include "absl/status/status.h"
+#include "coordinator/clock_tracker.h"
+#include "coordinator/coordinator_service.h"
+#include "daemon/options.h"
+
+namespace podscope::coordinator {
+
+struct CoordinatorConfig {
+  std::string listen = "0.0.0.0:6009";
+  std::string metrics_listen = "0.0.0.0:9470";
+  std::string repository_root;
+  std::vector<std::string> workers;  // static workers, "host=host:port" or "host:port"
+  int64_t heartbeat_interval_ms = 5000;
+  int64_t clock_sync_interval_ms = 10'000;
+  int64_t clock_sync_pings = 16;
+  std::string log_level = "info";
+};
+
+void declare_coordinator_options(CoordinatorConfig& config, OptionSet& options);
+
+class CoordinatorDaemon {
+ public:
+  explicit CoordinatorDaemon(CoordinatorConfig config);
+  ~CoordinatorDaemon();
+  absl::Status start();
+  void shutdown();
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+
+ private:
+  CoordinatorConfig config_;
+  Clock clock_;
+  CoordinatorSettings settings_;
+  std::unique_ptr<WorkerRegistry> registry_;
+  CoordinatorMetrics metrics_;
+  std::unique_ptr<CaptureRunner> runner_;
+  std::unique_ptr<CoordinatorService> coordinator_service_;
+  std::unique_ptr<ProfileAnalysisService> analysis_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<ClockTracker> tracker_;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+};
+
+}  // namespace podscope::coordinator

@@ -1,0 +1,48 @@
+#include "coordinator/coordinator_metrics.h"
+
+namespace podscope::coordinator {
+
+CoordinatorMetrics::CoordinatorMetrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      workers_(prometheus::BuildGauge()
+                   .Name("podscope_coordinator_workers")
+                   .Help("Workers known to the coordinator, by state")
+                   .Register(*registry_)),
+      worker_up_(prometheus::BuildGauge()
+                     .Name("podscope_coordinator_worker_up")
+                     .Help("1 while the worker heartbeats (or, for a static worker, answers pings)")
+                     .Register(*registry_)),
+      clock_offset_(prometheus::BuildGauge()
+                        .Name("podscope_coordinator_clock_offset_seconds")
+                        .Help("Worker clock minus coordinator clock, from the latest ping burst")
+                        .Register(*registry_)),
+      clock_rtt_(prometheus::BuildGauge()
+                     .Name("podscope_coordinator_clock_rtt_seconds")
+                     .Help("Smallest ping round trip of the latest burst")
+                     .Register(*registry_)),
+      captures_(prometheus::BuildCounter()
+                    .Name("podscope_coordinator_captures_total")
+                    .Help("Captures run by the coordinator, by outcome")
+                    .Register(*registry_)) {
+  for (const char* outcome : {"complete", "partial", "failed"}) captures_.Add({{"outcome", outcome}});
+}
+
+void CoordinatorMetrics::update_workers(const std::vector<podscope::v1::WorkerInfo>& workers) {
+  double up = 0, down = 0;
+  for (const auto& w : workers) {
+    (w.up() ? up : down) += 1;
+    const std::map<std::string, std::string> labels = {{"host", w.host_name()}, {"address", w.address()}};
+    worker_up_.Add(labels).Set(w.up() ? 1 : 0);
+    clock_offset_.Add(labels).Set(static_cast<double>(w.clock_offset_ns()) / 1e9);
+    clock_rtt_.Add(labels).Set(static_cast<double>(w.clock_rtt_ns()) / 1e9);
+  }
+  workers_.Add({{"state", "up"}}).Set(up);
+  workers_.Add({{"state", "down"}}).Set(down);
+}
+
+void CoordinatorMetrics::count_capture(int exit_code) {
+  const char* outcome = exit_code == 0 ? "complete" : exit_code == 3 ? "partial" : "failed";
+  captures_.Add({{"outcome", outcome}}).Increment();
+}
+
+}  // namespace podscope::coordinator

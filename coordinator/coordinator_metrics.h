@@ -1,0 +1,34 @@
+// podscope-coordinator's Prometheus metrics: workers up/down, clock offset and RTT per worker, captures by
+// outcome. Updated when the registry's clocks are measured and when a capture ends; a scrape only serializes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include "podscope/v1/coordinator.pb.h"
+
+namespace podscope::coordinator {
+
+class CoordinatorMetrics {
+ public:
+  CoordinatorMetrics();
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  void update_workers(const std::vector<podscope::v1::WorkerInfo>& workers);
+  // exit_code as CaptureResult::exit_code(): 0 complete, 3 partial, 1 failed.
+  void count_capture(int exit_code);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Gauge>& workers_;
+  prometheus::Family<prometheus::Gauge>& worker_up_;
+  prometheus::Family<prometheus::Gauge>& clock_offset_;
+  prometheus::Family<prometheus::Gauge>& clock_rtt_;
+  prometheus::Family<prometheus::Counter>& captures_;
+};
+
+}  // namespace podscope::coordinator

@@ -1,0 +1,85 @@
+// podscope.v1.Coordinator and tensorflow.ProfileAnalysis on the coordinator: registration and heartbeats
+// into the WorkerRegistry; captures of a selection of workers through the capture library, one at a time.
+// Thin: validation and translation only.
+#pragma once
+
+#include <filesystem>
+#include <mutex>
+#include <string>
+
+#include "coordinator/capture.h"
+#include "coordinator/coordinator_metrics.h"
+#include "coordinator/worker_registry.h"
+#include "daemon/clock.h"
+#include "podscope/v1/coordinator.grpc.pb.h"
+#include "tensorflow/profiler_analysis.grpc.pb.h"
+
+namespace podscope::coordinator {
+
+struct CoordinatorSettings {
+  // Where captures are kept (<root>/plugins/profile/<run>) and the only tree NewSession may write into.
+  std::filesystem::path repository_root;
+  int64_t heartbeat_interval_ms = 5000;
+  int clock_sync_pings = 16;
+};
+
+// Serializes captures: agents run one capture at a time, so overlapping pod captures would only fail.
+class CaptureRunner {
+ public:
+  CaptureRunner(WorkerRegistry& registry, CoordinatorMetrics& metrics, const Clock& clock)
+      : registry_(registry), metrics_(metrics), clock_(clock) {}
+  // ALREADY_EXISTS when another capture is running.
+  absl::StatusOr<CaptureResult> capture(const std::vector<std::string>& host_names, CaptureSpec spec,
+                                        const ProgressFn& progress);
+
+ private:
+  WorkerRegistry& registry_;
+  CoordinatorMetrics& metrics_;
+  const Clock& clock_;
+  std::mutex running_;
+};
+
+class CoordinatorService final : public podscope::v1::Coordinator::Service {
+ public:
+  CoordinatorService(WorkerRegistry& registry, CaptureRunner& runner, const CoordinatorSettings& settings,
+                     const Clock& clock)
+      : registry_(registry), runner_(runner), settings_(settings), clock_(clock) {}
+
+  grpc::Status Register(grpc::ServerContext*, const podscope::v1::RegisterRequest* request,
+                        podscope::v1::RegisterResponse* response) override;
+  grpc::Status Heartbeat(grpc::ServerContext*, const podscope::v1::HeartbeatRequest* request,
+                         podscope::v1::HeartbeatResponse* response) override;
+  grpc::Status ListWorkers(grpc::ServerContext*, const podscope::v1::ListWorkersRequest*,
+                           podscope::v1::ListWorkersResponse* response) override;
+  grpc::Status Capture(grpc::ServerContext* context, const podscope::v1::CaptureRequest* request,
+                       grpc::ServerWriter<podscope::v1::CaptureChunk>* writer) override;
+
+ private:
+  WorkerRegistry& registry_;
+  CaptureRunner& runner_;
+  const CoordinatorSettings& settings_;
+  const Clock& clock_;
+};
+
+// tensorflow.ProfileAnalysis/NewSession: TensorBoard's worker-list capture mode. Hosts are worker host names
+// or addresses (as registered); files go to <repository_root>/<session_id>/ inside the configured root.
+class ProfileAnalysisService final : public tensorflow::ProfileAnalysis::Service {
+ public:
+  ProfileAnalysisService(WorkerRegistry& registry, CaptureRunner& runner, const CoordinatorSettings& settings,
+                         const Clock& clock)
+      : registry_(registry), runner_(runner), settings_(settings), clock_(clock) {}
+
+  grpc::Status NewSession(grpc::ServerContext*, const tensorflow::NewProfileSessionRequest* request,
+                          tensorflow::NewProfileSessionResponse* response) override;
+
+ private:
+  WorkerRegistry& registry_;
+  CaptureRunner& runner_;
+  const CoordinatorSettings& settings_;
+  const Clock& clock_;
+};
+
+// Resolves a client-given directory against the configured root; an error when it would leave the root.
+absl::StatusOr<std::filesystem::path> confine_to_root(const std::filesystem::path& root, const std::string& requested);
+
+}  // namespace podscope::coordinator

@@ -1,0 +1,36 @@
+// Pod monitoring (`podscope capture --monitoring_level 1|2`): one round calls Monitor on every worker at
+// once for the same duration and aggregates step times across the pod.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coordinator/agent_connection.h"
+
+namespace podscope::coordinator {
+
+struct WorkerMonitorResult {
+  std::string address;
+  std::string error;  // empty when the call succeeded
+  tensorflow::MonitorResponse response;
+};
+
+struct PodStepTimes {
+  double avg_ms = 0;  // mean of the workers' averages
+  double min_ms = 0;
+  double max_ms = 0;
+  std::string slowest_worker;  // the worker with the highest average step time
+  int workers = 0;             // workers that reported step times
+};
+
+std::vector<WorkerMonitorResult> monitor_round(const std::vector<AgentConnection*>& agents, int64_t duration_ms,
+                                               int monitoring_level, bool display_timestamp);
+
+std::optional<PodStepTimes> aggregate_step_times(const std::vector<WorkerMonitorResult>& results);
+
+// "Pod Monitoring Results (Sample N):" then each worker's lines and the pod aggregate.
+std::string format_monitor_round(int sample, const std::vector<WorkerMonitorResult>& results);
+
+}  // namespace podscope::coordinator

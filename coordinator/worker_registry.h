@@ -1,0 +1,64 @@
+// The coordinator's view of its workers: agents that registered (and heartbeat) plus a static list from
+// its YAML. A worker silent for longer than the down-after interval is marked down, never dropped, so
+// `podscope status` and the metrics show it. Thread-safe; owns one AgentConnection per worker.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "coordinator/agent_connection.h"
+#include "coordinator/clock_sync.h"
+#include "podscope/v1/coordinator.pb.h"
+
+namespace podscope::coordinator {
+
+struct WorkerSelector {
+  std::vector<std::string> hosts;
+  std::vector<std::string> jobs;
+  std::map<std::string, std::string> labels;
+  bool empty() const { return hosts.empty() && jobs.empty() && labels.empty(); }
+};
+
+class WorkerRegistry {
+ public:
+  explicit WorkerRegistry(int64_t down_after_ns) : down_after_ns_(down_after_ns) {}
+
+  // Static workers are always known; they are up while their clock-sync pings answer.
+  void add_static(const std::string& host_name, const std::string& address);
+  void register_worker(const podscope::v1::RegisterRequest& request, int64_t now_ns);
+  // False when the worker is unknown (it must register again).
+  bool heartbeat(const std::string& host_name, const std::string& address, int64_t now_ns);
+  void record_clock(const std::string& host_name, const ClockMeasurement& measurement, int64_t now_ns);
+
+  std::vector<podscope::v1::WorkerInfo> list(int64_t now_ns) const;
+  // Host names of the workers that are up and match (all up workers for an empty selector), plus the
+  // host names or addresses in `selector.hosts` that match no worker.
+  struct Selection {
+    std::vector<std::string> host_names;
+    std::vector<std::string> unknown;
+  };
+  Selection select(const WorkerSelector& selector, int64_t now_ns) const;
+  // The connection for a worker (stable for the registry's lifetime), or null.
+  AgentConnection* connection(const std::string& host_name) const;
+  double drift_ppm(const std::string& host_name) const;
+
+ private:
+  struct Worker {
+    podscope::v1::WorkerInfo info;
+    std::unique_ptr<AgentConnection> connection;
+    DriftEstimator drift;
+  };
+  bool is_up(const Worker& worker, int64_t now_ns) const;
+  Worker& upsert(const std::string& host_name, const std::string& address);
+
+  const int64_t down_after_ns_;
+  mutable std::mutex mu_;
+  std::map<std::string, Worker> workers_;  // by host name
+  std::vector<std::unique_ptr<AgentConnection>> retired_;
+};
+
+}  // namespace podscope::coordinator

@@ -1,0 +1,188 @@
+// analyze_run_directory end to end: synthetic run directories written as files, the real TensorFlow
+// file from ../shared/testdata, the outputs it writes (legacy JSON schema, proto, report) and its errors.
+#include "coordinator/analysis_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "coordinator/analysis/renderers.h"
+#include "coordinator/analysis/step_category.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "tests/analysis/synthetic_pod.h"
+
+namespace podscope {
+namespace {
+
+namespace fs = std::filesystem;
+using analysis::testing::make_synthetic_pod;
+using analysis::testing::SyntheticPodSpec;
+
+class RunDirectory : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("podscope_analysis_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void write_pod(const SyntheticPodSpec& spec) {
+    const auto spaces = make_synthetic_pod(spec);
+    for (size_t i = 0; i < spaces.size(); ++i) {
+      std::ofstream out(dir_ / ("host" + std::to_string(i) + ".xplane.pb"), std::ios::binary);
+      ASSERT_TRUE(spaces[i].SerializeToOstream(&out));
+    }
+  }
+
+  static std::string read(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  static google::protobuf::Struct parse_json(const std::string& text) {
+    google::protobuf::Struct s;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(text, &s).ok());
+    return s;
+  }
+
+  fs::path dir_;
+};
+
+const google::protobuf::Value& field(const google::protobuf::Struct& s, const std::string& key) {
+  static const google::protobuf::Value kMissing;
+  const auto it = s.fields().find(key);
+  EXPECT_NE(it, s.fields().end()) << "missing key " << key;
+  return it == s.fields().end() ? kMissing : it->second;
+}
+
+// Every key the legacy pod viewer reads from a per-core record (as in legacy_tpu_v2.pod_viewer.json).
+const std::set<std::string> kLegacyCoreKeys = {
+    "hostName", "chipId", "nodeId", "stepNum", "totalDurationUs", "highFlopsComputeUs", "lowFlopsComputeUs",
+    "hostInfeedDurationUs", "hostOutfeedDurationUs", "allReduceComputeDurationUs", "allReduceSyncDurationUs",
+    "sendDurationUs", "recvDurationUs", "bottleneck"};
+const std::set<std::string> kLegacyChannelKeys = {"channelId", "srcCoreId", "dstCoreId", "dataSize", "durationUs",
+                                                  "sendDelayUs", "utilization", "hloNames", "occurrences"};
+
+TEST_F(RunDirectory, WritesEveryOutputInTheLegacySchema) {
+  SyntheticPodSpec spec;
+  spec.straggler_rank = 2;
+  spec.straggler_delay_ns = 20'000'000;
+  spec.clock_offsets_ns = {0, 3'000'000, -1'000'000, 0};
+  write_pod(spec);
+  auto outcome = analyze_run_directory(dir_);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(outcome->written_files.size(), 6u);
+  for (const char* name : {"pod_viewer.json", "pod_viewer.pb", "pod_viewer.pb.json", "pod_analysis.pb",
+                           "report.html", "pod_summary.txt"}) {
+    EXPECT_TRUE(fs::exists(dir_ / name)) << name;
+  }
+  EXPECT_NE(outcome->summary_text.find("straggler: core 2 (host2)"), std::string::npos) << outcome->summary_text;
+  EXPECT_NE(outcome->summary_text.find("all-reduce sync share"), std::string::npos);
+
+  // Legacy JSON: every key on every record, also our GPU categories.
+  const auto legacy = parse_json(read(dir_ / "pod_viewer.json"));
+  const auto& maps = field(field(legacy, "podStatsSequence").struct_value(), "podStatsMap").list_value();
+  ASSERT_EQ(maps.values_size(), spec.steps);
+  for (const auto& map : maps.values()) {
+    const auto& per_core = field(map.struct_value(), "podStatsPerCore").struct_value();
+    ASSERT_EQ(per_core.fields_size(), 4);
+    for (const auto& [core, record] : per_core.fields()) {
+      for (const auto& key : kLegacyCoreKeys) field(record.struct_value(), key);
+      for (const auto& g : analysis::generic_gpu_categories()) field(record.struct_value(), std::string(g.json_key));
+    }
+    const auto& channels = field(map.struct_value(), "channelDb").list_value();
+    ASSERT_EQ(channels.values_size(), 4);
+    for (const auto& c : channels.values()) {
+      for (const auto& key : kLegacyChannelKeys) field(c.struct_value(), key);
+      EXPECT_GE(field(c.struct_value(), "durationUs").number_value(), 0);
+    }
+    EXPECT_EQ(field(map.struct_value(), "allReduceOpDb").list_value().values_size(), 1);
+    EXPECT_EQ(field(map.struct_value(), "coreIdToReplicaIdMap").struct_value().fields_size(), 4);
+  }
+  field(legacy, "runEnvironment");
+
+  // The proto parses as PodViewerDatabase and matches what the call returned.
+  podscope::v1::PodViewerDatabase db;
+  ASSERT_TRUE(db.ParseFromString(read(dir_ / "pod_viewer.pb")));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(db, outcome->analysis.pod_viewer()));
+  podscope::v1::PodViewerDatabase from_json;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(read(dir_ / "pod_viewer.pb.json"), &from_json).ok());
+  EXPECT_EQ(from_json.pod_stats_sequence().pod_stats_map_size(), spec.steps);
+
+  const std::string html = read(dir_ / "report.html");
+  EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));  // only the SVG namespace name
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  EXPECT_EQ(html.find("<script src"), std::string::npos);
+}
+
+TEST_F(RunDirectory, TensorFlowFileGivesABreakdownForEveryGpuWithAStep) {
+  fs::copy_file(fs::path(PODSCOPE_SHARED_TESTDATA) / "tf_bert_8gpu_host0.xplane.pb", dir_ / "host0.xplane.pb");
+  auto outcome = analyze_run_directory(dir_);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  const auto& a = outcome->analysis;
+  EXPECT_EQ(a.counts().device_planes(), 8u);
+  EXPECT_EQ(a.counts().planes_without_steps(), 6u);  // empty GPU planes are skipped without error
+  EXPECT_EQ(a.pod_viewer().device_type(), "GPU");
+  const auto& seq = a.pod_viewer().pod_stats_sequence();
+  ASSERT_EQ(seq.pod_stats_map_size(), 1);  // one step per core: kept, nothing trimmed
+  const auto& step = seq.pod_stats_map(0);
+  EXPECT_EQ(step.step_num(), 0u);
+  ASSERT_EQ(step.pod_stats_per_core_size(), 2);
+  // Step times equal the Steps events of GPU:4 and GPU:6.
+  EXPECT_NEAR(step.pod_stats_per_core().at(4).total_duration_us(), 19865.491, 1e-3);
+  EXPECT_NEAR(step.pod_stats_per_core().at(6).total_duration_us(), 21310.352, 1e-3);
+  for (const auto& [core, r] : step.pod_stats_per_core()) {
+    double sum = 0;
+    for (const auto& [id, v] : r.step_breakdown_us()) {
+      EXPECT_TRUE(std::isfinite(v));
+      EXPECT_GE(v, 0);
+      sum += v;
+    }
+    EXPECT_NEAR(sum, r.total_duration_us(), 1e-3);
+    const double busy = r.total_duration_us() - r.step_breakdown_us().at(static_cast<int>(analysis::StepCategory::kIdle));
+    EXPECT_GT(busy, 0) << "core " << core;
+  }
+  EXPECT_GT(a.top_ops_size(), 0);
+  for (const auto& core : a.cores()) EXPECT_TRUE(std::isfinite(core.average_step_us()));
+}
+
+TEST_F(RunDirectory, EmptyDirectoryIsAnErrorAndWritesNothing) {
+  auto outcome = analyze_run_directory(dir_);
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_EQ(outcome.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(std::string(outcome.status().message()).find(dir_.string()), std::string::npos);
+  EXPECT_TRUE(fs::is_empty(dir_));
+}
+
+TEST_F(RunDirectory, CorruptFileIsNamedAndNothingIsWritten) {
+  write_pod(SyntheticPodSpec{});
+  {
+    std::ofstream out(dir_ / "host9.xplane.pb", std::ios::binary);
+    out << "\x0a\xff\xff\x0f garbage";
+  }
+  auto outcome = analyze_run_directory(dir_);
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_EQ(outcome.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(std::string(outcome.status().message()).find("host9.xplane.pb"), std::string::npos)
+      << outcome.status();
+  EXPECT_FALSE(fs::exists(dir_ / "pod_viewer.json"));
+}
+
+TEST_F(RunDirectory, MissingDirectoryIsAnError) {
+  auto outcome = analyze_run_directory(dir_ / "nope");
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_EQ(outcome.status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace podscope

@@ -1,0 +1,35 @@
+// Test helper for report_html_test.py: writes a synthetic 4-rank run (rank 2 straggling) into the
+// directory given as argv[1] and analyses it there, leaving report.html next to the inputs.
+#include <fstream>
+#include <iostream>
+
+#include "coordinator/analysis_runner.h"
+#include "tests/analysis/synthetic_pod.h"
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: " << argv[0] << " RUN_DIR\n";
+    return 2;
+  }
+  const std::filesystem::path dir = argv[1];
+  std::filesystem::create_directories(dir);
+  podscope::analysis::testing::SyntheticPodSpec spec;
+  spec.steps = 8;
+  spec.straggler_rank = 2;
+  spec.straggler_delay_ns = 20'000'000;
+  const auto spaces = podscope::analysis::testing::make_synthetic_pod(spec);
+  for (size_t i = 0; i < spaces.size(); ++i) {
+    std::ofstream out(dir / ("host" + std::to_string(i) + ".xplane.pb"), std::ios::binary);
+    if (!spaces[i].SerializeToOstream(&out)) {
+      std::cerr << "cannot write " << (dir / ("host" + std::to_string(i) + ".xplane.pb")) << "\n";
+      return 1;
+    }
+  }
+  auto outcome = podscope::analyze_run_directory(dir);
+  if (!outcome.ok()) {
+    std::cerr << outcome.status() << "\n";
+    return 1;
+  }
+  std::cout << outcome->summary_text;
+  return 0;
+}

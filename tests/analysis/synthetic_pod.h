@@ -1,0 +1,44 @@
+// Builds XSpaces shaped like podscope's annotated ring all-reduce trainer (one host file per rank, one
+// /device:CUSTOM:<rank> plane each), with a known truth: straggler delay, input delay, per-host clock
+// offsets, capture windows. Used by the analysis tests, the report fixture and the analysis benchmark.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tensorflow/xplane.pb.h"
+
+namespace podscope::analysis::testing {
+
+struct SyntheticPodSpec {
+  int ranks = 4;
+  int steps = 5;
+  int64_t start_ns = 1'700'000'000'000'000'000;  // true (coordinator) time of the first step
+  int64_t compute_ns = 30'000'000;
+  // Each step's compute is split into this many back-to-back events (volume for benchmarks).
+  int compute_events_per_step = 1;
+  int straggler_rank = -1;
+  int64_t straggler_delay_ns = 0;
+  int64_t input_delay_ns = 0;
+  int64_t all_reduce_compute_ns = 5'000'000;
+  int64_t gap_ns = 1'000'000;  // between steps
+  // Ring chunks per all-reduce: rank r sends to r+1 on channel 100+r, inside the all-reduce.
+  int chunks = 2;
+  int64_t link_latency_ns = 50'000;
+  int64_t chunk_bytes = 1 << 20;
+  bool all_reduce_ids = true;  // false: XLA-style, matched by order within the step
+  // Per rank: host clock − coordinator clock, applied to the written times and recorded on /host:CPU.
+  std::vector<int64_t> clock_offsets_ns;
+  // Written times carry the offset but the host plane records none (what a broken merge looks like).
+  bool hide_clock_offsets = false;
+  // Record a capture window that cuts the first and last step in half.
+  bool cut_edge_steps = false;
+};
+
+// One XSpace per rank, in rank order.
+std::vector<tensorflow::profiler::XSpace> make_synthetic_pod(const SyntheticPodSpec& spec);
+
+// Duration of one step of rank `rank` (all ranks end each step together).
+int64_t synthetic_step_ns(const SyntheticPodSpec& spec);
+
+}  // namespace podscope::analysis::testing

@@ -1,0 +1,155 @@
+// libpodscope against the real local-socket server (in process, real Unix socket): registration, step
+// batches without a capture, a capture window's events as planes, buffer overflow counted, and an agent
+// that goes away and comes back. ctest runs each test in its own process (one podscope::init each).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "client/podscope.h"
+#include "tests/client/mini_agent.h"
+#include "xspace/names.h"
+#include "xspace/xplane_builder.h"
+#include "xspace/xplane_reader.h"
+
+namespace podscope {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::MiniAgent;
+
+class ClientLinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    agent_.start();
+    Options o;
+    o.cores = {5};
+    o.job = "unit";
+    o.socket_path = dir_.file("agent.sock");
+    o.buffer_events = 1024;
+    init(o);
+    ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 3s));
+  }
+  void TearDown() override { shutdown(); }
+
+  static bool capturing() { return detail::g_level.load() == 2; }
+
+  testing::TempDir dir_;
+  MiniAgent agent_{dir_.file("agent.sock")};
+};
+
+TEST_F(ClientLinkTest, RegistersWithPidCoresAndJob) {
+  const auto clients = agent_.registry().clients();
+  ASSERT_EQ(clients.size(), 1u);
+  EXPECT_EQ(clients[0].pid, ::getpid());
+  EXPECT_EQ(clients[0].cores, (std::vector<int32_t>{5}));
+  EXPECT_EQ(clients[0].job, "unit");
+  EXPECT_TRUE(agent_connected());
+}
+
+TEST_F(ClientLinkTest, StepsAreSentWithoutACapture) {
+  for (int64_t s = 0; s < 20; ++s) {
+    auto step_span = step(s);
+    {
+      auto in = infeed();
+      std::this_thread::sleep_for(1ms);
+    }
+    auto ar = all_reduce(s, 64);
+  }
+  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.steps_of(::getpid()).size() == 20; }, 3s));
+  const auto steps = agent_.steps_of(::getpid());
+  for (int64_t s = 0; s < 20; ++s) {
+    EXPECT_EQ(steps[s].step_num, s);
+    EXPECT_EQ(steps[s].core, 5);
+    EXPECT_GE(steps[s].infeed_ns, 900'000);  // the 1 ms sleep inside infeed
+    EXPECT_LT(steps[s].infeed_ns, steps[s].end_ns - steps[s].begin_ns + 1);
+    EXPECT_GT(steps[s].begin_ns, 1'600'000'000'000'000'000);  // Unix ns
+  }
+}
+
+TEST_F(ClientLinkTest, CaptureWindowEventsBecomeCorePlanes) {
+  auto space = agent_.capture(300ms, [&] {
+    ASSERT_TRUE(MiniAgent::wait_for(capturing, 2s));
+    const NameId matmul = intern("matmul");
+    for (int64_t s = 0; s < 3; ++s) {
+      auto st = step(s);
+      { auto c = compute(matmul, 1000, 64); }
+      { auto snd = send(7, 6, 128); }
+      { auto r = recv_done(9, 6, 128); }
+    }
+    std::thread other([] {
+      set_thread_core(6);
+      auto st = step(0);
+      auto t = trace(intern("other-core-work"));
+    });
+    other.join();
+  });
+  const auto* plane5 = xspace::find_plane(space, "/device:CUSTOM:5");
+  const auto* plane6 = xspace::find_plane(space, "/device:CUSTOM:6");
+  ASSERT_NE(plane5, nullptr);
+  ASSERT_NE(plane6, nullptr);
+  xspace::XPlaneReader reader(*plane5);
+  int steps = 0, sends = 0, recvs = 0, matmuls = 0;
+  for (const auto& line : plane5->lines()) {
+    reader.for_each_event(line, [&](const xspace::XEventView& e) {
+      if (line.name() == xspace::kStepsLineName) {
+        EXPECT_EQ(e.int_stat(xspace::kStepNumStat), steps);
+        ++steps;
+        return;
+      }
+      EXPECT_TRUE(e.int_stat(xspace::kStepNumStat)) << e.name();
+      if (e.name() == "send") {
+        ++sends;
+        EXPECT_EQ(e.int_stat(xspace::kChannelIdStat), 7);
+        EXPECT_EQ(e.int_stat(xspace::kDstCoreStat), 6);
+        EXPECT_EQ(e.int_stat(xspace::kSrcCoreStat), 5);
+      }
+      if (e.name() == "recv-done") ++recvs;
+      if (e.name() == "matmul") {
+        ++matmuls;
+        EXPECT_EQ(e.int_stat(xspace::kFlopsStat), 1000);
+        EXPECT_EQ(e.int_stat(xspace::kBytesStat), 64);
+      }
+    });
+  }
+  EXPECT_EQ(steps, 3);
+  EXPECT_EQ(sends, 3);
+  EXPECT_EQ(recvs, 3);
+  EXPECT_EQ(matmuls, 3);
+  EXPECT_TRUE(space.warnings().empty());
+  // After the window, fine-grained spans record nothing.
+  ASSERT_TRUE(MiniAgent::wait_for([] { return !capturing(); }, 1s));
+  EXPECT_FALSE(send(1, 2, 3).recording());
+}
+
+TEST_F(ClientLinkTest, FullBuffersDropAndTheCaptureSaysSo) {
+  auto space = agent_.capture(200ms, [&] {
+    ASSERT_TRUE(MiniAgent::wait_for(capturing, 2s));
+    for (int i = 0; i < 20000; ++i) auto s = send(1, 2, 3);  // 1024-record ring, drained every 50 ms
+  });
+  EXPECT_GT(dropped_events(), 0u);
+  ASSERT_GE(space.warnings_size(), 1);
+  EXPECT_NE(space.warnings(0).find("because its buffers were full"), std::string::npos);
+  EXPECT_GT(agent_.dropped(), 0u);
+}
+
+TEST_F(ClientLinkTest, AgentRestartNeverBlocksAndReconnects) {
+  agent_.stop();
+  ASSERT_TRUE(MiniAgent::wait_for([] { return !agent_connected(); }, 2s));
+  // Annotating with no agent: nothing recorded, nothing blocks.
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t s = 0; s < 10000; ++s) auto st = step(s);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 100ms);
+  agent_.start();
+  // Backoff is capped at 1 s.
+  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 1500ms));
+  auto space = agent_.capture(150ms, [&] {
+    ASSERT_TRUE(MiniAgent::wait_for(capturing, 2s));
+    auto st = step(42);
+    auto snd = send(3, 4, 5);
+  });
+  EXPECT_NE(xspace::find_plane(space, "/device:CUSTOM:5"), nullptr);
+}
+
+}  // namespace
+}  // namespace podscope

@@ -1,0 +1,64 @@
+#include "coordinator/clock_sync.h"
+
+#include <gtest/gtest.h>
+
+namespace podscope::coordinator {
+namespace {
+
+// An exchange with a true offset, one-way delays and agent processing time.
+PingExchange exchange(int64_t t0, int64_t offset, int64_t up, int64_t processing, int64_t down) {
+  PingExchange e;
+  e.t0_ns = t0;
+  e.t1_ns = t0 + up + offset;
+  e.t2_ns = e.t1_ns + processing;
+  e.t3_ns = t0 + up + processing + down;
+  return e;
+}
+
+TEST(ClockSync, SymmetricPathGivesExactOffsetAndRtt) {
+  const auto e = exchange(1'000'000, 5'000'000, 40'000, 10'000, 40'000);
+  EXPECT_EQ(e.offset_ns(), 5'000'000);
+  EXPECT_EQ(e.rtt_ns(), 80'000);
+}
+
+TEST(ClockSync, KeepsMinimumRttSamplesAndIgnoresDelayedOnes) {
+  std::vector<PingExchange> burst;
+  // Most exchanges are delayed on the way up by queueing (which biases the naive offset by +delay/2).
+  for (int i = 0; i < 10; ++i) burst.push_back(exchange(i * 1'000'000, -3'000'000, 40'000 + 500'000, 5'000, 40'000));
+  burst.push_back(exchange(20'000'000, -3'000'000, 40'000, 5'000, 40'000));
+  burst.push_back(exchange(21'000'000, -3'000'000, 41'000, 5'000, 40'000));
+  auto estimate = estimate_offset(burst);
+  ASSERT_TRUE(estimate.ok()) << estimate.status();
+  EXPECT_NEAR(estimate->offset_ns, -3'000'000, 1'000);
+  EXPECT_EQ(estimate->rtt_ns, 80'000);
+  EXPECT_EQ(estimate->error_bound_ns, 40'000);
+  EXPECT_EQ(estimate->samples, 2);
+}
+
+TEST(ClockSync, AsymmetricPathErrorStaysWithinHalfRtt) {
+  // 1 ms up, 0 down: the estimate is off by 0.5 ms, exactly the documented bound RTT/2.
+  auto estimate = estimate_offset({exchange(0, 20'000'000, 1'000'000, 0, 0)});
+  ASSERT_TRUE(estimate.ok());
+  EXPECT_EQ(estimate->offset_ns - 20'000'000, 500'000);
+  EXPECT_LE(std::abs(estimate->offset_ns - 20'000'000), estimate->error_bound_ns);
+}
+
+TEST(ClockSync, RejectsAnEmptyOrInconsistentBurst) {
+  EXPECT_FALSE(estimate_offset({}).ok());
+  PingExchange backwards{100, 50, 40, 90};  // t2 < t1
+  auto estimate = estimate_offset({backwards});
+  ASSERT_FALSE(estimate.ok());
+  EXPECT_NE(std::string(estimate.status().message()).find("no valid ping exchange"), std::string::npos);
+}
+
+TEST(DriftEstimator, NeedsALongSeriesThenFindsTheSlope) {
+  DriftEstimator drift;
+  // 10 ppm: 10 µs of offset per second.
+  for (int s = 0; s < 5; ++s) drift.add({.offset_ns = s * 10'000, .measured_at_ns = s * 1'000'000'000LL});
+  EXPECT_EQ(drift.drift_ppm(), 0.0) << "5 s is too short a series";
+  for (int s = 5; s <= 120; ++s) drift.add({.offset_ns = s * 10'000, .measured_at_ns = s * 1'000'000'000LL});
+  EXPECT_NEAR(drift.drift_ppm(), 10.0, 0.01);
+}
+
+}  // namespace
+}  // namespace podscope::coordinator

@@ -1,0 +1,180 @@
+"""Helpers for the coordinator integration tests: start podscope-agent / podscope-coordinator / ring_trainer
+on free loopback ports (each reports its bound ports on stderr), run the podscope CLI, always clean up."""
+import gzip
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+BIN = os.environ.get("PODSCOPE_BIN", os.path.join(os.path.dirname(__file__), "../../build/bin"))
+
+
+class Daemon:
+    """A child process whose stderr is collected; `wait_for` matches a regex against it."""
+
+    def __init__(self, argv, env=None):
+        self.argv = argv
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                                     start_new_session=True)
+        self.lines = []
+        self.cond = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for raw in self.proc.stderr:
+            with self.cond:
+                self.lines.append(raw.decode(errors="replace"))
+                self.cond.notify_all()
+        with self.cond:
+            self.cond.notify_all()
+
+    def wait_for(self, pattern, timeout=20.0):
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                for line in self.lines:
+                    m = regex.search(line)
+                    if m:
+                        return m
+                if self.proc.poll() is not None and not self.reader.is_alive():
+                    raise RuntimeError(f"{self.argv[0]} exited ({self.proc.returncode}) before /{pattern}/:\n"
+                                       + "".join(self.lines[-30:]))
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no /{pattern}/ from {self.argv[0]}:\n" + "".join(self.lines[-30:]))
+                self.cond.wait(min(left, 0.2))
+
+    def stop(self, sig=signal.SIGTERM, timeout=5.0):
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        return self.proc.returncode
+
+
+class Pod:
+    """N agents (host0..), optionally a coordinator they register with, optionally ring_trainer ranks."""
+
+    def __init__(self, offsets_ns, coordinator=False, trainer=False, straggler_rank=-1, straggler_delay_ms=0):
+        self.tmp = tempfile.TemporaryDirectory(prefix="podscope_coord_")
+        self.daemons = []
+        self.coordinator = None
+        try:
+            if coordinator:
+                self.coordinator = self._start(
+                    [f"{BIN}/podscope-coordinator", "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0",
+                     "--repository_root", os.path.join(self.tmp.name, "coordinator_repo"),
+                     "--heartbeat_interval_ms", "200", "--clock_sync_interval_ms", "500"])
+                m = self.coordinator.wait_for(r"listening grpc=(\S+) metrics=(\S+)")
+                self.coordinator_addr, self.coordinator_metrics = m.group(1), m.group(2)
+            self.agents, self.sockets = [], []
+            for i, offset in enumerate(offsets_ns):
+                sock = os.path.join(self.tmp.name, f"agent{i}.sock")
+                argv = [f"{BIN}/podscope-agent", "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0",
+                        "--host_name", f"host{i}", "--clock_offset_ns", str(offset), "--socket", sock,
+                        "--sample_interval_ms", "100"]
+                if coordinator:
+                    argv += ["--coordinator", self.coordinator_addr]
+                agent = self._start(argv)
+                m = agent.wait_for(r"listening grpc=(\S+) metrics=(\S+)")
+                self.agents.append((agent, m.group(1)))
+                self.sockets.append(sock)
+            if trainer:
+                base_port = free_port_block(len(offsets_ns))
+                self._start([f"{BIN}/ring_trainer", "--spawn", "--world", str(len(offsets_ns)), "--base_port",
+                             str(base_port), "--steps", "0", "--matrix", "64", "--straggler_rank",
+                             str(straggler_rank), "--straggler_delay_ms", str(straggler_delay_ms),
+                             "--agent_sockets", ",".join(self.sockets)])
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, argv):
+        d = Daemon(argv)
+        self.daemons.append(d)
+        return d
+
+    @property
+    def addresses(self):
+        return [a for _, a in self.agents]
+
+    def close(self):
+        for d in reversed(self.daemons):
+            d.stop()
+        self.tmp.cleanup()
+
+
+def free_port_block(n):
+    """A base port with n free consecutive ports after it (checked by binding each)."""
+    import socket
+    for _ in range(50):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        base = s.getsockname()[1]
+        s.close()
+        if base + n >= 65535:
+            continue
+        ok = True
+        for p in range(base, base + n):
+            t = socket.socket()
+            try:
+                t.bind(("127.0.0.1", p))
+            except OSError:
+                ok = False
+            finally:
+                t.close()
+        if ok:
+            return base
+    raise RuntimeError("no block of free ports")
+
+
+def podscope(*args, timeout=120):
+    """Runs the CLI; returns (exit code, stdout + stderr)."""
+    p = subprocess.run([f"{BIN}/podscope", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=timeout)
+    return p.returncode, p.stdout.decode(errors="replace")
+
+
+def run_dir_of(logdir):
+    root = os.path.join(logdir, "plugins", "profile")
+    runs = sorted(os.listdir(root))
+    return os.path.join(root, runs[-1])
+
+
+def load_trace(run_dir):
+    with gzip.open(os.path.join(run_dir, "pod.trace.json.gz"), "rt") as f:
+        return json.load(f)
+
+
+def step_end_spread_us(trace):
+    """Per step_num seen on every process that has steps: max − min of the step's end (µs). Returns the
+    list of spreads."""
+    ends = {}
+    pids = set()
+    for e in trace["traceEvents"]:
+        if e.get("ph") != "X" or "step_num" not in e.get("args", {}):
+            continue
+        pids.add(e["pid"])
+        ends.setdefault(e["args"]["step_num"], {})[e["pid"]] = float(e["ts"]) + float(e["dur"])
+    spreads = []
+    for step, by_pid in ends.items():
+        if len(by_pid) == len(pids) and len(pids) > 1:
+            spreads.append(max(by_pid.values()) - min(by_pid.values()))
+    return spreads
+
+
+def percentile(values, p):
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100.0 * (len(s) - 1))))]

@@ -1,0 +1,164 @@
+"""Integration: real podscope-agent processes with injected clock offsets, real ring_trainer ranks, the
+podscope CLI and podscope-coordinator, all on loopback."""
+import json
+import os
+import re
+import socket
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(__file__))
+from coord_pod import Pod, percentile, podscope, run_dir_of, load_trace, step_end_spread_us  # noqa: E402
+
+OFFSETS = [0, 5_000_000, -3_000_000, 20_000_000]
+
+
+class CapturePodTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.pod = Pod(OFFSETS, trainer=True, straggler_rank=2, straggler_delay_ms=5)
+        time.sleep(1.0)  # let the ranks form the ring and run some steps
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.pod.close()
+
+    def test_offsets_are_measured_and_steps_merge_onto_one_clock(self):
+        errors, spreads = [], []
+        for _ in range(3):
+            with tempfile.TemporaryDirectory() as logdir:
+                code, out = podscope("capture", "--service_addr", ",".join(self.pod.addresses), "--logdir", logdir,
+                                     "--duration_ms", "800")
+                self.assertEqual(code, 0, out)
+                run_dir = run_dir_of(logdir)
+                files = sorted(f for f in os.listdir(run_dir) if f.endswith(".xplane.pb"))
+                self.assertEqual(files, sorted(a.replace(":", "_") + ".xplane.pb" for a in self.pod.addresses))
+                with open(os.path.join(run_dir, "capture.json")) as f:
+                    capture = json.load(f)
+                for host, injected in zip(capture["hosts"], OFFSETS):
+                    self.assertTrue(host["ok"], host)
+                    errors.append(max(0, abs(host["clock_offset_ns"] - injected) - host["clock_rtt_ns"] // 2))
+                    errors.append(abs(host["clock_offset_ns"] - injected))
+                spreads += step_end_spread_us(load_trace(run_dir))
+        # p90 of the offset error within 100 µs (or RTT_min/2 where that is larger).
+        self.assertLessEqual(percentile(errors, 90), 100_000, errors)
+        self.assertTrue(spreads, "no step was seen on every rank")
+        self.assertLess(percentile(spreads, 90), 1000.0, sorted(spreads))
+
+    def test_monitoring_level_2_aggregates_the_pod(self):
+        code, out = podscope("capture", "--service_addr", ",".join(self.pod.addresses), "--monitoring_level", "2",
+                             "--num_queries", "2", "--duration_ms", "300")
+        self.assertEqual(code, 0, out)
+        self.assertIn("Monitoring Results (Sample 2):", out)
+        self.assertRegex(out, r"Pod \(\d worker\(s\)\): step time avg")
+
+    def test_status_lists_collectors_and_clock(self):
+        code, out = podscope("status", "--service_addr", self.pod.addresses[3])
+        self.assertEqual(code, 0, out)
+        self.assertIn("host3", out)
+        m = re.search(r"offset (-?[\d.]+) ms", out)
+        self.assertIsNotNone(m, out)
+        self.assertAlmostEqual(float(m.group(1)), 20.0, delta=0.2)
+
+
+class FailuresTest(unittest.TestCase):
+    def test_agent_killed_mid_capture_gives_exit_3_and_names_it(self):
+        pod = Pod([0, 0, 0])
+        try:
+            import threading
+            killer = threading.Timer(1.0, lambda: pod.agents[1][0].stop(sig=9))
+            with tempfile.TemporaryDirectory() as logdir:
+                killer.start()
+                code, out = podscope("capture", "--service_addr", ",".join(pod.addresses), "--logdir", logdir,
+                                     "--duration_ms", "2500", "--num_tracing_attempts", "1")
+                killer.join()
+                self.assertEqual(code, 3, out)
+                dead = pod.addresses[1].replace(":", "_")
+                self.assertRegex(out, re.escape(dead) + r" .*FAILED")
+                run_dir = run_dir_of(logdir)
+                files = sorted(f for f in os.listdir(run_dir) if f.endswith(".xplane.pb"))
+                self.assertEqual(len(files), 2, files)
+                self.assertNotIn(dead + ".xplane.pb", files)
+        finally:
+            pod.close()
+
+    def test_nothing_listening_is_retried_then_a_clear_error(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        with tempfile.TemporaryDirectory() as logdir:
+            code, out = podscope("capture", "--service_addr", f"127.0.0.1:{port}", "--logdir", logdir,
+                                 "--duration_ms", "100")
+        self.assertEqual(code, 1, out)
+        self.assertEqual(out.count("Starting to trace for 100 ms. Remaining attempt(s)"), 3, out)
+        self.assertIn("--num_tracing_attempts", out)
+        self.assertIn(f"127.0.0.1_{port}", out)
+
+    def test_usage_errors_exit_2_with_the_reason(self):
+        code, out = podscope("capture", "--logdir", "/tmp/x")
+        self.assertEqual(code, 2)
+        self.assertIn("--service_addr", out)
+        code, out = podscope("capture", "--service_addr", "hostonly", "--logdir", "/tmp/x")
+        self.assertEqual(code, 2)
+        self.assertIn("\"hostonly\" has no port", out)
+        code, out = podscope("capture", "--service_addr", "a:1", "--monitoring_level", "7")
+        self.assertEqual(code, 2)
+        code, out = podscope("capture", "--service_addr", "a:1")
+        self.assertEqual(code, 2)
+        self.assertIn("--logdir is required", out)
+
+
+class CoordinatorTest(unittest.TestCase):
+    def test_register_capture_through_coordinator_and_mark_down(self):
+        pod = Pod([0, 5_000_000, -3_000_000], coordinator=True)
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                code, out = podscope("status", "--coordinator", pod.coordinator_addr)
+                if out.count(" up") == 3 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            self.assertEqual(out.count(" up"), 3, out)
+            with tempfile.TemporaryDirectory() as logdir:
+                code, out = podscope("capture", "--coordinator", pod.coordinator_addr, "--logdir", logdir,
+                                     "--duration_ms", "500")
+                self.assertEqual(code, 0, out)
+                run_dir = run_dir_of(logdir)
+                files = sorted(os.listdir(run_dir))
+                self.assertEqual(len([f for f in files if f.endswith(".xplane.pb")]), 3, files)
+                self.assertIn("capture.json", files)
+                self.assertIn("pod.trace.json.gz", files)
+                with open(os.path.join(run_dir, "capture.json")) as f:
+                    hosts = json.load(f)["hosts"]
+                self.assertEqual(sorted(h["host_name"] for h in hosts), ["host0", "host1", "host2"])
+                # A named subset.
+                code, out = podscope("capture", "--coordinator", pod.coordinator_addr, "--logdir", logdir,
+                                     "--duration_ms", "200", "--workers_list", "host1")
+                self.assertEqual(code, 0, out)
+                code, out = podscope("capture", "--coordinator", pod.coordinator_addr, "--logdir", logdir,
+                                     "--workers_list", "nosuchhost")
+                self.assertEqual(code, 1, out)
+                self.assertIn("unknown or down worker(s): nosuchhost", out)
+            # An agent that stops heartbeating is marked down, not forgotten.
+            pod.agents[2][0].stop()
+            deadline = time.monotonic() + 10
+            while True:
+                code, out = podscope("status", "--coordinator", pod.coordinator_addr)
+                if "DOWN" in out or time.monotonic() > deadline:
+                    break
+                time.sleep(0.3)
+            self.assertRegex(out, r"host2 \S+ DOWN", out)
+            metrics = urllib.request.urlopen(f"http://{pod.coordinator_metrics}/metrics", timeout=5).read().decode()
+            self.assertRegex(metrics, r'podscope_coordinator_workers\{state="down"\} 1')
+            self.assertRegex(metrics, r'podscope_coordinator_captures_total\{outcome="complete"\} 2')
+            self.assertIn("podscope_coordinator_clock_offset_seconds", metrics)
+        finally:
+            pod.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
