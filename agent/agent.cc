@@ -5,6 +5,8 @@
 #include <boost/asio/post.hpp>
 
 #include "agent/capture/capture_session.h"
+#include "agent/local/local_clients_plugin.h"
+#include "agent/capture/upstream_source.h"
 #include "agent/capture/host_series_source.h"
 #include "agent/collectors/clock_health_collector.h"
 #include "agent/collectors/cpu_collector.h"
@@ -12,8 +14,12 @@
 #include "agent/collectors/loadavg_collector.h"
 #include "agent/collectors/memory_collector.h"
 #include "agent/collectors/network_collector.h"
+#include "agent/collectors/nvml_collector.h"
 #include "agent/collectors/sampler.h"
 #include "agent/series/series_store.h"
+#include "agent/tpu/tpu_chips.h"
+#include "agent/tpu/tpu_metric_client.h"
+#include "agent/tpu/tpu_runtime_collector.h"
 #include "agent/service/agent_service.h"
 #include "agent/service/coordinator_registration.h"
 #include "agent/service/metrics_exporter.h"
@@ -75,11 +81,17 @@ Agent::Agent(const AgentConfig& config)
 // EXTENSION POINTS: each module that plugs into the agent adds its block here, using config() for its keys.
 void Agent::install_extensions() {
   // --- local socket server and step tracker (client-library engineer) ---
-  // e.g. add_component(std::make_unique<LocalSocketServer>(io_context(), config().socket, step_tracker(), ...));
-  //      add_capture_source(...); add_status_contributor(...);
+  install_local_clients(*this);
 
   // --- device collectors (NVML, libtpu metrics: add_threaded_collector) and upstream profiler servers
   //     (add_capture_source) (device engineer) ---
+  // Both device collectors always run: each reports "unavailable: <reason>" on hosts without its device.
+  // libtpu is queried every second from startup, since the runtime comes up with the training job.
+  add_threaded_collector(std::make_unique<NvmlCollector>(), std::chrono::milliseconds(config().sample_interval_ms));
+  add_threaded_collector(std::make_unique<TpuRuntimeCollector>(std::make_unique<TpuMetricClient>(config().tpu_metrics_addr),
+                                                               discover_tpu_chips()),
+                         std::chrono::seconds(1));
+  if (!config().upstream.empty()) add_capture_source(std::make_unique<UpstreamSource>(config().upstream));
 
   // --- coordinator registration client (coordinator engineer: add_component / add_grpc_service) ---
   if (!config().coordinator.empty()) {
@@ -192,34 +204,21 @@ absl::Status Agent::start() {
 void Agent::shutdown() {
   if (stopped_) return;
   stopped_ = true;
-  PODSCOPE_LOG(kInfo) << "DBG stopped_ = true;";
   // The running capture is closed, gathered and answered; then the server drains what is in flight.
   captures_->shutdown(/*wait_ms=*/2000);
-  PODSCOPE_LOG(kInfo) << "DBG captures_->shutdown(/*wait_ms=";
   if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
-  PODSCOPE_LOG(kInfo) << "DBG if (server_ != nullptr) server";
   for (auto it = components_.rbegin(); it != components_.rend(); ++it) {
     if (started_) (*it)->stop();
-  PODSCOPE_LOG(kInfo) << "DBG if (started_) (*it)->stop();";
   }
   for (auto& r : threaded_) r->stop();
-  PODSCOPE_LOG(kInfo) << "DBG for (auto& r : threaded_) r->s";
   sampler_->stop();
-  PODSCOPE_LOG(kInfo) << "DBG sampler_->stop();";
   for (auto& t : periodic_) boost::asio::post(io_, [task = t.get()] { task->timer.cancel(); });
-  PODSCOPE_LOG(kInfo) << "DBG for (auto& t : periodic_) boos";
   work_.reset();
-  PODSCOPE_LOG(kInfo) << "DBG work_.reset();";
   io_.stop();
-  PODSCOPE_LOG(kInfo) << "DBG io_.stop();";
   for (auto& t : io_threads_) t.join();
-  PODSCOPE_LOG(kInfo) << "DBG for (auto& t : io_threads_) t.";
   io_threads_.clear();
-  PODSCOPE_LOG(kInfo) << "DBG io_threads_.clear();";
   exporter_.reset();
-  PODSCOPE_LOG(kInfo) << "DBG exporter_.reset();";
   if (server_ != nullptr) server_->Wait();
-  PODSCOPE_LOG(kInfo) << "DBG if (server_ != nullptr) server";
 }
 
 void Agent::reload(const AgentConfig& config) {

@@ -24,8 +24,15 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
   o.add_string("log_level", &c.log_level, "debug, info, warning or error");
 
   // --- local socket (client-library engineer) ---
+  o.add_string("socket_group", &c.socket_group,
+               "group that owns the 0660 socket; its members may annotate (empty: the agent's group)");
+  o.add_list("socket_trusted_uids", &c.socket_trusted_uids,
+             "uids whose processes may annotate, besides root, the agent's uid and socket_group members");
 
   // --- devices and upstream profiler servers (device engineer) ---
+  o.add_list("upstream", &c.upstream,
+             "host:port[,host:port] of framework profiler servers (TF/JAX) whose traces each capture merges");
+  o.add_string("tpu_metrics_addr", &c.tpu_metrics_addr, "libtpu runtime metric service address (host:port)");
 
   // --- coordinator registration (coordinator engineer) ---
   o.add_string("coordinator", &c.coordinator,

@@ -23,8 +23,12 @@ struct AgentConfig {
   std::string log_level = "info";
 
   // --- local socket (client-library engineer) ---
+  std::string socket_group;                       // group of the 0660 socket (empty: the agent's)
+  std::vector<std::string> socket_trusted_uids;   // uids trusted besides root, the agent's and the group's
 
   // --- devices and upstream profiler servers (device engineer) ---
+  std::vector<std::string> upstream;              // framework profiler servers (TF/JAX) to forward captures to
+  std::string tpu_metrics_addr = "localhost:8431";  // libtpu's runtime metric service
 
   // --- coordinator registration (coordinator engineer) ---
   std::string coordinator;  // host:port of podscope-coordinator; empty: do not register

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include "coordinator/analysis_runner.h"
+
 namespace podscope::cli {
 
 void add_analyze_flags(CLI::App& command, AnalyzeFlags& flags) {
@@ -15,11 +17,14 @@ int run_analyze_command(const AnalyzeFlags& flags) {
     std::cerr << "podscope analyze: " << flags.run_dir << " is not a directory\n";
     return 2;
   }
-  // ANALYSIS CALL SITE: call analyze_run_directory(flags.run_dir, options) from coordinator/analysis_runner.h
-  // (the pod-analysis issue) and print its text summary; until it lands there is nothing to run.
-  std::cerr << "podscope analyze: pod analysis is not part of this build yet; the host files are in "
-            << flags.run_dir << "\n";
-  return 1;
+  auto outcome = analyze_run_directory(flags.run_dir);
+  if (!outcome.ok()) {
+    std::cerr << "podscope analyze: " << outcome.status().message() << "\n";
+    return 1;
+  }
+  std::cout << outcome->summary_text;
+  for (const auto& file : outcome->written_files) std::cout << "wrote " << file.string() << "\n";
+  return 0;
 }
 
 }  // namespace podscope::cli

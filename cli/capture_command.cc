@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "coordinator/analysis_runner.h"
 #include "coordinator/capture.h"
 #include "coordinator/monitor.h"
 #include "coordinator/remote_capture.h"
@@ -86,6 +87,16 @@ int run_monitoring(const CaptureFlags& flags, const std::vector<coordinator::Age
     std::cout << coordinator::format_monitor_round(sample, results) << "\n" << std::flush;
   }
   return 0;
+}
+
+// The pod analysis of a fresh run; a failed analysis is a warning, the capture itself succeeded.
+void print_pod_analysis(const std::filesystem::path& run_dir) {
+  auto outcome = analyze_run_directory(run_dir);
+  if (!outcome.ok()) {
+    std::cerr << "podscope capture: pod analysis failed: " << outcome.status().message() << "\n";
+    return;
+  }
+  std::cout << "\n" << outcome->summary_text;
 }
 
 coordinator::ProgressFn progress_printer(bool quiet) {
@@ -198,8 +209,7 @@ int run_capture_command(const CaptureFlags& given) {
     return 1;
   }
   std::cout << coordinator::capture_summary_text(result, *run_dir);
-  // ANALYSIS CALL SITE: once coordinator/analysis_runner.h lands, run analyze_run_directory(*run_dir, ...)
-  // here when at least one host returned data, and print its text summary.
+  if (result.exit_code() != 1) print_pod_analysis(*run_dir);
   return result.exit_code();
 }
 

@@ -88,7 +88,11 @@ int status_from_coordinator(std::string address) {
   for (const auto& w : response.workers()) {
     std::cout << "  " << w.host_name() << " " << w.address() << " " << (w.up() ? "up" : "DOWN");
     if (!w.job().empty()) std::cout << " job " << w.job();
-    std::cout << ", clock offset " << ms(w.clock_offset_ns()) << ", rtt " << ms(w.clock_rtt_ns());
+    if (w.clock_rtt_ns() > 0) {
+      std::cout << ", clock offset " << ms(w.clock_offset_ns()) << ", rtt " << ms(w.clock_rtt_ns());
+    } else {
+      std::cout << ", clock not measured yet";
+    }
     if (w.clock_drift_ppm() != 0) std::cout << ", drift " << w.clock_drift_ppm() << " ppm";
     std::cout << (w.static_worker() ? " (static)" : "") << "\n";
   }

@@ -38,7 +38,8 @@ struct Options {
   size_t max_threads = 0;      // annotating threads with a ring; 0: 256. Further threads' events are dropped.
 };
 
-// Starts the background agent link (idempotent: a second call is ignored). Never blocks on the agent.
+// Starts the background agent link (a second call while running is ignored; after shutdown() it starts
+// again). Never blocks on the agent.
 void init(const Options& options = {});
 // Sends what is buffered (bounded wait) and stops the background thread. Also runs at exit.
 void shutdown();

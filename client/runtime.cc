@@ -80,8 +80,11 @@ Runtime::Runtime() {
 
 void Runtime::start(const Options& options) {
   std::lock_guard lock(mu_);
-  if (started_) return;
+  if (started_ && !stopping_) return;  // already running: the first init wins
+  const bool first_start = !started_;
   started_ = true;
+  stopping_ = false;
+  window_open_ = false;
   cores_ = options.cores.empty() ? cores_from_env() : options.cores;
   job_ = options.job.empty() ? env_or("PODSCOPE_JOB", "") : options.job;
   program_ = program_name();
@@ -93,7 +96,7 @@ void Runtime::start(const Options& options) {
                                           ? env_or("PODSCOPE_AGENT_SOCKET", "/run/podscope/agent.sock")
                                           : options.socket_path);
   thread_ = std::thread([this] { run(); });
-  std::atexit([] { Runtime::instance().stop(); });
+  if (first_start) std::atexit([] { Runtime::instance().stop(); });
 }
 
 void Runtime::stop() {

@@ -40,7 +40,7 @@ absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::pat
           analyzer.add_plane(i, plane);
           return absl::OkStatus();
         },
-        &header);
+        &header, analysis::PodAnalyzer::wants_line);
     if (!status.ok()) return status;
     analyzer.add_hostnames(i, header.hostnames);
   }
@@ -57,11 +57,8 @@ absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::pat
   if (!proto_json.ok()) return proto_json.status();
   auto html = analysis::render_report_html(outcome.analysis, title);
   if (!html.ok()) return html.status();
-  std::string pod_viewer_pb, analysis_pb;
-  if (!outcome.analysis.pod_viewer().SerializeToString(&pod_viewer_pb) ||
-      !outcome.analysis.SerializeToString(&analysis_pb)) {
-    return absl::InternalError("serializing the pod analysis of " + run_dir.string());
-  }
+  const std::string pod_viewer_pb = analysis::serialize_deterministically(outcome.analysis.pod_viewer());
+  const std::string analysis_pb = analysis::serialize_deterministically(outcome.analysis);
   const std::pair<std::string_view, const std::string*> outputs[] = {
       {"pod_viewer.json", &*legacy_json}, {"pod_viewer.pb", &pod_viewer_pb},  {"pod_viewer.pb.json", &*proto_json},
       {"pod_analysis.pb", &analysis_pb},  {"report.html", &*html},            {"pod_summary.txt", &outcome.summary_text}};

@@ -128,6 +128,7 @@ CaptureResult run_capture(const std::vector<AgentConnection*>& agents, const Cap
     progress("Starting to trace for " + std::to_string(duration_ms) +
              " ms. Remaining attempt(s): " + std::to_string(attempts - attempt));
     std::vector<HostCapture> hosts(agents.size());
+    const int64_t sync_begin_ns = clock.now_ns();
     const auto before = measure_clocks(agents, clock, spec.clock_sync_pings, 1000);
 
     const int64_t delay_ms = std::max<int64_t>(spec.delay_ms, fanout_margin_ms(agents.size()));
@@ -161,6 +162,7 @@ CaptureResult run_capture(const std::vector<AgentConnection*>& agents, const Cap
     const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(delay_ms) +
                           std::chrono::milliseconds(std::max<int64_t>(60'000, 2 * duration_ms));
     AttemptOutcome outcome = fan_out(agents, requests, deadline, spec.max_in_flight);
+    const int64_t gathered_ns = clock.now_ns();
     const auto after = measure_clocks(agents, clock, std::max(4, spec.clock_sync_pings / 2), 1000);
 
     bool retry_worthy = false;
@@ -189,6 +191,8 @@ CaptureResult run_capture(const std::vector<AgentConnection*>& agents, const Cap
       best_count = with_data;
       best = std::move(hosts);
       result.start_ns = start_ns;
+      result.sync_begin_ns = sync_begin_ns;
+      result.gathered_ns = gathered_ns;
       result.attempts = attempt;
     }
     if (with_data == static_cast<long>(agents.size())) break;

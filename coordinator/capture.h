@@ -48,6 +48,9 @@ struct CaptureResult {
   std::string session_id;
   int attempts = 0;
   int64_t start_ns = 0;  // T, coordinator time, of the attempt kept
+  // Coordinator times of that attempt: its clock-sync burst began and every Profile answer was in.
+  int64_t sync_begin_ns = 0;
+  int64_t gathered_ns = 0;
   int64_t duration_ms = 0;
   std::optional<int64_t> start_skew_ns;  // max − min of the hosts' actual starts in coordinator time
   std::vector<HostCapture> hosts;

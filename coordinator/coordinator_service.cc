@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "coordinator/analysis_runner.h"
 #include "coordinator/run_directory.h"
 #include "daemon/log.h"
 
@@ -56,6 +57,18 @@ CaptureSpec spec_from(const podscope::v1::CaptureRequest& request, const Coordin
   spec.python_tracer_level = request.python_tracer_level();
   spec.clock_sync_pings = settings.clock_sync_pings;
   return spec;
+}
+
+// Runs the pod analysis over a run that has data (its files land beside the host files); returns the text
+// to show, or a warning line when the analysis failed (the capture itself stands).
+std::string analyze_if_captured(const std::filesystem::path& run_dir, const CaptureResult& result) {
+  if (result.exit_code() == 1) return "";
+  auto outcome = analyze_run_directory(run_dir);
+  if (!outcome.ok()) {
+    PODSCOPE_LOG(kWarning) << "pod analysis of " << run_dir.string() << " failed: " << outcome.status().message();
+    return "Warning: pod analysis failed: " + std::string(outcome.status().message()) + "\n";
+  }
+  return "\n" + outcome->summary_text;
 }
 
 }  // namespace
@@ -157,6 +170,7 @@ grpc::Status CoordinatorService::Capture(grpc::ServerContext*, const podscope::v
               ("podscope-coordinator-" + std::to_string(getpid()) + "-" + result->session_id);
   }
   if (auto status = write_run_files(run_dir, *result); !status.ok()) return to_grpc(status);
+  const std::string analysis_text = analyze_if_captured(run_dir, *result);
 
   podscope::v1::CaptureChunk summary;
   summary.mutable_summary()->set_run_name(result->session_id);
@@ -167,7 +181,8 @@ grpc::Status CoordinatorService::Capture(grpc::ServerContext*, const podscope::v
     if (!entry.is_regular_file()) continue;
     streamed = streamed && stream_file(entry.path(), entry.path().filename().string(), writer);
   }
-  summary.mutable_summary()->set_text(capture_summary_text(*result, run_dir));
+  // The client names its own run directory.
+  summary.mutable_summary()->set_text(capture_summary_text(*result, {}) + analysis_text);
   writer->Write(summary);
   if (!keep) std::filesystem::remove_all(run_dir);
   if (!streamed) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the client went away during the transfer");
@@ -207,6 +222,7 @@ grpc::Status ProfileAnalysisService::NewSession(grpc::ServerContext*, const tens
   auto result = runner_.capture(selection.host_names, spec, [](const std::string&) {});
   if (!result.ok()) return to_grpc(result.status());
   if (auto status = write_run_files(*repository / session_id, *result); !status.ok()) return to_grpc(status);
+  analyze_if_captured(*repository / session_id, *result);
   response->set_empty_trace(result->exit_code() == 1);
   if (result->exit_code() != 0) {
     std::string errors;

@@ -34,6 +34,8 @@ std::filesystem::path run_directory(const std::filesystem::path& logdir, const s
 }
 
 void record_clock_stats(HostCapture& host, double drift_ppm) {
+  // Analysis reads a host's clock from its /host:CPU plane, so that plane exists in every file we write.
+  xspace::find_or_add_plane(host.space, xspace::kHostPlaneName);
   for (auto& plane : *host.space.mutable_planes()) {
     xspace::XPlaneBuilder builder(&plane);
     // A re-written file must not carry two values for one stat: drop earlier ones first.
@@ -121,7 +123,7 @@ std::string capture_summary_text(const CaptureResult& result, const std::filesys
   const int ok = static_cast<int>(std::count_if(result.hosts.begin(), result.hosts.end(),
                                                 [](const HostCapture& h) { return h.ok; }));
   out += std::to_string(ok) + " of " + std::to_string(result.hosts.size()) + " host(s) captured";
-  if (ok > 0) out += "; files in " + run_dir.string();
+  if (ok > 0 && !run_dir.empty()) out += "; files in " + run_dir.string();
   out += "\n";
   return out;
 }

@@ -21,7 +21,8 @@ void record_clock_stats(HostCapture& host, double drift_ppm);
 
 std::string capture_json(const CaptureResult& result);
 
-// The lines `podscope capture` prints after a capture: per host, its outcome and clock; then the skew.
+// The lines `podscope capture` prints after a capture: per host, its outcome and clock; then the skew and,
+// when `run_dir` is not empty, where the files are.
 std::string capture_summary_text(const CaptureResult& result, const std::filesystem::path& run_dir);
 
 // Records clock stats and writes all files into `run_dir` (created if missing).

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdlib>
 
+#include "absl/strings/str_cat.h"
 #include "proto/xspace/names.h"
 
 namespace podscope::cupti {
@@ -73,14 +74,14 @@ bool is_async(uint8_t flags) { return (flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC)
 
 }  // namespace
 
-std::string stream_line_name(uint32_t stream, const std::set<std::string>& kinds) {
+std::string stream_line_name(uint32_t stream, const std::set<std::string_view>& kinds) {
   std::string joined;
   for (std::string_view kind : kKindOrder) {
-    if (!kinds.count(std::string(kind))) continue;
+    if (!kinds.count(kind)) continue;
     if (!joined.empty()) joined += ',';
     joined += kind;
   }
-  for (const auto& kind : kinds) {  // kinds outside TF's list (MemcpyH2A, ...) follow in name order
+  for (std::string_view kind : kinds) {  // kinds outside TF's list (MemcpyH2A, ...) follow in name order
     bool listed = false;
     for (std::string_view k : kKindOrder) listed |= k == kind;
     if (listed) continue;
@@ -117,8 +118,9 @@ xspace::XPlaneBuilder& ActivityConverter::host_plane(std::string_view name,
   return *slot;
 }
 
+// `kind` is always one of the string literals above, so the set may keep views of it.
 xspace::XLineBuilder ActivityConverter::stream_line(uint32_t device, uint32_t stream, std::string_view kind) {
-  stream_kinds_[{device, stream}].emplace(kind);
+  stream_kinds_[{device, stream}].insert(kind);
   return gpu_plane(device).line(stream, "");  // named at finish(), once all its kinds are known
 }
 
@@ -151,18 +153,27 @@ void ActivityConverter::add(const CUpti_Activity& record) {
   ++converted_;
 }
 
+const ActivityConverter::KernelName& ActivityConverter::kernel_name(uint32_t device, const char* mangled) {
+  auto [it, inserted] = kernel_names_.try_emplace({device, mangled});
+  if (inserted) {
+    const std::string name = demangle(mangled);
+    it->second = {gpu_plane(device).event_metadata_id(name), nccl_collective(name)};
+  }
+  return it->second;
+}
+
 void ActivityConverter::add_kernel(const CUpti_ActivityKernel10& k) {
-  const std::string name = demangle(k.name);
-  auto stats = stream_line(k.deviceId, k.streamId, "Compute").add_event(name, to_host(k.start), duration(k.start, k.end));
+  const KernelName& name = kernel_name(k.deviceId, k.name);
+  auto stats = stream_line(k.deviceId, k.streamId, "Compute")
+                   .add_event(name.metadata_id, to_host(k.start), duration(k.start, k.end));
   stats.add(kKernelDetailsStat,
-            "regs:" + std::to_string(k.registersPerThread) + " static_shared:" + std::to_string(k.staticSharedMemory) +
-                " dynamic_shared:" + std::to_string(k.dynamicSharedMemory) + " grid:" + std::to_string(k.gridX) +
-                "," + std::to_string(k.gridY) + "," + std::to_string(k.gridZ) + " block:" +
-                std::to_string(k.blockX) + "," + std::to_string(k.blockY) + "," + std::to_string(k.blockZ));
+            absl::StrCat("regs:", k.registersPerThread, " static_shared:", k.staticSharedMemory, " dynamic_shared:",
+                         k.dynamicSharedMemory, " grid:", k.gridX, ",", k.gridY, ",", k.gridZ, " block:", k.blockX,
+                         ",", k.blockY, ",", k.blockZ));
   stats.add(kCorrelationIdStat, int64_t{k.correlationId});
   stats.add(kContextIdStat, int64_t{k.contextId});
   stats.add(kStreamIdStat, int64_t{k.streamId});
-  if (std::string collective = nccl_collective(name); !collective.empty()) stats.add(kCollectiveStat, collective);
+  if (!name.collective.empty()) stats.add(kCollectiveStat, name.collective);
 }
 
 void ActivityConverter::add_memcpy(const CUpti_ActivityMemcpy6& m) {
@@ -232,6 +243,7 @@ void ActivityConverter::finish(tensorflow::profiler::XSpace& space) {
   cupti_plane_.reset();
   cpu_plane_.reset();
   stream_kinds_.clear();
+  kernel_names_.clear();
   xspace::merge_space(std::move(space_), space);
   space_.Clear();
 }

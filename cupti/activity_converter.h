@@ -20,6 +20,7 @@
 #include <string_view>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "proto/xspace/xplane_builder.h"
 
 namespace podscope::cupti {
@@ -56,6 +57,13 @@ class ActivityConverter {
   xspace::XPlaneBuilder& host_plane(std::string_view name, std::unique_ptr<xspace::XPlaneBuilder>& slot);
   // The stream's line on the device plane; remembers what kinds of work it carried for its name.
   xspace::XLineBuilder stream_line(uint32_t device, uint32_t stream, std::string_view kind);
+  // A kernel's event metadata on its device's plane, resolved once per name: CUPTI hands out the same
+  // name pointer for every launch of a function, and demangling per record would dominate the cost.
+  struct KernelName {
+    int64_t metadata_id;
+    std::string collective;
+  };
+  const KernelName& kernel_name(uint32_t device, const char* mangled);
   int64_t to_host(uint64_t cupti_ns) const { return static_cast<int64_t>(cupti_ns) + offset_ns_; }
   static int64_t duration(uint64_t start, uint64_t end) { return end > start ? int64_t(end - start) : 0; }
 
@@ -65,14 +73,15 @@ class ActivityConverter {
   std::map<uint32_t, std::unique_ptr<xspace::XPlaneBuilder>> gpu_planes_;
   std::unique_ptr<xspace::XPlaneBuilder> cupti_plane_;
   std::unique_ptr<xspace::XPlaneBuilder> cpu_plane_;
-  std::map<std::pair<uint32_t, uint32_t>, std::set<std::string>> stream_kinds_;
+  absl::flat_hash_map<std::pair<uint32_t, uint32_t>, std::set<std::string_view>> stream_kinds_;
+  absl::flat_hash_map<std::pair<uint32_t, const char*>, KernelName> kernel_names_;
   uint64_t converted_ = 0;
   uint64_t ignored_ = 0;
 };
 
 // "Stream #<id>(<kinds>)" with kinds in TF's order (Compute, MemcpyH2D, MemcpyD2H, MemcpyD2D, MemcpyP2P,
 // Memset), comma-separated.
-std::string stream_line_name(uint32_t stream, const std::set<std::string>& kinds);
+std::string stream_line_name(uint32_t stream, const std::set<std::string_view>& kinds);
 // The collective an NCCL kernel runs ("AllReduce" for ncclDevKernel_AllReduce_Sum_f32_RING_LL), or ""
 // when the kernel is not NCCL's.
 std::string nccl_collective(std::string_view kernel_name);

@@ -171,6 +171,7 @@ std::optional<DeviceUtilization> NvmlCollector::device_utilization() const {
   if (gpu_utilization_percent_.empty()) return std::nullopt;
   DeviceUtilization u;
   u.device_count = static_cast<int>(gpu_utilization_percent_.size());
+  u.core_count = u.device_count;
   double sum = 0;
   for (double p : gpu_utilization_percent_) sum += p;
   u.utilization_percent = sum / u.device_count;

@@ -79,6 +79,7 @@ void ClientRegistry::on_capture_done(uint64_t connection, const local::CaptureDo
   if (it == gathered_.end()) return;
   it->second.dropped_events = msg.dropped_events;
   it->second.complete = true;
+  if (auto c = connections_.find(connection); c != connections_.end()) c->second.info.dropped_events += msg.dropped_events;
   changed_.notify_all();
 }
 

@@ -25,6 +25,7 @@ struct LocalClientInfo {
   std::string program;
   std::string job;
   std::vector<int32_t> cores;
+  uint64_t dropped_events = 0;  // over all its captures
 };
 
 // What one client sent for one capture window.

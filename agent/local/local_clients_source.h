@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 
 #include "agent/capture/capture_source.h"
 #include "agent/local/client_registry.h"
@@ -16,9 +17,9 @@ namespace podscope::agent {
 class LocalClientsSource : public CaptureSource {
  public:
   // `on_dropped` (optional) receives the events clients dropped during each window (for the agent's metrics).
-  LocalClientsSource(ClientRegistry& registry, const Clock& clock, std::function<void(uint64_t)> on_dropped = {},
+  LocalClientsSource(std::shared_ptr<ClientRegistry> registry, const Clock& clock, std::function<void(uint64_t)> on_dropped = {},
                      std::chrono::milliseconds flush_timeout = std::chrono::milliseconds(2000))
-      : registry_(registry), clock_(clock), on_dropped_(std::move(on_dropped)), flush_timeout_(flush_timeout) {}
+      : registry_(std::move(registry)), clock_(clock), on_dropped_(std::move(on_dropped)), flush_timeout_(flush_timeout) {}
 
   std::string_view name() const override { return "local_clients"; }
   void open(const CaptureWindow& window) override;
@@ -26,7 +27,7 @@ class LocalClientsSource : public CaptureSource {
   void collect(tensorflow::profiler::XSpace& space) override;
 
  private:
-  ClientRegistry& registry_;
+  std::shared_ptr<ClientRegistry> registry_;
   const Clock& clock_;
   std::function<void(uint64_t)> on_dropped_;
   std::chrono::milliseconds flush_timeout_;

@@ -25,19 +25,19 @@ size_t read_small_file(const char* path, char* buf, size_t size) {
 
 }  // namespace
 
-ProcessCollector::ProcessCollector(const ClientRegistry& registry, std::string proc_root)
-    : registry_(registry),
+ProcessCollector::ProcessCollector(std::shared_ptr<const ClientRegistry> registry, std::string proc_root)
+    : registry_(std::move(registry)),
       proc_root_(std::move(proc_root)),
       ticks_per_second_(::sysconf(_SC_CLK_TCK)),
       page_size_(::sysconf(_SC_PAGESIZE)) {}
 
 void ProcessCollector::sample(int64_t now_ns, SampleSink& sink) {
-  registry_.registered_pids(pids_);
+  registry_->registered_pids(pids_);
   for (int32_t pid : pids_) {
     auto it = series_.find(pid);
     if (it == series_.end()) {
       std::string program;
-      for (const auto& c : registry_.clients())
+      for (const auto& c : registry_->clients())
         if (c.pid == pid) program = c.program;
       const std::vector<std::pair<std::string, std::string>> labels{{"pid", std::to_string(pid)}, {"program", program}};
       const std::string track = program + " (" + std::to_string(pid) + ")";

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "agent/collectors/collector.h"
@@ -14,7 +15,7 @@ namespace podscope::agent {
 class ProcessCollector : public Collector {
  public:
   // `proc_root` is "/proc" except in tests.
-  explicit ProcessCollector(const ClientRegistry& registry, std::string proc_root = "/proc");
+  explicit ProcessCollector(std::shared_ptr<const ClientRegistry> registry, std::string proc_root = "/proc");
 
   std::string_view name() const override { return "process"; }
   CollectorState status() const override { return state_.get(); }
@@ -25,7 +26,7 @@ class ProcessCollector : public Collector {
     SeriesId cpu_seconds;
     SeriesId resident_bytes;
   };
-  const ClientRegistry& registry_;
+  std::shared_ptr<const ClientRegistry> registry_;
   std::string proc_root_;
   CollectorStateCell state_;
   std::vector<int32_t> pids_;

@@ -2,7 +2,15 @@
 
 #include <prometheus/gauge.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 
 namespace podscope::agent {
 
@@ -47,7 +55,37 @@ absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::start(
   exporter->exposer_->RegisterCollectable(registry);
   const std::vector<int> ports = exporter->exposer_->GetListeningPorts();
   exporter->port_ = ports.empty() ? 0 : ports.front();
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  exporter->wake_host_ = host.empty() || host == "0.0.0.0" ? "127.0.0.1" : host;
   return exporter;
+}
+
+namespace {
+void connect_once(const std::string& host, int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) return;
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  close(fd);
+}
+}  // namespace
+
+MetricsExporter::~MetricsExporter() {
+  // civetweb's stop waits for its listener thread, which only looks at the stop flag when its poll() returns:
+  // up to a second or two when idle. Connections wake it, so shutdown stays well inside its 3 s budget.
+  std::atomic<bool> stopped{false};
+  std::thread waker([this, &stopped] {
+    while (!stopped.load()) {
+      connect_once(wake_host_, port_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  exposer_.reset();
+  stopped.store(true);
+  waker.join();
 }
 
 }  // namespace podscope::agent

@@ -28,11 +28,13 @@ class MetricsExporter {
   // Binds `listen` ("host:port"; port 0 picks one) and serves `registry` at /metrics.
   static absl::StatusOr<std::unique_ptr<MetricsExporter>> start(const std::string& listen,
                                                                 std::shared_ptr<prometheus::Registry> registry);
+  ~MetricsExporter();
   int port() const { return port_; }
 
  private:
   MetricsExporter() = default;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string wake_host_;  // where a connection reaches the listener (loopback for a wildcard address)
   int port_ = 0;
 };
 

@@ -35,10 +35,10 @@ bool is_unreachable(const absl::Status& status) {
 
 }  // namespace
 
-TpuRuntimeCollector::TpuRuntimeCollector(TpuMetricSource& source, TpuHostInventory chips)
-    : source_(source), chips_(std::move(chips)) {
+TpuRuntimeCollector::TpuRuntimeCollector(std::unique_ptr<TpuMetricSource> source, TpuHostInventory chips)
+    : source_(std::move(source)), chips_(std::move(chips)) {
   state_.set(CollectorState::State::kUnavailable,
-             "unavailable: libtpu metric service at " + std::string(source_.address()) + " not queried yet");
+             "unavailable: libtpu metric service at " + std::string(source_->address()) + " not queried yet");
 }
 
 SeriesId TpuRuntimeCollector::series_for(size_t metric_index, int64_t device_id, SampleSink& sink) {
@@ -62,7 +62,7 @@ void TpuRuntimeCollector::sample(int64_t now_ns, SampleSink& sink) {
   absl::Status unreachable;
   std::map<int64_t, double> duty_cycle;
   for (size_t i = 0; i < kMetrics.size(); ++i) {
-    auto points = source_.get(kMetrics[i].runtime_name);
+    auto points = source_->get(kMetrics[i].runtime_name);
     if (!points.ok()) {
       // A metric this libtpu does not export is normal (older runtimes lack some): skip it quietly.
       if (absl::IsNotFound(points.status())) {
@@ -88,7 +88,7 @@ void TpuRuntimeCollector::sample(int64_t now_ns, SampleSink& sink) {
     if (chips_.chips.empty()) reason += " (no TPU on the PCI bus)";
     state_.set(CollectorState::State::kUnavailable, std::move(reason));
   } else if (duty_cycle.empty()) {
-    state_.set(CollectorState::State::kDegraded, "degraded: libtpu at " + std::string(source_.address()) +
+    state_.set(CollectorState::State::kDegraded, "degraded: libtpu at " + std::string(source_->address()) +
                                                      " reports no TensorCore duty cycle");
   } else {
     state_.set(CollectorState::State::kOk);
@@ -108,6 +108,7 @@ std::optional<DeviceUtilization> TpuRuntimeCollector::device_utilization() const
   DeviceUtilization u;
   u.device_type = chips_.chips.empty() ? "TPU" : "TPU " + chips_.type();
   u.device_count = static_cast<int>(duty_cycle_percent_.size());
+  u.core_count = chips_.chips.empty() ? u.device_count : chips_.core_count();
   double sum = 0;
   for (const auto& [id, percent] : duty_cycle_percent_) sum += percent;
   u.utilization_percent = sum / duty_cycle_percent_.size();

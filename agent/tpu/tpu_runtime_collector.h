@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -21,7 +22,7 @@ namespace podscope::agent {
 
 class TpuRuntimeCollector : public Collector, public DeviceUtilizationSource {
  public:
-  TpuRuntimeCollector(TpuMetricSource& source, TpuHostInventory chips);
+  TpuRuntimeCollector(std::unique_ptr<TpuMetricSource> source, TpuHostInventory chips);
 
   std::string_view name() const override { return "tpu_runtime"; }
   CollectorState status() const override { return state_.get(); }
@@ -31,7 +32,7 @@ class TpuRuntimeCollector : public Collector, public DeviceUtilizationSource {
  private:
   SeriesId series_for(size_t metric_index, int64_t device_id, SampleSink& sink);
 
-  TpuMetricSource& source_;
+  std::unique_ptr<TpuMetricSource> source_;
   const TpuHostInventory chips_;
   CollectorStateCell state_;
   absl::flat_hash_map<std::pair<size_t, int64_t>, SeriesId> series_;

@@ -56,10 +56,61 @@ std::optional<int64_t> step_at(const std::vector<StepSpan>& steps, int64_t time_
   return it->step_num;
 }
 
-struct MetadataClass {
-  OpKind kind;
-  bool needs_flops_check;  // custom planes: a `flops` stat can turn low-flops compute into high
+// Per event metadata id: its class (decided once per name) and its running totals.
+struct MetadataEntry {
+  OpKind kind = OpKind::kLowFlopsCompute;
+  bool needs_flops_check = false;  // custom planes: a `flops` stat can turn low-flops compute into high
+  OpTotal total;
 };
+
+// MetadataEntry by event metadata id: a plain vector when the plane's ids are dense (they are numbered
+// from 1 by every writer we know), a hash map otherwise. It is looked up once per event.
+class MetadataTable {
+ public:
+  explicit MetadataTable(const tensorflow::profiler::XPlane& plane) {
+    int64_t max_id = 0;
+    for (const auto& [id, md] : plane.event_metadata()) max_id = std::max(max_id, id);
+    const auto count = static_cast<int64_t>(plane.event_metadata_size());
+    if (max_id < kMaxDenseId && max_id <= 4 * count + 1024) dense_.resize(static_cast<size_t>(max_id) + 1);
+  }
+
+  // The entry for `id`; `created` says it was not there before.
+  MetadataEntry& get(int64_t id, bool& created) {
+    if (id >= 0 && static_cast<size_t>(id) < dense_.size()) {
+      auto& slot = dense_[static_cast<size_t>(id)];
+      created = !slot.has_value();
+      if (created) slot.emplace();
+      return *slot;
+    }
+    auto [it, inserted] = sparse_.try_emplace(id);
+    created = inserted;
+    return it->second;
+  }
+
+  template <typename F>  // F(int64_t id, MetadataEntry&)
+  void for_each(F&& f) {
+    for (size_t id = 0; id < dense_.size(); ++id) {
+      if (dense_[id]) f(static_cast<int64_t>(id), *dense_[id]);
+    }
+    for (auto& [id, entry] : sparse_) f(id, entry);
+  }
+
+ private:
+  static constexpr int64_t kMaxDenseId = 1 << 22;
+  std::vector<std::optional<MetadataEntry>> dense_;
+  absl::flat_hash_map<int64_t, MetadataEntry> sparse_;
+};
+
+// A positive `flops` stat on the event itself (the stat id looked up once per plane, not per event).
+bool has_flops(const tensorflow::profiler::XEvent& event, int64_t flops_stat_id) {
+  for (const auto& stat : event.stats()) {
+    if (stat.metadata_id() == flops_stat_id) {
+      const auto value = xspace::stat_as_double(stat);
+      return value && *value > 0;
+    }
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -80,36 +131,35 @@ CoreTrace trace_core(const tensorflow::profiler::XPlane& plane_proto, PlaneKind 
 
   const std::vector<StepSpan> steps = read_steps(plane);
   std::vector<OpInterval> ops;
-  // Per event metadata id: its class (computed once per name) and its running totals.
-  absl::flat_hash_map<int64_t, MetadataClass> classes;
-  absl::flat_hash_map<int64_t, OpTotal> totals;
+  MetadataTable by_metadata(plane_proto);
   // Collectives without an all_reduce_id are matched by order within the step, per name and group.
   absl::flat_hash_map<std::string, int> collective_order;
   const auto flops_id = plane.stat_id(xspace::kFlopsStat);
 
   for (const auto& line : plane_proto.lines()) {
     if (!is_op_line(kind, line.name())) continue;
+    const size_t line_begin = ops.size();
     ops.reserve(ops.size() + line.events_size());
     plane.for_each_event(line, [&](const XEventView& e) {
       ++trace.event_count;
       const int64_t md = e.proto().metadata_id();
-      auto [it, inserted] = classes.try_emplace(md);
-      if (inserted) {
-        const OpKind base = classify_op(e.name(), line.name(), /*has_flops=*/false);
-        it->second = {base, kind == PlaneKind::kCustom && base == OpKind::kLowFlopsCompute && flops_id.has_value()};
+      bool created = false;
+      MetadataEntry& entry = by_metadata.get(md, created);
+      if (created) {
+        // A `flops` stat on the metadata counts for every event of that name.
+        const auto metadata_flops = flops_id ? e.double_stat(xspace::kFlopsStat) : std::nullopt;
+        entry.kind = classify_op(e.name(), line.name(), metadata_flops && *metadata_flops > 0);
+        entry.needs_flops_check =
+            kind == PlaneKind::kCustom && entry.kind == OpKind::kLowFlopsCompute && flops_id.has_value();
       }
-      OpKind op_kind = it->second.kind;
-      if (it->second.needs_flops_check) {
-        const auto flops = e.double_stat(xspace::kFlopsStat);
-        if (flops && *flops > 0) op_kind = OpKind::kHighFlopsCompute;
-      }
+      OpKind op_kind = entry.kind;
+      if (entry.needs_flops_check && has_flops(e.proto(), *flops_id)) op_kind = OpKind::kHighFlopsCompute;
       const int64_t start = e.start_ns();
       const int64_t end = e.end_ns();
       ops.push_back({start, end, op_kind});
-      OpTotal& total = totals[md];
-      total.kind = op_kind;
-      ++total.occurrences;
-      total.total_ns += end - start;
+      entry.total.kind = op_kind;
+      ++entry.total.occurrences;
+      entry.total.total_ns += end - start;
 
       if (op_kind != OpKind::kCollective && op_kind != OpKind::kSend && op_kind != OpKind::kRecvDone) return;
       const auto step = e.int_stat(xspace::kStepNumStat) ? e.int_stat(xspace::kStepNumStat) : step_at(steps, start);
@@ -149,14 +199,18 @@ CoreTrace trace_core(const tensorflow::profiler::XPlane& plane_proto, PlaneKind 
       ep.dst_core = e.int_stat(xspace::kDstCoreStat);
       trace.channel_endpoints.push_back(std::move(ep));
     });
+    // Lines are usually in time order: merging sorted runs keeps the whole core sorted by start cheaply.
+    auto by_start = [](const OpInterval& a, const OpInterval& b) { return a.start_ns < b.start_ns; };
+    auto line_start = ops.begin() + static_cast<std::ptrdiff_t>(line_begin);
+    if (!std::is_sorted(line_start, ops.end(), by_start)) std::sort(line_start, ops.end(), by_start);
+    std::inplace_merge(ops.begin(), line_start, ops.end(), by_start);
   }
 
   trace.steps = break_down_steps(ops, steps);
-  trace.op_totals.reserve(totals.size());
-  for (auto& [md, total] : totals) {
-    total.name = std::string(plane.event_name(md));
-    trace.op_totals.push_back(std::move(total));
-  }
+  by_metadata.for_each([&](int64_t md, MetadataEntry& entry) {
+    entry.total.name = std::string(plane.event_name(md));
+    trace.op_totals.push_back(std::move(entry.total));
+  });
   return trace;
 }
 

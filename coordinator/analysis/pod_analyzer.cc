@@ -82,6 +82,11 @@ PodAnalyzer::FileContext& PodAnalyzer::file(size_t file_index) {
   return files_[file_index];
 }
 
+bool PodAnalyzer::wants_line(std::string_view plane_name, std::string_view line_name) {
+  const auto kind = device_plane_kind(plane_name);
+  return kind && (line_name == xspace::kStepsLineName || is_op_line(*kind, line_name));
+}
+
 void PodAnalyzer::add_hostnames(size_t file_index, const std::vector<std::string>& hostnames) {
   FileContext& ctx = file(file_index);
   if (!ctx.host_name && !hostnames.empty()) ctx.host_name = hostnames.front();
@@ -93,13 +98,14 @@ void PodAnalyzer::add_plane(size_t file_index, const tensorflow::profiler::XPlan
     const xspace::XPlaneReader host(plane);
     // The host plane's stat wins over the XSpace's hostnames.
     if (auto name = host.str_stat(xspace::kHostNameStat)) ctx.host_name = std::string(*name);
-    ctx.clock_offset_ns = host.int_stat(xspace::kClockOffsetStat).value_or(0);
+    if (auto offset = host.int_stat(xspace::kClockOffsetStat)) ctx.clock_offset_ns = offset;
     ctx.capture_start_ns = host.int_stat(xspace::kCaptureStartStat);
     ctx.capture_end_ns = host.int_stat(xspace::kCaptureEndStat);
     return;
   }
   const auto kind = device_plane_kind(plane.name());
   if (!kind) return;
+  if (!ctx.clock_offset_ns) ctx.clock_offset_ns = xspace::XPlaneReader(plane).int_stat(xspace::kClockOffsetStat);
   cores_.push_back({file_index, trace_core(plane, *kind)});
 }
 
@@ -173,7 +179,7 @@ PodAnalysis PodAnalyzer::finish() && {
       if (steps.contains(c.step_num)) collectives.push_back({core_id, &c});
     }
     // Channel endpoints move onto the coordinator's clock: host time − (host − coordinator) offset.
-    const int64_t offset = files_[core.file_index].clock_offset_ns;
+    const int64_t offset = files_[core.file_index].clock_offset_ns.value_or(0);
     for (const ChannelEndpoint& e : core.trace.channel_endpoints) {
       if (!steps.contains(e.step_num)) continue;
       MergedEndpoint merged{core_id, e};

@@ -28,6 +28,10 @@ class PodAnalyzer {
  public:
   explicit PodAnalyzer(PodAnalyzerOptions options = {}) : options_(std::move(options)) {}
 
+  // Whether the analysis reads this line's events (Steps and op lines of device planes): a reader can
+  // leave the other lines out of the planes it hands to add_plane.
+  static bool wants_line(std::string_view plane_name, std::string_view line_name);
+
   // Adds a plane of file `file_index` (the planes of one file share a host and a clock).
   void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane);
   // The XSpace's own `hostnames`, used when the host plane has no host_name stat.
@@ -38,7 +42,8 @@ class PodAnalyzer {
  private:
   struct FileContext {
     std::optional<std::string> host_name;
-    int64_t clock_offset_ns = 0;
+    // From /host:CPU; else from any device plane that carries it (the coordinator stamps every plane).
+    std::optional<int64_t> clock_offset_ns;
     std::optional<int64_t> capture_start_ns;
     std::optional<int64_t> capture_end_ns;
   };

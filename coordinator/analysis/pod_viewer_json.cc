@@ -4,7 +4,12 @@
 
 #include "coordinator/analysis/renderers.h"
 #include "coordinator/analysis/step_category.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/type_resolver.h"
+#include "google/protobuf/util/type_resolver_util.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace podscope::analysis {
@@ -87,6 +92,37 @@ Value all_reduce_op(const podscope::v1::AllReduceOpInfo& op) {
 
 }  // namespace
 
+std::string serialize_deterministically(const google::protobuf::Message& message) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream out(&stream);
+    out.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&out);
+  }
+  return bytes;
+}
+
+absl::StatusOr<std::string> to_deterministic_json(const google::protobuf::Message& message, bool add_whitespace,
+                                                  bool always_print_primitive_fields) {
+  static constexpr char kTypeUrlPrefix[] = "type.googleapis.com";
+  // The resolver reads the generated descriptors; one for the process is enough.
+  static google::protobuf::util::TypeResolver* const resolver = google::protobuf::util::NewTypeResolverForDescriptorPool(
+      kTypeUrlPrefix, google::protobuf::DescriptorPool::generated_pool());
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = add_whitespace;
+  options.always_print_primitive_fields = always_print_primitive_fields;
+  std::string json;
+  const auto status = google::protobuf::util::BinaryToJsonString(
+      resolver, std::string(kTypeUrlPrefix) + "/" + message.GetDescriptor()->full_name(),
+      serialize_deterministically(message), &json, options);
+  if (!status.ok()) {
+    return absl::InternalError("printing " + message.GetDescriptor()->full_name() + " as JSON: " +
+                               std::string(status.message()));
+  }
+  return json;
+}
+
 absl::StatusOr<std::string> render_pod_viewer_json(const podscope::v1::PodAnalysis& analysis) {
   const auto& db = analysis.pod_viewer();
   Struct root;
@@ -131,22 +167,12 @@ absl::StatusOr<std::string> render_pod_viewer_json(const podscope::v1::PodAnalys
   *top["runEnvironment"].mutable_struct_value() = env;
   top["hloInfoMap"].mutable_struct_value();
 
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  const auto status = google::protobuf::util::MessageToJsonString(root, &json, options);
-  if (!status.ok()) return absl::InternalError("printing pod_viewer.json: " + std::string(status.message()));
-  return json;
+  return to_deterministic_json(root, /*add_whitespace=*/true, /*always_print_primitive_fields=*/false);
 }
 
 absl::StatusOr<std::string> render_pod_viewer_proto_json(const podscope::v1::PodAnalysis& analysis) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.always_print_primitive_fields = true;
-  const auto status = google::protobuf::util::MessageToJsonString(analysis.pod_viewer(), &json, options);
-  if (!status.ok()) return absl::InternalError("printing pod_viewer.pb.json: " + std::string(status.message()));
-  return json;
+  return to_deterministic_json(analysis.pod_viewer(), /*add_whitespace=*/true,
+                               /*always_print_primitive_fields=*/true);
 }
 
 }  // namespace podscope::analysis

@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_replace.h"
 #include "coordinator/analysis/renderers.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace podscope::analysis {
 namespace {
@@ -87,6 +86,21 @@ function drawBars(container, rows, segmentsOf, legendNames) {
   if (rows.length === 0) html("p", "no data", container);
 }
 
+function averageChannels() {
+  // One bar per channel and direction: durations and send delays averaged over every step's occurrences.
+  const byKey = {};
+  for (const s of steps) {
+    for (const c of s.channelDb || []) {
+      const key = c.channelId + " " + (c.srcCoreIds || []).join("/") + ">" + (c.dstCoreIds || []).join("/");
+      const n = c.occurrences || 1;
+      const acc = byKey[key] || (byKey[key] = {channelId: c.channelId, srcCoreIds: c.srcCoreIds, dstCoreIds: c.dstCoreIds, n: 0, d: 0, delay: 0});
+      acc.n += n; acc.d += (c.durationUs || 0) * n; acc.delay += (c.sendDelayUs || 0) * n;
+    }
+  }
+  return Object.values(byKey).map(a => ({channelId: a.channelId, srcCoreIds: a.srcCoreIds, dstCoreIds: a.dstCoreIds,
+                                          durationUs: a.d / a.n, sendDelayUs: a.delay / a.n}));
+}
+
 function drawBreakdown() {
   const idx = Number(document.getElementById("step").value);
   const recs = recordsFor(idx);
@@ -96,8 +110,8 @@ function drawBreakdown() {
   drawBars(document.getElementById("allreduce"), rows, r => [
     {name: "AllReduce sync", value: r.rec.sums[6] || 0, color: colorOf(6)},
     {name: "AllReduce compute", value: r.rec.sums[5] || 0, color: colorOf(5)}]);
-  const chans = (idx < 0 ? steps.flatMap(s => s.channelDb || []) : (steps[idx].channelDb || []))
-      .slice().sort((a, b) => (b.durationUs || 0) - (a.durationUs || 0)).slice(0, 30);
+  const chans = (idx < 0 ? averageChannels() : (steps[idx].channelDb || []).slice())
+      .sort((a, b) => (b.durationUs || 0) - (a.durationUs || 0)).slice(0, 30);
   drawBars(document.getElementById("channels"),
            chans.map(c => ({label: "ch " + c.channelId + " " + (c.srcCoreIds || []).join("/") + "\u2192" + (c.dstCoreIds || []).join("/"), c: c})),
            r => [{name: "send delay", value: r.c.sendDelayUs || 0, color: "#ff7f0e"},
@@ -163,13 +177,10 @@ drawHeat();
 }  // namespace
 
 absl::StatusOr<std::string> render_report_html(const podscope::v1::PodAnalysis& analysis, const std::string& title) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.always_print_primitive_fields = true;
-  const auto status = google::protobuf::util::MessageToJsonString(analysis, &json, options);
-  if (!status.ok()) return absl::InternalError("printing the report's data: " + std::string(status.message()));
+  auto json = to_deterministic_json(analysis, /*add_whitespace=*/false, /*always_print_primitive_fields=*/true);
+  if (!json.ok()) return json.status();
   // Inside <script>, "</" could close the element early; JSON allows "<" escaped as \u003c.
-  const std::string safe_json = absl::StrReplaceAll(json, {{"<", "\\u003c"}});
+  const std::string safe_json = absl::StrReplaceAll(*json, {{"<", "\\u003c"}});
   const std::string safe_title =
       absl::StrReplaceAll(title, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
   return absl::StrReplaceAll(absl::string_view(kTemplate.data(), kTemplate.size()),

@@ -5,10 +5,9 @@
 namespace podscope::analysis {
 namespace {
 
-// An op starting (+1) or ending (-1) at `time_ns`.
-struct Edge {
+// When an active op of `kind` ends.
+struct OpenEnd {
   int64_t time_ns;
-  int delta;
   OpKind kind;
 };
 
@@ -19,17 +18,12 @@ std::vector<StepBreakdown> break_down_steps(std::vector<OpInterval>& ops, const 
   for (size_t i = 0; i < steps.size(); ++i) result[i].span = steps[i];
   if (steps.empty()) return result;
 
+  // Ops arrive sorted by start when each line is (the usual case); sort only when they are not.
+  auto by_start = [](const OpInterval& a, const OpInterval& b) { return a.start_ns < b.start_ns; };
+  if (!std::is_sorted(ops.begin(), ops.end(), by_start)) std::sort(ops.begin(), ops.end(), by_start);
+
   const int64_t first = steps.front().start_ns;
   const int64_t last = steps.back().end_ns;
-  std::vector<Edge> edges;
-  edges.reserve(2 * ops.size());
-  for (const OpInterval& op : ops) {
-    if (op.end_ns <= first || op.start_ns >= last || op.end_ns <= op.start_ns) continue;
-    edges.push_back({op.start_ns, +1, op.kind});
-    edges.push_back({op.end_ns, -1, op.kind});
-  }
-  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.time_ns < b.time_ns; });
-
   std::array<int, kOpKindCount> active{};
   size_t step = 0;
   // Adds the segment [from, to) to every step it overlaps, as `kind` (or idle when kind < 0).
@@ -52,17 +46,35 @@ std::vector<StepBreakdown> break_down_steps(std::vector<OpInterval>& ops, const 
     return -1;
   };
 
+  // Sweep in start order; the ends of the ops still active wait in a min-heap (few at a time).
+  std::vector<OpenEnd> open_ends;
+  auto later_end = [](const OpenEnd& a, const OpenEnd& b) { return a.time_ns > b.time_ns; };
   int64_t cursor = first;
-  for (size_t i = 0; i < edges.size();) {
-    const int64_t t = std::clamp(edges[i].time_ns, first, last);
+  auto advance_to = [&](int64_t t) {
+    t = std::clamp(t, first, last);
     if (t > cursor) {
       add_segment(cursor, t, winning_kind());
       cursor = t;
     }
-    // Apply every edge at this instant before measuring the next segment.
-    const int64_t raw = edges[i].time_ns;
-    for (; i < edges.size() && edges[i].time_ns == raw; ++i) active[static_cast<int>(edges[i].kind)] += edges[i].delta;
+  };
+  auto close_ends_until = [&](int64_t t) {
+    while (!open_ends.empty() && open_ends.front().time_ns <= t) {
+      advance_to(open_ends.front().time_ns);
+      --active[static_cast<int>(open_ends.front().kind)];
+      std::pop_heap(open_ends.begin(), open_ends.end(), later_end);
+      open_ends.pop_back();
+    }
+  };
+  for (const OpInterval& op : ops) {
+    if (op.end_ns <= first || op.start_ns >= last || op.end_ns <= op.start_ns) continue;
+    close_ends_until(op.start_ns);
+    advance_to(op.start_ns);
+    ++active[static_cast<int>(op.kind)];
+    open_ends.push_back({op.end_ns, op.kind});
+    std::push_heap(open_ends.begin(), open_ends.end(), later_end);
   }
+  close_ends_until(last);
+  if (!open_ends.empty()) advance_to(last);  // ops running past the last step
   if (last > cursor) add_segment(cursor, last, -1);
   return result;
 }

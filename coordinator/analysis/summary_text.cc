@@ -52,8 +52,9 @@ std::string render_summary_text(const podscope::v1::PodAnalysis& analysis) {
   }
   std::vector<size_t> order(channels.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return channels[a]->duration_us() > channels[b]->duration_us(); });
+  // Stable: equally slow channels stay in step and channel order.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return channels[a]->duration_us() > channels[b]->duration_us(); });
   for (size_t i = 0; i < std::min(kSlowestChannels, order.size()); ++i) {
     const auto& c = *channels[order[i]];
     absl::StrAppendFormat(&out, "slow channel %d (step %u, core %u -> %u): %.1f us, %u bytes, send delay %.1f us\n",

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -105,8 +106,10 @@ int train(const Flags& f) {
   std::vector<float> grads(static_cast<size_t>(std::max<int64_t>(f.grad_bytes / 4, 1)) + 1);
   float sink = 0;
   auto window_start = std::chrono::steady_clock::now();
+  double window_max_ms = 0;
   for (int64_t step = 0; f.steps == 0 || step < f.steps; ++step) {
     bool stop_all = false;
+    const auto step_start = std::chrono::steady_clock::now();
     {
       auto step_span = podscope::step(step);
       std::vector<float> batch;
@@ -132,13 +135,16 @@ int train(const Flags& f) {
         sink += static_cast<float>(record[0]);
       }
     }
+    const auto now = std::chrono::steady_clock::now();
+    window_max_ms = std::max(window_max_ms, std::chrono::duration<double, std::milli>(now - step_start).count());
     if (f.progress_every > 0 && (step + 1) % f.progress_every == 0) {
-      const auto now = std::chrono::steady_clock::now();
       const double ms = std::chrono::duration<double, std::milli>(now - window_start).count() /
                         static_cast<double>(f.progress_every);
+      std::fprintf(stderr, "ring_trainer rank %d: step %lld, %.2f ms/step, max %.2f ms, agent %s\n", f.rank,
+                   static_cast<long long>(step + 1), ms, window_max_ms,
+                   podscope::agent_connected() ? "connected" : "absent");
       window_start = now;
-      std::fprintf(stderr, "ring_trainer rank %d: step %lld, %.2f ms/step, agent %s\n", f.rank,
-                   static_cast<long long>(step + 1), ms, podscope::agent_connected() ? "connected" : "absent");
+      window_max_ms = 0;
     }
     if (stop_all) {
       std::fprintf(stderr, "ring_trainer rank %d: stopping after step %lld\n", f.rank, static_cast<long long>(step));

@@ -40,7 +40,9 @@ inline constexpr std::string_view kDstCoreStat = "dst_core";
 inline constexpr std::string_view kReplicaGroupStat = "replica_group";
 inline constexpr std::string_view kCounterValueStat = "value";  // the value of a `_counters_` event
 
-// Plane / space stats that describe where the data came from.
+// Plane / space stats that describe where the data came from. The pod analysis reads host_name, the
+// capture window and the clock offset as stats of each file's `/host:CPU` plane (times in that host's
+// clock); a device plane's own host_name stat, if any, wins for that plane.
 inline constexpr std::string_view kHostNameStat = "host_name";
 inline constexpr std::string_view kCoreCountStat = "core_count";
 inline constexpr std::string_view kMemorySizeStat = "memory_size";

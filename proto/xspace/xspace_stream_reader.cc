@@ -5,9 +5,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
+#include "google/protobuf/arena.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/wire_format_lite.h"
 
 namespace podscope::xspace {
@@ -35,11 +38,82 @@ class FileDescriptor {
   int fd_;
 };
 
+constexpr int kPlaneNameField = 2;
+constexpr int kPlaneLinesField = 3;
+constexpr int kLineNameField = 2;
+
+bool is_length_delimited(uint32_t tag) {
+  return WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+}
+
+// Parses one XLine (the input is limited to it). Fields before the name are set aside; once the name is
+// known the rest is parsed in one go if the line is wanted, or skipped. `kept` says which.
+bool parse_line(google::protobuf::io::CodedInputStream& input, tensorflow::profiler::XLine& line,
+                const std::optional<std::string>& plane_name, const XLineFilter& keep_line, bool& kept) {
+  std::string before_name;
+  {
+    google::protobuf::io::StringOutputStream stream(&before_name);
+    google::protobuf::io::CodedOutputStream out(&stream);
+    kept = true;
+    while (true) {
+      const uint32_t tag = input.ReadTag();
+      if (tag == 0) break;
+      if (WireFormatLite::GetTagFieldNumber(tag) == kLineNameField && is_length_delimited(tag)) {
+        std::string name;
+        if (!WireFormatLite::ReadString(&input, &name)) return false;
+        line.set_name(name);
+        kept = !plane_name || keep_line(*plane_name, name);
+        if (!kept) return input.Skip(input.BytesUntilLimit());
+        break;
+      }
+      if (!WireFormatLite::SkipField(&input, tag, &out)) return false;
+    }
+  }
+  // The rest of a wanted line (its events) goes through protobuf's own parser.
+  if (input.BytesUntilLimit() > 0 && !line.MergeFromCodedStream(&input)) return false;
+  return line.MergeFromString(before_name);
+}
+
+// Parses one XPlane (the input is limited to it), leaving out lines `keep_line` rejects. The plane's
+// other fields are collected and parsed at the end.
+bool parse_plane(google::protobuf::io::CodedInputStream& input, tensorflow::profiler::XPlane& plane,
+                 const XLineFilter& keep_line) {
+  std::string other_fields;
+  std::optional<std::string> name;
+  {
+    google::protobuf::io::StringOutputStream stream(&other_fields);
+    google::protobuf::io::CodedOutputStream out(&stream);
+    while (true) {
+      const uint32_t tag = input.ReadTag();
+      if (tag == 0) break;
+      const int field = WireFormatLite::GetTagFieldNumber(tag);
+      if (field == kPlaneNameField && is_length_delimited(tag)) {
+        name.emplace();
+        if (!WireFormatLite::ReadString(&input, &*name)) return false;
+        WireFormatLite::WriteString(kPlaneNameField, *name, &out);
+      } else if (field == kPlaneLinesField && is_length_delimited(tag)) {
+        uint32_t length = 0;
+        if (!input.ReadVarint32(&length)) return false;
+        const auto limit = input.PushLimit(static_cast<int>(length));
+        bool kept = true;
+        if (!parse_line(input, *plane.add_lines(), name, keep_line, kept) || input.BytesUntilLimit() != 0) {
+          return false;
+        }
+        input.PopLimit(limit);
+        if (!kept) plane.mutable_lines()->RemoveLast();
+      } else if (!WireFormatLite::SkipField(&input, tag, &out)) {
+        return false;
+      }
+    }
+  }
+  return plane.MergeFromString(other_fields);
+}
+
 }  // namespace
 
 absl::Status read_xspace_planes(const std::filesystem::path& path,
                                 const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
-                                XSpaceHeader* header) {
+                                XSpaceHeader* header, const XLineFilter& keep_line) {
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     return absl::NotFoundError("cannot open XSpace file " + path.string() + ": " + std::strerror(errno));
@@ -53,7 +127,6 @@ absl::Status read_xspace_planes(const std::filesystem::path& path,
                                std::to_string(input.CurrentPosition()) + ": " + std::string(what));
   };
 
-  tensorflow::profiler::XPlane plane;
   while (true) {
     const uint32_t tag = input.ReadTag();
     if (tag == 0) break;
@@ -63,12 +136,17 @@ absl::Status read_xspace_planes(const std::filesystem::path& path,
       uint32_t length = 0;
       if (!input.ReadVarint32(&length)) return broken("truncated plane length");
       const auto limit = input.PushLimit(static_cast<int>(length));
-      plane.Clear();
-      if (!plane.MergeFromCodedStream(&input) || !input.ConsumedEntireMessage() || input.BytesUntilLimit() != 0) {
-        return broken("plane does not parse");
-      }
+      // One arena per plane: its many small messages are allocated in blocks and freed all at once.
+      google::protobuf::ArenaOptions arena_options;
+      arena_options.start_block_size = 64 << 10;
+      arena_options.max_block_size = 4 << 20;
+      google::protobuf::Arena arena(arena_options);
+      auto* plane = google::protobuf::Arena::CreateMessage<tensorflow::profiler::XPlane>(&arena);
+      const bool parsed = keep_line ? parse_plane(input, *plane, keep_line)
+                                    : plane->MergeFromCodedStream(&input) && input.ConsumedEntireMessage();
+      if (!parsed || input.BytesUntilLimit() != 0) return broken("plane does not parse");
       input.PopLimit(limit);
-      if (absl::Status s = on_plane(plane); !s.ok()) return s;
+      if (absl::Status s = on_plane(*plane); !s.ok()) return s;
     } else if (wire_type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED &&
                (field == kErrorsField || field == kWarningsField || field == kHostnamesField)) {
       std::string value;

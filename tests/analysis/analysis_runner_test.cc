@@ -186,3 +186,33 @@ TEST_F(RunDirectory, MissingDirectoryIsAnError) {
 
 }  // namespace
 }  // namespace podscope
+
+namespace podscope {
+namespace {
+
+// tests/data/analysis/ring4_straggler: files written once, outputs reviewed once (see its README).
+TEST(GoldenRunDirectory, Ring4StragglerGivesTheReviewedOutputs) {
+  namespace fs = std::filesystem;
+  const fs::path golden = fs::path(PODSCOPE_SOURCE_DIR) / "tests/data/analysis/ring4_straggler";
+  const fs::path dir = fs::temp_directory_path() / ("podscope_golden_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = "host" + std::to_string(i) + ".xplane.pb";
+    fs::copy_file(golden / name, dir / name);
+  }
+  auto outcome = analyze_run_directory(dir);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  auto read = [](const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  EXPECT_EQ(read(dir / "pod_summary.txt"), read(golden / "expected_pod_summary.txt"));
+  EXPECT_EQ(read(dir / "pod_viewer.json"), read(golden / "expected_pod_viewer.json"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace podscope

@@ -38,6 +38,9 @@ struct SyntheticPodSpec {
 // One XSpace per rank, in rank order.
 std::vector<tensorflow::profiler::XSpace> make_synthetic_pod(const SyntheticPodSpec& spec);
 
+// Rank `rank`'s XSpace alone (what make_synthetic_pod returns at that index).
+tensorflow::profiler::XSpace make_synthetic_rank(const SyntheticPodSpec& spec, int rank);
+
 // Duration of one step of rank `rank` (all ranks end each step together).
 int64_t synthetic_step_ns(const SyntheticPodSpec& spec);
 

@@ -1,6 +1,6 @@
 // libpodscope against the real local-socket server (in process, real Unix socket): registration, step
 // batches without a capture, a capture window's events as planes, buffer overflow counted, and an agent
-// that goes away and comes back. ctest runs each test in its own process (one podscope::init each).
+// that goes away and comes back. Each test inits and shuts down libpodscope.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -32,8 +32,8 @@ LocalClientCapture capture_for_core(int32_t core) {
       {EventKind::kInfeed, 0, 0, kT0 + 100, 1000, 512, 0},
       {EventKind::kCompute, 7, 0, kT0 + 1200, 3000, 2'000'000, 4096},
       {EventKind::kAllReduce, 4, 8, kT0 + 4300, 5000, 8192, 0},
-      {EventKind::kSend, 1 + core, 1 - core, kT0 + 4400, 2000, 4096, 0},
-      {EventKind::kRecvDone, 2 - core, 1 - core, kT0 + 4500, 2500, 4096, 0},
+      {EventKind::kSend, static_cast<uint32_t>(1 + core), 1 - core, kT0 + 4400, 2000, 4096, 0},
+      {EventKind::kRecvDone, static_cast<uint32_t>(2 - core), 1 - core, kT0 + 4500, 2500, 4096, 0},
       {EventKind::kStep, 1, 0, kT0 + 10'000, 10'000, 5, 0},
       {EventKind::kOutfeed, 0, 0, kT0 + 19'000, 500, 16, 0},
       {EventKind::kFreeForm, 99, 0, kT0 + 25'000, 100, 0, 0},       // outside every step

@@ -34,7 +34,7 @@ class MiniAgent {
     work_ = std::make_unique<Work>(io_->get_executor());
     agent::LocalSocketConfig config;
     config.path = socket_path_;
-    server_ = std::make_unique<agent::LocalSocketServer>(*io_, config, registry_,
+    server_ = std::make_unique<agent::LocalSocketServer>(*io_, config, *registry_,
                                                          [this](int32_t pid, const local::StepsMsg& m) {
                                                            std::lock_guard lock(mu_);
                                                            for (const auto& s : m.steps) steps_[pid].push_back(s);
@@ -81,14 +81,14 @@ class MiniAgent {
     std::lock_guard lock(mu_);
     return steps_[pid];
   }
-  agent::ClientRegistry& registry() { return registry_; }
+  agent::ClientRegistry& registry() { return *registry_; }
   uint64_t dropped() const { return dropped_; }
 
  private:
   using Work = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
   std::string socket_path_;
   Clock clock_;
-  agent::ClientRegistry registry_;
+  std::shared_ptr<agent::ClientRegistry> registry_ = std::make_shared<agent::ClientRegistry>();
   std::atomic<uint64_t> dropped_{0};
   agent::LocalClientsSource source_{registry_, clock_, [this](uint64_t n) { dropped_ += n; }};
   std::unique_ptr<boost::asio::io_context> io_;

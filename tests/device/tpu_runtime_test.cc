@@ -162,8 +162,7 @@ TEST(TpuRuntimeCollectorTest, WritesPerDeviceSeriesAndReportsDutyCycleAsTheDevic
   StandInServer server;
   FakeSysfs sysfs;
   for (int i = 0; i < 4; ++i) sysfs.add("0000:00:0" + std::to_string(4 + i) + ".0", "0x1ae0", "0x005e", "0x0000");
-  TpuMetricClient client(server.address());
-  TpuRuntimeCollector collector(client, discover_tpu_chips(sysfs.root()));
+  TpuRuntimeCollector collector(std::make_unique<TpuMetricClient>(server.address()), discover_tpu_chips(sysfs.root()));
   RecordingSink sink;
   collector.sample(kNow, sink);
 
@@ -184,14 +183,15 @@ TEST(TpuRuntimeCollectorTest, WritesPerDeviceSeriesAndReportsDutyCycleAsTheDevic
   ASSERT_TRUE(device);
   EXPECT_EQ(device->device_type, "TPU v4");
   EXPECT_EQ(device->device_count, 4);
+  EXPECT_EQ(device->core_count, 4);
   EXPECT_DOUBLE_EQ(device->utilization_percent, 50);
   EXPECT_EQ(device->utilization_kind, "TensorCore duty cycle");
 }
 
 TEST(TpuRuntimeCollectorTest, AbsentServiceIsUnavailableAndQuiet) {
   const std::string address = dead_address();
-  TpuMetricClient client(address, std::chrono::milliseconds(300));
-  TpuRuntimeCollector collector(client, TpuHostInventory{});
+  TpuRuntimeCollector collector(std::make_unique<TpuMetricClient>(address, std::chrono::milliseconds(300)),
+                                TpuHostInventory{});
   RecordingSink sink;
   collector.sample(kNow, sink);
   collector.sample(kNow + 1'000'000'000, sink);
@@ -208,8 +208,8 @@ TEST(TpuRuntimeCollectorTest, PicksUpARuntimeThatStartsLater) {
   auto server = std::make_unique<StandInServer>();
   const std::string address = server->address();
   server.reset();
-  TpuMetricClient client(address, std::chrono::milliseconds(300));
-  TpuRuntimeCollector collector(client, TpuHostInventory{});
+  TpuRuntimeCollector collector(std::make_unique<TpuMetricClient>(address, std::chrono::milliseconds(300)),
+                                TpuHostInventory{});
   RecordingSink sink;
   collector.sample(kNow, sink);
   ASSERT_EQ(collector.status().state, CollectorState::State::kUnavailable);

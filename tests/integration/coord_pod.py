@@ -61,6 +61,8 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+        self.reader.join(2.0)
+        self.proc.stderr.close()
         return self.proc.returncode
 
 

@@ -1,0 +1,165 @@
+// Fan-out benchmark (issue 4 §5): synchronized capture of N lightweight agents (real gRPC servers speaking
+// tensorflow.ProfilerService and podscope.v1.Agent, all in this process, channels pre-connected), for
+// N = 16, 64, 256, 1024. Prints a table:
+//   sync               the clock-sync burst to every agent before the capture (16 pings each)
+//   sync→started       from the end of that burst to the last agent's actual start (the start margin,
+//                      printed beside it, is most of it)
+//   start skew         max − min of the agents' actual starts, beside the baseline: N threads sleeping
+//                      until one CLOCK_REALTIME instant (clock_nanosleep TIMER_ABSTIME), max − min wake time
+//   late               the latest start after the common instant T (> 0: a request arrived after T)
+//   T→all back         from the common start instant to the last Profile answer (duration + gather)
+//   total              wall time of the whole capture (bursts + margin + duration + gather)
+// then the clock-sync error against the injected offsets, without and with emulated network jitter.
+// Usage: coord_fanout_bench [--duration_ms 1000] [--max_agents 1024]
+#include <pthread.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coordinator/capture.h"
+#include "tests/coordinator/lightweight_agent.h"
+
+namespace {
+
+using podscope::Clock;
+using podscope::coordinator::AgentConnection;
+using podscope::testing::LightweightAgent;
+using podscope::testing::LightweightAgentOptions;
+using podscope::testing::TimerThread;
+
+int64_t now_ns() { return Clock().now_ns(); }
+
+// N threads sleep until one absolute instant; returns max − min of their wake times.
+int64_t bare_timer_skew_ns(int threads) {
+  std::vector<int64_t> woke(static_cast<size_t>(threads));
+  const int64_t target = now_ns() + 200'000'000;
+  std::vector<std::thread> pool;
+  for (int i = 0; i < threads; ++i) {
+    pool.emplace_back([&, i] {
+      timespec ts{static_cast<time_t>(target / 1'000'000'000), static_cast<long>(target % 1'000'000'000)};
+      while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, nullptr) != 0) {
+      }
+      woke[static_cast<size_t>(i)] = now_ns();
+    });
+  }
+  for (auto& t : pool) t.join();
+  const auto [lo, hi] = std::minmax_element(woke.begin(), woke.end());
+  return *hi - *lo;
+}
+
+struct Fleet {
+  TimerThread timers;
+  std::vector<std::unique_ptr<LightweightAgent>> agents;
+  std::vector<std::unique_ptr<AgentConnection>> connections;
+  std::vector<int64_t> offsets;
+
+  Fleet(int n, int64_t jitter_ns, int64_t one_way_ns, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int64_t> offset(-50'000'000, 50'000'000);
+    for (int i = 0; i < n; ++i) {
+      LightweightAgentOptions o;
+      o.host_name = "agent" + std::to_string(i);
+      o.clock_offset_ns = offset(rng);
+      o.ping_request_delay_ns = one_way_ns;
+      o.ping_response_delay_ns = one_way_ns;
+      o.ping_jitter_ns = jitter_ns;
+      offsets.push_back(o.clock_offset_ns);
+      agents.push_back(std::make_unique<LightweightAgent>(o, timers));
+      connections.push_back(podscope::coordinator::connect_agent(agents.back()->address()));
+    }
+    for (auto& c : connections) c->channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  }
+  std::vector<AgentConnection*> targets() {
+    std::vector<AgentConnection*> out;
+    for (auto& c : connections) out.push_back(c.get());
+    return out;
+  }
+};
+
+struct ErrorStats {
+  int64_t p50, p90, max;
+};
+
+ErrorStats clock_errors(Fleet& fleet, int pings) {
+  const auto measured = podscope::coordinator::measure_clocks(fleet.targets(), Clock(), pings, 2000);
+  std::vector<int64_t> errors;
+  for (size_t i = 0; i < measured.size(); ++i) {
+    errors.push_back(std::abs(measured[i].estimate.offset_ns - fleet.offsets[i]));
+  }
+  std::sort(errors.begin(), errors.end());
+  return {errors[errors.size() / 2], errors[errors.size() * 9 / 10], errors.back()};
+}
+
+double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
+double us(int64_t ns) { return static_cast<double>(ns) / 1e3; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t duration_ms = 1000;
+  int max_agents = 1024;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--duration_ms") == 0) duration_ms = std::stoll(argv[i + 1]);
+    if (std::strcmp(argv[i], "--max_agents") == 0) max_agents = std::stoi(argv[i + 1]);
+  }
+  // Each agent costs a listening socket and both ends of a connection.
+  rlimit files{};
+  getrlimit(RLIMIT_NOFILE, &files);
+  files.rlim_cur = files.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &files);
+
+  std::printf("fan-out: %lld ms captures of N lightweight agents in one process, %u CPUs\n\n",
+              static_cast<long long>(duration_ms), std::thread::hardware_concurrency());
+  std::printf("%6s %10s %13s %8s %12s %15s %6s %10s %11s %9s %9s\n", "N", "sync", "sync→started", "margin",
+              "start skew", "bare-timer skew", "ratio", "late", "T→all back", "total", "captured");
+  for (int n : {16, 64, 256, 1024}) {
+    if (n > max_agents) break;
+    Fleet fleet(n, 0, 0, static_cast<uint64_t>(n));
+    podscope::coordinator::CaptureSpec spec;
+    spec.duration_ms = duration_ms;
+    spec.num_tracing_attempts = 1;
+    const int64_t begin = now_ns();
+    auto result = podscope::coordinator::run_capture(fleet.targets(), spec, Clock(), [](const std::string&) {});
+    const int64_t total = now_ns() - begin;
+    std::vector<int64_t> starts;
+    for (auto& a : fleet.agents) {
+      const auto s = a->actual_starts_system_ns();
+      if (!s.empty()) starts.push_back(s.front());
+    }
+    const auto [lo, hi] = std::minmax_element(starts.begin(), starts.end());
+    const int64_t skew = *hi - *lo;
+    const int64_t baseline = bare_timer_skew_ns(n);
+    const int captured = static_cast<int>(
+        std::count_if(result.hosts.begin(), result.hosts.end(), [](const auto& h) { return h.ok; }));
+    const int64_t margin_ms = podscope::coordinator::fanout_margin_ms(static_cast<size_t>(n));
+    const int64_t sync_end = result.start_ns - margin_ms * 1'000'000;
+    std::printf("%6d %7.1f ms %10.1f ms %5lld ms %9.3f ms %12.3f ms %6.2f %7.3f ms %8.0f ms %6.0f ms %5d/%d\n", n,
+                ms(sync_end - result.sync_begin_ns), ms(*hi - sync_end), static_cast<long long>(margin_ms), ms(skew),
+                ms(baseline), baseline > 0 ? static_cast<double>(skew) / static_cast<double>(baseline) : 0.0,
+                ms(*hi - result.start_ns), ms(result.gathered_ns - result.start_ns), ms(total), captured, n);
+  }
+
+  std::printf("\nclock-sync error |measured − injected offset| (offsets uniform in ±50 ms, 16 pings per agent)\n");
+  std::printf("%6s %-34s %10s %10s %10s\n", "N", "path", "p50", "p90", "max");
+  for (int n : {16, 64}) {
+    if (n > max_agents) break;
+    struct Path {
+      const char* name;
+      int64_t one_way, jitter;
+    };
+    for (const Path& path : {Path{"loopback", 0, 0}, Path{"+1 ms each way, ±200 µs jitter", 1'000'000, 200'000}}) {
+      Fleet fleet(n, path.jitter, path.one_way, 1000 + static_cast<uint64_t>(n));
+      const ErrorStats e = clock_errors(fleet, 16);
+      std::printf("%6d %-34s %7.1f µs %7.1f µs %7.1f µs\n", n, path.name, us(e.p50), us(e.p90), us(e.max));
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,147 @@
+"""podscope annotations for Python training loops, over libpodscope's C ABI (ctypes, no build step).
+
+    import podscope
+    podscope.init(cores=[rank], job="my-job")
+    for step in range(steps):
+        with podscope.step(step):
+            with podscope.infeed():
+                batch = next(it)
+            with podscope.compute("matmul", flops=2 * m ** 3):
+                ...
+            with podscope.all_reduce(step, nbytes, replica_group="{0,1,2,3}"):
+                ...
+            with podscope.send(channel_id, dst_core, nbytes):
+                ...
+
+Spans also work without `with`: s = podscope.send(...); ...; s.end().
+The library is found through $PODSCOPE_LIBRARY, next to this file, or as libpodscope.so on the loader path.
+"""
+
+import ctypes
+import os
+
+__all__ = ["init", "shutdown", "set_thread_core", "intern", "dropped_events", "agent_connected", "Span",
+           "step", "infeed", "outfeed", "compute", "all_reduce", "send", "recv_done", "trace"]
+
+
+class _Span(ctypes.Structure):
+    _fields_ = [("begin_tick", ctypes.c_uint64), ("value", ctypes.c_int64), ("value2", ctypes.c_int64),
+                ("id", ctypes.c_uint32), ("arg", ctypes.c_uint16), ("kind", ctypes.c_uint8),
+                ("reserved", ctypes.c_uint8)]
+
+
+def _load():
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [os.environ.get("PODSCOPE_LIBRARY"), os.path.join(here, "libpodscope.so"), "libpodscope.so.0",
+                  "libpodscope.so"]
+    errors = []
+    for path in candidates:
+        if not path:
+            continue
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            errors.append(f"{path}: {e}")
+    raise OSError("libpodscope not found (set PODSCOPE_LIBRARY): " + "; ".join(errors))
+
+
+_lib = _load()
+_I64, _U32, _I32 = ctypes.c_int64, ctypes.c_uint32, ctypes.c_int32
+for _name, _args in {"podscope_begin_step": [_I64], "podscope_begin_infeed": [_I64],
+                     "podscope_begin_outfeed": [_I64], "podscope_begin_compute": [_U32, _I64, _I64],
+                     "podscope_begin_all_reduce": [_I64, _I64, _U32], "podscope_begin_send": [_U32, _I32, _I64],
+                     "podscope_begin_recv_done": [_U32, _I32, _I64], "podscope_begin_trace": [_U32]}.items():
+    getattr(_lib, _name).argtypes = _args
+    getattr(_lib, _name).restype = _Span
+_lib.podscope_end.argtypes = [ctypes.POINTER(_Span)]
+_lib.podscope_end.restype = None
+_lib.podscope_init.argtypes = [ctypes.POINTER(_I32), ctypes.c_size_t, ctypes.c_char_p, ctypes.c_char_p]
+_lib.podscope_init.restype = ctypes.c_int
+_lib.podscope_intern.argtypes = [ctypes.c_char_p]
+_lib.podscope_intern.restype = _U32
+_lib.podscope_set_thread_core.argtypes = [_I32]
+_lib.podscope_dropped_events.restype = ctypes.c_uint64
+_lib.podscope_agent_connected.restype = ctypes.c_int
+
+_names = {}
+
+
+def init(cores=None, job=None, socket_path=None):
+    """Declares this process's cores and job (None: $PODSCOPE_CORE_ID, $PODSCOPE_JOB) and starts the agent link."""
+    arr = (_I32 * len(cores))(*cores) if cores else None
+    _lib.podscope_init(arr, len(cores) if cores else 0, job.encode() if job else None,
+                       socket_path.encode() if socket_path else None)
+
+
+def shutdown():
+    _lib.podscope_shutdown()
+
+
+def set_thread_core(core):
+    _lib.podscope_set_thread_core(core)
+
+
+def intern(name):
+    """The id of `name` (cached: interning takes a lock in the library)."""
+    nid = _names.get(name)
+    if nid is None:
+        nid = _names[name] = _lib.podscope_intern(name.encode())
+    return nid
+
+
+def dropped_events():
+    return _lib.podscope_dropped_events()
+
+
+def agent_connected():
+    return bool(_lib.podscope_agent_connected())
+
+
+class Span:
+    """An annotated interval: ends at end(), at the end of a `with` block, or when collected."""
+    __slots__ = ("_span",)
+
+    def __init__(self, span):
+        self._span = span
+
+    def end(self):
+        _lib.podscope_end(ctypes.byref(self._span))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.end()
+        return False
+
+
+def step(step_num):
+    return Span(_lib.podscope_begin_step(step_num))
+
+
+def infeed(nbytes=0):
+    return Span(_lib.podscope_begin_infeed(nbytes))
+
+
+def outfeed(nbytes=0):
+    return Span(_lib.podscope_begin_outfeed(nbytes))
+
+
+def compute(name, flops=0, nbytes=0):
+    return Span(_lib.podscope_begin_compute(intern(name), flops, nbytes))
+
+
+def all_reduce(all_reduce_id, nbytes, replica_group=None):
+    return Span(_lib.podscope_begin_all_reduce(all_reduce_id, nbytes, intern(replica_group) if replica_group else 0))
+
+
+def send(channel_id, dst_core, nbytes):
+    return Span(_lib.podscope_begin_send(channel_id, dst_core, nbytes))
+
+
+def recv_done(channel_id, src_core, nbytes):
+    return Span(_lib.podscope_begin_recv_done(channel_id, src_core, nbytes))
+
+
+def trace(name):
+    return Span(_lib.podscope_begin_trace(intern(name)))

@@ -1,0 +1,220 @@
+// CaptureSessions without sockets: one capture at a time, every way of ending it answers the same way,
+// start times, repository paths; HostSeriesSource turns the series of a window into counter tracks.
+#include "agent/capture/capture_session.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include "agent/capture/host_series_source.h"
+#include "agent/series/series_store.h"
+#include "agent/service/profiler_service.h"
+#include "xspace/names.h"
+#include "xspace/xplane_builder.h"
+#include "xspace/xplane_reader.h"
+
+namespace podscope::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CountingSource : public CaptureSource {
+ public:
+  std::string_view name() const override { return "counting"; }
+  void open(const CaptureWindow& w) override {
+    ++opened;
+    window = w;
+  }
+  void close(int64_t end) override {
+    ++closed;
+    end_ns = end;
+  }
+  void collect(tensorflow::profiler::XSpace& space) override {
+    ++collected;
+    xspace::XPlaneBuilder(xspace::find_or_add_plane(space, "/device:CUSTOM:0"))
+        .line_named("Steps")
+        .add_event("step", window.start_ns, 1000);
+  }
+  int opened = 0, closed = 0, collected = 0;
+  CaptureWindow window;
+  int64_t end_ns = 0;
+};
+
+struct Fixture {
+  Clock clock;
+  CountingSource source;
+  CaptureSessions sessions{clock, "host-x", [this] { return clock.now_ns(); }};
+  Fixture() {
+    sessions.add_source(source);
+    sessions.set_limits({5000, ""});
+  }
+};
+
+tensorflow::ProfileRequest request(uint64_t ms, const std::string& id) {
+  tensorflow::ProfileRequest r;
+  r.set_duration_ms(ms);
+  r.set_session_id(id);
+  return r;
+}
+
+TEST(CaptureSessions, RunsOneWindowOverEverySource) {
+  Fixture f;
+  absl::StatusOr<CaptureResult> r = f.sessions.run(request(30, "a"), nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(f.source.opened, 1);
+  EXPECT_EQ(f.source.closed, 1);
+  EXPECT_EQ(f.source.collected, 1);
+  EXPECT_GE(f.source.end_ns - f.source.window.start_ns, 30'000'000);
+  EXPECT_EQ(r->space.hostnames(0), "host-x");
+  EXPECT_FALSE(r->empty_trace);
+  EXPECT_EQ(f.source.window.request.opts().host_tracer_level(), 2u);  // TF defaults for version 0
+  EXPECT_TRUE(f.source.window.request.opts().include_dataset_ops());
+}
+
+TEST(CaptureSessions, TerminateCancelAndShutdownAllEndThroughCloseAndCollect) {
+  for (int way = 0; way < 3; ++way) {
+    Fixture f;
+    std::atomic<bool> cancelled{false};
+    auto running = std::async(std::launch::async, [&] {
+      return f.sessions.run(request(10000, "s"), [&] { return cancelled.load(); });
+    });
+    while (f.sessions.running_session() != "s" || f.source.opened == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(f.sessions.run(request(10, "t"), nullptr).status().code(), absl::StatusCode::kAlreadyExists);
+    if (way == 0) {
+      ASSERT_TRUE(f.sessions.terminate("s").ok());
+    } else if (way == 1) {
+      cancelled = true;
+    } else {
+      f.sessions.shutdown(2000);
+    }
+    absl::StatusOr<CaptureResult> r = running.get();
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(f.source.closed, 1);
+    EXPECT_EQ(f.source.collected, 1);
+    const std::string warning = r->space.warnings(0);
+    EXPECT_NE(warning.find(way == 0 ? "terminated" : way == 1 ? "cancelled" : "shutting down"), std::string::npos)
+        << warning;
+  }
+}
+
+TEST(CaptureSessions, ShutdownRefusesNewCaptures) {
+  Fixture f;
+  f.sessions.shutdown(0);
+  EXPECT_EQ(f.sessions.run(request(10, "late"), nullptr).status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(CaptureSessions, InvalidRequests) {
+  Fixture f;
+  absl::Status s = f.sessions.run(request(5001, "x"), nullptr).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("max_duration_ms=5000"), std::string::npos);
+  tensorflow::ProfileRequest far = request(10, "y");
+  far.mutable_opts()->set_start_timestamp_ns(static_cast<uint64_t>(f.clock.now_ns() + 3600'000'000'000));
+  EXPECT_EQ(f.sessions.run(far, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(f.sessions.run(request(10, "a/b"), nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(f.sessions.run(request(10, ".."), nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CaptureSessions, DurationDefaultsFollowTensorFlow) {
+  tensorflow::ProfileRequest r;
+  EXPECT_EQ(requested_duration_ms(r), 1000);
+  r.set_duration_ms(250);
+  EXPECT_EQ(requested_duration_ms(r), 250);
+  r.mutable_opts()->set_duration_ms(400);
+  EXPECT_EQ(requested_duration_ms(r), 400);
+}
+
+TEST(ResolveCaptureFile, StaysInsideTheRoot) {
+  const fs::path root = fs::temp_directory_path() / ("podscope-root-" + std::to_string(getpid()));
+  fs::create_directories(root / "sub");
+  fs::remove(root / "out");
+  fs::create_directory_symlink("/tmp", root / "out");
+  EXPECT_EQ(*resolve_capture_file(root.string(), "", "s1", "h"), (root / "s1/h.xplane.pb").string());
+  EXPECT_EQ(*resolve_capture_file(root.string(), "sub", "s1", "h"), (root / "sub/s1/h.xplane.pb").string());
+  EXPECT_EQ(*resolve_capture_file(root.string(), (root / "sub").string(), "s1", "h"),
+            (root / "sub/s1/h.xplane.pb").string());
+  for (const std::string bad : {"..", "../x", "sub/../../x", "out", "/etc", "out/x"}) {
+    absl::StatusOr<std::string> r = resolve_capture_file(root.string(), bad, "s1", "h");
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied) << bad;
+    EXPECT_NE(std::string(r.status().message()).find("outside --repository_root"), std::string::npos) << bad;
+  }
+  EXPECT_EQ(resolve_capture_file("", "x", "s1", "h").status().code(), absl::StatusCode::kFailedPrecondition);
+  fs::remove_all(root);
+}
+
+class FixedCollector : public Collector {
+ public:
+  explicit FixedCollector(CollectorState state) : state_(std::move(state)) {}
+  std::string_view name() const override { return "fixed"; }
+  CollectorState status() const override { return state_; }
+  void sample(int64_t, SampleSink&) override {}
+
+ private:
+  CollectorState state_;
+};
+
+TEST(HostSeriesSource, GaugesAsIsCountersAsRatesHostStatsAndWarnings) {
+  prometheus::Registry registry;
+  SeriesStore store(registry, "h", 64);
+  SeriesId gauge = store.declare({.metric = "podscope_g", .help = "g", .plane = "/host:CPU", .track = "Gauge"});
+  SeriesId counter = store.declare({.metric = "podscope_c_total",
+                                    .help = "c",
+                                    .kind = SeriesSpec::Kind::kCounter,
+                                    .plane = "/host:CPU",
+                                    .track = "Rate (/s)"});
+  SeriesId hidden = store.declare({.metric = "podscope_hidden", .help = "h"});
+  const int64_t t0 = 1'700'000'000'000'000'000;
+  for (int i = 0; i < 5; ++i) {
+    store.record(gauge, t0 + i * 1'000'000'000LL, i * 10);
+    store.record(counter, t0 + i * 1'000'000'000LL, i * 500.0);
+    store.record(hidden, t0 + i * 1'000'000'000LL, 1);
+  }
+  FixedCollector degraded({CollectorState::State::kDegraded, "/proc/stat: line 2: bad"});
+  HostSeriesSource source(store, {"h", 8, 1 << 30}, {&degraded});
+  CaptureWindow window;
+  window.start_ns = t0 + 1'000'000'000LL;  // samples 1..3 fall inside
+  source.open(window);
+  source.close(t0 + 3'000'000'000LL);
+  tensorflow::profiler::XSpace space;
+  source.collect(space);
+
+  const auto* plane = xspace::find_plane(space, xspace::kHostPlaneName);
+  ASSERT_NE(plane, nullptr);
+  xspace::XPlaneReader reader(*plane);
+  EXPECT_EQ(reader.int_stat(xspace::kCoreCountStat), 8);
+  EXPECT_EQ(reader.int_stat(xspace::kMemorySizeStat), 1 << 30);
+  const auto* line = reader.find_line(xspace::kCountersLineName);
+  ASSERT_NE(line, nullptr);
+  std::vector<std::pair<std::string, double>> points;
+  reader.for_each_event(*line, [&](const xspace::XEventView& e) {
+    points.emplace_back(std::string(e.name()), e.double_stat(xspace::kCounterValueStat).value_or(-1));
+  });
+  std::vector<std::pair<std::string, double>> expected = {
+      {"Gauge", 10}, {"Gauge", 20}, {"Gauge", 30}, {"Rate (/s)", 500}, {"Rate (/s)", 500}};
+  std::sort(points.begin(), points.end());
+  EXPECT_EQ(points, expected);
+  ASSERT_EQ(space.warnings_size(), 1);
+  EXPECT_EQ(space.warnings(0), "collector fixed degraded: /proc/stat: line 2: bad");
+}
+
+TEST(MonitorText, CaptureTpuProfileStyleLines) {
+  tensorflow::ProfilerServiceMonitorResult r;
+  r.set_matrix_unit_utilization_percent(10.66);
+  r.set_device_idle_time_percent(89.34);
+  r.set_step_time_ms_avg(70.6);
+  r.set_step_time_ms_min(70.1);
+  r.set_step_time_ms_max(71.0);
+  const std::string text = monitor_text(r, 2, 4, true, 0);
+  EXPECT_NE(text.find("Utilization of CPU (higher is better): 10.7%"), std::string::npos) << text;
+  EXPECT_NE(text.find("CPU idle time (lower is better): 89.3%"), std::string::npos) << text;
+  EXPECT_NE(text.find("Step time: 70.6ms (avg), 70.1ms (min), 71.0ms (max)"), std::string::npos) << text;
+  EXPECT_EQ(monitor_text(r, 1, 4, false, 0).find("Step time"), std::string::npos);
+  EXPECT_EQ(monitor_text(r, 1, 4, false, 1'700'000'000'000'000'000).rfind("Timestamp: ", 0), 0u);
+}
+
+}  // namespace
+}  // namespace podscope::agent

@@ -1,0 +1,99 @@
+// The Python module (client/python/podscope.py, ctypes over the C ABI of the built libpodscope.so),
+// run by Debian's python3 against the real local-socket server: registration, steps outside captures,
+// and a capture with steps, compute, all-reduce, send and recv-done carrying their stats.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+
+#include "tests/client/mini_agent.h"
+#include "xspace/names.h"
+#include "xspace/xplane_builder.h"
+#include "xspace/xplane_reader.h"
+
+namespace podscope {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::MiniAgent;
+
+TEST(PythonClient, AnnotatesStepsCollectivesAndChannels) {
+  testing::TempDir dir;
+  MiniAgent agent(dir.file("agent.sock"));
+  agent.start();
+  const std::string stop_file = dir.file("stop");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("PYTHONPATH", PODSCOPE_SOURCE_DIR "/client/python", 1);
+    ::setenv("PODSCOPE_LIBRARY", PODSCOPE_BINARY_DIR "/lib/libpodscope.so", 1);
+    ::setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
+    const std::string sock = dir.file("agent.sock");
+    ::execlp("python3", "python3", PODSCOPE_SOURCE_DIR "/tests/client/python_trainer.py", sock.c_str(),
+             stop_file.c_str(), nullptr);
+    ::_exit(127);
+  }
+  struct Reaper {
+    pid_t pid;
+    ~Reaper() {
+      if (::waitpid(pid, nullptr, WNOHANG) == 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
+    }
+  } reaper{pid};
+
+  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent.registry().clients().size() == 1; }, 10s));
+  EXPECT_EQ(agent.registry().clients()[0].job, "python-job");
+  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent.steps_of(pid).size() >= 5; }, 5s));
+  EXPECT_GE(agent.steps_of(pid)[0].infeed_ns, 900'000);
+
+  const auto space = agent.capture(400ms);
+  std::ofstream(stop_file).close();
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+  const auto* plane = xspace::find_plane(space, "/device:CUSTOM:11");
+  ASSERT_NE(plane, nullptr);
+  xspace::XPlaneReader reader(*plane);
+  std::vector<int64_t> steps;
+  std::map<std::string, int> count;
+  for (const auto& line : plane->lines()) {
+    reader.for_each_event(line, [&](const xspace::XEventView& e) {
+      if (line.name() == xspace::kStepsLineName) {
+        steps.push_back(*e.int_stat(xspace::kStepNumStat));
+        return;
+      }
+      const std::string name(e.name());
+      ++count[name];
+      EXPECT_TRUE(e.int_stat(xspace::kStepNumStat)) << name;
+      if (name == "all-reduce") {
+        EXPECT_EQ(e.str_stat(xspace::kReplicaGroupStat), "{11,12}");
+        EXPECT_EQ(e.int_stat(xspace::kAllReduceIdStat), e.int_stat(xspace::kStepNumStat));
+      }
+      if (name == "send") {
+        EXPECT_EQ(e.int_stat(xspace::kChannelIdStat), 3);
+        EXPECT_EQ(e.int_stat(xspace::kDstCoreStat), 12);
+        EXPECT_EQ(e.int_stat(xspace::kBytesStat), 4096);
+      }
+      if (name == "recv-done") {
+        EXPECT_EQ(e.int_stat(xspace::kSrcCoreStat), 12);
+      }
+      if (name == "py_matmul") {
+        EXPECT_EQ(e.int_stat(xspace::kFlopsStat), 1000);
+      }
+    });
+  }
+  ASSERT_GE(steps.size(), 10u);
+  for (size_t i = 1; i < steps.size(); ++i) EXPECT_EQ(steps[i], steps[i - 1] + 1);
+  EXPECT_GE(count["send"], 10);
+  EXPECT_GE(count["recv-done"], 10);
+  EXPECT_GE(count["all-reduce"], 10);
+  EXPECT_GE(count["py_matmul"], 10);
+  EXPECT_GE(count["infeed"], 10);
+}
+
+}  // namespace
+}  // namespace podscope

@@ -1,0 +1,26 @@
+"""A small Python training loop annotated through client/python/podscope.py, driven by python_client_test.
+
+Usage: python_trainer.py SOCKET_PATH STOP_FILE — steps until STOP_FILE exists, then shuts down cleanly.
+"""
+import os
+import sys
+import time
+
+import podscope
+
+socket_path, stop_file = sys.argv[1:3]
+podscope.init(cores=[11], job="python-job", socket_path=socket_path)
+step = 0
+while not os.path.exists(stop_file):
+    with podscope.step(step):
+        with podscope.infeed(64):
+            time.sleep(0.001)
+        with podscope.compute("py_matmul", flops=1000, nbytes=256):
+            sum(i * i for i in range(200))
+        with podscope.all_reduce(step, 4096, replica_group="{11,12}"):
+            s = podscope.send(3, 12, 4096)
+            s.end()
+            with podscope.recv_done(4, 12, 4096):
+                pass
+    step += 1
+podscope.shutdown()

@@ -1,0 +1,167 @@
+// podscope.v1.Coordinator and tensorflow.ProfileAnalysis served in-process on loopback, with lightweight
+// agents registering: selection, streamed capture into the client's logdir, NewSession confinement.
+#include "coordinator/coordinator_service.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "coordinator/remote_capture.h"
+#include "coordinator/run_directory.h"
+#include "tests/coordinator/lightweight_agent.h"
+
+namespace podscope::coordinator {
+namespace {
+
+using testing::LightweightAgent;
+using testing::TimerThread;
+
+std::filesystem::path fresh_dir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("podscope_coord_service_" + name + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+class CoordinatorServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    settings_.repository_root = fresh_dir("root");
+    registry_ = std::make_unique<WorkerRegistry>(1'000'000'000);
+    runner_ = std::make_unique<CaptureRunner>(*registry_, metrics_, clock_);
+    coordinator_ = std::make_unique<CoordinatorService>(*registry_, *runner_, settings_, clock_);
+    analysis_ = std::make_unique<ProfileAnalysisService>(*registry_, *runner_, settings_, clock_);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(coordinator_.get());
+    builder.RegisterService(analysis_.get());
+    server_ = builder.BuildAndStart();
+    channel_ = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+    for (int i = 0; i < 3; ++i) {
+      agents_.push_back(std::make_unique<LightweightAgent>(
+          testing::LightweightAgentOptions{.host_name = "host" + std::to_string(i), .clock_offset_ns = i * 2'000'000},
+          timers_));
+      podscope::v1::RegisterRequest request;
+      request.set_host_name("host" + std::to_string(i));
+      request.set_address(agents_.back()->address());
+      request.set_job(i == 2 ? "eval" : "train");
+      podscope::v1::RegisterResponse response;
+      grpc::ClientContext context;
+      ASSERT_TRUE(podscope::v1::Coordinator::NewStub(channel_)->Register(&context, request, &response).ok());
+      EXPECT_EQ(response.heartbeat_interval_ms(), settings_.heartbeat_interval_ms);
+    }
+  }
+  void TearDown() override {
+    server_->Shutdown();
+    std::filesystem::remove_all(settings_.repository_root);
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  Clock clock_;
+  CoordinatorSettings settings_;
+  CoordinatorMetrics metrics_;
+  std::unique_ptr<WorkerRegistry> registry_;
+  std::unique_ptr<CaptureRunner> runner_;
+  std::unique_ptr<CoordinatorService> coordinator_;
+  std::unique_ptr<ProfileAnalysisService> analysis_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  int port_ = 0;
+  TimerThread timers_;
+  std::vector<std::unique_ptr<LightweightAgent>> agents_;
+};
+
+TEST_F(CoordinatorServiceTest, CapturesAJobAndStreamsTheRunIntoTheClientsLogdir) {
+  podscope::v1::CaptureRequest request;
+  request.set_duration_ms(200);
+  request.add_jobs("train");
+  const auto logdir = fresh_dir("client");
+  std::vector<std::string> progress;
+  auto outcome = capture_through_coordinator(address(), request, logdir,
+                                             [&](const std::string& line) { progress.push_back(line); });
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(outcome->exit_code, 0);
+  EXPECT_EQ(progress.front(), "Starting to trace for 200 ms. Remaining attempt(s): 2");
+  std::vector<std::string> host_files;
+  bool have_capture_json = false, have_trace = false;
+  for (const auto& e : std::filesystem::directory_iterator(outcome->run_dir)) {
+    const std::string name = e.path().filename();
+    if (name.ends_with(".xplane.pb")) host_files.push_back(name);
+    have_capture_json |= name == "capture.json";
+    have_trace |= name == "pod.trace.json.gz";
+    EXPECT_EQ(name.find(".tmp."), std::string::npos) << "leftover " << name;
+  }
+  std::sort(host_files.begin(), host_files.end());
+  std::vector<std::string> expected = {host_file_stem(agents_[0]->address()) + ".xplane.pb",
+                                       host_file_stem(agents_[1]->address()) + ".xplane.pb"};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(host_files, expected) << "only the train job's two workers";
+  EXPECT_TRUE(have_capture_json);
+  EXPECT_TRUE(have_trace);
+  // The coordinator keeps its copy under its repository root.
+  EXPECT_TRUE(std::filesystem::exists(run_directory(settings_.repository_root, outcome->run_dir.filename()) /
+                                      "capture.json"));
+  EXPECT_NE(outcome->summary_text.find("(host1): ok"), std::string::npos) << outcome->summary_text;
+  std::filesystem::remove_all(logdir);
+}
+
+TEST_F(CoordinatorServiceTest, UnknownWorkerIsAnInvalidArgumentNamingIt) {
+  podscope::v1::CaptureRequest request;
+  request.add_hosts("host9");
+  const auto logdir = fresh_dir("unknown");
+  auto outcome = capture_through_coordinator(address(), request, logdir, [](const std::string&) {});
+  std::filesystem::remove_all(logdir);
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_NE(std::string(outcome.status().message()).find("unknown or down worker(s): host9"), std::string::npos);
+}
+
+TEST_F(CoordinatorServiceTest, SilentWorkersAreMarkedDownNotForgotten) {
+  const int64_t later = clock_.now_ns() + 2'000'000'000;
+  ASSERT_TRUE(registry_->heartbeat("host0", agents_[0]->address(), later));
+  const auto workers = registry_->list(later);
+  ASSERT_EQ(workers.size(), 3u);
+  EXPECT_TRUE(workers[0].up());
+  EXPECT_FALSE(workers[1].up());
+  EXPECT_FALSE(registry_->heartbeat("host7", "127.0.0.1:1", later)) << "unknown agents must register again";
+}
+
+TEST_F(CoordinatorServiceTest, NewSessionWritesOnlyInsideTheRepositoryRoot) {
+  auto stub = tensorflow::ProfileAnalysis::NewStub(channel_);
+  tensorflow::NewProfileSessionRequest request;
+  request.mutable_request()->set_duration_ms(100);
+  request.add_hosts("host0");
+  request.add_hosts(agents_[1]->address());
+  request.set_repository_root("plugins/profile");
+  request.set_session_id("tb_session");
+  tensorflow::NewProfileSessionResponse response;
+  {
+    grpc::ClientContext context;
+    const grpc::Status status = stub->NewSession(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  EXPECT_FALSE(response.empty_trace());
+  EXPECT_TRUE(response.error_message().empty()) << response.error_message();
+  const auto dir = std::filesystem::weakly_canonical(settings_.repository_root) / "plugins/profile/tb_session";
+  EXPECT_TRUE(std::filesystem::exists(dir / (host_file_stem(agents_[0]->address()) + ".xplane.pb")));
+  EXPECT_TRUE(std::filesystem::exists(dir / (host_file_stem(agents_[1]->address()) + ".xplane.pb")));
+
+  for (const std::string escape : {"../outside", "/etc"}) {
+    request.set_repository_root(escape);
+    grpc::ClientContext context;
+    const grpc::Status status = stub->NewSession(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << escape;
+    EXPECT_NE(status.error_message().find("outside the coordinator's root"), std::string::npos);
+  }
+  request.set_repository_root("");
+  request.set_session_id("../x");
+  grpc::ClientContext context;
+  EXPECT_EQ(stub->NewSession(&context, request, &response).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST(ConfineToRoot, RefusesWithoutARoot) {
+  auto resolved = confine_to_root("", "anything");
+  ASSERT_FALSE(resolved.ok());
+  EXPECT_EQ(resolved.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace podscope::coordinator

@@ -1,0 +1,165 @@
+// AgentProcess: runs the real podscope-agent binary on free loopback ports for a test, reads the ports from
+// its "listening" line, and always kills and reaps it (destructor). Also a small gRPC/HTTP client kit.
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+namespace podscope::testing {
+
+inline std::string agent_binary() { return std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope-agent"; }
+
+class AgentProcess {
+ public:
+  // Starts the agent with `args` (plus loopback ports and a private socket unless given) and waits for its
+  // listening line. Throws with the agent's output if it exits or stays silent for 10 s.
+  explicit AgentProcess(std::vector<std::string> args, bool wait_ready = true) {
+    auto has = [&](const std::string& flag) {
+      for (const auto& a : args) {
+        if (a == flag || a.rfind(flag + "=", 0) == 0) return true;
+      }
+      return false;
+    };
+    if (!has("--listen")) args.insert(args.end(), {"--listen", "127.0.0.1:0"});
+    if (!has("--metrics_listen")) args.insert(args.end(), {"--metrics_listen", "127.0.0.1:0"});
+    if (!has("--socket")) {
+      socket_dir_ = make_temp_dir();
+      args.insert(args.end(), {"--socket", socket_dir_ + "/agent.sock"});
+    }
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], STDERR_FILENO);
+      dup2(out[1], STDOUT_FILENO);
+      std::vector<char*> argv;
+      std::string bin = agent_binary();
+      argv.push_back(bin.data());
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(bin.c_str(), argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    output_fd_ = out[0];
+    if (wait_ready) wait_for_ready();
+  }
+  ~AgentProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (output_fd_ >= 0) close(output_fd_);
+    if (!socket_dir_.empty()) std::system(("rm -rf " + socket_dir_).c_str());
+  }
+  AgentProcess(const AgentProcess&) = delete;
+  AgentProcess& operator=(const AgentProcess&) = delete;
+
+  static std::string make_temp_dir() {
+    std::string dir = "/tmp/podscope-test-XXXXXX";
+    if (mkdtemp(dir.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    return dir;
+  }
+
+  void wait_for_ready() {
+    static const std::regex kListening(R"(listening grpc=[^ ]*:(\d+) metrics=[^ ]*:(\d+))");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    std::smatch m;
+    while (!std::regex_search(output_, m, kListening)) {
+      if (std::chrono::steady_clock::now() > deadline || !read_some(100)) {
+        if (exited()) throw std::runtime_error("agent exited before listening: " + output_);
+        if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("agent not ready: " + output_);
+      }
+    }
+    grpc_port_ = std::stoi(m[1]);
+    metrics_port_ = std::stoi(m[2]);
+  }
+
+  // Reads what the agent printed so far (waits up to `timeout_ms` for more); false on EOF.
+  bool read_some(int timeout_ms) {
+    pollfd p{output_fd_, POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) <= 0) return true;
+    char buf[4096];
+    const ssize_t n = read(output_fd_, buf, sizeof(buf));
+    if (n <= 0) return false;
+    output_.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+  // Waits for exit up to `timeout`; the exit status (as from waitpid) or nullopt on timeout.
+  std::optional<int> wait_exit(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        while (read_some(0) && drained_once()) {
+        }
+        return status;
+      }
+      read_some(10);
+    }
+    return std::nullopt;
+  }
+  bool exited() {
+    int status = 0;
+    if (pid_ > 0 && waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      exit_status_ = status;
+      return true;
+    }
+    return pid_ < 0;
+  }
+  void signal(int sig) { kill(pid_, sig); }
+  pid_t pid() const { return pid_; }
+  const std::string& output() const { return output_; }
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+  std::string grpc_address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+  const std::string& socket_dir() const { return socket_dir_; }
+
+  std::shared_ptr<grpc::Channel> channel() const {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(INT_MAX);
+    args.SetMaxSendMessageSize(INT_MAX);
+    return grpc::CreateCustomChannel(grpc_address(), grpc::InsecureChannelCredentials(), args);
+  }
+
+ private:
+  bool drained_once() {
+    pollfd p{output_fd_, POLLIN, 0};
+    return poll(&p, 1, 0) > 0;
+  }
+  pid_t pid_ = -1;
+  int output_fd_ = -1;
+  int exit_status_ = 0;
+  std::string output_;
+  std::string socket_dir_;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+};
+
+// GET http://127.0.0.1:port/path; the body, or throws.
+std::string http_get(int port, const std::string& path);
+
+// Runs a shell command; its exit code and combined output.
+struct CommandResult {
+  int exit_code;
+  std::string output;
+};
+CommandResult run_command(const std::string& command);
+
+}  // namespace podscope::testing

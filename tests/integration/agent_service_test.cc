@@ -1,0 +1,453 @@
+// The real podscope-agent binary on loopback, driven through real gRPC clients: Profile / Terminate /
+// Monitor (TensorFlow's ProfilerService), Ping / GetStatus (podscope.v1.Agent), /metrics, files on disk.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "daemon/clock.h"
+#include "podscope/v1/agent.grpc.pb.h"
+#include "tensorflow/profiler_service.grpc.pb.h"
+#include "tests/integration/agent_process.h"
+#include "xspace/names.h"
+#include "xspace/xplane_builder.h"
+#include "xspace/xplane_reader.h"
+
+namespace podscope {
+namespace {
+
+using testing::AgentProcess;
+namespace fs = std::filesystem;
+using tensorflow::profiler::XSpace;
+
+int64_t now_ns() { return Clock().now_ns(); }
+
+struct ProfileOutcome {
+  grpc::Status status;
+  tensorflow::ProfileResponse response;
+};
+
+ProfileOutcome profile(const AgentProcess& agent, tensorflow::ProfileRequest request, int deadline_s = 30) {
+  auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s));
+  ProfileOutcome out;
+  out.status = stub->Profile(&context, request, &out.response);
+  return out;
+}
+
+tensorflow::ProfileRequest request_ms(uint64_t duration_ms, const std::string& session = "") {
+  tensorflow::ProfileRequest r;
+  r.set_duration_ms(duration_ms);
+  r.set_session_id(session);
+  r.set_emit_xspace(true);
+  return r;
+}
+
+bool has_warning(const XSpace& space, const std::string& needle) {
+  for (const auto& w : space.warnings()) {
+    if (w.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string warnings_of(const XSpace& space) {
+  std::string all;
+  for (const auto& w : space.warnings()) all += w + "\n";
+  return all;
+}
+
+TEST(AgentService, ProfileReturnsHostPlaneWithCounterTracksAndHostStats) {
+  AgentProcess agent({"--sample_interval_ms", "50", "--host_name", "node-a"});
+  const int64_t before = now_ns();
+  ProfileOutcome out = profile(agent, request_ms(400));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  const XSpace& space = out.response.xspace();
+  EXPECT_FALSE(out.response.empty_trace());
+  EXPECT_EQ(out.response.tool_data_size(), 0);  // emit_xspace: the XSpace once, never also as tool_data
+  ASSERT_EQ(space.hostnames_size(), 1);
+  EXPECT_EQ(space.hostnames(0), "node-a");
+
+  const auto* plane = xspace::find_plane(space, xspace::kHostPlaneName);
+  ASSERT_NE(plane, nullptr);
+  xspace::XPlaneReader reader(*plane);
+  EXPECT_EQ(reader.int_stat(xspace::kCoreCountStat), sysconf(_SC_NPROCESSORS_ONLN));
+  EXPECT_GT(reader.int_stat(xspace::kMemorySizeStat).value_or(0), 0);
+  const int64_t start = reader.int_stat(xspace::kCaptureStartStat).value_or(0);
+  const int64_t end = reader.int_stat(xspace::kCaptureEndStat).value_or(0);
+  EXPECT_GE(start, before);
+  EXPECT_NEAR(static_cast<double>(end - start), 400e6, 150e6);
+
+  const auto* counters = reader.find_line(xspace::kCountersLineName);
+  ASSERT_NE(counters, nullptr);
+  std::map<std::string, int> points;
+  reader.for_each_event(*counters, [&](const xspace::XEventView& e) {
+    ++points[std::string(e.name())];
+    EXPECT_GE(e.start_ns(), start);
+    EXPECT_LE(e.start_ns(), end);
+  });
+  // Sampled at the window's open and close plus every 50 ms in between.
+  EXPECT_GE(points["CPU utilization"], 5);
+  EXPECT_GE(points["CPU 0 utilization"], 5);
+  EXPECT_GE(points["Memory used (bytes)"], 6);
+  bool network = false;
+  for (const auto& [name, n] : points) network |= name.rfind("Network ", 0) == 0;
+  EXPECT_TRUE(network) << "no network track";
+}
+
+TEST(AgentService, WithoutEmitXspaceTheCaptureComesAsXplaneToolData) {
+  AgentProcess agent({"--sample_interval_ms", "50"});
+  tensorflow::ProfileRequest r = request_ms(150);
+  r.clear_emit_xspace();
+  ProfileOutcome out = profile(agent, r);
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_FALSE(out.response.has_xspace());
+  ASSERT_EQ(out.response.tool_data_size(), 1);
+  EXPECT_EQ(out.response.tool_data(0).name(), "xplane.pb");
+  XSpace space;
+  ASSERT_TRUE(space.ParseFromString(out.response.tool_data(0).data()));
+  EXPECT_NE(xspace::find_plane(space, xspace::kHostPlaneName), nullptr);
+}
+
+TEST(AgentService, SecondConcurrentProfileIsRefusedNamingTheRunningSession) {
+  AgentProcess agent({});
+  auto first = std::async(std::launch::async, [&] { return profile(agent, request_ms(1500, "first-session")); });
+  // Wait until the first one runs.
+  auto stub = podscope::v1::Agent::NewStub(agent.channel());
+  for (int i = 0; i < 100; ++i) {
+    grpc::ClientContext c;
+    podscope::v1::AgentStatus status;
+    ASSERT_TRUE(stub->GetStatus(&c, {}, &status).ok());
+    if (status.capture_session_id() == "first-session") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ProfileOutcome second = profile(agent, request_ms(100, "second-session"));
+  EXPECT_EQ(second.status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_NE(second.status.error_message().find("first-session"), std::string::npos) << second.status.error_message();
+  EXPECT_TRUE(first.get().status.ok());
+}
+
+TEST(AgentService, TerminateEndsTheCaptureEarlyAndProfileAnswersWithWhatWasCollected) {
+  AgentProcess agent({"--sample_interval_ms", "50"});
+  const auto t0 = std::chrono::steady_clock::now();
+  auto running = std::async(std::launch::async, [&] { return profile(agent, request_ms(20000, "long")); });
+  auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
+  grpc::Status terminated;
+  for (int i = 0; i < 100; ++i) {  // until the capture has started
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    grpc::ClientContext c;
+    tensorflow::TerminateRequest t;
+    t.set_session_id("long");
+    tensorflow::TerminateResponse tr;
+    terminated = stub->Terminate(&c, t, &tr);
+    if (terminated.ok()) break;
+  }
+  ASSERT_TRUE(terminated.ok()) << terminated.error_message();
+  ProfileOutcome out = running.get();
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_TRUE(has_warning(out.response.xspace(), "terminated")) << warnings_of(out.response.xspace());
+  EXPECT_NE(xspace::find_plane(out.response.xspace(), xspace::kHostPlaneName), nullptr);
+
+  grpc::ClientContext c;
+  tensorflow::TerminateRequest t;
+  t.set_session_id("no-such-session");
+  tensorflow::TerminateResponse tr;
+  EXPECT_EQ(stub->Terminate(&c, t, &tr).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST(AgentService, ClientDeadlineStopsCollection) {
+  AgentProcess agent({});
+  const auto t0 = std::chrono::steady_clock::now();
+  ProfileOutcome out = profile(agent, request_ms(20000, "short-deadline"), /*deadline_s=*/1);
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // The agent notices within its poll period and is free again: a new capture is accepted.
+  ProfileOutcome next;
+  for (int i = 0; i < 50; ++i) {
+    next = profile(agent, request_ms(50, "after"));
+    if (next.status.error_code() != grpc::StatusCode::ALREADY_EXISTS) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(next.status.ok()) << next.status.error_message();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));
+}
+
+TEST(AgentService, StartInThePastStartsNowWithAWarning) {
+  AgentProcess agent({});
+  tensorflow::ProfileRequest r = request_ms(100);
+  r.mutable_opts()->set_start_timestamp_ns(static_cast<uint64_t>(now_ns() - 5'000'000'000));
+  ProfileOutcome out = profile(agent, r);
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_TRUE(has_warning(out.response.xspace(), "in the past")) << warnings_of(out.response.xspace());
+}
+
+TEST(AgentService, FutureStartIsWaitedForOnTheAgentsShiftedClock) {
+  const int64_t offset = 3'000'000'000;  // the agent's clock runs 3 s ahead
+  AgentProcess agent({"--clock_offset_ns", std::to_string(offset)});
+  tensorflow::ProfileRequest r = request_ms(100);
+  const int64_t start = now_ns() + offset + 400'000'000;
+  r.mutable_opts()->set_start_timestamp_ns(static_cast<uint64_t>(start));
+  ProfileOutcome out = profile(agent, r);
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  xspace::XPlaneReader reader(*xspace::find_plane(out.response.xspace(), xspace::kHostPlaneName));
+  const int64_t began = reader.int_stat(xspace::kCaptureStartStat).value_or(0);
+  EXPECT_GE(began, start);
+  EXPECT_LT(began - start, 200'000'000);
+  EXPECT_FALSE(has_warning(out.response.xspace(), "in the past"));
+}
+
+TEST(AgentService, DurationAboveTheLimitIsInvalidArgumentNamingTheLimit) {
+  AgentProcess agent({"--max_duration_ms", "2000"});
+  ProfileOutcome out = profile(agent, request_ms(2001));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(out.status.error_message().find("max_duration_ms=2000"), std::string::npos) << out.status.error_message();
+  tensorflow::ProfileRequest r = request_ms(0);
+  r.mutable_opts()->set_duration_ms(5000);  // opts.duration_ms counts too
+  EXPECT_EQ(profile(agent, r).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST(AgentService, CaptureIsWrittenAtomicallyInsideTheRepositoryRootOnly) {
+  const std::string root = AgentProcess::make_temp_dir();
+  const std::string outside = AgentProcess::make_temp_dir();
+  fs::create_directory_symlink(outside, fs::path(root) / "link-out");
+  AgentProcess agent({"--repository_root", root, "--host_name", "node-b"});
+
+  tensorflow::ProfileRequest inside = request_ms(50, "sess1");
+  inside.set_repository_root("plugins/profile");
+  ProfileOutcome ok = profile(agent, inside);
+  ASSERT_TRUE(ok.status.ok()) << ok.status.error_message();
+  const fs::path file = fs::path(root) / "plugins/profile/sess1/node-b.xplane.pb";
+  ASSERT_TRUE(fs::exists(file)) << warnings_of(ok.response.xspace());
+  std::ifstream in(file, std::ios::binary);
+  XSpace written;
+  ASSERT_TRUE(written.ParseFromIstream(&in));
+  EXPECT_EQ(written.hostnames(0), "node-b");
+  for (const auto& entry : fs::directory_iterator(file.parent_path())) {
+    EXPECT_EQ(entry.path().filename(), "node-b.xplane.pb") << "temporary file left behind";
+  }
+
+  for (const std::string& escape : std::vector<std::string>{"../escape", "link-out", outside}) {
+    tensorflow::ProfileRequest bad = request_ms(50, "sess2");
+    bad.mutable_opts()->set_repository_path(escape);
+    ProfileOutcome out = profile(agent, bad);
+    ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+    EXPECT_TRUE(has_warning(out.response.xspace(), "outside --repository_root")) << escape << ": "
+                                                                                  << warnings_of(out.response.xspace());
+    EXPECT_NE(xspace::find_plane(out.response.xspace(), xspace::kHostPlaneName), nullptr);  // data still returned
+  }
+  EXPECT_TRUE(fs::is_empty(outside));
+  EXPECT_FALSE(fs::exists(fs::path(root).parent_path() / "escape"));
+
+  tensorflow::ProfileRequest bad_id = request_ms(50, "../x");
+  EXPECT_EQ(profile(agent, bad_id).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  fs::remove_all(root);
+  fs::remove_all(outside);
+}
+
+TEST(AgentService, WithoutARepositoryRootNothingIsWrittenAndTheWarningSaysSo) {
+  AgentProcess agent({});
+  tensorflow::ProfileRequest r = request_ms(50);
+  r.set_repository_root("/tmp/some/logdir/plugins/profile");
+  ProfileOutcome out = profile(agent, r);
+  ASSERT_TRUE(out.status.ok());
+  EXPECT_TRUE(has_warning(out.response.xspace(), "no --repository_root")) << warnings_of(out.response.xspace());
+  EXPECT_FALSE(fs::exists("/tmp/some/logdir/plugins/profile"));
+}
+
+TEST(AgentService, MonitorLevelsAndTimestamp) {
+  AgentProcess agent({});
+  auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
+  {
+    grpc::ClientContext c;
+    tensorflow::MonitorRequest m;
+    m.set_duration_ms(200);
+    m.set_monitoring_level(1);
+    tensorflow::MonitorResponse r;
+    ASSERT_TRUE(stub->Monitor(&c, m, &r).ok());
+    EXPECT_EQ(r.monitor_result().response_type(), tensorflow::ProfilerServiceMonitorResult::UTIL_ONLY);
+    EXPECT_NE(r.data().find("Utilization of CPU (higher is better): "), std::string::npos) << r.data();
+    EXPECT_EQ(r.data().find("Timestamp:"), std::string::npos);
+  }
+  {
+    grpc::ClientContext c;
+    tensorflow::MonitorRequest m;
+    m.set_duration_ms(200);
+    m.set_monitoring_level(2);
+    m.set_timestamp(true);
+    tensorflow::MonitorResponse r;
+    ASSERT_TRUE(stub->Monitor(&c, m, &r).ok());
+    EXPECT_EQ(r.monitor_result().response_type(), tensorflow::ProfilerServiceMonitorResult::UTIL_IDLE);
+    EXPECT_NEAR(r.monitor_result().device_idle_time_percent() + r.monitor_result().matrix_unit_utilization_percent(),
+                100.0, 1e-6);
+    EXPECT_EQ(r.data().rfind("Timestamp: ", 0), 0u) << r.data();
+    EXPECT_NE(r.data().find("Number of CPU cores: " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN))),
+              std::string::npos)
+        << r.data();
+    EXPECT_NE(r.data().find("no steps observed"), std::string::npos) << r.data();
+  }
+  for (int level : {-1, 3}) {
+    grpc::ClientContext c;
+    tensorflow::MonitorRequest m;
+    m.set_monitoring_level(level);
+    tensorflow::MonitorResponse r;
+    grpc::Status s = stub->Monitor(&c, m, &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find(std::to_string(level)), std::string::npos);
+  }
+}
+
+TEST(AgentService, PingStampsTheAgentsClockIncludingTheTestOffset) {
+  const int64_t offset = -7'000'000'000;
+  AgentProcess agent({"--clock_offset_ns", std::to_string(offset)});
+  auto stub = podscope::v1::Agent::NewStub(agent.channel());
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext c;
+    podscope::v1::PingRequest req;
+    const int64_t t0 = now_ns();
+    req.set_client_send_ns(t0);
+    podscope::v1::PingResponse resp;
+    ASSERT_TRUE(stub->Ping(&c, req, &resp).ok());
+    const int64_t t3 = now_ns();
+    EXPECT_EQ(resp.client_send_ns(), t0);
+    EXPECT_LE(resp.server_receive_ns(), resp.server_send_ns());
+    EXPECT_GE(resp.server_receive_ns() - offset, t0);
+    EXPECT_LE(resp.server_send_ns() - offset, t3);
+  }
+}
+
+TEST(AgentService, StatusListsCollectorsAndClockHealth) {
+  AgentProcess agent({"--host_name", "node-s"});
+  auto stub = podscope::v1::Agent::NewStub(agent.channel());
+  grpc::ClientContext c;
+  podscope::v1::AgentStatus status;
+  ASSERT_TRUE(stub->GetStatus(&c, {}, &status).ok());
+  EXPECT_EQ(status.host_name(), "node-s");
+  EXPECT_FALSE(status.version().empty());
+  EXPECT_FALSE(status.clock_detail().empty());
+  std::set<std::string> names;
+  for (const auto& col : status.collectors()) {
+    names.insert(col.name());
+    if (col.state() != podscope::v1::CollectorStatus::OK) {
+      EXPECT_FALSE(col.reason().empty()) << col.name();
+    }
+  }
+  for (const char* n : {"cpu", "memory", "network", "disk", "loadavg", "clock"}) EXPECT_TRUE(names.count(n)) << n;
+}
+
+TEST(AgentService, MetricsScrapePassesPromtool) {
+  AgentProcess agent({"--host_name", "node-m"});
+  const std::string body = testing::http_get(agent.metrics_port(), "/metrics");
+  for (const char* needle : {"podscope_cpu_seconds_total{", "cpu=\"0\"", "mode=\"idle\"", "host=\"node-m\"",
+                             "podscope_memory_total_bytes", "podscope_network_receive_bytes_total",
+                             "podscope_build_info", "podscope_sampling_passes_total", "podscope_collector_status"}) {
+    EXPECT_NE(body.find(needle), std::string::npos) << needle;
+  }
+  const std::string file = agent.socket_dir() + "/metrics.txt";
+  std::ofstream(file) << body;
+  if (testing::run_command("command -v promtool").exit_code != 0) GTEST_SKIP() << "promtool not installed";
+  testing::CommandResult check = testing::run_command("promtool check metrics < " + file);
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
+TEST(AgentProcessLifecycle, SigtermDuringACaptureAnswersItAndExitsWithinThreeSeconds) {
+  AgentProcess agent({"--sample_interval_ms", "50"});
+  const int grpc_port = agent.grpc_port();
+  auto running = std::async(std::launch::async, [&] { return profile(agent, request_ms(30000, "interrupted")); });
+  auto stub = podscope::v1::Agent::NewStub(agent.channel());
+  for (int i = 0; i < 100; ++i) {
+    grpc::ClientContext c;
+    podscope::v1::AgentStatus status;
+    if (stub->GetStatus(&c, {}, &status).ok() && status.capture_session_id() == "interrupted") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  agent.signal(SIGTERM);
+  ProfileOutcome out = running.get();
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_TRUE(has_warning(out.response.xspace(), "shutting down")) << warnings_of(out.response.xspace());
+  EXPECT_NE(xspace::find_plane(out.response.xspace(), xspace::kHostPlaneName), nullptr);
+  std::optional<int> status = agent.wait_exit(std::chrono::seconds(3));
+  ASSERT_TRUE(status.has_value()) << "agent still running 3 s after SIGTERM";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+  // The port is released: another agent can take it.
+  AgentProcess successor({"--listen", "127.0.0.1:" + std::to_string(grpc_port)});
+  EXPECT_EQ(successor.grpc_port(), grpc_port);
+}
+
+TEST(AgentProcessLifecycle, StaleSocketFileIsRemovedAtStart) {
+  const std::string dir = AgentProcess::make_temp_dir();
+  const std::string path = dir + "/agent.sock";
+  {  // a socket file nobody serves: what a SIGKILLed agent leaves behind
+    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strcpy(addr.sun_path, path.c_str());
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    close(fd);
+  }
+  ASSERT_TRUE(fs::exists(path));
+  struct stat before {};
+  lstat(path.c_str(), &before);
+  AgentProcess agent({"--socket", path});
+  // Either gone, or replaced by the agent's own live socket (once the local-socket server binds it).
+  struct stat after {};
+  if (lstat(path.c_str(), &after) == 0) {
+    EXPECT_NE(after.st_ino, before.st_ino);
+  }
+  fs::remove_all(dir);
+}
+
+TEST(AgentProcessLifecycle, ConfigErrorsExitTwoNamingKeyAndLine) {
+  const std::string dir = AgentProcess::make_temp_dir();
+  std::ofstream(dir + "/agent.yaml") << "listen: 127.0.0.1:0\nsample_interval_ms: 5\n";
+  AgentProcess range({"--config", dir + "/agent.yaml"}, /*wait_ready=*/false);
+  std::optional<int> status = range.wait_exit(std::chrono::seconds(5));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(WEXITSTATUS(*status), 2);
+  EXPECT_NE(range.output().find("agent.yaml:2: key 'sample_interval_ms'"), std::string::npos) << range.output();
+
+  std::ofstream(dir + "/agent.yaml") << "listen: 127.0.0.1:0\nmetrics_listn: x\n";
+  AgentProcess unknown({"--config", dir + "/agent.yaml"}, false);
+  status = unknown.wait_exit(std::chrono::seconds(5));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(WEXITSTATUS(*status), 2);
+  EXPECT_NE(unknown.output().find("agent.yaml:2: key 'metrics_listn': unknown key"), std::string::npos)
+      << unknown.output();
+
+  AgentProcess bad_level({"--log_level", "loud"}, false);
+  status = bad_level.wait_exit(std::chrono::seconds(5));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(WEXITSTATUS(*status), 2);
+  EXPECT_NE(bad_level.output().find("log_level"), std::string::npos) << bad_level.output();
+  fs::remove_all(dir);
+}
+
+TEST(AgentProcessLifecycle, SighupReloadsTheConfigFile) {
+  const std::string dir = AgentProcess::make_temp_dir();
+  std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 1000\n";
+  AgentProcess agent({"--config", dir + "/agent.yaml"});
+  EXPECT_EQ(profile(agent, request_ms(1500)).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 2000\n";
+  agent.signal(SIGHUP);
+  bool reloaded = false;
+  for (int i = 0; i < 100 && !reloaded; ++i) {
+    agent.read_some(50);
+    reloaded = agent.output().find("reloaded") != std::string::npos;
+  }
+  ASSERT_TRUE(reloaded) << agent.output();
+  EXPECT_EQ(profile(agent, request_ms(3000)).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(profile(agent, request_ms(1500)).status.ok());  // within the new limit
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace podscope

@@ -1,0 +1,233 @@
+// ring_trainer ranks annotated with libpodscope against the real podscope-agent binary: a Profile capture
+// returns every rank's core plane with consecutive steps, all-reduce / send / recv-done events carrying
+// their stats, and matching send and recv-done counts per channel; the agent killed and restarted while
+// trainers run (they keep stepping; the next capture works); a trainer killed (the agent forgets it).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "podscope/v1/agent.grpc.pb.h"
+#include "tensorflow/profiler_service.grpc.pb.h"
+#include "tests/integration/agent_process.h"
+#include "tests/integration/trainer_process.h"
+#include "xspace/names.h"
+#include "xspace/xplane_builder.h"
+#include "xspace/xplane_reader.h"
+
+namespace podscope {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::AgentProcess;
+using testing::TrainerProcess;
+using tensorflow::profiler::XSpace;
+
+XSpace profile(const AgentProcess& agent, uint64_t duration_ms) {
+  auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 30s);
+  tensorflow::ProfileRequest request;
+  request.set_duration_ms(duration_ms);
+  request.set_emit_xspace(true);
+  tensorflow::ProfileResponse response;
+  const grpc::Status status = stub->Profile(&context, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return response.xspace();
+}
+
+std::vector<int32_t> client_pids(const AgentProcess& agent) {
+  auto stub = podscope::v1::Agent::NewStub(agent.channel());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 5s);
+  podscope::v1::AgentStatus status;
+  if (!stub->GetStatus(&context, podscope::v1::StatusRequest(), &status).ok()) return {};
+  std::vector<int32_t> pids;
+  for (const auto& c : status.clients()) pids.push_back(c.pid());
+  return pids;
+}
+
+bool wait_for(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return pred();
+}
+
+std::vector<std::unique_ptr<TrainerProcess>> start_ranks(int world, const std::string& socket,
+                                                         std::vector<std::string> extra = {}) {
+  const std::string peers = testing::peers_flag(testing::free_loopback_ports(world));
+  std::vector<std::unique_ptr<TrainerProcess>> ranks;
+  for (int r = 0; r < world; ++r) {
+    std::vector<std::string> args = {"--world", std::to_string(world), "--rank", std::to_string(r), "--peers", peers,
+                                     "--matrix", "64", "--grad_bytes", "65536", "--progress_every", "20"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ranks.push_back(std::make_unique<TrainerProcess>(args, socket));
+  }
+  return ranks;
+}
+
+struct CoreSummary {
+  std::vector<int64_t> steps;
+  int all_reduces = 0;
+  std::map<int64_t, int> sends_by_channel, recvs_by_channel;  // only inside `counted` steps
+};
+
+CoreSummary summarize(const tensorflow::profiler::XPlane& plane, const std::set<int64_t>& counted) {
+  CoreSummary s;
+  xspace::XPlaneReader reader(plane);
+  for (const auto& line : plane.lines()) {
+    reader.for_each_event(line, [&](const xspace::XEventView& e) {
+      if (line.name() == xspace::kStepsLineName) {
+        s.steps.push_back(*e.int_stat(xspace::kStepNumStat));
+        return;
+      }
+      const auto step = e.int_stat(xspace::kStepNumStat);
+      const std::string name(e.name());
+      if (name == "all-reduce") {
+        ++s.all_reduces;
+        EXPECT_EQ(e.int_stat(xspace::kAllReduceIdStat), step);
+        EXPECT_TRUE(e.str_stat(xspace::kReplicaGroupStat));
+        EXPECT_GT(e.int_stat(xspace::kBytesStat).value_or(0), 0);
+      }
+      if (name == "send" || name == "recv-done") {
+        EXPECT_TRUE(step) << name;
+        EXPECT_TRUE(e.int_stat(xspace::kChannelIdStat));
+        EXPECT_GT(e.int_stat(xspace::kBytesStat).value_or(0), 0);
+        EXPECT_TRUE(e.int_stat(xspace::kSrcCoreStat));
+        EXPECT_TRUE(e.int_stat(xspace::kDstCoreStat));
+        if (step && counted.count(*step)) {
+          auto& m = name == "send" ? s.sends_by_channel : s.recvs_by_channel;
+          ++m[*e.int_stat(xspace::kChannelIdStat)];
+        }
+      }
+    });
+  }
+  std::sort(s.steps.begin(), s.steps.end());
+  return s;
+}
+
+TEST(TrainerAgent, ProfileReturnsEveryRanksStepsCollectivesAndChannels) {
+  AgentProcess agent({});
+  const std::string socket = agent.socket_dir() + "/agent.sock";
+  constexpr int kWorld = 3;
+  auto ranks = start_ranks(kWorld, socket);
+  ASSERT_TRUE(wait_for([&] { return client_pids(agent).size() == kWorld; }, 10s)) << agent.output();
+  std::this_thread::sleep_for(300ms);  // past ring formation
+  const XSpace space = profile(agent, 600);
+
+  // Steps every rank ran completely inside the window (not the first or last one seen).
+  std::map<int, std::vector<int64_t>> steps_of;
+  for (int r = 0; r < kWorld; ++r) {
+    const auto* plane = xspace::find_plane(space, "/device:CUSTOM:" + std::to_string(r));
+    ASSERT_NE(plane, nullptr) << "rank " << r;
+    EXPECT_EQ(plane->id(), r);
+    steps_of[r] = summarize(*plane, {}).steps;
+    ASSERT_GE(steps_of[r].size(), 5u) << "rank " << r;
+    for (size_t i = 1; i < steps_of[r].size(); ++i) EXPECT_EQ(steps_of[r][i], steps_of[r][i - 1] + 1);
+  }
+  std::set<int64_t> counted;
+  for (int64_t s = steps_of[0].front() + 1; s < steps_of[0].back(); ++s) {
+    bool everywhere = true;
+    for (int r = 1; r < kWorld; ++r)
+      everywhere &= s > steps_of[r].front() && s < steps_of[r].back();
+    if (everywhere) counted.insert(s);
+  }
+  ASSERT_GE(counted.size(), 3u);
+
+  std::map<int64_t, int> sends, recvs;
+  for (int r = 0; r < kWorld; ++r) {
+    const CoreSummary c = summarize(*xspace::find_plane(space, "/device:CUSTOM:" + std::to_string(r)), counted);
+    EXPECT_GE(c.all_reduces, static_cast<int>(counted.size()));
+    for (auto [ch, n] : c.sends_by_channel) sends[ch] += n;
+    for (auto [ch, n] : c.recvs_by_channel) recvs[ch] += n;
+  }
+  // 2(N−1) transfers per rank per step, each its own channel, matched by a recv-done on the next rank.
+  EXPECT_EQ(sends.size(), static_cast<size_t>(2 * (kWorld - 1) * kWorld));
+  EXPECT_EQ(sends, recvs);
+  for (auto [ch, n] : sends) EXPECT_EQ(n, static_cast<int>(counted.size())) << "channel " << ch;
+}
+
+double max_step_ms_after(const std::string& output, size_t from) {
+  static const std::regex kLine(R"(max ([0-9.]+) ms)");
+  double worst = 0;
+  const std::string tail = output.substr(std::min(from, output.size()));
+  for (std::sregex_iterator it(tail.begin(), tail.end(), kLine), end; it != end; ++it)
+    worst = std::max(worst, std::stod((*it)[1]));
+  return worst;
+}
+
+TEST(TrainerAgent, AgentKilledAndRestartedWhileTrainersRun) {
+  const std::string dir = AgentProcess::make_temp_dir();
+  const std::string socket = dir + "/agent.sock";
+  auto agent = std::make_unique<AgentProcess>(std::vector<std::string>{"--socket", socket});
+  auto ranks = start_ranks(2, socket, {"--input_delay_ms", "2"});
+  ASSERT_TRUE(wait_for([&] { return client_pids(*agent).size() == 2; }, 10s));
+  std::this_thread::sleep_for(500ms);
+  const size_t before = ranks[0]->output().size();
+  const double baseline_max = max_step_ms_after(ranks[0]->output(), 0);
+
+  agent.reset();  // SIGKILL: the socket file stays behind, stale
+  std::this_thread::sleep_for(300ms);
+  agent = std::make_unique<AgentProcess>(std::vector<std::string>{"--socket", socket});
+  ASSERT_TRUE(wait_for([&] { return client_pids(*agent).size() == 2; }, 5s)) << agent->output();
+  const XSpace space = profile(*agent, 300);
+  EXPECT_NE(xspace::find_plane(space, "/device:CUSTOM:0"), nullptr);
+  EXPECT_NE(xspace::find_plane(space, "/device:CUSTOM:1"), nullptr);
+
+  // The trainers kept stepping through it: no step took more than about one extra step time.
+  std::this_thread::sleep_for(200ms);
+  for (auto& r : ranks) EXPECT_TRUE(r->running()) << r->output();
+  const std::string out = ranks[0]->output();
+  ASSERT_GT(out.size(), before);
+  const double during_max = max_step_ms_after(out, before);
+  EXPECT_LT(during_max, 2 * std::max(baseline_max, 5.0) + 5) << out;
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(TrainerAgent, KilledTrainerIsForgottenAndTheNextCaptureWorks) {
+  AgentProcess agent({});
+  const std::string socket = agent.socket_dir() + "/agent.sock";
+  auto ranks = start_ranks(2, socket);
+  ASSERT_TRUE(wait_for([&] { return client_pids(agent).size() == 2; }, 10s));
+  const pid_t killed = ranks[1]->pid();
+  ranks[1]->signal(SIGKILL);
+  ASSERT_TRUE(ranks[1]->wait_exit(5s));
+  ASSERT_TRUE(wait_for([&] {
+    auto pids = client_pids(agent);
+    return std::find(pids.begin(), pids.end(), killed) == pids.end();
+  }, 5s));
+  const XSpace space = profile(agent, 200);  // OK status checked inside
+  EXPECT_EQ(xspace::find_plane(space, "/device:CUSTOM:1"), nullptr);
+  // Rank 0 lost its ring peer: it says so and exits with an error, and the agent forgets it too.
+  EXPECT_TRUE(ranks[0]->wait_exit(10s));
+  EXPECT_NE(ranks[0]->output().find("closed the ring"), std::string::npos) << ranks[0]->output();
+  EXPECT_TRUE(wait_for([&] { return client_pids(agent).empty(); }, 5s));
+}
+
+TEST(TrainerAgent, SigtermStopsEveryRankAfterTheSameStepWithStatusZero) {
+  const std::string dir = AgentProcess::make_temp_dir();
+  const auto ports = testing::free_loopback_ports(1);
+  TrainerProcess launcher({"--spawn", "--world", "3", "--base_port", std::to_string(ports[0]), "--matrix", "32",
+                           "--progress_every", "0"},
+                          dir + "/absent.sock");
+  std::this_thread::sleep_for(1500ms);
+  launcher.signal(SIGTERM);
+  const auto status = launcher.wait_exit(10s);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << launcher.output();
+  static const std::regex kStop(R"(stopping after step (\d+))");
+  std::set<std::string> steps;
+  const std::string out = launcher.output();
+  for (std::sregex_iterator it(out.begin(), out.end(), kStop), end; it != end; ++it) steps.insert((*it)[1]);
+  EXPECT_EQ(steps.size(), 1u) << out;
+  std::system(("rm -rf " + dir).c_str());
+}
+
+}  // namespace
+}  // namespace podscope
