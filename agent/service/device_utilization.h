@@ -1,6 +1,7 @@
 // What Monitor (levels 1 and 2) reports as "the device" of this host: the accelerator a device collector
 // sees and its current utilization. Implemented by the TPU runtime collector (duty cycle) and the NVML
-// collector (GPU utilization); the agent asks them in order and reports the first that has a figure.
+// collector (GPU utilization). Monitor should ask them in that order and report the first that has a
+// figure, falling back to the host CPU (not wired yet: ProfilerServiceImpl reads only the CPU collector).
 #pragma once
 
 #include <optional>

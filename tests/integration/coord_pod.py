@@ -160,21 +160,35 @@ def load_trace(run_dir):
         return json.load(f)
 
 
-def step_end_spread_us(trace):
-    """Per step_num seen on every process that has steps: max − min of the step's end (µs). Returns the
-    list of spreads."""
+def step_ends_by_step(trace):
+    """{step_num: {pid: end µs}} for the steps seen on every process that has a "Steps" thread."""
+    step_threads = {(e["pid"], e["tid"]) for e in trace["traceEvents"]
+                    if e.get("ph") == "M" and e.get("name") == "thread_name" and e["args"]["name"] == "Steps"}
     ends = {}
     pids = set()
     for e in trace["traceEvents"]:
-        if e.get("ph") != "X" or "step_num" not in e.get("args", {}):
+        if e.get("ph") != "X" or (e["pid"], e.get("tid")) not in step_threads or "step_num" not in e.get("args", {}):
             continue
         pids.add(e["pid"])
         ends.setdefault(e["args"]["step_num"], {})[e["pid"]] = float(e["ts"]) + float(e["dur"])
-    spreads = []
-    for step, by_pid in ends.items():
-        if len(by_pid) == len(pids) and len(pids) > 1:
-            spreads.append(max(by_pid.values()) - min(by_pid.values()))
-    return spreads
+    return {step: by_pid for step, by_pid in ends.items() if len(by_pid) == len(pids) and len(pids) > 1}
+
+
+def step_end_spread_us(trace):
+    """Per step seen on every rank: max − min of the step's end across ranks (µs)."""
+    return [max(v.values()) - min(v.values()) for v in step_ends_by_step(trace).values()]
+
+
+def step_end_bias_us(trace):
+    """Per rank (pid): the median over steps of (its end − the step's median end), in µs. A clock merge error
+    shows here as a constant per rank; scheduling noise of the ranks themselves averages out."""
+    import statistics
+    deviations = {}
+    for by_pid in step_ends_by_step(trace).values():
+        middle = statistics.median(by_pid.values())
+        for pid, end in by_pid.items():
+            deviations.setdefault(pid, []).append(end - middle)
+    return {pid: statistics.median(d) for pid, d in deviations.items()}
 
 
 def percentile(values, p):
