@@ -80,6 +80,28 @@ absl::StatusOr<std::vector<std::string>> target_addresses(const CaptureFlags& fl
   return coordinator::parse_service_addresses(absl::StrJoin(out, ","));
 }
 
+// The up workers a coordinator lists (all, or those named in --workers_list).
+absl::StatusOr<std::vector<std::string>> workers_of_coordinator(const CaptureFlags& flags) {
+  std::string address = flags.coordinator;
+  if (address.rfind("grpc://", 0) == 0) address.erase(0, 7);
+  auto stub = podscope::v1::Coordinator::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  podscope::v1::ListWorkersResponse response;
+  const grpc::Status status = stub->ListWorkers(&context, podscope::v1::ListWorkersRequest(), &response);
+  if (!status.ok()) {
+    return absl::UnavailableError("coordinator " + address + " unreachable: " + status.error_message());
+  }
+  const std::vector<std::string> wanted = absl::StrSplit(flags.workers_list, ',', absl::SkipWhitespace());
+  std::vector<std::string> out;
+  for (const auto& worker : response.workers()) {
+    const bool named = wanted.empty() || std::find(wanted.begin(), wanted.end(), worker.host_name()) != wanted.end();
+    if (worker.up() && named) out.push_back(worker.address());
+  }
+  if (out.empty()) return absl::FailedPreconditionError("coordinator " + address + " lists no matching worker that is up");
+  return out;
+}
+
 int run_monitoring(const CaptureFlags& flags, const std::vector<coordinator::AgentConnection*>& agents) {
   for (int sample = 1; sample <= flags.num_queries; ++sample) {
     const auto results =
@@ -171,16 +193,21 @@ int run_capture_command(const CaptureFlags& given) {
   if (flags.duration_ms <= 0) flags.duration_ms = 1000;
   if (flags.num_tracing_attempts < 1) return usage_error("--num_tracing_attempts must be >= 1, got " + std::to_string(flags.num_tracing_attempts));
   const bool monitoring = flags.monitoring_level > 0;
-  if (!flags.coordinator.empty()) {
-    if (monitoring) return usage_error("--monitoring_level needs --service_addr (monitoring goes to the workers)");
-    if (!flags.service_addr.empty()) return usage_error("give either --service_addr or --coordinator, not both");
-    if (flags.logdir.empty()) return usage_error("--logdir is required to capture");
-    return capture_through_coordinator(flags);
+  if (!flags.coordinator.empty() && !flags.service_addr.empty()) {
+    return usage_error("give either --service_addr or --coordinator, not both");
   }
-  if (flags.service_addr.empty()) return usage_error("--service_addr (or --coordinator) is required");
+  if (flags.coordinator.empty() && flags.service_addr.empty()) {
+    return usage_error("--service_addr (or --coordinator) is required");
+  }
   if (!monitoring && flags.logdir.empty()) return usage_error("--logdir is required to capture");
-  auto addresses = target_addresses(flags);
-  if (!addresses.ok()) return usage_error(std::string(addresses.status().message()));
+  if (!flags.coordinator.empty() && !monitoring) return capture_through_coordinator(flags);
+  // Monitoring through a coordinator goes straight to the workers it lists as up.
+  auto addresses = flags.coordinator.empty() ? target_addresses(flags) : workers_of_coordinator(flags);
+  if (!addresses.ok()) {
+    if (flags.coordinator.empty()) return usage_error(std::string(addresses.status().message()));
+    std::cerr << "podscope capture: " << addresses.status().message() << "\n";
+    return 1;
+  }
 
   std::vector<std::unique_ptr<coordinator::AgentConnection>> connections;
   std::vector<coordinator::AgentConnection*> agents;

@@ -24,6 +24,9 @@ absl::StatusOr<std::vector<std::string>> parse_service_addresses(std::string_vie
         address.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
       return absl::InvalidArgumentError("service address \"" + address + "\" has no port (expected host:port)");
     }
+    if (std::find(out.begin(), out.end(), address) != out.end()) {
+      return absl::InvalidArgumentError("service address \"" + address + "\" is listed twice");
+    }
     out.push_back(std::move(address));
   }
   return out;

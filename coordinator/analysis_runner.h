@@ -1,7 +1,8 @@
 // The file-touching shell around the pod analysis: reads every *.xplane.pb of a run directory one plane
 // at a time (clock offsets and host names come from each file's /host:CPU plane), analyses the pod, and
-// writes pod_viewer.json, pod_viewer.pb, pod_viewer.pb.json, pod_analysis.pb and report.html atomically
-// into the same directory. Used by `podscope analyze RUN_DIR` and after every capture.
+// writes pod_viewer.json, pod_viewer.pb, pod_viewer.pb.json, pod_analysis.pb, pod_summary.txt and
+// report.html atomically into the same directory. Used by `podscope analyze RUN_DIR` and after every
+// capture. See docs/analysis.md.
 #pragma once
 
 #include <filesystem>

@@ -161,6 +161,7 @@ CaptureResult run_capture(const std::vector<AgentConnection*>& agents, const Cap
     // Per host: max(60 s, 2 × duration) after the start, plus the delay to the start.
     const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(delay_ms) +
                           std::chrono::milliseconds(std::max<int64_t>(60'000, 2 * duration_ms));
+    result.attempts = attempt;
     AttemptOutcome outcome = fan_out(agents, requests, deadline, spec.max_in_flight);
     const int64_t gathered_ns = clock.now_ns();
     const auto after = measure_clocks(agents, clock, std::max(4, spec.clock_sync_pings / 2), 1000);
@@ -191,9 +192,9 @@ CaptureResult run_capture(const std::vector<AgentConnection*>& agents, const Cap
       best_count = with_data;
       best = std::move(hosts);
       result.start_ns = start_ns;
+      result.kept_attempt = attempt;
       result.sync_begin_ns = sync_begin_ns;
       result.gathered_ns = gathered_ns;
-      result.attempts = attempt;
     }
     if (with_data == static_cast<long>(agents.size())) break;
     // As TF's client: only transient errors, or nothing at all, are worth another attempt.

@@ -46,7 +46,8 @@ struct HostCapture {
 
 struct CaptureResult {
   std::string session_id;
-  int attempts = 0;
+  int attempts = 0;      // attempts made
+  int kept_attempt = 0;  // the attempt whose results these are (the one with the most hosts)
   int64_t start_ns = 0;  // T, coordinator time, of the attempt kept
   // Coordinator times of that attempt: its clock-sync burst began and every Profile answer was in.
   int64_t sync_begin_ns = 0;

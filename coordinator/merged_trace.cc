@@ -26,7 +26,13 @@ void append_stat_value(std::string& out, const XPlane& plane, const XStat& stat)
     case XStat::kUint64Value: out += std::to_string(stat.uint64_value()); break;
     case XStat::kInt64Value: out += std::to_string(stat.int64_value()); break;
     case XStat::kStrValue: append_json_string(out, stat.str_value()); break;
-    case XStat::kBytesValue: append_json_string(out, "<" + std::to_string(stat.bytes_value().size()) + " bytes>"); break;
+    case XStat::kBytesValue: {
+      // Binary payloads are summarized by size; a trace viewer cannot show them anyway.
+      std::string summary = std::to_string(stat.bytes_value().size());
+      summary.append(" bytes");
+      append_json_string(out, summary);
+      break;
+    }
     case XStat::kRefValue: {
       auto it = plane.stat_metadata().find(static_cast<int64_t>(stat.ref_value()));
       append_json_string(out, it == plane.stat_metadata().end() ? std::string() : it->second.name());

@@ -59,6 +59,7 @@ std::string capture_json(const CaptureResult& result) {
   append_json_string(out, result.session_id);
   out += ",\n  \"duration_ms\": " + std::to_string(result.duration_ms);
   out += ",\n  \"attempts\": " + std::to_string(result.attempts);
+  out += ",\n  \"kept_attempt\": " + std::to_string(result.kept_attempt);
   out += ",\n  \"start_time_ns\": " + std::to_string(result.start_ns);
   out += ",\n  \"start_skew_ns\": " + (result.start_skew_ns ? std::to_string(*result.start_skew_ns) : "null");
   out += ",\n  \"exit_code\": " + std::to_string(result.exit_code());

@@ -46,10 +46,8 @@ void WorkerRegistry::record_clock(const std::string& host_name, const ClockMeasu
   auto it = workers_.find(host_name);
   if (it == workers_.end()) return;
   Worker& worker = it->second;
-  if (measurement.kind != ClockMeasurement::kMeasured) {
-    if (worker.info.static_worker()) worker.info.set_up(false);
-    return;
-  }
+  worker.last_ping_failed = measurement.kind != ClockMeasurement::kMeasured;
+  if (worker.last_ping_failed) return;
   // Static workers have no heartbeat: an answered ping is their sign of life.
   if (worker.info.static_worker()) worker.info.set_last_heartbeat_ns(now_ns);
   worker.info.set_clock_offset_ns(measurement.estimate.offset_ns);
@@ -59,6 +57,7 @@ void WorkerRegistry::record_clock(const std::string& host_name, const ClockMeasu
 }
 
 bool WorkerRegistry::is_up(const Worker& worker, int64_t now_ns) const {
+  if (worker.info.static_worker() && worker.last_ping_failed) return false;
   return worker.info.last_heartbeat_ns() > 0 && now_ns - worker.info.last_heartbeat_ns() <= down_after_ns_;
 }
 

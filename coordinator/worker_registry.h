@@ -51,6 +51,7 @@ class WorkerRegistry {
     podscope::v1::WorkerInfo info;
     std::unique_ptr<AgentConnection> connection;
     DriftEstimator drift;
+    bool last_ping_failed = false;  // decides a static worker's state at once, without waiting for the window
   };
   bool is_up(const Worker& worker, int64_t now_ns) const;
   Worker& upsert(const std::string& host_name, const std::string& address);

@@ -29,6 +29,8 @@ std::optional<int64_t> step_number(const XEventView& event) {
   return std::nullopt;
 }
 
+void normalize_steps(std::vector<StepSpan>& steps);
+
 std::vector<StepSpan> read_steps(const XPlaneReader& plane) {
   std::vector<StepSpan> steps;
   const auto* line = plane.find_line(xspace::kStepsLineName);
@@ -37,13 +39,18 @@ std::vector<StepSpan> read_steps(const XPlaneReader& plane) {
     const auto num = step_number(e);
     if (num && e.end_ns() > e.start_ns()) steps.push_back({*num, e.start_ns(), e.end_ns()});
   });
+  normalize_steps(steps);
+  return steps;
+}
+
+// Sorts steps by start and cuts overlapping ones at the start of the next (overlapping step events would
+// count the same time twice).
+void normalize_steps(std::vector<StepSpan>& steps) {
   std::sort(steps.begin(), steps.end(), [](const StepSpan& a, const StepSpan& b) { return a.start_ns < b.start_ns; });
-  // Overlapping step events would count the same time twice: cut each at the start of the next.
   for (size_t i = 1; i < steps.size(); ++i) {
     steps[i - 1].end_ns = std::min(steps[i - 1].end_ns, steps[i].start_ns);
   }
   std::erase_if(steps, [](const StepSpan& s) { return s.end_ns <= s.start_ns; });
-  return steps;
 }
 
 // The step whose span holds `time_ns`, if any.
@@ -101,16 +108,25 @@ class MetadataTable {
   absl::flat_hash_map<int64_t, MetadataEntry> sparse_;
 };
 
-// A positive `flops` stat on the event itself (the stat id looked up once per plane, not per event).
-bool has_flops(const tensorflow::profiler::XEvent& event, int64_t flops_stat_id) {
+// A stat on the event itself by stat id (looked up once per plane, not per event).
+const tensorflow::profiler::XStat* event_stat(const tensorflow::profiler::XEvent& event, int64_t stat_id) {
   for (const auto& stat : event.stats()) {
-    if (stat.metadata_id() == flops_stat_id) {
-      const auto value = xspace::stat_as_double(stat);
-      return value && *value > 0;
-    }
+    if (stat.metadata_id() == stat_id) return &stat;
   }
-  return false;
+  return nullptr;
 }
+
+bool has_flops(const tensorflow::profiler::XEvent& event, int64_t flops_stat_id) {
+  const auto* stat = event_stat(event, flops_stat_id);
+  const auto value = stat ? xspace::stat_as_double(*stat) : std::nullopt;
+  return value && *value > 0;
+}
+
+// First and last instant of the device ops of one TF/JAX step group.
+struct GroupSpan {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+};
 
 }  // namespace
 
@@ -129,7 +145,10 @@ CoreTrace trace_core(const tensorflow::profiler::XPlane& plane_proto, PlaneKind 
   trace.kind = kind;
   if (auto host = plane.str_stat(xspace::kHostNameStat)) trace.host_name = std::string(*host);
 
-  const std::vector<StepSpan> steps = read_steps(plane);
+  std::vector<StepSpan> steps = read_steps(plane);
+  // Without a Steps line, TF/JAX device ops grouped into steps (a `group_id` stat) make the steps.
+  const auto group_id_stat = steps.empty() ? plane.stat_id(xspace::kGroupIdStat) : std::nullopt;
+  absl::flat_hash_map<int64_t, GroupSpan> groups;
   std::vector<OpInterval> ops;
   MetadataTable by_metadata(plane_proto);
   // Collectives without an all_reduce_id are matched by order within the step, per name and group.
@@ -157,12 +176,24 @@ CoreTrace trace_core(const tensorflow::profiler::XPlane& plane_proto, PlaneKind 
       const int64_t start = e.start_ns();
       const int64_t end = e.end_ns();
       ops.push_back({start, end, op_kind});
+      std::optional<int64_t> group;
+      if (group_id_stat) {
+        if (const auto* stat = event_stat(e.proto(), *group_id_stat)) group = xspace::stat_as_int(*stat);
+        if (group) {
+          auto [span, first] = groups.try_emplace(*group, GroupSpan{start, end});
+          if (!first) {
+            span->second.start_ns = std::min(span->second.start_ns, start);
+            span->second.end_ns = std::max(span->second.end_ns, end);
+          }
+        }
+      }
       entry.total.kind = op_kind;
       ++entry.total.occurrences;
       entry.total.total_ns += end - start;
 
       if (op_kind != OpKind::kCollective && op_kind != OpKind::kSend && op_kind != OpKind::kRecvDone) return;
-      const auto step = e.int_stat(xspace::kStepNumStat) ? e.int_stat(xspace::kStepNumStat) : step_at(steps, start);
+      auto step = e.int_stat(xspace::kStepNumStat);
+      if (!step) step = group_id_stat ? group : step_at(steps, start);
       if (!step) return;
       if (op_kind == OpKind::kCollective) {
         CollectiveInstance c;
@@ -206,6 +237,10 @@ CoreTrace trace_core(const tensorflow::profiler::XPlane& plane_proto, PlaneKind 
     std::inplace_merge(ops.begin(), line_start, ops.end(), by_start);
   }
 
+  if (!groups.empty()) {
+    for (const auto& [group, span] : groups) steps.push_back({group, span.start_ns, span.end_ns});
+    normalize_steps(steps);
+  }
   trace.steps = break_down_steps(ops, steps);
   by_metadata.for_each([&](int64_t md, MetadataEntry& entry) {
     entry.total.name = std::string(plane.event_name(md));

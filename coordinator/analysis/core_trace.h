@@ -63,7 +63,9 @@ struct CoreTrace {
 // The kind of a device plane by its name, or nullopt for planes that are not device planes.
 std::optional<PlaneKind> device_plane_kind(std::string_view plane_name);
 
-// Reads one device plane: its steps (from the Steps line), its ops (classified), and their breakdown.
+// Reads one device plane: its steps, its ops (classified), and their breakdown. Steps come from the
+// Steps line; a plane without one (raw TF/JAX device planes) gets a step per `group_id` of its ops,
+// spanning from the first to the last op of the group, numbered by the group id.
 CoreTrace trace_core(const tensorflow::profiler::XPlane& plane, PlaneKind kind);
 
 }  // namespace podscope::analysis

@@ -73,11 +73,284 @@ struct CoreIdentity {
   std::string host_name;
   int32_t chip_id = 0;
   int32_t node_id = 0;
+  size_t core_index = 0;  // into the traced cores
+};
+
+// Builds the PodAnalysis from every traced core, one pass per concern, in order.
+class PodAssembly {
+ public:
+  PodAssembly(const std::vector<HostFileContext>& files, const std::vector<TracedCore>& cores,
+              const PodAnalyzerOptions& options)
+      : files_(files), cores_(cores), options_(options) {}
+
+  PodAnalysis build() && {
+    counts().set_files(static_cast<uint32_t>(files_.size()));
+    counts().set_device_planes(static_cast<uint32_t>(cores_.size()));
+    out_.set_peak_link_bandwidth_bytes_per_s(options_.peak_link_bandwidth_bytes_per_s);
+    identify_cores();
+    keep_whole_steps();
+    match_across_cores();
+    fill_pod_stats();
+    describe_topology();
+    summarize_cores();
+    for (auto& s : find_stragglers(step_times_, host_names_, options_.stragglers)) {
+      *out_.add_stragglers() = std::move(s);
+    }
+    rank_top_ops();
+    add_diagnostics();
+    return std::move(out_);
+  }
+
+ private:
+  podscope::v1::AnalysisCounts& counts() { return *out_.mutable_counts(); }
+  podscope::v1::PodViewerDatabase& db() { return *out_.mutable_pod_viewer(); }
+
+  // Who each core is; planes without steps are skipped (they still count toward top ops), and so is a
+  // second plane claiming a core id already taken.
+  void identify_cores() {
+    for (size_t i = 0; i < cores_.size(); ++i) {
+      const TracedCore& core = cores_[i];
+      counts().set_events(counts().events() + core.trace.event_count);
+      if (core.trace.steps.empty()) {
+        counts().set_planes_without_steps(counts().planes_without_steps() + 1);
+        continue;
+      }
+      const HostFileContext& ctx = files_[core.file_index];
+      CoreIdentity id;
+      id.core_index = i;
+      const auto ordinal = device_ordinal(core.trace.plane_name);
+      if (core.trace.kind == PlaneKind::kCustom || !ordinal) {
+        id.core_id = static_cast<uint32_t>(core.trace.plane_id);
+        id.chip_id = static_cast<int32_t>(core.trace.plane_id);
+      } else {
+        id.core_id = static_cast<uint32_t>(core.file_index) * kCoreIdsPerFile + *ordinal;
+        id.chip_id = static_cast<int32_t>(*ordinal);
+      }
+      id.node_id = static_cast<int32_t>(core.file_index);
+      id.host_name = core.trace.host_name ? *core.trace.host_name
+                                          : ctx.host_name.value_or(absl::StrCat("host", core.file_index));
+      if (identities_.contains(id.core_id)) {
+        warnings_.push_back(absl::StrCat("core id ", id.core_id, " of plane ", core.trace.plane_name, " in file ",
+                                         core.file_index, " is already taken by another plane; plane skipped"));
+        continue;
+      }
+      host_names_[id.core_id] = id.host_name;
+      identities_[id.core_id] = std::move(id);
+      device_kinds_.insert(std::string(plane_kind_name(core.trace.kind)));
+    }
+  }
+
+  const TracedCore& core_of(uint32_t core_id) const { return cores_[identities_.at(core_id).core_index]; }
+
+  // Partial steps at the edges of a known capture window are dropped.
+  void keep_whole_steps() {
+    for (const auto& [core_id, identity] : identities_) {
+      const TracedCore& core = core_of(core_id);
+      const HostFileContext& ctx = files_[core.file_index];
+      for (const StepBreakdown& step : core.trace.steps) {
+        const bool cut_at_start = ctx.capture_start_ns && step.span.start_ns <= *ctx.capture_start_ns;
+        const bool cut_at_end = ctx.capture_end_ns && step.span.end_ns >= *ctx.capture_end_ns;
+        if (cut_at_start || cut_at_end) {
+          counts().set_partial_steps_trimmed(counts().partial_steps_trimmed() + 1);
+          continue;
+        }
+        kept_steps_[core_id].push_back(&step);
+      }
+    }
+  }
+
+  // All-reduce sync vs compute and channels: the events of the kept steps, matched across cores.
+  void match_across_cores() {
+    std::vector<CoreCollective> collectives;
+    std::vector<MergedEndpoint> endpoints;
+    for (const auto& [core_id, identity] : identities_) {
+      const TracedCore& core = core_of(core_id);
+      std::set<int64_t> steps;
+      for (const StepBreakdown* s : kept_steps_[core_id]) steps.insert(s->span.step_num);
+      for (const CollectiveInstance& c : core.trace.collectives) {
+        if (steps.contains(c.step_num)) collectives.push_back({core_id, &c});
+      }
+      // Channel endpoints move onto the coordinator's clock: host time − (host − coordinator) offset.
+      const int64_t offset = files_[core.file_index].clock_offset_ns.value_or(0);
+      for (const ChannelEndpoint& e : core.trace.channel_endpoints) {
+        if (!steps.contains(e.step_num)) continue;
+        MergedEndpoint merged{core_id, e};
+        merged.endpoint.start_ns -= offset;
+        merged.endpoint.end_ns -= offset;
+        endpoints.push_back(std::move(merged));
+      }
+    }
+    all_reduce_ = analyze_all_reduces(collectives);
+    channels_ = analyze_channels(std::move(endpoints), options_.peak_link_bandwidth_bytes_per_s);
+    counts().set_unpaired_sends(channels_.unpaired_sends);
+    counts().set_unpaired_recv_dones(channels_.unpaired_recv_dones);
+    counts().set_negative_channel_durations(channels_.negative_durations);
+    const size_t listed = channels_.warnings.size();
+    for (auto& w : channels_.warnings) warnings_.push_back(std::move(w));
+    if (channels_.negative_durations > listed) {
+      warnings_.push_back(absl::StrCat("clock merge: ", channels_.negative_durations,
+                                       " channel transfers in all have a negative duration"));
+    }
+  }
+
+  // One PodStatsMap per step number, one record per core in it.
+  void fill_pod_stats() {
+    std::map<int64_t, std::map<uint32_t, CategoryDurations>> records;
+    for (const auto& [core_id, steps] : kept_steps_) {
+      for (const StepBreakdown* s : steps) {
+        const auto sync = all_reduce_.sync_ns.find({s->span.step_num, core_id});
+        const CategoryDurations d = categorize(*s, sync == all_reduce_.sync_ns.end() ? 0 : sync->second);
+        CategoryDurations& record = records[s->span.step_num][core_id];
+        for (int id = 1; id <= kMaxStepCategoryId; ++id) record[id] += d[id];
+      }
+    }
+    // Replica ids: the analysed cores numbered in core id order.
+    std::map<uint32_t, uint32_t> replica_of;
+    for (const auto& [core_id, identity] : identities_) {
+      replica_of.emplace(core_id, static_cast<uint32_t>(replica_of.size()));
+    }
+    for (const StepCategoryInfo& c : all_step_categories()) {
+      auto* e = db().add_step_breakdown_events();
+      e->set_id(static_cast<int>(c.category));
+      e->set_name(std::string(c.display_name));
+    }
+    db().set_device_type(absl::StrJoin(device_kinds_, ","));
+
+    int64_t pod_total_ns = 0, pod_sync_ns = 0;
+    for (const auto& [step_num, cores] : records) {
+      auto* map = db().mutable_pod_stats_sequence()->add_pod_stats_map();
+      map->set_step_num(static_cast<uint32_t>(step_num));
+      for (const auto& [core_id, d] : cores) {
+        const CoreIdentity& identity = identities_.at(core_id);
+        podscope::v1::PodStatsRecord& r = (*map->mutable_pod_stats_per_core())[core_id];
+        r.set_host_name(identity.host_name);
+        r.set_chip_id(identity.chip_id);
+        r.set_node_id(identity.node_id);
+        r.set_step_num(static_cast<uint32_t>(step_num));
+        const int64_t total = sum(d);
+        r.set_total_duration_us(static_cast<double>(total) / 1e3);
+        for (int id = 1; id <= kMaxStepCategoryId; ++id) {
+          (*r.mutable_step_breakdown_us())[id] = static_cast<double>(d[id]) / 1e3;
+        }
+        r.set_bottleneck(std::string(step_category_info(largest_category(d)).display_name));
+        (*map->mutable_core_id_to_replica_id_map())[core_id] = replica_of[core_id];
+
+        step_times_[step_num][core_id] = {
+            total, at(d, StepCategory::kHighFlopsCompute) + at(d, StepCategory::kLowFlopsCompute),
+            at(d, StepCategory::kAllReduceSync)};
+        auto& [count, sums] = per_core_sums_[core_id];
+        ++count;
+        for (int id = 1; id <= kMaxStepCategoryId; ++id) sums[id] += d[id];
+        pod_total_ns += total;
+        pod_sync_ns += at(d, StepCategory::kAllReduceSync);
+      }
+      if (auto it = channels_.channels_by_step.find(step_num); it != channels_.channels_by_step.end()) {
+        for (auto& c : it->second) *map->add_channel_db() = std::move(c);
+      }
+      if (auto it = all_reduce_.ops_by_step.find(step_num); it != all_reduce_.ops_by_step.end()) {
+        for (const auto& op : it->second) *map->add_all_reduce_op_db() = op;
+      }
+    }
+    out_.set_all_reduce_sync_share(pod_total_ns > 0 ? static_cast<double>(pod_sync_ns) / pod_total_ns : 0.0);
+  }
+
+  // One row of cores per host (we know no physical coordinates).
+  void describe_topology() {
+    std::map<int32_t, int32_t> cores_per_node;
+    for (const auto& [core_id, identity] : identities_) ++cores_per_node[identity.node_id];
+    int32_t widest = 0;
+    for (const auto& [node, n] : cores_per_node) widest = std::max(widest, n);
+    db().mutable_topology()->set_x_dimension(widest);
+    db().mutable_topology()->set_y_dimension(static_cast<int32_t>(cores_per_node.size()));
+    db().mutable_topology()->set_num_cores_per_chip(1);
+  }
+
+  void summarize_cores() {
+    for (const auto& [core_id, entry] : per_core_sums_) {
+      const auto& [count, sums] = entry;
+      const CoreIdentity& identity = identities_.at(core_id);
+      auto* core = out_.add_cores();
+      core->set_core_id(core_id);
+      core->set_host_name(identity.host_name);
+      core->set_plane_name(core_of(core_id).trace.plane_name);
+      core->set_step_count(count);
+      core->set_average_step_us(static_cast<double>(sum(sums)) / count / 1e3);
+      for (int id = 1; id <= kMaxStepCategoryId; ++id) {
+        (*core->mutable_average_breakdown_us())[id] = static_cast<double>(sums[id]) / count / 1e3;
+      }
+      core->set_bottleneck(std::string(step_category_info(largest_category(sums)).display_name));
+    }
+  }
+
+  // Top ops across all device planes, by total time.
+  void rank_top_ops() {
+    struct Accumulator {
+      uint64_t occurrences = 0;
+      int64_t total_ns = 0;
+      uint32_t cores = 0;
+    };
+    std::map<std::pair<std::string, OpKind>, Accumulator> top;
+    for (const TracedCore& core : cores_) {
+      for (const OpTotal& op : core.trace.op_totals) {
+        Accumulator& acc = top[{op.name, op.kind}];
+        acc.occurrences += op.occurrences;
+        acc.total_ns += op.total_ns;
+        ++acc.cores;
+      }
+    }
+    std::vector<std::pair<std::pair<std::string, OpKind>, Accumulator>> ranked(top.begin(), top.end());
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto& a, const auto& b) { return a.second.total_ns > b.second.total_ns; });
+    if (ranked.size() > options_.top_op_count) ranked.resize(options_.top_op_count);
+    for (const auto& [key, acc] : ranked) {
+      auto* op = out_.add_top_ops();
+      op->set_name(key.first);
+      op->set_category(std::string(op_kind_name(key.second)));
+      op->set_occurrences(acc.occurrences);
+      op->set_total_us(static_cast<double>(acc.total_ns) / 1e3);
+      op->set_core_count(acc.cores);
+    }
+  }
+
+  void add_diagnostics() {
+    const auto& n = out_.counts();
+    auto& diagnostics = *db().mutable_diagnostics();
+    if (n.unpaired_sends() + n.unpaired_recv_dones() > 0) {
+      diagnostics.add_info(absl::StrCat("dropped ", n.unpaired_sends(), " sends and ", n.unpaired_recv_dones(),
+                                        " recv-dones whose partner was outside the capture"));
+    }
+    if (n.planes_without_steps() > 0) {
+      diagnostics.add_info(absl::StrCat("skipped ", n.planes_without_steps(), " device planes without steps"));
+    }
+    if (n.partial_steps_trimmed() > 0) {
+      diagnostics.add_info(
+          absl::StrCat("trimmed ", n.partial_steps_trimmed(), " partial steps at the edges of the capture window"));
+    }
+    for (const auto& w : warnings_) {
+      diagnostics.add_warnings(w);
+      db().mutable_summary()->add_warnings(w);
+    }
+  }
+
+  const std::vector<HostFileContext>& files_;
+  const std::vector<TracedCore>& cores_;
+  const PodAnalyzerOptions& options_;
+
+  PodAnalysis out_;
+  std::vector<std::string> warnings_;
+  std::map<uint32_t, CoreIdentity> identities_;
+  std::map<uint32_t, std::string> host_names_;
+  std::set<std::string> device_kinds_;
+  std::map<uint32_t, std::vector<const StepBreakdown*>> kept_steps_;
+  AllReduceResult all_reduce_;
+  ChannelResult channels_;
+  std::map<int64_t, std::map<uint32_t, CoreStepTimes>> step_times_;
+  std::map<uint32_t, std::pair<uint32_t, CategoryDurations>> per_core_sums_;
 };
 
 }  // namespace
 
-PodAnalyzer::FileContext& PodAnalyzer::file(size_t file_index) {
+HostFileContext& PodAnalyzer::file(size_t file_index) {
   if (files_.size() <= file_index) files_.resize(file_index + 1);
   return files_[file_index];
 }
@@ -88,12 +361,12 @@ bool PodAnalyzer::wants_line(std::string_view plane_name, std::string_view line_
 }
 
 void PodAnalyzer::add_hostnames(size_t file_index, const std::vector<std::string>& hostnames) {
-  FileContext& ctx = file(file_index);
+  HostFileContext& ctx = file(file_index);
   if (!ctx.host_name && !hostnames.empty()) ctx.host_name = hostnames.front();
 }
 
 void PodAnalyzer::add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) {
-  FileContext& ctx = file(file_index);
+  HostFileContext& ctx = file(file_index);
   if (plane.name() == xspace::kHostPlaneName) {
     const xspace::XPlaneReader host(plane);
     // The host plane's stat wins over the XSpace's hostnames.
@@ -110,230 +383,8 @@ void PodAnalyzer::add_plane(size_t file_index, const tensorflow::profiler::XPlan
 }
 
 PodAnalysis PodAnalyzer::finish() && {
-  PodAnalysis out;
-  auto& counts = *out.mutable_counts();
-  auto& db = *out.mutable_pod_viewer();
-  std::vector<std::string> warnings;
-  counts.set_files(static_cast<uint32_t>(files_.size()));
-  counts.set_device_planes(static_cast<uint32_t>(cores_.size()));
-  out.set_peak_link_bandwidth_bytes_per_s(options_.peak_link_bandwidth_bytes_per_s);
-
-  // Who each core is; cores without steps are skipped (they still count toward top ops).
-  std::map<uint32_t, size_t> by_core_id;
-  std::map<uint32_t, CoreIdentity> identities;
-  std::set<std::string> device_kinds;
-  for (size_t i = 0; i < cores_.size(); ++i) {
-    const TracedCore& core = cores_[i];
-    counts.set_events(counts.events() + core.trace.event_count);
-    if (core.trace.steps.empty()) {
-      counts.set_planes_without_steps(counts.planes_without_steps() + 1);
-      continue;
-    }
-    const FileContext& ctx = files_[core.file_index];
-    CoreIdentity id;
-    const auto ordinal = device_ordinal(core.trace.plane_name);
-    if (core.trace.kind == PlaneKind::kCustom || !ordinal) {
-      id.core_id = static_cast<uint32_t>(core.trace.plane_id);
-      id.chip_id = static_cast<int32_t>(core.trace.plane_id);
-    } else {
-      id.core_id = static_cast<uint32_t>(core.file_index) * kCoreIdsPerFile + *ordinal;
-      id.chip_id = static_cast<int32_t>(*ordinal);
-    }
-    id.node_id = static_cast<int32_t>(core.file_index);
-    id.host_name = core.trace.host_name ? *core.trace.host_name
-                                        : ctx.host_name.value_or(absl::StrCat("host", core.file_index));
-    if (by_core_id.contains(id.core_id)) {
-      warnings.push_back(absl::StrCat("core id ", id.core_id, " of plane ", core.trace.plane_name, " in file ",
-                                      core.file_index, " is already taken by another plane; plane skipped"));
-      continue;
-    }
-    by_core_id[id.core_id] = i;
-    identities[id.core_id] = id;
-    device_kinds.insert(std::string(plane_kind_name(core.trace.kind)));
-  }
-
-  // Partial steps at the edges of a known capture window are dropped.
-  std::map<uint32_t, std::vector<const StepBreakdown*>> kept_steps;
-  for (const auto& [core_id, index] : by_core_id) {
-    const TracedCore& core = cores_[index];
-    const FileContext& ctx = files_[core.file_index];
-    for (const StepBreakdown& step : core.trace.steps) {
-      const bool cut_at_start = ctx.capture_start_ns && step.span.start_ns <= *ctx.capture_start_ns;
-      const bool cut_at_end = ctx.capture_end_ns && step.span.end_ns >= *ctx.capture_end_ns;
-      if (cut_at_start || cut_at_end) {
-        counts.set_partial_steps_trimmed(counts.partial_steps_trimmed() + 1);
-        continue;
-      }
-      kept_steps[core_id].push_back(&step);
-    }
-  }
-
-  // All-reduce sync vs compute, across cores.
-  std::vector<CoreCollective> collectives;
-  std::vector<MergedEndpoint> endpoints;
-  for (const auto& [core_id, index] : by_core_id) {
-    const TracedCore& core = cores_[index];
-    std::set<int64_t> steps;
-    for (const StepBreakdown* s : kept_steps[core_id]) steps.insert(s->span.step_num);
-    for (const CollectiveInstance& c : core.trace.collectives) {
-      if (steps.contains(c.step_num)) collectives.push_back({core_id, &c});
-    }
-    // Channel endpoints move onto the coordinator's clock: host time − (host − coordinator) offset.
-    const int64_t offset = files_[core.file_index].clock_offset_ns.value_or(0);
-    for (const ChannelEndpoint& e : core.trace.channel_endpoints) {
-      if (!steps.contains(e.step_num)) continue;
-      MergedEndpoint merged{core_id, e};
-      merged.endpoint.start_ns -= offset;
-      merged.endpoint.end_ns -= offset;
-      endpoints.push_back(std::move(merged));
-    }
-  }
-  const AllReduceResult all_reduce = analyze_all_reduces(collectives);
-  ChannelResult channels = analyze_channels(std::move(endpoints), options_.peak_link_bandwidth_bytes_per_s);
-  counts.set_unpaired_sends(channels.unpaired_sends);
-  counts.set_unpaired_recv_dones(channels.unpaired_recv_dones);
-  counts.set_negative_channel_durations(channels.negative_durations);
-  for (auto& w : channels.warnings) warnings.push_back(std::move(w));
-  if (channels.negative_durations > channels.warnings.size()) {
-    warnings.push_back(absl::StrCat("clock merge: ", channels.negative_durations,
-                                    " channel transfers in all have a negative duration"));
-  }
-
-  // Per step and core: the breakdown.
-  std::map<int64_t, std::map<uint32_t, CategoryDurations>> records;
-  for (const auto& [core_id, steps] : kept_steps) {
-    for (const StepBreakdown* s : steps) {
-      const auto sync = all_reduce.sync_ns.find({s->span.step_num, core_id});
-      const CategoryDurations d = categorize(*s, sync == all_reduce.sync_ns.end() ? 0 : sync->second);
-      CategoryDurations& record = records[s->span.step_num][core_id];
-      for (int id = 1; id <= kMaxStepCategoryId; ++id) record[id] += d[id];
-    }
-  }
-
-  std::map<uint32_t, uint32_t> replica_of;
-  for (const auto& [core_id, identity] : identities) {
-    replica_of.emplace(core_id, static_cast<uint32_t>(replica_of.size()));
-  }
-  for (const StepCategoryInfo& c : all_step_categories()) {
-    auto* e = db.add_step_breakdown_events();
-    e->set_id(static_cast<int>(c.category));
-    e->set_name(std::string(c.display_name));
-  }
-  db.set_device_type(absl::StrJoin(device_kinds, ","));
-
-  std::map<int64_t, std::map<uint32_t, CoreStepTimes>> step_times;
-  std::map<uint32_t, std::pair<uint32_t, CategoryDurations>> per_core_sums;
-  int64_t pod_total_ns = 0, pod_sync_ns = 0;
-  for (const auto& [step_num, cores] : records) {
-    auto* map = db.mutable_pod_stats_sequence()->add_pod_stats_map();
-    map->set_step_num(static_cast<uint32_t>(step_num));
-    for (const auto& [core_id, d] : cores) {
-      const CoreIdentity& identity = identities[core_id];
-      podscope::v1::PodStatsRecord& r = (*map->mutable_pod_stats_per_core())[core_id];
-      r.set_host_name(identity.host_name);
-      r.set_chip_id(identity.chip_id);
-      r.set_node_id(identity.node_id);
-      r.set_step_num(static_cast<uint32_t>(step_num));
-      const int64_t total = sum(d);
-      r.set_total_duration_us(static_cast<double>(total) / 1e3);
-      for (int id = 1; id <= kMaxStepCategoryId; ++id) {
-        (*r.mutable_step_breakdown_us())[id] = static_cast<double>(d[id]) / 1e3;
-      }
-      r.set_bottleneck(std::string(step_category_info(largest_category(d)).display_name));
-      (*map->mutable_core_id_to_replica_id_map())[core_id] = replica_of[core_id];
-
-      step_times[step_num][core_id] = {total,
-                                       at(d, StepCategory::kHighFlopsCompute) + at(d, StepCategory::kLowFlopsCompute),
-                                       at(d, StepCategory::kAllReduceSync)};
-      auto& [count, sums] = per_core_sums[core_id];
-      ++count;
-      for (int id = 1; id <= kMaxStepCategoryId; ++id) sums[id] += d[id];
-      pod_total_ns += total;
-      pod_sync_ns += at(d, StepCategory::kAllReduceSync);
-    }
-    if (auto it = channels.channels_by_step.find(step_num); it != channels.channels_by_step.end()) {
-      for (auto& c : it->second) *map->add_channel_db() = std::move(c);
-    }
-    if (auto it = all_reduce.ops_by_step.find(step_num); it != all_reduce.ops_by_step.end()) {
-      for (const auto& op : it->second) *map->add_all_reduce_op_db() = op;
-    }
-  }
-  out.set_all_reduce_sync_share(pod_total_ns > 0 ? static_cast<double>(pod_sync_ns) / pod_total_ns : 0.0);
-
-  // Topology: one row of cores per node (we do not know physical coordinates).
-  std::map<int32_t, int32_t> cores_per_node;
-  for (const auto& [core_id, identity] : identities) ++cores_per_node[identity.node_id];
-  int32_t widest = 0;
-  for (const auto& [node, n] : cores_per_node) widest = std::max(widest, n);
-  db.mutable_topology()->set_x_dimension(widest);
-  db.mutable_topology()->set_y_dimension(static_cast<int32_t>(cores_per_node.size()));
-  db.mutable_topology()->set_num_cores_per_chip(1);
-
-  // Per-core averages.
-  std::map<uint32_t, std::string> host_names;
-  for (const auto& [core_id, entry] : per_core_sums) {
-    const auto& [count, sums] = entry;
-    const CoreIdentity& identity = identities[core_id];
-    host_names[core_id] = identity.host_name;
-    auto* core = out.add_cores();
-    core->set_core_id(core_id);
-    core->set_host_name(identity.host_name);
-    core->set_plane_name(cores_[by_core_id[core_id]].trace.plane_name);
-    core->set_step_count(count);
-    core->set_average_step_us(static_cast<double>(sum(sums)) / count / 1e3);
-    for (int id = 1; id <= kMaxStepCategoryId; ++id) {
-      (*core->mutable_average_breakdown_us())[id] = static_cast<double>(sums[id]) / count / 1e3;
-    }
-    core->set_bottleneck(std::string(step_category_info(largest_category(sums)).display_name));
-  }
-
-  for (auto& s : find_stragglers(step_times, host_names, options_.stragglers)) *out.add_stragglers() = std::move(s);
-
-  // Top ops across all device planes, by total time.
-  struct TopOpAccumulator {
-    uint64_t occurrences = 0;
-    int64_t total_ns = 0;
-    uint32_t cores = 0;
-  };
-  std::map<std::pair<std::string, OpKind>, TopOpAccumulator> top;
-  for (const TracedCore& core : cores_) {
-    for (const OpTotal& op : core.trace.op_totals) {
-      TopOpAccumulator& acc = top[{op.name, op.kind}];
-      acc.occurrences += op.occurrences;
-      acc.total_ns += op.total_ns;
-      ++acc.cores;
-    }
-  }
-  std::vector<std::pair<std::pair<std::string, OpKind>, TopOpAccumulator>> ranked(top.begin(), top.end());
-  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.second.total_ns > b.second.total_ns; });
-  if (ranked.size() > options_.top_op_count) ranked.resize(options_.top_op_count);
-  for (const auto& [key, acc] : ranked) {
-    auto* op = out.add_top_ops();
-    op->set_name(key.first);
-    op->set_category(std::string(op_kind_name(key.second)));
-    op->set_occurrences(acc.occurrences);
-    op->set_total_us(static_cast<double>(acc.total_ns) / 1e3);
-    op->set_core_count(acc.cores);
-  }
-
-  if (counts.unpaired_sends() + counts.unpaired_recv_dones() > 0) {
-    db.mutable_diagnostics()->add_info(absl::StrCat("dropped ", counts.unpaired_sends(), " sends and ",
-                                                    counts.unpaired_recv_dones(),
-                                                    " recv-dones whose partner was outside the capture"));
-  }
-  if (counts.planes_without_steps() > 0) {
-    db.mutable_diagnostics()->add_info(
-        absl::StrCat("skipped ", counts.planes_without_steps(), " device planes without steps"));
-  }
-  if (counts.partial_steps_trimmed() > 0) {
-    db.mutable_diagnostics()->add_info(absl::StrCat("trimmed ", counts.partial_steps_trimmed(),
-                                                    " partial steps at the edges of the capture window"));
-  }
-  for (const auto& w : warnings) {
-    db.mutable_diagnostics()->add_warnings(w);
-    db.mutable_summary()->add_warnings(w);
-  }
-  return out;
+  PodAssembly assembly(files_, cores_, options_);
+  return std::move(assembly).build();
 }
 
 PodAnalysis analyze_pod(const std::vector<const tensorflow::profiler::XSpace*>& spaces,

@@ -24,6 +24,21 @@ struct PodAnalyzerOptions {
   size_t top_op_count = 20;
 };
 
+// What one host file says about itself (all from plane stats; see proto/xspace/names.h).
+struct HostFileContext {
+  std::optional<std::string> host_name;
+  // From /host:CPU; else from any device plane that carries it (the coordinator stamps every plane).
+  std::optional<int64_t> clock_offset_ns;
+  std::optional<int64_t> capture_start_ns;
+  std::optional<int64_t> capture_end_ns;
+};
+
+// A device plane's trace and the file it came from.
+struct TracedCore {
+  size_t file_index = 0;
+  CoreTrace trace;
+};
+
 class PodAnalyzer {
  public:
   explicit PodAnalyzer(PodAnalyzerOptions options = {}) : options_(std::move(options)) {}
@@ -40,22 +55,10 @@ class PodAnalyzer {
   podscope::v1::PodAnalysis finish() &&;
 
  private:
-  struct FileContext {
-    std::optional<std::string> host_name;
-    // From /host:CPU; else from any device plane that carries it (the coordinator stamps every plane).
-    std::optional<int64_t> clock_offset_ns;
-    std::optional<int64_t> capture_start_ns;
-    std::optional<int64_t> capture_end_ns;
-  };
-  struct TracedCore {
-    size_t file_index;
-    CoreTrace trace;
-  };
-
-  FileContext& file(size_t file_index);
+  HostFileContext& file(size_t file_index);
 
   PodAnalyzerOptions options_;
-  std::vector<FileContext> files_;
+  std::vector<HostFileContext> files_;
   std::vector<TracedCore> cores_;
 };
 

@@ -156,6 +156,39 @@ TEST_F(RunDirectory, TensorFlowFileGivesABreakdownForEveryGpuWithAStep) {
   for (const auto& core : a.cores()) EXPECT_TRUE(std::isfinite(core.average_step_us()));
 }
 
+TEST_F(RunDirectory, TensorFlowDevicePlanesWithoutStepsLinesGetStepsFromGroupIds) {
+  tensorflow::profiler::XSpace space;
+  {
+    std::ifstream in(fs::path(PODSCOPE_SHARED_TESTDATA) / "tf_bert_8gpu_host0.xplane.pb", std::ios::binary);
+    ASSERT_TRUE(space.ParseFromIstream(&in));
+  }
+  for (auto& plane : *space.mutable_planes()) {
+    auto* lines = plane.mutable_lines();
+    for (int i = lines->size() - 1; i >= 0; --i) {
+      if (lines->Get(i).name() == "Steps") lines->DeleteSubrange(i, 1);
+    }
+  }
+  {
+    std::ofstream out(dir_ / "host0.xplane.pb", std::ios::binary);
+    ASSERT_TRUE(space.SerializeToOstream(&out));
+  }
+  auto outcome = analyze_run_directory(dir_);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  const auto& seq = outcome->analysis.pod_viewer().pod_stats_sequence();
+  ASSERT_EQ(seq.pod_stats_map_size(), 1);
+  EXPECT_EQ(seq.pod_stats_map(0).step_num(), 0u);  // group 0
+  ASSERT_EQ(seq.pod_stats_map(0).pod_stats_per_core_size(), 2);
+  // The group's device ops lie within the step TF marked.
+  const double marked[] = {19865.491, 21310.352};
+  int i = 0;
+  for (int core : {4, 6}) {
+    const auto& r = seq.pod_stats_map(0).pod_stats_per_core().at(core);
+    EXPECT_GT(r.total_duration_us(), 0.5 * marked[i]) << "core " << core;
+    EXPECT_LE(r.total_duration_us(), marked[i] + 1e-3) << "core " << core;
+    ++i;
+  }
+}
+
 TEST_F(RunDirectory, EmptyDirectoryIsAnErrorAndWritesNothing) {
   auto outcome = analyze_run_directory(dir_);
   ASSERT_FALSE(outcome.ok());
@@ -212,6 +245,66 @@ TEST(GoldenRunDirectory, Ring4StragglerGivesTheReviewedOutputs) {
   EXPECT_EQ(read(dir / "pod_summary.txt"), read(golden / "expected_pod_summary.txt"));
   EXPECT_EQ(read(dir / "pod_viewer.json"), read(golden / "expected_pod_viewer.json"));
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace podscope
+
+namespace podscope {
+namespace {
+
+// tests/data/analysis/ring_trainer_offsets: a real 4-agent capture of the ring trainer (see its README).
+TEST(RealCapture, RingTrainerStragglerAndSkewedClocks) {
+  namespace fs = std::filesystem;
+  const fs::path data = fs::path(PODSCOPE_SOURCE_DIR) / "tests/data/analysis/ring_trainer_offsets";
+  const fs::path dir = fs::temp_directory_path() / ("podscope_real_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = "host" + std::to_string(i) + ".xplane.pb";
+    fs::copy_file(data / name, dir / name);
+  }
+  auto outcome = analyze_run_directory(dir);
+  fs::remove_all(dir);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  const auto& a = outcome->analysis;
+
+  ASSERT_EQ(a.stragglers_size(), 1) << outcome->summary_text;
+  EXPECT_EQ(a.stragglers(0).core_id(), 2u);
+  EXPECT_EQ(a.stragglers(0).reason(), "compute");
+
+  auto average = [](const podscope::v1::CoreSummary& core, analysis::StepCategory c) {
+    return core.average_breakdown_us().at(static_cast<int>(c));
+  };
+  ASSERT_EQ(a.cores_size(), 4);
+  double others_compute = 0;
+  for (const auto& core : a.cores()) {
+    EXPECT_GT(core.step_count(), 20u);
+    const double sync = average(core, analysis::StepCategory::kAllReduceSync);
+    const double compute = average(core, analysis::StepCategory::kHighFlopsCompute) +
+                           average(core, analysis::StepCategory::kLowFlopsCompute);
+    if (core.core_id() == 2) {
+      EXPECT_LT(sync, 1'000);
+      EXPECT_EQ(core.bottleneck(), "High flops compute");
+    } else {
+      EXPECT_NEAR(sync, 20'000, 4'000) << "core " << core.core_id();
+      EXPECT_EQ(core.bottleneck(), "AllReduce sync");
+      others_compute += compute / 3;
+    }
+  }
+  const double straggler_compute = average(a.cores(2), analysis::StepCategory::kHighFlopsCompute) +
+                                   average(a.cores(2), analysis::StepCategory::kLowFlopsCompute);
+  EXPECT_NEAR(straggler_compute - others_compute, 20'000, 4'000);
+
+  EXPECT_EQ(a.counts().negative_channel_durations(), 0u);
+  int channels = 0;
+  for (const auto& step : a.pod_viewer().pod_stats_sequence().pod_stats_map()) {
+    for (const auto& c : step.channel_db()) {
+      EXPECT_GE(c.duration_us(), 0) << "channel " << c.channel_id() << " step " << step.step_num();
+      ++channels;
+    }
+  }
+  EXPECT_GT(channels, 100);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -73,6 +74,25 @@ class DevTools:
                 pass
 
 
+def stop_browser(browser, dt):
+    """Closes Chromium through DevTools (it then ends its helper processes itself); kills its process
+    group if it does not go within a few seconds."""
+    try:
+        if dt is not None:
+            dt.call("Browser.close")
+        browser.wait(timeout=10)
+    except Exception:  # the connection or the browser already gone, or it did not exit in time
+        pass
+    if browser.poll() is None:
+        os.killpg(browser.pid, signal.SIGKILL)
+        browser.wait()
+    else:
+        try:
+            os.killpg(browser.pid, signal.SIGKILL)  # helpers that outlived the browser
+        except ProcessLookupError:
+            pass
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--fixture", required=True, help="analysis_report_fixture binary")
@@ -81,6 +101,7 @@ def main():
 
     work = tempfile.mkdtemp(prefix="podscope_report_test_")
     browser = None
+    dt = None
     try:
         run_dir = os.path.join(work, "run")
         subprocess.run([args.fixture, run_dir], check=True, stdout=subprocess.DEVNULL, timeout=60)
@@ -92,7 +113,8 @@ def main():
              "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage",
              "--remote-debugging-port=0", f"--user-data-dir={os.path.join(work, 'profile')}",
              "--window-size=1200,900", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            start_new_session=True)  # its own process group, so its helper processes end with it
         ws_url = None
         deadline = time.time() + 60
         while time.time() < deadline and ws_url is None:
@@ -167,8 +189,7 @@ def main():
         return 0
     finally:
         if browser is not None:
-            browser.kill()
-            browser.wait()
+            stop_browser(browser, dt)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -77,6 +77,7 @@ TEST(ServiceAddresses, StripsGrpcPrefixAndRejectsBadEntries) {
   ASSERT_FALSE(no_port.ok());
   EXPECT_NE(std::string(no_port.status().message()).find("\"hostonly\" has no port"), std::string::npos);
   EXPECT_FALSE(parse_service_addresses("a:1,,b:2").ok());
+  EXPECT_FALSE(parse_service_addresses("a:1,grpc://a:1").ok()) << "the same agent twice would collide with itself";
 }
 
 TEST(SessionId, HasTensorFlowsLayout) {
@@ -174,6 +175,7 @@ TEST(Capture, RetriesEveryHostWithANewStartAfterAnUnavailableHost) {
                                      [&](const std::string& line) { progress.push_back(line); });
   EXPECT_EQ(result.exit_code(), 0);
   EXPECT_EQ(result.attempts, 2);
+  EXPECT_EQ(result.kept_attempt, 2);
   EXPECT_EQ(pod.agents[0]->profile_calls(), 2) << "the retry goes to every host";
   ASSERT_GE(progress.size(), 3u);
   EXPECT_EQ(progress[2], "Starting to trace for 100 ms. Remaining attempt(s): 1");
@@ -188,7 +190,8 @@ TEST(Capture, RetriesWhenNoHostCollectedAnything) {
   CaptureResult result = run_capture(pod.targets(), spec, Clock(),
                                      [&](const std::string& line) { progress.push_back(line); });
   EXPECT_EQ(result.exit_code(), 1);
-  EXPECT_EQ(result.attempts, 1) << "ties keep the first attempt";
+  EXPECT_EQ(result.attempts, 2);
+  EXPECT_EQ(result.kept_attempt, 1) << "ties keep the first attempt";
   EXPECT_NE(std::find(progress.begin(), progress.end(), "No trace event is collected. Automatically retrying."),
             progress.end());
   EXPECT_NE(progress.back().find("--num_tracing_attempts"), std::string::npos);

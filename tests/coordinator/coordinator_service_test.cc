@@ -165,3 +165,27 @@ TEST(ConfineToRoot, RefusesWithoutARoot) {
 
 }  // namespace
 }  // namespace podscope::coordinator
+
+namespace podscope::coordinator {
+namespace {
+
+TEST(WorkerRegistry, StaticWorkersAreUpWhileTheyAnswerPings) {
+  testing::TimerThread timers;
+  testing::LightweightAgent agent({.host_name = "static0", .clock_offset_ns = 3'000'000}, timers);
+  WorkerRegistry registry(1'000'000'000);
+  registry.add_static("static0", agent.address());
+  const Clock clock;
+  EXPECT_FALSE(registry.list(clock.now_ns()).at(0).up()) << "not up before its first ping";
+  registry.record_clock("static0", measure_clock(*registry.connection("static0"), clock, 8, 1000), clock.now_ns());
+  auto worker = registry.list(clock.now_ns()).at(0);
+  EXPECT_TRUE(worker.up());
+  EXPECT_TRUE(worker.static_worker());
+  EXPECT_NEAR(static_cast<double>(worker.clock_offset_ns()), 3e6, 2e5);
+  agent.shutdown();
+  registry.record_clock("static0", measure_clock(*registry.connection("static0"), clock, 2, 200), clock.now_ns());
+  EXPECT_FALSE(registry.list(clock.now_ns()).at(0).up()) << "a static worker that stops answering is down";
+  EXPECT_EQ(registry.list(clock.now_ns()).size(), 1u) << "and still listed";
+}
+
+}  // namespace
+}  // namespace podscope::coordinator

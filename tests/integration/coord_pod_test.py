@@ -162,6 +162,12 @@ class CoordinatorTest(unittest.TestCase):
                                      "--workers_list", "nosuchhost")
                 self.assertEqual(code, 1, out)
                 self.assertIn("unknown or down worker(s): nosuchhost", out)
+            # Monitoring through the coordinator goes to the workers it lists.
+            code, out = podscope("capture", "--coordinator", pod.coordinator_addr, "--monitoring_level", "2",
+                                 "--num_queries", "1", "--duration_ms", "200")
+            self.assertEqual(code, 0, out)
+            self.assertIn("Monitoring Results (Sample 1):", out)
+            self.assertEqual(out.count("Worker 127.0.0.1:"), 3, out)
             # An agent that stops heartbeating is marked down, not forgotten.
             pod.agents[2][0].stop()
             deadline = time.monotonic() + 10
