@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "cli/terminate_on_interrupt.h"
 #include "coordinator/analysis_runner.h"
 #include "coordinator/capture.h"
 #include "coordinator/monitor.h"
@@ -103,9 +104,10 @@ absl::StatusOr<std::vector<std::string>> workers_of_coordinator(const CaptureFla
 }
 
 int run_monitoring(const CaptureFlags& flags, const std::vector<coordinator::AgentConnection*>& agents) {
+  const auto names = coordinator::worker_names(agents);
   for (int sample = 1; sample <= flags.num_queries; ++sample) {
-    const auto results =
-        coordinator::monitor_round(agents, flags.duration_ms, flags.monitoring_level, flags.display_timestamp);
+    const auto results = coordinator::monitor_round(agents, names, flags.duration_ms, flags.monitoring_level,
+                                                    flags.display_timestamp);
     std::cout << coordinator::format_monitor_round(sample, results) << "\n" << std::flush;
   }
   return 0;
@@ -225,8 +227,11 @@ int run_capture_command(const CaptureFlags& given) {
   spec.host_tracer_level = static_cast<uint32_t>(flags.host_tracer_level);
   spec.device_tracer_level = static_cast<uint32_t>(flags.device_tracer_level);
   spec.python_tracer_level = static_cast<uint32_t>(flags.python_tracer_level);
+  spec.session_id = coordinator::make_session_id(Clock().now_ns());
   coordinator::CaptureResult result;
   {
+    TerminateOnInterrupt interrupt(agents, spec.session_id);
+    spec.stop_retrying = [&interrupt] { return interrupt.interrupted(); };
     ProgressBar bar(flags.duration_ms, !flags.quiet);
     result = coordinator::run_capture(agents, spec, Clock(), progress_printer(flags.quiet));
   }

@@ -43,7 +43,11 @@ void podscope_set_thread_core(int32_t core) { podscope::set_thread_core(core); }
 uint64_t podscope_dropped_events(void) { return podscope::dropped_events(); }
 int podscope_agent_connected(void) { return podscope::agent_connected() ? 1 : 0; }
 
-podscope_span podscope_begin_step(int64_t step_num) { return begin(Kind::kStep, 0, 0, step_num); }
+podscope_span podscope_begin_step(int64_t step_num) {
+  podscope_span s = begin(Kind::kStep, 0, 0, step_num);
+  if (s.begin_tick != 0) podscope::detail::step_began(s.begin_tick);
+  return s;
+}
 podscope_span podscope_begin_infeed(int64_t bytes) { return begin(Kind::kInfeed, 0, 0, bytes); }
 podscope_span podscope_begin_outfeed(int64_t bytes) { return begin(Kind::kOutfeed, 0, 0, bytes); }
 podscope_span podscope_begin_compute(uint32_t name_id, int64_t flops, int64_t bytes) {

@@ -50,7 +50,7 @@ using NameId = uint32_t;
 // Interns a name for compute/free-form spans and replica groups. Takes a lock: call once, keep the id.
 NameId intern(std::string_view name);
 
-// Events dropped since init because a ring was full (or a thread had none).
+// Events dropped since init because a ring was full, a thread had none, or the agent read too slowly.
 uint64_t dropped_events();
 // True while the agent link is connected; for tests and status lines.
 bool agent_connected();
@@ -80,6 +80,8 @@ struct SpanData {
   Kind kind = Kind::kFreeForm;
 };
 void finish(const SpanData& span, uint64_t end_tick);
+// Marks this thread's step as running (once per step), so a capture closing mid-step waits for its end.
+void step_began(uint64_t begin_tick);
 }  // namespace detail
 
 // One annotated interval: begins when made, ends at end() or destruction. Movable, so async work can
@@ -113,6 +115,7 @@ class Span {
   // Sets the byte count once it is known (e.g. a recv whose size was not known at the start).
   void set_bytes(int64_t bytes) { d_.kind == detail::Kind::kCompute ? d_.value2 = bytes : d_.value = bytes; }
   bool recording() const { return d_.begin_tick != 0; }
+  uint64_t begin_tick() const { return d_.begin_tick; }
 
  private:
   detail::SpanData d_;
@@ -122,7 +125,9 @@ NameId train_name();  // "train", the step name TF uses
 
 // The step marker (name "train" unless given): every span of this core inside it carries its step_num.
 [[nodiscard]] inline Span step(int64_t step_num, NameId name = 0) {
-  return Span(detail::Kind::kStep, name, 0, step_num);
+  Span s(detail::Kind::kStep, name, 0, step_num);
+  if (s.begin_tick() != 0) detail::step_began(s.begin_tick());
+  return s;
 }
 [[nodiscard]] inline Span infeed(int64_t bytes = 0) { return Span(detail::Kind::kInfeed, 0, 0, bytes); }
 [[nodiscard]] inline Span outfeed(int64_t bytes = 0) { return Span(detail::Kind::kOutfeed, 0, 0, bytes); }

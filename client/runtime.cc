@@ -18,6 +18,9 @@ namespace {
 
 constexpr auto kDrainPeriod = std::chrono::milliseconds(50);
 constexpr size_t kMaxEventsPerFrame = 16384;  // 16384 × 44 B stays well under the 1 MiB frame cap
+constexpr size_t kMaxQueuedEventBytes = 16u << 20;
+// How long a closing window waits for steps still running (the agent waits 2 s for the answer).
+constexpr auto kStepEndWait = std::chrono::milliseconds(1000);
 
 // What one annotating thread keeps: its ring, its core, and the step tallies.
 struct ThreadState {
@@ -137,7 +140,7 @@ uint8_t Runtime::core_index(int32_t core) {
 }
 
 uint64_t Runtime::total_dropped() const {
-  uint64_t total = ringless_drops_.load(std::memory_order_relaxed);
+  uint64_t total = ringless_drops_.load(std::memory_order_relaxed) + unsent_drops_.load(std::memory_order_relaxed);
   std::lock_guard lock(mu_);
   for (const auto& r : rings_) total += r->dropped();
   return total;
@@ -190,8 +193,10 @@ void Runtime::run() {
       if (detail::g_level.load(std::memory_order_relaxed) != 0) detail::g_level.store(0, std::memory_order_relaxed);
       connected_.store(false, std::memory_order_relaxed);
       window_open_ = false;
+      closing_ = false;
     }
     for (const auto& msg : incoming) handle(msg);
+    if (closing_) finish_window_if_steps_ended(stopping);
     if (stopping || std::chrono::steady_clock::now() >= next_drain) {
       clock_.calibrate();
       drain_rings();
@@ -215,18 +220,34 @@ void Runtime::run() {
 
 void Runtime::handle(const local::Message& msg) {
   if (const auto* open = std::get_if<local::CaptureOpenMsg>(&msg)) {
+    if (closing_) finish_window_if_steps_ended(/*force=*/true);
     drain_rings();  // what was recorded before the window is not part of it
     session_ = open->session;
     window_open_ = true;
     dropped_at_open_ = total_dropped();
     detail::g_level.store(2, std::memory_order_relaxed);
   } else if (const auto* close = std::get_if<local::CaptureCloseMsg>(&msg)) {
-    if (!window_open_ || close->session != session_) return;
+    if (!window_open_ || closing_ || close->session != session_) return;
     detail::g_level.store(1, std::memory_order_relaxed);
-    drain_rings();
-    window_open_ = false;
-    link_->queue(local::CaptureDoneMsg{session_, total_dropped() - dropped_at_open_});
+    closing_ = true;
+    close_tick_ = detail::now_tick();
+    close_deadline_ = std::chrono::steady_clock::now() + kStepEndWait;
+    finish_window_if_steps_ended(false);
   }
+}
+
+void Runtime::finish_window_if_steps_ended(bool force) {
+  if (!force && std::chrono::steady_clock::now() < close_deadline_) {
+    std::lock_guard lock(mu_);
+    for (const auto& r : rings_) {
+      const uint64_t open = r->open_step_tick.load(std::memory_order_relaxed);
+      if (open != 0 && open < close_tick_ && !r->retired.load(std::memory_order_relaxed)) return;
+    }
+  }
+  drain_rings();
+  window_open_ = false;
+  closing_ = false;
+  link_->queue(local::CaptureDoneMsg{session_, total_dropped() - dropped_at_open_});
 }
 
 void Runtime::drain_rings() {
@@ -234,6 +255,7 @@ void Runtime::drain_rings() {
   {
     std::lock_guard lock(mu_);
     rings = rings_;
+    drain_cores_ = cores_;
   }
   std::vector<local::EventsMsg> batches;  // per core index of the ring being drained
   for (auto& ring : rings) {
@@ -266,11 +288,7 @@ void Runtime::add_event(const RawEvent& e, ThreadRing& ring, std::vector<local::
   }
   last_step_ = nullptr;
   last_event_ = nullptr;
-  int32_t core;
-  {
-    std::lock_guard lock(mu_);
-    core = e.core_index < cores_.size() ? cores_[e.core_index] : 0;
-  }
+  const int32_t core = e.core_index < drain_cores_.size() ? drain_cores_[e.core_index] : 0;
   const int64_t start = clock_.to_unix_ns(e.begin_tick);
   const int64_t duration = e.end_tick >= e.begin_tick ? clock_.ticks_to_ns(e.end_tick - e.begin_tick) : 0;
   const auto kind = static_cast<detail::Kind>(e.kind);
@@ -313,7 +331,12 @@ void Runtime::add_event(const RawEvent& e, ThreadRing& ring, std::vector<local::
 }
 
 void Runtime::queue_events(local::EventsMsg& batch) {
-  if (link_->connected()) link_->queue(batch);
+  // An agent slower than the application: drop whole batches (counted) rather than grow without bound.
+  if (link_->queued_bytes() > kMaxQueuedEventBytes) {
+    unsent_drops_.fetch_add(batch.events.size(), std::memory_order_relaxed);
+  } else if (link_->connected()) {
+    link_->queue(batch);
+  }
   batch.events.clear();
   batch.names.clear();
   last_event_ = nullptr;
@@ -330,24 +353,39 @@ bool agent_connected() { return client::Runtime::instance().connected(); }
 
 void set_thread_core(int32_t core) { client::t_state.core_index = client::Runtime::instance().core_index(core); }
 
+namespace client {
+namespace {
+// The calling thread's ring, created on first use (null when max_threads rings exist).
+ThreadRing* ring_of(ThreadState& t) {
+  if (!t.ring && !t.ring_tried) {
+    t.ring_tried = true;
+    t.ring = Runtime::instance().new_ring(static_cast<int64_t>(::syscall(SYS_gettid)));
+  }
+  return t.ring.get();
+}
+}  // namespace
+}  // namespace client
+
 namespace detail {
+
+void step_began(uint64_t begin_tick) {
+  if (client::ThreadRing* ring = client::ring_of(client::t_state)) {
+    ring->open_step_tick.store(begin_tick, std::memory_order_relaxed);
+  }
+}
 
 void finish(const SpanData& span, uint64_t end_tick) {
   client::ThreadState& t = client::t_state;
   const uint64_t ticks = end_tick - span.begin_tick;
   if (span.kind == Kind::kInfeed) t.infeed_ticks += ticks;
   if (span.kind == Kind::kAllReduce) t.all_reduce_ticks += ticks;
+  if (span.kind == Kind::kStep && t.ring) t.ring->open_step_tick.store(0, std::memory_order_relaxed);
   const uint8_t level = g_level.load(std::memory_order_relaxed);
   if (level < level_needed(span.kind) || (level < 2 && span.kind != Kind::kStep)) return;
-  if (!t.ring) {
-    if (!t.ring_tried) {
-      t.ring_tried = true;
-      t.ring = client::Runtime::instance().new_ring(static_cast<int64_t>(::syscall(SYS_gettid)));
-    }
-    if (!t.ring) {
-      client::Runtime::instance().count_ringless_drop();
-      return;
-    }
+  client::ThreadRing* ring = client::ring_of(t);
+  if (!ring) {
+    client::Runtime::instance().count_ringless_drop();
+    return;
   }
   client::RawEvent records[2];
   records[0] = {span.begin_tick, end_tick, span.value, span.id, span.arg, static_cast<uint8_t>(span.kind),
@@ -361,7 +399,7 @@ void finish(const SpanData& span, uint64_t end_tick) {
     records[1] = {0, 0, span.value2, 0, 0, client::kContinuation, t.core_index};
     n = 2;
   }
-  t.ring->push(records, n);
+  ring->push(records, n);
 }
 
 }  // namespace detail

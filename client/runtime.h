@@ -38,6 +38,9 @@ class Runtime {
   Runtime();
   void run();
   void handle(const local::Message& msg);
+  // After a capture close: once no thread is inside a step begun before the close (or after a bound),
+  // sends the last events and CaptureDone.
+  void finish_window_if_steps_ended(bool force);
   // Moves every ring's records into frames: steps always, other events while a window is open.
   void drain_rings();
   void add_event(const RawEvent& e, ThreadRing& ring, std::vector<local::EventsMsg>& batches);
@@ -61,13 +64,18 @@ class Runtime {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> connected_{false};
   std::atomic<uint64_t> ringless_drops_{0};
+  std::atomic<uint64_t> unsent_drops_{0};  // events dropped because the agent did not read fast enough
   bool started_ = false;
 
   // Background-thread state.
   bool window_open_ = false;
+  bool closing_ = false;  // closed by the agent, waiting for running steps to end
+  uint64_t close_tick_ = 0;
+  std::chrono::steady_clock::time_point close_deadline_{};
   uint64_t session_ = 0;
   uint64_t dropped_at_open_ = 0;
   std::vector<local::StepMsg> steps_;
+  std::vector<int32_t> drain_cores_;  // cores_ as of the current drain
   // Per drained ring: the last record that a continuation record may extend.
   local::EventMsg* last_event_ = nullptr;
   local::StepMsg* last_step_ = nullptr;

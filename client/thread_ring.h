@@ -25,7 +25,8 @@ inline constexpr uint8_t kContinuation = 0xff;
 class ThreadRing {
  public:
   ThreadRing(size_t capacity_pow2, int64_t thread_id)
-      : mask_(capacity_pow2 - 1), slots_(new RawEvent[capacity_pow2]), thread_id_(thread_id) {}
+      : mask_(capacity_pow2 - 1), slots_(new RawEvent[capacity_pow2]()), thread_id_(thread_id) {}
+  // Slots are zeroed here, so their pages are faulted in once, at creation, not on the hot path.
 
   // Producer side. Writes `n` (1 or 2) records as one unit, or drops them all.
   bool push(const RawEvent* events, size_t n) {
@@ -57,6 +58,7 @@ class ThreadRing {
     return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_relaxed);
   }
   std::atomic<bool> retired{false};  // its thread has exited; freed once drained
+  std::atomic<uint64_t> open_step_tick{0};  // begin tick of the step its thread is in; 0 between steps
 
  private:
   const uint64_t mask_;

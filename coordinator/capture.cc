@@ -199,6 +199,7 @@ CaptureResult run_capture(const std::vector<AgentConnection*>& agents, const Cap
     if (with_data == static_cast<long>(agents.size())) break;
     // As TF's client: only transient errors, or nothing at all, are worth another attempt.
     if (!retry_worthy && with_data > 0) break;
+    if (spec.stop_retrying && spec.stop_retrying()) break;
     if (attempt == attempts) {
       if (best_count == 0) {
         progress("No trace event is collected after " + std::to_string(attempts) +

@@ -27,6 +27,8 @@ struct CaptureSpec {
   std::string session_id;  // sent to agents; also the run name
   int clock_sync_pings = 16;
   int max_in_flight = 4096;
+  // Polled between attempts: true stops retrying (the user interrupted the capture).
+  std::function<bool()> stop_retrying;
 };
 
 struct HostCapture {

@@ -31,13 +31,22 @@ void ClockTracker::measure_all() {
   metrics_.update_workers(registry_.list(clock_.now_ns()));
 }
 
+void ClockTracker::wake() {
+  {
+    std::lock_guard lock(mu_);
+    woken_ = true;
+  }
+  cv_.notify_all();
+}
+
 void ClockTracker::run() {
   std::unique_lock lock(mu_);
   while (!stop_) {
+    woken_ = false;
     lock.unlock();
     measure_all();
     lock.lock();
-    cv_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [this] { return stop_; });
+    cv_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [this] { return stop_ || woken_; });
   }
 }
 

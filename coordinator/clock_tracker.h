@@ -23,6 +23,8 @@ class ClockTracker {
   ClockTracker& operator=(const ClockTracker&) = delete;
 
   void measure_all();  // one round, on the caller's thread
+  // Starts the next round now (e.g. a worker just registered and has no estimate yet).
+  void wake();
 
  private:
   void run();
@@ -34,6 +36,7 @@ class ClockTracker {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  bool woken_ = false;
   std::thread thread_;
 };
 

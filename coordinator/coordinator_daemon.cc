@@ -39,8 +39,13 @@ absl::Status CoordinatorDaemon::start() {
     }
     registry_->add_static(name, parsed->front());
   }
+  // Before the server: registrations wake it.
+  tracker_ = std::make_unique<ClockTracker>(*registry_, metrics_, clock_, config_.clock_sync_interval_ms,
+                                            static_cast<int>(config_.clock_sync_pings));
   runner_ = std::make_unique<CaptureRunner>(*registry_, metrics_, clock_);
-  coordinator_service_ = std::make_unique<CoordinatorService>(*registry_, *runner_, settings_, clock_);
+  coordinator_service_ = std::make_unique<CoordinatorService>(*registry_, *runner_, settings_, clock_, [this] {
+    tracker_->wake();
+  });
   analysis_service_ = std::make_unique<ProfileAnalysisService>(*registry_, *runner_, settings_, clock_);
 
   grpc::ServerBuilder builder;
@@ -57,8 +62,6 @@ absl::Status CoordinatorDaemon::start() {
   }
   exposer_->RegisterCollectable(metrics_.registry());
   metrics_port_ = exposer_->GetListeningPorts().empty() ? 0 : exposer_->GetListeningPorts().front();
-  tracker_ = std::make_unique<ClockTracker>(*registry_, metrics_, clock_, config_.clock_sync_interval_ms,
-                                            static_cast<int>(config_.clock_sync_pings));
   const auto with_port = [](const std::string& listen, int port) {
     return listen.substr(0, listen.rfind(':')) + ":" + std::to_string(port);
   };
@@ -69,11 +72,12 @@ absl::Status CoordinatorDaemon::start() {
 }
 
 void CoordinatorDaemon::shutdown() {
-  tracker_.reset();
+  // The server first: its Register handler wakes the tracker.
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_.reset();
   }
+  tracker_.reset();
   exposer_.reset();
 }
 

@@ -119,6 +119,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext*, const podscope::
   registry_.register_worker(*request, clock_.now_ns());
   PODSCOPE_LOG(kInfo) << "worker " << request->host_name() << " registered at " << request->address();
   response->set_heartbeat_interval_ms(settings_.heartbeat_interval_ms);
+  if (on_register_) on_register_();
   return grpc::Status::OK;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -41,9 +42,11 @@ class CaptureRunner {
 
 class CoordinatorService final : public podscope::v1::Coordinator::Service {
  public:
+  // `on_register` runs after each registration (the daemon measures the new worker's clock at once).
   CoordinatorService(WorkerRegistry& registry, CaptureRunner& runner, const CoordinatorSettings& settings,
-                     const Clock& clock)
-      : registry_(registry), runner_(runner), settings_(settings), clock_(clock) {}
+                     const Clock& clock, std::function<void()> on_register = {})
+      : registry_(registry), runner_(runner), settings_(settings), clock_(clock),
+        on_register_(std::move(on_register)) {}
 
   grpc::Status Register(grpc::ServerContext*, const podscope::v1::RegisterRequest* request,
                         podscope::v1::RegisterResponse* response) override;
@@ -59,6 +62,7 @@ class CoordinatorService final : public podscope::v1::Coordinator::Service {
   CaptureRunner& runner_;
   const CoordinatorSettings& settings_;
   const Clock& clock_;
+  std::function<void()> on_register_;
 };
 
 // tensorflow.ProfileAnalysis/NewSession: TensorBoard's worker-list capture mode. Hosts are worker host names

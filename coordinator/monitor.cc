@@ -7,7 +7,21 @@
 
 namespace podscope::coordinator {
 
-std::vector<WorkerMonitorResult> monitor_round(const std::vector<AgentConnection*>& agents, int64_t duration_ms,
+std::vector<std::string> worker_names(const std::vector<AgentConnection*>& agents) {
+  std::vector<std::string> names;
+  for (auto* agent : agents) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    podscope::v1::AgentStatus status;
+    const bool named = agent->agent->GetStatus(&context, podscope::v1::StatusRequest(), &status).ok() &&
+                       !status.host_name().empty();
+    names.push_back(named ? status.host_name() : agent->address);
+  }
+  return names;
+}
+
+std::vector<WorkerMonitorResult> monitor_round(const std::vector<AgentConnection*>& agents,
+                                               const std::vector<std::string>& names, int64_t duration_ms,
                                                int monitoring_level, bool display_timestamp) {
   struct Call {
     grpc::ClientContext context;
@@ -35,6 +49,7 @@ std::vector<WorkerMonitorResult> monitor_round(const std::vector<AgentConnection
   std::vector<WorkerMonitorResult> out(agents.size());
   for (size_t i = 0; i < agents.size(); ++i) {
     out[i].address = agents[i]->address;
+    out[i].name = i < names.size() ? names[i] : agents[i]->address;
     if (!calls[i].status.ok()) {
       out[i].error = calls[i].status.error_message();
     } else {
@@ -57,7 +72,7 @@ std::optional<PodStepTimes> aggregate_step_times(const std::vector<WorkerMonitor
     sum += m.step_time_ms_avg();
     if (m.step_time_ms_avg() > slowest) {
       slowest = m.step_time_ms_avg();
-      pod.slowest_worker = r.address;
+      pod.slowest_worker = r.name;
     }
     ++pod.workers;
   }
@@ -69,7 +84,7 @@ std::optional<PodStepTimes> aggregate_step_times(const std::vector<WorkerMonitor
 std::string format_monitor_round(int sample, const std::vector<WorkerMonitorResult>& results) {
   std::string out = "Pod Monitoring Results (Sample " + std::to_string(sample) + "):\n\n";
   for (const auto& r : results) {
-    out += "Worker " + r.address + ":\n";
+    out += "Worker " + (r.name == r.address ? r.address : r.name + " (" + r.address + ")") + ":\n";
     if (!r.error.empty()) {
       out += "  Monitor failed: " + r.error + "\n";
       continue;

@@ -13,6 +13,7 @@ namespace podscope::coordinator {
 
 struct WorkerMonitorResult {
   std::string address;
+  std::string name;   // the agent's host name when it reported one (GetStatus), else the address
   std::string error;  // empty when the call succeeded
   tensorflow::MonitorResponse response;
 };
@@ -25,7 +26,11 @@ struct PodStepTimes {
   int workers = 0;             // workers that reported step times
 };
 
-std::vector<WorkerMonitorResult> monitor_round(const std::vector<AgentConnection*>& agents, int64_t duration_ms,
+// Each agent's host name (podscope.v1.Agent/GetStatus), or its address where it has none (a plain TF server).
+std::vector<std::string> worker_names(const std::vector<AgentConnection*>& agents);
+
+std::vector<WorkerMonitorResult> monitor_round(const std::vector<AgentConnection*>& agents,
+                                               const std::vector<std::string>& names, int64_t duration_ms,
                                                int monitoring_level, bool display_timestamp);
 
 std::optional<PodStepTimes> aggregate_step_times(const std::vector<WorkerMonitorResult>& results);

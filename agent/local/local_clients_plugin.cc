@@ -77,7 +77,7 @@ class LocalSocketComponent : public AgentComponent {
 
 void install_local_clients(Agent& agent) {
   auto registry = std::make_shared<ClientRegistry>();
-  auto metrics = std::make_shared<StepMetrics>(agent.registry());
+  auto metrics = std::make_shared<StepMetrics>(agent.registry(), agent.host_name());
   agent.add_component(std::make_unique<LocalSocketComponent>(agent, registry, metrics));
   agent.add_capture_source(std::make_unique<LocalClientsSource>(
       registry, agent.clock(), [metrics](uint64_t dropped) { metrics->add_dropped_events(dropped); }));

@@ -4,30 +4,36 @@
 
 namespace podscope::agent {
 
-StepMetrics::StepMetrics(prometheus::Registry& registry)
+StepMetrics::StepMetrics(prometheus::Registry& registry, const std::string& host_name)
     : step_time_(prometheus::BuildHistogram()
                      .Name("podscope_step_time_seconds")
                      .Help("Step time reported by annotated training processes, per core")
+                     .Labels({{"host", host_name}})
                      .Register(registry)),
       infeed_share_(prometheus::BuildGauge()
                         .Name("podscope_step_infeed_ratio")
                         .Help("Share of the last step spent waiting for input (infeed), per core")
-                        .Register(registry)),
+                        .Labels({{"host", host_name}})
+                     .Register(registry)),
       all_reduce_share_(prometheus::BuildGauge()
                             .Name("podscope_step_all_reduce_ratio")
                             .Help("Share of the last step spent in all-reduce, per core")
-                            .Register(registry)),
+                            .Labels({{"host", host_name}})
+                     .Register(registry)),
       infeed_seconds_(prometheus::BuildCounter()
                           .Name("podscope_step_infeed_seconds_total")
                           .Help("Time in infeed inside steps, per core")
-                          .Register(registry)),
+                          .Labels({{"host", host_name}})
+                     .Register(registry)),
       all_reduce_seconds_(prometheus::BuildCounter()
                               .Name("podscope_step_all_reduce_seconds_total")
                               .Help("Time in all-reduce inside steps, per core")
-                              .Register(registry)),
+                              .Labels({{"host", host_name}})
+                     .Register(registry)),
       dropped_(prometheus::BuildCounter()
                    .Name("podscope_client_dropped_events_total")
                    .Help("Events annotated processes dropped because their buffers were full")
+                   .Labels({{"host", host_name}})
                    .Register(registry)
                    .Add({})) {}
 

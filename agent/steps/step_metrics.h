@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
@@ -19,7 +20,8 @@ namespace podscope::agent {
 
 class StepMetrics {
  public:
-  explicit StepMetrics(prometheus::Registry& registry);
+  // Every family carries the constant label host=<host_name>, like the agent's other metrics.
+  StepMetrics(prometheus::Registry& registry, const std::string& host_name);
   void record(const StepRecord& step);
   // Events local clients dropped because their buffers were full.
   void add_dropped_events(uint64_t n) { dropped_.Increment(static_cast<double>(n)); }

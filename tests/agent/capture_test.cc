@@ -37,7 +37,7 @@ class CountingSource : public CaptureSource {
         .line_named("Steps")
         .add_event("step", window.start_ns, 1000);
   }
-  int opened = 0, closed = 0, collected = 0;
+  std::atomic<int> opened = 0, closed = 0, collected = 0;
   CaptureWindow window;
   int64_t end_ns = 0;
 };
@@ -78,7 +78,7 @@ TEST(CaptureSessions, TerminateCancelAndShutdownAllEndThroughCloseAndCollect) {
     Fixture f;
     std::atomic<bool> cancelled{false};
     auto running = std::async(std::launch::async, [&] {
-      return f.sessions.run(request(10000, "s"), [&] { return cancelled.load(); });
+      return f.sessions.run(request(4000, "s"), [&] { return cancelled.load(); });
     });
     while (f.sessions.running_session() != "s" || f.source.opened == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -40,11 +40,11 @@ TEST(SeriesStore, GaugesAndCountersAreMirroredIntoPrometheusWithTheHostLabel) {
   store.record(c, 1, 100);  // the source's running total
   store.record(c, 2, 130);
   std::string text = scrape(registry);
-  EXPECT_NE(text.find("podscope_test_bytes{device=\"sda\",host=\"node-1\"} 42"), std::string::npos) << text;
-  EXPECT_NE(text.find("podscope_test_total{cpu=\"0\",host=\"node-1\"} 130"), std::string::npos) << text;
+  EXPECT_NE(text.find("podscope_test_bytes{host=\"node-1\",device=\"sda\"} 42"), std::string::npos) << text;
+  EXPECT_NE(text.find("podscope_test_total{host=\"node-1\",cpu=\"0\"} 130"), std::string::npos) << text;
   store.record(c, 3, 5);  // the source restarted: the Prometheus counter never goes down
   text = scrape(registry);
-  EXPECT_NE(text.find("podscope_test_total{cpu=\"0\",host=\"node-1\"} 135"), std::string::npos) << text;
+  EXPECT_NE(text.find("podscope_test_total{host=\"node-1\",cpu=\"0\"} 135"), std::string::npos) << text;
 }
 
 TEST(SeriesStore, SeveralSeriesShareOneFamily) {
@@ -58,7 +58,7 @@ TEST(SeriesStore, SeveralSeriesShareOneFamily) {
 
 TEST(SeriesStore, CapacityCoversTheLongestWindow) {
   EXPECT_GE(SeriesStore::capacity_for(600000, 1000), 601u);
-  EXPECT_EQ(SeriesStore::capacity_for(600000, 10), 65536u);  // capped
+  EXPECT_EQ(SeriesStore::capacity_for(24LL * 3600 * 1000, 10), 65536u);  // capped
 }
 
 }  // namespace

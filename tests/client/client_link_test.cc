@@ -122,6 +122,31 @@ TEST_F(ClientLinkTest, CaptureWindowEventsBecomeCorePlanes) {
   EXPECT_FALSE(send(1, 2, 3).recording());
 }
 
+TEST_F(ClientLinkTest, ACaptureClosingMidStepWaitsForTheStepToEnd) {
+  std::thread trainer;
+  auto space = agent_.capture(150ms, [&] {
+    ASSERT_TRUE(MiniAgent::wait_for(capturing, 2s));
+    trainer = std::thread([] {
+      auto st = step(77);
+      { auto snd = send(1, 2, 3); }
+      std::this_thread::sleep_for(400ms);  // the window closes while this step runs
+    });
+  });
+  trainer.join();
+  const auto* plane = xspace::find_plane(space, "/device:CUSTOM:5");
+  ASSERT_NE(plane, nullptr);
+  xspace::XPlaneReader reader(*plane);
+  bool step_seen = false, send_seen = false;
+  for (const auto& line : plane->lines()) {
+    reader.for_each_event(line, [&](const xspace::XEventView& e) {
+      if (line.name() == xspace::kStepsLineName) step_seen = e.int_stat(xspace::kStepNumStat) == 77;
+      if (e.name() == "send") send_seen = e.int_stat(xspace::kStepNumStat) == 77;
+    });
+  }
+  EXPECT_TRUE(step_seen);
+  EXPECT_TRUE(send_seen);
+}
+
 TEST_F(ClientLinkTest, FullBuffersDropAndTheCaptureSaysSo) {
   auto space = agent_.capture(200ms, [&] {
     ASSERT_TRUE(MiniAgent::wait_for(capturing, 2s));

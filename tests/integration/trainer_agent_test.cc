@@ -113,7 +113,7 @@ CoreSummary summarize(const tensorflow::profiler::XPlane& plane, const std::set<
 }
 
 TEST(TrainerAgent, ProfileReturnsEveryRanksStepsCollectivesAndChannels) {
-  AgentProcess agent({});
+  AgentProcess agent({"--sample_interval_ms", "100"});
   const std::string socket = agent.socket_dir() + "/agent.sock";
   constexpr int kWorld = 3;
   auto ranks = start_ranks(kWorld, socket);
@@ -151,6 +151,17 @@ TEST(TrainerAgent, ProfileReturnsEveryRanksStepsCollectivesAndChannels) {
   EXPECT_EQ(sends.size(), static_cast<size_t>(2 * (kWorld - 1) * kWorld));
   EXPECT_EQ(sends, recvs);
   for (auto [ch, n] : sends) EXPECT_EQ(n, static_cast<int>(counted.size())) << "channel " << ch;
+
+  // Continuous step metrics and per-process counters on /metrics.
+  const std::string metrics = testing::http_get(agent.metrics_port(), "/metrics");
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_TRUE(std::regex_search(metrics, std::regex("podscope_step_time_seconds_count\\{[^}]*core=\"" +
+                                                      std::to_string(r) + "\"[^}]*\\} [1-9]")))
+        << metrics;
+    EXPECT_NE(metrics.find("podscope_process_resident_bytes{") , std::string::npos);
+    EXPECT_NE(metrics.find("pid=\"" + std::to_string(ranks[r]->pid()) + "\""), std::string::npos);
+  }
+  EXPECT_NE(metrics.find("podscope_step_infeed_ratio{"), std::string::npos);
 }
 
 double max_step_ms_after(const std::string& output, size_t from) {

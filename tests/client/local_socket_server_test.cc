@@ -1,0 +1,177 @@
+// The agent's local socket with raw clients: socket mode 0660, stale socket files replaced and live ones
+// refused, malformed / oversized / out-of-order frames close only that connection (with the agent and
+// other clients unharmed), disconnects leave the registry, an unanswered capture close drops a hung client.
+#include "agent/local/local_socket_server.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "tests/client/mini_agent.h"
+
+namespace podscope::agent {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::MiniAgent;
+
+// A raw client speaking frames by hand.
+class RawClient {
+ public:
+  explicit RawClient(const std::string& path) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
+  ~RawClient() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  void send_bytes(const std::string& bytes) { ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
+  void send_msg(const local::Message& m) {
+    std::string f;
+    local::encode_frame(m, f);
+    send_bytes(f);
+  }
+  // True once the agent closed this connection (EOF), waiting up to `timeout`.
+  bool closed_by_agent(std::chrono::milliseconds timeout) {
+    const auto us = std::chrono::microseconds(timeout).count();
+    timeval tv{static_cast<time_t>(us / 1'000'000), static_cast<suseconds_t>(us % 1'000'000)};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char buf[256];
+    for (;;) {
+      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n == 0) return true;
+      if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK;  // reset: closed; timeout: still open
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+LocalSocketConfig config_at(const std::string& path) {
+  LocalSocketConfig c;
+  c.path = path;
+  return c;
+}
+
+local::RegisterMsg registration(int32_t core) { return {local::kProtocolVersion, 0, "raw", "job", {core}}; }
+
+class LocalSocketServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { agent_.start(); }
+  testing::TempDir dir_;
+  std::string path_ = dir_.file("agent.sock");
+  MiniAgent agent_{path_};
+};
+
+TEST_F(LocalSocketServerTest, SocketIsCreated0660) {
+  struct stat st {};
+  ASSERT_EQ(::stat(path_.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+}
+
+TEST_F(LocalSocketServerTest, LiveSocketIsRefusedStaleOneReplaced) {
+  boost::asio::io_context io;
+  ClientRegistry registry;
+  LocalSocketServer second(io, config_at(path_), registry, {});
+  const auto status = second.start();
+  EXPECT_EQ(status.code(), absl::StatusCode::kAlreadyExists) << status;
+  agent_.stop();
+  // A socket file left behind by an agent that died.
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ::close(fd);
+  EXPECT_TRUE(second.start().ok());
+  second.stop();
+}
+
+TEST_F(LocalSocketServerTest, NonSocketPathIsAnErrorNamingIt) {
+  const std::string file = dir_.file("plain");
+  ::close(::creat(file.c_str(), 0600));
+  boost::asio::io_context io;
+  ClientRegistry registry;
+  LocalSocketServer server(io, config_at(file), registry, {});
+  const auto status = server.start();
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(std::string(status.message()).find(file), std::string::npos);
+}
+
+TEST_F(LocalSocketServerTest, MalformedFramesCloseOnlyThatConnection) {
+  RawClient good(path_);
+  good.send_msg(registration(1));
+  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
+
+  RawClient garbage(path_);
+  garbage.send_bytes("GET / HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(garbage.closed_by_agent(2s));
+
+  RawClient oversized(path_);
+  std::string header(8, '\0');
+  const uint32_t len = 64u << 20;
+  std::memcpy(header.data(), &len, 4);
+  header[4] = 2;  // steps
+  header[6] = 0x50;
+  header[7] = 0x53;
+  oversized.send_bytes(header);
+  EXPECT_TRUE(oversized.closed_by_agent(2s));
+
+  RawClient unregistered(path_);
+  unregistered.send_msg(local::StepsMsg{{{0, 1, 10, 20, 0, 0}}});
+  EXPECT_TRUE(unregistered.closed_by_agent(2s));
+
+  RawClient bad_payload(path_);
+  bad_payload.send_msg(registration(2));
+  std::string f;
+  local::encode_frame(local::CaptureDoneMsg{1, 2}, f);
+  f[0] = 4;  // claims 4 payload bytes of a 16-byte message: the next header is garbage
+  bad_payload.send_bytes(f);
+  EXPECT_TRUE(bad_payload.closed_by_agent(2s));
+
+  // The agent and the well-behaved client are unharmed.
+  EXPECT_FALSE(good.closed_by_agent(100ms));
+  good.send_msg(local::StepsMsg{{{1, 7, 100, 200, 0, 0}}});
+  EXPECT_TRUE(MiniAgent::wait_for(
+      [&] {
+        for (const auto& c : agent_.registry().clients())
+          if (!agent_.steps_of(c.pid).empty()) return true;
+        return false;
+      },
+      2s));
+  EXPECT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
+}
+
+TEST_F(LocalSocketServerTest, DisconnectLeavesTheRegistryAndHungClientsAreDropped) {
+  auto leaving = std::make_unique<RawClient>(path_);
+  leaving->send_msg(registration(1));
+  RawClient hung(path_);  // registers, then never answers a capture close
+  hung.send_msg(registration(2));
+  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 2; }, 2s));
+  leaving.reset();
+  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
+
+  ClientRegistry& registry = agent_.registry();
+  registry.open_window(1, 0, 1);
+  registry.close_window();
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto gathered = registry.collect(200ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  ASSERT_EQ(gathered.size(), 1u);
+  EXPECT_FALSE(gathered[0].complete);
+  EXPECT_TRUE(hung.closed_by_agent(2s));
+  EXPECT_TRUE(MiniAgent::wait_for([&] { return registry.clients().empty(); }, 2s));
+}
+
+}  // namespace
+}  // namespace podscope::agent

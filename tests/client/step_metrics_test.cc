@@ -1,0 +1,27 @@
+// Step metrics in the Prometheus registry: a step-time histogram and infeed / all-reduce shares per core.
+#include "agent/steps/step_metrics.h"
+
+#include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
+
+namespace podscope::agent {
+namespace {
+
+TEST(StepMetrics, HistogramAndSharesPerCore) {
+  prometheus::Registry registry;
+  StepMetrics metrics(registry, "h1");
+  metrics.record({0, 1, 1'000'000'000, 1'010'000'000, 2'500'000, 5'000'000});  // 10 ms: 25% infeed, 50% AR
+  metrics.record({0, 2, 1'010'000'000, 1'030'000'000, 0, 0});
+  metrics.record({3, 1, 1'000'000'000, 1'004'000'000, 1'000'000, 0});
+  metrics.add_dropped_events(7);
+  const std::string text = prometheus::TextSerializer().Serialize(registry.Collect());
+  EXPECT_NE(text.find("podscope_step_time_seconds_count{host=\"h1\",core=\"0\"} 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("podscope_step_time_seconds_count{host=\"h1\",core=\"3\"} 1"), std::string::npos);
+  EXPECT_NE(text.find("podscope_step_time_seconds_bucket{host=\"h1\",core=\"0\",le=\"0.01\"} 1"), std::string::npos);
+  EXPECT_NE(text.find("podscope_step_infeed_ratio{host=\"h1\",core=\"3\"} 0.25"), std::string::npos);
+  EXPECT_NE(text.find("podscope_step_all_reduce_seconds_total{host=\"h1\",core=\"0\"} 0.005"), std::string::npos);
+  EXPECT_NE(text.find("podscope_client_dropped_events_total{host=\"h1\"} 7"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace podscope::agent
