@@ -112,8 +112,6 @@ class Span {
       d_.begin_tick = 0;
     }
   }
-  // Sets the byte count once it is known (e.g. a recv whose size was not known at the start).
-  void set_bytes(int64_t bytes) { d_.kind == detail::Kind::kCompute ? d_.value2 = bytes : d_.value = bytes; }
   bool recording() const { return d_.begin_tick != 0; }
   uint64_t begin_tick() const { return d_.begin_tick; }
 

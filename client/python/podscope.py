@@ -98,7 +98,7 @@ def agent_connected():
 
 
 class Span:
-    """An annotated interval: ends at end(), at the end of a `with` block, or when collected."""
+    """An annotated interval: ends at end() or at the end of a `with` block."""
     __slots__ = ("_span",)
 
     def __init__(self, span):

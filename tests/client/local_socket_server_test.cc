@@ -1,12 +1,14 @@
 // The agent's local socket with raw clients: socket mode 0660, stale socket files replaced and live ones
-// refused, malformed / oversized / out-of-order frames close only that connection (with the agent and
-// other clients unharmed), disconnects leave the registry, an unanswered capture close drops a hung client.
+// refused, peers with untrusted uids (SO_PEERCRED) dropped, malformed / oversized / out-of-order frames
+// close only that connection (with the agent and other clients unharmed), disconnects leave the
+// registry, an unanswered capture close drops a hung client.
 #include "agent/local/local_socket_server.h"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -150,6 +152,31 @@ TEST_F(LocalSocketServerTest, MalformedFramesCloseOnlyThatConnection) {
       },
       2s));
   EXPECT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
+}
+
+TEST_F(LocalSocketServerTest, PeersWithUntrustedUidsAreDropped) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to connect as another uid";
+  // Let the other uid reach the socket: the credential check must stop it.
+  ::chmod(std::filesystem::path(path_).parent_path().c_str(), 0755);
+  ::chmod(path_.c_str(), 0666);
+  int result[2];
+  ASSERT_EQ(::pipe(result), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+    RawClient c(path_);
+    c.send_msg(registration(9));
+    const char closed = c.connected() && c.closed_by_agent(2s) ? 1 : 0;
+    (void)!::write(result[1], &closed, 1);
+    ::_exit(0);
+  }
+  char closed = 0;
+  ASSERT_EQ(::read(result[0], &closed, 1), 1);
+  ::waitpid(child, nullptr, 0);
+  ::close(result[0]);
+  ::close(result[1]);
+  EXPECT_EQ(closed, 1);
+  EXPECT_TRUE(agent_.registry().clients().empty());
 }
 
 TEST_F(LocalSocketServerTest, DisconnectLeavesTheRegistryAndHungClientsAreDropped) {

@@ -164,6 +164,28 @@ TEST(TrainerAgent, ProfileReturnsEveryRanksStepsCollectivesAndChannels) {
   EXPECT_NE(metrics.find("podscope_step_infeed_ratio{"), std::string::npos);
 }
 
+TEST(TrainerAgent, MonitorLevel2ReportsStepTimeAndInfeedShare) {
+  AgentProcess agent({});
+  const std::string socket = agent.socket_dir() + "/agent.sock";
+  // The input pipeline takes 10 ms per batch: steps wait on infeed most of the time.
+  auto ranks = start_ranks(2, socket, {"--input_delay_ms", "10"});
+  ASSERT_TRUE(wait_for([&] { return client_pids(agent).size() == 2; }, 10s));
+  std::this_thread::sleep_for(200ms);
+  auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 10s);
+  tensorflow::MonitorRequest request;
+  request.set_duration_ms(500);
+  request.set_monitoring_level(2);
+  tensorflow::MonitorResponse response;
+  ASSERT_TRUE(stub->Monitor(&context, request, &response).ok());
+  const auto& r = response.monitor_result();
+  EXPECT_EQ(r.response_type(), tensorflow::ProfilerServiceMonitorResult::UTIL_IDLE_STEP) << response.data();
+  EXPECT_GE(r.step_time_ms_avg(), 8.0) << response.data();
+  EXPECT_LE(r.step_time_ms_min(), r.step_time_ms_max());
+  EXPECT_GT(r.infeed_percent_avg(), 40.0) << response.data();
+}
+
 double max_step_ms_after(const std::string& output, size_t from) {
   static const std::regex kLine(R"(max ([0-9.]+) ms)");
   double worst = 0;
