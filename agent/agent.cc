@@ -189,7 +189,10 @@ absl::Status Agent::start() {
   sampler_->run_pass();  // metrics and rates have a first point before the first period ends
   sampler_->start();
   for (auto& r : threaded_) r->start();
-  io_threads_.emplace_back([this] { io_.run(); });
+  io_threads_.emplace_back([this] {
+    pthread_setname_np(pthread_self(), "podscope-io");
+    io_.run();
+  });
   started_ = true;
   for (auto& component : components_) {
     if (absl::Status s = component->start(); !s.ok()) {

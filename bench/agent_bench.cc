@@ -18,7 +18,9 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <iostream>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
@@ -55,18 +57,25 @@ double cpu_us_per_call(int n, F&& f) {
   return (thread_cpu_us() - start) / n;
 }
 
-// CPU seconds (user + system) a process has used, from /proc/<pid>/stat.
-double process_cpu_s(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), {});
-  std::istringstream fields(text.substr(text.rfind(')') + 2));
-  std::string f;
-  long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i) {
-    if (i == 14) utime = std::stol(f);
-    if (i == 15) stime = std::stol(f);
+// Per-thread CPU time in ns (from /proc/<pid>/task/*/schedstat: ns precision, unlike the tick counts in stat).
+std::map<std::string, std::pair<std::string, int64_t>> thread_cpu_ns(pid_t pid) {
+  std::map<std::string, std::pair<std::string, int64_t>> out;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& task : std::filesystem::directory_iterator(dir)) {
+    std::ifstream comm(task.path() / "comm"), sched(task.path() / "schedstat");
+    std::string name;
+    int64_t ns = 0;
+    std::getline(comm, name);
+    sched >> ns;
+    out[task.path().filename()] = {name, ns};
   }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return out;
+}
+
+int64_t process_cpu_ns(pid_t pid) {
+  int64_t total = 0;
+  for (const auto& [tid, entry] : thread_cpu_ns(pid)) total += entry.second;
+  return total;
 }
 
 double process_rss_mb(pid_t pid) {
@@ -80,6 +89,8 @@ double process_rss_mb(pid_t pid) {
 
 bool http_get(int port, std::string* body) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const timeval timeout{5, 0};  // a server that hangs fails the measurement instead of the whole run
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
@@ -149,14 +160,16 @@ std::string wait_for(Child& child, const std::regex& pattern) {
   return m[1];
 }
 
-// CPU seconds a server process spends per /metrics scrape, over `scrapes` scrapes.
+// CPU milliseconds a server process spends per /metrics scrape, over `scrapes` scrapes.
 double cpu_ms_per_scrape(pid_t pid, int port, int scrapes, size_t* bytes) {
   std::string body;
-  http_get(port, &body);
-  const double before = process_cpu_s(pid);
-  for (int i = 0; i < scrapes; ++i) http_get(port, &body);
+  if (!http_get(port, &body)) return -1;
+  const int64_t before = process_cpu_ns(pid);
+  for (int i = 0; i < scrapes; ++i) {
+    if (!http_get(port, &body)) return -1;
+  }
   *bytes = body.size();
-  return (process_cpu_s(pid) - before) * 1000.0 / scrapes;
+  return static_cast<double>(process_cpu_ns(pid) - before) * 1e-6 / scrapes;
 }
 
 int free_port() {
@@ -174,6 +187,7 @@ int free_port() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // figures appear as they are measured
   std::string agent_path = std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope-agent";
   int idle_s = 10, scrapes = 300, passes = 2000;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -225,8 +239,9 @@ int main(int argc, char** argv) {
 
   // --- the real agent process ---
   Child agent;
-  if (!spawn(agent, {agent_path, "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--socket",
-                     "/tmp/podscope-bench-" + std::to_string(getpid()) + ".sock", "--sample_interval_ms", "1000"})) {
+  const std::string socket_path = "/tmp/podscope-bench-" + std::to_string(getpid()) + ".sock";
+  if (!spawn(agent, {agent_path, "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--socket", socket_path,
+                     "--sample_interval_ms", "1000"})) {
     return 1;
   }
   const std::string metrics_port = wait_for(agent, std::regex(R"(metrics=[^ ]*:(\d+))"));
@@ -235,33 +250,53 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::this_thread::sleep_for(std::chrono::seconds(1));  // past start-up
-  const double idle_before = process_cpu_s(agent.pid);
+  const auto idle_before = thread_cpu_ns(agent.pid);
   std::this_thread::sleep_for(std::chrono::seconds(idle_s));
-  const double idle_percent = (process_cpu_s(agent.pid) - idle_before) * 100.0 / idle_s;
+  const auto idle_after = thread_cpu_ns(agent.pid);
+  std::map<std::string, int64_t> by_thread_name;
+  int64_t idle_ns = 0;
+  for (const auto& [tid, entry] : idle_after) {
+    auto before = idle_before.find(tid);
+    const int64_t ns = entry.second - (before == idle_before.end() ? 0 : before->second.second);
+    by_thread_name[entry.first] += ns;
+    idle_ns += ns;
+  }
+  const double idle_percent = static_cast<double>(idle_ns) * 1e-9 * 100.0 / idle_s;
   const double rss = process_rss_mb(agent.pid);
   size_t agent_bytes = 0;
   const double agent_scrape_ms = cpu_ms_per_scrape(agent.pid, std::stoi(metrics_port), scrapes, &agent_bytes);
-  std::printf("agent idle CPU:        %8.3f %% of a core over %d s at 1 s sampling (target <= 0.1 %%; "
-              "clock-tick resolution %.3f %%)\n",
-              idle_percent, idle_s, 100.0 / static_cast<double>(sysconf(_SC_CLK_TCK)) / idle_s);
+  std::printf("agent idle CPU:        %8.4f %% of a core over %d s at 1 s sampling (target <= 0.1 %%); by thread:\n",
+              idle_percent, idle_s);
+  for (const auto& [name, ns] : by_thread_name) {
+    std::printf("    %-16s %8.4f %%\n", name.c_str(), static_cast<double>(ns) * 1e-9 * 100.0 / idle_s);
+  }
   std::printf("agent RSS:             %8.1f MB   (target <= 30 MB)\n", rss);
   std::printf("agent scrape:          %8.3f ms CPU per /metrics (%zu bytes, %d scrapes; target <= 1 ms)\n",
               agent_scrape_ms, agent_bytes, scrapes);
 
-  // --- baseline: node_exporter, same machine, same run ---
+  // --- baseline: node_exporter, same machine, same run. Its default collector set can block in containers
+  // (and covers far more), so it runs with the collectors that match the agent's host collectors.
   if (system("command -v prometheus-node-exporter >/dev/null 2>&1") == 0) {
     Child exporter;
     const int port = free_port();
-    spawn(exporter, {"prometheus-node-exporter", "--web.listen-address=127.0.0.1:" + std::to_string(port)});
+    spawn(exporter, {"prometheus-node-exporter", "--web.listen-address=127.0.0.1:" + std::to_string(port),
+                     "--collector.disable-defaults", "--collector.cpu", "--collector.meminfo", "--collector.netdev",
+                     "--collector.diskstats", "--collector.loadavg", "--collector.timex"});
     std::string body;
     for (int i = 0; i < 100 && !http_get(port, &body); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     size_t ne_bytes = 0;
     const double ne_ms = cpu_ms_per_scrape(exporter.pid, port, scrapes, &ne_bytes);
-    std::printf("node_exporter scrape:  %8.3f ms CPU per /metrics (%zu bytes); agent/node_exporter ratio %.3f\n", ne_ms,
-                ne_bytes, agent_scrape_ms / ne_ms);
-    std::printf("node_exporter RSS:     %8.1f MB\n", process_rss_mb(exporter.pid));
+    if (ne_ms < 0) {
+      std::printf("node_exporter scrape:  failed (no answer within 5 s)\n");
+    } else {
+      std::printf("node_exporter scrape:  %8.3f ms CPU per /metrics (%zu bytes; cpu, meminfo, netdev, diskstats, "
+                  "loadavg, timex collectors); agent/node_exporter ratio %.3f\n",
+                  ne_ms, ne_bytes, agent_scrape_ms / ne_ms);
+      std::printf("node_exporter RSS:     %8.1f MB\n", process_rss_mb(exporter.pid));
+    }
   } else {
     std::printf("node_exporter scrape:  not measured (prometheus-node-exporter not installed)\n");
   }
+  unlink(socket_path.c_str());  // the agent is SIGKILLed on the way out and cannot remove it
   return 0;
 }

@@ -88,6 +88,16 @@ ClockMeasurement measure_clock(AgentConnection& agent, const Clock& clock, int c
   }
   out.kind = ClockMeasurement::kMeasured;
   out.estimate = *estimate;
+  out.exchanges = std::move(exchanges);
+  return out;
+}
+
+ClockMeasurement combine_clocks(const ClockMeasurement& before, const ClockMeasurement& after) {
+  if (after.kind != ClockMeasurement::kMeasured) return before;
+  if (before.kind != ClockMeasurement::kMeasured) return after;
+  ClockMeasurement out = before;
+  out.exchanges.insert(out.exchanges.end(), after.exchanges.begin(), after.exchanges.end());
+  if (auto estimate = estimate_offset(out.exchanges); estimate.ok()) out.estimate = *estimate;
   return out;
 }
 
@@ -98,7 +108,10 @@ std::vector<ClockMeasurement> measure_clocks(const std::vector<AgentConnection*>
   auto work = [&] {
     for (size_t i = next++; i < agents.size(); i = next++) out[i] = measure_clock(*agents[i], clock, count, timeout_ms);
   };
-  const size_t threads = std::min<size_t>(agents.size(), static_cast<size_t>(std::max(1, parallelism)));
+  // No more ping threads than cores: a ping thread waiting for a core delays t0 or t3, and that delay lands
+  // in the offset (one-sided) rather than only in the RTT.
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads = std::min({agents.size(), static_cast<size_t>(std::max(1, parallelism)), cores});
   std::vector<std::thread> pool;
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
   work();

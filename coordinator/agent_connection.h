@@ -40,7 +40,14 @@ struct ClockMeasurement {
   enum Kind { kMeasured, kNoPingRpc, kUnreachable } kind = kUnreachable;
   ClockEstimate estimate;  // offset 0 unless kMeasured
   std::string detail;      // why not measured
+  std::vector<PingExchange> exchanges;  // the answered pings, so bursts can be pooled (combine_clocks)
 };
+
+// One estimate from two bursts of the same agent (before and after a capture): all their pings together,
+// so the near-minimal-RTT filter keeps the cleanest exchanges of either. On a loaded host one burst's
+// smallest RTT can be several times the other's, and the offset error grows with it. Falls back to
+// whichever burst was measured.
+ClockMeasurement combine_clocks(const ClockMeasurement& before, const ClockMeasurement& after);
 
 // `count` sequential pings (each bounded by `timeout_ms`), then estimate_offset.
 ClockMeasurement measure_clock(AgentConnection& agent, const Clock& clock, int count, int timeout_ms);

@@ -171,6 +171,7 @@ CaptureResult run_capture(const std::vector<AgentConnection*>& agents, const Cap
     for (size_t i = 0; i < agents.size(); ++i) {
       HostCapture& host = hosts[i];
       host.clock_after = after[i];
+      host.clock = combine_clocks(host.clock_before, host.clock_after);
       const grpc::Status& status = outcome.statuses[i];
       if (!status.ok()) {
         host.error = "Profile failed (" + std::to_string(status.error_code()) + "): " + status.error_message();
@@ -186,7 +187,7 @@ CaptureResult run_capture(const std::vector<AgentConnection*>& agents, const Cap
       }
       host.ok = true;
       ++with_data;
-      if (auto start = recorded_start(host.space)) host.actual_start_merged_ns = *start - before[i].estimate.offset_ns;
+      if (auto start = recorded_start(host.space)) host.actual_start_merged_ns = *start - host.clock.estimate.offset_ns;
     }
     if (with_data > best_count) {
       best_count = with_data;

@@ -47,8 +47,8 @@ void record_clock_stats(HostCapture& host, double drift_ppm) {
       }
     }
     builder.stats()
-        .add(xspace::kClockOffsetStat, host.clock_before.estimate.offset_ns)
-        .add(xspace::kClockRttStat, host.clock_before.estimate.rtt_ns)
+        .add(xspace::kClockOffsetStat, host.clock.estimate.offset_ns)
+        .add(xspace::kClockRttStat, host.clock.estimate.rtt_ns)
         .add(xspace::kClockDriftStat, drift_ppm);
   }
   if (host.space.hostnames_size() == 0) host.space.add_hostnames(host.host_name);
@@ -82,10 +82,12 @@ std::string capture_json(const CaptureResult& result) {
     out += ", \"error\": ";
     append_json_string(out, h.error);
     out += ", \"clock\": ";
-    append_json_string(out, clock_kind_name(h.clock_before.kind));
-    out += ", \"clock_offset_ns\": " + std::to_string(h.clock_before.estimate.offset_ns);
-    out += ", \"clock_rtt_ns\": " + std::to_string(h.clock_before.estimate.rtt_ns);
-    out += ", \"clock_error_bound_ns\": " + std::to_string(h.clock_before.estimate.error_bound_ns);
+    append_json_string(out, clock_kind_name(h.clock.kind));
+    out += ", \"clock_offset_ns\": " + std::to_string(h.clock.estimate.offset_ns);
+    out += ", \"clock_rtt_ns\": " + std::to_string(h.clock.estimate.rtt_ns);
+    out += ", \"clock_error_bound_ns\": " + std::to_string(h.clock.estimate.error_bound_ns);
+    out += ", \"clock_offset_before_ns\": " + std::to_string(h.clock_before.estimate.offset_ns);
+    out += ", \"clock_rtt_before_ns\": " + std::to_string(h.clock_before.estimate.rtt_ns);
     out += ", \"clock_offset_after_ns\": " + std::to_string(h.clock_after.estimate.offset_ns);
     out += ", \"clock_rtt_after_ns\": " + std::to_string(h.clock_after.estimate.rtt_ns);
     out += ", \"requested_start_ns\": " + std::to_string(h.requested_start_ns);
@@ -106,16 +108,15 @@ std::string capture_summary_text(const CaptureResult& result, const std::filesys
     } else {
       out += "FAILED: " + h.error;
     }
-    if (h.clock_before.kind == ClockMeasurement::kMeasured) {
-      out += ", clock offset " + format_ms(h.clock_before.estimate.offset_ns) + " ms ± " +
-             format_ms(h.clock_before.estimate.error_bound_ns) + " ms (rtt " +
-             format_ms(h.clock_before.estimate.rtt_ns) + " ms)";
-      if (h.clock_after.kind == ClockMeasurement::kMeasured) {
+    if (h.clock.kind == ClockMeasurement::kMeasured) {
+      out += ", clock offset " + format_ms(h.clock.estimate.offset_ns) + " ms ± " +
+             format_ms(h.clock.estimate.error_bound_ns) + " ms (rtt " + format_ms(h.clock.estimate.rtt_ns) + " ms)";
+      if (h.clock_before.kind == ClockMeasurement::kMeasured && h.clock_after.kind == ClockMeasurement::kMeasured) {
         out += ", change during capture " +
                format_ms(h.clock_after.estimate.offset_ns - h.clock_before.estimate.offset_ns) + " ms";
       }
     } else {
-      out += ", clock: " + h.clock_before.detail;
+      out += ", clock: " + h.clock.detail;
     }
     out += "\n";
   }
@@ -148,7 +149,7 @@ absl::Status write_run_files(const std::filesystem::path& dir, CaptureResult& re
       return absl::InternalError("cannot serialize the XSpace of " + host.address);
     }
     if (auto status = podscope::write_file_atomically(dir / (host.file_stem + ".xplane.pb"), bytes); !status.ok()) return status;
-    traces.push_back({host.host_name, &host.space, host.clock_before.estimate.offset_ns});
+    traces.push_back({host.host_name, &host.space, host.clock.estimate.offset_ns});
   }
   if (auto status = podscope::write_file_atomically(dir / "capture.json", capture_json(result)); !status.ok()) return status;
   if (!traces.empty()) {

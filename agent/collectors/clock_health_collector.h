@@ -25,6 +25,7 @@ class ClockHealthCollector final : public Collector {
  public:
   std::string_view name() const override { return "clock"; }
   CollectorState status() const override { return state_.get(); }
+  CollectorState::State state() const override { return state_.state(); }
   void sample(int64_t now_ns, SampleSink& sink) override;
   ClockHealth health() const;
 

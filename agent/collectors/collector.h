@@ -56,6 +56,10 @@ class CollectorStateCell {
     std::lock_guard lock(mu_);
     return state_;
   }
+  CollectorState::State state() const {  // without copying the reason: no allocation
+    std::lock_guard lock(mu_);
+    return state_.state;
+  }
 
  private:
   mutable std::mutex mu_;
@@ -67,6 +71,9 @@ class Collector {
   virtual ~Collector() = default;
   virtual std::string_view name() const = 0;
   virtual CollectorState status() const = 0;  // thread-safe
+  // Just the state, read by every sampling pass for podscope_collector_status. Collectors with a
+  // CollectorStateCell override it with `state_.state()` so that reading it never copies the reason.
+  virtual CollectorState::State state() const { return status().state; }
   // One sampling pass. Must not allocate in the steady state and must not block for long: a collector
   // whose source can block (NVML, a remote metric service) runs on its own thread.
   virtual void sample(int64_t now_ns, SampleSink& sink) = 0;

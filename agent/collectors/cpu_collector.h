@@ -33,6 +33,7 @@ class CpuCollector final : public Collector {
   explicit CpuCollector(std::string path = "/proc/stat");
   std::string_view name() const override { return "cpu"; }
   CollectorState status() const override { return state_.get(); }
+  CollectorState::State state() const override { return state_.state(); }
   void sample(int64_t now_ns, SampleSink& sink) override;
 
   // Busy and total jiffies of the whole host at the last pass (Monitor derives utilization from two).

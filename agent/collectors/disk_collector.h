@@ -29,6 +29,7 @@ class DiskCollector final : public Collector {
   explicit DiskCollector(std::string path = "/proc/diskstats");
   std::string_view name() const override { return "disk"; }
   CollectorState status() const override { return state_.get(); }
+  CollectorState::State state() const override { return state_.state(); }
   void sample(int64_t now_ns, SampleSink& sink) override;
 
  private:

@@ -18,6 +18,7 @@ class LoadAvgCollector final : public Collector {
   explicit LoadAvgCollector(std::string path = "/proc/loadavg");
   std::string_view name() const override { return "loadavg"; }
   CollectorState status() const override { return state_.get(); }
+  CollectorState::State state() const override { return state_.state(); }
   void sample(int64_t now_ns, SampleSink& sink) override;
 
  private:

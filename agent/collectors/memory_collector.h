@@ -26,6 +26,7 @@ class MemoryCollector final : public Collector {
   explicit MemoryCollector(std::string path = "/proc/meminfo");
   std::string_view name() const override { return "memory"; }
   CollectorState status() const override { return state_.get(); }
+  CollectorState::State state() const override { return state_.state(); }
   void sample(int64_t now_ns, SampleSink& sink) override;
 
  private:

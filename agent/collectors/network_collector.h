@@ -26,6 +26,7 @@ class NetworkCollector final : public Collector {
   explicit NetworkCollector(std::string path = "/proc/net/dev");
   std::string_view name() const override { return "network"; }
   CollectorState status() const override { return state_.get(); }
+  CollectorState::State state() const override { return state_.state(); }
   void sample(int64_t now_ns, SampleSink& sink) override;
 
  private:

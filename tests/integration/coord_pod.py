@@ -33,15 +33,15 @@ class Daemon:
         with self.cond:
             self.cond.notify_all()
 
-    def wait_for(self, pattern, timeout=20.0):
+    def wait_for(self, pattern, timeout=20.0, count=1):
+        """The `count`-th line matching `pattern` (its match)."""
         regex = re.compile(pattern)
         deadline = time.monotonic() + timeout
         with self.cond:
             while True:
-                for line in self.lines:
-                    m = regex.search(line)
-                    if m:
-                        return m
+                matches = [m for m in map(regex.search, self.lines) if m]
+                if len(matches) >= count:
+                    return matches[count - 1]
                 if self.proc.poll() is not None and not self.reader.is_alive():
                     raise RuntimeError(f"{self.argv[0]} exited ({self.proc.returncode}) before /{pattern}/:\n"
                                        + "".join(self.lines[-30:]))
@@ -69,7 +69,8 @@ class Daemon:
 class Pod:
     """N agents (host0..), optionally a coordinator they register with, optionally ring_trainer ranks."""
 
-    def __init__(self, offsets_ns, coordinator=False, trainer=False, straggler_rank=-1, straggler_delay_ms=0):
+    def __init__(self, offsets_ns, coordinator=False, trainer=False, straggler_rank=-1, straggler_delay_ms=0,
+                 input_delay_ms=0):
         self.tmp = tempfile.TemporaryDirectory(prefix="podscope_coord_")
         self.daemons = []
         self.coordinator = None
@@ -95,10 +96,11 @@ class Pod:
                 self.sockets.append(sock)
             if trainer:
                 base_port = free_port_block(len(offsets_ns))
-                self._start([f"{BIN}/ring_trainer", "--spawn", "--world", str(len(offsets_ns)), "--base_port",
-                             str(base_port), "--steps", "0", "--matrix", "64", "--straggler_rank",
-                             str(straggler_rank), "--straggler_delay_ms", str(straggler_delay_ms),
-                             "--agent_sockets", ",".join(self.sockets)])
+                self.trainer = self._start(
+                    [f"{BIN}/ring_trainer", "--spawn", "--world", str(len(offsets_ns)), "--base_port",
+                     str(base_port), "--steps", "0", "--matrix", "64", "--straggler_rank", str(straggler_rank),
+                     "--straggler_delay_ms", str(straggler_delay_ms), "--input_delay_ms", str(input_delay_ms),
+                     "--agent_sockets", ",".join(self.sockets)])
         except BaseException:
             self.close()
             raise

@@ -1,0 +1,58 @@
+// The sampling pass allocates nothing in the steady state (issue 2 §4): every host collector on this host's real
+// /proc, into the series store and the Prometheus registry, counted by a replaced global operator new.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <cstdlib>
+#include <new>
+
+#include "agent/collectors/clock_health_collector.h"
+#include "agent/collectors/cpu_collector.h"
+#include "agent/collectors/disk_collector.h"
+#include "agent/collectors/loadavg_collector.h"
+#include "agent/collectors/memory_collector.h"
+#include "agent/collectors/network_collector.h"
+#include "agent/collectors/sampler.h"
+#include "agent/series/series_store.h"
+
+namespace {
+std::atomic<bool> counting{false};
+std::atomic<long> allocations{0};
+}  // namespace
+
+void* operator new(std::size_t size) {
+  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace podscope::agent {
+namespace {
+
+TEST(SamplingPass, AllocatesNothingInTheSteadyState) {
+  prometheus::Registry registry;
+  SeriesStore store(registry, "h", 64);
+  boost::asio::io_context io;
+  Clock clock;
+  Sampler sampler(io, clock, store, registry, "h", std::chrono::milliseconds(1000));
+  CpuCollector cpu;
+  MemoryCollector memory;
+  NetworkCollector network;
+  DiskCollector disk;
+  LoadAvgCollector loadavg;
+  ClockHealthCollector clock_health;
+  std::vector<Collector*> collectors = {&cpu, &memory, &network, &disk, &loadavg, &clock_health};
+  for (Collector* c : collectors) sampler.add(*c);
+  sampler.run_pass();  // declares the series
+  sampler.run_pass();
+  counting = true;
+  for (int i = 0; i < 50; ++i) sampler.run_pass();
+  counting = false;
+  EXPECT_EQ(allocations.load(), 0);
+}
+
+}  // namespace
+}  // namespace podscope::agent
