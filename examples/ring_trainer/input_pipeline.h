@@ -1,5 +1,9 @@
 // The trainer's input pipeline: a producer thread fills batches (random floats) into a bounded queue;
 // --input_delay_ms slows the producer so training steps wait on input (infeed).
+// Like tf.data's prefetch, the producer starts a batch only once the queue has room for it, so its pace
+// follows consumption. A producer that worked ahead regardless (delay first, then wait for room) runs free
+// at its own period: across data-parallel ranks the phases then stay wherever the start left them, and only
+// the rank whose input happens to come last waits in infeed while the others wait for it in the all-reduce.
 #pragma once
 
 #include <chrono>
@@ -42,11 +46,15 @@ class InputPipeline {
   void produce() {
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     for (;;) {
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || queue_.size() < capacity_; });
+        if (stop_) return;
+      }
       if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
       std::vector<float> batch(batch_floats_);
       for (float& v : batch) v = dist(rng_);
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || queue_.size() < capacity_; });
+      std::lock_guard lock(mu_);
       if (stop_) return;
       queue_.push_back(std::move(batch));
       cv_.notify_all();
