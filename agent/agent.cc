@@ -87,10 +87,14 @@ void Agent::install_extensions() {
   //     (add_capture_source) (device engineer) ---
   // Both device collectors always run: each reports "unavailable: <reason>" on hosts without its device.
   // libtpu is queried every second from startup, since the runtime comes up with the training job.
-  add_threaded_collector(std::make_unique<NvmlCollector>(), std::chrono::milliseconds(config().sample_interval_ms));
-  add_threaded_collector(std::make_unique<TpuRuntimeCollector>(std::make_unique<TpuMetricClient>(config().tpu_metrics_addr),
-                                                               discover_tpu_chips()),
-                         std::chrono::seconds(1));
+  // Monitor reports the TPU while its metric service answers, else a GPU NVML sees, else the host CPU.
+  auto tpu = std::make_unique<TpuRuntimeCollector>(std::make_unique<TpuMetricClient>(config().tpu_metrics_addr),
+                                                   discover_tpu_chips());
+  auto nvml = std::make_unique<NvmlCollector>();
+  add_device_utilization_source(*tpu);
+  add_device_utilization_source(*nvml);
+  add_threaded_collector(std::move(nvml), std::chrono::milliseconds(config().sample_interval_ms));
+  add_threaded_collector(std::move(tpu), std::chrono::seconds(1));
   if (!config().upstream.empty()) add_capture_source(std::make_unique<UpstreamSource>(config().upstream));
 
   // --- coordinator registration client (coordinator engineer: add_component / add_grpc_service) ---
@@ -122,6 +126,10 @@ void Agent::add_threaded_collector(std::unique_ptr<Collector> collector, std::ch
 void Agent::add_capture_source(std::unique_ptr<CaptureSource> source) {
   captures_->add_source(*source);
   sources_.push_back(std::move(source));
+}
+
+void Agent::add_device_utilization_source(const DeviceUtilizationSource& source) {
+  device_utilization_sources_.push_back(&source);
 }
 
 void Agent::add_grpc_service(std::unique_ptr<grpc::Service> service) { services_.push_back(std::move(service)); }
@@ -166,7 +174,8 @@ absl::Status Agent::start() {
   captures_->add_source(*host_source_);
 
   services_.insert(services_.begin(),
-                   std::make_unique<ProfilerServiceImpl>(*captures_, *cpu_, [this] { return sampler_->run_pass(); },
+                   std::make_unique<ProfilerServiceImpl>(*captures_, *cpu_, device_utilization_sources_,
+                                                         [this] { return sampler_->run_pass(); },
                                                          step_tracker_, clock_, *request_metrics_));
   services_.insert(services_.begin(), std::make_unique<AgentServiceImpl>(
                                           clock_, [this](podscope::v1::AgentStatus& s) { fill_status(s); }));

@@ -13,6 +13,7 @@
 //   add_grpc_service         — another gRPC service on the agent's server (same port, same size limits)
 //   add_component            — something with a start/stop lifecycle (local-socket server, registration client)
 //   add_status_contributor   — fills its part of podscope.v1.AgentStatus (e.g. the local clients)
+//   add_device_utilization_source — an accelerator Monitor may report (first with a figure wins, else the CPU)
 #pragma once
 
 #include <atomic>
@@ -33,6 +34,7 @@
 #include "agent/agent_config.h"
 #include "agent/capture/capture_source.h"
 #include "agent/collectors/collector.h"
+#include "agent/service/device_utilization.h"
 #include "agent/steps/step_tracker.h"
 #include "daemon/clock.h"
 #include "podscope/v1/agent.pb.h"
@@ -75,6 +77,8 @@ class Agent {
   void add_grpc_service(std::unique_ptr<grpc::Service> service);
   void add_component(std::unique_ptr<AgentComponent> component);
   void add_status_contributor(std::function<void(podscope::v1::AgentStatus&)> contributor);
+  // `source` must live as long as the agent (typically a collector also given to the agent).
+  void add_device_utilization_source(const DeviceUtilizationSource& source);
   StepTracker& step_tracker() { return step_tracker_; }
   boost::asio::io_context& io_context() { return io_; }
   prometheus::Registry& registry() { return *registry_; }
@@ -122,6 +126,7 @@ class Agent {
   std::vector<std::unique_ptr<grpc::Service>> services_;
   std::vector<std::unique_ptr<AgentComponent>> components_;
   std::vector<std::function<void(podscope::v1::AgentStatus&)>> status_contributors_;
+  std::vector<const DeviceUtilizationSource*> device_utilization_sources_;  // Monitor's order of preference
   std::unique_ptr<MetricsExporter> exporter_;
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::thread> io_threads_;

@@ -38,8 +38,9 @@ struct Options {
   size_t max_threads = 0;      // annotating threads with a ring; 0: 256. Further threads' events are dropped.
 };
 
-// Starts the background agent link (a second call while running is ignored; after shutdown() it starts
-// again). Never blocks on the agent.
+// Starts the background agent link (a second call while running is ignored, except that it sets the cores
+// and job when the link was started by add_capture_window_listener(); after shutdown() it starts again).
+// Never blocks on the agent.
 void init(const Options& options = {});
 // Sends what is buffered (bounded wait) and stops the background thread. Also runs at exit.
 void shutdown();
@@ -49,6 +50,23 @@ void set_thread_core(int32_t core);
 using NameId = uint32_t;
 // Interns a name for compute/free-form spans and replica groups. Takes a lock: call once, keep the id.
 NameId intern(std::string_view name);
+
+// For libraries that trace devices inside this process (libpodscope_cupti): told when the agent opens and
+// closes a capture window. Both calls run on libpodscope's background thread, which waits for them: keep
+// them short (a CUPTI flush is fine).
+class CaptureWindowListener {
+ public:
+  virtual ~CaptureWindowListener() = default;
+  virtual void window_opened() = 0;
+  // The window closed, or the agent went away while it was open: stop tracing and return what was traced
+  // in it as a serialized tensorflow.profiler.XSpace (empty: nothing; Unix ns on this host's system clock).
+  // It is sent to the agent before the process reports the window done, and merged into the capture.
+  virtual std::string window_closed() = 0;
+};
+// Registers `listener` from the next window on (it must live as long as the process). Starts the agent link
+// as init() with the environment's settings would, unless it runs already; an init() called later still
+// sets this process's cores and job. One link per process: libpodscope_cupti uses this same library.
+void add_capture_window_listener(CaptureWindowListener* listener);
 
 // Events dropped since init because a ring was full, a thread had none, or the agent read too slowly.
 uint64_t dropped_events();

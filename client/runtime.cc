@@ -81,11 +81,21 @@ Runtime::Runtime() {
   intern("train");           // id 1: the step name
 }
 
-void Runtime::start(const Options& options) {
+void Runtime::start(const Options& options, bool implicit) {
   std::lock_guard lock(mu_);
-  if (started_ && !stopping_) return;  // already running: the first init wins
+  if (started_ && !stopping_) {
+    // Already running: the first init wins, but a device tracer's implicit start has no identity to keep.
+    if (!implicit && implicit_start_) {
+      implicit_start_ = false;
+      if (!options.cores.empty()) cores_ = options.cores;
+      if (!options.job.empty()) job_ = options.job;
+      reregister_ = true;
+    }
+    return;
+  }
   const bool first_start = !started_;
   started_ = true;
+  implicit_start_ = implicit;
   stopping_ = false;
   window_open_ = false;
   cores_ = options.cores.empty() ? cores_from_env() : options.cores;
@@ -100,6 +110,15 @@ void Runtime::start(const Options& options) {
                                           : options.socket_path);
   thread_ = std::thread([this] { run(); });
   if (first_start) std::atexit([] { Runtime::instance().stop(); });
+}
+
+void Runtime::add_listener(CaptureWindowListener* listener) {
+  {
+    std::lock_guard lock(mu_);
+    listeners_.push_back(listener);
+    if (started_ && !stopping_) return;
+  }
+  start(Options{}, /*implicit=*/true);
 }
 
 void Runtime::stop() {
@@ -192,10 +211,16 @@ void Runtime::run() {
     if (!link_->connected()) {
       if (detail::g_level.load(std::memory_order_relaxed) != 0) detail::g_level.store(0, std::memory_order_relaxed);
       connected_.store(false, std::memory_order_relaxed);
+      if (window_open_) collect_device_planes(/*discard=*/true);  // device tracers stop with the agent
       window_open_ = false;
       closing_ = false;
     }
     for (const auto& msg : incoming) handle(msg);
+    while (!deferred_.empty()) {
+      const std::vector<local::Message> later = std::move(deferred_);
+      deferred_.clear();
+      for (const auto& msg : later) handle(msg);
+    }
     if (closing_) finish_window_if_steps_ended(stopping);
     if (stopping || std::chrono::steady_clock::now() >= next_drain) {
       clock_.calibrate();
@@ -226,6 +251,7 @@ void Runtime::handle(const local::Message& msg) {
     window_open_ = true;
     dropped_at_open_ = total_dropped();
     detail::g_level.store(2, std::memory_order_relaxed);
+    notify_window_opened();
   } else if (const auto* close = std::get_if<local::CaptureCloseMsg>(&msg)) {
     if (!window_open_ || closing_ || close->session != session_) return;
     detail::g_level.store(1, std::memory_order_relaxed);
@@ -245,9 +271,49 @@ void Runtime::finish_window_if_steps_ended(bool force) {
     }
   }
   drain_rings();
+  collect_device_planes(/*discard=*/false);
   window_open_ = false;
   closing_ = false;
   link_->queue(local::CaptureDoneMsg{session_, total_dropped() - dropped_at_open_});
+}
+
+void Runtime::notify_window_opened() {
+  std::vector<CaptureWindowListener*> listeners;
+  {
+    std::lock_guard lock(mu_);
+    listeners = listeners_;
+  }
+  for (CaptureWindowListener* l : listeners) l->window_opened();
+}
+
+void Runtime::collect_device_planes(bool discard) {
+  std::vector<CaptureWindowListener*> listeners;
+  {
+    std::lock_guard lock(mu_);
+    listeners = listeners_;
+  }
+  for (CaptureWindowListener* l : listeners) {
+    const std::string bytes = l->window_closed();
+    if (!discard && !bytes.empty()) send_device_space(bytes);
+  }
+}
+
+void Runtime::send_device_space(const std::string& bytes) {
+  // In chunks under the frame limit, writing as the agent reads, so that a large space never trips the
+  // link's queue cap. Bounded: the agent gives up on the window 2 s after closing it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  for (size_t offset = 0; offset < bytes.size() && link_->connected(); offset += local::kDevicePlanesChunkBytes) {
+    while (link_->connected() && link_->queued_bytes() > kMaxQueuedEventBytes) {
+      if (std::chrono::steady_clock::now() >= deadline) return;  // the agent reports the space incomplete
+      link_->pump(10, deferred_);
+    }
+    local::DevicePlanesMsg chunk;
+    chunk.session = session_;
+    chunk.total_bytes = bytes.size();
+    chunk.offset = offset;
+    chunk.chunk = bytes.substr(offset, local::kDevicePlanesChunkBytes);
+    link_->queue(chunk);
+  }
 }
 
 void Runtime::drain_rings() {
@@ -348,6 +414,7 @@ void init(const Options& options) { client::Runtime::instance().start(options); 
 void shutdown() { client::Runtime::instance().stop(); }
 NameId intern(std::string_view name) { return client::Runtime::instance().intern(name); }
 NameId train_name() { return 1; }
+void add_capture_window_listener(CaptureWindowListener* listener) { client::Runtime::instance().add_listener(listener); }
 uint64_t dropped_events() { return client::Runtime::instance().total_dropped(); }
 bool agent_connected() { return client::Runtime::instance().connected(); }
 

@@ -24,7 +24,9 @@ class Runtime {
  public:
   static Runtime& instance();
 
-  void start(const Options& options);
+  // `implicit`: started for a capture-window listener, not by init(); a later init() sets cores and job.
+  void start(const Options& options, bool implicit = false);
+  void add_listener(CaptureWindowListener* listener);
   void stop();
   NameId intern(std::string_view name);
   // A new ring for the calling thread, or null when max_threads rings exist.
@@ -45,6 +47,10 @@ class Runtime {
   void drain_rings();
   void add_event(const RawEvent& e, ThreadRing& ring, std::vector<local::EventsMsg>& batches);
   void queue_events(local::EventsMsg& batch);
+  void notify_window_opened();
+  // Asks every listener for its device planes and sends them (unless `discard`: the agent is gone).
+  void collect_device_planes(bool discard);
+  void send_device_space(const std::string& bytes);
   local::RegisterMsg register_msg();
 
   mutable std::mutex mu_;  // identity, names, ring list
@@ -55,6 +61,8 @@ class Runtime {
   std::unordered_map<std::string, NameId> name_ids_;
   std::vector<std::shared_ptr<ThreadRing>> rings_;
   bool reregister_ = false;
+  bool implicit_start_ = false;
+  std::vector<CaptureWindowListener*> listeners_;
   size_t ring_capacity_ = 65536;
   size_t max_threads_ = 256;
 
@@ -75,6 +83,7 @@ class Runtime {
   uint64_t session_ = 0;
   uint64_t dropped_at_open_ = 0;
   std::vector<local::StepMsg> steps_;
+  std::vector<local::Message> deferred_;  // agent frames read while sending device planes, handled next
   std::vector<int32_t> drain_cores_;  // cores_ as of the current drain
   // Per drained ring: the last record that a continuation record may extend.
   local::EventMsg* last_event_ = nullptr;

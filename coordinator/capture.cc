@@ -164,7 +164,8 @@ CaptureResult run_capture(const std::vector<AgentConnection*>& agents, const Cap
     result.attempts = attempt;
     AttemptOutcome outcome = fan_out(agents, requests, deadline, spec.max_in_flight);
     const int64_t gathered_ns = clock.now_ns();
-    const auto after = measure_clocks(agents, clock, std::max(4, spec.clock_sync_pings / 2), 1000);
+    // As many pings as the opening burst: the merge offset is estimated from both (combine_clocks).
+    const auto after = measure_clocks(agents, clock, spec.clock_sync_pings, 1000);
 
     bool retry_worthy = false;
     long with_data = 0;

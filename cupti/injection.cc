@@ -3,18 +3,18 @@
 //   InitializeInjectionNvtx2  NVTX calls it at the first NVTX call when NVTX_INJECTION64_PATH names it.
 // Two modes, chosen by the environment:
 //   PODSCOPE_CUPTI_TRACE_FILE=<path>  trace from injection to exit, write one XSpace there (atomically).
-//   otherwise                         register with the local agent (libpodscope) and trace exactly while
-//                                     the agent has a capture window open.
+//   otherwise                         register with the local agent through libpodscope.so (the same copy
+//                                     the program may use itself: one agent connection per process), trace
+//                                     exactly while the agent has a capture window open, and send the
+//                                     window's planes to the agent through it.
 // Everything here is process-wide by nature: CUDA and NVTX inject once per process.
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "client/podscope.h"
 #include "cupti/cupti_tracer.h"
@@ -42,29 +42,17 @@ void write_trace_file() {
   }
 }
 
-// Follows the agent's capture windows as libpodscope sees them (level 2 = window open). Detached: it
-// lives as long as the traced process.
+// Traces exactly while the agent has a capture window open, and hands the window's planes to libpodscope,
+// which sends them to the agent before it reports the window done.
+class AgentWindowTracer final : public podscope::CaptureWindowListener {
+ public:
+  void window_opened() override { CuptiTracer::instance().open_window(); }
+  std::string window_closed() override { return CuptiTracer::instance().close_window().SerializeAsString(); }
+};
+
 void follow_agent_windows() {
-  podscope::init();
-  std::thread([] {
-    bool told_delivery = false;
-    while (true) {
-      const bool capture_open = podscope::detail::g_level.load(std::memory_order_relaxed) >= 2;
-      auto& tracer = CuptiTracer::instance();
-      if (capture_open && !tracer.window_open()) {
-        tracer.open_window();
-      } else if (!capture_open && tracer.window_open()) {
-        tracer.close_window();
-        if (!told_delivery) {
-          // The local protocol has no frame for device planes yet (see docs/collectors.md).
-          std::fprintf(stderr, "podscope_cupti: GPU planes of this window not sent: the agent link has no "
-                               "device-plane frame yet; set PODSCOPE_CUPTI_TRACE_FILE to keep them\n");
-          told_delivery = true;
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }).detach();
+  static AgentWindowTracer* tracer = new AgentWindowTracer();  // lives as long as the process
+  podscope::add_capture_window_listener(tracer);
 }
 
 }  // namespace

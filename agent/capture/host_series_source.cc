@@ -57,9 +57,7 @@ void HostSeriesSource::collect(tensorflow::profiler::XSpace& space) {
   for (const Collector* c : collectors_) {
     const CollectorState state = c->status();
     if (state.state == CollectorState::State::kOk) continue;
-    space.add_warnings("collector " + std::string(c->name()) +
-                       (state.state == CollectorState::State::kDegraded ? " degraded: " : " unavailable: ") +
-                       state.reason);
+    space.add_warnings("collector " + std::string(c->name()) + " " + describe(state));
   }
 }
 

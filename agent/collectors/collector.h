@@ -41,8 +41,21 @@ class SampleSink {
 struct CollectorState {
   enum class State { kOk, kDegraded, kUnavailable };
   State state = State::kOk;
-  std::string reason;  // why degraded or unavailable, e.g. "unavailable: libnvidia-ml.so.1 not found"
+  // Why degraded or unavailable, without the state word, e.g. "cannot load libnvidia-ml.so.1: ...".
+  // describe() adds the state word; status readers (CLI) show the state next to it.
+  std::string reason;
 };
+
+// "ok", "degraded: <reason>" or "unavailable: <reason>": the one place that words a state for people
+// (capture warnings, logs).
+inline std::string describe(const CollectorState& s) {
+  switch (s.state) {
+    case CollectorState::State::kOk: return "ok";
+    case CollectorState::State::kDegraded: return "degraded: " + s.reason;
+    case CollectorState::State::kUnavailable: return "unavailable: " + s.reason;
+  }
+  return s.reason;
+}
 
 // Thread-safe holder for a collector's state: sample() writes it, status readers (gRPC, metrics) read it.
 class CollectorStateCell {

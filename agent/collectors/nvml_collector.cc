@@ -36,7 +36,7 @@ std::string read_string(nvml::Return (*fn)(nvml::Device, char*, unsigned int), n
 }  // namespace
 
 NvmlCollector::NvmlCollector(std::string library) : library_path_(std::move(library)) {
-  state_.set(CollectorState::State::kUnavailable, "unavailable: NVML not loaded yet");
+  state_.set(CollectorState::State::kUnavailable, "NVML not loaded yet");
 }
 
 NvmlCollector::~NvmlCollector() { stop_nvml(); }
@@ -55,25 +55,25 @@ void NvmlCollector::try_start(int64_t now_ns) {
   auto fail = [&](std::string reason) {
     stop_nvml();
     if (state_.get().reason != reason) {
-      PODSCOPE_LOG(kInfo) << "nvml: " << reason;
+      PODSCOPE_LOG(kInfo) << "nvml: " << describe({CollectorState::State::kUnavailable, reason});
     }
     state_.set(CollectorState::State::kUnavailable, std::move(reason));
   };
   auto library = nvml::Library::load(library_path_);
-  if (!library.ok()) return fail("unavailable: " + std::string(library.status().message()));
+  if (!library.ok()) return fail(std::string(library.status().message()));
   library_ = std::move(*library);
   const nvml::Api& api = library_->api();
-  if (nvml::Return r = api.init(); r != nvml::kSuccess) return fail("unavailable: nvmlInit failed: " + api.error(r));
+  if (nvml::Return r = api.init(); r != nvml::kSuccess) return fail("nvmlInit failed: " + api.error(r));
   initialized_ = true;
   unsigned int count = 0;
   if (nvml::Return r = api.device_count(&count); r != nvml::kSuccess) {
-    return fail("unavailable: nvmlDeviceGetCount failed: " + api.error(r));
+    return fail("nvmlDeviceGetCount failed: " + api.error(r));
   }
-  if (count == 0) return fail("unavailable: NVML reports no GPUs");
+  if (count == 0) return fail("NVML reports no GPUs");
   for (unsigned int i = 0; i < count; ++i) {
     nvml::Device handle = nullptr;
     if (nvml::Return r = api.device_by_index(i, &handle); r != nvml::kSuccess) {
-      return fail("unavailable: nvmlDeviceGetHandleByIndex(" + std::to_string(i) + ") failed: " + api.error(r));
+      return fail("nvmlDeviceGetHandleByIndex(" + std::to_string(i) + ") failed: " + api.error(r));
     }
     Gpu gpu{handle, static_cast<int>(i), read_string(api.device_name, handle),
             read_string(api.device_uuid, handle), "", {}};
@@ -114,7 +114,7 @@ void NvmlCollector::sample(int64_t now_ns, SampleSink& sink) {
   auto ok = [&](nvml::Return r, const char* call, const Gpu& gpu) {
     if (r == nvml::kSuccess) return true;
     if (r != nvml::kErrorNotSupported && failure.empty()) {
-      failure = "degraded: " + std::string(call) + " on GPU " + std::to_string(gpu.index) + ": " + api.error(r);
+      failure = std::string(call) + " on GPU " + std::to_string(gpu.index) + ": " + api.error(r);
     }
     return false;
   };
@@ -177,6 +177,8 @@ std::optional<DeviceUtilization> NvmlCollector::device_utilization() const {
   u.utilization_percent = sum / u.device_count;
   u.utilization_kind = "GPU utilization (NVML: share of time a kernel was running)";
   u.device_type = model_;
+  u.short_name = "GPU";
+  u.count_label = "GPUs";
   return u;
 }
 

@@ -1,7 +1,7 @@
 // Per-GPU counters from NVML (utilization, memory, power, temperature, clocks, PCIe and NVLink traffic),
 // as Prometheus series labelled gpu/uuid/pci_bus_id/model and as counter tracks on `/device:GPU:<n>`.
 // NVML's PCIe throughput query blocks for about 20 ms per GPU, so this collector runs on a
-// CollectorThread. Without the library or GPUs it reports "unavailable: <reason>" and retries rarely.
+// CollectorThread. Without the library or GPUs it is unavailable (with the reason) and retries rarely.
 #pragma once
 
 #include <array>
@@ -26,6 +26,7 @@ class NvmlCollector : public Collector, public DeviceUtilizationSource {
 
   std::string_view name() const override { return "nvml"; }
   CollectorState status() const override { return state_.get(); }
+  CollectorState::State state() const override { return state_.state(); }
   void sample(int64_t now_ns, SampleSink& sink) override;
   std::optional<DeviceUtilization> device_utilization() const override;
 

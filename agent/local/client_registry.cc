@@ -72,6 +72,36 @@ void ClientRegistry::on_events(uint64_t connection, local::EventsMsg&& msg) {
   it->second.batches.push_back(std::move(msg));
 }
 
+void ClientRegistry::on_device_planes(uint64_t connection, local::DevicePlanesMsg&& msg) {
+  std::lock_guard lock(mu_);
+  if (window_ == WindowState::kNone || msg.session != session_) return;  // late data of an older window
+  auto it = gathered_.find(connection);
+  if (it == gathered_.end()) return;
+  LocalClientCapture& g = it->second;
+  if (msg.offset == 0) {
+    if (!g.partial_device_space.empty()) {
+      g.warnings.push_back("device planes: a space of " + std::to_string(g.partial_device_total) +
+                           " bytes was cut off after " + std::to_string(g.partial_device_space.size()) +
+                           " bytes");
+    }
+    g.partial_device_space.clear();
+    g.partial_device_total = msg.total_bytes;
+  } else if (msg.offset != g.partial_device_space.size() || msg.total_bytes != g.partial_device_total) {
+    g.warnings.push_back("device planes: chunk at offset " + std::to_string(msg.offset) + " of " +
+                         std::to_string(msg.total_bytes) + " bytes does not follow the " +
+                         std::to_string(g.partial_device_space.size()) + " bytes received; space dropped");
+    g.partial_device_space.clear();
+    g.partial_device_total = 0;
+    return;
+  }
+  g.partial_device_space += msg.chunk;
+  if (g.partial_device_space.size() == g.partial_device_total) {
+    g.device_spaces.push_back(std::move(g.partial_device_space));
+    g.partial_device_space.clear();
+    g.partial_device_total = 0;
+  }
+}
+
 void ClientRegistry::on_capture_done(uint64_t connection, const local::CaptureDoneMsg& msg) {
   std::lock_guard lock(mu_);
   if (window_ == WindowState::kNone || msg.session != session_) return;

@@ -32,6 +32,11 @@ struct LocalClientInfo {
 struct LocalClientCapture {
   LocalClientInfo client;
   std::vector<local::EventsMsg> batches;
+  // Serialized XSpaces from device tracers in the client (libpodscope_cupti), each reassembled whole.
+  std::vector<std::string> device_spaces;
+  std::string partial_device_space;  // chunks of the space being received
+  uint64_t partial_device_total = 0;
+  std::vector<std::string> warnings;  // what went wrong with this client's data, for the XSpace
   uint64_t dropped_events = 0;
   bool complete = false;  // it answered the close (false: it disconnected or hung first)
 };
@@ -47,6 +52,7 @@ class ClientRegistry {
   void on_register(uint64_t connection, const local::RegisterMsg& msg);
   void on_events(uint64_t connection, local::EventsMsg&& msg);
   void on_capture_done(uint64_t connection, const local::CaptureDoneMsg& msg);
+  void on_device_planes(uint64_t connection, local::DevicePlanesMsg&& msg);
 
   std::vector<LocalClientInfo> clients() const;  // registered ones only
   // The pids of registered clients, into `out` (cleared; its capacity reused: no allocation once warm).

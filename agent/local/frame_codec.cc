@@ -1,6 +1,7 @@
 #include "agent/local/frame_codec.h"
 
 #include <cstring>
+#include <iterator>
 #include <type_traits>
 
 namespace podscope::local {
@@ -73,8 +74,10 @@ class Reader {
 };
 
 FrameType type_of(const Message& msg) {
-  static constexpr FrameType kTypes[] = {FrameType::kRegister,    FrameType::kSteps,       FrameType::kEvents,
-                                         FrameType::kCaptureDone, FrameType::kCaptureOpen, FrameType::kCaptureClose};
+  static constexpr FrameType kTypes[] = {FrameType::kRegister,    FrameType::kSteps,         FrameType::kEvents,
+                                         FrameType::kCaptureDone, FrameType::kDevicePlanes,  FrameType::kCaptureOpen,
+                                         FrameType::kCaptureClose};
+  static_assert(std::size(kTypes) == std::variant_size_v<Message>);
   return kTypes[msg.index()];
 }
 
@@ -122,6 +125,12 @@ void encode_payload(const EventsMsg& m, Writer& w) {
 void encode_payload(const CaptureDoneMsg& m, Writer& w) {
   w.put(m.session);
   w.put(m.dropped_events);
+}
+void encode_payload(const DevicePlanesMsg& m, Writer& w) {
+  w.put(m.session);
+  w.put(m.total_bytes);
+  w.put(m.offset);
+  w.put_string(m.chunk);
 }
 void encode_payload(const CaptureOpenMsg& m, Writer& w) {
   w.put(m.session);
@@ -186,6 +195,22 @@ bool decode(Reader& r, EventsMsg& m, std::string& error) {
 bool decode(Reader& r, CaptureDoneMsg& m) {
   return r.get(m.session, "capture_done.session") && r.get(m.dropped_events, "capture_done.dropped_events");
 }
+bool decode(Reader& r, DevicePlanesMsg& m, std::string& error) {
+  if (!r.get(m.session, "device_planes.session") || !r.get(m.total_bytes, "device_planes.total_bytes") ||
+      !r.get(m.offset, "device_planes.offset") || !r.get_string(m.chunk, "device_planes.chunk"))
+    return false;
+  if (m.total_bytes > kMaxDeviceSpaceBytes) {
+    error = "device_planes.total_bytes: " + std::to_string(m.total_bytes) + " exceeds the maximum of " +
+            std::to_string(kMaxDeviceSpaceBytes);
+    return false;
+  }
+  if (m.offset > m.total_bytes || m.chunk.size() > m.total_bytes - m.offset) {
+    error = "device_planes: chunk of " + std::to_string(m.chunk.size()) + " bytes at offset " +
+            std::to_string(m.offset) + " runs past total_bytes " + std::to_string(m.total_bytes);
+    return false;
+  }
+  return true;
+}
 bool decode(Reader& r, CaptureOpenMsg& m) {
   return r.get(m.session, "capture_open.session") && r.get(m.start_ns, "capture_open.start_ns") &&
          r.get(m.end_ns, "capture_open.end_ns");
@@ -218,7 +243,7 @@ std::optional<FrameHeader> decode_header(std::string_view header, std::string& e
     error = "bad frame magic " + std::to_string(magic) + " (expected " + std::to_string(kFrameMagic) + ")";
     return std::nullopt;
   }
-  const bool known = (type >= 1 && type <= 4) || type == 16 || type == 17;
+  const bool known = (type >= 1 && type <= 5) || type == 16 || type == 17;
   if (!known) {
     error = "unknown frame type " + std::to_string(type);
     return std::nullopt;
@@ -256,6 +281,11 @@ std::optional<Message> decode_payload(FrameType type, std::string_view payload, 
     case FrameType::kCaptureDone: {
       CaptureDoneMsg m;
       bool ok = decode(r, m);
+      return finish(std::move(m), ok);
+    }
+    case FrameType::kDevicePlanes: {
+      DevicePlanesMsg m;
+      bool ok = decode(r, m, error);
       return finish(std::move(m), ok);
     }
     case FrameType::kCaptureOpen: {

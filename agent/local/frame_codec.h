@@ -26,6 +26,7 @@ enum class FrameType : uint16_t {
   kSteps = 2,
   kEvents = 3,
   kCaptureDone = 4,
+  kDevicePlanes = 5,
   // agent → client
   kCaptureOpen = 16,
   kCaptureClose = 17,
@@ -88,6 +89,20 @@ struct CaptureDoneMsg {
   uint64_t session = 0;
   uint64_t dropped_events = 0;  // events lost to full buffers during the window
 };
+// One chunk of a serialized tensorflow.profiler.XSpace that a device tracer in the client (libpodscope_cupti)
+// produced for a capture window. A space is sent as consecutive chunks (offsets 0, n, 2n, ...) before the
+// window's CaptureDone; the agent reassembles it and merges it into the capture.
+struct DevicePlanesMsg {
+  uint64_t session = 0;
+  uint64_t total_bytes = 0;  // of the whole serialized space, at most kMaxDeviceSpaceBytes
+  uint64_t offset = 0;       // of this chunk in it
+  std::string chunk;
+};
+// A device space larger than this is refused (the agent would hold it in memory until the capture ends).
+inline constexpr uint64_t kMaxDeviceSpaceBytes = 1ull << 30;
+// Chunk size that keeps a DevicePlanes frame under kMaxFramePayloadBytes.
+inline constexpr size_t kDevicePlanesChunkBytes = kMaxFramePayloadBytes - 64;
+
 struct CaptureOpenMsg {
   uint64_t session = 0;
   int64_t start_ns = 0;  // agent clock, informational
@@ -97,7 +112,8 @@ struct CaptureCloseMsg {
   uint64_t session = 0;
 };
 
-using Message = std::variant<RegisterMsg, StepsMsg, EventsMsg, CaptureDoneMsg, CaptureOpenMsg, CaptureCloseMsg>;
+using Message = std::variant<RegisterMsg, StepsMsg, EventsMsg, CaptureDoneMsg, DevicePlanesMsg, CaptureOpenMsg,
+                             CaptureCloseMsg>;
 
 // Appends one complete frame (header + payload) to `out`.
 void encode_frame(const Message& msg, std::string& out);

@@ -1,6 +1,7 @@
 #include "agent/local/local_clients_source.h"
 
 #include "agent/local/custom_planes.h"
+#include "proto/xspace/xplane_builder.h"
 
 namespace podscope::agent {
 
@@ -21,6 +22,28 @@ void LocalClientsSource::collect(tensorflow::profiler::XSpace& space) {
   for (const auto& c : captures) dropped += c.dropped_events;
   if (dropped > 0 && on_dropped_) on_dropped_(dropped);
   add_custom_planes(captures, clock_, CustomPlaneOptions{start_ns_, end_ns_}, space);
+  for (const auto& c : captures) add_device_spaces(c, space);
+}
+
+void LocalClientsSource::add_device_spaces(const LocalClientCapture& capture, tensorflow::profiler::XSpace& space) const {
+  const std::string who =
+      "local client pid " + std::to_string(capture.client.pid) + " (" + capture.client.program + "): ";
+  for (const std::string& w : capture.warnings) space.add_warnings(who + w);
+  if (!capture.partial_device_space.empty()) {
+    space.add_warnings(who + "device planes incomplete: " + std::to_string(capture.partial_device_space.size()) +
+                       " of " + std::to_string(capture.partial_device_total) + " bytes arrived; dropped");
+  }
+  for (const std::string& bytes : capture.device_spaces) {
+    tensorflow::profiler::XSpace device;
+    if (!device.ParseFromString(bytes)) {
+      space.add_warnings(who + "device planes of " + std::to_string(bytes.size()) +
+                         " bytes do not parse as an XSpace; dropped");
+      continue;
+    }
+    // The tracer stamps the client's system clock, as annotations do: apply the agent's clock offset.
+    if (const int64_t offset = clock_.from_system_ns(0); offset != 0) xspace::shift_timestamps(device, offset);
+    xspace::merge_space(std::move(device), space);
+  }
 }
 
 }  // namespace podscope::agent

@@ -1,6 +1,7 @@
 // The capture source for annotated processes: opening a window tells every registered client to record,
 // closing asks them to flush, and collect() waits (bounded) for their last batches and adds one
-// `/device:CUSTOM:<core>` plane per annotated core (see custom_planes.h).
+// `/device:CUSTOM:<core>` plane per annotated core (see custom_planes.h), then merges the device planes
+// that tracers inside the clients sent (libpodscope_cupti's `/device:GPU:<n>`, `/host:CUPTI`, NVTX lines).
 #pragma once
 
 #include <atomic>
@@ -27,6 +28,8 @@ class LocalClientsSource : public CaptureSource {
   void collect(tensorflow::profiler::XSpace& space) override;
 
  private:
+  void add_device_spaces(const LocalClientCapture& capture, tensorflow::profiler::XSpace& space) const;
+
   std::shared_ptr<ClientRegistry> registry_;
   const Clock& clock_;
   std::function<void(uint64_t)> on_dropped_;

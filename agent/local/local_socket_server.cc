@@ -93,6 +93,8 @@ class LocalSocketServer::Connection : public std::enable_shared_from_this<Connec
       registry.on_events(id_, std::move(*e));
     } else if (auto* d = std::get_if<local::CaptureDoneMsg>(&msg)) {
       registry.on_capture_done(id_, *d);
+    } else if (auto* p = std::get_if<local::DevicePlanesMsg>(&msg)) {
+      registry.on_device_planes(id_, std::move(*p));
     } else {
       close("sent an agent-to-client frame");
       return false;

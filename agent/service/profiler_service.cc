@@ -25,8 +25,18 @@ grpc::Status to_grpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
-std::string monitor_text(const tensorflow::ProfilerServiceMonitorResult& r, int level, int cores, bool steps_observed,
-                         int64_t timestamp_ns) {
+DeviceUtilization host_cpu_device(int cores) {
+  DeviceUtilization cpu;
+  cpu.device_type = "CPU (host, no accelerator)";
+  cpu.short_name = "CPU";
+  cpu.count_label = "CPU cores";
+  cpu.device_count = 1;
+  cpu.core_count = cores;
+  return cpu;
+}
+
+std::string monitor_text(const tensorflow::ProfilerServiceMonitorResult& r, int level, const DeviceUtilization& device,
+                         bool steps_observed, int64_t timestamp_ns) {
   std::string out;
   if (timestamp_ns != 0) {
     const time_t seconds = static_cast<time_t>(timestamp_ns / 1'000'000'000);
@@ -37,11 +47,14 @@ std::string monitor_text(const tensorflow::ProfilerServiceMonitorResult& r, int 
     out += "Timestamp: " + std::string(text) + "\n";
   }
   if (level == 0) return out;
-  out += "Device type: CPU (host, no accelerator)\n";
-  out += "Utilization of CPU (higher is better): " + percent(r.matrix_unit_utilization_percent()) + "\n";
+  out += "Device type: " + device.device_type + "\n";
+  // Say what the figure is where it is not a plain utilization (a TPU's is its TensorCore duty cycle).
+  const std::string kind = device.utilization_kind.empty() ? "" : " (" + device.utilization_kind + ")";
+  out += "Utilization of " + device.short_name + " (higher is better): " +
+         percent(r.matrix_unit_utilization_percent()) + kind + "\n";
   if (level < 2) return out;
-  out += "CPU idle time (lower is better): " + percent(r.device_idle_time_percent()) + "\n";
-  out += "Number of CPU cores: " + std::to_string(cores) + "\n";
+  out += device.short_name + " idle time (lower is better): " + percent(r.device_idle_time_percent()) + "\n";
+  out += "Number of " + device.count_label + ": " + std::to_string(device.core_count) + "\n";
   if (!steps_observed) {
     out += "Step time: no steps observed (no annotated training process reported steps)\n";
     return out;
@@ -54,10 +67,12 @@ std::string monitor_text(const tensorflow::ProfilerServiceMonitorResult& r, int 
 }
 
 ProfilerServiceImpl::ProfilerServiceImpl(CaptureSessions& captures, const CpuCollector& cpu,
+                                         std::vector<const DeviceUtilizationSource*> devices,
                                          std::function<int64_t()> sample_now, const StepTracker& steps,
                                          const Clock& clock, RequestMetrics& metrics)
     : captures_(captures),
       cpu_(cpu),
+      devices_(std::move(devices)),
       sample_now_(std::move(sample_now)),
       steps_(steps),
       clock_(clock),
@@ -112,9 +127,15 @@ grpc::Status ProfilerServiceImpl::Monitor(grpc::ServerContext* context, const te
   const CpuCollector::Totals after = cpu_.totals();
 
   tensorflow::ProfilerServiceMonitorResult& r = *response->mutable_monitor_result();
+  // The accelerator's latest figure (its collector samples every second) when one answers, else the
+  // host CPU's share over the window.
+  std::optional<DeviceUtilization> device;
+  for (const DeviceUtilizationSource* source : devices_) {
+    if ((device = source->device_utilization())) break;
+  }
   const double busy = static_cast<double>(after.busy - before.busy);
   const double total = static_cast<double>(after.total - before.total);
-  const double utilization = total > 0 ? 100.0 * busy / total : 0.0;
+  const double utilization = device ? device->utilization_percent : total > 0 ? 100.0 * busy / total : 0.0;
   bool steps_observed = false;
   if (level >= 1) {
     r.set_response_type(tensorflow::ProfilerServiceMonitorResult::UTIL_ONLY);
@@ -135,7 +156,7 @@ grpc::Status ProfilerServiceImpl::Monitor(grpc::ServerContext* context, const te
     }
   }
   metrics_.monitors_served.Increment();
-  response->set_data(monitor_text(r, level, after.cores, steps_observed,
+  response->set_data(monitor_text(r, level, device ? *device : host_cpu_device(after.cores), steps_observed,
                                   request->timestamp() ? clock_.now_ns() : 0));
   return grpc::Status::OK;
 }

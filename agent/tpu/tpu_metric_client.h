@@ -29,6 +29,11 @@ class TpuMetricSource {
   virtual std::string_view address() const = 0;
 };
 
+// An absent service must cost next to nothing (the agent polls it every second on every host, TPU or not),
+// and a gRPC channel to a closed port keeps gRPC's threads busy with reconnect attempts. So while no
+// channel is up, each call first checks the port with one plain non-blocking TCP connect and answers
+// UNAVAILABLE itself when nothing listens; the channel is made only once something does, and dropped
+// again when the service stops answering.
 class TpuMetricClient : public TpuMetricSource {
  public:
   // `address` is host:port; the channel uses gRPC local credentials, as libtpu's server requires.
@@ -43,7 +48,16 @@ class TpuMetricClient : public TpuMetricSource {
 
  private:
   struct Stub;
+  // OK when something accepts TCP connections at address_ (within timeout_), else UNAVAILABLE with why.
+  absl::Status probe_port();
+  // address_ resolved once (getaddrinfo reads /etc/hosts and nsswitch: not for every second's probe).
+  absl::Status resolve();
+  // The stub, made after a successful probe; null (UNAVAILABLE) while nothing listens.
+  absl::StatusOr<Stub*> connected_stub();
+  void drop_channel_if_unreachable(const absl::Status& status);
+
   std::string address_;
+  std::vector<std::string> resolved_;  // sockaddrs, as bytes
   std::chrono::milliseconds timeout_;
   std::unique_ptr<Stub> stub_;
 };

@@ -38,7 +38,7 @@ bool is_unreachable(const absl::Status& status) {
 TpuRuntimeCollector::TpuRuntimeCollector(std::unique_ptr<TpuMetricSource> source, TpuHostInventory chips)
     : source_(std::move(source)), chips_(std::move(chips)) {
   state_.set(CollectorState::State::kUnavailable,
-             "unavailable: libtpu metric service at " + std::string(source_->address()) + " not queried yet");
+             "libtpu metric service at " + std::string(source_->address()) + " not queried yet");
 }
 
 SeriesId TpuRuntimeCollector::series_for(size_t metric_index, int64_t device_id, SampleSink& sink) {
@@ -60,6 +60,7 @@ SeriesId TpuRuntimeCollector::series_for(size_t metric_index, int64_t device_id,
 void TpuRuntimeCollector::sample(int64_t now_ns, SampleSink& sink) {
   size_t answered = 0;
   absl::Status unreachable;
+  absl::Status failure;  // another error (not NOT_FOUND), for the reason when nothing answered
   std::map<int64_t, double> duty_cycle;
   for (size_t i = 0; i < kMetrics.size(); ++i) {
     auto points = source_->get(kMetrics[i].runtime_name);
@@ -73,6 +74,7 @@ void TpuRuntimeCollector::sample(int64_t now_ns, SampleSink& sink) {
         unreachable = points.status();
         break;  // no runtime: don't wait out a timeout per metric
       }
+      failure = points.status();
       continue;
     }
     ++answered;
@@ -84,11 +86,12 @@ void TpuRuntimeCollector::sample(int64_t now_ns, SampleSink& sink) {
 
   const CollectorState before = state_.get();
   if (answered == 0) {
-    std::string reason = "unavailable: " + std::string(unreachable.ok() ? "no metric answered" : unreachable.message());
+    const absl::Status& why = unreachable.ok() ? failure : unreachable;
+    std::string reason(why.ok() ? "no metric answered" : why.message());
     if (chips_.chips.empty()) reason += " (no TPU on the PCI bus)";
     state_.set(CollectorState::State::kUnavailable, std::move(reason));
   } else if (duty_cycle.empty()) {
-    state_.set(CollectorState::State::kDegraded, "degraded: libtpu at " + std::string(source_->address()) +
+    state_.set(CollectorState::State::kDegraded, "libtpu at " + std::string(source_->address()) +
                                                      " reports no TensorCore duty cycle");
   } else {
     state_.set(CollectorState::State::kOk);
@@ -96,7 +99,7 @@ void TpuRuntimeCollector::sample(int64_t now_ns, SampleSink& sink) {
   // One line per change of state, none per failed poll: a host without TPUs polls every second.
   const CollectorState after = state_.get();
   if (after.state != before.state) {
-    PODSCOPE_LOG(kInfo) << "tpu_runtime: " << (after.state == CollectorState::State::kOk ? "ok" : after.reason);
+    PODSCOPE_LOG(kInfo) << "tpu_runtime: " << describe(after);
   }
   std::lock_guard lock(mu_);
   duty_cycle_percent_ = std::move(duty_cycle);
@@ -107,6 +110,8 @@ std::optional<DeviceUtilization> TpuRuntimeCollector::device_utilization() const
   if (duty_cycle_percent_.empty()) return std::nullopt;
   DeviceUtilization u;
   u.device_type = chips_.chips.empty() ? "TPU" : "TPU " + chips_.type();
+  u.short_name = "TPU";
+  u.count_label = "TPU cores";
   u.device_count = static_cast<int>(duty_cycle_percent_.size());
   u.core_count = chips_.chips.empty() ? u.device_count : chips_.core_count();
   double sum = 0;

@@ -26,6 +26,7 @@ class TpuRuntimeCollector : public Collector, public DeviceUtilizationSource {
 
   std::string_view name() const override { return "tpu_runtime"; }
   CollectorState status() const override { return state_.get(); }
+  CollectorState::State state() const override { return state_.state(); }
   void sample(int64_t now_ns, SampleSink& sink) override;
   std::optional<DeviceUtilization> device_utilization() const override;
 

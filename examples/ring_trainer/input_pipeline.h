@@ -1,9 +1,10 @@
-// The trainer's input pipeline: a producer thread fills batches (random floats) into a bounded queue;
-// --input_delay_ms slows the producer so training steps wait on input (infeed).
-// Like tf.data's prefetch, the producer starts a batch only once the queue has room for it, so its pace
-// follows consumption. A producer that worked ahead regardless (delay first, then wait for room) runs free
-// at its own period: across data-parallel ranks the phases then stay wherever the start left them, and only
-// the rank whose input happens to come last waits in infeed while the others wait for it in the all-reduce.
+// The trainer's input pipeline: a producer thread makes batches (random floats); --input_delay_ms slows it so
+// training steps wait on input (infeed).
+// The producer starts a batch when a step asks for one, not ahead of time. A producer that works ahead (a
+// prefetch queue) runs free at its own period once it is the bottleneck: across data-parallel ranks the
+// phases then stay wherever the start left them, and only the rank whose input happens to come last waits
+// in infeed while the others wait for it in the all-reduce. On demand, every rank asks right after the same
+// all-reduce, so every rank waits on its own input each step.
 #pragma once
 
 #include <chrono>
@@ -20,8 +21,8 @@ namespace ring_trainer {
 
 class InputPipeline {
  public:
-  InputPipeline(size_t batch_floats, int delay_ms, size_t capacity, uint32_t seed)
-      : batch_floats_(batch_floats), delay_ms_(delay_ms), capacity_(capacity), rng_(seed) {
+  InputPipeline(size_t batch_floats, int delay_ms, uint32_t seed)
+      : batch_floats_(batch_floats), delay_ms_(delay_ms), rng_(seed) {
     producer_ = std::thread([this] { produce(); });
   }
   ~InputPipeline() {
@@ -32,13 +33,14 @@ class InputPipeline {
     cv_.notify_all();
     producer_.join();
   }
-  // Blocks until a batch is ready.
+  // Asks for a batch and blocks until it is ready.
   std::vector<float> next() {
     std::unique_lock lock(mu_);
+    ++requested_;
+    cv_.notify_all();
     cv_.wait(lock, [&] { return !queue_.empty(); });
     std::vector<float> batch = std::move(queue_.front());
     queue_.pop_front();
-    cv_.notify_all();
     return batch;
   }
 
@@ -48,14 +50,14 @@ class InputPipeline {
     for (;;) {
       {
         std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || queue_.size() < capacity_; });
+        cv_.wait(lock, [&] { return stop_ || requested_ > 0; });
         if (stop_) return;
+        --requested_;
       }
       if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
       std::vector<float> batch(batch_floats_);
       for (float& v : batch) v = dist(rng_);
       std::lock_guard lock(mu_);
-      if (stop_) return;
       queue_.push_back(std::move(batch));
       cv_.notify_all();
     }
@@ -63,11 +65,11 @@ class InputPipeline {
 
   size_t batch_floats_;
   int delay_ms_;
-  size_t capacity_;
   std::mt19937 rng_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::vector<float>> queue_;
+  size_t requested_ = 0;  // batches asked for and not yet started
   bool stop_ = false;
   std::thread producer_;
 };

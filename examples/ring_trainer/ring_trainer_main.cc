@@ -95,9 +95,7 @@ int train(const Flags& f) {
   podscope::init(options);
 
   const size_t m = static_cast<size_t>(f.matrix);
-  // One batch prefetched: the next one loads while this step runs, and starts loading when this one is taken,
-  // so every rank's input (taken right after the previous all-reduce) is ready at the same time.
-  ring_trainer::InputPipeline input(m * m, f.input_delay_ms, 1, static_cast<uint32_t>(f.rank + 1));
+  ring_trainer::InputPipeline input(m * m, f.input_delay_ms, static_cast<uint32_t>(f.rank + 1));
   ring_trainer::RingAllReduce ring(f.rank, peers, f.connect_timeout_ms);
   std::fprintf(stderr, "ring_trainer rank %d/%d: ring formed\n", f.rank, f.world);
 

@@ -208,12 +208,25 @@ TEST(MonitorText, CaptureTpuProfileStyleLines) {
   r.set_step_time_ms_avg(70.6);
   r.set_step_time_ms_min(70.1);
   r.set_step_time_ms_max(71.0);
-  const std::string text = monitor_text(r, 2, 4, true, 0);
+  const std::string text = monitor_text(r, 2, host_cpu_device(4), true, 0);
   EXPECT_NE(text.find("Utilization of CPU (higher is better): 10.7%"), std::string::npos) << text;
   EXPECT_NE(text.find("CPU idle time (lower is better): 89.3%"), std::string::npos) << text;
   EXPECT_NE(text.find("Step time: 70.6ms (avg), 70.1ms (min), 71.0ms (max)"), std::string::npos) << text;
-  EXPECT_EQ(monitor_text(r, 1, 4, false, 0).find("Step time"), std::string::npos);
-  EXPECT_EQ(monitor_text(r, 1, 4, false, 1'700'000'000'000'000'000).rfind("Timestamp: ", 0), 0u);
+  EXPECT_EQ(monitor_text(r, 1, host_cpu_device(4), false, 0).find("Step time"), std::string::npos);
+  EXPECT_EQ(monitor_text(r, 1, host_cpu_device(4), false, 1'700'000'000'000'000'000).rfind("Timestamp: ", 0), 0u);
+
+  DeviceUtilization tpu;
+  tpu.device_type = "TPU v4";
+  tpu.short_name = "TPU";
+  tpu.count_label = "TPU cores";
+  tpu.core_count = 8;
+  tpu.utilization_kind = "TensorCore duty cycle";
+  const std::string tpu_text = monitor_text(r, 2, tpu, false, 0);
+  EXPECT_NE(tpu_text.find("Device type: TPU v4\n"), std::string::npos) << tpu_text;
+  EXPECT_NE(tpu_text.find("Utilization of TPU (higher is better): 10.7% (TensorCore duty cycle)"), std::string::npos)
+      << tpu_text;
+  EXPECT_NE(tpu_text.find("TPU idle time (lower is better): 89.3%"), std::string::npos) << tpu_text;
+  EXPECT_NE(tpu_text.find("Number of TPU cores: 8"), std::string::npos) << tpu_text;
 }
 
 }  // namespace

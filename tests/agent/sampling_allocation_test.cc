@@ -1,5 +1,6 @@
 // The sampling pass allocates nothing in the steady state (issue 2 §4): every host collector on this host's real
-// /proc, into the series store and the Prometheus registry, counted by a replaced global operator new.
+// /proc, into the series store and the Prometheus registry, plus the state of the (unavailable) device
+// collectors, counted by a replaced global operator new.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -13,8 +14,10 @@
 #include "agent/collectors/loadavg_collector.h"
 #include "agent/collectors/memory_collector.h"
 #include "agent/collectors/network_collector.h"
+#include "agent/collectors/nvml_collector.h"
 #include "agent/collectors/sampler.h"
 #include "agent/series/series_store.h"
+#include "agent/tpu/tpu_runtime_collector.h"
 
 namespace {
 std::atomic<bool> counting{false};
@@ -32,6 +35,15 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 namespace podscope::agent {
 namespace {
 
+// A libtpu metric service that is not there.
+class AbsentTpuService : public TpuMetricSource {
+ public:
+  absl::StatusOr<std::vector<TpuMetricPoint>> get(std::string_view) override {
+    return absl::UnavailableError("libtpu metric service at localhost:8431: nothing listening");
+  }
+  std::string_view address() const override { return "localhost:8431"; }
+};
+
 TEST(SamplingPass, AllocatesNothingInTheSteadyState) {
   prometheus::Registry registry;
   SeriesStore store(registry, "h", 64);
@@ -46,6 +58,15 @@ TEST(SamplingPass, AllocatesNothingInTheSteadyState) {
   ClockHealthCollector clock_health;
   std::vector<Collector*> collectors = {&cpu, &memory, &network, &disk, &loadavg, &clock_health};
   for (Collector* c : collectors) sampler.add(*c);
+  // The device collectors run on their own threads, but every pass reads their state for
+  // podscope_collector_status, as the agent wires them; here they are unavailable (long reasons).
+  NvmlCollector nvml("/nonexistent/libnvidia-ml.so.1");
+  TpuRuntimeCollector tpu(std::make_unique<AbsentTpuService>(), TpuHostInventory{});
+  for (Collector* c : std::initializer_list<Collector*>{&nvml, &tpu}) {
+    c->sample(clock.now_ns(), store);
+    ASSERT_EQ(c->state(), CollectorState::State::kUnavailable);
+    sampler.status_metrics().add(*c);
+  }
   sampler.run_pass();  // declares the series
   sampler.run_pass();
   counting = true;

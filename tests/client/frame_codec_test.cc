@@ -28,6 +28,24 @@ TEST(FrameCodec, RegisterRoundTrips) {
   EXPECT_EQ(out.cores, (std::vector<int32_t>{3, 7}));
 }
 
+TEST(FrameCodec, DevicePlanesChunkRoundTripsAndBadOffsetsAreRefused) {
+  DevicePlanesMsg m{12, 3'000'000, 2'000'000, std::string(1000, 'x')};
+  auto out = std::get<DevicePlanesMsg>(round_trip(m));
+  EXPECT_EQ(out.session, 12u);
+  EXPECT_EQ(out.total_bytes, 3'000'000u);
+  EXPECT_EQ(out.offset, 2'000'000u);
+  EXPECT_EQ(out.chunk, std::string(1000, 'x'));
+
+  auto refused = [](const DevicePlanesMsg& bad) {
+    std::string frame, error;
+    encode_frame(bad, frame);
+    EXPECT_FALSE(decode_payload(FrameType::kDevicePlanes, std::string_view(frame).substr(kFrameHeaderBytes), error));
+    return error;
+  };
+  EXPECT_EQ(refused({1, 10, 8, "abc"}), "device_planes: chunk of 3 bytes at offset 8 runs past total_bytes 10");
+  EXPECT_NE(refused({1, kMaxDeviceSpaceBytes + 1, 0, "a"}).find("exceeds the maximum"), std::string::npos);
+}
+
 TEST(FrameCodec, StepsRoundTrip) {
   StepsMsg m{{{1, 10, 1'700'000'000'000'000'000, 1'700'000'000'005'000'000, 1'000'000, 2'000'000},
               {1, 11, 1'700'000'000'005'000'000, 1'700'000'000'010'000'000, 0, 0}}};

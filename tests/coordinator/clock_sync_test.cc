@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "coordinator/agent_connection.h"
+
 namespace podscope::coordinator {
 namespace {
 
@@ -41,6 +43,37 @@ TEST(ClockSync, AsymmetricPathErrorStaysWithinHalfRtt) {
   ASSERT_TRUE(estimate.ok());
   EXPECT_EQ(estimate->offset_ns - 20'000'000, 500'000);
   EXPECT_LE(std::abs(estimate->offset_ns - 20'000'000), estimate->error_bound_ns);
+}
+
+ClockMeasurement measured(std::vector<PingExchange> burst) {
+  ClockMeasurement m;
+  m.kind = ClockMeasurement::kMeasured;
+  m.estimate = *estimate_offset(burst);
+  m.exchanges = std::move(burst);
+  return m;
+}
+
+TEST(ClockSync, CombinedBurstsKeepTheCleanerOne) {
+  // Opening burst on a loaded host: every exchange queued 200 µs on the way up (offset biased by +100 µs).
+  std::vector<PingExchange> loaded, clean;
+  for (int i = 0; i < 16; ++i) loaded.push_back(exchange(i * 1'000'000, 7'000'000, 20'000 + 200'000, 5'000, 20'000));
+  for (int i = 0; i < 16; ++i) clean.push_back(exchange(90'000'000 + i * 1'000'000, 7'000'000, 20'000, 5'000, 20'000));
+  const ClockMeasurement before = measured(loaded), after = measured(clean);
+  EXPECT_EQ(before.estimate.offset_ns, 7'100'000);
+
+  const ClockMeasurement both = combine_clocks(before, after);
+  EXPECT_EQ(both.kind, ClockMeasurement::kMeasured);
+  EXPECT_EQ(both.estimate.offset_ns, 7'000'000);
+  EXPECT_EQ(both.estimate.rtt_ns, 40'000);
+  EXPECT_EQ(both.exchanges.size(), 32u);
+  EXPECT_EQ(combine_clocks(after, before).estimate.offset_ns, 7'000'000);
+
+  // A burst that failed leaves the other one's estimate.
+  ClockMeasurement unreachable;
+  unreachable.detail = "host:1: ping failed";
+  EXPECT_EQ(combine_clocks(before, unreachable).estimate.offset_ns, 7'100'000);
+  EXPECT_EQ(combine_clocks(unreachable, after).estimate.offset_ns, 7'000'000);
+  EXPECT_EQ(combine_clocks(unreachable, unreachable).kind, ClockMeasurement::kUnreachable);
 }
 
 TEST(ClockSync, RejectsAnEmptyOrInconsistentBurst) {

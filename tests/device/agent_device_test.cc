@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "proto/xspace/xplane_builder.h"
+#include "podscope/v1/agent.grpc.pb.h"
 #include "proto/xspace/xplane_reader.h"
 #include "tensorflow/profiler_service.grpc.pb.h"
 #include "tpu/runtime_metric_service.grpc.pb.h"
@@ -139,6 +140,103 @@ bool has_counter_track(const XSpace& space, std::string_view plane_name, std::st
   return found;
 }
 
+// Monitor's text at `level` (duration 200 ms).
+std::string monitor(tensorflow::ProfilerService::Stub& stub, int level) {
+  tensorflow::MonitorRequest request;
+  request.set_duration_ms(200);
+  request.set_monitoring_level(level);
+  tensorflow::MonitorResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  const grpc::Status status = stub.Monitor(&context, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return response.data();
+}
+
+// The stand-in TPU runtime on a free loopback port, with libtpu's local credentials.
+struct TpuRuntimeServer {
+  TwoChipRuntime service;
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
+  TpuRuntimeServer() {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::experimental::LocalServerCredentials(LOCAL_TCP), &port);
+    builder.RegisterService(&service);
+    server = builder.BuildAndStart();
+  }
+  ~TpuRuntimeServer() { server->Shutdown(); }
+};
+
+// A loopback port nobody listens on.
+int dead_port() {
+  TwoChipRuntime unused;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&unused);
+  builder.BuildAndStart()->Shutdown();
+  return port;
+}
+
+TEST(AgentDeviceTest, MonitorReportsTheTpuDutyCycleWhileTheMetricServiceAnswers) {
+  TpuRuntimeServer tpu;
+  const std::string socket = "/tmp/podscope_device_test4_" + std::to_string(getpid()) + ".sock";
+  // The stand-in NVML is there too: the TPU still wins.
+  AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--socket", socket,
+                      "--sample_interval_ms", "100", "--tpu_metrics_addr", "127.0.0.1:" + std::to_string(tpu.port)},
+                     std::string(PODSCOPE_BINARY_DIR) + "/tests/fake_nvml");
+  ASSERT_FALSE(agent.grpc_address().empty()) << agent.log();
+  auto stub = tensorflow::ProfilerService::NewStub(
+      grpc::CreateChannel(agent.grpc_address(), grpc::InsecureChannelCredentials()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // the TPU client polls every second
+
+  tensorflow::MonitorRequest request;
+  request.set_duration_ms(200);
+  request.set_monitoring_level(2);
+  tensorflow::MonitorResponse response;
+  grpc::ClientContext context;
+  ASSERT_TRUE(stub->Monitor(&context, request, &response).ok());
+  const std::string& text = response.data();
+  EXPECT_THAT(text, HasSubstr("Device type: TPU\n"));  // no TPU on this PCI bus: no generation to name
+  // The mean duty cycle of the two chips (30 %, 50 %), said to be the duty cycle.
+  EXPECT_THAT(text, HasSubstr("Utilization of TPU (higher is better): 40.0% (TensorCore duty cycle)"));
+  EXPECT_THAT(text, HasSubstr("TPU idle time (lower is better): 60.0%"));
+  EXPECT_THAT(text, HasSubstr("Number of TPU cores: 2"));
+  EXPECT_DOUBLE_EQ(response.monitor_result().matrix_unit_utilization_percent(), 40.0);
+  EXPECT_DOUBLE_EQ(response.monitor_result().device_idle_time_percent(), 60.0);
+  EXPECT_THAT(monitor(*stub, 1), HasSubstr("Utilization of TPU (higher is better): 40.0% (TensorCore duty cycle)"));
+}
+
+TEST(AgentDeviceTest, MonitorReportsTheGpuWithoutTpuAndTheCpuWithoutEither) {
+  const std::string tpu_addr = "127.0.0.1:" + std::to_string(dead_port());
+  {
+    const std::string socket = "/tmp/podscope_device_test5_" + std::to_string(getpid()) + ".sock";
+    AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--socket", socket,
+                        "--sample_interval_ms", "100", "--tpu_metrics_addr", tpu_addr},
+                       std::string(PODSCOPE_BINARY_DIR) + "/tests/fake_nvml");
+    ASSERT_FALSE(agent.grpc_address().empty()) << agent.log();
+    auto stub = tensorflow::ProfilerService::NewStub(
+        grpc::CreateChannel(agent.grpc_address(), grpc::InsecureChannelCredentials()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const std::string text = monitor(*stub, 2);
+    // The stand-in NVML: two GPUs at 40 % and 60 %.
+    EXPECT_THAT(text, HasSubstr("Device type: NVIDIA H100 80GB HBM3\n"));
+    EXPECT_THAT(text, HasSubstr("Utilization of GPU (higher is better): 50.0% (GPU utilization (NVML"));
+    EXPECT_THAT(text, HasSubstr("Number of GPUs: 2"));
+  }
+  const std::string socket = "/tmp/podscope_device_test6_" + std::to_string(getpid()) + ".sock";
+  AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--socket", socket,
+                      "--tpu_metrics_addr", tpu_addr},
+                     "/nonexistent");
+  ASSERT_FALSE(agent.grpc_address().empty()) << agent.log();
+  auto stub = tensorflow::ProfilerService::NewStub(
+      grpc::CreateChannel(agent.grpc_address(), grpc::InsecureChannelCredentials()));
+  const std::string text = monitor(*stub, 2);
+  EXPECT_THAT(text, HasSubstr("Device type: CPU (host, no accelerator)"));
+  EXPECT_THAT(text, HasSubstr("Utilization of CPU (higher is better): "));
+  EXPECT_THAT(text, HasSubstr("Number of CPU cores: "));
+}
+
 TEST(AgentDeviceTest, CaptureCarriesGpuAndTpuCountersAndTheFrameworksDeviceTrace) {
   TwoChipRuntime tpu_service;
   TfProfilerServer tf_service;
@@ -219,28 +317,41 @@ TEST(AgentDeviceTest, HostWithoutDevicesSaysWhyInTheCaptureAndStillAnswers) {
   ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << agent.log();
   std::string warnings;
   for (const auto& w : response.xspace().warnings()) warnings += w + "\n";
-  EXPECT_THAT(warnings, HasSubstr("cannot load libnvidia-ml.so.1"));
+  EXPECT_THAT(warnings, HasSubstr("collector nvml unavailable: cannot load libnvidia-ml.so.1"));
+  EXPECT_THAT(warnings, ::testing::Not(HasSubstr("unavailable: unavailable")));
   EXPECT_THAT(warnings, HasSubstr("libtpu metric service at 127.0.0.1:" + std::to_string(dead_port)));
   EXPECT_EQ(podscope::xspace::find_plane(response.xspace(), "/device:GPU:0"), nullptr);
 }
 
 #ifdef CUPTI_LIBRARY  // built with the CUDA toolkit
-// libpodscope_cupti.so in its default mode: it registers with the agent through libpodscope and opens its
-// CUPTI window exactly while the agent captures (here CUPTI then reports that there is no GPU).
-TEST(AgentDeviceTest, InjectedCuptiLibraryFollowsTheAgentsCaptureWindow) {
+// libpodscope_cupti.so in its default mode: it registers with the agent through libpodscope, opens its
+// CUPTI window exactly while the agent captures (here CUPTI reports that there is no GPU), and sends the
+// window's planes (NVTX ranges, CUPTI's warning) to the agent, which merges them into the Profile answer.
+// The probe also uses libpodscope itself: one connection, with the job the program gave.
+TEST(AgentDeviceTest, InjectedCuptiLibrarySendsTheWindowsPlanesToTheAgent) {
   const std::string socket = "/tmp/podscope_device_test3_" + std::to_string(getpid()) + ".sock";
   AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--socket", socket}, "/nonexistent");
   ASSERT_FALSE(agent.grpc_address().empty()) << agent.log();
 
   const std::string probe_log = socket + ".probe.log";
-  const std::string command = "PODSCOPE_AGENT_SOCKET=" + socket + " " + CUPTI_PROBE + " " + CUPTI_LIBRARY +
-                              " 2500 > " + probe_log + " 2>&1";
+  const std::string command = "PODSCOPE_AGENT_SOCKET=" + socket + " NVTX_INJECTION64_PATH=" + CUPTI_LIBRARY + " " +
+                              CUPTI_PROBE + " " + CUPTI_LIBRARY + " 3000 > " + probe_log + " 2>&1";
   int probe_status = -1;
   std::thread probe([&] { probe_status = std::system(command.c_str()); });
 
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // the probe connects and registers
-  auto stub = tensorflow::ProfilerService::NewStub(
-      grpc::CreateChannel(agent.grpc_address(), grpc::InsecureChannelCredentials()));
+  auto channel = grpc::CreateChannel(agent.grpc_address(), grpc::InsecureChannelCredentials());
+  auto agent_stub = podscope::v1::Agent::NewStub(channel);
+  podscope::v1::AgentStatus status_before;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (status_before.clients_size() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the probe connects and registers
+    grpc::ClientContext c;
+    status_before.Clear();
+    ASSERT_TRUE(agent_stub->GetStatus(&c, podscope::v1::StatusRequest(), &status_before).ok());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a second connection would show by now
+
+  auto stub = tensorflow::ProfilerService::NewStub(channel);
   tensorflow::ProfileRequest request;
   request.set_duration_ms(500);
   request.set_emit_xspace(true);
@@ -248,17 +359,43 @@ TEST(AgentDeviceTest, InjectedCuptiLibraryFollowsTheAgentsCaptureWindow) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
   const grpc::Status status = stub->Profile(&context, request, &response);
+  podscope::v1::AgentStatus status_after;
+  {
+    grpc::ClientContext c;
+    ASSERT_TRUE(agent_stub->GetStatus(&c, podscope::v1::StatusRequest(), &status_after).ok());
+  }
   probe.join();
-  ASSERT_TRUE(status.ok()) << status.error_message();
-
   std::ifstream in(probe_log);
   std::stringstream log;
   log << in.rdbuf();
   std::remove(probe_log.c_str());
+  ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_TRUE(WIFEXITED(probe_status) && WEXITSTATUS(probe_status) == 0) << log.str();
   EXPECT_THAT(log.str(), HasSubstr("probe done"));
   EXPECT_THAT(log.str(), HasSubstr("podscope_cupti: cuptiSubscribe failed"));  // the window opened
-  EXPECT_THAT(log.str(), HasSubstr("GPU planes of this window not sent"));      // ... and closed
+
+  // One agent connection for the program and the injected tracer, carrying the program's own job even
+  // though the tracer started the link first.
+  for (const auto* s : {&status_before, &status_after}) {
+    ASSERT_EQ(s->clients_size(), 1) << s->DebugString();
+    EXPECT_EQ(s->clients(0).job(), "cupti-probe") << s->DebugString();
+  }
+
+  // The tracer's planes arrived and were merged: the NVTX ranges of the window, and CUPTI's warning.
+  const XSpace& space = response.xspace();
+  const auto* host = podscope::xspace::find_plane(space, "/host:CPU");
+  ASSERT_NE(host, nullptr);
+  size_t nvtx_steps = 0;
+  podscope::xspace::XPlaneReader reader(*host);
+  for (const auto& line : host->lines()) {
+    if (line.name().rfind("NVTX thread ", 0) != 0) continue;
+    reader.for_each_event(line, [&](const podscope::xspace::XEventView& e) { nvtx_steps += e.name() == "step"; });
+  }
+  EXPECT_GE(nvtx_steps, 10u) << "NVTX ranges of a 500 ms window, one per 10 ms";
+  std::string warnings;
+  for (const auto& w : space.warnings()) warnings += w + "\n";
+  EXPECT_THAT(warnings, HasSubstr("CUPTI: cuptiSubscribe failed"));
+  EXPECT_THAT(warnings, ::testing::Not(HasSubstr("device planes")));  // whole, nothing cut off
 }
 
 #endif  // CUPTI_LIBRARY

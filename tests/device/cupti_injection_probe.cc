@@ -2,6 +2,9 @@
 // (dlopen + InitializeInjection) and makes NVTX calls, which NVTX routes to the library named by
 // NVTX_INJECTION64_PATH. Usage: cupti_injection_probe <path to libpodscope_cupti.so> [run_ms]
 // With run_ms, keeps making NVTX ranges for that long (so an agent can open a capture window meanwhile).
+// It also uses libpodscope itself, as an annotated training program would, and calls init() only after
+// CUDA's injection (cuInit before podscope::init, the harder order): there must still be one agent
+// connection, carrying the job given here.
 #include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
 
@@ -9,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+
+#include "client/podscope.h"
 
 int main(int argc, char** argv) {
   if (argc != 2 && argc != 3) return 2;
@@ -19,6 +24,9 @@ int main(int argc, char** argv) {
   }
   auto init = reinterpret_cast<int (*)()>(dlsym(lib, "InitializeInjection"));
   if (init == nullptr || init() != 1) return 4;
+  podscope::Options options;
+  options.job = "cupti-probe";
+  podscope::init(options);
   nvtxRangePushA("outer");
   nvtxRangePushA("inner");
   nvtxRangePop();

@@ -80,7 +80,9 @@ TEST_F(NvmlCollectorTest, MissingLibraryIsUnavailableWithTheReason) {
   collector.sample(kNow, sink);
   const CollectorState state = collector.status();
   EXPECT_EQ(state.state, CollectorState::State::kUnavailable);
-  EXPECT_THAT(state.reason, HasSubstr("unavailable: cannot load /nonexistent/libnvidia-ml.so.1"));
+  EXPECT_THAT(state.reason, ::testing::StartsWith("cannot load /nonexistent/libnvidia-ml.so.1"));
+  // The state word is added once, by describe(), never by the collector as well.
+  EXPECT_THAT(describe(state), ::testing::StartsWith("unavailable: cannot load /nonexistent/libnvidia-ml.so.1"));
   EXPECT_EQ(sink.series_count(), 0u);
   EXPECT_FALSE(collector.device_utilization());
 }
@@ -91,7 +93,7 @@ TEST_F(NvmlCollectorTest, NoGpusIsUnavailable) {
   RecordingSink sink;
   collector.sample(kNow, sink);
   EXPECT_EQ(collector.status().state, CollectorState::State::kUnavailable);
-  EXPECT_EQ(collector.status().reason, "unavailable: NVML reports no GPUs");
+  EXPECT_EQ(describe(collector.status()), "unavailable: NVML reports no GPUs");
 }
 
 TEST_F(NvmlCollectorTest, FailedInitNamesTheDriverErrorAndRetriesOnlyAfterTheRetryPeriod) {
@@ -99,7 +101,7 @@ TEST_F(NvmlCollectorTest, FailedInitNamesTheDriverErrorAndRetriesOnlyAfterTheRet
   NvmlCollector collector(fake_);
   RecordingSink sink;
   collector.sample(kNow, sink);
-  EXPECT_EQ(collector.status().reason, "unavailable: nvmlInit failed: Driver Not Loaded");
+  EXPECT_EQ(describe(collector.status()), "unavailable: nvmlInit failed: Driver Not Loaded");
 
   unsetenv("FAKE_NVML_INIT_ERROR");
   collector.sample(kNow + 1'000'000'000, sink);  // within the retry period: still unavailable

@@ -197,9 +197,11 @@ TEST(TpuRuntimeCollectorTest, AbsentServiceIsUnavailableAndQuiet) {
   collector.sample(kNow + 1'000'000'000, sink);
   const CollectorState state = collector.status();
   EXPECT_EQ(state.state, CollectorState::State::kUnavailable);
-  EXPECT_THAT(state.reason, HasSubstr("unavailable: "));
+  EXPECT_THAT(state.reason, ::testing::Not(::testing::StartsWith("unavailable")));  // describe() adds it
   EXPECT_THAT(state.reason, HasSubstr(address));
   EXPECT_THAT(state.reason, HasSubstr("no TPU on the PCI bus"));
+  // Found by a plain TCP connect: no gRPC channel is made for a port nobody listens on.
+  EXPECT_THAT(state.reason, HasSubstr("nothing listening (connect: Connection refused)"));
   EXPECT_EQ(sink.series_count(), 0u);
   EXPECT_FALSE(collector.device_utilization());
 }
@@ -228,7 +230,24 @@ TEST(TpuRuntimeCollectorTest, PicksUpARuntimeThatStartsLater) {
   EXPECT_EQ(collector.status().state, CollectorState::State::kOk) << collector.status().reason;
   ASSERT_TRUE(collector.device_utilization());
   EXPECT_EQ(collector.device_utilization()->device_type, "TPU");
+
+  // The runtime exits: the channel is dropped and the port is probed again with plain connects ...
   late->Shutdown();
+  late.reset();
+  collector.sample(kNow + 30'000'000'000LL, sink);
+  collector.sample(kNow + 31'000'000'000LL, sink);
+  EXPECT_EQ(collector.status().state, CollectorState::State::kUnavailable);
+  EXPECT_THAT(collector.status().reason, HasSubstr("nothing listening"));
+  EXPECT_FALSE(collector.device_utilization());
+  // ... until it comes back.
+  grpc::ServerBuilder again_builder;
+  again_builder.AddListeningPort(address, grpc::experimental::LocalServerCredentials(LOCAL_TCP));
+  again_builder.RegisterService(&service);
+  auto again = again_builder.BuildAndStart();
+  ASSERT_TRUE(again);
+  collector.sample(kNow + 32'000'000'000LL, sink);
+  EXPECT_EQ(collector.status().state, CollectorState::State::kOk) << collector.status().reason;
+  again->Shutdown();
 }
 
 }  // namespace

@@ -20,8 +20,9 @@ STRAGGLER_DELAY_MS = 20
 INPUT_DELAY_MS = 30
 OFFSETS_NS = [0, 5_000_000, -3_000_000, 20_000_000]
 CAPTURE_MS = 1500
-# Steps of ring_trainer a pod runs before it is captured: the ranks have connected to their agents and are past
-# the first steps' one-off costs (page faults, the ring's first transfers).
+# How long a pod trains before it is captured: the ranks have connected to their agents and are past the first
+# steps' one-off costs (page faults, the ring's first transfers). (Pod runs ring_trainer with a 64×64 matrix,
+# so on a 2-core machine the ranks mostly wait rather than compete for the cores.)
 WARMUP_S = 0.5
 
 
@@ -164,9 +165,7 @@ class StragglerAndClockOffsetsTest(unittest.TestCase):
 
 
 class InputBoundTest(unittest.TestCase):
-    """Every rank's input pipeline takes INPUT_DELAY_MS per batch. The producers run unsynchronised, so in a step
-    the rank whose batch came last waits in infeed while the others, having got theirs earlier, wait for it in
-    the all-reduce: per step the split varies, per core infeed is the largest share."""
+    """Every rank's input pipeline takes INPUT_DELAY_MS per batch, far longer than the rest of a step."""
 
     def test_infeed_dominates_and_is_the_bottleneck_of_every_core(self):
         pod = started_pod([0] * WORLD, input_delay_ms=INPUT_DELAY_MS)
@@ -188,9 +187,13 @@ class InputBoundTest(unittest.TestCase):
         for core, mean in means.items():
             self.assertEqual(max(mean, key=mean.get), "hostInfeedDurationUs", f"core {core}; {figures}")
             self.assertGreater(mean["hostInfeedDurationUs"], 0.5 * step[core], f"core {core}; {figures}")
+            self.assertAlmostEqual(mean["hostInfeedDurationUs"], INPUT_DELAY_MS, delta=0.2 * INPUT_DELAY_MS,
+                                   msg=f"core {core}; {figures}")
             self.assertRegex(summary, rf"(?m)^core {core} \(.*bottleneck Infeed$", figures)
-        pod_infeed = sum(m["hostInfeedDurationUs"] for m in means.values())
-        self.assertGreater(pod_infeed, 0.5 * sum(step.values()), figures)
+            # Per step too, but for the odd step a loaded machine stalls elsewhere.
+            infeed_bound = sum(r["bottleneck"] == "Infeed" for r in by_core[core])
+            self.assertGreaterEqual(infeed_bound, 0.9 * len(by_core[core]),
+                                    f"core {core}: {infeed_bound} of {len(by_core[core])} steps; {figures}")
 
 
 if __name__ == "__main__":
