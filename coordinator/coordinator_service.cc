@@ -8,6 +8,7 @@
 #include "coordinator/analysis_runner.h"
 #include "coordinator/run_directory.h"
 #include "daemon/log.h"
+#include "daemon/path_within_root.h"
 
 namespace podscope::coordinator {
 namespace {
@@ -77,14 +78,10 @@ absl::StatusOr<std::filesystem::path> confine_to_root(const std::filesystem::pat
   if (root.empty()) {
     return absl::FailedPreconditionError("the coordinator has no repository_root configured: it writes no files");
   }
-  const std::filesystem::path base = std::filesystem::weakly_canonical(root);
-  std::filesystem::path path = requested.empty() ? base : std::filesystem::path(requested);
-  if (path.is_relative()) path = base / path;
-  path = std::filesystem::weakly_canonical(path);
-  auto [root_end, unused] = std::mismatch(base.begin(), base.end(), path.begin(), path.end());
-  if (root_end != base.end()) {
-    return absl::InvalidArgumentError("repository_root \"" + requested + "\" is outside the coordinator's root " +
-                                      base.string());
+  absl::StatusOr<std::filesystem::path> path = resolve_within_root(root, requested);
+  if (path.status().code() == absl::StatusCode::kPermissionDenied) {
+    return absl::InvalidArgumentError("repository_root is outside the coordinator's root: " +
+                                      std::string(path.status().message()));
   }
   return path;
 }

@@ -5,6 +5,7 @@
 
 #include "daemon/atomic_file.h"
 #include "daemon/log.h"
+#include "daemon/path_within_root.h"
 #include "xspace/names.h"
 #include "xspace/xplane_builder.h"
 
@@ -28,15 +29,6 @@ bool is_safe_file_name(const std::string& name) {
          name.find('\0') == std::string::npos;
 }
 
-bool is_within(const fs::path& inner, const fs::path& outer) {
-  auto o = outer.begin();
-  auto i = inner.begin();
-  for (; o != outer.end(); ++o, ++i) {
-    if (o->empty()) continue;  // a trailing separator
-    if (i == inner.end() || *i != *o) return false;
-  }
-  return true;
-}
 
 bool has_events(const tensorflow::profiler::XSpace& space) {
   for (const auto& plane : space.planes()) {
@@ -71,17 +63,13 @@ absl::StatusOr<std::string> resolve_capture_file(const std::string& configured_r
     return absl::FailedPreconditionError("not written to disk: the agent has no --repository_root; the data is in "
                                          "the response only");
   }
-  std::error_code ec;
-  const fs::path root = fs::weakly_canonical(configured_root, ec);
-  if (ec) return absl::FailedPreconditionError("repository root " + configured_root + ": " + ec.message());
-  fs::path dir = requested_dir.empty() ? root : root / requested_dir;  // an absolute request replaces root
-  const fs::path resolved = fs::weakly_canonical(dir / session_id, ec);
-  if (ec) return absl::FailedPreconditionError("repository path " + requested_dir + ": " + ec.message());
-  if (!is_within(resolved, root)) {
-    return absl::PermissionDeniedError("not written to disk: repository path '" + requested_dir + "' resolves to '" +
-                                       resolved.string() + "', outside --repository_root '" + root.string() + "'");
+  absl::StatusOr<fs::path> resolved = resolve_within_root(configured_root, fs::path(requested_dir) / session_id);
+  if (resolved.status().code() == absl::StatusCode::kPermissionDenied) {
+    return absl::PermissionDeniedError("not written to disk, outside --repository_root: repository path " +
+                                       std::string(resolved.status().message()));
   }
-  return (resolved / (host_name + ".xplane.pb")).string();
+  if (!resolved.ok()) return resolved.status();
+  return (*resolved / (host_name + ".xplane.pb")).string();
 }
 
 CaptureSessions::CaptureSessions(const Clock& clock, std::string host_name, std::function<int64_t()> sample_now)
