@@ -1,5 +1,7 @@
 #include "daemon/path_within_root.h"
 
+#include <string>
+
 #include "absl/status/status.h"
 
 namespace podscope {
@@ -26,8 +28,11 @@ absl::StatusOr<fs::path> resolve_within_root(const fs::path& root, const fs::pat
   const fs::path resolved = fs::weakly_canonical(base / requested, ec);  // an absolute request replaces base
   if (ec) return absl::FailedPreconditionError("path " + requested.string() + ": " + ec.message());
   if (!is_within(resolved, base)) {
-    return absl::PermissionDeniedError("'" + requested.string() + "' resolves to '" + resolved.string() +
-                                       "', outside the root '" + base.string() + "'");
+    // Built with append: GCC 12 gives a false -Wrestrict on chained operator+ with a literal first.
+    std::string message = "'";
+    message.append(requested.string()).append("' resolves to '").append(resolved.string());
+    message.append("', outside the root '").append(base.string()).append("'");
+    return absl::PermissionDeniedError(message);
   }
   return resolved;
 }

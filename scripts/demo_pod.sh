@@ -90,6 +90,7 @@ set +e
 code=$?
 set -e
 run_dir="$(ls -d "$logdir"/plugins/profile/*/ 2>/dev/null | tail -1)"
+run_dir="${run_dir%/}"
 echo "capture exit code $code; files:"
 ls -l "$run_dir"
 echo "TensorBoard: tensorboard --logdir $logdir   merged trace: $run_dir/pod.trace.json.gz (ui.perfetto.dev)"

@@ -37,7 +37,7 @@ std::string render_summary_text(const podscope::v1::PodAnalysis& analysis) {
     for (const auto& s : analysis.stragglers()) {
       absl::StrAppendFormat(&out,
                             "straggler: core %u (%s): %s %.3f ms above the median in %u of %u steps, "
-                            "costing the others %.3f ms of all-reduce sync per step\n",
+                            "costing the other cores %.3f ms of all-reduce sync per step in total\n",
                             s.core_id(), s.host_name(), s.reason(), s.mean_excess_us() / 1e3, s.straggling_steps(),
                             s.compared_steps(), s.mean_cost_to_others_us() / 1e3);
     }
