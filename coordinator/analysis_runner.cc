@@ -4,6 +4,7 @@
 
 #include "coordinator/analysis/renderers.h"
 #include "daemon/atomic_file.h"
+#include "xspace/names.h"
 #include "xspace/xspace_stream_reader.h"
 
 namespace podscope {
@@ -42,6 +43,18 @@ absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::pat
         },
         &header, analysis::PodAnalyzer::wants_line);
     if (!status.ok()) return status;
+    // Device planes without steps of their own: read the host plane again, this time with its lines, for
+    // its step markers (only then, as those lines can outweigh the device planes).
+    if (analyzer.awaits_host_markers(i)) {
+      status = xspace::read_xspace_planes(
+          files[i],
+          [&](const tensorflow::profiler::XPlane& plane) {
+            if (plane.name() == xspace::kHostPlaneName) analyzer.add_host_markers(i, plane);
+            return absl::OkStatus();
+          },
+          nullptr, analysis::PodAnalyzer::wants_host_marker_line);
+      if (!status.ok()) return status;
+    }
     analyzer.add_hostnames(i, header.hostnames);
   }
 

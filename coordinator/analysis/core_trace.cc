@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <iterator>
 
 #include "absl/container/flat_hash_map.h"
 #include "xspace/names.h"
@@ -128,6 +129,36 @@ struct GroupSpan {
   int64_t end_ns = 0;
 };
 
+void extend_group(absl::flat_hash_map<int64_t, GroupSpan>& groups, int64_t group, int64_t start, int64_t end) {
+  auto [span, first] = groups.try_emplace(group, GroupSpan{start, end});
+  if (!first) {
+    span->second.start_ns = std::min(span->second.start_ns, start);
+    span->second.end_ns = std::max(span->second.end_ns, end);
+  }
+}
+
+// The step of the last host marker that started at or before `time_ns` (markers sorted by start).
+std::optional<int64_t> marker_before(const std::vector<StepSpan>& markers, int64_t time_ns) {
+  auto it = std::upper_bound(markers.begin(), markers.end(), time_ns,
+                             [](int64_t t, const StepSpan& s) { return t < s.start_ns; });
+  if (it == markers.begin()) return std::nullopt;
+  return std::prev(it)->step_num;
+}
+
+bool is_host_step_marker(std::string_view name) {
+  for (const auto prefix : xspace::kHostStepMarkerPrefixes) {
+    if (name.starts_with(prefix)) return true;
+  }
+  return false;
+}
+
+// One host marker as read, before numbering.
+struct RawMarker {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  std::optional<int64_t> step_num;
+};
+
 }  // namespace
 
 std::optional<PlaneKind> device_plane_kind(std::string_view plane_name) {
@@ -137,7 +168,35 @@ std::optional<PlaneKind> device_plane_kind(std::string_view plane_name) {
   return std::nullopt;
 }
 
-CoreTrace trace_core(const tensorflow::profiler::XPlane& plane_proto, PlaneKind kind) {
+std::vector<StepSpan> read_host_step_markers(const tensorflow::profiler::XPlane& host_plane) {
+  const XPlaneReader plane(host_plane);
+  std::vector<RawMarker> raw;
+  for (const auto& line : host_plane.lines()) {
+    plane.for_each_event(line, [&](const XEventView& e) {
+      if (e.end_ns() <= e.start_ns() || !is_host_step_marker(e.name())) return;
+      auto num = e.int_stat(xspace::kStepNumStat);
+      if (!num) num = e.int_stat(xspace::kIterNumStat);
+      if (!num) num = e.int_stat(xspace::kStepIdStat);
+      raw.push_back({e.start_ns(), e.end_ns(), num});
+    });
+  }
+  // By start, the longer first, so that a marker nested in another (Keras's `train` around a
+  // `TraceContext`, say) comes after its parent and is dropped.
+  std::sort(raw.begin(), raw.end(), [](const RawMarker& a, const RawMarker& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+  });
+  std::vector<StepSpan> markers;
+  for (const RawMarker& m : raw) {
+    if (!markers.empty() && m.end_ns <= markers.back().end_ns) continue;
+    const int64_t num = m.step_num ? *m.step_num : (markers.empty() ? 0 : markers.back().step_num + 1);
+    markers.push_back({num, m.start_ns, m.end_ns});
+  }
+  normalize_steps(markers);
+  return markers;
+}
+
+CoreTrace trace_core(const tensorflow::profiler::XPlane& plane_proto, PlaneKind kind,
+                     const std::vector<StepSpan>& host_step_markers) {
   const XPlaneReader plane(plane_proto);
   CoreTrace trace;
   trace.plane_id = plane_proto.id();
@@ -149,6 +208,9 @@ CoreTrace trace_core(const tensorflow::profiler::XPlane& plane_proto, PlaneKind 
   // Without a Steps line, TF/JAX device ops grouped into steps (a `group_id` stat) make the steps.
   const auto group_id_stat = steps.empty() ? plane.stat_id(xspace::kGroupIdStat) : std::nullopt;
   absl::flat_hash_map<int64_t, GroupSpan> groups;
+  // Steps from the host markers, used only when no op carries a group id.
+  const bool by_markers = steps.empty() && !host_step_markers.empty();
+  absl::flat_hash_map<int64_t, GroupSpan> marker_groups;
   std::vector<OpInterval> ops;
   MetadataTable by_metadata(plane_proto);
   // Collectives without an all_reduce_id are matched by order within the step, per name and group.
@@ -179,14 +241,10 @@ CoreTrace trace_core(const tensorflow::profiler::XPlane& plane_proto, PlaneKind 
       std::optional<int64_t> group;
       if (group_id_stat) {
         if (const auto* stat = event_stat(e.proto(), *group_id_stat)) group = xspace::stat_as_int(*stat);
-        if (group) {
-          auto [span, first] = groups.try_emplace(*group, GroupSpan{start, end});
-          if (!first) {
-            span->second.start_ns = std::min(span->second.start_ns, start);
-            span->second.end_ns = std::max(span->second.end_ns, end);
-          }
-        }
+        if (group) extend_group(groups, *group, start, end);
       }
+      const auto marker_step = by_markers ? marker_before(host_step_markers, start) : std::nullopt;
+      if (marker_step) extend_group(marker_groups, *marker_step, start, end);
       entry.total.kind = op_kind;
       ++entry.total.occurrences;
       entry.total.total_ns += end - start;
@@ -194,6 +252,7 @@ CoreTrace trace_core(const tensorflow::profiler::XPlane& plane_proto, PlaneKind 
       if (op_kind != OpKind::kCollective && op_kind != OpKind::kSend && op_kind != OpKind::kRecvDone) return;
       auto step = e.int_stat(xspace::kStepNumStat);
       if (!step) step = group_id_stat ? group : step_at(steps, start);
+      if (!step) step = marker_step;
       if (!step) return;
       if (op_kind == OpKind::kCollective) {
         CollectiveInstance c;
@@ -237,8 +296,9 @@ CoreTrace trace_core(const tensorflow::profiler::XPlane& plane_proto, PlaneKind 
     std::inplace_merge(ops.begin(), line_start, ops.end(), by_start);
   }
 
-  if (!groups.empty()) {
-    for (const auto& [group, span] : groups) steps.push_back({group, span.start_ns, span.end_ns});
+  const auto& derived = groups.empty() ? marker_groups : groups;
+  if (!derived.empty()) {
+    for (const auto& [group, span] : derived) steps.push_back({group, span.start_ns, span.end_ns});
     normalize_steps(steps);
   }
   trace.steps = break_down_steps(ops, steps);

@@ -63,9 +63,19 @@ struct CoreTrace {
 // The kind of a device plane by its name, or nullopt for planes that are not device planes.
 std::optional<PlaneKind> device_plane_kind(std::string_view plane_name);
 
+// The host step markers of a `/host:CPU` plane (events on any of its lines whose name starts with
+// `train`, `test` or `TraceContext`), numbered by their `step_num`, `iter_num` or `step_id` stat; a
+// marker without one is numbered one past the marker before it (the first: 0). Sorted by start; a marker
+// nested inside another is dropped, overlapping ones are cut at the start of the next.
+std::vector<StepSpan> read_host_step_markers(const tensorflow::profiler::XPlane& host_plane);
+
 // Reads one device plane: its steps, its ops (classified), and their breakdown. Steps come from the
 // Steps line; a plane without one (raw TF/JAX device planes) gets a step per `group_id` of its ops,
-// spanning from the first to the last op of the group, numbered by the group id.
-CoreTrace trace_core(const tensorflow::profiler::XPlane& plane, PlaneKind kind);
+// spanning from the first to the last op of the group, numbered by the group id. When its ops carry no
+// group id either, the same file's `host_step_markers` make the steps: each op belongs to the last
+// marker that started at or before it (the device runs behind the host that launched its work), and a
+// step spans from its first op to its last.
+CoreTrace trace_core(const tensorflow::profiler::XPlane& plane, PlaneKind kind,
+                     const std::vector<StepSpan>& host_step_markers = {});
 
 }  // namespace podscope::analysis

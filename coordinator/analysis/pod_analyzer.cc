@@ -380,6 +380,33 @@ void PodAnalyzer::add_plane(size_t file_index, const tensorflow::profiler::XPlan
   if (!kind) return;
   if (!ctx.clock_offset_ns) ctx.clock_offset_ns = xspace::XPlaneReader(plane).int_stat(xspace::kClockOffsetStat);
   cores_.push_back({file_index, trace_core(plane, *kind)});
+  const CoreTrace& trace = cores_.back().trace;
+  if (!trace.steps.empty() && !ctx.device_steps_seen) {
+    ctx.device_steps_seen = true;
+    std::erase_if(awaiting_host_markers_,
+                  [&](const AwaitingHostMarkers& w) { return cores_[w.core_index].file_index == file_index; });
+  } else if (trace.steps.empty() && trace.event_count > 0 && !ctx.device_steps_seen) {
+    awaiting_host_markers_.push_back({cores_.size() - 1, *kind, plane});
+  }
+}
+
+bool PodAnalyzer::wants_host_marker_line(std::string_view plane_name, std::string_view) {
+  return plane_name == xspace::kHostPlaneName;
+}
+
+bool PodAnalyzer::awaits_host_markers(size_t file_index) const {
+  return std::any_of(awaiting_host_markers_.begin(), awaiting_host_markers_.end(),
+                     [&](const AwaitingHostMarkers& w) { return cores_[w.core_index].file_index == file_index; });
+}
+
+void PodAnalyzer::add_host_markers(size_t file_index, const tensorflow::profiler::XPlane& host_plane) {
+  const std::vector<StepSpan> markers = read_host_step_markers(host_plane);
+  std::erase_if(awaiting_host_markers_, [&](const AwaitingHostMarkers& waiting) {
+    TracedCore& core = cores_[waiting.core_index];
+    if (core.file_index != file_index) return false;
+    if (!markers.empty()) core.trace = trace_core(waiting.plane, waiting.kind, markers);
+    return true;
+  });
 }
 
 PodAnalysis PodAnalyzer::finish() && {
@@ -393,6 +420,10 @@ PodAnalysis analyze_pod(const std::vector<const tensorflow::profiler::XSpace*>& 
   for (size_t i = 0; i < spaces.size(); ++i) {
     analyzer.add_hostnames(i, {spaces[i]->hostnames().begin(), spaces[i]->hostnames().end()});
     for (const auto& plane : spaces[i]->planes()) analyzer.add_plane(i, plane);
+    if (!analyzer.awaits_host_markers(i)) continue;
+    for (const auto& plane : spaces[i]->planes()) {
+      if (plane.name() == xspace::kHostPlaneName) analyzer.add_host_markers(i, plane);
+    }
   }
   return std::move(analyzer).finish();
 }

@@ -26,9 +26,15 @@ inline constexpr std::string_view kOutfeedEventName = "outfeed";
 inline constexpr std::string_view kAllReduceEventName = "all-reduce";
 inline constexpr std::string_view kSendEventName = "send";
 inline constexpr std::string_view kRecvDoneEventName = "recv-done";
+// TF host step markers (TraceMe events on /host:CPU lines) start with one of these: Keras's `train` /
+// `test` (also `train_step`...), and TF's `TraceContext` (HostEventType::kTraceContext).
+inline constexpr std::string_view kHostStepMarkerPrefixes[] = {"train", "test", "TraceContext"};
 
 // Event stats.
 inline constexpr std::string_view kStepNumStat = "step_num";
+// TF's other step-number stats on host step markers (TraceMe events on /host:CPU).
+inline constexpr std::string_view kIterNumStat = "iter_num";
+inline constexpr std::string_view kStepIdStat = "step_id";
 inline constexpr std::string_view kStepNameStat = "step_name";
 inline constexpr std::string_view kGroupIdStat = "group_id";
 inline constexpr std::string_view kAllReduceIdStat = "all_reduce_id";
