@@ -10,11 +10,8 @@
 #include "agent/capture/host_series_source.h"
 #include "agent/collectors/clock_health_collector.h"
 #include "agent/collectors/cpu_collector.h"
-#include "agent/collectors/disk_collector.h"
-#include "agent/collectors/loadavg_collector.h"
-#include "agent/collectors/memory_collector.h"
-#include "agent/collectors/network_collector.h"
 #include "agent/collectors/nvml_collector.h"
+#include "agent/collectors/host_collectors.h"
 #include "agent/collectors/sampler.h"
 #include "agent/series/series_store.h"
 #include "agent/tpu/tpu_chips.h"
@@ -64,16 +61,10 @@ Agent::Agent(const AgentConfig& config)
   register_build_info(*registry_, host_name_, PODSCOPE_VERSION);
   captures_->set_limits({config.max_duration_ms, config.repository_root});
 
-  auto cpu = std::make_unique<CpuCollector>();
-  cpu_ = cpu.get();
-  add_collector(std::move(cpu));
-  add_collector(std::make_unique<MemoryCollector>());
-  add_collector(std::make_unique<NetworkCollector>());
-  add_collector(std::make_unique<DiskCollector>());
-  add_collector(std::make_unique<LoadAvgCollector>());
-  auto clock_health = std::make_unique<ClockHealthCollector>();
-  clock_health_ = clock_health.get();
-  add_collector(std::move(clock_health));
+  HostCollectors host = make_host_collectors();
+  cpu_ = host.cpu;
+  clock_health_ = host.clock_health;
+  for (auto& collector : host.all) add_collector(std::move(collector));
 
   install_extensions();
 }

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,12 +31,8 @@
 #include <thread>
 #include <vector>
 
-#include "agent/collectors/clock_health_collector.h"
-#include "agent/collectors/cpu_collector.h"
-#include "agent/collectors/disk_collector.h"
-#include "agent/collectors/loadavg_collector.h"
-#include "agent/collectors/memory_collector.h"
-#include "agent/collectors/network_collector.h"
+#include "agent/collectors/host_collectors.h"
+#include "agent/collectors/proc_text.h"
 #include "agent/collectors/sampler.h"
 #include "agent/series/series_store.h"
 
@@ -130,6 +127,7 @@ bool spawn(Child& child, std::vector<std::string> args) {
   if (pipe2(fds, O_CLOEXEC) != 0) return false;
   child.pid = fork();
   if (child.pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // a bench killed mid-run must not leave its agents behind
     dup2(fds[1], 1);
     dup2(fds[1], 2);
     std::vector<char*> argv;
@@ -208,15 +206,8 @@ int main(int argc, char** argv) {
   boost::asio::io_context io;
   podscope::Clock clock;
   Sampler sampler(io, clock, store, registry, "bench", std::chrono::milliseconds(1000));
-  CpuCollector cpu;
-  MemoryCollector memory;
-  NetworkCollector network;
-  DiskCollector disk;
-  LoadAvgCollector loadavg;
-  ClockHealthCollector clock_health;
-  for (Collector* c : std::initializer_list<Collector*>{&cpu, &memory, &network, &disk, &loadavg, &clock_health}) {
-    sampler.add(*c);
-  }
+  const HostCollectors host = make_host_collectors();
+  for (const auto& c : host.all) sampler.add(*c);
   std::vector<std::unique_ptr<ProcFile>> files;
   for (const char* p : {"/proc/stat", "/proc/meminfo", "/proc/net/dev", "/proc/diskstats", "/proc/loadavg"}) {
     files.push_back(std::make_unique<ProcFile>(p));

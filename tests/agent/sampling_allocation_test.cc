@@ -8,13 +8,8 @@
 #include <cstdlib>
 #include <new>
 
-#include "agent/collectors/clock_health_collector.h"
-#include "agent/collectors/cpu_collector.h"
-#include "agent/collectors/disk_collector.h"
-#include "agent/collectors/loadavg_collector.h"
-#include "agent/collectors/memory_collector.h"
-#include "agent/collectors/network_collector.h"
 #include "agent/collectors/nvml_collector.h"
+#include "agent/collectors/host_collectors.h"
 #include "agent/collectors/sampler.h"
 #include "agent/series/series_store.h"
 #include "agent/tpu/tpu_runtime_collector.h"
@@ -50,14 +45,8 @@ TEST(SamplingPass, AllocatesNothingInTheSteadyState) {
   boost::asio::io_context io;
   Clock clock;
   Sampler sampler(io, clock, store, registry, "h", std::chrono::milliseconds(1000));
-  CpuCollector cpu;
-  MemoryCollector memory;
-  NetworkCollector network;
-  DiskCollector disk;
-  LoadAvgCollector loadavg;
-  ClockHealthCollector clock_health;
-  std::vector<Collector*> collectors = {&cpu, &memory, &network, &disk, &loadavg, &clock_health};
-  for (Collector* c : collectors) sampler.add(*c);
+  const HostCollectors host = make_host_collectors();
+  for (const auto& c : host.all) sampler.add(*c);
   // The device collectors run on their own threads, but every pass reads their state for
   // podscope_collector_status, as the agent wires them; here they are unavailable (long reasons).
   NvmlCollector nvml("/nonexistent/libnvidia-ml.so.1");
