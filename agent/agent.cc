@@ -6,17 +6,17 @@
 
 #include "agent/capture/capture_session.h"
 #include "agent/local/local_clients_plugin.h"
-#include "agent/capture/upstream_source.h"
+#include "agent/devices/upstream_source.h"
 #include "agent/capture/host_series_source.h"
 #include "agent/collectors/clock_health_collector.h"
 #include "agent/collectors/cpu_collector.h"
-#include "agent/collectors/nvml_collector.h"
+#include "agent/devices/nvml_collector.h"
 #include "agent/collectors/host_collectors.h"
 #include "agent/collectors/sampler.h"
 #include "agent/series/series_store.h"
-#include "agent/tpu/tpu_chips.h"
-#include "agent/tpu/tpu_metric_client.h"
-#include "agent/tpu/tpu_runtime_collector.h"
+#include "agent/devices/tpu_chips.h"
+#include "agent/devices/tpu_metric_client.h"
+#include "agent/devices/tpu_runtime_collector.h"
 #include "agent/service/agent_service.h"
 #include "agent/service/coordinator_registration.h"
 #include "agent/service/metrics_exporter.h"
@@ -71,11 +71,11 @@ Agent::Agent(const AgentConfig& config)
 
 // EXTENSION POINTS: each module that plugs into the agent adds its block here, using config() for its keys.
 void Agent::install_extensions() {
-  // --- local socket server and step tracker (client-library engineer) ---
+  // --- local socket server and step tracker ---
   install_local_clients(*this);
 
   // --- device collectors (NVML, libtpu metrics: add_threaded_collector) and upstream profiler servers
-  //     (add_capture_source) (device engineer) ---
+  //     (add_capture_source) ---
   // Both device collectors always run: each reports "unavailable: <reason>" on hosts without its device.
   // libtpu is queried every second from startup, since the runtime comes up with the training job.
   // Monitor reports the TPU while its metric service answers, else a GPU NVML sees, else the host CPU.
@@ -88,7 +88,7 @@ void Agent::install_extensions() {
   add_threaded_collector(std::move(tpu), std::chrono::seconds(1));
   if (!config().upstream.empty()) add_capture_source(std::make_unique<UpstreamSource>(config().upstream));
 
-  // --- coordinator registration client (coordinator engineer: add_component / add_grpc_service) ---
+  // --- coordinator registration client (add_component / add_grpc_service) ---
   if (!config().coordinator.empty()) {
     RegistrationSettings registration;
     registration.coordinator = config().coordinator;

@@ -34,7 +34,7 @@
 #include "agent/agent_config.h"
 #include "agent/capture/capture_source.h"
 #include "agent/collectors/collector.h"
-#include "agent/service/device_utilization.h"
+#include "agent/devices/device_utilization.h"
 #include "agent/steps/step_tracker.h"
 #include "daemon/clock.h"
 #include "podscope/v1/agent.pb.h"

@@ -23,18 +23,18 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
   o.hide("clock_offset_ns");
   o.add_string("log_level", &c.log_level, "debug, info, warning or error");
 
-  // --- local socket (client-library engineer) ---
+  // --- local socket ---
   o.add_string("socket_group", &c.socket_group,
                "group that owns the 0660 socket; its members may annotate (empty: the agent's group)");
   o.add_list("socket_trusted_uids", &c.socket_trusted_uids,
              "uids whose processes may annotate, besides root, the agent's uid and socket_group members");
 
-  // --- devices and upstream profiler servers (device engineer) ---
+  // --- devices and upstream profiler servers ---
   o.add_list("upstream", &c.upstream,
              "host:port[,host:port] of framework profiler servers (TF/JAX) whose traces each capture merges");
   o.add_string("tpu_metrics_addr", &c.tpu_metrics_addr, "libtpu runtime metric service address (host:port)");
 
-  // --- coordinator registration (coordinator engineer) ---
+  // --- coordinator registration ---
   o.add_string("coordinator", &c.coordinator,
                "podscope-coordinator host:port to register and heartbeat with (empty: none)");
   o.add_string("job", &c.job, "job name reported to the coordinator");

@@ -1,5 +1,5 @@
 // AgentConfig: every setting of podscope-agent, declared once (YAML key == flag name) in
-// declare_agent_options. Engineers adding a subsystem add their keys in a block of their own below.
+// declare_agent_options. Each subsystem's keys are in a block of their own below.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 namespace podscope::agent {
 
 struct AgentConfig {
-  // --- core agent (issue 2 §7) ---
+  // --- core agent ---
   std::string listen = "0.0.0.0:8466";           // gRPC: tensorflow.ProfilerService + podscope.v1.Agent
   std::string metrics_listen = "0.0.0.0:9466";   // Prometheus /metrics
   std::string host_name;                          // empty: the kernel's host name
@@ -22,15 +22,15 @@ struct AgentConfig {
   int64_t clock_offset_ns = 0;                    // test hook (hidden): shifts every timestamp reported
   std::string log_level = "info";
 
-  // --- local socket (client-library engineer) ---
+  // --- local socket ---
   std::string socket_group;                       // group of the 0660 socket (empty: the agent's)
   std::vector<std::string> socket_trusted_uids;   // uids trusted besides root, the agent's and the group's
 
-  // --- devices and upstream profiler servers (device engineer) ---
+  // --- devices and upstream profiler servers ---
   std::vector<std::string> upstream;              // framework profiler servers (TF/JAX) to forward captures to
   std::string tpu_metrics_addr = "localhost:8431";  // libtpu's runtime metric service
 
-  // --- coordinator registration (coordinator engineer) ---
+  // --- coordinator registration ---
   std::string coordinator;  // host:port of podscope-coordinator; empty: do not register
   std::string job;          // reported to the coordinator, which can capture a job's workers by name
 };

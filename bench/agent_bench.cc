@@ -1,4 +1,4 @@
-// podscope-agent costs (issue 2 §9), each next to a baseline measured in the same run:
+// podscope-agent costs, each next to a baseline measured in the same run:
 //   sampling pass CPU (all host collectors → series store → Prometheus registry) vs just reading the /proc files;
 //   scrape CPU in-process (registry → text) and of the real agent process per HTTP scrape, vs node_exporter's
 //   per scrape when prometheus-node-exporter is installed;

@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/analysis/renderers.h"
-#include "coordinator/analysis_runner.h"
+#include "analysis/renderers.h"
+#include "analysis/runner/analysis_runner.h"
 #include "tests/analysis/synthetic_pod.h"
-#include "xspace/xplane_builder.h"
-#include "xspace/xspace_stream_reader.h"
+#include "proto/xspace/xplane_builder.h"
+#include "proto/xspace/xspace_stream_reader.h"
 
 namespace {
 
@@ -101,7 +101,7 @@ int measure_analysis(const fs::path& dir) {
   const long rss_before = proc_status_kb("VmRSS");
   const double cpu_start = cpu_seconds();
   const auto start = Clock::now();
-  auto outcome = podscope::analyze_run_directory(dir);
+  auto outcome = podscope::analysis::analyze_run_directory(dir);
   if (!outcome.ok()) {
     std::cerr << outcome.status() << "\n";
     return 1;

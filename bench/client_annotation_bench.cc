@@ -1,4 +1,4 @@
-// libpodscope annotation cost (issue 3 §4), Google Benchmark. Baseline in the same run:
+// libpodscope annotation cost, Google Benchmark. Baseline in the same run:
 // clock_gettime(CLOCK_REALTIME), and the TSC read the hot path uses (BM_TickRead). Figures:
 //   BM_SpanInactive       — a span while no capture is open (target ≤ 2 ns: one relaxed atomic load)
 //   BM_SpanActive         — a span during a capture: two TSC reads + one 32-byte record into the thread's
@@ -17,7 +17,7 @@
 #include <string>
 #include <thread>
 
-#include "agent/local/frame_codec.h"
+#include "proto/local/frame_codec.h"
 #include "client/podscope.h"
 #include "client/thread_ring.h"
 

@@ -1,4 +1,4 @@
-// Fan-out benchmark (issue 4 §5): synchronized capture of N lightweight agents (real gRPC servers speaking
+// Fan-out benchmark: synchronized capture of N lightweight agents (real gRPC servers speaking
 // tensorflow.ProfilerService and podscope.v1.Agent, all in this process, channels pre-connected), for
 // N = 16, 64, 256, 1024. Prints a table:
 //   sync               the clock-sync burst to every agent before the capture (16 pings each)
@@ -24,13 +24,13 @@
 #include <thread>
 #include <vector>
 
-#include "coordinator/capture.h"
-#include "tests/coordinator/lightweight_agent.h"
+#include "pod_capture/capture.h"
+#include "tests/pod_capture/lightweight_agent.h"
 
 namespace {
 
 using podscope::Clock;
-using podscope::coordinator::AgentConnection;
+using podscope::pod_capture::AgentConnection;
 using podscope::testing::LightweightAgent;
 using podscope::testing::LightweightAgentOptions;
 using podscope::testing::TimerThread;
@@ -73,7 +73,7 @@ struct Fleet {
       o.ping_jitter_ns = jitter_ns;
       offsets.push_back(o.clock_offset_ns);
       agents.push_back(std::make_unique<LightweightAgent>(o, timers));
-      connections.push_back(podscope::coordinator::connect_agent(agents.back()->address()));
+      connections.push_back(podscope::pod_capture::connect_agent(agents.back()->address()));
     }
     for (auto& c : connections) c->channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10));
   }
@@ -89,7 +89,7 @@ struct ErrorStats {
 };
 
 ErrorStats clock_errors(Fleet& fleet, int pings) {
-  const auto measured = podscope::coordinator::measure_clocks(fleet.targets(), Clock(), pings, 2000);
+  const auto measured = podscope::pod_capture::measure_clocks(fleet.targets(), Clock(), pings, 2000);
   std::vector<int64_t> errors;
   for (size_t i = 0; i < measured.size(); ++i) {
     errors.push_back(std::abs(measured[i].estimate.offset_ns - fleet.offsets[i]));
@@ -123,11 +123,11 @@ int main(int argc, char** argv) {
   for (int n : {16, 64, 256, 1024}) {
     if (n > max_agents) break;
     Fleet fleet(n, 0, 0, static_cast<uint64_t>(n));
-    podscope::coordinator::CaptureSpec spec;
+    podscope::pod_capture::CaptureSpec spec;
     spec.duration_ms = duration_ms;
     spec.num_tracing_attempts = 1;
     const int64_t begin = now_ns();
-    auto result = podscope::coordinator::run_capture(fleet.targets(), spec, Clock(), [](const std::string&) {});
+    auto result = podscope::pod_capture::run_capture(fleet.targets(), spec, Clock(), [](const std::string&) {});
     const int64_t total = now_ns() - begin;
     std::vector<int64_t> starts;
     for (auto& a : fleet.agents) {
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
     const int64_t baseline = bare_timer_skew_ns(n);
     const int captured = static_cast<int>(
         std::count_if(result.hosts.begin(), result.hosts.end(), [](const auto& h) { return h.ok; }));
-    const int64_t margin_ms = podscope::coordinator::fanout_margin_ms(static_cast<size_t>(n));
+    const int64_t margin_ms = podscope::pod_capture::fanout_margin_ms(static_cast<size_t>(n));
     const int64_t sync_end = result.start_ns - margin_ms * 1'000'000;
     std::printf("%6d %7.1f ms %10.1f ms %5lld ms %9.3f ms %12.3f ms %6.2f %7.3f ms %8.0f ms %6.0f ms %5d/%d\n", n,
                 ms(sync_end - result.sync_begin_ns), ms(*hi - sync_end), static_cast<long long>(margin_ms), ms(skew),

@@ -1,4 +1,4 @@
-// CUPTI record → XPlane conversion throughput (issue 6 §2): how much the conversion of a capture window's
+// CUPTI record → XPlane conversion throughput: how much the conversion of a capture window's
 // kernel and memcpy records costs over the bare cost of writing the same events with XPlaneBuilder (the
 // baseline, measured in the same run). Prints records/s for both and the ratio.
 //   cupti_convert_bench [--records N]   (default 1,000,000)
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cupti/activity_converter.h"
+#include "cupti/convert/activity_converter.h"
 #include "proto/xspace/xplane_builder.h"
 
 namespace {

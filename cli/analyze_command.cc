@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "coordinator/analysis_runner.h"
+#include "analysis/runner/analysis_runner.h"
 
 namespace podscope::cli {
 
@@ -17,7 +17,7 @@ int run_analyze_command(const AnalyzeFlags& flags) {
     std::cerr << "podscope analyze: " << flags.run_dir << " is not a directory\n";
     return 2;
   }
-  auto outcome = analyze_run_directory(flags.run_dir);
+  auto outcome = analysis::analyze_run_directory(flags.run_dir);
   if (!outcome.ok()) {
     std::cerr << "podscope analyze: " << outcome.status().message() << "\n";
     return 1;

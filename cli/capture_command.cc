@@ -13,11 +13,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cli/terminate_on_interrupt.h"
-#include "coordinator/analysis_runner.h"
-#include "coordinator/capture.h"
-#include "coordinator/monitor.h"
-#include "coordinator/remote_capture.h"
-#include "coordinator/run_directory.h"
+#include "analysis/runner/analysis_runner.h"
+#include "pod_capture/capture.h"
+#include "pod_capture/monitor.h"
+#include "pod_capture/remote_capture.h"
+#include "pod_capture/run_directory.h"
 #include "podscope/v1/coordinator.grpc.pb.h"
 
 namespace podscope::cli {
@@ -68,7 +68,7 @@ class ProgressBar {
 
 // --workers_list names hosts; those without a port get --service_addr's port, as TF's NewSession does.
 absl::StatusOr<std::vector<std::string>> target_addresses(const CaptureFlags& flags) {
-  auto service = coordinator::parse_service_addresses(flags.service_addr);
+  auto service = pod_capture::parse_service_addresses(flags.service_addr);
   if (!service.ok()) return service.status();
   if (flags.workers_list.empty()) return service;
   const std::string port = service->front().substr(service->front().rfind(':') + 1);
@@ -78,7 +78,7 @@ absl::StatusOr<std::vector<std::string>> target_addresses(const CaptureFlags& fl
     if (address.find(':') == std::string::npos) address += ":" + port;
     out.push_back(address);
   }
-  return coordinator::parse_service_addresses(absl::StrJoin(out, ","));
+  return pod_capture::parse_service_addresses(absl::StrJoin(out, ","));
 }
 
 // The up workers a coordinator lists (all, or those named in --workers_list).
@@ -103,19 +103,19 @@ absl::StatusOr<std::vector<std::string>> workers_of_coordinator(const CaptureFla
   return out;
 }
 
-int run_monitoring(const CaptureFlags& flags, const std::vector<coordinator::AgentConnection*>& agents) {
-  const auto names = coordinator::worker_names(agents);
+int run_monitoring(const CaptureFlags& flags, const std::vector<pod_capture::AgentConnection*>& agents) {
+  const auto names = pod_capture::worker_names(agents);
   for (int sample = 1; sample <= flags.num_queries; ++sample) {
-    const auto results = coordinator::monitor_round(agents, names, flags.duration_ms, flags.monitoring_level,
+    const auto results = pod_capture::monitor_round(agents, names, flags.duration_ms, flags.monitoring_level,
                                                     flags.display_timestamp);
-    std::cout << coordinator::format_monitor_round(sample, results) << "\n" << std::flush;
+    std::cout << pod_capture::format_monitor_round(sample, results) << "\n" << std::flush;
   }
   return 0;
 }
 
 // The pod analysis of a fresh run; a failed analysis is a warning, the capture itself succeeded.
 void print_pod_analysis(const std::filesystem::path& run_dir) {
-  auto outcome = analyze_run_directory(run_dir);
+  auto outcome = analysis::analyze_run_directory(run_dir);
   if (!outcome.ok()) {
     std::cerr << "podscope capture: pod analysis failed: " << outcome.status().message() << "\n";
     return;
@@ -123,7 +123,7 @@ void print_pod_analysis(const std::filesystem::path& run_dir) {
   std::cout << "\n" << outcome->summary_text;
 }
 
-coordinator::ProgressFn progress_printer(bool quiet) {
+pod_capture::ProgressFn progress_printer(bool quiet) {
   return [quiet](const std::string& line) {
     if (!quiet) std::cout << line << "\n" << std::flush;
   };
@@ -145,7 +145,7 @@ int capture_through_coordinator(const CaptureFlags& flags) {
   if (coordinator_address.rfind("grpc://", 0) == 0) coordinator_address.erase(0, 7);
   ProgressBar bar(flags.duration_ms, !flags.quiet);
   auto outcome =
-      coordinator::capture_through_coordinator(coordinator_address, request, flags.logdir, progress_printer(flags.quiet));
+      pod_capture::capture_through_coordinator(coordinator_address, request, flags.logdir, progress_printer(flags.quiet));
   if (!outcome.ok()) {
     std::cerr << "podscope capture: " << outcome.status().message() << "\n";
     return 1;
@@ -211,15 +211,15 @@ int run_capture_command(const CaptureFlags& given) {
     return 1;
   }
 
-  std::vector<std::unique_ptr<coordinator::AgentConnection>> connections;
-  std::vector<coordinator::AgentConnection*> agents;
+  std::vector<std::unique_ptr<pod_capture::AgentConnection>> connections;
+  std::vector<pod_capture::AgentConnection*> agents;
   for (const auto& address : *addresses) {
-    connections.push_back(coordinator::connect_agent(address));
+    connections.push_back(pod_capture::connect_agent(address));
     agents.push_back(connections.back().get());
   }
   if (monitoring) return run_monitoring(flags, agents);
 
-  coordinator::CaptureSpec spec;
+  pod_capture::CaptureSpec spec;
   spec.duration_ms = flags.duration_ms;
   spec.num_tracing_attempts = flags.num_tracing_attempts;
   spec.delay_ms = flags.delay_ms;
@@ -227,20 +227,20 @@ int run_capture_command(const CaptureFlags& given) {
   spec.host_tracer_level = static_cast<uint32_t>(flags.host_tracer_level);
   spec.device_tracer_level = static_cast<uint32_t>(flags.device_tracer_level);
   spec.python_tracer_level = static_cast<uint32_t>(flags.python_tracer_level);
-  spec.session_id = coordinator::make_session_id(Clock().now_ns());
-  coordinator::CaptureResult result;
+  spec.session_id = pod_capture::make_session_id(Clock().now_ns());
+  pod_capture::CaptureResult result;
   {
     TerminateOnInterrupt interrupt(agents, spec.session_id);
     spec.stop_retrying = [&interrupt] { return interrupt.interrupted(); };
     ProgressBar bar(flags.duration_ms, !flags.quiet);
-    result = coordinator::run_capture(agents, spec, Clock(), progress_printer(flags.quiet));
+    result = pod_capture::run_capture(agents, spec, Clock(), progress_printer(flags.quiet));
   }
-  auto run_dir = coordinator::write_run_directory(flags.logdir, result);
+  auto run_dir = pod_capture::write_run_directory(flags.logdir, result);
   if (!run_dir.ok()) {
     std::cerr << "podscope capture: " << run_dir.status().message() << "\n";
     return 1;
   }
-  std::cout << coordinator::capture_summary_text(result, *run_dir);
+  std::cout << pod_capture::capture_summary_text(result, *run_dir);
   if (result.exit_code() != 1) print_pod_analysis(*run_dir);
   return result.exit_code();
 }

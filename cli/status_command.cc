@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "coordinator/agent_connection.h"
+#include "pod_capture/agent_connection.h"
 #include "podscope/v1/coordinator.grpc.pb.h"
 
 namespace podscope::cli {
@@ -27,14 +27,14 @@ const char* state_name(podscope::v1::CollectorStatus::State state) {
 }
 
 int status_from_agents(const std::string& list) {
-  auto addresses = coordinator::parse_service_addresses(list);
+  auto addresses = pod_capture::parse_service_addresses(list);
   if (!addresses.ok()) {
     std::cerr << "podscope status: " << addresses.status().message() << "\n";
     return 2;
   }
   int failures = 0;
   for (const auto& address : *addresses) {
-    auto agent = coordinator::connect_agent(address);
+    auto agent = pod_capture::connect_agent(address);
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     podscope::v1::AgentStatus status;
@@ -44,11 +44,11 @@ int status_from_agents(const std::string& list) {
       ++failures;
       continue;
     }
-    const auto clock = coordinator::measure_clock(*agent, Clock(), 16, 1000);
+    const auto clock = pod_capture::measure_clock(*agent, Clock(), 16, 1000);
     std::cout << address << ": " << status.host_name() << " (podscope-agent " << status.version() << ")";
     if (!status.capture_session_id().empty()) std::cout << ", capturing " << status.capture_session_id();
     std::cout << "\n  clock: ";
-    if (clock.kind == coordinator::ClockMeasurement::kMeasured) {
+    if (clock.kind == pod_capture::ClockMeasurement::kMeasured) {
       std::cout << "offset " << ms(clock.estimate.offset_ns) << " ± " << ms(clock.estimate.error_bound_ns) << ", rtt "
                 << ms(clock.estimate.rtt_ns);
     } else {

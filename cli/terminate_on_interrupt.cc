@@ -29,7 +29,7 @@ void on_signal(int) {
 
 }  // namespace
 
-TerminateOnInterrupt::TerminateOnInterrupt(std::vector<coordinator::AgentConnection*> agents, std::string session_id)
+TerminateOnInterrupt::TerminateOnInterrupt(std::vector<pod_capture::AgentConnection*> agents, std::string session_id)
     : agents_(std::move(agents)), session_id_(std::move(session_id)) {
   if (pipe2(pipe_, O_CLOEXEC) != 0) return;  // no pipe: Ctrl-C keeps its default meaning
   g_signalled = false;

@@ -9,13 +9,13 @@
 #include <thread>
 #include <vector>
 
-#include "coordinator/agent_connection.h"
+#include "pod_capture/agent_connection.h"
 
 namespace podscope::cli {
 
 class TerminateOnInterrupt {
  public:
-  TerminateOnInterrupt(std::vector<coordinator::AgentConnection*> agents, std::string session_id);
+  TerminateOnInterrupt(std::vector<pod_capture::AgentConnection*> agents, std::string session_id);
   ~TerminateOnInterrupt();  // restores the previous handlers
   TerminateOnInterrupt(const TerminateOnInterrupt&) = delete;
   TerminateOnInterrupt& operator=(const TerminateOnInterrupt&) = delete;
@@ -24,7 +24,7 @@ class TerminateOnInterrupt {
 
  private:
   void watch();
-  std::vector<coordinator::AgentConnection*> agents_;
+  std::vector<pod_capture::AgentConnection*> agents_;
   std::string session_id_;
   int pipe_[2] = {-1, -1};
   std::atomic<bool> interrupted_{false};

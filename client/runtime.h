@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "agent/local/frame_codec.h"
+#include "proto/local/frame_codec.h"
 #include "client/agent_link.h"
 #include "client/podscope.h"
 #include "client/thread_ring.h"

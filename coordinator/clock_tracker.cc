@@ -19,14 +19,14 @@ ClockTracker::~ClockTracker() {
 
 void ClockTracker::measure_all() {
   std::vector<std::string> names;
-  std::vector<AgentConnection*> agents;
+  std::vector<pod_capture::AgentConnection*> agents;
   for (const auto& worker : registry_.list(clock_.now_ns())) {
     if (auto* connection = registry_.connection(worker.host_name())) {
       names.push_back(worker.host_name());
       agents.push_back(connection);
     }
   }
-  const auto measurements = measure_clocks(agents, clock_, pings_, 1000);
+  const auto measurements = pod_capture::measure_clocks(agents, clock_, pings_, 1000);
   for (size_t i = 0; i < names.size(); ++i) registry_.record_clock(names[i], measurements[i], clock_.now_ns());
   metrics_.update_workers(registry_.list(clock_.now_ns()));
 }

@@ -33,7 +33,7 @@ absl::Status CoordinatorDaemon::start() {
     const size_t eq = entry.find('=');
     const std::string address = eq == std::string::npos ? entry : entry.substr(eq + 1);
     const std::string name = eq == std::string::npos ? entry : entry.substr(0, eq);
-    auto parsed = parse_service_addresses(address);
+    auto parsed = pod_capture::parse_service_addresses(address);
     if (!parsed.ok() || parsed->size() != 1) {
       return absl::InvalidArgumentError("workers: \"" + entry + "\" is not name=host:port or host:port");
     }

@@ -19,7 +19,7 @@ class CoordinatorMetrics {
   CoordinatorMetrics();
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
   void update_workers(const std::vector<podscope::v1::WorkerInfo>& workers);
-  // exit_code as CaptureResult::exit_code(): 0 complete, 3 partial, 1 failed.
+  // exit_code as pod_capture::CaptureResult::exit_code(): 0 complete, 3 partial, 1 failed.
   void count_capture(int exit_code);
 
  private:

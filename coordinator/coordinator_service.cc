@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <fstream>
 
-#include "coordinator/analysis_runner.h"
-#include "coordinator/run_directory.h"
+#include "analysis/runner/analysis_runner.h"
+#include "pod_capture/run_directory.h"
 #include "daemon/log.h"
 #include "daemon/path_within_root.h"
 
@@ -47,8 +47,8 @@ bool stream_file(const std::filesystem::path& path, const std::string& relative,
   }
 }
 
-CaptureSpec spec_from(const podscope::v1::CaptureRequest& request, const CoordinatorSettings& settings) {
-  CaptureSpec spec;
+pod_capture::CaptureSpec spec_from(const podscope::v1::CaptureRequest& request, const CoordinatorSettings& settings) {
+  pod_capture::CaptureSpec spec;
   spec.duration_ms = request.duration_ms() > 0 ? static_cast<int64_t>(request.duration_ms()) : 1000;
   spec.num_tracing_attempts = request.num_tracing_attempts() > 0 ? request.num_tracing_attempts() : 3;
   spec.delay_ms = static_cast<int64_t>(request.delay_ms());
@@ -62,9 +62,9 @@ CaptureSpec spec_from(const podscope::v1::CaptureRequest& request, const Coordin
 
 // Runs the pod analysis over a run that has data (its files land beside the host files); returns the text
 // to show, or a warning line when the analysis failed (the capture itself stands).
-std::string analyze_if_captured(const std::filesystem::path& run_dir, const CaptureResult& result) {
+std::string analyze_if_captured(const std::filesystem::path& run_dir, const pod_capture::CaptureResult& result) {
   if (result.exit_code() == 1) return "";
-  auto outcome = analyze_run_directory(run_dir);
+  auto outcome = analysis::analyze_run_directory(run_dir);
   if (!outcome.ok()) {
     PODSCOPE_LOG(kWarning) << "pod analysis of " << run_dir.string() << " failed: " << outcome.status().message();
     return "Warning: pod analysis failed: " + std::string(outcome.status().message()) + "\n";
@@ -86,16 +86,16 @@ absl::StatusOr<std::filesystem::path> confine_to_root(const std::filesystem::pat
   return path;
 }
 
-absl::StatusOr<CaptureResult> CaptureRunner::capture(const std::vector<std::string>& host_names, CaptureSpec spec,
-                                                     const ProgressFn& progress) {
+absl::StatusOr<pod_capture::CaptureResult> CaptureRunner::capture(const std::vector<std::string>& host_names, pod_capture::CaptureSpec spec,
+                                                     const pod_capture::ProgressFn& progress) {
   std::unique_lock lock(running_, std::try_to_lock);
   if (!lock.owns_lock()) return absl::AlreadyExistsError("a capture is already running on this coordinator");
-  std::vector<AgentConnection*> agents;
+  std::vector<pod_capture::AgentConnection*> agents;
   for (const auto& name : host_names) {
     if (auto* connection = registry_.connection(name)) agents.push_back(connection);
   }
   if (agents.empty()) return absl::FailedPreconditionError("no worker to capture");
-  CaptureResult result = run_capture(agents, spec, clock_, progress);
+  pod_capture::CaptureResult result = pod_capture::run_capture(agents, spec, clock_, progress);
   for (size_t i = 0; i < result.hosts.size() && i < host_names.size(); ++i) {
     result.hosts[i].clock_drift_ppm = registry_.drift_ppm(host_names[i]);
     // The registry knows the worker's name even when its XSpace does not say.
@@ -110,7 +110,7 @@ absl::StatusOr<CaptureResult> CaptureRunner::capture(const std::vector<std::stri
 grpc::Status CoordinatorService::Register(grpc::ServerContext*, const podscope::v1::RegisterRequest* request,
                                           podscope::v1::RegisterResponse* response) {
   if (request->host_name().empty()) return invalid("Register: host_name is empty");
-  if (auto parsed = parse_service_addresses(request->address()); !parsed.ok() || parsed->size() != 1) {
+  if (auto parsed = pod_capture::parse_service_addresses(request->address()); !parsed.ok() || parsed->size() != 1) {
     return invalid("Register: address \"" + request->address() + "\" is not one host:port");
   }
   registry_.register_worker(*request, clock_.now_ns());
@@ -162,12 +162,12 @@ grpc::Status CoordinatorService::Capture(grpc::ServerContext*, const podscope::v
   std::filesystem::path run_dir;
   const bool keep = !settings_.repository_root.empty();
   if (keep) {
-    run_dir = run_directory(settings_.repository_root, result->session_id);
+    run_dir = pod_capture::run_directory(settings_.repository_root, result->session_id);
   } else {
     run_dir = std::filesystem::temp_directory_path() /
               ("podscope-coordinator-" + std::to_string(getpid()) + "-" + result->session_id);
   }
-  if (auto status = write_run_files(run_dir, *result); !status.ok()) return to_grpc(status);
+  if (auto status = pod_capture::write_run_files(run_dir, *result); !status.ok()) return to_grpc(status);
   const std::string analysis_text = analyze_if_captured(run_dir, *result);
 
   podscope::v1::CaptureChunk summary;
@@ -180,7 +180,7 @@ grpc::Status CoordinatorService::Capture(grpc::ServerContext*, const podscope::v
     streamed = streamed && stream_file(entry.path(), entry.path().filename().string(), writer);
   }
   // The client names its own run directory.
-  summary.mutable_summary()->set_text(capture_summary_text(*result, {}) + analysis_text);
+  summary.mutable_summary()->set_text(pod_capture::capture_summary_text(*result, {}) + analysis_text);
   writer->Write(summary);
   if (!keep) std::filesystem::remove_all(run_dir);
   if (!streamed) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the client went away during the transfer");
@@ -191,7 +191,7 @@ grpc::Status ProfileAnalysisService::NewSession(grpc::ServerContext*, const tens
                                                 tensorflow::NewProfileSessionResponse* response) {
   if (request->hosts().empty()) return invalid("NewSession: hosts is empty");
   std::string session_id = request->session_id();
-  if (session_id.empty()) session_id = make_session_id(clock_.now_ns());
+  if (session_id.empty()) session_id = pod_capture::make_session_id(clock_.now_ns());
   if (!is_plain_name(session_id)) return invalid("NewSession: session_id \"" + session_id + "\" is not a plain name");
   auto repository = confine_to_root(settings_.repository_root, request->repository_root());
   if (!repository.ok()) return to_grpc(repository.status());
@@ -205,7 +205,7 @@ grpc::Status ProfileAnalysisService::NewSession(grpc::ServerContext*, const tens
     return invalid("NewSession: unknown or down host(s): " + names);
   }
   const auto& profile = request->request();
-  CaptureSpec spec;
+  pod_capture::CaptureSpec spec;
   spec.duration_ms = profile.duration_ms() > 0 ? static_cast<int64_t>(profile.duration_ms()) : 1000;
   spec.num_tracing_attempts = 1;
   spec.session_id = session_id;
@@ -219,7 +219,7 @@ grpc::Status ProfileAnalysisService::NewSession(grpc::ServerContext*, const tens
   }
   auto result = runner_.capture(selection.host_names, spec, [](const std::string&) {});
   if (!result.ok()) return to_grpc(result.status());
-  if (auto status = write_run_files(*repository / session_id, *result); !status.ok()) return to_grpc(status);
+  if (auto status = pod_capture::write_run_files(*repository / session_id, *result); !status.ok()) return to_grpc(status);
   analyze_if_captured(*repository / session_id, *result);
   response->set_empty_trace(result->exit_code() == 1);
   if (result->exit_code() != 0) {

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "coordinator/capture.h"
+#include "pod_capture/capture.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/worker_registry.h"
 #include "daemon/clock.h"
@@ -30,8 +30,8 @@ class CaptureRunner {
   CaptureRunner(WorkerRegistry& registry, CoordinatorMetrics& metrics, const Clock& clock)
       : registry_(registry), metrics_(metrics), clock_(clock) {}
   // ALREADY_EXISTS when another capture is running.
-  absl::StatusOr<CaptureResult> capture(const std::vector<std::string>& host_names, CaptureSpec spec,
-                                        const ProgressFn& progress);
+  absl::StatusOr<pod_capture::CaptureResult> capture(const std::vector<std::string>& host_names, pod_capture::CaptureSpec spec,
+                                        const pod_capture::ProgressFn& progress);
 
  private:
   WorkerRegistry& registry_;

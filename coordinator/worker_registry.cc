@@ -10,8 +10,8 @@ WorkerRegistry::Worker& WorkerRegistry::upsert(const std::string& host_name, con
     // A re-registration from a new address replaces the connection; the old one may still be in use by a
     // capture, so connections are kept, never destroyed while the registry lives.
     if (worker.connection) retired_.push_back(std::move(worker.connection));
-    worker.connection = connect_agent(address);
-    worker.drift = DriftEstimator();
+    worker.connection = pod_capture::connect_agent(address);
+    worker.drift = pod_capture::DriftEstimator();
   }
   worker.info.set_host_name(host_name);
   worker.info.set_address(address);
@@ -41,12 +41,12 @@ bool WorkerRegistry::heartbeat(const std::string& host_name, const std::string& 
   return true;
 }
 
-void WorkerRegistry::record_clock(const std::string& host_name, const ClockMeasurement& measurement, int64_t now_ns) {
+void WorkerRegistry::record_clock(const std::string& host_name, const pod_capture::ClockMeasurement& measurement, int64_t now_ns) {
   std::lock_guard lock(mu_);
   auto it = workers_.find(host_name);
   if (it == workers_.end()) return;
   Worker& worker = it->second;
-  worker.last_ping_failed = measurement.kind != ClockMeasurement::kMeasured;
+  worker.last_ping_failed = measurement.kind != pod_capture::ClockMeasurement::kMeasured;
   if (worker.last_ping_failed) return;
   // Static workers have no heartbeat: an answered ping is their sign of life.
   if (worker.info.static_worker()) worker.info.set_last_heartbeat_ns(now_ns);
@@ -99,7 +99,7 @@ WorkerRegistry::Selection WorkerRegistry::select(const WorkerSelector& selector,
   return out;
 }
 
-AgentConnection* WorkerRegistry::connection(const std::string& host_name) const {
+pod_capture::AgentConnection* WorkerRegistry::connection(const std::string& host_name) const {
   std::lock_guard lock(mu_);
   auto it = workers_.find(host_name);
   return it == workers_.end() ? nullptr : it->second.connection.get();

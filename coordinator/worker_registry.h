@@ -1,6 +1,6 @@
 // The coordinator's view of its workers: agents that registered (and heartbeat) plus a static list from
 // its YAML. A worker silent for longer than the down-after interval is marked down, never dropped, so
-// `podscope status` and the metrics show it. Thread-safe; owns one AgentConnection per worker.
+// `podscope status` and the metrics show it. Thread-safe; owns one pod_capture::AgentConnection per worker.
 #pragma once
 
 #include <cstdint>
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/agent_connection.h"
-#include "coordinator/clock_sync.h"
+#include "pod_capture/agent_connection.h"
+#include "pod_capture/clock_sync.h"
 #include "podscope/v1/coordinator.pb.h"
 
 namespace podscope::coordinator {
@@ -32,7 +32,7 @@ class WorkerRegistry {
   void register_worker(const podscope::v1::RegisterRequest& request, int64_t now_ns);
   // False when the worker is unknown (it must register again).
   bool heartbeat(const std::string& host_name, const std::string& address, int64_t now_ns);
-  void record_clock(const std::string& host_name, const ClockMeasurement& measurement, int64_t now_ns);
+  void record_clock(const std::string& host_name, const pod_capture::ClockMeasurement& measurement, int64_t now_ns);
 
   std::vector<podscope::v1::WorkerInfo> list(int64_t now_ns) const;
   // Host names of the workers that are up and match (all up workers for an empty selector), plus the
@@ -43,14 +43,14 @@ class WorkerRegistry {
   };
   Selection select(const WorkerSelector& selector, int64_t now_ns) const;
   // The connection for a worker (stable for the registry's lifetime), or null.
-  AgentConnection* connection(const std::string& host_name) const;
+  pod_capture::AgentConnection* connection(const std::string& host_name) const;
   double drift_ppm(const std::string& host_name) const;
 
  private:
   struct Worker {
     podscope::v1::WorkerInfo info;
-    std::unique_ptr<AgentConnection> connection;
-    DriftEstimator drift;
+    std::unique_ptr<pod_capture::AgentConnection> connection;
+    pod_capture::DriftEstimator drift;
     bool last_ping_failed = false;  // decides a static worker's state at once, without waiting for the window
   };
   bool is_up(const Worker& worker, int64_t now_ns) const;
@@ -59,7 +59,7 @@ class WorkerRegistry {
   const int64_t down_after_ns_;
   mutable std::mutex mu_;
   std::map<std::string, Worker> workers_;  // by host name
-  std::vector<std::unique_ptr<AgentConnection>> retired_;
+  std::vector<std::unique_ptr<pod_capture::AgentConnection>> retired_;
 };
 
 }  // namespace podscope::coordinator

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cupti/activity_converter.h"
+#include "cupti/convert/activity_converter.h"
 #include "cupti/buffer_pool.h"
 #include "tensorflow/xplane.pb.h"
 

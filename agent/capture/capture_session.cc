@@ -6,8 +6,8 @@
 #include "daemon/atomic_file.h"
 #include "daemon/log.h"
 #include "daemon/path_within_root.h"
-#include "xspace/names.h"
-#include "xspace/xplane_builder.h"
+#include "proto/xspace/names.h"
+#include "proto/xspace/xplane_builder.h"
 
 namespace podscope::agent {
 namespace {

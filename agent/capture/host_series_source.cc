@@ -2,8 +2,8 @@
 
 #include <unistd.h>
 
-#include "xspace/names.h"
-#include "xspace/xplane_builder.h"
+#include "proto/xspace/names.h"
+#include "proto/xspace/xplane_builder.h"
 
 namespace podscope::agent {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/local/frame_codec.h"
+#include "proto/local/frame_codec.h"
 
 namespace podscope::agent {
 

@@ -4,8 +4,8 @@
 #include <map>
 #include <string>
 
-#include "xspace/names.h"
-#include "xspace/xplane_builder.h"
+#include "proto/xspace/names.h"
+#include "proto/xspace/xplane_builder.h"
 
 namespace podscope::agent {
 namespace {

@@ -19,7 +19,7 @@
 
 #include "absl/status/status.h"
 #include "agent/local/client_registry.h"
-#include "agent/local/frame_codec.h"
+#include "proto/local/frame_codec.h"
 
 namespace podscope::agent {
 

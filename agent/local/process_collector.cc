@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "xspace/names.h"
+#include "proto/xspace/names.h"
 
 namespace podscope::agent {
 namespace {

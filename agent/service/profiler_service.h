@@ -7,7 +7,7 @@
 
 #include "agent/capture/capture_session.h"
 #include "agent/collectors/cpu_collector.h"
-#include "agent/service/device_utilization.h"
+#include "agent/devices/device_utilization.h"
 #include "agent/service/metrics_exporter.h"
 #include "agent/steps/step_tracker.h"
 #include "daemon/clock.h"

@@ -1,8 +1,8 @@
-#include "xspace/xplane_builder.h"
+#include "proto/xspace/xplane_builder.h"
 
 #include <algorithm>
 
-#include "xspace/names.h"
+#include "proto/xspace/names.h"
 
 namespace podscope::xspace {
 namespace {

@@ -1,4 +1,4 @@
-#include "xspace/xplane_reader.h"
+#include "proto/xspace/xplane_reader.h"
 
 #include <cmath>
 

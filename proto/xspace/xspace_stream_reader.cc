@@ -1,4 +1,4 @@
-#include "xspace/xspace_stream_reader.h"
+#include "proto/xspace/xspace_stream_reader.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -11,9 +11,9 @@
 #include "agent/capture/host_series_source.h"
 #include "agent/series/series_store.h"
 #include "agent/service/profiler_service.h"
-#include "xspace/names.h"
-#include "xspace/xplane_builder.h"
-#include "xspace/xplane_reader.h"
+#include "proto/xspace/names.h"
+#include "proto/xspace/xplane_builder.h"
+#include "proto/xspace/xplane_reader.h"
 
 namespace podscope::agent {
 namespace {

@@ -1,4 +1,4 @@
-// The sampling pass allocates nothing in the steady state (issue 2 §4): every host collector on this host's real
+// The sampling pass allocates nothing in the steady state: every host collector on this host's real
 // /proc, into the series store and the Prometheus registry, plus the state of the (unavailable) device
 // collectors, counted by a replaced global operator new.
 #include <gtest/gtest.h>
@@ -8,11 +8,11 @@
 #include <cstdlib>
 #include <new>
 
-#include "agent/collectors/nvml_collector.h"
+#include "agent/devices/nvml_collector.h"
 #include "agent/collectors/host_collectors.h"
 #include "agent/collectors/sampler.h"
 #include "agent/series/series_store.h"
-#include "agent/tpu/tpu_runtime_collector.h"
+#include "agent/devices/tpu_runtime_collector.h"
 
 namespace {
 std::atomic<bool> counting{false};

@@ -1,6 +1,6 @@
 // analyze_run_directory end to end: synthetic run directories written as files, the real TensorFlow
 // file from ../shared/testdata, the outputs it writes (legacy JSON schema, proto, report) and its errors.
-#include "coordinator/analysis_runner.h"
+#include "analysis/runner/analysis_runner.h"
 
 #include <gtest/gtest.h>
 
@@ -9,19 +9,19 @@
 #include <set>
 #include <sstream>
 
-#include "coordinator/analysis/renderers.h"
-#include "coordinator/analysis/step_category.h"
+#include "analysis/renderers.h"
+#include "analysis/step_category.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "tests/analysis/synthetic_pod.h"
 
-namespace podscope {
+namespace podscope::analysis {
 namespace {
 
 namespace fs = std::filesystem;
-using analysis::testing::make_synthetic_pod;
-using analysis::testing::SyntheticPodSpec;
+using testing::make_synthetic_pod;
+using testing::SyntheticPodSpec;
 
 class RunDirectory : public ::testing::Test {
  protected:
@@ -218,9 +218,9 @@ TEST_F(RunDirectory, MissingDirectoryIsAnError) {
 }
 
 }  // namespace
-}  // namespace podscope
+}  // namespace podscope::analysis
 
-namespace podscope {
+namespace podscope::analysis {
 namespace {
 
 // tests/data/analysis/ring4_straggler: files written once, outputs reviewed once (see its README).
@@ -248,9 +248,9 @@ TEST(GoldenRunDirectory, Ring4StragglerGivesTheReviewedOutputs) {
 }
 
 }  // namespace
-}  // namespace podscope
+}  // namespace podscope::analysis
 
-namespace podscope {
+namespace podscope::analysis {
 namespace {
 
 // tests/data/analysis/ring_trainer_offsets: a real 4-agent capture of the ring trainer (see its README).
@@ -308,4 +308,4 @@ TEST(RealCapture, RingTrainerStragglerAndSkewedClocks) {
 }
 
 }  // namespace
-}  // namespace podscope
+}  // namespace podscope::analysis

@@ -7,12 +7,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "coordinator/analysis/core_trace.h"
-#include "coordinator/analysis/pod_analyzer.h"
-#include "coordinator/analysis/step_category.h"
-#include "coordinator/analysis_runner.h"
-#include "xspace/names.h"
-#include "xspace/xplane_builder.h"
+#include "analysis/core_trace.h"
+#include "analysis/pod_analyzer.h"
+#include "analysis/step_category.h"
+#include "analysis/runner/analysis_runner.h"
+#include "proto/xspace/names.h"
+#include "proto/xspace/xplane_builder.h"
 
 namespace podscope::analysis {
 namespace {

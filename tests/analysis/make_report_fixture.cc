@@ -3,7 +3,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "coordinator/analysis_runner.h"
+#include "analysis/runner/analysis_runner.h"
 #include "tests/analysis/synthetic_pod.h"
 
 int main(int argc, char** argv) {
@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  auto outcome = podscope::analyze_run_directory(dir);
+  auto outcome = podscope::analysis::analyze_run_directory(dir);
   if (!outcome.ok()) {
     std::cerr << outcome.status() << "\n";
     return 1;

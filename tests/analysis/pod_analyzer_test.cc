@@ -1,12 +1,12 @@
 // The pod analysis on synthetic ring-all-reduce pods with a known truth: stragglers and their sync,
 // infeed-bound steps, clock merging of channels, unpaired endpoints, edge trimming, matching without ids.
-#include "coordinator/analysis/pod_analyzer.h"
+#include "analysis/pod_analyzer.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "coordinator/analysis/step_category.h"
+#include "analysis/step_category.h"
 #include "tests/analysis/synthetic_pod.h"
 
 namespace podscope::analysis {

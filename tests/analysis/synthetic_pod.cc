@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <string>
 
-#include "xspace/names.h"
-#include "xspace/xplane_builder.h"
+#include "proto/xspace/names.h"
+#include "proto/xspace/xplane_builder.h"
 
 namespace podscope::analysis::testing {
 

@@ -8,9 +8,9 @@
 
 #include "client/podscope.h"
 #include "tests/client/mini_agent.h"
-#include "xspace/names.h"
-#include "xspace/xplane_builder.h"
-#include "xspace/xplane_reader.h"
+#include "proto/xspace/names.h"
+#include "proto/xspace/xplane_builder.h"
+#include "proto/xspace/xplane_reader.h"
 
 namespace podscope {
 namespace {

@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "coordinator/remote_capture.h"
-#include "coordinator/run_directory.h"
-#include "tests/coordinator/lightweight_agent.h"
+#include "pod_capture/remote_capture.h"
+#include "pod_capture/run_directory.h"
+#include "tests/pod_capture/lightweight_agent.h"
 
 namespace podscope::coordinator {
 namespace {
@@ -76,7 +76,7 @@ TEST_F(CoordinatorServiceTest, CapturesAJobAndStreamsTheRunIntoTheClientsLogdir)
   request.add_jobs("train");
   const auto logdir = fresh_dir("client");
   std::vector<std::string> progress;
-  auto outcome = capture_through_coordinator(address(), request, logdir,
+  auto outcome = pod_capture::capture_through_coordinator(address(), request, logdir,
                                              [&](const std::string& line) { progress.push_back(line); });
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(outcome->exit_code, 0);
@@ -91,14 +91,14 @@ TEST_F(CoordinatorServiceTest, CapturesAJobAndStreamsTheRunIntoTheClientsLogdir)
     EXPECT_EQ(name.find(".tmp."), std::string::npos) << "leftover " << name;
   }
   std::sort(host_files.begin(), host_files.end());
-  std::vector<std::string> expected = {host_file_stem(agents_[0]->address()) + ".xplane.pb",
-                                       host_file_stem(agents_[1]->address()) + ".xplane.pb"};
+  std::vector<std::string> expected = {pod_capture::host_file_stem(agents_[0]->address()) + ".xplane.pb",
+                                       pod_capture::host_file_stem(agents_[1]->address()) + ".xplane.pb"};
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(host_files, expected) << "only the train job's two workers";
   EXPECT_TRUE(have_capture_json);
   EXPECT_TRUE(have_trace);
   // The coordinator keeps its copy under its repository root.
-  EXPECT_TRUE(std::filesystem::exists(run_directory(settings_.repository_root, outcome->run_dir.filename()) /
+  EXPECT_TRUE(std::filesystem::exists(pod_capture::run_directory(settings_.repository_root, outcome->run_dir.filename()) /
                                       "capture.json"));
   EXPECT_NE(outcome->summary_text.find("(host1): ok"), std::string::npos) << outcome->summary_text;
   std::filesystem::remove_all(logdir);
@@ -108,7 +108,7 @@ TEST_F(CoordinatorServiceTest, UnknownWorkerIsAnInvalidArgumentNamingIt) {
   podscope::v1::CaptureRequest request;
   request.add_hosts("host9");
   const auto logdir = fresh_dir("unknown");
-  auto outcome = capture_through_coordinator(address(), request, logdir, [](const std::string&) {});
+  auto outcome = pod_capture::capture_through_coordinator(address(), request, logdir, [](const std::string&) {});
   std::filesystem::remove_all(logdir);
   ASSERT_FALSE(outcome.ok());
   EXPECT_NE(std::string(outcome.status().message()).find("unknown or down worker(s): host9"), std::string::npos);
@@ -141,8 +141,8 @@ TEST_F(CoordinatorServiceTest, NewSessionWritesOnlyInsideTheRepositoryRoot) {
   EXPECT_FALSE(response.empty_trace());
   EXPECT_TRUE(response.error_message().empty()) << response.error_message();
   const auto dir = std::filesystem::weakly_canonical(settings_.repository_root) / "plugins/profile/tb_session";
-  EXPECT_TRUE(std::filesystem::exists(dir / (host_file_stem(agents_[0]->address()) + ".xplane.pb")));
-  EXPECT_TRUE(std::filesystem::exists(dir / (host_file_stem(agents_[1]->address()) + ".xplane.pb")));
+  EXPECT_TRUE(std::filesystem::exists(dir / (pod_capture::host_file_stem(agents_[0]->address()) + ".xplane.pb")));
+  EXPECT_TRUE(std::filesystem::exists(dir / (pod_capture::host_file_stem(agents_[1]->address()) + ".xplane.pb")));
 
   for (const std::string escape : {"../outside", "/etc"}) {
     request.set_repository_root(escape);
@@ -176,13 +176,13 @@ TEST(WorkerRegistry, StaticWorkersAreUpWhileTheyAnswerPings) {
   registry.add_static("static0", agent.address());
   const Clock clock;
   EXPECT_FALSE(registry.list(clock.now_ns()).at(0).up()) << "not up before its first ping";
-  registry.record_clock("static0", measure_clock(*registry.connection("static0"), clock, 8, 1000), clock.now_ns());
+  registry.record_clock("static0", pod_capture::measure_clock(*registry.connection("static0"), clock, 8, 1000), clock.now_ns());
   auto worker = registry.list(clock.now_ns()).at(0);
   EXPECT_TRUE(worker.up());
   EXPECT_TRUE(worker.static_worker());
   EXPECT_NEAR(static_cast<double>(worker.clock_offset_ns()), 3e6, 2e5);
   agent.shutdown();
-  registry.record_clock("static0", measure_clock(*registry.connection("static0"), clock, 2, 200), clock.now_ns());
+  registry.record_clock("static0", pod_capture::measure_clock(*registry.connection("static0"), clock, 2, 200), clock.now_ns());
   EXPECT_FALSE(registry.list(clock.now_ns()).at(0).up()) << "a static worker that stops answering is down";
   EXPECT_EQ(registry.list(clock.now_ns()).size(), 1u) << "and still listed";
 }

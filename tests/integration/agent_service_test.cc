@@ -18,9 +18,9 @@
 #include "podscope/v1/agent.grpc.pb.h"
 #include "tensorflow/profiler_service.grpc.pb.h"
 #include "tests/integration/agent_process.h"
-#include "xspace/names.h"
-#include "xspace/xplane_builder.h"
-#include "xspace/xplane_reader.h"
+#include "proto/xspace/names.h"
+#include "proto/xspace/xplane_builder.h"
+#include "proto/xspace/xplane_reader.h"
 
 namespace podscope {
 namespace {

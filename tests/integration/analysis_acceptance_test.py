@@ -1,4 +1,4 @@
-"""Acceptance of the pod analysis on real workloads (issue 5 §2): 4 real podscope-agent processes, 4 real
+"""Acceptance of the pod analysis on real workloads: 4 real podscope-agent processes, 4 real
 ring_trainer ranks (one per agent), a real `podscope capture`, and the analysis it writes into the run
 directory (pod_viewer.json in the legacy schema, pod_summary.txt), checked against what the trainer was told
 to do: a straggler, slow input, and agents whose clocks are off by milliseconds."""

@@ -14,9 +14,9 @@
 #include "tensorflow/profiler_service.grpc.pb.h"
 #include "tests/integration/agent_process.h"
 #include "tests/integration/trainer_process.h"
-#include "xspace/names.h"
-#include "xspace/xplane_builder.h"
-#include "xspace/xplane_reader.h"
+#include "proto/xspace/names.h"
+#include "proto/xspace/xplane_builder.h"
+#include "proto/xspace/xplane_reader.h"
 
 namespace podscope {
 namespace {

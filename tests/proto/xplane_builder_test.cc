@@ -1,9 +1,9 @@
-#include "xspace/xplane_builder.h"
+#include "proto/xspace/xplane_builder.h"
 
 #include <gtest/gtest.h>
 
-#include "xspace/names.h"
-#include "xspace/xplane_reader.h"
+#include "proto/xspace/names.h"
+#include "proto/xspace/xplane_reader.h"
 
 namespace podscope::xspace {
 namespace {

@@ -1,4 +1,4 @@
-#include "xspace/xplane_reader.h"
+#include "proto/xspace/xplane_reader.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "xspace/names.h"
+#include "proto/xspace/names.h"
 
 namespace podscope::xspace {
 namespace {

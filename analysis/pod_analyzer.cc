@@ -1,0 +1,431 @@
+#include "analysis/pod_analyzer.h"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "analysis/all_reduce_analysis.h"
+#include "analysis/channel_analysis.h"
+#include "analysis/step_category.h"
+#include "proto/xspace/names.h"
+#include "proto/xspace/xplane_reader.h"
+
+namespace podscope::analysis {
+namespace {
+
+using podscope::v1::PodAnalysis;
+
+// Global core ids of TF/JAX device planes: file index × 1000 + device ordinal, so one file's GPU:4 is
+// core 4 and the second file's is core 1004. Annotated planes keep the core id they declared (plane id).
+constexpr uint32_t kCoreIdsPerFile = 1000;
+
+std::optional<uint32_t> device_ordinal(std::string_view plane_name) {
+  const size_t colon = plane_name.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  uint32_t ordinal = 0;
+  const char* begin = plane_name.data() + colon + 1;
+  const char* end = plane_name.data() + plane_name.size();
+  const auto [ptr, ec] = std::from_chars(begin, end, ordinal);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return ordinal;
+}
+
+std::string_view plane_kind_name(PlaneKind kind) {
+  switch (kind) {
+    case PlaneKind::kCustom: return "CUSTOM";
+    case PlaneKind::kTpu: return "TPU";
+    case PlaneKind::kGpu: return "GPU";
+  }
+  return "";
+}
+
+// Our op kinds onto the step categories; collective time is split into sync and compute afterwards.
+CategoryDurations categorize(const StepBreakdown& step, int64_t sync_ns) {
+  CategoryDurations d{};
+  auto op = [&](OpKind k) { return step.op_ns[static_cast<int>(k)]; };
+  const int64_t collective = op(OpKind::kCollective);
+  const int64_t sync = std::min(collective, sync_ns);
+  at(d, StepCategory::kAllReduceSync) = sync;
+  at(d, StepCategory::kAllReduceCompute) = collective - sync;
+  at(d, StepCategory::kHostInfeed) = op(OpKind::kInfeed);
+  at(d, StepCategory::kHostOutfeed) = op(OpKind::kOutfeed);
+  at(d, StepCategory::kSend) = op(OpKind::kSend);
+  at(d, StepCategory::kRecvDone) = op(OpKind::kRecvDone);
+  at(d, StepCategory::kHighFlopsCompute) = op(OpKind::kHighFlopsCompute);
+  at(d, StepCategory::kLowFlopsCompute) = op(OpKind::kLowFlopsCompute);
+  at(d, StepCategory::kHostToDevice) = op(OpKind::kHostToDevice);
+  at(d, StepCategory::kDeviceToHost) = op(OpKind::kDeviceToHost);
+  at(d, StepCategory::kDeviceToDevice) = op(OpKind::kDeviceToDevice);
+  at(d, StepCategory::kIdle) = step.idle_ns;
+  return d;
+}
+
+int64_t sum(const CategoryDurations& d) {
+  int64_t total = 0;
+  for (int id = 1; id <= kMaxStepCategoryId; ++id) total += d[id];
+  return total;
+}
+
+struct CoreIdentity {
+  uint32_t core_id = 0;
+  std::string host_name;
+  int32_t chip_id = 0;
+  int32_t node_id = 0;
+  size_t core_index = 0;  // into the traced cores
+};
+
+// Builds the PodAnalysis from every traced core, one pass per concern, in order.
+class PodAssembly {
+ public:
+  PodAssembly(const std::vector<HostFileContext>& files, const std::vector<TracedCore>& cores,
+              const PodAnalyzerOptions& options)
+      : files_(files), cores_(cores), options_(options) {}
+
+  PodAnalysis build() && {
+    counts().set_files(static_cast<uint32_t>(files_.size()));
+    counts().set_device_planes(static_cast<uint32_t>(cores_.size()));
+    out_.set_peak_link_bandwidth_bytes_per_s(options_.peak_link_bandwidth_bytes_per_s);
+    identify_cores();
+    keep_whole_steps();
+    match_across_cores();
+    fill_pod_stats();
+    describe_topology();
+    summarize_cores();
+    for (auto& s : find_stragglers(step_times_, host_names_, options_.stragglers)) {
+      *out_.add_stragglers() = std::move(s);
+    }
+    rank_top_ops();
+    add_diagnostics();
+    return std::move(out_);
+  }
+
+ private:
+  podscope::v1::AnalysisCounts& counts() { return *out_.mutable_counts(); }
+  podscope::v1::PodViewerDatabase& db() { return *out_.mutable_pod_viewer(); }
+
+  // Who each core is; planes without steps are skipped (they still count toward top ops), and so is a
+  // second plane claiming a core id already taken.
+  void identify_cores() {
+    for (size_t i = 0; i < cores_.size(); ++i) {
+      const TracedCore& core = cores_[i];
+      counts().set_events(counts().events() + core.trace.event_count);
+      if (core.trace.steps.empty()) {
+        counts().set_planes_without_steps(counts().planes_without_steps() + 1);
+        continue;
+      }
+      const HostFileContext& ctx = files_[core.file_index];
+      CoreIdentity id;
+      id.core_index = i;
+      const auto ordinal = device_ordinal(core.trace.plane_name);
+      if (core.trace.kind == PlaneKind::kCustom || !ordinal) {
+        id.core_id = static_cast<uint32_t>(core.trace.plane_id);
+        id.chip_id = static_cast<int32_t>(core.trace.plane_id);
+      } else {
+        id.core_id = static_cast<uint32_t>(core.file_index) * kCoreIdsPerFile + *ordinal;
+        id.chip_id = static_cast<int32_t>(*ordinal);
+      }
+      id.node_id = static_cast<int32_t>(core.file_index);
+      id.host_name = core.trace.host_name ? *core.trace.host_name
+                                          : ctx.host_name.value_or(absl::StrCat("host", core.file_index));
+      if (identities_.contains(id.core_id)) {
+        warnings_.push_back(absl::StrCat("core id ", id.core_id, " of plane ", core.trace.plane_name, " in file ",
+                                         core.file_index, " is already taken by another plane; plane skipped"));
+        continue;
+      }
+      host_names_[id.core_id] = id.host_name;
+      identities_[id.core_id] = std::move(id);
+      device_kinds_.insert(std::string(plane_kind_name(core.trace.kind)));
+    }
+  }
+
+  const TracedCore& core_of(uint32_t core_id) const { return cores_[identities_.at(core_id).core_index]; }
+
+  // Partial steps at the edges of a known capture window are dropped.
+  void keep_whole_steps() {
+    for (const auto& [core_id, identity] : identities_) {
+      const TracedCore& core = core_of(core_id);
+      const HostFileContext& ctx = files_[core.file_index];
+      for (const StepBreakdown& step : core.trace.steps) {
+        const bool cut_at_start = ctx.capture_start_ns && step.span.start_ns <= *ctx.capture_start_ns;
+        const bool cut_at_end = ctx.capture_end_ns && step.span.end_ns >= *ctx.capture_end_ns;
+        if (cut_at_start || cut_at_end) {
+          counts().set_partial_steps_trimmed(counts().partial_steps_trimmed() + 1);
+          continue;
+        }
+        kept_steps_[core_id].push_back(&step);
+      }
+    }
+  }
+
+  // All-reduce sync vs compute and channels: the events of the kept steps, matched across cores.
+  void match_across_cores() {
+    std::vector<CoreCollective> collectives;
+    std::vector<MergedEndpoint> endpoints;
+    for (const auto& [core_id, identity] : identities_) {
+      const TracedCore& core = core_of(core_id);
+      std::set<int64_t> steps;
+      for (const StepBreakdown* s : kept_steps_[core_id]) steps.insert(s->span.step_num);
+      for (const CollectiveInstance& c : core.trace.collectives) {
+        if (steps.contains(c.step_num)) collectives.push_back({core_id, &c});
+      }
+      // Channel endpoints move onto the coordinator's clock: host time − (host − coordinator) offset.
+      const int64_t offset = files_[core.file_index].clock_offset_ns.value_or(0);
+      for (const ChannelEndpoint& e : core.trace.channel_endpoints) {
+        if (!steps.contains(e.step_num)) continue;
+        MergedEndpoint merged{core_id, e};
+        merged.endpoint.start_ns -= offset;
+        merged.endpoint.end_ns -= offset;
+        endpoints.push_back(std::move(merged));
+      }
+    }
+    all_reduce_ = analyze_all_reduces(collectives);
+    channels_ = analyze_channels(std::move(endpoints), options_.peak_link_bandwidth_bytes_per_s);
+    counts().set_unpaired_sends(channels_.unpaired_sends);
+    counts().set_unpaired_recv_dones(channels_.unpaired_recv_dones);
+    counts().set_negative_channel_durations(channels_.negative_durations);
+    const size_t listed = channels_.warnings.size();
+    for (auto& w : channels_.warnings) warnings_.push_back(std::move(w));
+    if (channels_.negative_durations > listed) {
+      warnings_.push_back(absl::StrCat("clock merge: ", channels_.negative_durations,
+                                       " channel transfers in all have a negative duration"));
+    }
+  }
+
+  // One PodStatsMap per step number, one record per core in it.
+  void fill_pod_stats() {
+    std::map<int64_t, std::map<uint32_t, CategoryDurations>> records;
+    for (const auto& [core_id, steps] : kept_steps_) {
+      for (const StepBreakdown* s : steps) {
+        const auto sync = all_reduce_.sync_ns.find({s->span.step_num, core_id});
+        const CategoryDurations d = categorize(*s, sync == all_reduce_.sync_ns.end() ? 0 : sync->second);
+        CategoryDurations& record = records[s->span.step_num][core_id];
+        for (int id = 1; id <= kMaxStepCategoryId; ++id) record[id] += d[id];
+      }
+    }
+    // Replica ids: the analysed cores numbered in core id order.
+    std::map<uint32_t, uint32_t> replica_of;
+    for (const auto& [core_id, identity] : identities_) {
+      replica_of.emplace(core_id, static_cast<uint32_t>(replica_of.size()));
+    }
+    for (const StepCategoryInfo& c : all_step_categories()) {
+      auto* e = db().add_step_breakdown_events();
+      e->set_id(static_cast<int>(c.category));
+      e->set_name(std::string(c.display_name));
+    }
+    db().set_device_type(absl::StrJoin(device_kinds_, ","));
+
+    int64_t pod_total_ns = 0, pod_sync_ns = 0;
+    for (const auto& [step_num, cores] : records) {
+      auto* map = db().mutable_pod_stats_sequence()->add_pod_stats_map();
+      map->set_step_num(static_cast<uint32_t>(step_num));
+      for (const auto& [core_id, d] : cores) {
+        const CoreIdentity& identity = identities_.at(core_id);
+        podscope::v1::PodStatsRecord& r = (*map->mutable_pod_stats_per_core())[core_id];
+        r.set_host_name(identity.host_name);
+        r.set_chip_id(identity.chip_id);
+        r.set_node_id(identity.node_id);
+        r.set_step_num(static_cast<uint32_t>(step_num));
+        const int64_t total = sum(d);
+        r.set_total_duration_us(static_cast<double>(total) / 1e3);
+        for (int id = 1; id <= kMaxStepCategoryId; ++id) {
+          (*r.mutable_step_breakdown_us())[id] = static_cast<double>(d[id]) / 1e3;
+        }
+        r.set_bottleneck(std::string(step_category_info(largest_category(d)).display_name));
+        (*map->mutable_core_id_to_replica_id_map())[core_id] = replica_of[core_id];
+
+        step_times_[step_num][core_id] = {
+            total, at(d, StepCategory::kHighFlopsCompute) + at(d, StepCategory::kLowFlopsCompute),
+            at(d, StepCategory::kAllReduceSync)};
+        auto& [count, sums] = per_core_sums_[core_id];
+        ++count;
+        for (int id = 1; id <= kMaxStepCategoryId; ++id) sums[id] += d[id];
+        pod_total_ns += total;
+        pod_sync_ns += at(d, StepCategory::kAllReduceSync);
+      }
+      if (auto it = channels_.channels_by_step.find(step_num); it != channels_.channels_by_step.end()) {
+        for (auto& c : it->second) *map->add_channel_db() = std::move(c);
+      }
+      if (auto it = all_reduce_.ops_by_step.find(step_num); it != all_reduce_.ops_by_step.end()) {
+        for (const auto& op : it->second) *map->add_all_reduce_op_db() = op;
+      }
+    }
+    out_.set_all_reduce_sync_share(pod_total_ns > 0 ? static_cast<double>(pod_sync_ns) / pod_total_ns : 0.0);
+  }
+
+  // One row of cores per host (we know no physical coordinates).
+  void describe_topology() {
+    std::map<int32_t, int32_t> cores_per_node;
+    for (const auto& [core_id, identity] : identities_) ++cores_per_node[identity.node_id];
+    int32_t widest = 0;
+    for (const auto& [node, n] : cores_per_node) widest = std::max(widest, n);
+    db().mutable_topology()->set_x_dimension(widest);
+    db().mutable_topology()->set_y_dimension(static_cast<int32_t>(cores_per_node.size()));
+    db().mutable_topology()->set_num_cores_per_chip(1);
+  }
+
+  void summarize_cores() {
+    for (const auto& [core_id, entry] : per_core_sums_) {
+      const auto& [count, sums] = entry;
+      const CoreIdentity& identity = identities_.at(core_id);
+      auto* core = out_.add_cores();
+      core->set_core_id(core_id);
+      core->set_host_name(identity.host_name);
+      core->set_plane_name(core_of(core_id).trace.plane_name);
+      core->set_step_count(count);
+      core->set_average_step_us(static_cast<double>(sum(sums)) / count / 1e3);
+      for (int id = 1; id <= kMaxStepCategoryId; ++id) {
+        (*core->mutable_average_breakdown_us())[id] = static_cast<double>(sums[id]) / count / 1e3;
+      }
+      core->set_bottleneck(std::string(step_category_info(largest_category(sums)).display_name));
+    }
+  }
+
+  // Top ops across all device planes, by total time.
+  void rank_top_ops() {
+    struct Accumulator {
+      uint64_t occurrences = 0;
+      int64_t total_ns = 0;
+      uint32_t cores = 0;
+    };
+    std::map<std::pair<std::string, OpKind>, Accumulator> top;
+    for (const TracedCore& core : cores_) {
+      for (const OpTotal& op : core.trace.op_totals) {
+        Accumulator& acc = top[{op.name, op.kind}];
+        acc.occurrences += op.occurrences;
+        acc.total_ns += op.total_ns;
+        ++acc.cores;
+      }
+    }
+    std::vector<std::pair<std::pair<std::string, OpKind>, Accumulator>> ranked(top.begin(), top.end());
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto& a, const auto& b) { return a.second.total_ns > b.second.total_ns; });
+    if (ranked.size() > options_.top_op_count) ranked.resize(options_.top_op_count);
+    for (const auto& [key, acc] : ranked) {
+      auto* op = out_.add_top_ops();
+      op->set_name(key.first);
+      op->set_category(std::string(op_kind_name(key.second)));
+      op->set_occurrences(acc.occurrences);
+      op->set_total_us(static_cast<double>(acc.total_ns) / 1e3);
+      op->set_core_count(acc.cores);
+    }
+  }
+
+  void add_diagnostics() {
+    const auto& n = out_.counts();
+    auto& diagnostics = *db().mutable_diagnostics();
+    if (n.unpaired_sends() + n.unpaired_recv_dones() > 0) {
+      diagnostics.add_info(absl::StrCat("dropped ", n.unpaired_sends(), " sends and ", n.unpaired_recv_dones(),
+                                        " recv-dones whose partner was outside the capture"));
+    }
+    if (n.planes_without_steps() > 0) {
+      diagnostics.add_info(absl::StrCat("skipped ", n.planes_without_steps(), " device planes without steps"));
+    }
+    if (n.partial_steps_trimmed() > 0) {
+      diagnostics.add_info(
+          absl::StrCat("trimmed ", n.partial_steps_trimmed(), " partial steps at the edges of the capture window"));
+    }
+    for (const auto& w : warnings_) {
+      diagnostics.add_warnings(w);
+      db().mutable_summary()->add_warnings(w);
+    }
+  }
+
+  const std::vector<HostFileContext>& files_;
+  const std::vector<TracedCore>& cores_;
+  const PodAnalyzerOptions& options_;
+
+  PodAnalysis out_;
+  std::vector<std::string> warnings_;
+  std::map<uint32_t, CoreIdentity> identities_;
+  std::map<uint32_t, std::string> host_names_;
+  std::set<std::string> device_kinds_;
+  std::map<uint32_t, std::vector<const StepBreakdown*>> kept_steps_;
+  AllReduceResult all_reduce_;
+  ChannelResult channels_;
+  std::map<int64_t, std::map<uint32_t, CoreStepTimes>> step_times_;
+  std::map<uint32_t, std::pair<uint32_t, CategoryDurations>> per_core_sums_;
+};
+
+}  // namespace
+
+HostFileContext& PodAnalyzer::file(size_t file_index) {
+  if (files_.size() <= file_index) files_.resize(file_index + 1);
+  return files_[file_index];
+}
+
+bool PodAnalyzer::wants_line(std::string_view plane_name, std::string_view line_name) {
+  const auto kind = device_plane_kind(plane_name);
+  return kind && (line_name == xspace::kStepsLineName || is_op_line(*kind, line_name));
+}
+
+void PodAnalyzer::add_hostnames(size_t file_index, const std::vector<std::string>& hostnames) {
+  HostFileContext& ctx = file(file_index);
+  if (!ctx.host_name && !hostnames.empty()) ctx.host_name = hostnames.front();
+}
+
+void PodAnalyzer::add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) {
+  HostFileContext& ctx = file(file_index);
+  if (plane.name() == xspace::kHostPlaneName) {
+    const xspace::XPlaneReader host(plane);
+    // The host plane's stat wins over the XSpace's hostnames.
+    if (auto name = host.str_stat(xspace::kHostNameStat)) ctx.host_name = std::string(*name);
+    if (auto offset = host.int_stat(xspace::kClockOffsetStat)) ctx.clock_offset_ns = offset;
+    ctx.capture_start_ns = host.int_stat(xspace::kCaptureStartStat);
+    ctx.capture_end_ns = host.int_stat(xspace::kCaptureEndStat);
+    return;
+  }
+  const auto kind = device_plane_kind(plane.name());
+  if (!kind) return;
+  if (!ctx.clock_offset_ns) ctx.clock_offset_ns = xspace::XPlaneReader(plane).int_stat(xspace::kClockOffsetStat);
+  cores_.push_back({file_index, trace_core(plane, *kind)});
+  const CoreTrace& trace = cores_.back().trace;
+  if (!trace.steps.empty() && !ctx.device_steps_seen) {
+    ctx.device_steps_seen = true;
+    std::erase_if(awaiting_host_markers_,
+                  [&](const AwaitingHostMarkers& w) { return cores_[w.core_index].file_index == file_index; });
+  } else if (trace.steps.empty() && trace.event_count > 0 && !ctx.device_steps_seen) {
+    awaiting_host_markers_.push_back({cores_.size() - 1, *kind, plane});
+  }
+}
+
+bool PodAnalyzer::wants_host_marker_line(std::string_view plane_name, std::string_view) {
+  return plane_name == xspace::kHostPlaneName;
+}
+
+bool PodAnalyzer::awaits_host_markers(size_t file_index) const {
+  return std::any_of(awaiting_host_markers_.begin(), awaiting_host_markers_.end(),
+                     [&](const AwaitingHostMarkers& w) { return cores_[w.core_index].file_index == file_index; });
+}
+
+void PodAnalyzer::add_host_markers(size_t file_index, const tensorflow::profiler::XPlane& host_plane) {
+  const std::vector<StepSpan> markers = read_host_step_markers(host_plane);
+  std::erase_if(awaiting_host_markers_, [&](const AwaitingHostMarkers& waiting) {
+    TracedCore& core = cores_[waiting.core_index];
+    if (core.file_index != file_index) return false;
+    if (!markers.empty()) core.trace = trace_core(waiting.plane, waiting.kind, markers);
+    return true;
+  });
+}
+
+PodAnalysis PodAnalyzer::finish() && {
+  PodAssembly assembly(files_, cores_, options_);
+  return std::move(assembly).build();
+}
+
+PodAnalysis analyze_pod(const std::vector<const tensorflow::profiler::XSpace*>& spaces,
+                        const PodAnalyzerOptions& options) {
+  PodAnalyzer analyzer(options);
+  for (size_t i = 0; i < spaces.size(); ++i) {
+    analyzer.add_hostnames(i, {spaces[i]->hostnames().begin(), spaces[i]->hostnames().end()});
+    for (const auto& plane : spaces[i]->planes()) analyzer.add_plane(i, plane);
+    if (!analyzer.awaits_host_markers(i)) continue;
+    for (const auto& plane : spaces[i]->planes()) {
+      if (plane.name() == xspace::kHostPlaneName) analyzer.add_host_markers(i, plane);
+    }
+  }
+  return std::move(analyzer).finish();
+}
+
+}  // namespace podscope::analysis

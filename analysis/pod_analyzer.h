@@ -1,0 +1,91 @@
+// PodAnalyzer: XPlanes of one capture (from every host) in, PodAnalysis out. Planes are fed one at a
+// time and dropped by the caller, in any order; each file's host plane (/host:CPU) supplies its host
+// name, clock offset (host clock − coordinator clock, stat kClockOffsetStat) and capture window, and,
+// for files whose device planes have no steps of their own, its step markers (add_host_markers).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/core_trace.h"
+#include "analysis/straggler_analysis.h"
+#include "podscope/v1/pod_analysis.pb.h"
+#include "tensorflow/xplane.pb.h"
+
+namespace podscope::analysis {
+
+struct PodAnalyzerOptions {
+  // Channel utilization is measured against this (default: a 100 Gb/s link).
+  double peak_link_bandwidth_bytes_per_s = 12.5e9;
+  StragglerOptions stragglers;
+  size_t top_op_count = 20;
+};
+
+// What one host file says about itself (all from plane stats; see proto/xspace/names.h).
+struct HostFileContext {
+  std::optional<std::string> host_name;
+  // From /host:CPU; else from any device plane that carries it (the coordinator stamps every plane).
+  std::optional<int64_t> clock_offset_ns;
+  std::optional<int64_t> capture_start_ns;
+  std::optional<int64_t> capture_end_ns;
+  // A device plane of this file had steps of its own (Steps line or group ids): TF grouped this file's
+  // events, so its host markers are already in those steps and a plane without steps had no step work.
+  bool device_steps_seen = false;
+};
+
+// A device plane's trace and the file it came from.
+struct TracedCore {
+  size_t file_index = 0;
+  CoreTrace trace;
+};
+
+class PodAnalyzer {
+ public:
+  explicit PodAnalyzer(PodAnalyzerOptions options = {}) : options_(std::move(options)) {}
+
+  // Whether the analysis reads this line's events (Steps and op lines of device planes): a reader can
+  // leave the other lines out of the planes it hands to add_plane. The host plane's lines are left out
+  // too (they can outweigh the device planes); see awaits_host_markers.
+  static bool wants_line(std::string_view plane_name, std::string_view line_name);
+
+  // Adds a plane of file `file_index` (the planes of one file share a host and a clock).
+  void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane);
+  // Whether, after all planes of file `file_index`, device planes with ops but no steps await the
+  // file's host step markers (no device plane of the file had steps of its own). The caller then hands
+  // the host plane, with its lines (wants_host_marker_line), to add_host_markers.
+  bool awaits_host_markers(size_t file_index) const;
+  static bool wants_host_marker_line(std::string_view plane_name, std::string_view line_name);
+  // Steps from the host plane's step markers for the planes awaiting them (see trace_core); without
+  // markers they stay without steps.
+  void add_host_markers(size_t file_index, const tensorflow::profiler::XPlane& host_plane);
+  // The XSpace's own `hostnames`, used when the host plane has no host_name stat.
+  void add_hostnames(size_t file_index, const std::vector<std::string>& hostnames);
+
+  podscope::v1::PodAnalysis finish() &&;
+
+ private:
+  // A device plane that had ops but no steps: it is traced again with its file's host step markers,
+  // unless another device plane of the file turns out to have steps.
+  struct AwaitingHostMarkers {
+    size_t core_index = 0;  // into cores_
+    PlaneKind kind = PlaneKind::kCustom;
+    tensorflow::profiler::XPlane plane;
+  };
+
+  HostFileContext& file(size_t file_index);
+
+  PodAnalyzerOptions options_;
+  std::vector<HostFileContext> files_;
+  std::vector<TracedCore> cores_;
+  std::vector<AwaitingHostMarkers> awaiting_host_markers_;
+};
+
+// Convenience for callers that hold whole XSpaces (one per host file, in file order).
+podscope::v1::PodAnalysis analyze_pod(const std::vector<const tensorflow::profiler::XSpace*>& spaces,
+                                      const PodAnalyzerOptions& options = {});
+
+}  // namespace podscope::analysis

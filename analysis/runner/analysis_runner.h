@@ -1,0 +1,36 @@
+// The file-touching shell around the pod analysis: reads every *.xplane.pb of a run directory one plane
+// at a time (clock offsets and host names come from each file's /host:CPU plane), analyses the pod, and
+// writes pod_viewer.json, pod_viewer.pb, pod_viewer.pb.json, pod_analysis.pb, pod_summary.txt and
+// report.html atomically into the same directory. Used by `podscope analyze RUN_DIR` and after every
+// capture. See docs/analysis.md.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "analysis/pod_analyzer.h"
+#include "podscope/v1/pod_analysis.pb.h"
+
+namespace podscope::analysis {
+
+struct AnalysisOptions {
+  PodAnalyzerOptions analyzer;
+  // Shown at the top of report.html; empty means the run directory's name.
+  std::string report_title;
+};
+
+struct AnalysisOutcome {
+  podscope::v1::PodAnalysis analysis;
+  // What the CLI prints after a capture.
+  std::string summary_text;
+  std::vector<std::filesystem::path> written_files;
+};
+
+// Fails when the directory has no *.xplane.pb, or a file cannot be read or parsed (naming it); writes
+// nothing in that case.
+absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::path& run_dir,
+                                                      const AnalysisOptions& options = {});
+
+}  // namespace podscope::analysis

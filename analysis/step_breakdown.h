@@ -1,0 +1,35 @@
+// Breaks one core's time into op kinds per step: a sweep over the core's op intervals where, at every
+// instant, the time goes to the highest-priority op kind active then (OpKind order), or to idle.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "analysis/op_classifier.h"
+
+namespace podscope::analysis {
+
+struct StepSpan {
+  int64_t step_num = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+};
+
+struct OpInterval {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  OpKind kind = OpKind::kLowFlopsCompute;
+};
+
+struct StepBreakdown {
+  StepSpan span;
+  std::array<int64_t, kOpKindCount> op_ns{};  // indexed by OpKind
+  int64_t idle_ns = 0;
+  // op_ns summed with idle_ns equals the step's duration.
+};
+
+// `steps` sorted by start and not overlapping; `ops` in any order (it is reordered).
+std::vector<StepBreakdown> break_down_steps(std::vector<OpInterval>& ops, const std::vector<StepSpan>& steps);
+
+}  // namespace podscope::analysis

@@ -1,0 +1,59 @@
+// One agent as the capture library sees it: its address, the file stem TensorBoard will show as its host,
+// a channel, and stubs for tensorflow.ProfilerService and podscope.v1.Agent.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "pod_capture/clock_sync.h"
+#include "daemon/clock.h"
+#include "podscope/v1/agent.grpc.pb.h"
+#include "tensorflow/profiler_service.grpc.pb.h"
+
+namespace podscope::pod_capture {
+
+// Splits a comma list of host:port (an optional "grpc://" prefix is stripped, as TF's tools do).
+// Rejects empty entries and entries without a port.
+absl::StatusOr<std::vector<std::string>> parse_service_addresses(std::string_view list);
+
+// The host file stem TF's client derives from an address: ':' → '_' ("10.0.0.2:8466" → "10.0.0.2_8466").
+std::string host_file_stem(std::string_view address);
+
+struct AgentConnection {
+  std::string address;
+  std::string file_stem;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<tensorflow::ProfilerService::Stub> profiler;
+  std::unique_ptr<podscope::v1::Agent::Stub> agent;
+};
+
+// Channels accept responses of any size: a host's XSpace can be far larger than gRPC's 4 MiB default.
+std::unique_ptr<AgentConnection> connect_agent(const std::string& address);
+
+// What a clock-sync burst against one agent found.
+struct ClockMeasurement {
+  enum Kind { kMeasured, kNoPingRpc, kUnreachable } kind = kUnreachable;
+  ClockEstimate estimate;  // offset 0 unless kMeasured
+  std::string detail;      // why not measured
+  std::vector<PingExchange> exchanges;  // the answered pings, so bursts can be pooled (combine_clocks)
+};
+
+// One estimate from two bursts of the same agent (before and after a capture): all their pings together,
+// so the near-minimal-RTT filter keeps the cleanest exchanges of either. On a loaded host one burst's
+// smallest RTT can be several times the other's, and the offset error grows with it. Falls back to
+// whichever burst was measured.
+ClockMeasurement combine_clocks(const ClockMeasurement& before, const ClockMeasurement& after);
+
+// `count` sequential pings (each bounded by `timeout_ms`), then estimate_offset.
+ClockMeasurement measure_clock(AgentConnection& agent, const Clock& clock, int count, int timeout_ms);
+
+// Measures every agent, up to `parallelism` at a time.
+std::vector<ClockMeasurement> measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock,
+                                             int count, int timeout_ms, int parallelism = 16);
+
+}  // namespace podscope::pod_capture

@@ -1,0 +1,77 @@
+// The synchronized pod capture, shared by `podscope capture` and podscope-coordinator:
+// clock-sync burst per agent → one start instant T in coordinator time → Profile(start = T + offset_i)
+// to every agent at once (async, bounded in flight) → gather → closing clock-sync burst.
+// A failed attempt (retryable errors or no events anywhere) is retried on every host with a new T.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pod_capture/agent_connection.h"
+#include "daemon/clock.h"
+#include "tensorflow/xplane.pb.h"
+
+namespace podscope::pod_capture {
+
+struct CaptureSpec {
+  int64_t duration_ms = 1000;
+  int num_tracing_attempts = 3;
+  int64_t delay_ms = 0;  // the user's delay; the start is at least the fan-out margin away
+  bool include_dataset_ops = true;
+  uint32_t host_tracer_level = 2;
+  uint32_t device_tracer_level = 1;
+  uint32_t python_tracer_level = 0;
+  std::string session_id;  // sent to agents; also the run name
+  int clock_sync_pings = 16;
+  int max_in_flight = 4096;
+  // Polled between attempts: true stops retrying (the user interrupted the capture).
+  std::function<bool()> stop_retrying;
+};
+
+struct HostCapture {
+  std::string address;
+  std::string file_stem;
+  std::string host_name;  // the agent's own name when it reported one, else the file stem
+  bool ok = false;        // returned a non-empty XSpace
+  std::string error;      // why not
+  tensorflow::profiler::XSpace space;
+  ClockMeasurement clock_before;  // sets the start on the agent's clock
+  ClockMeasurement clock_after;
+  ClockMeasurement clock;  // both bursts pooled (combine_clocks): the offset the host's times are merged with
+  int64_t requested_start_ns = 0;                // on the agent's clock
+  std::optional<int64_t> actual_start_merged_ns;  // the agent's recorded start, in coordinator time
+  int attempts = 0;
+  double clock_drift_ppm = 0;  // only the coordinator daemon's long series sets it
+};
+
+struct CaptureResult {
+  std::string session_id;
+  int attempts = 0;      // attempts made
+  int kept_attempt = 0;  // the attempt whose results these are (the one with the most hosts)
+  int64_t start_ns = 0;  // T, coordinator time, of the attempt kept
+  // Coordinator times of that attempt: its clock-sync burst began and every Profile answer was in.
+  int64_t sync_begin_ns = 0;
+  int64_t gathered_ns = 0;
+  int64_t duration_ms = 0;
+  std::optional<int64_t> start_skew_ns;  // max − min of the hosts' actual starts in coordinator time
+  std::vector<HostCapture> hosts;
+  std::vector<std::string> warnings;
+  // 0: every host returned data; 3: some did; 1: none did.
+  int exit_code() const;
+};
+
+using ProgressFn = std::function<void(const std::string& line)>;
+
+// The session id TF uses for a run: the local time as YYYY_MM_DD_HH_MM_SS.
+std::string make_session_id(int64_t unix_ns);
+
+// How far ahead of "now" the common start is put so every Profile call arrives before it.
+int64_t fanout_margin_ms(size_t host_count);
+
+CaptureResult run_capture(const std::vector<AgentConnection*>& agents, const CaptureSpec& spec, const Clock& clock,
+                          const ProgressFn& progress);
+
+}  // namespace podscope::pod_capture

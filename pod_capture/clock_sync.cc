@@ -1,0 +1,62 @@
+#include "pod_capture/clock_sync.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+
+namespace podscope::pod_capture {
+
+absl::StatusOr<ClockEstimate> estimate_offset(const std::vector<PingExchange>& exchanges) {
+  std::vector<PingExchange> valid;
+  for (const auto& e : exchanges) {
+    if (e.rtt_ns() >= 0 && e.t3_ns >= e.t0_ns && e.t2_ns >= e.t1_ns) valid.push_back(e);
+  }
+  if (valid.empty()) {
+    return absl::InvalidArgumentError("clock sync: no valid ping exchange out of " +
+                                      std::to_string(exchanges.size()));
+  }
+  std::sort(valid.begin(), valid.end(),
+            [](const PingExchange& a, const PingExchange& b) { return a.rtt_ns() < b.rtt_ns(); });
+  const int64_t min_rtt = valid.front().rtt_ns();
+  const int64_t cutoff = min_rtt + std::max<int64_t>(min_rtt / 10, 20'000);
+  std::vector<int64_t> offsets;
+  for (const auto& e : valid) {
+    if (e.rtt_ns() > cutoff) break;
+    offsets.push_back(e.offset_ns());
+  }
+  std::nth_element(offsets.begin(), offsets.begin() + offsets.size() / 2, offsets.end());
+  ClockEstimate out;
+  out.offset_ns = offsets[offsets.size() / 2];
+  out.rtt_ns = min_rtt;
+  out.error_bound_ns = (min_rtt + 1) / 2;
+  out.measured_at_ns = valid.front().t0_ns + (valid.front().t3_ns - valid.front().t0_ns) / 2;
+  out.samples = static_cast<int>(offsets.size());
+  return out;
+}
+
+void DriftEstimator::add(const ClockEstimate& estimate) {
+  points_.push_back({estimate.measured_at_ns, estimate.offset_ns});
+  if (points_.size() > max_points_) points_.erase(points_.begin());
+}
+
+double DriftEstimator::drift_ppm(int64_t min_span_ns) const {
+  if (points_.size() < 3 || points_.back().at_ns - points_.front().at_ns < min_span_ns) return 0.0;
+  // Relative to the first point, so the sums stay well inside double precision.
+  const double x0 = static_cast<double>(points_.front().at_ns);
+  const double y0 = static_cast<double>(points_.front().offset_ns);
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& p : points_) {
+    const double x = static_cast<double>(p.at_ns) - x0;
+    const double y = static_cast<double>(p.offset_ns) - y0;
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  const double n = static_cast<double>(points_.size());
+  const double denominator = n * sxx - sx * sx;
+  if (denominator <= 0) return 0.0;
+  return (n * sxy - sx * sy) / denominator * 1e6;
+}
+
+}  // namespace podscope::pod_capture

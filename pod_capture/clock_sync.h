@@ -1,0 +1,57 @@
+// Clock sync over podscope.v1.Agent/Ping, NTP-style. Each exchange gives t0 (coordinator send), t1 (agent
+// receive), t2 (agent send), t3 (coordinator receive). With symmetric paths the agent's offset is
+// ((t1 − t0) + (t2 − t3)) / 2 and the true offset lies within ± (RTT − agent processing) / 2 of it
+// whatever the asymmetry; so the estimate keeps only the exchanges with the smallest RTT.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace podscope::pod_capture {
+
+struct PingExchange {
+  int64_t t0_ns = 0;  // coordinator clock
+  int64_t t1_ns = 0;  // agent clock
+  int64_t t2_ns = 0;  // agent clock
+  int64_t t3_ns = 0;  // coordinator clock
+
+  int64_t offset_ns() const { return ((t1_ns - t0_ns) + (t2_ns - t3_ns)) / 2; }
+  int64_t rtt_ns() const { return (t3_ns - t0_ns) - (t2_ns - t1_ns); }
+};
+
+struct ClockEstimate {
+  int64_t offset_ns = 0;       // agent clock − coordinator clock
+  int64_t rtt_ns = 0;          // smallest round trip seen
+  int64_t error_bound_ns = 0;  // |true offset − offset_ns| ≤ this for any path asymmetry (RTT_min / 2)
+  int64_t measured_at_ns = 0;  // coordinator time of the estimate (midpoint of the best exchange)
+  int samples = 0;
+};
+
+// Estimates from a burst: the median offset of the exchanges whose RTT is within 10% (at least 20 µs) of
+// the smallest one. Using only near-minimal RTTs discards exchanges delayed by queueing or scheduling in
+// one direction, which is what biases the offset.
+absl::StatusOr<ClockEstimate> estimate_offset(const std::vector<PingExchange>& exchanges);
+
+// A running drift estimate from a long series of offsets (least-squares slope of offset over time).
+// Two bursts seconds apart disagree by more than the drift they would measure, so the CLI never corrects
+// for drift; the coordinator daemon feeds this from its periodic bursts and reports it.
+class DriftEstimator {
+ public:
+  explicit DriftEstimator(size_t max_points = 256) : max_points_(max_points) {}
+  void add(const ClockEstimate& estimate);
+  // ppm (ns per ms); 0 until the series spans at least `min_span_ns`.
+  double drift_ppm(int64_t min_span_ns = 60'000'000'000) const;
+  size_t size() const { return points_.size(); }
+
+ private:
+  struct Point {
+    int64_t at_ns;
+    int64_t offset_ns;
+  };
+  size_t max_points_;
+  std::vector<Point> points_;
+};
+
+}  // namespace podscope::pod_capture

@@ -1,0 +1,164 @@
+#include "pod_capture/run_directory.h"
+
+#include <cstdio>
+#include <system_error>
+
+#include "daemon/atomic_file.h"
+#include "pod_capture/json_text.h"
+#include "pod_capture/merged_trace.h"
+#include "proto/xspace/names.h"
+#include "proto/xspace/xplane_builder.h"
+
+namespace podscope::pod_capture {
+namespace {
+
+const char* clock_kind_name(ClockMeasurement::Kind kind) {
+  switch (kind) {
+    case ClockMeasurement::kMeasured: return "measured";
+    case ClockMeasurement::kNoPingRpc: return "no_ping_rpc";
+    case ClockMeasurement::kUnreachable: return "unreachable";
+  }
+  return "unknown";
+}
+
+std::string format_ms(int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ns) / 1e6);
+  return buf;
+}
+
+}  // namespace
+
+std::filesystem::path run_directory(const std::filesystem::path& logdir, const std::string& run_name) {
+  return logdir / "plugins" / "profile" / run_name;
+}
+
+void record_clock_stats(HostCapture& host, double drift_ppm) {
+  // Analysis reads a host's clock from its /host:CPU plane, so that plane exists in every file we write.
+  xspace::find_or_add_plane(host.space, xspace::kHostPlaneName);
+  for (auto& plane : *host.space.mutable_planes()) {
+    xspace::XPlaneBuilder builder(&plane);
+    // A re-written file must not carry two values for one stat: drop earlier ones first.
+    auto* stats = plane.mutable_stats();
+    for (std::string_view name : {xspace::kClockOffsetStat, xspace::kClockRttStat, xspace::kClockDriftStat}) {
+      const int64_t id = builder.stat_metadata_id(name);
+      for (int i = stats->size() - 1; i >= 0; --i) {
+        if (stats->Get(i).metadata_id() == id) stats->DeleteSubrange(i, 1);
+      }
+    }
+    builder.stats()
+        .add(xspace::kClockOffsetStat, host.clock.estimate.offset_ns)
+        .add(xspace::kClockRttStat, host.clock.estimate.rtt_ns)
+        .add(xspace::kClockDriftStat, drift_ppm);
+  }
+  if (host.space.hostnames_size() == 0) host.space.add_hostnames(host.host_name);
+}
+
+std::string capture_json(const CaptureResult& result) {
+  std::string out = "{\n  \"run\": ";
+  append_json_string(out, result.session_id);
+  out += ",\n  \"duration_ms\": " + std::to_string(result.duration_ms);
+  out += ",\n  \"attempts\": " + std::to_string(result.attempts);
+  out += ",\n  \"kept_attempt\": " + std::to_string(result.kept_attempt);
+  out += ",\n  \"start_time_ns\": " + std::to_string(result.start_ns);
+  out += ",\n  \"start_skew_ns\": " + (result.start_skew_ns ? std::to_string(*result.start_skew_ns) : "null");
+  out += ",\n  \"exit_code\": " + std::to_string(result.exit_code());
+  out += ",\n  \"warnings\": [";
+  for (size_t i = 0; i < result.warnings.size(); ++i) {
+    if (i) out += ", ";
+    append_json_string(out, result.warnings[i]);
+  }
+  out += "],\n  \"hosts\": [";
+  for (size_t i = 0; i < result.hosts.size(); ++i) {
+    const HostCapture& h = result.hosts[i];
+    out += i ? ",\n    {" : "\n    {";
+    out += "\"address\": ";
+    append_json_string(out, h.address);
+    out += ", \"file\": ";
+    append_json_string(out, h.ok ? h.file_stem + ".xplane.pb" : "");
+    out += ", \"host_name\": ";
+    append_json_string(out, h.host_name);
+    out += std::string(", \"ok\": ") + (h.ok ? "true" : "false");
+    out += ", \"error\": ";
+    append_json_string(out, h.error);
+    out += ", \"clock\": ";
+    append_json_string(out, clock_kind_name(h.clock.kind));
+    out += ", \"clock_offset_ns\": " + std::to_string(h.clock.estimate.offset_ns);
+    out += ", \"clock_rtt_ns\": " + std::to_string(h.clock.estimate.rtt_ns);
+    out += ", \"clock_error_bound_ns\": " + std::to_string(h.clock.estimate.error_bound_ns);
+    out += ", \"clock_offset_before_ns\": " + std::to_string(h.clock_before.estimate.offset_ns);
+    out += ", \"clock_rtt_before_ns\": " + std::to_string(h.clock_before.estimate.rtt_ns);
+    out += ", \"clock_offset_after_ns\": " + std::to_string(h.clock_after.estimate.offset_ns);
+    out += ", \"clock_rtt_after_ns\": " + std::to_string(h.clock_after.estimate.rtt_ns);
+    out += ", \"requested_start_ns\": " + std::to_string(h.requested_start_ns);
+    out += ", \"actual_start_ns\": " +
+           (h.actual_start_merged_ns ? std::to_string(*h.actual_start_merged_ns) : std::string("null"));
+    out += ", \"attempts\": " + std::to_string(h.attempts) + "}";
+  }
+  out += "\n  ]\n}\n";
+  return out;
+}
+
+std::string capture_summary_text(const CaptureResult& result, const std::filesystem::path& run_dir) {
+  std::string out;
+  for (const auto& h : result.hosts) {
+    out += "  " + h.file_stem + " (" + h.host_name + "): ";
+    if (h.ok) {
+      out += "ok";
+    } else {
+      out += "FAILED: " + h.error;
+    }
+    if (h.clock.kind == ClockMeasurement::kMeasured) {
+      out += ", clock offset " + format_ms(h.clock.estimate.offset_ns) + " ms ± " +
+             format_ms(h.clock.estimate.error_bound_ns) + " ms (rtt " + format_ms(h.clock.estimate.rtt_ns) + " ms)";
+      if (h.clock_before.kind == ClockMeasurement::kMeasured && h.clock_after.kind == ClockMeasurement::kMeasured) {
+        out += ", change during capture " +
+               format_ms(h.clock_after.estimate.offset_ns - h.clock_before.estimate.offset_ns) + " ms";
+      }
+    } else {
+      out += ", clock: " + h.clock.detail;
+    }
+    out += "\n";
+  }
+  if (result.start_skew_ns) out += "Start skew across hosts: " + format_ms(*result.start_skew_ns) + " ms\n";
+  for (const auto& w : result.warnings) out += "Warning: " + w + "\n";
+  const int ok = static_cast<int>(std::count_if(result.hosts.begin(), result.hosts.end(),
+                                                [](const HostCapture& h) { return h.ok; }));
+  out += std::to_string(ok) + " of " + std::to_string(result.hosts.size()) + " host(s) captured";
+  if (ok > 0 && !run_dir.empty()) out += "; files in " + run_dir.string();
+  out += "\n";
+  return out;
+}
+
+absl::StatusOr<std::filesystem::path> write_run_directory(const std::filesystem::path& logdir, CaptureResult& result) {
+  const std::filesystem::path dir = run_directory(logdir, result.session_id);
+  if (auto status = write_run_files(dir, result); !status.ok()) return status;
+  return dir;
+}
+
+absl::Status write_run_files(const std::filesystem::path& dir, CaptureResult& result) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError("cannot create run directory " + dir.string() + ": " + ec.message());
+  std::vector<HostTrace> traces;
+  for (auto& host : result.hosts) {
+    if (!host.ok) continue;
+    record_clock_stats(host, host.clock_drift_ppm);
+    std::string bytes;
+    if (!host.space.SerializeToString(&bytes)) {
+      return absl::InternalError("cannot serialize the XSpace of " + host.address);
+    }
+    if (auto status = podscope::write_file_atomically(dir / (host.file_stem + ".xplane.pb"), bytes); !status.ok()) return status;
+    traces.push_back({host.host_name, &host.space, host.clock.estimate.offset_ns});
+  }
+  if (auto status = podscope::write_file_atomically(dir / "capture.json", capture_json(result)); !status.ok()) return status;
+  if (!traces.empty()) {
+    if (auto status = podscope::write_file_atomically(dir / "pod.trace.json.gz", gzip(merged_trace_json(traces)));
+        !status.ok()) {
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace podscope::pod_capture

@@ -1,0 +1,115 @@
+// Building /device:CUSTOM:<core> planes from client batches: names and stats as TF/XLA spell them,
+// step_num on every event inside a step, the agent's clock offset applied, window clipping, warnings.
+#include "agent/local/custom_planes.h"
+
+#include <gtest/gtest.h>
+
+#include "proto/xspace/names.h"
+#include "proto/xspace/xplane_builder.h"
+#include "proto/xspace/xplane_reader.h"
+
+namespace podscope::agent {
+namespace {
+
+using local::EventKind;
+using xspace::XEventView;
+using xspace::XPlaneReader;
+
+constexpr int64_t kT0 = 1'700'000'000'000'000'000;
+
+LocalClientCapture capture_for_core(int32_t core) {
+  LocalClientCapture c;
+  c.client.pid = 100 + core;
+  c.client.program = "trainer";
+  c.client.cores = {core};
+  c.complete = true;
+  local::EventsMsg b;
+  b.core = core;
+  b.thread_id = 55;
+  b.names = {{1, "train"}, {7, "matmul"}, {8, "{0,1}"}};
+  b.events = {
+      {EventKind::kStep, 1, 0, kT0, 10'000, 4, 0},
+      {EventKind::kInfeed, 0, 0, kT0 + 100, 1000, 512, 0},
+      {EventKind::kCompute, 7, 0, kT0 + 1200, 3000, 2'000'000, 4096},
+      {EventKind::kAllReduce, 4, 8, kT0 + 4300, 5000, 8192, 0},
+      {EventKind::kSend, static_cast<uint32_t>(1 + core), 1 - core, kT0 + 4400, 2000, 4096, 0},
+      {EventKind::kRecvDone, static_cast<uint32_t>(2 - core), 1 - core, kT0 + 4500, 2500, 4096, 0},
+      {EventKind::kStep, 1, 0, kT0 + 10'000, 10'000, 5, 0},
+      {EventKind::kOutfeed, 0, 0, kT0 + 19'000, 500, 16, 0},
+      {EventKind::kFreeForm, 99, 0, kT0 + 25'000, 100, 0, 0},       // outside every step
+      {EventKind::kSend, 1, 1, kT0 - 1'000'000, 100, 4096, 0},      // before the window
+  };
+  c.batches.push_back(b);
+  return c;
+}
+
+TEST(CustomPlanes, OnePlanePerCoreWithXlaNamesAndStats) {
+  tensorflow::profiler::XSpace space;
+  const Clock clock(/*offset_ns=*/1000);
+  add_custom_planes({capture_for_core(0), capture_for_core(1)}, clock, {kT0, kT0 + 1'000'000}, space);
+  ASSERT_EQ(space.planes_size(), 2);
+  const auto* plane = xspace::find_plane(space, "/device:CUSTOM:1");
+  ASSERT_NE(plane, nullptr);
+  EXPECT_EQ(plane->id(), 1);
+  XPlaneReader reader(*plane);
+
+  const auto* steps = reader.find_line(xspace::kStepsLineName);
+  ASSERT_NE(steps, nullptr);
+  std::vector<int64_t> step_nums;
+  reader.for_each_event(*steps, [&](const XEventView& e) {
+    step_nums.push_back(*e.int_stat(xspace::kStepNumStat));
+    EXPECT_EQ(e.name(), "train");
+  });
+  EXPECT_EQ(step_nums, (std::vector<int64_t>{4, 5}));
+
+  const auto* ops = reader.find_line("Thread 55");
+  ASSERT_NE(ops, nullptr);
+  std::map<std::string, int> count;
+  reader.for_each_event(*ops, [&](const XEventView& e) {
+    const std::string name(e.name());
+    ++count[name];
+    if (name == "send") {
+      EXPECT_EQ(e.start_ns(), kT0 + 4400 + 1000);  // the agent's clock offset applied
+      EXPECT_EQ(e.int_stat(xspace::kChannelIdStat), 2);
+      EXPECT_EQ(e.int_stat(xspace::kSrcCoreStat), 1);
+      EXPECT_EQ(e.int_stat(xspace::kDstCoreStat), 0);
+      EXPECT_EQ(e.int_stat(xspace::kBytesStat), 4096);
+      EXPECT_EQ(e.int_stat(xspace::kStepNumStat), 4);
+    } else if (name == "recv-done") {
+      EXPECT_EQ(e.int_stat(xspace::kChannelIdStat), 1);
+      EXPECT_EQ(e.int_stat(xspace::kSrcCoreStat), 0);
+      EXPECT_EQ(e.int_stat(xspace::kDstCoreStat), 1);
+    } else if (name == "all-reduce") {
+      EXPECT_EQ(e.int_stat(xspace::kAllReduceIdStat), 4);
+      EXPECT_EQ(e.str_stat(xspace::kReplicaGroupStat), "{0,1}");
+      EXPECT_EQ(e.int_stat(xspace::kBytesStat), 8192);
+    } else if (name == "matmul") {
+      EXPECT_EQ(e.int_stat(xspace::kFlopsStat), 2'000'000);
+      EXPECT_EQ(e.int_stat(xspace::kBytesStat), 4096);
+      EXPECT_EQ(e.int_stat(xspace::kStepNumStat), 4);
+    } else if (name == "outfeed") {
+      EXPECT_EQ(e.int_stat(xspace::kStepNumStat), 5);
+    } else if (name == "annotation") {
+      EXPECT_FALSE(e.int_stat(xspace::kStepNumStat));  // outside every step: no step_num
+    }
+  });
+  EXPECT_EQ(count["send"], 1);  // the one before the window is left out
+  EXPECT_EQ(count["recv-done"], 1);
+  EXPECT_EQ(count["infeed"], 1);
+  EXPECT_EQ(count["outfeed"], 1);
+  EXPECT_TRUE(space.warnings().empty());
+}
+
+TEST(CustomPlanes, DroppedEventsAndIncompleteClientsBecomeWarnings) {
+  tensorflow::profiler::XSpace space;
+  LocalClientCapture c = capture_for_core(3);
+  c.dropped_events = 12;
+  c.complete = false;
+  add_custom_planes({c}, Clock(), {kT0, kT0 + 1'000'000}, space);
+  ASSERT_EQ(space.warnings_size(), 2);
+  EXPECT_NE(space.warnings(0).find("dropped 12 events"), std::string::npos);
+  EXPECT_NE(space.warnings(1).find("pid 103"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace podscope::agent

@@ -1,0 +1,214 @@
+// UpstreamSource against stand-in framework profiler servers that speak tensorflow.ProfilerService and
+// return the real TensorFlow XSpace from ../shared/testdata.
+#include "agent/devices/upstream_source.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "proto/xspace/names.h"
+#include "proto/xspace/xplane_builder.h"
+#include "tensorflow/profiler_service.grpc.pb.h"
+
+namespace podscope::agent {
+namespace {
+
+using ::testing::HasSubstr;
+using tensorflow::profiler::XSpace;
+
+XSpace load_tf_space() {
+  std::ifstream in(std::string(PODSCOPE_SHARED_TESTDATA) + "/tf_bert_8gpu_host0.xplane.pb", std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  XSpace space;
+  EXPECT_TRUE(space.ParseFromString(bytes.str()));
+  return space;
+}
+
+size_t event_count(const XSpace& space, std::string_view plane_name) {
+  size_t n = 0;
+  for (const auto& plane : space.planes()) {
+    if (plane.name() != plane_name) continue;
+    for (const auto& line : plane.lines()) n += line.events_size();
+  }
+  return n;
+}
+
+// A TF/JAX profiler server: traces for the requested duration (or until Terminate) and answers with the
+// recorded XSpace, inline (`xspace`, newer servers) or as tool data "xplane.pb" (older ones).
+class StandInProfilerService final : public tensorflow::ProfilerService::Service {
+ public:
+  enum class Answer { kXSpaceField, kToolData };
+  explicit StandInProfilerService(Answer answer) : answer_(answer), space_(load_tf_space()) {}
+
+  grpc::Status Profile(grpc::ServerContext*, const tensorflow::ProfileRequest* request,
+                       tensorflow::ProfileResponse* response) override {
+    std::unique_lock lock(mu_);
+    received_ = *request;
+    ++profiles_;
+    cv_.wait_for(lock, std::chrono::milliseconds(request->duration_ms()), [&] { return terminated_; });
+    if (answer_ == Answer::kXSpaceField) {
+      *response->mutable_xspace() = space_;
+    } else {
+      auto* tool = response->add_tool_data();
+      tool->set_name("host0.xplane.pb");
+      space_.SerializeToString(tool->mutable_data());
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status Terminate(grpc::ServerContext*, const tensorflow::TerminateRequest* request,
+                         tensorflow::TerminateResponse*) override {
+    std::lock_guard lock(mu_);
+    terminated_session_ = request->session_id();
+    terminated_ = true;
+    cv_.notify_all();
+    return grpc::Status::OK;
+  }
+  tensorflow::ProfileRequest received() {
+    std::lock_guard lock(mu_);
+    return received_;
+  }
+  std::string terminated_session() {
+    std::lock_guard lock(mu_);
+    return terminated_session_;
+  }
+  const XSpace& space() const { return space_; }
+
+ private:
+  const Answer answer_;
+  const XSpace space_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  tensorflow::ProfileRequest received_;
+  int profiles_ = 0;
+  bool terminated_ = false;
+  std::string terminated_session_;
+};
+
+class StandInUpstream {
+ public:
+  explicit StandInUpstream(StandInProfilerService::Answer answer) : service_(answer) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.SetMaxSendMessageSize(1 << 30);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+  }
+  ~StandInUpstream() { server_->Shutdown(); }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  StandInProfilerService& service() { return service_; }
+
+ private:
+  StandInProfilerService service_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+CaptureWindow make_window(uint64_t duration_ms) {
+  CaptureWindow window;
+  window.session_id = "session-7";
+  window.start_ns = 1'700'000'000'000'000'000;
+  window.planned_end_ns = window.start_ns + duration_ms * 1'000'000;
+  window.request.set_duration_ms(duration_ms);
+  window.request.set_session_id("session-7");
+  window.request.set_host_name("worker-0");
+  window.request.mutable_opts()->set_start_timestamp_ns(window.start_ns);
+  window.request.mutable_opts()->set_host_tracer_level(2);
+  return window;
+}
+
+// The agent's own data: a /host:CPU plane with one line of its own.
+XSpace agent_space() {
+  XSpace space;
+  xspace::XPlaneBuilder host(xspace::find_or_add_plane(space, xspace::kHostPlaneName));
+  host.line_named("podscope host").add_event("agent-event", 1'700'000'000'000'000'000, 1000);
+  return space;
+}
+
+TEST(UpstreamSourceTest, ForwardsTheSameRequestAndMergesEveryUpstreamEvent) {
+  StandInUpstream upstream(StandInProfilerService::Answer::kXSpaceField);
+  UpstreamSource source({upstream.address()});
+  const CaptureWindow window = make_window(50);
+  source.open(window);
+  source.close(window.planned_end_ns);
+  XSpace space = agent_space();
+  source.collect(space);
+
+  const tensorflow::ProfileRequest received = upstream.service().received();
+  EXPECT_EQ(received.duration_ms(), 50u);
+  EXPECT_EQ(received.opts().start_timestamp_ns(), uint64_t(window.start_ns));
+  EXPECT_EQ(received.session_id(), "session-7");
+  EXPECT_EQ(received.opts().host_tracer_level(), 2u);
+  EXPECT_TRUE(received.emit_xspace());
+
+  EXPECT_THAT(space.warnings(), ::testing::IsEmpty());
+  const XSpace& tf = upstream.service().space();
+  // Device planes added whole; /host:CPU lines merged into ours; nothing dropped although the old file's
+  // timestamps lie decades before our window.
+  for (int gpu = 0; gpu < 8; ++gpu) {
+    const std::string name = "/device:GPU:" + std::to_string(gpu);
+    EXPECT_EQ(event_count(space, name), event_count(tf, name)) << name;
+  }
+  EXPECT_EQ(event_count(space, "/host:CPU"), event_count(tf, "/host:CPU") + 1);
+  int host_planes = 0;
+  for (const auto& plane : space.planes()) host_planes += plane.name() == "/host:CPU";
+  EXPECT_EQ(host_planes, 1);
+}
+
+TEST(UpstreamSourceTest, ReadsOlderServersXPlaneToolData) {
+  StandInUpstream upstream(StandInProfilerService::Answer::kToolData);
+  UpstreamSource source({upstream.address()});
+  const CaptureWindow window = make_window(10);
+  source.open(window);
+  source.close(window.planned_end_ns);
+  XSpace space;
+  source.collect(space);
+  EXPECT_THAT(space.warnings(), ::testing::IsEmpty());
+  EXPECT_EQ(event_count(space, "/device:GPU:4"), event_count(upstream.service().space(), "/device:GPU:4"));
+  EXPECT_GT(event_count(space, "/device:GPU:4"), 1000u);
+}
+
+TEST(UpstreamSourceTest, UnreachableUpstreamBecomesAWarningAndOthersStillMerge) {
+  std::string dead;
+  {
+    StandInUpstream gone(StandInProfilerService::Answer::kXSpaceField);
+    dead = gone.address();
+  }
+  StandInUpstream alive(StandInProfilerService::Answer::kXSpaceField);
+  UpstreamSource source({dead, alive.address()}, std::chrono::milliseconds(2000));
+  const CaptureWindow window = make_window(10);
+  source.open(window);
+  source.close(window.planned_end_ns);
+  XSpace space;
+  source.collect(space);
+  ASSERT_EQ(space.warnings_size(), 1);
+  EXPECT_THAT(space.warnings(0), HasSubstr("upstream profiler " + dead + ": Profile failed"));
+  EXPECT_GT(event_count(space, "/device:GPU:6"), 1000u);
+}
+
+TEST(UpstreamSourceTest, EarlyCloseTerminatesTheUpstreamSessionInsteadOfWaitingItOut) {
+  StandInUpstream upstream(StandInProfilerService::Answer::kXSpaceField);
+  UpstreamSource source({upstream.address()});
+  const CaptureWindow window = make_window(60'000);
+  source.open(window);
+  // Wait until the upstream is tracing, then end the window early (Terminate / cancel / shutdown).
+  for (int i = 0; i < 200 && upstream.service().received().session_id().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const auto before = std::chrono::steady_clock::now();
+  source.close(window.start_ns + 5'000'000);
+  XSpace space;
+  source.collect(space);
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(5));
+  EXPECT_EQ(upstream.service().terminated_session(), "session-7");
+  EXPECT_GT(event_count(space, "/device:GPU:4"), 1000u);
+}
+
+}  // namespace
+}  // namespace podscope::agent

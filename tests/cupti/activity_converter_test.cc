@@ -1,0 +1,227 @@
+// CUPTI record → XPlane conversion, fed with synthetic CUDA 13 activity records (the structs CUPTI's
+// buffers hold), checking each field lands where TensorFlow's GPU tracer puts it.
+#include "cupti/convert/activity_converter.h"
+
+#include <cstring>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "proto/xspace/xplane_reader.h"
+
+namespace podscope::cupti {
+namespace {
+
+using tensorflow::profiler::XSpace;
+
+constexpr int64_t kOffset = 1'700'000'000'000'000'000;  // host clock − CUPTI clock
+
+template <typename Record>
+Record zeroed(CUpti_ActivityKind kind) {
+  Record r;
+  std::memset(&r, 0, sizeof(r));
+  r.kind = kind;
+  return r;
+}
+
+// CUPTI hands records out as CUpti_Activity*; the record's kind says which struct it really is.
+const CUpti_Activity& as_activity(const void* record) { return *static_cast<const CUpti_Activity*>(record); }
+
+std::string api_name(CUpti_ActivityKind kind, CUpti_CallbackId cbid) {
+  return (kind == CUPTI_ACTIVITY_KIND_RUNTIME ? "cudaLaunchKernel#" : "cuLaunchKernel#") + std::to_string(cbid);
+}
+
+const tensorflow::profiler::XPlane& plane(const XSpace& space, std::string_view name) {
+  const auto* p = xspace::find_plane(space, name);
+  EXPECT_NE(p, nullptr) << name;
+  static const tensorflow::profiler::XPlane empty;
+  return p ? *p : empty;
+}
+
+std::vector<std::string> line_names(const tensorflow::profiler::XPlane& p) {
+  std::vector<std::string> names;
+  for (const auto& line : p.lines()) names.push_back(line.name());
+  return names;
+}
+
+TEST(ActivityConverterTest, KernelLandsOnItsStreamLineWithTfKernelDetails) {
+  ActivityConverter converter(kOffset, api_name);
+  auto k = zeroed<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  k.name = "_Z10vector_addPKfS0_Pfi";
+  k.start = 5'000;
+  k.end = 7'500;
+  k.deviceId = 1;
+  k.contextId = 3;
+  k.streamId = 14;
+  k.gridX = 4096;
+  k.gridY = 2;
+  k.gridZ = 1;
+  k.blockX = 256;
+  k.blockY = 1;
+  k.blockZ = 1;
+  k.registersPerThread = 32;
+  k.staticSharedMemory = 1024;
+  k.dynamicSharedMemory = 2048;
+  k.correlationId = 77;
+  converter.add(as_activity(&k));
+  XSpace space;
+  converter.finish(space);
+
+  xspace::XPlaneReader gpu(plane(space, "/device:GPU:1"));
+  ASSERT_EQ(gpu.proto().lines_size(), 1);
+  const auto& line = gpu.proto().lines(0);
+  EXPECT_EQ(line.id(), 14);
+  EXPECT_EQ(line.name(), "Stream #14(Compute)");
+  ASSERT_EQ(line.events_size(), 1);
+  xspace::XEventView e(gpu, line, line.events(0));
+  EXPECT_EQ(e.name(), "vector_add(float const*, float const*, float*, int)");
+  EXPECT_EQ(e.start_ns(), kOffset + 5'000);  // converted to the host clock
+  EXPECT_EQ(e.duration_ns(), 2'500);
+  EXPECT_EQ(e.str_stat("kernel_details"),
+            "regs:32 static_shared:1024 dynamic_shared:2048 grid:4096,2,1 block:256,1,1");
+  EXPECT_EQ(e.int_stat("correlation_id"), 77);
+  EXPECT_EQ(e.int_stat("context_id"), 3);
+  EXPECT_EQ(e.int_stat("stream_id"), 14);
+  EXPECT_FALSE(e.str_stat("collective"));
+  EXPECT_EQ(gpu.int_stat("device_id"), 1);
+}
+
+TEST(ActivityConverterTest, MemcpyAndMemsetCarryKindBytesAndShareTheStreamLine) {
+  ActivityConverter converter(kOffset, api_name);
+  auto h2d = zeroed<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY);
+  h2d.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+  h2d.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+  h2d.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  h2d.flags = CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC;
+  h2d.bytes = 4 << 20;
+  h2d.start = 100;
+  h2d.end = 600;
+  h2d.streamId = 7;
+  h2d.correlationId = 5;
+  auto d2h = h2d;
+  d2h.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+  d2h.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  d2h.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+  d2h.flags = 0;
+  d2h.start = 700;
+  d2h.end = 900;
+  d2h.correlationId = 6;
+  auto memset = zeroed<CUpti_ActivityMemset4>(CUPTI_ACTIVITY_KIND_MEMSET);
+  memset.bytes = 1024;
+  memset.start = 50;
+  memset.end = 60;
+  memset.streamId = 8;
+  memset.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  memset.correlationId = 4;
+  for (const void* r : {static_cast<const void*>(&h2d), static_cast<const void*>(&d2h), static_cast<const void*>(&memset)}) {
+    converter.add(as_activity(r));
+  }
+  XSpace space;
+  converter.finish(space);
+  xspace::XPlaneReader gpu(plane(space, "/device:GPU:0"));
+  EXPECT_THAT(line_names(gpu.proto()), ::testing::UnorderedElementsAre("Stream #7(MemcpyH2D,MemcpyD2H)", "Stream #8(Memset)"));
+  const auto* line = gpu.find_line("Stream #7(MemcpyH2D,MemcpyD2H)");
+  ASSERT_NE(line, nullptr);
+  ASSERT_EQ(line->events_size(), 2);
+  xspace::XEventView first(gpu, *line, line->events(0));
+  EXPECT_EQ(first.name(), "MemcpyH2D");
+  EXPECT_EQ(first.str_stat("memcpy_details"), "kind_src:pinned kind_dst:device size:4194304 dest:0 async:1");
+  EXPECT_EQ(first.int_stat("bytes"), 4 << 20);
+  EXPECT_EQ(first.int_stat("correlation_id"), 5);
+  xspace::XEventView second(gpu, *line, line->events(1));
+  EXPECT_EQ(second.name(), "MemcpyD2H");
+  EXPECT_EQ(second.str_stat("memcpy_details"), "kind_src:device kind_dst:pageable size:4194304 dest:0 async:0");
+  EXPECT_EQ(second.start_ns(), kOffset + 700);
+  const auto* ms = gpu.find_line("Stream #8(Memset)");
+  ASSERT_NE(ms, nullptr);
+  xspace::XEventView m(gpu, *ms, ms->events(0));
+  EXPECT_EQ(m.name(), "Memset");
+  EXPECT_EQ(m.str_stat("memset_details"), "kind:device size:1024 async:0");
+  EXPECT_EQ(m.int_stat("bytes"), 1024);
+}
+
+TEST(ActivityConverterTest, ApiCallsGoToHostCuptiPerThreadWithTheSameCorrelationIds) {
+  ActivityConverter converter(kOffset, api_name);
+  auto api = zeroed<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_RUNTIME);
+  api.cbid = 211;
+  api.start = 10;
+  api.end = 40;
+  api.threadId = 4242;
+  api.correlationId = 77;
+  auto driver = api;
+  driver.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  driver.cbid = 307;
+  driver.threadId = 4343;
+  driver.correlationId = 78;
+  converter.add(as_activity(&api));
+  converter.add(as_activity(&driver));
+  auto sync = zeroed<CUpti_ActivitySynchronization2>(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+  sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  sync.start = 50;
+  sync.end = 90;
+  sync.streamId = 7;
+  sync.correlationId = 79;
+  converter.add(as_activity(&sync));
+  XSpace space;
+  converter.finish(space);
+
+  xspace::XPlaneReader host(plane(space, "/host:CUPTI"));
+  const auto* thread = host.find_line("Thread 4242");
+  ASSERT_NE(thread, nullptr);
+  EXPECT_EQ(thread->id(), 4242);
+  xspace::XEventView launch(host, *thread, thread->events(0));
+  EXPECT_EQ(launch.name(), "cudaLaunchKernel#211");
+  EXPECT_EQ(launch.int_stat("correlation_id"), 77);
+  EXPECT_EQ(launch.start_ns(), kOffset + 10);
+  EXPECT_EQ(launch.duration_ns(), 30);
+  ASSERT_NE(host.find_line("Thread 4343"), nullptr);
+  const auto* syncs = host.find_line("Synchronization");
+  ASSERT_NE(syncs, nullptr);
+  xspace::XEventView s(host, *syncs, syncs->events(0));
+  EXPECT_EQ(s.name(), "cudaStreamSynchronize");
+  EXPECT_EQ(s.int_stat("stream_id"), 7);
+}
+
+TEST(ActivityConverterTest, NcclKernelsAreMarkedAsCollectives) {
+  ActivityConverter converter(kOffset, api_name);
+  auto k = zeroed<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_KERNEL);
+  k.name = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
+  k.start = 1;
+  k.end = 2;
+  k.streamId = 30;
+  converter.add(as_activity(&k));
+  XSpace space;
+  converter.finish(space);
+  xspace::XPlaneReader gpu(plane(space, "/device:GPU:0"));
+  const auto& line = gpu.proto().lines(0);
+  xspace::XEventView e(gpu, line, line.events(0));
+  EXPECT_EQ(e.str_stat("collective"), "AllReduce");
+  EXPECT_EQ(nccl_collective("ncclKernel_AllGather_RING_LL_Sum_int8_t"), "AllGather");
+  EXPECT_EQ(nccl_collective("vector_add"), "");
+}
+
+TEST(ActivityConverterTest, NvtxRangesBecomeHostEventsPerThreadAndOtherKindsAreCounted) {
+  ActivityConverter converter(kOffset, api_name);
+  converter.add_nvtx_range(99, "forward", kOffset + 10, kOffset + 110);
+  auto marker = zeroed<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_MARKER);
+  converter.add(as_activity(&marker));
+  EXPECT_EQ(converter.ignored(), 1u);
+  converter.add_warning("CUPTI: cuptiActivityEnable(CONCURRENT_KERNEL) failed: CUPTI_ERROR_UNKNOWN (999)");
+  XSpace space;
+  converter.finish(space);
+  xspace::XPlaneReader cpu(plane(space, "/host:CPU"));
+  const auto* line = cpu.find_line("NVTX thread 99");
+  ASSERT_NE(line, nullptr);
+  xspace::XEventView e(cpu, *line, line->events(0));
+  EXPECT_EQ(e.name(), "forward");
+  EXPECT_EQ(e.duration_ns(), 100);
+  EXPECT_THAT(space.warnings(), ::testing::ElementsAre(::testing::HasSubstr("(999)")));
+}
+
+TEST(ActivityConverterTest, StreamLineNamesFollowTfKindOrder) {
+  EXPECT_EQ(stream_line_name(3, {"Memset", "Compute", "MemcpyD2H"}), "Stream #3(Compute,MemcpyD2H,Memset)");
+  EXPECT_EQ(stream_line_name(4, {"MemcpyH2A", "MemcpyH2D"}), "Stream #4(MemcpyH2D,MemcpyH2A)");
+}
+
+}  // namespace
+}  // namespace podscope::cupti

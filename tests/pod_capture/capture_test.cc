@@ -1,0 +1,271 @@
+// The capture library against real gRPC servers on loopback (LightweightAgent), with injected clock offsets.
+#include "pod_capture/capture.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <thread>
+
+#include "pod_capture/merged_trace.h"
+#include "pod_capture/monitor.h"
+#include "pod_capture/run_directory.h"
+#include "proto/xspace/names.h"
+#include "proto/xspace/xplane_reader.h"
+#include "tests/pod_capture/lightweight_agent.h"
+
+namespace podscope::pod_capture {
+namespace {
+
+using testing::LightweightAgent;
+using testing::LightweightAgentOptions;
+using testing::TimerThread;
+
+struct Pod {
+  TimerThread timers;
+  std::vector<std::unique_ptr<LightweightAgent>> agents;
+  std::vector<std::unique_ptr<AgentConnection>> connections;
+
+  void add(LightweightAgentOptions options) {
+    agents.push_back(std::make_unique<LightweightAgent>(std::move(options), timers));
+    connections.push_back(connect_agent(agents.back()->address()));
+  }
+  std::vector<AgentConnection*> targets() {
+    std::vector<AgentConnection*> out;
+    for (auto& c : connections) out.push_back(c.get());
+    return out;
+  }
+};
+
+std::filesystem::path fresh_dir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("podscope_capture_test_" + name + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string gunzip_file(const std::filesystem::path& path) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  EXPECT_NE(file, nullptr) << path;
+  std::string out;
+  char buf[65536];
+  int n;
+  while ((n = gzread(file, buf, sizeof buf)) > 0) out.append(buf, n);
+  gzclose(file);
+  return out;
+}
+
+CaptureSpec quick_spec(int64_t duration_ms = 300) {
+  CaptureSpec spec;
+  spec.duration_ms = duration_ms;
+  spec.num_tracing_attempts = 3;
+  return spec;
+}
+
+TEST(ServiceAddresses, StripsGrpcPrefixAndRejectsBadEntries) {
+  auto parsed = parse_service_addresses("grpc://10.0.0.1:8466, host-b:7000");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, (std::vector<std::string>{"10.0.0.1:8466", "host-b:7000"}));
+  EXPECT_EQ(host_file_stem("10.0.0.1:8466"), "10.0.0.1_8466");
+  auto no_port = parse_service_addresses("a:1,hostonly");
+  ASSERT_FALSE(no_port.ok());
+  EXPECT_NE(std::string(no_port.status().message()).find("\"hostonly\" has no port"), std::string::npos);
+  EXPECT_FALSE(parse_service_addresses("a:1,,b:2").ok());
+  EXPECT_FALSE(parse_service_addresses("a:1,grpc://a:1").ok()) << "the same agent twice would collide with itself";
+}
+
+TEST(SessionId, HasTensorFlowsLayout) {
+  EXPECT_TRUE(std::regex_match(make_session_id(Clock().now_ns()), std::regex(R"(\d{4}_\d\d_\d\d_\d\d_\d\d_\d\d)")));
+}
+
+// The main property: four hosts with skewed clocks are captured at one instant and merged onto one clock.
+TEST(Capture, SynchronizesFourHostsWithSkewedClocksAndMergesTheirSteps) {
+  Pod pod;
+  const std::vector<int64_t> offsets = {0, 5'000'000, -3'000'000, 20'000'000};
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    pod.add({.host_name = "host" + std::to_string(i), .clock_offset_ns = offsets[i]});
+  }
+  std::vector<std::string> progress;
+  CaptureResult result = run_capture(pod.targets(), quick_spec(), Clock(), [&](const std::string& line) {
+    progress.push_back(line);
+  });
+  ASSERT_EQ(result.exit_code(), 0);
+  EXPECT_EQ(result.attempts, 1);
+  ASSERT_FALSE(progress.empty());
+  EXPECT_EQ(progress[0], "Starting to trace for 300 ms. Remaining attempt(s): 2");
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    const HostCapture& host = result.hosts[i];
+    EXPECT_EQ(host.host_name, "host" + std::to_string(i));
+    ASSERT_EQ(host.clock_before.kind, ClockMeasurement::kMeasured);
+    const int64_t error = std::abs(host.clock_before.estimate.offset_ns - offsets[i]);
+    EXPECT_LE(error, std::max<int64_t>(100'000, host.clock_before.estimate.error_bound_ns)) << host.address;
+  }
+  // Every agent started within 2 ms of the others on the system clock (they share one machine).
+  std::vector<int64_t> starts;
+  for (auto& agent : pod.agents) starts.push_back(agent->actual_starts_system_ns().at(0));
+  const auto [lo, hi] = std::minmax_element(starts.begin(), starts.end());
+  EXPECT_LT(*hi - *lo, 2'000'000);
+  ASSERT_TRUE(result.start_skew_ns.has_value());
+  EXPECT_LT(*result.start_skew_ns, 2'000'000);
+
+  const auto logdir = fresh_dir("sync");
+  auto run_dir = write_run_directory(logdir, result);
+  ASSERT_TRUE(run_dir.ok()) << run_dir.status();
+  EXPECT_EQ(*run_dir, logdir / "plugins" / "profile" / result.session_id);
+  int xplane_files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(*run_dir)) {
+    if (entry.path().string().ends_with(".xplane.pb")) ++xplane_files;
+    EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << "leftover temp file " << entry.path();
+  }
+  EXPECT_EQ(xplane_files, 4);
+  EXPECT_TRUE(std::filesystem::exists(*run_dir / "capture.json"));
+
+  // Each host file keeps its own clock and records the measured offset.
+  tensorflow::profiler::XSpace space;
+  std::ifstream in(*run_dir / (pod.connections[3]->file_stem + ".xplane.pb"), std::ios::binary);
+  ASSERT_TRUE(space.ParseFromIstream(&in));
+  xspace::XPlaneReader plane(space.planes(0));
+  EXPECT_NEAR(static_cast<double>(plane.int_stat(xspace::kClockOffsetStat).value()), 20e6, 1e5);
+  EXPECT_TRUE(plane.int_stat(xspace::kClockRttStat).has_value());
+
+  // In the merged trace the end of one step agrees across hosts (it differs by up to 23 ms unmerged).
+  const std::string trace = gunzip_file(*run_dir / "pod.trace.json.gz");
+  const std::regex step_event(R"re("name":"train_step","ts":(\d+)\.(\d+),"dur":(\d+)\.(\d+),"args":\{"step_num":(\d+)\})re");
+  std::map<int64_t, std::vector<int64_t>> ends_by_step;
+  for (auto it = std::sregex_iterator(trace.begin(), trace.end(), step_event); it != std::sregex_iterator(); ++it) {
+    const auto& m = *it;
+    const int64_t ts = std::stoll(m[1]) * 1000 + std::stoll(m[2]);
+    const int64_t dur = std::stoll(m[3]) * 1000 + std::stoll(m[4]);
+    ends_by_step[std::stoll(m[5])].push_back(ts + dur);
+  }
+  int compared = 0;
+  for (const auto& [step, ends] : ends_by_step) {
+    if (ends.size() != 4) continue;
+    const auto [a, b] = std::minmax_element(ends.begin(), ends.end());
+    EXPECT_LT(*b - *a, 1'000'000) << "step " << step;
+    ++compared;
+  }
+  EXPECT_GE(compared, 10);
+  std::filesystem::remove_all(logdir);
+}
+
+TEST(Capture, PlainTensorFlowServerGetsOffsetZeroAndAWarning) {
+  Pod pod;
+  pod.add({.host_name = "tf", .clock_offset_ns = 0, .ping_rpc = false});
+  CaptureResult result = run_capture(pod.targets(), quick_spec(100), Clock(), [](const std::string&) {});
+  EXPECT_EQ(result.exit_code(), 0);
+  EXPECT_EQ(result.hosts[0].clock_before.kind, ClockMeasurement::kNoPingRpc);
+  EXPECT_EQ(result.hosts[0].clock_before.estimate.offset_ns, 0);
+  ASSERT_EQ(result.warnings.size(), 1u);
+  EXPECT_NE(result.warnings[0].find("no podscope ping RPC"), std::string::npos);
+}
+
+TEST(Capture, RetriesEveryHostWithANewStartAfterAnUnavailableHost) {
+  Pod pod;
+  pod.add({.host_name = "steady"});
+  pod.add({.host_name = "flaky", .failing_profiles = 1});
+  std::vector<std::string> progress;
+  CaptureResult result = run_capture(pod.targets(), quick_spec(100), Clock(),
+                                     [&](const std::string& line) { progress.push_back(line); });
+  EXPECT_EQ(result.exit_code(), 0);
+  EXPECT_EQ(result.attempts, 2);
+  EXPECT_EQ(result.kept_attempt, 2);
+  EXPECT_EQ(pod.agents[0]->profile_calls(), 2) << "the retry goes to every host";
+  ASSERT_GE(progress.size(), 3u);
+  EXPECT_EQ(progress[2], "Starting to trace for 100 ms. Remaining attempt(s): 1");
+}
+
+TEST(Capture, RetriesWhenNoHostCollectedAnything) {
+  Pod pod;
+  pod.add({.host_name = "idle", .empty_trace = true});
+  std::vector<std::string> progress;
+  auto spec = quick_spec(50);
+  spec.num_tracing_attempts = 2;
+  CaptureResult result = run_capture(pod.targets(), spec, Clock(),
+                                     [&](const std::string& line) { progress.push_back(line); });
+  EXPECT_EQ(result.exit_code(), 1);
+  EXPECT_EQ(result.attempts, 2);
+  EXPECT_EQ(result.kept_attempt, 1) << "ties keep the first attempt";
+  EXPECT_NE(std::find(progress.begin(), progress.end(), "No trace event is collected. Automatically retrying."),
+            progress.end());
+  EXPECT_NE(progress.back().find("--num_tracing_attempts"), std::string::npos);
+  EXPECT_EQ(result.hosts[0].error, "no trace event was collected");
+}
+
+TEST(Capture, HostKilledMidCaptureIsNamedAndTheOthersAreWritten) {
+  Pod pod;
+  for (int i = 0; i < 3; ++i) pod.add({.host_name = "host" + std::to_string(i)});
+  auto spec = quick_spec(600);
+  spec.num_tracing_attempts = 1;
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    pod.agents[1]->shutdown();
+  });
+  CaptureResult result = run_capture(pod.targets(), spec, Clock(), [](const std::string&) {});
+  killer.join();
+  EXPECT_EQ(result.exit_code(), 3);
+  EXPECT_TRUE(result.hosts[0].ok);
+  EXPECT_FALSE(result.hosts[1].ok);
+  EXPECT_NE(result.hosts[1].error.find("Profile failed"), std::string::npos) << result.hosts[1].error;
+  const auto logdir = fresh_dir("killed");
+  auto run_dir = write_run_directory(logdir, result);
+  ASSERT_TRUE(run_dir.ok());
+  EXPECT_TRUE(std::filesystem::exists(*run_dir / (pod.connections[0]->file_stem + ".xplane.pb")));
+  EXPECT_FALSE(std::filesystem::exists(*run_dir / (pod.connections[1]->file_stem + ".xplane.pb")));
+  EXPECT_TRUE(std::filesystem::exists(*run_dir / (pod.connections[2]->file_stem + ".xplane.pb")));
+  const std::string summary = capture_summary_text(result, *run_dir);
+  EXPECT_NE(summary.find(pod.connections[1]->file_stem + " (" + pod.connections[1]->file_stem + "): FAILED"),
+            std::string::npos)
+      << summary;
+  std::filesystem::remove_all(logdir);
+}
+
+TEST(Capture, NothingListeningIsRetriedThenReportedClearly) {
+  // A port that was free a moment ago: bind, read it back, close.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  auto dead = connect_agent("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
+  std::vector<std::string> progress;
+  CaptureResult result = run_capture({dead.get()}, quick_spec(100), Clock(),
+                                     [&](const std::string& line) { progress.push_back(line); });
+  EXPECT_EQ(result.exit_code(), 1);
+  EXPECT_EQ(std::count_if(progress.begin(), progress.end(),
+                          [](const std::string& l) { return l.starts_with("Starting to trace"); }),
+            3);
+  EXPECT_NE(result.hosts[0].error.find("Profile failed (14)"), std::string::npos) << result.hosts[0].error;
+  EXPECT_EQ(result.hosts[0].clock_before.kind, ClockMeasurement::kUnreachable);
+}
+
+TEST(Monitor, AggregatesStepTimesAcrossWorkers) {
+  Pod pod;
+  pod.add({.host_name = "fast", .step_period_ns = 10'000'000});
+  pod.add({.host_name = "slow", .step_period_ns = 30'000'000});
+  const auto names = worker_names(pod.targets());
+  EXPECT_EQ(names, (std::vector<std::string>{"fast", "slow"}));
+  auto results = monitor_round(pod.targets(), names, 50, 2, false);
+  auto aggregate = aggregate_step_times(results);
+  ASSERT_TRUE(aggregate.has_value());
+  EXPECT_EQ(aggregate->workers, 2);
+  EXPECT_DOUBLE_EQ(aggregate->avg_ms, 20.0);
+  EXPECT_DOUBLE_EQ(aggregate->max_ms, 30.0);
+  EXPECT_EQ(aggregate->slowest_worker, "slow");
+  const std::string text = format_monitor_round(1, results);
+  EXPECT_NE(text.find("Monitoring Results (Sample 1):"), std::string::npos);
+  EXPECT_NE(text.find("slowest worker slow"), std::string::npos) << text;
+  EXPECT_NE(text.find("Worker slow (" + pod.agents[1]->address() + "):"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace podscope::pod_capture

@@ -1,0 +1,97 @@
+#include "pod_capture/clock_sync.h"
+
+#include <gtest/gtest.h>
+
+#include "pod_capture/agent_connection.h"
+
+namespace podscope::pod_capture {
+namespace {
+
+// An exchange with a true offset, one-way delays and agent processing time.
+PingExchange exchange(int64_t t0, int64_t offset, int64_t up, int64_t processing, int64_t down) {
+  PingExchange e;
+  e.t0_ns = t0;
+  e.t1_ns = t0 + up + offset;
+  e.t2_ns = e.t1_ns + processing;
+  e.t3_ns = t0 + up + processing + down;
+  return e;
+}
+
+TEST(ClockSync, SymmetricPathGivesExactOffsetAndRtt) {
+  const auto e = exchange(1'000'000, 5'000'000, 40'000, 10'000, 40'000);
+  EXPECT_EQ(e.offset_ns(), 5'000'000);
+  EXPECT_EQ(e.rtt_ns(), 80'000);
+}
+
+TEST(ClockSync, KeepsMinimumRttSamplesAndIgnoresDelayedOnes) {
+  std::vector<PingExchange> burst;
+  // Most exchanges are delayed on the way up by queueing (which biases the naive offset by +delay/2).
+  for (int i = 0; i < 10; ++i) burst.push_back(exchange(i * 1'000'000, -3'000'000, 40'000 + 500'000, 5'000, 40'000));
+  burst.push_back(exchange(20'000'000, -3'000'000, 40'000, 5'000, 40'000));
+  burst.push_back(exchange(21'000'000, -3'000'000, 41'000, 5'000, 40'000));
+  auto estimate = estimate_offset(burst);
+  ASSERT_TRUE(estimate.ok()) << estimate.status();
+  EXPECT_NEAR(estimate->offset_ns, -3'000'000, 1'000);
+  EXPECT_EQ(estimate->rtt_ns, 80'000);
+  EXPECT_EQ(estimate->error_bound_ns, 40'000);
+  EXPECT_EQ(estimate->samples, 2);
+}
+
+TEST(ClockSync, AsymmetricPathErrorStaysWithinHalfRtt) {
+  // 1 ms up, 0 down: the estimate is off by 0.5 ms, exactly the documented bound RTT/2.
+  auto estimate = estimate_offset({exchange(0, 20'000'000, 1'000'000, 0, 0)});
+  ASSERT_TRUE(estimate.ok());
+  EXPECT_EQ(estimate->offset_ns - 20'000'000, 500'000);
+  EXPECT_LE(std::abs(estimate->offset_ns - 20'000'000), estimate->error_bound_ns);
+}
+
+ClockMeasurement measured(std::vector<PingExchange> burst) {
+  ClockMeasurement m;
+  m.kind = ClockMeasurement::kMeasured;
+  m.estimate = *estimate_offset(burst);
+  m.exchanges = std::move(burst);
+  return m;
+}
+
+TEST(ClockSync, CombinedBurstsKeepTheCleanerOne) {
+  // Opening burst on a loaded host: every exchange queued 200 µs on the way up (offset biased by +100 µs).
+  std::vector<PingExchange> loaded, clean;
+  for (int i = 0; i < 16; ++i) loaded.push_back(exchange(i * 1'000'000, 7'000'000, 20'000 + 200'000, 5'000, 20'000));
+  for (int i = 0; i < 16; ++i) clean.push_back(exchange(90'000'000 + i * 1'000'000, 7'000'000, 20'000, 5'000, 20'000));
+  const ClockMeasurement before = measured(loaded), after = measured(clean);
+  EXPECT_EQ(before.estimate.offset_ns, 7'100'000);
+
+  const ClockMeasurement both = combine_clocks(before, after);
+  EXPECT_EQ(both.kind, ClockMeasurement::kMeasured);
+  EXPECT_EQ(both.estimate.offset_ns, 7'000'000);
+  EXPECT_EQ(both.estimate.rtt_ns, 40'000);
+  EXPECT_EQ(both.exchanges.size(), 32u);
+  EXPECT_EQ(combine_clocks(after, before).estimate.offset_ns, 7'000'000);
+
+  // A burst that failed leaves the other one's estimate.
+  ClockMeasurement unreachable;
+  unreachable.detail = "host:1: ping failed";
+  EXPECT_EQ(combine_clocks(before, unreachable).estimate.offset_ns, 7'100'000);
+  EXPECT_EQ(combine_clocks(unreachable, after).estimate.offset_ns, 7'000'000);
+  EXPECT_EQ(combine_clocks(unreachable, unreachable).kind, ClockMeasurement::kUnreachable);
+}
+
+TEST(ClockSync, RejectsAnEmptyOrInconsistentBurst) {
+  EXPECT_FALSE(estimate_offset({}).ok());
+  PingExchange backwards{100, 50, 40, 90};  // t2 < t1
+  auto estimate = estimate_offset({backwards});
+  ASSERT_FALSE(estimate.ok());
+  EXPECT_NE(std::string(estimate.status().message()).find("no valid ping exchange"), std::string::npos);
+}
+
+TEST(DriftEstimator, NeedsALongSeriesThenFindsTheSlope) {
+  DriftEstimator drift;
+  // 10 ppm: 10 µs of offset per second.
+  for (int s = 0; s < 5; ++s) drift.add({.offset_ns = s * 10'000, .measured_at_ns = s * 1'000'000'000LL});
+  EXPECT_EQ(drift.drift_ppm(), 0.0) << "5 s is too short a series";
+  for (int s = 5; s <= 120; ++s) drift.add({.offset_ns = s * 10'000, .measured_at_ns = s * 1'000'000'000LL});
+  EXPECT_NEAR(drift.drift_ppm(), 10.0, 0.01);
+}
+
+}  // namespace
+}  // namespace podscope::pod_capture

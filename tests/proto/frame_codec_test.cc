@@ -1,0 +1,139 @@
+// The local frame codec: every message survives encode → decode, and malformed input (truncation, bad
+// magic, oversized lengths, hostile counts, unknown kinds, trailing bytes) is an error naming the problem.
+#include "proto/local/frame_codec.h"
+
+#include <gtest/gtest.h>
+
+namespace podscope::local {
+namespace {
+
+Message round_trip(const Message& in) {
+  std::string frame;
+  encode_frame(in, frame);
+  std::string error;
+  auto header = decode_header(std::string_view(frame).substr(0, kFrameHeaderBytes), error);
+  EXPECT_TRUE(header) << error;
+  EXPECT_EQ(header->payload_bytes, frame.size() - kFrameHeaderBytes);
+  auto out = decode_payload(header->type, std::string_view(frame).substr(kFrameHeaderBytes), error);
+  EXPECT_TRUE(out) << error;
+  return *out;
+}
+
+TEST(FrameCodec, RegisterRoundTrips) {
+  RegisterMsg m{kProtocolVersion, 4242, "ring_trainer", "job-a", {3, 7}};
+  auto out = std::get<RegisterMsg>(round_trip(m));
+  EXPECT_EQ(out.pid, 4242);
+  EXPECT_EQ(out.program, "ring_trainer");
+  EXPECT_EQ(out.job, "job-a");
+  EXPECT_EQ(out.cores, (std::vector<int32_t>{3, 7}));
+}
+
+TEST(FrameCodec, DevicePlanesChunkRoundTripsAndBadOffsetsAreRefused) {
+  DevicePlanesMsg m{12, 3'000'000, 2'000'000, std::string(1000, 'x')};
+  auto out = std::get<DevicePlanesMsg>(round_trip(m));
+  EXPECT_EQ(out.session, 12u);
+  EXPECT_EQ(out.total_bytes, 3'000'000u);
+  EXPECT_EQ(out.offset, 2'000'000u);
+  EXPECT_EQ(out.chunk, std::string(1000, 'x'));
+
+  auto refused = [](const DevicePlanesMsg& bad) {
+    std::string frame, error;
+    encode_frame(bad, frame);
+    EXPECT_FALSE(decode_payload(FrameType::kDevicePlanes, std::string_view(frame).substr(kFrameHeaderBytes), error));
+    return error;
+  };
+  EXPECT_EQ(refused({1, 10, 8, "abc"}), "device_planes: chunk of 3 bytes at offset 8 runs past total_bytes 10");
+  EXPECT_NE(refused({1, kMaxDeviceSpaceBytes + 1, 0, "a"}).find("exceeds the maximum"), std::string::npos);
+}
+
+TEST(FrameCodec, StepsRoundTrip) {
+  StepsMsg m{{{1, 10, 1'700'000'000'000'000'000, 1'700'000'000'005'000'000, 1'000'000, 2'000'000},
+              {1, 11, 1'700'000'000'005'000'000, 1'700'000'000'010'000'000, 0, 0}}};
+  auto out = std::get<StepsMsg>(round_trip(m));
+  ASSERT_EQ(out.steps.size(), 2u);
+  EXPECT_EQ(out.steps[0].step_num, 10);
+  EXPECT_EQ(out.steps[0].begin_ns, 1'700'000'000'000'000'000);
+  EXPECT_EQ(out.steps[0].all_reduce_ns, 2'000'000);
+  EXPECT_EQ(out.steps[1].end_ns, 1'700'000'000'010'000'000);
+}
+
+TEST(FrameCodec, EventsRoundTripWithNames) {
+  EventsMsg m;
+  m.session = 9;
+  m.core = 2;
+  m.thread_id = 777;
+  m.names = {{5, "matmul"}, {6, "{0,1}"}};
+  m.events = {{EventKind::kSend, 13, 3, 1'700'000'000'000'000'100, 2500, 65536, 0},
+              {EventKind::kCompute, 5, 0, 1'700'000'000'000'000'200, 900, 1'000'000, 4096}};
+  auto out = std::get<EventsMsg>(round_trip(m));
+  EXPECT_EQ(out.session, 9u);
+  EXPECT_EQ(out.thread_id, 777);
+  ASSERT_EQ(out.names.size(), 2u);
+  EXPECT_EQ(out.names[1].second, "{0,1}");
+  ASSERT_EQ(out.events.size(), 2u);
+  EXPECT_EQ(out.events[0].kind, EventKind::kSend);
+  EXPECT_EQ(out.events[0].id, 13u);
+  EXPECT_EQ(out.events[0].arg, 3);
+  EXPECT_EQ(out.events[0].value, 65536);
+  EXPECT_EQ(out.events[1].value2, 4096);
+  EXPECT_EQ(out.events[1].start_ns, 1'700'000'000'000'000'200);
+}
+
+TEST(FrameCodec, CaptureControlRoundTrips) {
+  EXPECT_EQ(std::get<CaptureOpenMsg>(round_trip(CaptureOpenMsg{3, 100, 200})).end_ns, 200);
+  EXPECT_EQ(std::get<CaptureCloseMsg>(round_trip(CaptureCloseMsg{3})).session, 3u);
+  EXPECT_EQ(std::get<CaptureDoneMsg>(round_trip(CaptureDoneMsg{3, 17})).dropped_events, 17u);
+}
+
+TEST(FrameCodec, RejectsBadHeaders) {
+  std::string frame;
+  encode_frame(CaptureCloseMsg{1}, frame);
+  std::string error;
+  std::string bad = frame;
+  bad[6] = 'x';
+  EXPECT_FALSE(decode_header(std::string_view(bad).substr(0, 8), error));
+  EXPECT_NE(error.find("magic"), std::string::npos);
+
+  bad = frame;
+  bad[4] = 99;  // type 99
+  EXPECT_FALSE(decode_header(std::string_view(bad).substr(0, 8), error));
+  EXPECT_NE(error.find("unknown frame type 99"), std::string::npos);
+
+  bad = frame;
+  bad[3] = 0x7f;  // ~2 GB payload
+  EXPECT_FALSE(decode_header(std::string_view(bad).substr(0, 8), error));
+  EXPECT_NE(error.find("exceeds the maximum"), std::string::npos);
+
+  EXPECT_FALSE(decode_header("abc", error));
+  EXPECT_NE(error.find("truncated"), std::string::npos);
+}
+
+TEST(FrameCodec, RejectsMalformedPayloads) {
+  std::string error;
+  std::string frame;
+  encode_frame(RegisterMsg{kProtocolVersion, 1, "p", "j", {0}}, frame);
+  const std::string payload = frame.substr(kFrameHeaderBytes);
+  // Truncated at every length: never a crash, always an error.
+  for (size_t n = 0; n < payload.size(); ++n) {
+    EXPECT_FALSE(decode_payload(FrameType::kRegister, std::string_view(payload).substr(0, n), error)) << n;
+  }
+  EXPECT_FALSE(decode_payload(FrameType::kRegister, payload + "zz", error));
+  EXPECT_NE(error.find("trailing"), std::string::npos);
+
+  // A count the frame cannot hold is rejected before anything is allocated.
+  std::string hostile(4, '\xff');
+  EXPECT_FALSE(decode_payload(FrameType::kSteps, hostile, error));
+  EXPECT_NE(error.find("steps.count"), std::string::npos);
+
+  EventsMsg m;
+  m.events.push_back({EventKind::kSend, 1, 1, 0, 10, 10, 0});
+  frame.clear();
+  encode_frame(m, frame);
+  std::string bad = frame.substr(kFrameHeaderBytes);
+  bad[bad.size() - kEncodedEventBytes] = 42;  // event kind
+  EXPECT_FALSE(decode_payload(FrameType::kEvents, bad, error));
+  EXPECT_NE(error.find("unknown kind 42"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace podscope::local

@@ -1,0 +1,116 @@
+// The streaming XSpace reader: the same planes as a whole-message parse, lines left out by the filter
+// without losing the plane's other fields, the header fields, and errors that name the file.
+#include "proto/xspace/xspace_stream_reader.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "google/protobuf/util/message_differencer.h"
+#include "proto/xspace/names.h"
+#include "proto/xspace/xplane_builder.h"
+
+namespace podscope::xspace {
+namespace {
+
+namespace fs = std::filesystem;
+using google::protobuf::util::MessageDifferencer;
+
+class StreamReaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = fs::temp_directory_path() / ("podscope_stream_" + std::to_string(::getpid()) + "_" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+                                         ".xplane.pb");
+    XPlaneBuilder host(find_or_add_plane(space_, kHostPlaneName, 0));
+    host.stats().add(kHostNameStat, std::string_view("h0")).add(kClockOffsetStat, int64_t{-42});
+    host.line_named("python3").add_event("train", 1'000, 500);
+    XPlaneBuilder gpu(find_or_add_plane(space_, "/device:GPU:3", 7));
+    gpu.line_named("Stream #1(Compute)").add_event("kernel", 2'000, 100).add(kFlopsStat, int64_t{9});
+    gpu.line_named("TensorFlow Ops").add_event("op", 2'000, 100);
+    gpu.line_named(kStepsLineName).add_event("0", 1'900, 300);
+    space_.add_hostnames(std::string("h0"));
+    space_.add_warnings(std::string("w"));
+    std::ofstream out(path_, std::ios::binary);
+    ASSERT_TRUE(space_.SerializeToOstream(&out));
+  }
+  void TearDown() override { fs::remove(path_); }
+
+  std::vector<tensorflow::profiler::XPlane> read_all(const XLineFilter& filter, XSpaceHeader* header = nullptr) {
+    std::vector<tensorflow::profiler::XPlane> planes;
+    const absl::Status status = read_xspace_planes(
+        path_,
+        [&](const tensorflow::profiler::XPlane& p) {
+          planes.push_back(p);
+          return absl::OkStatus();
+        },
+        header, filter);
+    EXPECT_TRUE(status.ok()) << status;
+    return planes;
+  }
+
+  fs::path path_;
+  tensorflow::profiler::XSpace space_;
+};
+
+TEST_F(StreamReaderTest, WithoutFilterPlanesEqualAWholeParse) {
+  XSpaceHeader header;
+  const auto planes = read_all(nullptr, &header);
+  ASSERT_EQ(planes.size(), 2u);
+  EXPECT_TRUE(MessageDifferencer::Equals(planes[0], space_.planes(0)));
+  EXPECT_TRUE(MessageDifferencer::Equals(planes[1], space_.planes(1)));
+  EXPECT_EQ(header.hostnames, std::vector<std::string>{"h0"});
+  EXPECT_EQ(header.warnings, std::vector<std::string>{"w"});
+}
+
+TEST_F(StreamReaderTest, AFilterThatKeepsEverythingChangesNothing) {
+  const auto planes = read_all([](std::string_view, std::string_view) { return true; });
+  ASSERT_EQ(planes.size(), 2u);
+  EXPECT_TRUE(MessageDifferencer::Equals(planes[0], space_.planes(0)));
+  EXPECT_TRUE(MessageDifferencer::Equals(planes[1], space_.planes(1)));
+}
+
+TEST_F(StreamReaderTest, RejectedLinesAreLeftOutAndTheRestKept) {
+  const auto planes = read_all([](std::string_view plane, std::string_view line) {
+    return plane != kHostPlaneName && line != "TensorFlow Ops";
+  });
+  ASSERT_EQ(planes.size(), 2u);
+  EXPECT_EQ(planes[0].lines_size(), 0);
+  EXPECT_EQ(planes[0].stats_size(), 2);  // plane stats and metadata survive
+  EXPECT_EQ(planes[0].stat_metadata_size(), space_.planes(0).stat_metadata_size());
+  ASSERT_EQ(planes[1].lines_size(), 2);
+  EXPECT_EQ(planes[1].id(), 7);
+  EXPECT_EQ(planes[1].name(), "/device:GPU:3");
+  EXPECT_TRUE(MessageDifferencer::Equals(planes[1].lines(0), space_.planes(1).lines(0)));
+  EXPECT_TRUE(MessageDifferencer::Equals(planes[1].lines(1), space_.planes(1).lines(2)));
+  EXPECT_EQ(planes[1].event_metadata_size(), space_.planes(1).event_metadata_size());
+}
+
+TEST_F(StreamReaderTest, TruncatedFileIsDataLossNamingTheFile) {
+  const auto size = fs::file_size(path_);
+  fs::resize_file(path_, size - 5);
+  const absl::Status status =
+      read_xspace_planes(path_, [](const tensorflow::profiler::XPlane&) { return absl::OkStatus(); });
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(std::string(status.message()).find(path_.string()), std::string::npos) << status;
+}
+
+TEST_F(StreamReaderTest, CallbackErrorStopsTheRead) {
+  int calls = 0;
+  const absl::Status status = read_xspace_planes(path_, [&](const tensorflow::profiler::XPlane&) {
+    ++calls;
+    return absl::CancelledError("enough");
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(StreamReader, MissingFileIsNotFound) {
+  const absl::Status status = read_xspace_planes("/nonexistent/x.xplane.pb",
+                                                 [](const tensorflow::profiler::XPlane&) { return absl::OkStatus(); });
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace podscope::xspace
