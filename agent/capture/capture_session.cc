@@ -51,10 +51,21 @@ void fill_profile_defaults(tensorflow::ProfileRequest& request) {
   }
 }
 
+int64_t duration_or_default_ms(uint64_t requested_ms) {
+  if (requested_ms == 0) return 1000;
+  return requested_ms > static_cast<uint64_t>(INT64_MAX / 1'000'000) ? INT64_MAX / 1'000'000
+                                                                      : static_cast<int64_t>(requested_ms);
+}
+
 int64_t requested_duration_ms(const tensorflow::ProfileRequest& request) {
-  const uint64_t ms = request.opts().duration_ms() != 0 ? request.opts().duration_ms() : request.duration_ms();
-  if (ms == 0) return 1000;
-  return ms > static_cast<uint64_t>(INT64_MAX / 1'000'000) ? INT64_MAX / 1'000'000 : static_cast<int64_t>(ms);
+  return duration_or_default_ms(request.opts().duration_ms() != 0 ? request.opts().duration_ms()
+                                                                   : request.duration_ms());
+}
+
+absl::Status check_duration_limit(int64_t duration_ms, const CaptureLimits& limits) {
+  if (duration_ms <= limits.max_duration_ms) return absl::OkStatus();
+  return absl::InvalidArgumentError("duration_ms " + std::to_string(duration_ms) + " exceeds the agent's limit " +
+                                    "max_duration_ms=" + std::to_string(limits.max_duration_ms));
 }
 
 absl::StatusOr<std::string> resolve_capture_file(const std::string& configured_root, const std::string& requested_dir,
@@ -126,78 +137,114 @@ absl::StatusOr<CaptureResult> CaptureSessions::run(tensorflow::ProfileRequest re
                                                    const std::function<bool()>& cancelled) {
   fill_profile_defaults(request);
   const int64_t now = clock_.now_ns();
-  const int64_t duration_ms = requested_duration_ms(request);
-  CaptureLimits limits = this->limits();
-  if (duration_ms > limits.max_duration_ms) {
-    return absl::InvalidArgumentError("duration_ms " + std::to_string(duration_ms) + " exceeds the agent's limit " +
-                                      "max_duration_ms=" + std::to_string(limits.max_duration_ms));
-  }
-  const int64_t start_request = static_cast<int64_t>(request.opts().start_timestamp_ns());
-  if (start_request > now + limits.max_duration_ms * 1'000'000) {
-    return absl::InvalidArgumentError("opts.start_timestamp_ns " + std::to_string(start_request) + " is " +
-                                      std::to_string((start_request - now) / 1'000'000) +
+  const CaptureLimits limits = this->limits();
+  absl::StatusOr<CapturePlan> plan = plan_capture(request, now, limits);
+  if (!plan.ok()) return plan.status();
+  if (absl::Status claimed = claim(plan->session_id); !claimed.ok()) return claimed;
+
+  CaptureResult result;
+  result.session_id = plan->session_id;
+  const std::string end_reason = gather(*plan, request, now, cancelled, result.space);
+  result.empty_trace = !has_events(result.space);
+  write_to_repository(request, limits, result);
+  PODSCOPE_LOG(kInfo) << "capture " << result.session_id << " done" << (end_reason.empty() ? "" : " (" + end_reason + ")")
+                      << (result.written_path.empty() ? "" : ", wrote " + result.written_path);
+  release();
+  return result;
+}
+
+absl::StatusOr<CapturePlan> CaptureSessions::plan_capture(const tensorflow::ProfileRequest& request, int64_t now,
+                                                          const CaptureLimits& limits) {
+  CapturePlan plan;
+  plan.duration_ms = requested_duration_ms(request);
+  if (absl::Status s = check_duration_limit(plan.duration_ms, limits); !s.ok()) return s;
+  plan.start_ns = static_cast<int64_t>(request.opts().start_timestamp_ns());
+  if (plan.start_ns > now + limits.max_duration_ms * 1'000'000) {
+    return absl::InvalidArgumentError("opts.start_timestamp_ns " + std::to_string(plan.start_ns) + " is " +
+                                      std::to_string((plan.start_ns - now) / 1'000'000) +
                                       " ms ahead of the agent's clock; at most max_duration_ms=" +
                                       std::to_string(limits.max_duration_ms) + " ahead is accepted");
   }
-  CaptureResult result;
-  result.session_id = !request.session_id().empty()       ? request.session_id()
-                      : !request.opts().session_id().empty() ? request.opts().session_id()
-                                                              : default_session_id(now);
-  if (!is_safe_file_name(result.session_id)) {
-    return absl::InvalidArgumentError("session_id '" + result.session_id +
+  plan.session_id = !request.session_id().empty()       ? request.session_id()
+                    : !request.opts().session_id().empty() ? request.opts().session_id()
+                                                            : default_session_id(now);
+  if (!is_safe_file_name(plan.session_id)) {
+    return absl::InvalidArgumentError("session_id '" + plan.session_id +
                                       "' must be a single path component (no '/', not '.' or '..')");
   }
+  return plan;
+}
 
-  std::unique_lock lock(mu_);
+absl::Status CaptureSessions::claim(const std::string& session_id) {
+  std::lock_guard lock(mu_);
   if (shutting_down_) return absl::UnavailableError("agent is shutting down; no new captures");
   if (running_) {
     return absl::AlreadyExistsError("a capture is already running on this agent: session '" + running_id_ +
                                     "'; one capture at a time");
   }
   running_ = true;
-  running_id_ = result.session_id;
+  running_id_ = session_id;
   end_reason_.clear();
+  return absl::OkStatus();
+}
 
+std::string CaptureSessions::gather(const CapturePlan& plan, const tensorflow::ProfileRequest& request, int64_t now,
+                                    const std::function<bool()>& cancelled, tensorflow::profiler::XSpace& space) {
   std::vector<std::string> warnings;
-  if (start_request > 0 && start_request < now) {
-    warnings.push_back("requested start " + std::to_string(start_request) + " was " +
-                       std::to_string((now - start_request) / 1'000'000) +
+  if (plan.start_ns > 0 && plan.start_ns < now) {
+    warnings.push_back("requested start " + std::to_string(plan.start_ns) + " was " +
+                       std::to_string((now - plan.start_ns) / 1'000'000) +
                        " ms in the past on the agent's clock; the capture started on arrival");
   }
-  const bool reached_start = start_request <= now || wait_until(start_request, cancelled, lock);
+  std::unique_lock lock(mu_);
+  const bool reached_start = plan.start_ns <= now || wait_until(plan.start_ns, cancelled, lock);
   std::string end_reason;
   if (reached_start) {
     lock.unlock();
-    CaptureWindow window;
-    window.session_id = result.session_id;
-    window.start_ns = sample_now_();
-    window.planned_end_ns = window.start_ns + duration_ms * 1'000'000;
-    window.request = request;
-    for (CaptureSource* s : sources_) s->open(window);
-    PODSCOPE_LOG(kInfo) << "capture " << result.session_id << " started, " << duration_ms << " ms";
-    lock.lock();
-    wait_until(window.planned_end_ns, cancelled, lock);
-    end_reason = shutting_down_ && end_reason_.empty() ? "agent shutting down" : end_reason_;
-    lock.unlock();
-    const int64_t end_ns = sample_now_();
-    for (CaptureSource* s : sources_) s->close(end_ns);
-    tensorflow::profiler::XSpace& space = result.space;
-    space.add_hostnames(host_name_);
-    for (CaptureSource* s : sources_) s->collect(space);
-    xspace::XPlaneBuilder(xspace::find_or_add_plane(space, xspace::kHostPlaneName))
-        .stats()
-        .add(xspace::kCaptureStartStat, window.start_ns)
-        .add(xspace::kCaptureEndStat, end_ns);
+    end_reason = run_window(plan, request, cancelled, space);
+    if (!end_reason.empty()) warnings.push_back("capture ended early: " + end_reason);
   } else {
-    end_reason = shutting_down_ && end_reason_.empty() ? "agent shutting down" : end_reason_;
+    end_reason = ended_because();
     lock.unlock();
-    result.space.add_hostnames(host_name_);
+    space.add_hostnames(host_name_);
     warnings.push_back("capture ended before its start time (" + end_reason + ")");
   }
-  if (!end_reason.empty() && reached_start) warnings.push_back("capture ended early: " + end_reason);
-  for (std::string& w : warnings) result.space.add_warnings(std::move(w));
-  result.empty_trace = !has_events(result.space);
+  for (std::string& w : warnings) space.add_warnings(std::move(w));
+  return end_reason;
+}
 
+std::string CaptureSessions::run_window(const CapturePlan& plan, const tensorflow::ProfileRequest& request,
+                                        const std::function<bool()>& cancelled, tensorflow::profiler::XSpace& space) {
+  CaptureWindow window;
+  window.session_id = plan.session_id;
+  window.start_ns = sample_now_();
+  window.planned_end_ns = window.start_ns + plan.duration_ms * 1'000'000;
+  window.request = request;
+  for (CaptureSource* s : sources_) s->open(window);
+  PODSCOPE_LOG(kInfo) << "capture " << plan.session_id << " started, " << plan.duration_ms << " ms";
+  std::string end_reason;
+  {
+    std::unique_lock lock(mu_);
+    wait_until(window.planned_end_ns, cancelled, lock);
+    end_reason = ended_because();
+  }
+  const int64_t end_ns = sample_now_();
+  for (CaptureSource* s : sources_) s->close(end_ns);
+  space.add_hostnames(host_name_);
+  for (CaptureSource* s : sources_) s->collect(space);
+  xspace::XPlaneBuilder(xspace::find_or_add_plane(space, xspace::kHostPlaneName))
+      .stats()
+      .add(xspace::kCaptureStartStat, window.start_ns)
+      .add(xspace::kCaptureEndStat, end_ns);
+  return end_reason;
+}
+
+std::string CaptureSessions::ended_because() const {
+  return shutting_down_ && end_reason_.empty() ? "agent shutting down" : end_reason_;
+}
+
+void CaptureSessions::write_to_repository(const tensorflow::ProfileRequest& request, const CaptureLimits& limits,
+                                          CaptureResult& result) const {
   const std::string& requested_dir =
       !request.opts().repository_path().empty() ? request.opts().repository_path() : request.repository_root();
   absl::StatusOr<std::string> file = resolve_capture_file(limits.repository_root, requested_dir, result.session_id,
@@ -207,25 +254,25 @@ absl::StatusOr<CaptureResult> CaptureSessions::run(tensorflow::ProfileRequest re
     if (!requested_dir.empty() || !limits.repository_root.empty()) {
       result.space.add_warnings(std::string(file.status().message()));
     }
-  } else {
-    std::string bytes;
-    result.space.SerializeToString(&bytes);
-    if (absl::Status s = write_file_atomically(*file, bytes); s.ok()) {
-      result.written_path = *file;
-    } else {
-      result.space.add_warnings("not written to disk: " + std::string(s.message()));
-    }
+    return;
   }
-  PODSCOPE_LOG(kInfo) << "capture " << result.session_id << " done" << (end_reason.empty() ? "" : " (" + end_reason + ")")
-                      << (result.written_path.empty() ? "" : ", wrote " + result.written_path);
+  std::string bytes;
+  result.space.SerializeToString(&bytes);
+  if (absl::Status s = write_file_atomically(*file, bytes); s.ok()) {
+    result.written_path = *file;
+  } else {
+    result.space.add_warnings("not written to disk: " + std::string(s.message()));
+  }
+}
 
-  lock.lock();
-  running_ = false;
-  running_id_.clear();
-  ++served_;
-  lock.unlock();
+void CaptureSessions::release() {
+  {
+    std::lock_guard lock(mu_);
+    running_ = false;
+    running_id_.clear();
+    ++served_;
+  }
   cv_.notify_all();
-  return result;
 }
 
 absl::Status CaptureSessions::terminate(const std::string& session_id) {

@@ -31,15 +31,27 @@ struct CaptureResult {
   std::string written_path;  // empty when not written
 };
 
-// TF servers' defaults for a request whose opts.version is 0, and duration 0 → 1000 ms.
+// TF servers' defaults for a request whose opts.version is 0.
 void fill_profile_defaults(tensorflow::ProfileRequest& request);
+// A requested duration as Profile and Monitor read it: 0 → 1000 ms (TF's default).
+int64_t duration_or_default_ms(uint64_t requested_ms);
+// A Profile's duration: opts.duration_ms, else duration_ms.
 int64_t requested_duration_ms(const tensorflow::ProfileRequest& request);
+// The one duration limit of Profile and Monitor: INVALID_ARGUMENT naming the duration and max_duration_ms.
+absl::Status check_duration_limit(int64_t duration_ms, const CaptureLimits& limits);
 
 // Where the capture's file would go: `<dir>/<session_id>/<host>.xplane.pb` with <dir> the requested path
 // (opts.repository_path, else repository_root) resolved against the configured root. An error says why
 // nothing is written (no root configured, or the path escapes it).
 absl::StatusOr<std::string> resolve_capture_file(const std::string& configured_root, const std::string& requested_dir,
                                                  const std::string& session_id, const std::string& host_name);
+
+// A validated request: what run() captures.
+struct CapturePlan {
+  std::string session_id;
+  int64_t duration_ms = 0;
+  int64_t start_ns = 0;  // opts.start_timestamp_ns on the agent's clock; 0: on arrival
+};
 
 class CaptureSessions {
  public:
@@ -65,8 +77,25 @@ class CaptureSessions {
   uint64_t captures_served() const;
 
  private:
+  // The phases of run(): validate, claim the one running slot, wait for the start and gather the window,
+  // write the file where the agent is configured for it, release the slot.
+  static absl::StatusOr<CapturePlan> plan_capture(const tensorflow::ProfileRequest& request, int64_t now,
+                                                  const CaptureLimits& limits);
+  absl::Status claim(const std::string& session_id);
+  // Waits for the start, runs the window and adds the capture's own warnings; returns why it ended early ("").
+  std::string gather(const CapturePlan& plan, const tensorflow::ProfileRequest& request, int64_t now,
+                     const std::function<bool()>& cancelled, tensorflow::profiler::XSpace& space);
+  // Opens every source at one sampling pass, waits for the end, closes them all at another and collects.
+  std::string run_window(const CapturePlan& plan, const tensorflow::ProfileRequest& request,
+                         const std::function<bool()>& cancelled, tensorflow::profiler::XSpace& space);
+  void write_to_repository(const tensorflow::ProfileRequest& request, const CaptureLimits& limits,
+                           CaptureResult& result) const;
+  void release();
+
   // Waits until `deadline_ns` (agent clock) or an end request; false when ended early.
   bool wait_until(int64_t deadline_ns, const std::function<bool()>& cancelled, std::unique_lock<std::mutex>& lock);
+  // Why the running capture ends early ("" when it does not); with mu_ held.
+  std::string ended_because() const;
 
   const Clock& clock_;
   std::string host_name_;

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "agent/capture/host_series_source.h"
+#include "agent/capture/monitor_report.h"
 #include "agent/series/series_store.h"
-#include "agent/service/profiler_service.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xplane_reader.h"

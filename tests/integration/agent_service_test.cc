@@ -215,6 +215,25 @@ TEST(AgentService, DurationAboveTheLimitIsInvalidArgumentNamingTheLimit) {
   EXPECT_EQ(profile(agent, r).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+TEST(AgentService, MonitorOverTheLimitIsRefusedWithTheCodeAndWordsOfAProfile) {
+  AgentProcess agent({"--max_duration_ms", "500"});
+  auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
+  // Above the limit, and the default duration (0 → 1000 ms) above a 500 ms limit.
+  for (uint64_t ms : {uint64_t{2001}, uint64_t{0}}) {
+    const ProfileOutcome profiled = profile(agent, request_ms(ms));
+    grpc::ClientContext c;
+    tensorflow::MonitorRequest m;
+    m.set_duration_ms(ms);
+    m.set_monitoring_level(1);
+    tensorflow::MonitorResponse r;
+    const grpc::Status monitored = stub->Monitor(&c, m, &r);
+    EXPECT_EQ(monitored.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << ms;
+    EXPECT_EQ(monitored.error_code(), profiled.status.error_code()) << ms;
+    EXPECT_EQ(monitored.error_message(), profiled.status.error_message()) << ms;
+    EXPECT_NE(monitored.error_message().find("max_duration_ms=500"), std::string::npos) << monitored.error_message();
+  }
+}
+
 TEST(AgentService, CaptureIsWrittenAtomicallyInsideTheRepositoryRootOnly) {
   const std::string root = AgentProcess::make_temp_dir();
   const std::string outside = AgentProcess::make_temp_dir();
