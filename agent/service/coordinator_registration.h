@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "agent/agent.h"
+#include "agent/lifecycle_component.h"
 
 namespace podscope::agent {
 
@@ -23,7 +23,7 @@ struct RegistrationSettings {
   int64_t retry_interval_ms = 1000;
 };
 
-class CoordinatorRegistration final : public AgentComponent {
+class CoordinatorRegistration final : public LifecycleComponent {
  public:
   explicit CoordinatorRegistration(RegistrationSettings settings) : settings_(std::move(settings)) {}
   ~CoordinatorRegistration() override { stop(); }

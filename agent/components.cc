@@ -1,0 +1,196 @@
+#include "agent/components.h"
+
+#include "agent/capture/capture_session.h"
+#include "agent/capture/host_series_source.h"
+#include "agent/capture/monitor_report.h"
+#include "agent/collectors/clock_health_collector.h"
+#include "agent/collectors/cpu_collector.h"
+#include "agent/collectors/host_collectors.h"
+#include "agent/collectors/sampler.h"
+#include "agent/devices/nvml_collector.h"
+#include "agent/devices/tpu_chips.h"
+#include "agent/devices/tpu_metric_client.h"
+#include "agent/devices/tpu_runtime_collector.h"
+#include "agent/devices/upstream_source.h"
+#include "agent/local/client_registry.h"
+#include "agent/local/local_clients_source.h"
+#include "agent/local/local_socket_component.h"
+#include "agent/local/process_collector.h"
+#include "agent/series/series_store.h"
+#include "agent/service/agent_service.h"
+#include "agent/service/coordinator_registration.h"
+#include "agent/service/metrics_exporter.h"
+#include "agent/service/profiler_service.h"
+#include "agent/steps/step_metrics.h"
+
+namespace podscope::agent {
+namespace {
+
+// --- collectors on the sampling pass ---
+
+std::vector<std::unique_ptr<Collector>> make_host(AgentParts& parts) {
+  HostCollectors host = make_host_collectors();
+  parts.cpu = host.cpu;
+  parts.clock_health = host.clock_health;
+  return std::move(host.all);
+}
+
+std::vector<std::unique_ptr<Collector>> make_process(AgentParts& parts) {
+  std::vector<std::unique_ptr<Collector>> collectors;
+  collectors.push_back(std::make_unique<ProcessCollector>(parts.local_clients));
+  return collectors;
+}
+
+// --- collectors on threads of their own ---
+// Both device collectors always run: each reports "unavailable: <reason>" on hosts without its device.
+
+ThreadedCollector make_tpu_runtime(AgentParts& parts) {
+  auto tpu = std::make_unique<TpuRuntimeCollector>(std::make_unique<TpuMetricClient>(parts.config.tpu_metrics_addr),
+                                                   discover_tpu_chips());
+  parts.device_utilization.push_back(tpu.get());
+  // Every second from startup: the runtime comes up with the training job.
+  return {std::move(tpu), std::chrono::seconds(1)};
+}
+
+ThreadedCollector make_nvml(AgentParts& parts) {
+  auto nvml = std::make_unique<NvmlCollector>();
+  parts.device_utilization.push_back(nvml.get());
+  return {std::move(nvml), std::chrono::milliseconds(parts.config.sample_interval_ms)};
+}
+
+// --- capture sources ---
+
+std::unique_ptr<CaptureSource> make_local_clients_source(AgentParts& parts) {
+  StepMetrics& step_metrics = *parts.step_metrics;
+  return std::make_unique<LocalClientsSource>(
+      parts.local_clients, parts.clock, [&step_metrics](uint64_t dropped) { step_metrics.add_dropped_events(dropped); });
+}
+
+std::unique_ptr<CaptureSource> make_upstream(AgentParts& parts) {
+  if (parts.config.upstream.empty()) return nullptr;
+  return std::make_unique<UpstreamSource>(parts.config.upstream);
+}
+
+std::unique_ptr<CaptureSource> make_host_series(AgentParts& parts) {
+  return std::make_unique<HostSeriesSource>(*parts.series, HostDescription::of_this_host(parts.host_name),
+                                            parts.collectors);
+}
+
+// --- gRPC services ---
+
+podscope::v1::CollectorStatus::State to_proto(CollectorState::State s) {
+  switch (s) {
+    case CollectorState::State::kOk: return podscope::v1::CollectorStatus::OK;
+    case CollectorState::State::kDegraded: return podscope::v1::CollectorStatus::DEGRADED;
+    case CollectorState::State::kUnavailable: return podscope::v1::CollectorStatus::UNAVAILABLE;
+  }
+  return podscope::v1::CollectorStatus::UNKNOWN;
+}
+
+void fill_status(const AgentParts& parts, podscope::v1::AgentStatus& status) {
+  status.set_host_name(parts.host_name);
+  status.set_version(PODSCOPE_VERSION);
+  status.set_start_time_ns(parts.start_time_ns);
+  for (const Collector* c : parts.collectors) {
+    const CollectorState state = c->status();
+    podscope::v1::CollectorStatus* s = status.add_collectors();
+    s->set_name(std::string(c->name()));
+    s->set_state(to_proto(state.state));
+    s->set_reason(state.reason);
+  }
+  const ClockHealth clock = parts.clock_health->health();
+  status.set_clock_synchronized(clock.synchronized);
+  status.set_clock_detail(clock.detail);
+  status.set_capture_session_id(parts.captures->running_session());
+  status.add_capabilities("tensorflow.ProfilerService");
+  status.add_capabilities("podscope.v1.Agent");
+  for (const LocalClientInfo& c : parts.local_clients->clients()) {
+    podscope::v1::LocalClient* out = status.add_clients();
+    out->set_pid(c.pid);
+    out->set_program(c.program);
+    out->set_job(c.job);
+    for (int32_t core : c.cores) out->add_core_ids(core);
+    out->set_dropped_events(c.dropped_events);
+  }
+}
+
+std::unique_ptr<grpc::Service> make_agent_service(AgentParts& parts) {
+  return std::make_unique<AgentServiceImpl>(parts.clock,
+                                            [&parts](podscope::v1::AgentStatus& s) { fill_status(parts, s); });
+}
+
+std::unique_ptr<grpc::Service> make_profiler_service(AgentParts& parts) {
+  Sampler& sampler = *parts.sampler;
+  MonitorReporter monitor(*parts.captures, *parts.cpu, parts.device_utilization,
+                          [&sampler] { return sampler.run_pass(); }, parts.step_tracker, parts.clock);
+  return std::make_unique<ProfilerServiceImpl>(*parts.captures, std::move(monitor), *parts.request_metrics);
+}
+
+// --- lifecycle components ---
+
+std::unique_ptr<LifecycleComponent> make_local_socket(AgentParts& parts) {
+  LocalSocketSettings settings{parts.config.socket, parts.config.socket_group, parts.config.socket_trusted_uids};
+  return std::make_unique<LocalSocketComponent>(parts.io, std::move(settings), *parts.local_clients, parts.clock,
+                                                parts.step_tracker, *parts.step_metrics);
+}
+
+std::unique_ptr<LifecycleComponent> make_coordinator_registration(AgentParts& parts) {
+  if (parts.config.coordinator.empty()) return nullptr;
+  RegistrationSettings registration;
+  registration.coordinator = parts.config.coordinator;
+  registration.host_name = parts.host_name;
+  registration.job = parts.config.job;
+  registration.advertised_address = [&parts] {
+    return advertised_agent_address(parts.config.listen, parts.grpc_port, parts.host_name);
+  };
+  return std::make_unique<CoordinatorRegistration>(std::move(registration));
+}
+
+constexpr ComponentEntry kComponents[] = {
+    // Collectors on the sampling pass: cheap, never blocking.
+    {"host", "CPU, memory, network, disk, load average (/proc) and clock health (adjtimex) of this host", &make_host},
+    {"process", "CPU time and resident memory of each annotated process (/proc/<pid>)", &make_process},
+    // Collectors whose source can block, each on its own thread. Their order is Monitor's preference.
+    {"tpu_runtime", "TPU duty cycle and HBM from libtpu's runtime metric service (tpu_metrics_addr)",
+     &make_tpu_runtime},
+    {"nvml", "NVIDIA GPUs through NVML: utilization, memory, power, clocks, PCIe and NVLink", &make_nvml},
+    // Capture sources: every capture window opens, closes and gathers each of them, in this order.
+    {"local_clients", "events, steps and device planes of annotated processes", &make_local_clients_source},
+    {"upstream", "traces of framework profiler servers (TF/JAX) listed in `upstream`", &make_upstream},
+    {"host_series", "the window's sampled series as counter tracks, host stats, collector warnings",
+     &make_host_series},
+    // gRPC services on `listen`.
+    {"agent_service", "podscope.v1.Agent: Ping (clock sync), GetStatus", &make_agent_service},
+    {"profiler_service", "tensorflow.ProfilerService: Profile, Terminate, Monitor", &make_profiler_service},
+    // Lifecycle components: started once the servers serve, stopped in reverse order.
+    {"local_socket", "the Unix socket annotated processes connect to (`socket`)", &make_local_socket},
+    {"coordinator_registration", "registration and heartbeats with podscope-coordinator (`coordinator`)",
+     &make_coordinator_registration},
+};
+
+}  // namespace
+
+AgentParts::AgentParts(const AgentConfig& config)
+    : config(config),
+      host_name(effective_host_name(config)),
+      clock(config.clock_offset_ns),
+      start_time_ns(clock.now_ns()),
+      registry(std::make_shared<prometheus::Registry>()),
+      series(std::make_unique<SeriesStore>(*registry, host_name,
+                                           SeriesStore::capacity_for(config.max_duration_ms,
+                                                                     config.sample_interval_ms))),
+      sampler(std::make_unique<Sampler>(io, clock, *series, *registry, host_name,
+                                        std::chrono::milliseconds(config.sample_interval_ms))),
+      captures(std::make_unique<CaptureSessions>(clock, host_name, [this] { return sampler->run_pass(); })),
+      request_metrics(std::make_unique<RequestMetrics>(*registry, host_name)),
+      local_clients(std::make_shared<ClientRegistry>()),
+      step_metrics(std::make_unique<StepMetrics>(*registry, host_name)) {
+  register_build_info(*registry, host_name, PODSCOPE_VERSION);
+  captures->set_limits({config.max_duration_ms, config.repository_root});
+}
+
+AgentParts::~AgentParts() = default;
+
+std::span<const ComponentEntry> agent_components() { return kComponents; }
+
+}  // namespace podscope::agent
