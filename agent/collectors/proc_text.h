@@ -1,5 +1,6 @@
-// Reading and tokenizing /proc text files without allocating in the steady state: ProcFile keeps the file
-// open and its buffer between passes (procfs regenerates the text on every read from offset 0).
+// Reading and tokenizing /proc and /sys text files — the agent's one way to read them — without allocating in
+// the steady state: ProcFile keeps the file open and its buffer between passes (procfs and sysfs regenerate the
+// text on every read from offset 0; a read that fails closes the file, so the next one opens it afresh).
 #pragma once
 
 #include <charconv>

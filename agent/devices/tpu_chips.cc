@@ -1,19 +1,21 @@
 #include "agent/devices/tpu_chips.h"
 
 #include <algorithm>
-#include <fstream>
 #include <system_error>
+
+#include "agent/collectors/proc_text.h"
 
 namespace podscope::agent {
 namespace {
 
 constexpr std::string_view kGoogleVendorId = "0x1ae0";
 
-std::string read_trimmed(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::string value;
-  in >> value;
-  return value;
+// The first word of a sysfs attribute ("0x1ae0\n" → "0x1ae0"); empty when it cannot be read.
+std::string first_word(const std::filesystem::path& path) {
+  ProcFile file(path.string());
+  std::string_view text, line, word;
+  if (!file.read(text).ok() || !next_line(text, line) || !next_field(line, word)) return "";
+  return std::string(word);
 }
 
 // Device ids as Google's TPU VMs expose them; v2 and v3 share one device id and differ by subsystem.
@@ -57,9 +59,9 @@ TpuHostInventory discover_tpu_chips(const std::filesystem::path& pci_devices_dir
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(pci_devices_dir, ec)) {
     const auto& dir = entry.path();
-    if (read_trimmed(dir / "vendor") != kGoogleVendorId) continue;
+    if (first_word(dir / "vendor") != kGoogleVendorId) continue;
     inventory.chips.push_back(
-        identify(dir.filename().string(), read_trimmed(dir / "device"), read_trimmed(dir / "subsystem_device")));
+        identify(dir.filename().string(), first_word(dir / "device"), first_word(dir / "subsystem_device")));
   }
   std::sort(inventory.chips.begin(), inventory.chips.end(),
             [](const TpuChip& a, const TpuChip& b) { return a.pci_address < b.pci_address; });

@@ -1,26 +1,33 @@
 #include "agent/local/process_collector.h"
 
-#include <fcntl.h>
 #include <unistd.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 #include "proto/xspace/names.h"
 
 namespace podscope::agent {
 namespace {
 
-// Reads a small /proc file into `buf` without allocating; returns the bytes read (0 when it is gone).
-size_t read_small_file(const char* path, char* buf, size_t size) {
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  const ssize_t n = ::read(fd, buf, size - 1);
-  ::close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  return static_cast<size_t>(n);
+// utime and stime (fields 14 and 15 of /proc/<pid>/stat) in clock ticks. The fields are counted after the
+// command name, which is in parentheses and may hold spaces: the first after it is the state (field 3).
+bool parse_cpu_ticks(std::string_view stat, uint64_t& ticks) {
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string_view::npos) return false;
+  std::string_view rest = stat.substr(paren + 1);
+  std::string_view field;
+  for (int i = 3; i < 14; ++i) {
+    if (!next_field(rest, field)) return false;
+  }
+  uint64_t utime = 0, stime = 0;
+  if (!next_field(rest, field) || !parse_number(field, utime)) return false;
+  if (!next_field(rest, field) || !parse_number(field, stime)) return false;
+  ticks = utime + stime;
+  return true;
+}
+
+// The resident set in pages: the second field of /proc/<pid>/statm.
+bool parse_resident_pages(std::string_view statm, uint64_t& pages) {
+  std::string_view field;
+  return next_field(statm, field) && next_field(statm, field) && parse_number(field, pages);
 }
 
 }  // namespace
@@ -35,45 +42,38 @@ void ProcessCollector::sample(int64_t now_ns, SampleSink& sink) {
   registry_->registered_pids(pids_);
   for (int32_t pid : pids_) {
     auto it = series_.find(pid);
-    if (it == series_.end()) {
-      std::string program;
-      for (const auto& c : registry_->clients())
-        if (c.pid == pid) program = c.program;
-      const std::vector<std::pair<std::string, std::string>> labels{{"pid", std::to_string(pid)}, {"program", program}};
-      const std::string track = program + " (" + std::to_string(pid) + ")";
-      Series s;
-      s.cpu_seconds = sink.declare({"podscope_process_cpu_seconds_total", "CPU time of an annotated process",
-                                    SeriesSpec::Kind::kCounter, labels, std::string(xspace::kHostPlaneName),
-                                    track + " cpu seconds"});
-      s.resident_bytes = sink.declare({"podscope_process_resident_bytes", "Resident memory of an annotated process",
-                                       SeriesSpec::Kind::kGauge, labels, std::string(xspace::kHostPlaneName),
-                                       track + " resident bytes"});
-      it = series_.emplace(pid, s).first;
-    }
-    char path[128];
-    char buf[1024];
-    std::snprintf(path, sizeof(path), "%s/%d/stat", proc_root_.c_str(), pid);
-    if (read_small_file(path, buf, sizeof(buf)) == 0) continue;  // it exited between listing and reading
-    // Fields after the command name, which is in parentheses and may hold spaces: state is field 3,
-    // utime 14, stime 15.
-    const char* p = std::strrchr(buf, ')');
-    if (!p) {
+    if (it == series_.end()) it = declare(pid, sink);
+    Series& series = it->second;
+    std::string_view text;
+    if (!series.stat.read(text).ok()) continue;  // it exited between listing and reading
+    uint64_t ticks = 0;
+    if (!parse_cpu_ticks(text, ticks)) {
       state_.set(CollectorState::State::kDegraded, "unparsable /proc stat for a local client");
       continue;
     }
-    p += 2;
-    unsigned long long utime = 0, stime = 0;
-    if (std::sscanf(p, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2) continue;
-    sink.record(it->second.cpu_seconds, now_ns,
-                static_cast<double>(utime + stime) / static_cast<double>(ticks_per_second_));
-    std::snprintf(path, sizeof(path), "%s/%d/statm", proc_root_.c_str(), pid);
-    if (read_small_file(path, buf, sizeof(buf)) == 0) continue;
-    unsigned long long size = 0, resident = 0;
-    if (std::sscanf(buf, "%llu %llu", &size, &resident) == 2) {
-      sink.record(it->second.resident_bytes, now_ns, static_cast<double>(resident) * static_cast<double>(page_size_));
+    sink.record(series.cpu_seconds, now_ns, static_cast<double>(ticks) / static_cast<double>(ticks_per_second_));
+    if (!series.statm.read(text).ok()) continue;
+    uint64_t pages = 0;
+    if (parse_resident_pages(text, pages)) {
+      sink.record(series.resident_bytes, now_ns, static_cast<double>(pages) * static_cast<double>(page_size_));
     }
     state_.set(CollectorState::State::kOk);
   }
+}
+
+std::map<int32_t, ProcessCollector::Series>::iterator ProcessCollector::declare(int32_t pid, SampleSink& sink) {
+  std::string program;
+  for (const auto& c : registry_->clients())
+    if (c.pid == pid) program = c.program;
+  const std::vector<std::pair<std::string, std::string>> labels{{"pid", std::to_string(pid)}, {"program", program}};
+  const std::string track = program + " (" + std::to_string(pid) + ")";
+  const SeriesId cpu_seconds = sink.declare({"podscope_process_cpu_seconds_total", "CPU time of an annotated process",
+                                             SeriesSpec::Kind::kCounter, labels, std::string(xspace::kHostPlaneName),
+                                             track + " cpu seconds"});
+  const SeriesId resident_bytes =
+      sink.declare({"podscope_process_resident_bytes", "Resident memory of an annotated process",
+                    SeriesSpec::Kind::kGauge, labels, std::string(xspace::kHostPlaneName), track + " resident bytes"});
+  return series_.try_emplace(pid, cpu_seconds, resident_bytes, proc_root_ + "/" + std::to_string(pid)).first;
 }
 
 }  // namespace podscope::agent

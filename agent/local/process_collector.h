@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "agent/collectors/collector.h"
+#include "agent/collectors/proc_text.h"
 #include "agent/local/client_registry.h"
 
 namespace podscope::agent {
@@ -22,10 +24,18 @@ class ProcessCollector : public Collector {
   void sample(int64_t now_ns, SampleSink& sink) override;
 
  private:
+  // A pid's series and its /proc files, kept open between passes. A reused pid gets through on the pass after
+  // the first failed read (the read closes the dead process's file; the next one opens the new process's).
   struct Series {
+    Series(SeriesId cpu_seconds, SeriesId resident_bytes, const std::string& pid_dir)
+        : cpu_seconds(cpu_seconds), resident_bytes(resident_bytes), stat(pid_dir + "/stat"), statm(pid_dir + "/statm") {}
     SeriesId cpu_seconds;
     SeriesId resident_bytes;
+    ProcFile stat;
+    ProcFile statm;
   };
+  std::map<int32_t, Series>::iterator declare(int32_t pid, SampleSink& sink);
+
   std::shared_ptr<const ClientRegistry> registry_;
   std::string proc_root_;
   CollectorStateCell state_;
