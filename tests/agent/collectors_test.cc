@@ -19,6 +19,8 @@ namespace podscope::agent {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::RecordingSink;
+
 std::string fixture(const std::string& name) { return std::string(PODSCOPE_SOURCE_DIR) + "/tests/data/proc/" + name; }
 
 std::string read_file(const std::string& path) {
@@ -73,22 +75,22 @@ TEST(CpuCollector, SecondsPerModeAndUtilizationFromDeltas) {
   cpu.sample(1, sink);
   EXPECT_EQ(cpu.status().state, CollectorState::State::kOk);
   const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
-  EXPECT_DOUBLE_EQ(sink.last("podscope_cpu_seconds_total", {{"cpu", "0"}, {"mode", "user"}}), 500 / hz);
-  EXPECT_DOUBLE_EQ(sink.last("podscope_cpu_seconds_total", {{"cpu", "1"}, {"mode", "idle"}}), 4000 / hz);
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_cpu_seconds_total", {{"cpu", "0"}, {"mode", "user"}}), 500 / hz);
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_cpu_seconds_total", {{"cpu", "1"}, {"mode", "idle"}}), 4000 / hz);
   // No utilization before there is a delta.
-  EXPECT_EQ(sink.last("podscope_cpu_utilization_ratio", {{"cpu", "0"}}), -1);
+  EXPECT_EQ(sink.last("podscope_cpu_utilization_ratio", {{"cpu", "0"}}), std::nullopt);
 
   file.set("stat_later");
   cpu.sample(2, sink);
   // cpu0: +100 user +100 system, no idle → fully busy; cpu1: +200 idle only → idle.
-  EXPECT_DOUBLE_EQ(sink.last("podscope_cpu_utilization_ratio", {{"cpu", "0"}}), 1.0);
-  EXPECT_DOUBLE_EQ(sink.last("podscope_cpu_utilization_ratio", {{"cpu", "1"}}), 0.0);
-  EXPECT_DOUBLE_EQ(sink.last("podscope_host_cpu_utilization_ratio"), 0.5);
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_cpu_utilization_ratio", {{"cpu", "0"}}), 1.0);
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_cpu_utilization_ratio", {{"cpu", "1"}}), 0.0);
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_host_cpu_utilization_ratio"), 0.5);
   EXPECT_EQ(cpu.totals().cores, 2);
 
-  const size_t declared = sink.specs.size();
+  const size_t declared = sink.series_count();
   cpu.sample(3, sink);
-  EXPECT_EQ(sink.specs.size(), declared) << "steady state declares nothing new";
+  EXPECT_EQ(sink.series_count(), declared) << "steady state declares nothing new";
 }
 
 TEST(CpuCollector, MalformedFileDegradesWithTheReasonAndRecovers) {
@@ -158,10 +160,10 @@ TEST(DiskCollector, WholeDevicesOnlyInBytesAndSeconds) {
   ASSERT_EQ(disk.status().state, CollectorState::State::kOk) << disk.status().reason;
   EXPECT_EQ(sink.last("podscope_disk_read_bytes_total", {{"device", "sda"}}), 20000.0 * 512);
   EXPECT_EQ(sink.last("podscope_disk_written_bytes_total", {{"device", "nvme0n1"}}), 8000.0 * 512);
-  EXPECT_DOUBLE_EQ(sink.last("podscope_disk_io_time_seconds_total", {{"device", "sda"}}), 1.2);
-  EXPECT_FALSE(sink.has("podscope_disk_read_bytes_total", {{"device", "sda1"}}));
-  EXPECT_FALSE(sink.has("podscope_disk_read_bytes_total", {{"device", "loop0"}}));
-  EXPECT_FALSE(sink.has("podscope_disk_read_bytes_total", {{"device", "nvme0n1p1"}}));
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_disk_io_time_seconds_total", {{"device", "sda"}}), 1.2);
+  EXPECT_FALSE(sink.find("podscope_disk_read_bytes_total", {{"device", "sda1"}}));
+  EXPECT_FALSE(sink.find("podscope_disk_read_bytes_total", {{"device", "loop0"}}));
+  EXPECT_FALSE(sink.find("podscope_disk_read_bytes_total", {{"device", "nvme0n1p1"}}));
 }
 
 TEST(DiskCollector, MalformedDegrades) {
@@ -184,7 +186,7 @@ TEST(LoadAvgCollector, ThreeAveragesAndMalformed) {
   LoadAvgCollector good(fixture("loadavg"));
   RecordingSink sink;
   good.sample(1, sink);
-  EXPECT_DOUBLE_EQ(sink.last("podscope_load5"), 0.58);
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_load5"), 0.58);
   LoadAvgCollector bad(fixture("loadavg_malformed"));
   bad.sample(1, sink);
   EXPECT_EQ(bad.status().state, CollectorState::State::kDegraded);
@@ -205,7 +207,7 @@ TEST(ClockHealthCollector, ReportsOnThisHost) {
   ClockHealthCollector clock;
   RecordingSink sink;
   clock.sample(1, sink);
-  const double synced = sink.last("podscope_clock_synchronized");
+  const double synced = *sink.last("podscope_clock_synchronized");
   EXPECT_TRUE(synced == 0 || synced == 1);
   EXPECT_EQ(clock.health().synchronized, synced == 1);
   EXPECT_FALSE(clock.health().detail.empty());

@@ -5,21 +5,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <map>
+#include "tests/agent/recording_sink.h"
 
 namespace podscope::agent {
 namespace {
 
-class RecordingSink : public SampleSink {
- public:
-  SeriesId declare(const SeriesSpec& spec) override {
-    specs.push_back(spec);
-    return static_cast<SeriesId>(specs.size() - 1);
-  }
-  void record(SeriesId id, int64_t, double value) override { last[specs[id].metric] = value; }
-  std::vector<SeriesSpec> specs;
-  std::map<std::string, double> last;
-};
+using testing::RecordingSink;
 
 TEST(ProcessCollector, CpuAndResidentMemoryOfRegisteredClients) {
   auto registry = std::make_shared<ClientRegistry>();
@@ -31,17 +22,18 @@ TEST(ProcessCollector, CpuAndResidentMemoryOfRegisteredClients) {
   for (int i = 0; i < 20'000'000; ++i) burn = burn + i * 0.5;  // some CPU time to see
   collector.sample(1, sink);
   collector.sample(2, sink);  // series declared once
-  ASSERT_EQ(sink.specs.size(), 2u);
-  EXPECT_EQ(sink.specs[0].labels[0].second, std::to_string(::getpid()));
-  EXPECT_EQ(sink.specs[0].labels[1].second, "unit");
-  EXPECT_GT(sink.last["podscope_process_cpu_seconds_total"], 0.0);
-  EXPECT_GT(sink.last["podscope_process_resident_bytes"], 1024.0 * 1024);
+  ASSERT_EQ(sink.series_count(), 2u);
+  const SeriesSpec cpu = *sink.find("podscope_process_cpu_seconds_total");
+  EXPECT_EQ(cpu.labels[0].second, std::to_string(::getpid()));
+  EXPECT_EQ(cpu.labels[1].second, "unit");
+  EXPECT_GT(sink.last("podscope_process_cpu_seconds_total"), 0.0);
+  EXPECT_GT(sink.last("podscope_process_resident_bytes"), 1024.0 * 1024);
   EXPECT_EQ(collector.status().state, CollectorState::State::kOk);
 
   registry->remove_connection(conn);
-  sink.last.clear();
+  const size_t recorded = sink.sample_count();
   collector.sample(3, sink);
-  EXPECT_TRUE(sink.last.empty());
+  EXPECT_EQ(sink.sample_count(), recorded);
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tests/agent/devices/recording_sink.h"
+#include "tests/agent/recording_sink.h"
 
 namespace podscope::agent {
 namespace {
@@ -33,29 +33,29 @@ TEST_F(NvmlCollectorTest, ReportsEveryGpuInBaseUnitsWithIdentityLabels) {
   collector.sample(kNow, sink);
   ASSERT_EQ(collector.status().state, CollectorState::State::kOk) << collector.status().reason;
 
-  auto util = sink.find("podscope_gpu_utilization_ratio", "gpu", "1");
+  auto util = sink.find("podscope_gpu_utilization_ratio", {{"gpu", "1"}});
   ASSERT_TRUE(util);
   EXPECT_THAT(util->labels, ::testing::ElementsAre(Pair("gpu", "1"), Pair("uuid", "GPU-00000000-0000-0000-0000-000000000001"),
                                                    Pair("pci_bus_id", "00000000:19:00.0"),
                                                    Pair("model", "NVIDIA H100 80GB HBM3")));
   EXPECT_EQ(util->plane, "/device:GPU:1");
   EXPECT_EQ(util->track, "podscope_gpu_utilization_ratio");
-  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_utilization_ratio", "gpu", "0"), 0.40);
-  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_utilization_ratio", "gpu", "1"), 0.60);
-  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_memory_used_bytes", "gpu", "1"), 11.0 * (1ull << 30));
-  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_memory_total_bytes", "gpu", "0"), 80.0 * (1ull << 30));
-  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_power_watts", "gpu", "0"), 350.5);
-  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_temperature_celsius", "gpu", "0"), 61);
-  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_sm_clock_hertz", "gpu", "0"), 1980e6);
-  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_memory_clock_hertz", "gpu", "0"), 2619e6);
-  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_pcie_tx_bytes_per_second", "gpu", "0"), 1000 * 1024.0);
-  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_pcie_rx_bytes_per_second", "gpu", "0"), 2000 * 1024.0);
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_utilization_ratio", {{"gpu", "0"}}), 0.40);
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_utilization_ratio", {{"gpu", "1"}}), 0.60);
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_memory_used_bytes", {{"gpu", "1"}}), 11.0 * (1ull << 30));
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_memory_total_bytes", {{"gpu", "0"}}), 80.0 * (1ull << 30));
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_power_watts", {{"gpu", "0"}}), 350.5);
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_temperature_celsius", {{"gpu", "0"}}), 61);
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_sm_clock_hertz", {{"gpu", "0"}}), 1980e6);
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_memory_clock_hertz", {{"gpu", "0"}}), 2619e6);
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_pcie_tx_bytes_per_second", {{"gpu", "0"}}), 1000 * 1024.0);
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_pcie_rx_bytes_per_second", {{"gpu", "0"}}), 2000 * 1024.0);
   // NVLink counters only where the GPU has NVLink (GPU 1 answers NOT_SUPPORTED: no series, no error).
-  auto nvlink = sink.find("podscope_gpu_nvlink_tx_bytes_total", "gpu", "0");
+  auto nvlink = sink.find("podscope_gpu_nvlink_tx_bytes_total", {{"gpu", "0"}});
   ASSERT_TRUE(nvlink);
   EXPECT_EQ(nvlink->kind, SeriesSpec::Kind::kCounter);
-  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_nvlink_rx_bytes_total", "gpu", "0"), 8192 * 1024.0);
-  EXPECT_FALSE(sink.find("podscope_gpu_nvlink_tx_bytes_total", "gpu", "1"));
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_nvlink_rx_bytes_total", {{"gpu", "0"}}), 8192 * 1024.0);
+  EXPECT_FALSE(sink.find("podscope_gpu_nvlink_tx_bytes_total", {{"gpu", "1"}}));
 
   auto device = collector.device_utilization();
   ASSERT_TRUE(device);
@@ -108,7 +108,7 @@ TEST_F(NvmlCollectorTest, FailedInitNamesTheDriverErrorAndRetriesOnlyAfterTheRet
   EXPECT_EQ(collector.status().state, CollectorState::State::kUnavailable);
   collector.sample(kNow + NvmlCollector::kRetryPeriodNs, sink);  // the driver came up meanwhile
   EXPECT_EQ(collector.status().state, CollectorState::State::kOk);
-  EXPECT_TRUE(sink.find("podscope_gpu_utilization_ratio", "gpu", "0"));
+  EXPECT_TRUE(sink.find("podscope_gpu_utilization_ratio", {{"gpu", "0"}}));
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 #include "agent/devices/tpu_chips.h"
 #include "agent/devices/tpu_metric_client.h"
 #include "agent/devices/tpu_runtime_collector.h"
-#include "tests/agent/devices/recording_sink.h"
+#include "tests/agent/recording_sink.h"
 #include "tpu/runtime_metric_service.grpc.pb.h"
 
 namespace podscope::agent {
@@ -169,14 +169,14 @@ TEST(TpuRuntimeCollectorTest, WritesPerDeviceSeriesAndReportsDutyCycleAsTheDevic
   EXPECT_EQ(collector.status().state, CollectorState::State::kOk) << collector.status().reason;
   // Every metric of the issue is asked for; the unsupported ones are skipped without a series.
   EXPECT_EQ(server.service().requested().size(), 5u);
-  auto duty = sink.find("podscope_tpu_tensorcore_duty_cycle_ratio", "tpu", "2");
+  auto duty = sink.find("podscope_tpu_tensorcore_duty_cycle_ratio", {{"tpu", "2"}});
   ASSERT_TRUE(duty);
   EXPECT_EQ(duty->plane, "/device:TPU:2");
   EXPECT_THAT(duty->labels, ::testing::Contains(::testing::Pair("type", "v4")));
-  EXPECT_DOUBLE_EQ(*sink.last("podscope_tpu_tensorcore_duty_cycle_ratio", "tpu", "2"), 0.60);
-  EXPECT_DOUBLE_EQ(*sink.last("podscope_tpu_hbm_used_bytes", "tpu", "0"), double(int64_t{1} << 30));
-  EXPECT_DOUBLE_EQ(*sink.last("podscope_tpu_hbm_total_bytes", "tpu", "3"), double(int64_t{32} << 30));
-  EXPECT_FALSE(sink.find("podscope_tpu_tensorcore_idle_seconds", "tpu", "0"));
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_tpu_tensorcore_duty_cycle_ratio", {{"tpu", "2"}}), 0.60);
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_tpu_hbm_used_bytes", {{"tpu", "0"}}), double(int64_t{1} << 30));
+  EXPECT_DOUBLE_EQ(*sink.last("podscope_tpu_hbm_total_bytes", {{"tpu", "3"}}), double(int64_t{32} << 30));
+  EXPECT_FALSE(sink.find("podscope_tpu_tensorcore_idle_seconds", {{"tpu", "0"}}));
   EXPECT_EQ(sink.series_count(), 12u);
 
   auto device = collector.device_utilization();
