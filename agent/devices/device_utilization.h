@@ -1,7 +1,7 @@
 // What Monitor (levels 1 and 2) reports as "the device" of this host: the accelerator a device collector
 // sees and its current utilization. Implemented by the TPU runtime collector (duty cycle) and the NVML
-// collector (GPU utilization). The agent hands them to ProfilerServiceImpl in that order
-// (Agent::add_device_utilization_source); Monitor reports the first that has a figure, else the host CPU.
+// collector (GPU utilization). The agent hands them to Monitor in the order of its component table
+// (agent/components.cc); Monitor reports the first that has a figure, else the host CPU.
 #pragma once
 
 #include <optional>
