@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "proto/xspace/names.h"
 
 namespace podscope::agent {
@@ -44,20 +46,29 @@ void ProcessCollector::sample(int64_t now_ns, SampleSink& sink) {
     auto it = series_.find(pid);
     if (it == series_.end()) it = declare(pid, sink);
     Series& series = it->second;
+    if (series.files == nullptr) series.files = std::make_unique<PidFiles>(proc_root_ + "/" + std::to_string(pid));
     std::string_view text;
-    if (!series.stat.read(text).ok()) continue;  // it exited between listing and reading
+    if (!series.files->stat.read(text).ok()) continue;  // it exited between listing and reading
     uint64_t ticks = 0;
     if (!parse_cpu_ticks(text, ticks)) {
       state_.set(CollectorState::State::kDegraded, "unparsable /proc stat for a local client");
       continue;
     }
     sink.record(series.cpu_seconds, now_ns, static_cast<double>(ticks) / static_cast<double>(ticks_per_second_));
-    if (!series.statm.read(text).ok()) continue;
+    if (!series.files->statm.read(text).ok()) continue;
     uint64_t pages = 0;
     if (parse_resident_pages(text, pages)) {
       sink.record(series.resident_bytes, now_ns, static_cast<double>(pages) * static_cast<double>(page_size_));
     }
     state_.set(CollectorState::State::kOk);
+  }
+  close_files_of_departed_pids();
+}
+
+// A pid that registers again after a pass without it opens its files afresh: a reused pid is the new process.
+void ProcessCollector::close_files_of_departed_pids() {
+  for (auto& [pid, series] : series_) {
+    if (series.files != nullptr && std::find(pids_.begin(), pids_.end(), pid) == pids_.end()) series.files.reset();
   }
 }
 
@@ -73,7 +84,7 @@ std::map<int32_t, ProcessCollector::Series>::iterator ProcessCollector::declare(
   const SeriesId resident_bytes =
       sink.declare({"podscope_process_resident_bytes", "Resident memory of an annotated process",
                     SeriesSpec::Kind::kGauge, labels, std::string(xspace::kHostPlaneName), track + " resident bytes"});
-  return series_.try_emplace(pid, cpu_seconds, resident_bytes, proc_root_ + "/" + std::to_string(pid)).first;
+  return series_.emplace(pid, Series{cpu_seconds, resident_bytes, nullptr}).first;
 }
 
 }  // namespace podscope::agent

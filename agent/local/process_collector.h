@@ -24,17 +24,20 @@ class ProcessCollector : public Collector {
   void sample(int64_t now_ns, SampleSink& sink) override;
 
  private:
-  // A pid's series and its /proc files, kept open between passes. A reused pid gets through on the pass after
-  // the first failed read (the read closes the dead process's file; the next one opens the new process's).
-  struct Series {
-    Series(SeriesId cpu_seconds, SeriesId resident_bytes, const std::string& pid_dir)
-        : cpu_seconds(cpu_seconds), resident_bytes(resident_bytes), stat(pid_dir + "/stat"), statm(pid_dir + "/statm") {}
-    SeriesId cpu_seconds;
-    SeriesId resident_bytes;
+  // A registered pid's /proc files, kept open between passes and closed once it is no longer registered.
+  struct PidFiles {
+    explicit PidFiles(const std::string& pid_dir) : stat(pid_dir + "/stat"), statm(pid_dir + "/statm") {}
     ProcFile stat;
     ProcFile statm;
   };
+  // Declared once per pid and kept: a pid that registers again reports into the same series.
+  struct Series {
+    SeriesId cpu_seconds;
+    SeriesId resident_bytes;
+    std::unique_ptr<PidFiles> files;
+  };
   std::map<int32_t, Series>::iterator declare(int32_t pid, SampleSink& sink);
+  void close_files_of_departed_pids();
 
   std::shared_ptr<const ClientRegistry> registry_;
   std::string proc_root_;
