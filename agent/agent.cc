@@ -164,7 +164,8 @@ void Agent::reload(const AgentConfig& config) {
   warn_restart("metrics_listen", parts_.config.metrics_listen, config.metrics_listen);
   warn_restart("socket", parts_.config.socket, config.socket);
   warn_restart("host_name", parts_.config.host_name, config.host_name);
-  warn_restart("clock_offset_ns", std::to_string(parts_.config.clock_offset_ns), std::to_string(config.clock_offset_ns));
+  warn_restart("clock_offset_ns", std::to_string(parts_.config.clock_offset_ns),
+               std::to_string(config.clock_offset_ns));
   if (absl::StatusOr<LogLevel> level = parse_log_level(config.log_level); level.ok()) set_log_level(*level);
   parts_.sampler->set_interval(std::chrono::milliseconds(config.sample_interval_ms));
   parts_.captures->set_limits({config.max_duration_ms, config.repository_root});

@@ -62,8 +62,9 @@ ThreadedCollector make_nvml(AgentParts& parts) {
 
 std::unique_ptr<CaptureSource> make_local_clients_source(AgentParts& parts) {
   StepMetrics& step_metrics = *parts.step_metrics;
-  return std::make_unique<LocalClientsSource>(
-      parts.local_clients, parts.clock, [&step_metrics](uint64_t dropped) { step_metrics.add_dropped_events(dropped); });
+  return std::make_unique<LocalClientsSource>(parts.local_clients, parts.clock, [&step_metrics](uint64_t dropped) {
+    step_metrics.add_dropped_events(dropped);
+  });
 }
 
 std::unique_ptr<CaptureSource> make_upstream(AgentParts& parts) {

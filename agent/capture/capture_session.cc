@@ -147,7 +147,8 @@ absl::StatusOr<CaptureResult> CaptureSessions::run(tensorflow::ProfileRequest re
   const std::string end_reason = gather(*plan, request, now, cancelled, result.space);
   result.empty_trace = !has_events(result.space);
   write_to_repository(request, limits, result);
-  PODSCOPE_LOG(kInfo) << "capture " << result.session_id << " done" << (end_reason.empty() ? "" : " (" + end_reason + ")")
+  PODSCOPE_LOG(kInfo) << "capture " << result.session_id << " done"
+                      << (end_reason.empty() ? "" : " (" + end_reason + ")")
                       << (result.written_path.empty() ? "" : ", wrote " + result.written_path);
   release();
   return result;
