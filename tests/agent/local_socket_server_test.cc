@@ -303,11 +303,13 @@ TEST_F(LocalSocketServerTest, UnservedVersionsAreRefusedWithAReasonAndALogLine) 
   const auto& r = std::get<local::RefusedMsg>(*refused);
   EXPECT_EQ(r.min_version, local::kOldestProtocolVersion);
   EXPECT_EQ(r.max_version, local::kProtocolVersion);
-  EXPECT_EQ(r.reason, "it speaks protocol versions 4..4, this agent serves 1..2");
+  const std::string future_version = std::to_string(local::kProtocolVersion + 2);
+  const std::string reason = "it speaks protocol versions " + future_version + ".." + future_version +
+                             ", this agent serves " + std::to_string(local::kOldestProtocolVersion) + ".." +
+                             std::to_string(local::kProtocolVersion);
+  EXPECT_EQ(r.reason, reason);
   EXPECT_TRUE(closed);
-  EXPECT_NE(log.find("refusing local client pid " + std::to_string(::getpid()) +
-                     ": it speaks protocol versions 4..4, this agent serves 1..2"),
-            std::string::npos)
+  EXPECT_NE(log.find("refusing local client pid " + std::to_string(::getpid()) + ": " + reason), std::string::npos)
       << log;
 
   // The agent and the registered client carry on.
