@@ -294,8 +294,8 @@ TEST_F(LocalSocketServerTest, UnservedVersionsAreRefusedWithAReasonAndALogLine) 
   ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
 
   ::testing::internal::CaptureStderr();
-  RawClient future(path_);  // speaks only a version two ahead of this agent
-  future.send_msg(local::HelloMsg{local::kProtocolVersion + 2, local::kProtocolVersion + 2});
+  RawClient future(path_);  // speaks only the version after this agent's
+  future.send_msg(local::HelloMsg{local::kProtocolVersion + 1, local::kProtocolVersion + 1});
   const auto refused = future.read_msg();
   const bool closed = future.closed_by_agent(2s);
   const std::string log = ::testing::internal::GetCapturedStderr();
@@ -303,7 +303,7 @@ TEST_F(LocalSocketServerTest, UnservedVersionsAreRefusedWithAReasonAndALogLine) 
   const auto& r = std::get<local::RefusedMsg>(*refused);
   EXPECT_EQ(r.min_version, local::kOldestProtocolVersion);
   EXPECT_EQ(r.max_version, local::kProtocolVersion);
-  const std::string future_version = std::to_string(local::kProtocolVersion + 2);
+  const std::string future_version = std::to_string(local::kProtocolVersion + 1);
   const std::string reason = "it speaks protocol versions " + future_version + ".." + future_version +
                              ", this agent serves " + std::to_string(local::kOldestProtocolVersion) + ".." +
                              std::to_string(local::kProtocolVersion);
