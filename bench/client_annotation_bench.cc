@@ -23,8 +23,8 @@
 
 namespace {
 
-// A minimal real agent end: accepts one client, opens a capture window as soon as it registers, and
-// reads (and discards) everything it sends.
+// A minimal real agent end: accepts one client, welcomes it at the current protocol version, opens a
+// capture window at once, and reads (and discards) everything it sends.
 class DiscardingAgent {
  public:
   DiscardingAgent() {
@@ -55,7 +55,8 @@ class DiscardingAgent {
     while (!stop_) {
       conn_fd_ = ::accept(listen_fd_, nullptr, nullptr);
       if (conn_fd_ < 0) return;
-      std::string open;
+      std::string open;  // the answer to the client's Hello, then the window
+      podscope::local::encode_frame(podscope::local::WelcomeMsg{podscope::local::kProtocolVersion}, open);
       podscope::local::encode_frame(podscope::local::CaptureOpenMsg{1, 0, 0}, open);
       ::send(conn_fd_, open.data(), open.size(), MSG_NOSIGNAL);
       static char buf[1 << 20];

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
+#include <utility>
 
 namespace podscope {
 namespace detail {
@@ -168,11 +169,17 @@ uint64_t Runtime::total_dropped() const {
 local::RegisterMsg Runtime::register_msg() {
   std::lock_guard lock(mu_);
   local::RegisterMsg m;
+  m.version = link_->version();
   m.pid = static_cast<int32_t>(::getpid());
   m.program = program_;
   m.job = job_;
   m.cores = cores_;
   return m;
+}
+
+bool Runtime::take_reregister() {
+  std::lock_guard lock(mu_);
+  return std::exchange(reregister_, false);
 }
 
 void Runtime::run() {
@@ -184,30 +191,20 @@ void Runtime::run() {
   for (;;) {
     const bool stopping = stopping_.load(std::memory_order_relaxed);
     const auto now = std::chrono::steady_clock::now();
-    if (!stopping && link_->try_connect(now)) {
+    if (!stopping) link_->try_connect(now);
+    incoming.clear();
+    if (link_->open()) {
+      link_->pump(10, incoming);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (link_->take_new_connection()) {  // a version is agreed: register before anything else
       link_->queue(register_msg());
       window_open_ = false;
       detail::g_level.store(1, std::memory_order_relaxed);
       connected_.store(true, std::memory_order_relaxed);
     }
-    {
-      std::lock_guard lock(mu_);
-      if (reregister_ && link_->connected()) {
-        reregister_ = false;
-        local::RegisterMsg m;
-        m.pid = static_cast<int32_t>(::getpid());
-        m.program = program_;
-        m.job = job_;
-        m.cores = cores_;
-        link_->queue(m);
-      }
-    }
-    incoming.clear();
-    if (link_->connected()) {
-      link_->pump(10, incoming);
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    if (link_->connected() && take_reregister()) link_->queue(register_msg());
     if (!link_->connected()) {
       if (detail::g_level.load(std::memory_order_relaxed) != 0) detail::g_level.store(0, std::memory_order_relaxed);
       connected_.store(false, std::memory_order_relaxed);

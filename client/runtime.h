@@ -51,7 +51,10 @@ class Runtime {
   // Asks every listener for its device planes and sends them (unless `discard`: the agent is gone).
   void collect_device_planes(bool discard);
   void send_device_space(const std::string& bytes);
+  // At the negotiated version.
   local::RegisterMsg register_msg();
+  // Whether the identity changed since the last registration (and clears it).
+  bool take_reregister();
 
   mutable std::mutex mu_;  // identity, names, ring list
   std::vector<int32_t> cores_;

@@ -48,9 +48,10 @@ void ClientRegistry::on_register(uint64_t connection, const local::RegisterMsg& 
     c.info.program = msg.program;
     c.info.job = msg.job;
     c.info.cores = msg.cores;
+    c.info.protocol_version = msg.version;
     if (first) {
       PODSCOPE_LOG(kInfo) << "local client registered: pid " << c.info.pid << " (" << msg.program << "), job '"
-                          << msg.job << "', " << msg.cores.size() << " core(s)";
+                          << msg.job << "', " << msg.cores.size() << " core(s), protocol version " << msg.version;
     }
     if (window_ == WindowState::kOpen) {
       auto& g = gathered_[connection];

@@ -25,7 +25,8 @@ struct LocalClientInfo {
   std::string program;
   std::string job;
   std::vector<int32_t> cores;
-  uint64_t dropped_events = 0;  // over all its captures
+  uint32_t protocol_version = 0;  // the local protocol version it registered with
+  uint64_t dropped_events = 0;    // over all its captures
 };
 
 // What one client sent for one capture window.

@@ -8,6 +8,7 @@
 #include <array>
 #include <deque>
 #include <filesystem>
+#include <optional>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
@@ -34,14 +35,7 @@ class LocalSocketServer::Connection : public std::enable_shared_from_this<Connec
   // Thread-safe: queues a frame for this connection's strand.
   void send(std::string frame) {
     asio::post(socket_.get_executor(), [self = shared_from_this(), frame = std::move(frame)]() mutable {
-      if (!self->socket_.is_open()) return;
-      self->queued_bytes_ += frame.size();
-      if (self->queued_bytes_ > self->server_.config_.max_queued_bytes_per_client) {
-        self->close("it stopped reading (" + std::to_string(self->queued_bytes_) + " bytes queued)");
-        return;
-      }
-      self->outgoing_.push_back(std::move(frame));
-      if (self->outgoing_.size() == 1) self->write_next();
+      self->write(std::move(frame));
     });
   }
   void close_from_anywhere(std::string reason) {
@@ -53,7 +47,9 @@ class LocalSocketServer::Connection : public std::enable_shared_from_this<Connec
     asio::async_read(socket_, asio::buffer(header_), [self = shared_from_this()](auto ec, size_t) {
       if (ec) return self->close(ec == asio::error::eof ? "" : ec.message());
       std::string error;
-      auto h = local::decode_header(std::string_view(self->header_.data(), self->header_.size()), error,
+      // Before negotiation every frame this agent knows may come (Hello or a version-1 Register).
+      const uint32_t version = self->version_ != 0 ? self->version_ : local::kProtocolVersion;
+      auto h = local::decode_header(std::string_view(self->header_.data(), self->header_.size()), version, error,
                                     self->server_.config_.max_frame_bytes);
       if (!h) return self->close("malformed frame: " + error);
       self->type_ = h->type;
@@ -73,11 +69,9 @@ class LocalSocketServer::Connection : public std::enable_shared_from_this<Connec
   }
   bool dispatch(local::Message&& msg) {
     ClientRegistry& registry = server_.registry_;
+    if (auto* hello = std::get_if<local::HelloMsg>(&msg)) return negotiate(*hello);
     if (auto* r = std::get_if<local::RegisterMsg>(&msg)) {
-      if (r->version != local::kProtocolVersion) {
-        close("protocol version " + std::to_string(r->version) + " is not " + std::to_string(local::kProtocolVersion));
-        return false;
-      }
+      if (!registration_version_ok(r->version)) return false;
       r->pid = pid_;  // the kernel's word (SO_PEERCRED) over the client's
       registry.on_register(id_, *r);
       registered_ = true;
@@ -101,12 +95,71 @@ class LocalSocketServer::Connection : public std::enable_shared_from_this<Connec
     }
     return true;
   }
+  // The first frame: picks the newest version both ends speak and answers Welcome, or answers Refused and
+  // closes once it is written.
+  bool negotiate(const local::HelloMsg& hello) {
+    if (version_ != 0) {
+      close("sent a Hello after protocol version " + std::to_string(version_) + " was set");
+      return false;
+    }
+    const std::optional<uint32_t> version =
+        local::common_version(hello, local::kOldestProtocolVersion, local::kProtocolVersion);
+    if (!version) {
+      const std::string reason = "it speaks protocol versions " + std::to_string(hello.min_version) + ".." +
+                                 std::to_string(hello.max_version) + ", this agent serves " +
+                                 served_versions();
+      PODSCOPE_LOG(kWarning) << "refusing local client pid " << pid_ << ": " << reason;
+      write(frame(local::RefusedMsg{local::kOldestProtocolVersion, local::kProtocolVersion, reason}));
+      close_when_written_ = true;
+      return false;
+    }
+    version_ = *version;
+    write(frame(local::WelcomeMsg{version_}));
+    return true;
+  }
+  // A Register follows a Welcome at its version, or comes first from a client of a version without Hello.
+  bool registration_version_ok(uint32_t version) {
+    if (version_ == 0 && version >= local::kOldestProtocolVersion && version <= local::kProtocolVersion &&
+        !local::version_has(version, local::FrameType::kHello)) {
+      version_ = version;
+      return true;
+    }
+    if (version_ != 0 && version == version_) return true;
+    close(version_ != 0 ? "registered with protocol version " + std::to_string(version) + " after negotiating " +
+                              std::to_string(version_)
+                        : "protocol version " + std::to_string(version) + " without a Hello (this agent serves " +
+                              served_versions() + "; versions after 1 negotiate with a Hello first)");
+    return false;
+  }
+  static std::string served_versions() {
+    return std::to_string(local::kOldestProtocolVersion) + ".." + std::to_string(local::kProtocolVersion);
+  }
+  static std::string frame(const local::Message& msg) {
+    std::string out;
+    local::encode_frame(msg, out);
+    return out;
+  }
+  // On the strand: queues a frame and starts writing.
+  void write(std::string frame) {
+    if (!socket_.is_open()) return;
+    queued_bytes_ += frame.size();
+    if (queued_bytes_ > server_.config_.max_queued_bytes_per_client) {
+      close("it stopped reading (" + std::to_string(queued_bytes_) + " bytes queued)");
+      return;
+    }
+    outgoing_.push_back(std::move(frame));
+    if (outgoing_.size() == 1) write_next();
+  }
   void write_next() {
     asio::async_write(socket_, asio::buffer(outgoing_.front()), [self = shared_from_this()](auto ec, size_t n) {
       if (ec) return self->close(ec.message());
       self->queued_bytes_ -= n;
       self->outgoing_.pop_front();
-      if (!self->outgoing_.empty()) self->write_next();
+      if (!self->outgoing_.empty()) {
+        self->write_next();
+      } else if (self->close_when_written_) {
+        self->close("");
+      }
     });
   }
   void close(const std::string& reason) {
@@ -126,6 +179,8 @@ class LocalSocketServer::Connection : public std::enable_shared_from_this<Connec
   int32_t pid_;
   uint64_t id_ = 0;
   bool registered_ = false;
+  uint32_t version_ = 0;  // negotiated (or registered without a Hello); 0 before
+  bool close_when_written_ = false;  // refused: close once the answer is out
   std::array<char, local::kFrameHeaderBytes> header_{};
   local::FrameType type_ = local::FrameType::kRegister;
   std::string payload_;

@@ -1,7 +1,9 @@
 // The agent's Unix socket for annotated processes (served on the agent's Asio io_context). Checks each
-// peer's credentials (SO_PEERCRED) at accept, reads frames, hands registrations and capture data to the
-// ClientRegistry and step batches to a handler. A malformed or oversized frame closes that connection
-// with a log line; nothing a client sends can stop the agent.
+// peer's credentials (SO_PEERCRED) at accept, negotiates the protocol version (a Hello answered by Welcome
+// or Refused; a version-1 client registers without one), reads frames, hands registrations and capture
+// data to the ClientRegistry and step batches to a handler. A malformed or oversized frame, or one the
+// connection's version does not have, closes that connection with a log line; nothing a client sends can
+// stop the agent.
 #pragma once
 
 #include <sys/types.h>

@@ -1,5 +1,6 @@
 #include "proto/local/frame_codec.h"
 
+#include <algorithm>
 #include <cstring>
 #include <iterator>
 #include <type_traits>
@@ -73,14 +74,6 @@ class Reader {
   std::string& error_;
 };
 
-FrameType type_of(const Message& msg) {
-  static constexpr FrameType kTypes[] = {FrameType::kRegister,    FrameType::kSteps,         FrameType::kEvents,
-                                         FrameType::kCaptureDone, FrameType::kDevicePlanes,  FrameType::kCaptureOpen,
-                                         FrameType::kCaptureClose};
-  static_assert(std::size(kTypes) == std::variant_size_v<Message>);
-  return kTypes[msg.index()];
-}
-
 void encode_payload(const RegisterMsg& m, Writer& w) {
   w.put(m.version);
   w.put(m.pid);
@@ -131,6 +124,16 @@ void encode_payload(const DevicePlanesMsg& m, Writer& w) {
   w.put(m.total_bytes);
   w.put(m.offset);
   w.put_string(m.chunk);
+}
+void encode_payload(const HelloMsg& m, Writer& w) {
+  w.put(m.max_version);
+  w.put(m.min_version);
+}
+void encode_payload(const WelcomeMsg& m, Writer& w) { w.put(m.version); }
+void encode_payload(const RefusedMsg& m, Writer& w) {
+  w.put(m.min_version);
+  w.put(m.max_version);
+  w.put_string(m.reason);
 }
 void encode_payload(const CaptureOpenMsg& m, Writer& w) {
   w.put(m.session);
@@ -211,6 +214,20 @@ bool decode(Reader& r, DevicePlanesMsg& m, std::string& error) {
   }
   return true;
 }
+bool decode(Reader& r, HelloMsg& m, std::string& error) {
+  if (!r.get(m.max_version, "hello.max_version") || !r.get(m.min_version, "hello.min_version")) return false;
+  if (m.min_version == 0 || m.min_version > m.max_version) {
+    error = "hello: version range " + std::to_string(m.min_version) + ".." + std::to_string(m.max_version) +
+            " is empty";
+    return false;
+  }
+  return true;
+}
+bool decode(Reader& r, WelcomeMsg& m) { return r.get(m.version, "welcome.version"); }
+bool decode(Reader& r, RefusedMsg& m) {
+  return r.get(m.min_version, "refused.min_version") && r.get(m.max_version, "refused.max_version") &&
+         r.get_string(m.reason, "refused.reason");
+}
 bool decode(Reader& r, CaptureOpenMsg& m) {
   return r.get(m.session, "capture_open.session") && r.get(m.start_ns, "capture_open.start_ns") &&
          r.get(m.end_ns, "capture_open.end_ns");
@@ -218,6 +235,21 @@ bool decode(Reader& r, CaptureOpenMsg& m) {
 bool decode(Reader& r, CaptureCloseMsg& m) { return r.get(m.session, "capture_close.session"); }
 
 }  // namespace
+
+FrameType type_of(const Message& msg) {
+  static constexpr FrameType kTypes[] = {FrameType::kRegister,     FrameType::kSteps,       FrameType::kEvents,
+                                         FrameType::kCaptureDone,  FrameType::kDevicePlanes, FrameType::kHello,
+                                         FrameType::kCaptureOpen,  FrameType::kCaptureClose, FrameType::kWelcome,
+                                         FrameType::kRefused};
+  static_assert(std::size(kTypes) == std::variant_size_v<Message>);
+  return kTypes[msg.index()];
+}
+
+std::optional<uint32_t> common_version(const HelloMsg& offer, uint32_t min_version, uint32_t max_version) {
+  const uint32_t highest = std::min(offer.max_version, max_version);
+  if (highest < std::max(offer.min_version, min_version)) return std::nullopt;
+  return highest;
+}
 
 void encode_frame(const Message& msg, std::string& out) {
   const size_t header_at = out.size();
@@ -233,7 +265,8 @@ void encode_frame(const Message& msg, std::string& out) {
   std::memcpy(out.data() + header_at, header.data(), kFrameHeaderBytes);
 }
 
-std::optional<FrameHeader> decode_header(std::string_view header, std::string& error, uint32_t max_payload) {
+std::optional<FrameHeader> decode_header(std::string_view header, uint32_t version, std::string& error,
+                                         uint32_t max_payload) {
   Reader r(header, error);
   uint32_t length = 0;
   uint16_t type = 0, magic = 0;
@@ -243,9 +276,8 @@ std::optional<FrameHeader> decode_header(std::string_view header, std::string& e
     error = "bad frame magic " + std::to_string(magic) + " (expected " + std::to_string(kFrameMagic) + ")";
     return std::nullopt;
   }
-  const bool known = (type >= 1 && type <= 5) || type == 16 || type == 17;
-  if (!known) {
-    error = "unknown frame type " + std::to_string(type);
+  if (!version_has(version, static_cast<FrameType>(type))) {
+    error = "unknown frame type " + std::to_string(type) + " in protocol version " + std::to_string(version);
     return std::nullopt;
   }
   if (length > max_payload) {
@@ -286,6 +318,21 @@ std::optional<Message> decode_payload(FrameType type, std::string_view payload, 
     case FrameType::kDevicePlanes: {
       DevicePlanesMsg m;
       bool ok = decode(r, m, error);
+      return finish(std::move(m), ok);
+    }
+    case FrameType::kHello: {
+      HelloMsg m;
+      bool ok = decode(r, m, error);
+      return finish(std::move(m), ok);
+    }
+    case FrameType::kWelcome: {
+      WelcomeMsg m;
+      bool ok = decode(r, m);
+      return finish(std::move(m), ok);
+    }
+    case FrameType::kRefused: {
+      RefusedMsg m;
+      bool ok = decode(r, m);
       return finish(std::move(m), ok);
     }
     case FrameType::kCaptureOpen: {

@@ -2,11 +2,14 @@
 // this one small library (podscope_proto_local, standard library only), so the client never depends on
 // agent code. Frames: an 8-byte header (u32 payload length, u16 type, u16 magic) then the payload, all
 // little-endian. Decoding checks every length against the bytes present: a malformed frame is an error
-// string, never a crash. See docs/local_protocol.md.
+// string, never a crash. Versions only add frame types (kVersions); a frame's layout never changes.
+// See docs/local_protocol.md.
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -15,7 +18,6 @@
 
 namespace podscope::local {
 
-inline constexpr uint32_t kProtocolVersion = 1;
 inline constexpr size_t kFrameHeaderBytes = 8;
 inline constexpr uint16_t kFrameMagic = 0x5350;  // "PS"
 inline constexpr uint32_t kMaxFramePayloadBytes = 1u << 20;
@@ -27,10 +29,53 @@ enum class FrameType : uint16_t {
   kEvents = 3,
   kCaptureDone = 4,
   kDevicePlanes = 5,
+  kHello = 6,
   // agent → client
   kCaptureOpen = 16,
   kCaptureClose = 17,
+  kWelcome = 18,
+  kRefused = 19,
 };
+
+// Every protocol version, oldest first, with the frame types it adds; a version speaks its own frames and
+// those of every version before it. Adding a version: give its new frames FrameType values, messages and
+// codecs, and append one row here (kProtocolVersion follows).
+struct VersionFrames {
+  uint32_t version;
+  std::span<const FrameType> adds;
+};
+inline constexpr FrameType kVersion1Frames[] = {FrameType::kRegister,     FrameType::kSteps,
+                                                FrameType::kEvents,       FrameType::kCaptureDone,
+                                                FrameType::kDevicePlanes, FrameType::kCaptureOpen,
+                                                FrameType::kCaptureClose};
+// Negotiation: Hello (the client's range) answered by Welcome (the chosen version) or Refused.
+inline constexpr FrameType kVersion2Frames[] = {FrameType::kHello, FrameType::kWelcome, FrameType::kRefused};
+inline constexpr VersionFrames kVersions[] = {{1, kVersion1Frames}, {2, kVersion2Frames}};
+
+// The newest version, spoken by this build of both sides.
+inline constexpr uint32_t kProtocolVersion = std::size(kVersions);
+// The oldest version this build still speaks: the agent serves [kOldestProtocolVersion, kProtocolVersion] and
+// the client offers the same range. It is at most kProtocolVersion - 1, so that upgrading either side first
+// (a rolling upgrade) never loses data.
+inline constexpr uint32_t kOldestProtocolVersion = 1;
+static_assert(kOldestProtocolVersion < kProtocolVersion);
+
+// Whether `version` (or a later, unknown one) has frames of `type`.
+constexpr bool version_has(uint32_t version, FrameType type) {
+  for (const VersionFrames& v : kVersions) {
+    if (v.version > version) return false;
+    for (FrameType t : v.adds)
+      if (t == type) return true;
+  }
+  return false;
+}
+static_assert(
+    [] {
+      for (size_t i = 0; i < std::size(kVersions); ++i)
+        if (kVersions[i].version != i + 1) return false;
+      return true;
+    }(),
+    "kVersions rows are versions 1, 2, 3, ... in order");
 
 // What an annotation recorded. The agent names events after these (XLA spelling, see proto/xspace/names.h).
 enum class EventKind : uint8_t {
@@ -45,6 +90,27 @@ enum class EventKind : uint8_t {
 };
 inline constexpr uint8_t kMaxEventKind = 8;
 
+// The first frame of every connection since version 2: the versions the client speaks. Its layout, and
+// those of Welcome and Refused, are the same in every version, so any two ends can negotiate.
+struct HelloMsg {
+  uint32_t max_version = kProtocolVersion;
+  uint32_t min_version = kOldestProtocolVersion;
+};
+// The agent's answer to a Hello it can serve: from now on both ends send only frames of `version`.
+struct WelcomeMsg {
+  uint32_t version = 0;
+};
+// The agent's answer to a Hello it cannot serve, before it closes the connection.
+struct RefusedMsg {
+  uint32_t min_version = 0;  // the range the agent serves
+  uint32_t max_version = 0;
+  std::string reason;
+};
+
+// The newest version in both ranges, or nullopt when they do not overlap.
+std::optional<uint32_t> common_version(const HelloMsg& offer, uint32_t min_version, uint32_t max_version);
+
+// Registration: the version is the negotiated one (1 for a client that sent no Hello).
 struct RegisterMsg {
   uint32_t version = kProtocolVersion;
   int32_t pid = 0;
@@ -112,8 +178,10 @@ struct CaptureCloseMsg {
   uint64_t session = 0;
 };
 
-using Message = std::variant<RegisterMsg, StepsMsg, EventsMsg, CaptureDoneMsg, DevicePlanesMsg, CaptureOpenMsg,
-                             CaptureCloseMsg>;
+using Message = std::variant<RegisterMsg, StepsMsg, EventsMsg, CaptureDoneMsg, DevicePlanesMsg, HelloMsg,
+                             CaptureOpenMsg, CaptureCloseMsg, WelcomeMsg, RefusedMsg>;
+
+FrameType type_of(const Message& msg);
 
 // Appends one complete frame (header + payload) to `out`.
 void encode_frame(const Message& msg, std::string& out);
@@ -122,9 +190,10 @@ struct FrameHeader {
   uint32_t payload_bytes = 0;
   FrameType type = FrameType::kRegister;
 };
-// Parses and validates a header (magic, known type, payload ≤ max_payload). On error returns nullopt and
-// sets `error` to a message naming the bad field and value.
-std::optional<FrameHeader> decode_header(std::string_view header, std::string& error,
+// Parses and validates a header (magic, a type that `version` has, payload ≤ max_payload). On error returns
+// nullopt and sets `error` to a message naming the bad field and value: a type unknown to the version is
+// malformed, exactly as in version 1.
+std::optional<FrameHeader> decode_header(std::string_view header, uint32_t version, std::string& error,
                                          uint32_t max_payload = kMaxFramePayloadBytes);
 std::optional<Message> decode_payload(FrameType type, std::string_view payload, std::string& error);
 

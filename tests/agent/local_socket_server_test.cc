@@ -1,7 +1,9 @@
 // The agent's local socket with raw clients: socket mode 0660, stale socket files replaced and live ones
 // refused, peers with untrusted uids (SO_PEERCRED) dropped, malformed / oversized / out-of-order frames
 // close only that connection (with the agent and other clients unharmed), disconnects leave the
-// registry, an unanswered capture close drops a hung client.
+// registry, an unanswered capture close drops a hung client. Protocol versions: a Hello is answered with
+// the newest common version, a version-1 client (no Hello) is fully served, a client of versions the agent
+// does not serve is refused with a reason (and a log line), frames outside a connection's version close it.
 #include "agent/local/local_socket_server.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "tests/client/mini_agent.h"
 
@@ -40,11 +43,34 @@ class RawClient {
     local::encode_frame(m, f);
     send_bytes(f);
   }
+  // The next frame from the agent, or nullopt when none comes within `timeout` (or the agent closed).
+  std::optional<local::Message> read_msg(std::chrono::milliseconds timeout = 2s) {
+    set_timeout(timeout);
+    std::string error;
+    while (in_.size() < local::kFrameHeaderBytes) {
+      if (!receive()) return std::nullopt;
+    }
+    const auto header = local::decode_header(std::string_view(in_).substr(0, local::kFrameHeaderBytes),
+                                             local::kProtocolVersion, error);
+    if (!header) return std::nullopt;
+    while (in_.size() < local::kFrameHeaderBytes + header->payload_bytes) {
+      if (!receive()) return std::nullopt;
+    }
+    auto msg = local::decode_payload(
+        header->type, std::string_view(in_).substr(local::kFrameHeaderBytes, header->payload_bytes), error);
+    in_.erase(0, local::kFrameHeaderBytes + header->payload_bytes);
+    return msg;
+  }
+  // Hello, Welcome, Register at the agreed version: a current client's handshake.
+  void negotiate_and_register(int32_t core) {
+    send_msg(local::HelloMsg{});
+    const auto welcome = read_msg();
+    ASSERT_TRUE(welcome && std::holds_alternative<local::WelcomeMsg>(*welcome));
+    send_msg(local::RegisterMsg{std::get<local::WelcomeMsg>(*welcome).version, 0, "raw", "job", {core}});
+  }
   // True once the agent closed this connection (EOF), waiting up to `timeout`.
   bool closed_by_agent(std::chrono::milliseconds timeout) {
-    const auto us = std::chrono::microseconds(timeout).count();
-    timeval tv{static_cast<time_t>(us / 1'000'000), static_cast<suseconds_t>(us % 1'000'000)};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    set_timeout(timeout);
     char buf[256];
     for (;;) {
       const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
@@ -54,8 +80,22 @@ class RawClient {
   }
 
  private:
+  void set_timeout(std::chrono::milliseconds timeout) {
+    const auto us = std::chrono::microseconds(timeout).count();
+    timeval tv{static_cast<time_t>(us / 1'000'000), static_cast<suseconds_t>(us % 1'000'000)};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
+  bool receive() {
+    char buf[4096];
+    const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+    if (n <= 0) return false;
+    in_.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+
   int fd_ = -1;
   bool connected_ = false;
+  std::string in_;
 };
 
 LocalSocketConfig config_at(const std::string& path) {
@@ -64,7 +104,8 @@ LocalSocketConfig config_at(const std::string& path) {
   return c;
 }
 
-local::RegisterMsg registration(int32_t core) { return {local::kProtocolVersion, 0, "raw", "job", {core}}; }
+// What a version-1 client (one that predates negotiation) sends first.
+local::RegisterMsg version1_registration(int32_t core) { return {1, 0, "raw", "job", {core}}; }
 
 class LocalSocketServerTest : public ::testing::Test {
  protected:
@@ -112,7 +153,7 @@ TEST_F(LocalSocketServerTest, NonSocketPathIsAnErrorNamingIt) {
 
 TEST_F(LocalSocketServerTest, MalformedFramesCloseOnlyThatConnection) {
   RawClient good(path_);
-  good.send_msg(registration(1));
+  good.negotiate_and_register(1);
   ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
 
   RawClient garbage(path_);
@@ -134,7 +175,7 @@ TEST_F(LocalSocketServerTest, MalformedFramesCloseOnlyThatConnection) {
   EXPECT_TRUE(unregistered.closed_by_agent(2s));
 
   RawClient bad_payload(path_);
-  bad_payload.send_msg(registration(2));
+  bad_payload.negotiate_and_register(2);
   std::string f;
   local::encode_frame(local::CaptureDoneMsg{1, 2}, f);
   f[0] = 4;  // claims 4 payload bytes of a 16-byte message: the next header is garbage
@@ -165,7 +206,7 @@ TEST_F(LocalSocketServerTest, PeersWithUntrustedUidsAreDropped) {
   if (child == 0) {
     if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
     RawClient c(path_);
-    c.send_msg(registration(9));
+    c.send_msg(local::HelloMsg{});
     const char closed = c.connected() && c.closed_by_agent(2s) ? 1 : 0;
     (void)!::write(result[1], &closed, 1);
     ::_exit(0);
@@ -181,9 +222,9 @@ TEST_F(LocalSocketServerTest, PeersWithUntrustedUidsAreDropped) {
 
 TEST_F(LocalSocketServerTest, DisconnectLeavesTheRegistryAndHungClientsAreDropped) {
   auto leaving = std::make_unique<RawClient>(path_);
-  leaving->send_msg(registration(1));
+  leaving->negotiate_and_register(1);
   RawClient hung(path_);  // registers, then never answers a capture close
-  hung.send_msg(registration(2));
+  hung.send_msg(version1_registration(2));
   ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 2; }, 2s));
   leaving.reset();
   ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
@@ -198,6 +239,105 @@ TEST_F(LocalSocketServerTest, DisconnectLeavesTheRegistryAndHungClientsAreDroppe
   EXPECT_FALSE(gathered[0].complete);
   EXPECT_TRUE(hung.closed_by_agent(2s));
   EXPECT_TRUE(MiniAgent::wait_for([&] { return registry.clients().empty(); }, 2s));
+}
+
+TEST_F(LocalSocketServerTest, HelloIsAnsweredWithTheNewestVersionBothSpeak) {
+  RawClient current(path_);
+  current.negotiate_and_register(1);
+  RawClient newer(path_);  // a client upgraded before its agent
+  newer.send_msg(local::HelloMsg{local::kProtocolVersion + 3, local::kOldestProtocolVersion});
+  const auto welcome = newer.read_msg();
+  ASSERT_TRUE(welcome && std::holds_alternative<local::WelcomeMsg>(*welcome));
+  EXPECT_EQ(std::get<local::WelcomeMsg>(*welcome).version, local::kProtocolVersion);
+  newer.send_msg(local::RegisterMsg{local::kProtocolVersion, 0, "newer", "job", {2}});
+  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 2; }, 2s));
+  for (const auto& c : agent_.registry().clients()) EXPECT_EQ(c.protocol_version, local::kProtocolVersion);
+}
+
+TEST_F(LocalSocketServerTest, VersionOneClientWithoutHelloIsFullyServed) {
+  RawClient old(path_);  // exactly what clients sent before versions were negotiated
+  old.send_msg(version1_registration(4));
+  old.send_msg(local::StepsMsg{{{4, 9, 100, 200, 0, 0}}});
+  ASSERT_TRUE(MiniAgent::wait_for(
+      [&] {
+        const auto clients = agent_.registry().clients();
+        return clients.size() == 1 && agent_.steps_of(clients[0].pid).size() == 1;
+      },
+      2s));
+  EXPECT_EQ(agent_.registry().clients()[0].protocol_version, 1u);
+
+  ClientRegistry& registry = agent_.registry();
+  registry.open_window(7, 0, 1);
+  const auto open = old.read_msg();  // no Welcome: the window is the first thing it hears
+  ASSERT_TRUE(open && std::holds_alternative<local::CaptureOpenMsg>(*open));
+  local::EventsMsg events;
+  events.session = 7;
+  events.core = 4;
+  events.names = {{1, "matmul"}};
+  events.events = {{local::EventKind::kCompute, 1, 0, 150, 20, 1000, 0}};
+  old.send_msg(events);
+  registry.close_window();
+  const auto close = old.read_msg();
+  ASSERT_TRUE(close && std::holds_alternative<local::CaptureCloseMsg>(*close));
+  old.send_msg(local::CaptureDoneMsg{7, 0});
+  const auto gathered = registry.collect(2s);
+  ASSERT_EQ(gathered.size(), 1u);
+  EXPECT_TRUE(gathered[0].complete);
+  ASSERT_EQ(gathered[0].batches.size(), 1u);
+  EXPECT_EQ(gathered[0].batches[0].events.size(), 1u);
+  EXPECT_FALSE(old.closed_by_agent(100ms));
+}
+
+TEST_F(LocalSocketServerTest, UnservedVersionsAreRefusedWithAReasonAndALogLine) {
+  RawClient good(path_);
+  good.negotiate_and_register(1);
+  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
+
+  ::testing::internal::CaptureStderr();
+  RawClient future(path_);  // speaks only the version after this agent's
+  future.send_msg(local::HelloMsg{local::kProtocolVersion + 1, local::kProtocolVersion + 1});
+  const auto refused = future.read_msg();
+  const bool closed = future.closed_by_agent(2s);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(refused && std::holds_alternative<local::RefusedMsg>(*refused));
+  const auto& r = std::get<local::RefusedMsg>(*refused);
+  EXPECT_EQ(r.min_version, local::kOldestProtocolVersion);
+  EXPECT_EQ(r.max_version, local::kProtocolVersion);
+  const std::string future_version = std::to_string(local::kProtocolVersion + 1);
+  const std::string reason = "it speaks protocol versions " + future_version + ".." + future_version +
+                             ", this agent serves " + std::to_string(local::kOldestProtocolVersion) + ".." +
+                             std::to_string(local::kProtocolVersion);
+  EXPECT_EQ(r.reason, reason);
+  EXPECT_TRUE(closed);
+  EXPECT_NE(log.find("refusing local client pid " + std::to_string(::getpid()) + ": " + reason), std::string::npos)
+      << log;
+
+  // The agent and the registered client carry on.
+  EXPECT_FALSE(good.closed_by_agent(100ms));
+  EXPECT_EQ(agent_.registry().clients().size(), 1u);
+}
+
+TEST_F(LocalSocketServerTest, FramesOutsideTheConnectionsVersionCloseIt) {
+  RawClient old(path_);  // version 1 has no Hello: an unknown frame type, as it always was
+  old.send_msg(version1_registration(1));
+  old.send_msg(local::HelloMsg{});
+  EXPECT_TRUE(old.closed_by_agent(2s));
+
+  RawClient unnegotiated(path_);  // versions after 1 must say Hello first
+  unnegotiated.send_msg(local::RegisterMsg{2, 0, "raw", "job", {1}});
+  EXPECT_TRUE(unnegotiated.closed_by_agent(2s));
+
+  RawClient mismatched(path_);
+  mismatched.send_msg(local::HelloMsg{});
+  ASSERT_TRUE(mismatched.read_msg());
+  mismatched.send_msg(version1_registration(1));
+  EXPECT_TRUE(mismatched.closed_by_agent(2s));
+
+  RawClient twice(path_);
+  twice.negotiate_and_register(1);
+  twice.send_msg(local::HelloMsg{});
+  EXPECT_TRUE(twice.closed_by_agent(2s));
+  EXPECT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().empty(); }, 2s));
 }
 
 }  // namespace

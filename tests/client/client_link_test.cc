@@ -1,6 +1,6 @@
-// libpodscope against the real local-socket server (in process, real Unix socket): registration, step
-// batches without a capture, a capture window's events as planes, buffer overflow counted, and an agent
-// that goes away and comes back. Each test inits and shuts down libpodscope.
+// libpodscope against the real local-socket server (in process, real Unix socket): registration at the
+// current protocol version, step batches without a capture, a capture window's events as planes, buffer
+// overflow counted, and an agent that goes away and comes back. Each test inits and shuts down libpodscope.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -44,6 +44,7 @@ TEST_F(ClientLinkTest, RegistersWithPidCoresAndJob) {
   EXPECT_EQ(clients[0].pid, ::getpid());
   EXPECT_EQ(clients[0].cores, (std::vector<int32_t>{5}));
   EXPECT_EQ(clients[0].job, "unit");
+  EXPECT_EQ(clients[0].protocol_version, local::kProtocolVersion);
   EXPECT_TRUE(agent_connected());
 }
 

@@ -1,7 +1,8 @@
-// ring_trainer ranks annotated with libpodscope against the real podscope-agent binary: a Profile capture
-// returns every rank's core plane with consecutive steps, all-reduce / send / recv-done events carrying
-// their stats, and matching send and recv-done counts per channel; the agent killed and restarted while
-// trainers run (they keep stepping; the next capture works); a trainer killed (the agent forgets it).
+// ring_trainer ranks annotated with libpodscope against the real podscope-agent binary: each negotiates the
+// current local protocol version; a Profile capture returns every rank's core plane with consecutive steps,
+// all-reduce / send / recv-done events carrying their stats, and matching send and recv-done counts per
+// channel; the agent killed and restarted while trainers run (they keep stepping; the next capture works); a
+// trainer killed (the agent forgets it).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "tensorflow/profiler_service.grpc.pb.h"
 #include "tests/integration/agent_process.h"
 #include "tests/integration/trainer_process.h"
+#include "proto/local/frame_codec.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xplane_reader.h"
@@ -118,6 +120,20 @@ TEST(TrainerAgent, ProfileReturnsEveryRanksStepsCollectivesAndChannels) {
   constexpr int kWorld = 3;
   auto ranks = start_ranks(kWorld, socket);
   ASSERT_TRUE(wait_for([&] { return client_pids(agent).size() == kWorld; }, 10s)) << agent.output();
+  // Every rank's libpodscope negotiated the current local protocol version, and no connection was closed.
+  const std::string negotiated = "protocol version " + std::to_string(local::kProtocolVersion);
+  EXPECT_TRUE(wait_for(
+      [&] {
+        agent.read_some(20);
+        size_t n = 0;
+        for (size_t at = agent.output().find(negotiated); at != std::string::npos;
+             at = agent.output().find(negotiated, at + 1))
+          ++n;
+        return n == kWorld;
+      },
+      5s))
+      << agent.output();
+  EXPECT_EQ(agent.output().find("closing local client"), std::string::npos) << agent.output();
   std::this_thread::sleep_for(300ms);  // past ring formation
   const XSpace space = profile(agent, 600);
 

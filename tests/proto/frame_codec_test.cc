@@ -1,5 +1,7 @@
-// The local frame codec: every message survives encode → decode, and malformed input (truncation, bad
-// magic, oversized lengths, hostile counts, unknown kinds, trailing bytes) is an error naming the problem.
+// The local frame codec: every message survives encode → decode, malformed input (truncation, bad magic,
+// oversized lengths, hostile counts, unknown kinds, trailing bytes, empty version ranges) is an error naming
+// the problem, a frame type is known only from the version that adds it, and negotiation picks the newest
+// version both ranges hold.
 #include "proto/local/frame_codec.h"
 
 #include <gtest/gtest.h>
@@ -11,7 +13,7 @@ Message round_trip(const Message& in) {
   std::string frame;
   encode_frame(in, frame);
   std::string error;
-  auto header = decode_header(std::string_view(frame).substr(0, kFrameHeaderBytes), error);
+  auto header = decode_header(std::string_view(frame).substr(0, kFrameHeaderBytes), kProtocolVersion, error);
   EXPECT_TRUE(header) << error;
   EXPECT_EQ(header->payload_bytes, frame.size() - kFrameHeaderBytes);
   auto out = decode_payload(header->type, std::string_view(frame).substr(kFrameHeaderBytes), error);
@@ -85,26 +87,68 @@ TEST(FrameCodec, CaptureControlRoundTrips) {
   EXPECT_EQ(std::get<CaptureDoneMsg>(round_trip(CaptureDoneMsg{3, 17})).dropped_events, 17u);
 }
 
+TEST(FrameCodec, NegotiationFramesRoundTrip) {
+  const auto hello = std::get<HelloMsg>(round_trip(HelloMsg{}));
+  EXPECT_EQ(hello.max_version, kProtocolVersion);
+  EXPECT_EQ(hello.min_version, kOldestProtocolVersion);
+  EXPECT_EQ(std::get<WelcomeMsg>(round_trip(WelcomeMsg{2})).version, 2u);
+  const auto refused = std::get<RefusedMsg>(round_trip(RefusedMsg{1, 2, "it speaks 3..3"}));
+  EXPECT_EQ(refused.min_version, 1u);
+  EXPECT_EQ(refused.max_version, 2u);
+  EXPECT_EQ(refused.reason, "it speaks 3..3");
+
+  std::string frame, error;
+  encode_frame(HelloMsg{2, 3}, frame);
+  EXPECT_FALSE(decode_payload(FrameType::kHello, std::string_view(frame).substr(kFrameHeaderBytes), error));
+  EXPECT_EQ(error, "hello: version range 3..2 is empty");
+}
+
+TEST(FrameCodec, CommonVersionIsTheNewestInBothRanges) {
+  EXPECT_EQ(common_version(HelloMsg{2, 1}, 1, 2), 2u);
+  EXPECT_EQ(common_version(HelloMsg{5, 1}, 1, 2), 2u);  // a newer client meets an older agent
+  EXPECT_EQ(common_version(HelloMsg{2, 1}, 2, 4), 2u);  // an older client meets a newer agent
+  EXPECT_EQ(common_version(HelloMsg{3, 3}, 1, 2), std::nullopt);
+  EXPECT_EQ(common_version(HelloMsg{2, 1}, 3, 3), std::nullopt);
+}
+
+TEST(FrameCodec, FrameTypesAreKnownFromTheVersionThatAddsThem) {
+  EXPECT_EQ(kProtocolVersion, 2u);
+  EXPECT_TRUE(version_has(1, FrameType::kRegister));
+  EXPECT_TRUE(version_has(1, FrameType::kDevicePlanes));
+  EXPECT_FALSE(version_has(1, FrameType::kHello));
+  EXPECT_FALSE(version_has(1, FrameType::kWelcome));
+  EXPECT_TRUE(version_has(2, FrameType::kHello));
+  EXPECT_TRUE(version_has(2, FrameType::kCaptureOpen));
+  EXPECT_TRUE(version_has(3, FrameType::kRefused));  // a later version keeps every earlier frame
+
+  // A version-1 reader (today's agents) finds a Hello unknown, as before versions were negotiated.
+  std::string frame, error;
+  encode_frame(HelloMsg{}, frame);
+  EXPECT_FALSE(decode_header(std::string_view(frame).substr(0, kFrameHeaderBytes), 1, error));
+  EXPECT_EQ(error, "unknown frame type 6 in protocol version 1");
+  EXPECT_TRUE(decode_header(std::string_view(frame).substr(0, kFrameHeaderBytes), 2, error)) << error;
+}
+
 TEST(FrameCodec, RejectsBadHeaders) {
   std::string frame;
   encode_frame(CaptureCloseMsg{1}, frame);
   std::string error;
   std::string bad = frame;
   bad[6] = 'x';
-  EXPECT_FALSE(decode_header(std::string_view(bad).substr(0, 8), error));
+  EXPECT_FALSE(decode_header(std::string_view(bad).substr(0, 8), kProtocolVersion, error));
   EXPECT_NE(error.find("magic"), std::string::npos);
 
   bad = frame;
   bad[4] = 99;  // type 99
-  EXPECT_FALSE(decode_header(std::string_view(bad).substr(0, 8), error));
-  EXPECT_NE(error.find("unknown frame type 99"), std::string::npos);
+  EXPECT_FALSE(decode_header(std::string_view(bad).substr(0, 8), kProtocolVersion, error));
+  EXPECT_NE(error.find("unknown frame type 99 in protocol version 2"), std::string::npos);
 
   bad = frame;
   bad[3] = 0x7f;  // ~2 GB payload
-  EXPECT_FALSE(decode_header(std::string_view(bad).substr(0, 8), error));
+  EXPECT_FALSE(decode_header(std::string_view(bad).substr(0, 8), kProtocolVersion, error));
   EXPECT_NE(error.find("exceeds the maximum"), std::string::npos);
 
-  EXPECT_FALSE(decode_header("abc", error));
+  EXPECT_FALSE(decode_header("abc", kProtocolVersion, error));
   EXPECT_NE(error.find("truncated"), std::string::npos);
 }
 
