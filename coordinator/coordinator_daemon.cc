@@ -15,6 +15,8 @@ void declare_coordinator_options(CoordinatorConfig& c, OptionSet& o) {
   o.add_int("clock_sync_interval_ms", &c.clock_sync_interval_ms, "Period of the clock-sync burst to every worker",
             100, 3'600'000);
   o.add_int("clock_sync_pings", &c.clock_sync_pings, "Pings per clock-sync burst", 1, 1000);
+  o.add_int("max_workers", &c.max_workers,
+            "Most workers the registry holds (each has a gRPC channel); registrations beyond are refused", 1, 1'000'000);
   o.add_string("log_level", &c.log_level, "debug, info, warning or error");
 }
 
@@ -28,7 +30,8 @@ absl::Status CoordinatorDaemon::start() {
   settings_.clock_sync_pings = static_cast<int>(config_.clock_sync_pings);
   // Static workers prove liveness by answering clock-sync pings, so their window follows that period.
   registry_ = std::make_unique<WorkerRegistry>(
-      3 * std::max(config_.heartbeat_interval_ms, config_.clock_sync_interval_ms) * 1'000'000);
+      3 * std::max(config_.heartbeat_interval_ms, config_.clock_sync_interval_ms) * 1'000'000,
+      static_cast<size_t>(config_.max_workers));
   for (const auto& entry : config_.workers) {
     const size_t eq = entry.find('=');
     const std::string address = eq == std::string::npos ? entry : entry.substr(eq + 1);

@@ -24,6 +24,7 @@ struct CoordinatorConfig {
   int64_t heartbeat_interval_ms = 5000;
   int64_t clock_sync_interval_ms = 10'000;
   int64_t clock_sync_pings = 16;
+  int64_t max_workers = 4096;
   std::string log_level = "info";
 };
 

@@ -113,7 +113,10 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext*, const podscope::
   if (auto parsed = pod_capture::parse_service_addresses(request->address()); !parsed.ok() || parsed->size() != 1) {
     return invalid("Register: address \"" + request->address() + "\" is not one host:port");
   }
-  registry_.register_worker(*request, clock_.now_ns());
+  if (absl::Status s = registry_.register_worker(*request, clock_.now_ns()); !s.ok()) {
+    PODSCOPE_LOG(kWarning) << "registration refused: " << s.message();
+    return to_grpc(s);
+  }
   PODSCOPE_LOG(kInfo) << "worker " << request->host_name() << " registered at " << request->address();
   response->set_heartbeat_interval_ms(settings_.heartbeat_interval_ms);
   if (on_register_) on_register_();

@@ -24,13 +24,32 @@ void WorkerRegistry::add_static(const std::string& host_name, const std::string&
   worker.info.set_static_worker(true);
 }
 
-void WorkerRegistry::register_worker(const podscope::v1::RegisterRequest& request, int64_t now_ns) {
+absl::Status WorkerRegistry::register_worker(const podscope::v1::RegisterRequest& request, int64_t now_ns) {
   std::lock_guard lock(mu_);
+  if (auto it = workers_.find(request.host_name()); it != workers_.end()) {
+    const Worker& known = it->second;
+    const bool moves = known.info.address() != request.address();
+    if (moves && known.info.static_worker()) {
+      return absl::PermissionDeniedError("worker " + request.host_name() + " is configured at " + known.info.address() +
+                                         "; a registration from " + request.address() + " cannot move it");
+    }
+    // A worker that went down may come back anywhere (its agent restarted); a live one moves only with its agent.
+    if (moves && is_up(known, now_ns) && request.instance_id() != known.instance_id) {
+      return absl::PermissionDeniedError("worker " + request.host_name() + " is up at " + known.info.address() +
+                                         " under another agent instance; a registration from " + request.address() +
+                                         " cannot move it");
+    }
+  } else if (workers_.size() >= max_workers_) {
+    return absl::ResourceExhaustedError("the coordinator already has " + std::to_string(workers_.size()) +
+                                        " workers (max_workers); " + request.host_name() + " refused");
+  }
   Worker& worker = upsert(request.host_name(), request.address());
+  worker.instance_id = request.instance_id();
   worker.info.set_job(request.job());
   worker.info.mutable_labels()->clear();
   for (const auto& [k, v] : request.labels()) (*worker.info.mutable_labels())[k] = v;
   worker.info.set_last_heartbeat_ns(now_ns);
+  return absl::OkStatus();
 }
 
 bool WorkerRegistry::heartbeat(const std::string& host_name, const std::string& address, int64_t now_ns) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "pod_capture/agent_connection.h"
 #include "pod_capture/clock_sync.h"
 #include "podscope/v1/coordinator.pb.h"
@@ -25,11 +26,13 @@ struct WorkerSelector {
 
 class WorkerRegistry {
  public:
-  explicit WorkerRegistry(int64_t down_after_ns) : down_after_ns_(down_after_ns) {}
+  WorkerRegistry(int64_t down_after_ns, size_t max_workers) : down_after_ns_(down_after_ns), max_workers_(max_workers) {}
 
   // Static workers are always known; they are up while their clock-sync pings answer.
   void add_static(const std::string& host_name, const std::string& address);
-  void register_worker(const podscope::v1::RegisterRequest& request, int64_t now_ns);
+  // Refused (PERMISSION_DENIED) when it would move a static worker, or a live worker registered by another agent
+  // instance, to a new address; RESOURCE_EXHAUSTED when a new worker would pass max_workers.
+  absl::Status register_worker(const podscope::v1::RegisterRequest& request, int64_t now_ns);
   // False when the worker is unknown (it must register again).
   bool heartbeat(const std::string& host_name, const std::string& address, int64_t now_ns);
   void record_clock(const std::string& host_name, const pod_capture::ClockMeasurement& measurement, int64_t now_ns);
@@ -52,11 +55,13 @@ class WorkerRegistry {
     std::unique_ptr<pod_capture::AgentConnection> connection;
     pod_capture::DriftEstimator drift;
     bool last_ping_failed = false;  // decides a static worker's state at once, without waiting for the window
+    std::string instance_id;        // of the agent that registered it
   };
   bool is_up(const Worker& worker, int64_t now_ns) const;
   Worker& upsert(const std::string& host_name, const std::string& address);
 
   const int64_t down_after_ns_;
+  const size_t max_workers_;
   mutable std::mutex mu_;
   std::map<std::string, Worker> workers_;  // by host name
   std::vector<std::unique_ptr<pod_capture::AgentConnection>> retired_;

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <iostream>
@@ -171,25 +172,43 @@ absl::Status OptionSet::apply_yaml(std::string_view text, std::string_view sourc
     return absl::InvalidArgumentError(std::string(source) + ":" + std::to_string(root.Mark().line + 1) +
                                       ": the config must be a map of key: value");
   }
-  for (const auto& entry : root) {
-    const std::string key = entry.first.as<std::string>();
-    Option* o = find(key);
-    if (o == nullptr) {
-      return absl::InvalidArgumentError(where(source, entry.first, key) + ": unknown key");
+  // yaml-cpp throws on conversions the document did not expect (a key that is itself a list or map); no such
+  // document may end the daemon, so every error becomes a status that names the line.
+  try {
+    std::vector<std::string> seen;
+    for (const auto& entry : root) {
+      const std::string line = std::string(source) + ":" + std::to_string(entry.first.Mark().line + 1);
+      if (!entry.first.IsScalar()) return absl::InvalidArgumentError(line + ": a key must be a plain name, not a list or map");
+      const std::string key = entry.first.Scalar();
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+        return absl::InvalidArgumentError(where(source, entry.first, key) + ": duplicate key");
+      }
+      seen.push_back(key);
+      Option* o = find(key);
+      if (o == nullptr) return absl::InvalidArgumentError(where(source, entry.first, key) + ": unknown key");
+      if (absl::Status s = o->from_yaml(entry.second); !s.ok()) {
+        return absl::InvalidArgumentError(where(source, entry.second, key) + ": " + std::string(s.message()));
+      }
     }
-    if (absl::Status s = o->from_yaml(entry.second); !s.ok()) {
-      return absl::InvalidArgumentError(where(source, entry.second, key) + ": " + std::string(s.message()));
-    }
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(std::string(source) + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
   return absl::OkStatus();
 }
 
 absl::Status OptionSet::apply_yaml_file(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError("cannot read config file '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  return apply_yaml(text.str(), path);
+  // Read at most one byte past the limit, so that neither a huge file nor an endless one (a FIFO, /dev/zero) is
+  // buffered before it is refused.
+  std::string text(kMaxConfigFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxConfigFileBytes) {
+    return absl::InvalidArgumentError("config file '" + path + "' is larger than " +
+                                      std::to_string(kMaxConfigFileBytes) + " bytes; refused before parsing");
+  }
+  return apply_yaml(text, path);
 }
 
 absl::Status OptionSet::apply_flag(std::string_view key, std::string_view value) {

@@ -18,6 +18,9 @@ class Node;
 
 namespace podscope {
 
+// A config file larger than this is refused before it is parsed: ours are a few KiB.
+inline constexpr size_t kMaxConfigFileBytes = 1 << 20;
+
 class OptionSet {
  public:
   void add_string(std::string key, std::string* target, std::string help);
@@ -28,7 +31,8 @@ class OptionSet {
   // Keeps a test-only option out of --help (it still works as a flag and a YAML key).
   void hide(std::string_view key);
 
-  // Applies a YAML document; `source` names it in errors (usually the file path).
+  // Applies a YAML document; `source` names it in errors (usually the file path). Unknown or duplicate keys, keys
+  // that are lists or maps and values of the wrong shape are errors that name the line.
   absl::Status apply_yaml(std::string_view text, std::string_view source);
   absl::Status apply_yaml_file(const std::string& path);
   // Applies one flag value given as text.

@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # build tools
   build-essential cmake pkg-config git
+  # the instrumented build (ASan + UBSan + libFuzzer) and the format check
+  clang libclang-rt-14-dev clang-format
   # libraries
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost-dev libyaml-cpp-dev prometheus-cpp-dev libcli11-dev

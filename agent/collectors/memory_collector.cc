@@ -31,7 +31,10 @@ absl::Status parse_meminfo(std::string_view text, std::string_view path, MemInfo
       return parse_error(path, line_number, "field '" + std::string(key) + "' has no numeric value");
     }
     const bool kib = next_field(rest, unit) && unit == "kB";
-    info.bytes[index] = kib ? value * 1024 : value;
+    if (kib && __builtin_mul_overflow(value, int64_t{1024}, &info.bytes[index])) {
+      return parse_error(path, line_number, "field '" + std::string(key) + "' is too large: " + std::string(number) + " kB");
+    }
+    if (!kib) info.bytes[index] = value;
   }
   if (info.bytes[0] < 0) return parse_error(path, line_number, "no MemTotal line (truncated?)");
   return absl::OkStatus();

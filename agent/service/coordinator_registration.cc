@@ -3,11 +3,26 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <cstdio>
+#include <random>
 
 #include "daemon/log.h"
 #include "podscope/v1/coordinator.grpc.pb.h"
 
 namespace podscope::agent {
+namespace {
+
+std::string random_instance_id() {
+  std::random_device random;
+  char hex[33];
+  std::snprintf(hex, sizeof(hex), "%08x%08x%08x%08x", random(), random(), random(), random());
+  return hex;
+}
+
+}  // namespace
+
+CoordinatorRegistration::CoordinatorRegistration(RegistrationSettings settings)
+    : settings_(std::move(settings)), instance_id_(random_instance_id()) {}
 
 std::string advertised_agent_address(const std::string& listen, int port, const std::string& host_name) {
   std::string host = listen.substr(0, listen.rfind(':'));
@@ -46,6 +61,7 @@ void CoordinatorRegistration::run(std::string address) {
       request.set_host_name(settings_.host_name);
       request.set_address(address);
       request.set_job(settings_.job);
+      request.set_instance_id(instance_id_);
       podscope::v1::RegisterResponse response;
       const grpc::Status status = stub->Register(&context, request, &response);
       if (status.ok()) {

@@ -25,7 +25,7 @@ struct RegistrationSettings {
 
 class CoordinatorRegistration final : public LifecycleComponent {
  public:
-  explicit CoordinatorRegistration(RegistrationSettings settings) : settings_(std::move(settings)) {}
+  explicit CoordinatorRegistration(RegistrationSettings settings);
   ~CoordinatorRegistration() override { stop(); }
 
   std::string_view name() const override { return "coordinator registration"; }
@@ -35,6 +35,8 @@ class CoordinatorRegistration final : public LifecycleComponent {
  private:
   void run(std::string address);
   RegistrationSettings settings_;
+  // Random, chosen when the agent starts: the coordinator lets only this instance move its worker's address.
+  const std::string instance_id_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -1,13 +1,35 @@
 #include "proto/xspace/xplane_builder.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "proto/xspace/names.h"
+#include "proto/xspace/utf8.h"
 
 namespace podscope::xspace {
 namespace {
 
 constexpr int64_t kPsPerNs = 1000;
+
+// Nanoseconds to picoseconds, saturating: times and durations come from client processes, and a hostile or broken
+// value must give a clamped event, not signed overflow.
+int64_t ns_to_ps(int64_t ns) {
+  int64_t ps = 0;
+  if (__builtin_mul_overflow(ns, kPsPerNs, &ps)) return ns < 0 ? INT64_MIN : INT64_MAX;
+  return ps;
+}
+
+int64_t saturating_sub(int64_t a, int64_t b) {
+  int64_t d = 0;
+  if (__builtin_sub_overflow(a, b, &d)) return b < 0 ? INT64_MAX : INT64_MIN;
+  return d;
+}
+
+int64_t saturating_add(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum)) return b < 0 ? INT64_MIN : INT64_MAX;
+  return sum;
+}
 
 }  // namespace
 
@@ -41,7 +63,7 @@ XStatsBuilder& XStatsBuilder::add(std::string_view name, double value) {
 XStatsBuilder& XStatsBuilder::add(std::string_view name, std::string_view value) {
   XStat* s = stats_->Add();
   s->set_metadata_id(plane_->stat_metadata_id(name));
-  s->set_str_value(std::string(value));
+  s->set_str_value(valid_utf8(value));
   return *this;
 }
 
@@ -49,17 +71,17 @@ XStatsBuilder XLineBuilder::add_event(int64_t metadata_id, int64_t start_ns, int
   if (line_->events_size() == 0 && line_->timestamp_ns() == 0) {
     line_->set_timestamp_ns(start_ns);
   } else if (start_ns < line_->timestamp_ns()) {
-    const int64_t shift_ps = (line_->timestamp_ns() - start_ns) * kPsPerNs;
+    const int64_t shift_ps = ns_to_ps(saturating_sub(line_->timestamp_ns(), start_ns));
     for (XEvent& e : *line_->mutable_events()) {
-      if (e.data_case() == XEvent::kOffsetPs) e.set_offset_ps(e.offset_ps() + shift_ps);
+      if (e.data_case() == XEvent::kOffsetPs) e.set_offset_ps(saturating_add(e.offset_ps(), shift_ps));
     }
     line_->set_timestamp_ns(start_ns);
   }
   XEvent* event = line_->add_events();
   event->set_metadata_id(metadata_id);
-  event->set_offset_ps((start_ns - line_->timestamp_ns()) * kPsPerNs);
-  event->set_duration_ps(duration_ns * kPsPerNs);
-  const int64_t end_ps = event->offset_ps() + event->duration_ps();
+  event->set_offset_ps(ns_to_ps(saturating_sub(start_ns, line_->timestamp_ns())));
+  event->set_duration_ps(ns_to_ps(duration_ns));
+  const int64_t end_ps = saturating_add(event->offset_ps(), event->duration_ps());
   if (end_ps > line_->duration_ps()) line_->set_duration_ps(end_ps);
   return XStatsBuilder(event->mutable_stats(), plane_);
 }
@@ -89,7 +111,7 @@ int64_t XPlaneBuilder::event_metadata_id(std::string_view name) {
   if (inserted) {
     auto& md = (*plane_->mutable_event_metadata())[next_event_id_];
     md.set_id(next_event_id_);
-    md.set_name(std::string(name));
+    md.set_name(valid_utf8(name));
     ++next_event_id_;
   }
   return it->second;
@@ -100,7 +122,7 @@ int64_t XPlaneBuilder::stat_metadata_id(std::string_view name) {
   if (inserted) {
     auto& md = (*plane_->mutable_stat_metadata())[next_stat_id_];
     md.set_id(next_stat_id_);
-    md.set_name(std::string(name));
+    md.set_name(valid_utf8(name));
     ++next_stat_id_;
   }
   return it->second;
@@ -112,7 +134,7 @@ XLineBuilder XPlaneBuilder::line(int64_t id, std::string_view name) {
     XLine* l = plane_->add_lines();
     l->set_id(id);
     l->set_display_id(id);
-    l->set_name(std::string(name));
+    l->set_name(valid_utf8(name));
   }
   return XLineBuilder(plane_->mutable_lines(it->second), this);
 }
@@ -131,7 +153,7 @@ XPlane* find_or_add_plane(XSpace& space, std::string_view name, int64_t id) {
     if (p.name() == name) return &p;
   }
   XPlane* p = space.add_planes();
-  p->set_name(std::string(name));
+  p->set_name(valid_utf8(name));
   p->set_id(id);
   return p;
 }

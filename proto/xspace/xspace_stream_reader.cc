@@ -1,6 +1,7 @@
 #include "proto/xspace/xspace_stream_reader.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -118,6 +119,11 @@ absl::Status read_xspace_planes(const std::filesystem::path& path,
   if (fd.get() < 0) {
     return absl::NotFoundError("cannot open XSpace file " + path.string() + ": " + std::strerror(errno));
   }
+  struct stat file_stat {};
+  if (::fstat(fd.get(), &file_stat) != 0) {
+    return absl::NotFoundError("cannot stat XSpace file " + path.string() + ": " + std::strerror(errno));
+  }
+  const int64_t file_size = file_stat.st_size;
   google::protobuf::io::FileInputStream file(fd.get());
   google::protobuf::io::CodedInputStream input(&file);
   // A single plane may be far larger than protobuf's default message limit.
@@ -127,6 +133,10 @@ absl::Status read_xspace_planes(const std::filesystem::path& path,
                                std::to_string(input.CurrentPosition()) + ": " + std::string(what));
   };
 
+  // A declared length is checked against what is left of the file before anything is allocated for it: a few
+  // hostile bytes must not make the reader reserve gigabytes.
+  auto fits_in_file = [&](uint32_t length) { return int64_t{length} <= file_size - input.CurrentPosition(); };
+
   while (true) {
     const uint32_t tag = input.ReadTag();
     if (tag == 0) break;
@@ -135,6 +145,9 @@ absl::Status read_xspace_planes(const std::filesystem::path& path,
     if (wire_type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED && field == kPlanesField) {
       uint32_t length = 0;
       if (!input.ReadVarint32(&length)) return broken("truncated plane length");
+      if (!fits_in_file(length)) {
+        return broken("plane length " + std::to_string(length) + " runs past the end of the file");
+      }
       const auto limit = input.PushLimit(static_cast<int>(length));
       // One arena per plane: its many small messages are allocated in blocks and freed all at once.
       google::protobuf::ArenaOptions arena_options;
@@ -149,8 +162,11 @@ absl::Status read_xspace_planes(const std::filesystem::path& path,
       if (absl::Status s = on_plane(*plane); !s.ok()) return s;
     } else if (wire_type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED &&
                (field == kErrorsField || field == kWarningsField || field == kHostnamesField)) {
+      uint32_t length = 0;
+      if (!input.ReadVarint32(&length)) return broken("truncated string length");
+      if (!fits_in_file(length)) return broken("string length " + std::to_string(length) + " runs past the end of the file");
       std::string value;
-      if (!WireFormatLite::ReadString(&input, &value)) return broken("truncated string field");
+      if (!input.ReadString(&value, static_cast<int>(length))) return broken("truncated string field");
       if (header != nullptr) {
         (field == kErrorsField ? header->errors : field == kWarningsField ? header->warnings : header->hostnames)
             .push_back(std::move(value));

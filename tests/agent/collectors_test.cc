@@ -134,6 +134,15 @@ TEST(MemoryCollector, TruncatedMeminfoDegrades) {
   EXPECT_NE(mem.status().reason.find("meminfo_truncated: line 2"), std::string::npos) << mem.status().reason;
 }
 
+TEST(MemoryCollector, ValueTooLargeForBytesIsAParseErrorNotAnOverflow) {
+  MemInfo info;
+  const absl::Status s =
+      parse_meminfo("MemTotal: 16384000 kB\nMemFree: 8198552921648689596 kB\n", "/proc/meminfo", info);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("/proc/meminfo: line 2"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("too large"), std::string::npos) << s.message();
+}
+
 TEST(NetworkCollector, CountersPerInterface) {
   NetworkCollector net(fixture("net_dev"));
   RecordingSink sink;

@@ -15,6 +15,8 @@ namespace {
 using testing::LightweightAgent;
 using testing::TimerThread;
 
+constexpr size_t kMaxWorkers = 8;
+
 std::filesystem::path fresh_dir(const std::string& name) {
   auto dir = std::filesystem::temp_directory_path() / ("podscope_coord_service_" + name + "_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
@@ -26,7 +28,7 @@ class CoordinatorServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     settings_.repository_root = fresh_dir("root");
-    registry_ = std::make_unique<WorkerRegistry>(1'000'000'000);
+    registry_ = std::make_unique<WorkerRegistry>(1'000'000'000, kMaxWorkers);
     runner_ = std::make_unique<CaptureRunner>(*registry_, metrics_, clock_);
     coordinator_ = std::make_unique<CoordinatorService>(*registry_, *runner_, settings_, clock_);
     analysis_ = std::make_unique<ProfileAnalysisService>(*registry_, *runner_, settings_, clock_);
@@ -157,6 +159,70 @@ TEST_F(CoordinatorServiceTest, NewSessionWritesOnlyInsideTheRepositoryRoot) {
   EXPECT_EQ(stub->NewSession(&context, request, &response).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+// Registration over the real gRPC service, as an attacker that can reach the coordinator would send it.
+grpc::Status register_as(const std::shared_ptr<grpc::Channel>& channel, const std::string& host,
+                         const std::string& address, const std::string& instance_id) {
+  podscope::v1::RegisterRequest request;
+  request.set_host_name(host);
+  request.set_address(address);
+  request.set_instance_id(instance_id);
+  podscope::v1::RegisterResponse response;
+  grpc::ClientContext context;
+  return podscope::v1::Coordinator::NewStub(channel)->Register(&context, request, &response);
+}
+
+TEST_F(CoordinatorServiceTest, RegistrationCannotRedirectALiveWorkerOfAnotherAgentInstance) {
+  // host1 was registered (instance "") by SetUp; a stranger claims it from host2's agent address.
+  const grpc::Status hijack = register_as(channel_, "host1", agents_[2]->address(), "intruder");
+  EXPECT_EQ(hijack.error_code(), grpc::StatusCode::PERMISSION_DENIED) << hijack.error_message();
+  EXPECT_NE(hijack.error_message().find("cannot move it"), std::string::npos) << hijack.error_message();
+
+  // A capture of host1 still reaches host1's agent.
+  podscope::v1::CaptureRequest request;
+  request.add_hosts("host1");
+  request.set_duration_ms(100);
+  const auto logdir = fresh_dir("redirect");
+  auto outcome = pod_capture::capture_through_coordinator(address(), request, logdir, [](const std::string&) {});
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(outcome->exit_code, 0);
+  EXPECT_TRUE(std::filesystem::exists(outcome->run_dir / (pod_capture::host_file_stem(agents_[1]->address()) + ".xplane.pb")));
+  EXPECT_FALSE(std::filesystem::exists(outcome->run_dir / (pod_capture::host_file_stem(agents_[2]->address()) + ".xplane.pb")));
+  std::filesystem::remove_all(logdir);
+}
+
+TEST_F(CoordinatorServiceTest, TheSameAgentInstanceMayMoveAndADownWorkerMayComeBackAnywhere) {
+  ASSERT_TRUE(register_as(channel_, "mover", agents_[0]->address(), "instance-a").ok());
+  EXPECT_TRUE(register_as(channel_, "mover", agents_[1]->address(), "instance-a").ok()) << "its own agent moved";
+  EXPECT_EQ(register_as(channel_, "mover", agents_[2]->address(), "instance-b").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  // Once it is down (silent past the window), a restarted agent (new instance) registers from its new address.
+  const int64_t later = clock_.now_ns() + 5'000'000'000;
+  podscope::v1::RegisterRequest restarted;
+  restarted.set_host_name("mover");
+  restarted.set_address(agents_[2]->address());
+  restarted.set_instance_id("instance-b");
+  EXPECT_TRUE(registry_->register_worker(restarted, later).ok());
+}
+
+TEST_F(CoordinatorServiceTest, StaticWorkerAddressNeverChangesByRegistration) {
+  registry_->add_static("static9", agents_[0]->address());
+  const grpc::Status s = register_as(channel_, "static9", agents_[2]->address(), "x");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(s.error_message().find("is configured at"), std::string::npos) << s.error_message();
+  EXPECT_TRUE(register_as(channel_, "static9", agents_[0]->address(), "x").ok()) << "same address: accepted";
+}
+
+TEST_F(CoordinatorServiceTest, RegistryIsCappedAndSaysSo) {
+  // SetUp registered 3; fill up to the cap with fake workers, then one more is refused.
+  for (size_t i = 3; i < kMaxWorkers; ++i) {
+    ASSERT_TRUE(register_as(channel_, "fake" + std::to_string(i), "127.0.0.1:" + std::to_string(1000 + i), "f").ok());
+  }
+  const grpc::Status s = register_as(channel_, "one-too-many", "127.0.0.1:999", "f");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("max_workers"), std::string::npos) << s.error_message();
+  EXPECT_TRUE(register_as(channel_, "fake3", "127.0.0.1:1003", "f").ok()) << "known workers still re-register";
+}
+
 TEST(ConfineToRoot, RefusesWithoutARoot) {
   auto resolved = confine_to_root("", "anything");
   ASSERT_FALSE(resolved.ok());
@@ -172,7 +238,7 @@ namespace {
 TEST(WorkerRegistry, StaticWorkersAreUpWhileTheyAnswerPings) {
   testing::TimerThread timers;
   testing::LightweightAgent agent({.host_name = "static0", .clock_offset_ns = 3'000'000}, timers);
-  WorkerRegistry registry(1'000'000'000);
+  WorkerRegistry registry(1'000'000'000, kMaxWorkers);
   registry.add_static("static0", agent.address());
   const Clock clock;
   EXPECT_FALSE(registry.list(clock.now_ns()).at(0).up()) << "not up before its first ping";

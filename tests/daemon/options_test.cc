@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+
 namespace podscope {
 namespace {
 
@@ -73,6 +76,60 @@ TEST(OptionSet, InvalidYamlSaysWhere) {
   absl::Status st = o.apply_yaml("listen: [unclosed\n", "agent.yaml");
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("agent.yaml:"), std::string::npos);
+}
+
+TEST(OptionSet, KeyThatIsAListOrMapIsAnErrorNotACrash) {
+  for (const char* doc : {"listen: x\n[a, b]: 1\n", "listen: x\n? {a: 1}\n: 2\n", "? [1]\n: [2]\n"}) {
+    Settings s;
+    OptionSet o = declare(s);
+    absl::Status st = o.apply_yaml(doc, "agent.yaml");
+    ASSERT_FALSE(st.ok()) << doc;
+    EXPECT_NE(st.message().find("agent.yaml:"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("a key must be a plain name"), std::string::npos) << st.message();
+  }
+}
+
+TEST(OptionSet, ValueOfTheWrongShapeIsNamedWithItsLine) {
+  Settings s;
+  OptionSet o = declare(s);
+  absl::Status st = o.apply_yaml("listen: x\nsample_interval_ms: {a: 1}\n", "agent.yaml");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("agent.yaml:2: key 'sample_interval_ms'"), std::string::npos) << st.message();
+  st = o.apply_yaml("upstream: [[a], b]\n", "agent.yaml");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("key 'upstream'"), std::string::npos) << st.message();
+}
+
+TEST(OptionSet, DuplicateKeyIsAnErrorNamingTheSecondLine) {
+  Settings s;
+  OptionSet o = declare(s);
+  absl::Status st = o.apply_yaml("listen: a:1\nverbose: true\nlisten: b:2\n", "agent.yaml");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("agent.yaml:3: key 'listen': duplicate key"), std::string::npos) << st.message();
+}
+
+TEST(OptionSet, ConfigFileOverTheSizeLimitIsRefusedBeforeParsing) {
+  const std::string path = ::testing::TempDir() + "/huge_config.yaml";
+  {
+    std::ofstream out(path);
+    out << "listen: x\n";
+    out << "# " << std::string(kMaxConfigFileBytes, 'x') << "\n";
+  }
+  Settings s;
+  OptionSet o = declare(s);
+  absl::Status st = o.apply_yaml_file(path);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("larger than 1048576 bytes"), std::string::npos) << st.message();
+  EXPECT_EQ(s.listen, "0.0.0.0:8466") << "nothing of a refused file is applied";
+  std::remove(path.c_str());
+}
+
+TEST(OptionSet, EndlessConfigSourceIsRefusedWithoutReadingItAll) {
+  Settings s;
+  OptionSet o = declare(s);
+  absl::Status st = o.apply_yaml_file("/dev/zero");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("larger than"), std::string::npos) << st.message();
 }
 
 }  // namespace

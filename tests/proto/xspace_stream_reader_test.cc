@@ -112,5 +112,28 @@ TEST(StreamReader, MissingFileIsNotFound) {
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
 }
 
+// A few bytes that declare a field of nearly 2 GiB: refused from the declared length, before any allocation.
+TEST(StreamReader, DeclaredLengthBeyondTheFileIsDataLossWithoutAllocatingIt) {
+  const fs::path path = fs::path(::testing::TempDir()) / "hostile.xplane.pb";
+  for (const uint8_t field_tag : {uint8_t{0x0a} /* planes */, uint8_t{0x12} /* errors */, uint8_t{0x22} /* hostnames */}) {
+    {
+      // tag, varint 2,000,000,000 (0xEE6B2800), then 8 bytes of payload: 15 bytes in all.
+      const unsigned char bytes[] = {field_tag, 0x80, 0xD0, 0xAC, 0xF3, 0x07, 'p', 'o', 'd', 's', 'c', 'o', 'p', 'e', '!'};
+      std::ofstream out(path, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(bytes), sizeof(bytes));
+    }
+    ASSERT_EQ(fs::file_size(path), 15u);
+    int planes = 0;
+    const absl::Status status = read_xspace_planes(path, [&](const tensorflow::profiler::XPlane&) {
+      ++planes;
+      return absl::OkStatus();
+    });
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+    EXPECT_NE(std::string(status.message()).find("runs past the end of the file"), std::string::npos) << status;
+    EXPECT_EQ(planes, 0);
+  }
+  fs::remove(path);
+}
+
 }  // namespace
 }  // namespace podscope::xspace
