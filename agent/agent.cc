@@ -12,6 +12,11 @@
 #include "daemon/log.h"
 
 namespace podscope::agent {
+
+// What the gRPC server may buffer for requests in flight, and the threads it serves them on (Monitors are held
+// below this by max_concurrent_monitors, so a Profile always finds one).
+constexpr size_t kGrpcMemoryQuotaBytes = 64u << 20;
+constexpr int kGrpcMaxThreads = 64;
 namespace {
 
 // "0.0.0.0:0" with the bound port 41234 → "0.0.0.0:41234".
@@ -115,9 +120,17 @@ absl::Status Agent::start() {
 absl::Status Agent::start_servers() {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(parts_.config.listen, grpc::InsecureServerCredentials(), &parts_.grpc_port);
-  // A long capture's XSpace can pass 1 GiB: allow the largest message gRPC can carry.
-  builder.SetMaxReceiveMessageSize(INT_MAX);
+  // A second agent on the same port must fail to start, not share the traffic (gRPC sets SO_REUSEPORT by default).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Requests are small; a large one is refused from its declared length. The quota bounds what gRPC buffers for
+  // requests in flight (a receive limit alone still buffers the whole message first) and the threads it runs them
+  // on. A long capture's XSpace can pass 1 GiB: responses may be as large as gRPC can carry.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(parts_.config.max_request_mb << 20));
   builder.SetMaxSendMessageSize(INT_MAX);
+  grpc::ResourceQuota quota("podscope-agent");
+  quota.Resize(kGrpcMemoryQuotaBytes);
+  quota.SetMaxThreads(kGrpcMaxThreads);
+  builder.SetResourceQuota(quota);
   for (const auto& service : services_) builder.RegisterService(service.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || parts_.grpc_port == 0) {

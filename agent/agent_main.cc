@@ -49,8 +49,9 @@ int main(int argc, char** argv) {
 
   podscope::agent::Agent agent(config);
   if (absl::Status s = agent.start(); !s.ok()) {
+    // What stops a start is the configuration: a port in use, a socket path or group that cannot be had.
     std::cerr << kProgram << ": " << s.message() << "\n";
-    return 1;
+    return 2;
   }
   const podscope::SystemdNotifier systemd;
   if (systemd.watchdog_interval().count() > 0) {

@@ -124,7 +124,8 @@ std::unique_ptr<grpc::Service> make_profiler_service(AgentParts& parts) {
   Sampler& sampler = *parts.sampler;
   MonitorReporter monitor(*parts.captures, *parts.cpu, parts.device_utilization,
                           [&sampler] { return sampler.run_pass(); }, parts.step_tracker, parts.clock);
-  return std::make_unique<ProfilerServiceImpl>(*parts.captures, std::move(monitor), *parts.request_metrics);
+  return std::make_unique<ProfilerServiceImpl>(*parts.captures, std::move(monitor), *parts.request_metrics,
+                                               parts.config.max_concurrent_monitors);
 }
 
 // --- lifecycle components ---

@@ -53,6 +53,8 @@ absl::Status CoordinatorDaemon::start() {
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config_.listen, grpc::InsecureServerCredentials(), &grpc_port_);
+  // A second coordinator on the same port must fail to start, not share the traffic (gRPC's SO_REUSEPORT default).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(coordinator_service_.get());
   builder.RegisterService(analysis_service_.get());
   builder.SetMaxSendMessageSize(-1);

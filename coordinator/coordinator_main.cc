@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   podscope::coordinator::CoordinatorDaemon daemon(config);
   if (auto status = daemon.start(); !status.ok()) {
     std::cerr << "podscope-coordinator: " << status.message() << "\n";
-    return 1;
+    return 2;
   }
   const podscope::SystemdNotifier systemd;
   systemd.ready("serving grpc port " + std::to_string(daemon.grpc_port()));

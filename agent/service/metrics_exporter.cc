@@ -27,6 +27,12 @@ RequestMetrics::RequestMetrics(prometheus::Registry& registry, const std::string
                            .Labels({{"host", host_name}})
                            .Register(registry)
                            .Add({})),
+      monitors_refused(prometheus::BuildCounter()
+                           .Name("podscope_monitor_errors_total")
+                           .Help("Monitor requests refused because max_concurrent_monitors were in flight.")
+                           .Labels({{"host", host_name}})
+                           .Register(registry)
+                           .Add({})),
       monitors_served(prometheus::BuildCounter()
                           .Name("podscope_monitors_total")
                           .Help("Monitor requests answered.")

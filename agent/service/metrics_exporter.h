@@ -18,6 +18,7 @@ struct RequestMetrics {
   RequestMetrics(prometheus::Registry& registry, const std::string& host_name);
   prometheus::Counter& captures_served;
   prometheus::Counter& captures_refused;
+  prometheus::Counter& monitors_refused;  // over max_concurrent_monitors
   prometheus::Counter& monitors_served;
 };
 

@@ -13,8 +13,12 @@ grpc::Status to_grpc(const absl::Status& status) {
 
 }  // namespace
 
-ProfilerServiceImpl::ProfilerServiceImpl(CaptureSessions& captures, MonitorReporter monitor, RequestMetrics& metrics)
-    : captures_(captures), monitor_(std::move(monitor)), metrics_(metrics) {}
+ProfilerServiceImpl::ProfilerServiceImpl(CaptureSessions& captures, MonitorReporter monitor, RequestMetrics& metrics,
+                                         int64_t max_concurrent_monitors)
+    : captures_(captures),
+      monitor_(std::move(monitor)),
+      metrics_(metrics),
+      max_concurrent_monitors_(max_concurrent_monitors) {}
 
 grpc::Status ProfilerServiceImpl::Profile(grpc::ServerContext* context, const tensorflow::ProfileRequest* request,
                                           tensorflow::ProfileResponse* response) {
@@ -44,6 +48,16 @@ grpc::Status ProfilerServiceImpl::Terminate(grpc::ServerContext*, const tensorfl
 
 grpc::Status ProfilerServiceImpl::Monitor(grpc::ServerContext* context, const tensorflow::MonitorRequest* request,
                                           tensorflow::MonitorResponse* response) {
+  struct InFlight {
+    std::atomic<int64_t>& count;
+    ~InFlight() { count.fetch_sub(1); }
+  } in_flight{monitors_in_flight_};
+  if (monitors_in_flight_.fetch_add(1) >= max_concurrent_monitors_) {
+    metrics_.monitors_refused.Increment();
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        std::to_string(max_concurrent_monitors_) +
+                            " Monitor calls are already in flight (max_concurrent_monitors); try again later");
+  }
   absl::StatusOr<tensorflow::MonitorResponse> report =
       monitor_.report(*request, [context] { return context->IsCancelled(); });
   if (!report.ok()) return to_grpc(report.status());

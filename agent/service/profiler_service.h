@@ -2,6 +2,9 @@
 // (a MonitorReporter). Translating only: validation, capture and monitor logic live in agent/capture/.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+
 #include "agent/capture/capture_session.h"
 #include "agent/capture/monitor_report.h"
 #include "agent/service/metrics_exporter.h"
@@ -11,7 +14,8 @@ namespace podscope::agent {
 
 class ProfilerServiceImpl final : public tensorflow::ProfilerService::Service {
  public:
-  ProfilerServiceImpl(CaptureSessions& captures, MonitorReporter monitor, RequestMetrics& metrics);
+  ProfilerServiceImpl(CaptureSessions& captures, MonitorReporter monitor, RequestMetrics& metrics,
+                      int64_t max_concurrent_monitors);
 
   grpc::Status Profile(grpc::ServerContext* context, const tensorflow::ProfileRequest* request,
                        tensorflow::ProfileResponse* response) override;
@@ -24,6 +28,9 @@ class ProfilerServiceImpl final : public tensorflow::ProfilerService::Service {
   CaptureSessions& captures_;
   MonitorReporter monitor_;
   RequestMetrics& metrics_;
+  // Each Monitor holds a server thread for its whole duration: beyond this many they are refused.
+  const int64_t max_concurrent_monitors_;
+  std::atomic<int64_t> monitors_in_flight_{0};
 };
 
 }  // namespace podscope::agent

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -511,6 +512,97 @@ TEST(AgentProcessLifecycle, ConfigErrorsExitTwoNamingKeyAndLine) {
   EXPECT_EQ(WEXITSTATUS(*status), 2);
   EXPECT_NE(bad_level.output().find("log_level"), std::string::npos) << bad_level.output();
   fs::remove_all(dir);
+}
+
+// Peak resident memory of a process so far (VmHWM), in bytes.
+int64_t peak_rss_bytes(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return -1;
+}
+
+TEST(AgentHostileClients, ConfigKeyThatIsAListExitsTwoAndADuplicateKeyToo) {
+  const std::string dir = AgentProcess::make_temp_dir();
+  for (const std::string doc : {"listen: 127.0.0.1:0\n[a, b]: 1\n", "listen: 127.0.0.1:0\nlisten: 127.0.0.1:0\n"}) {
+    std::ofstream(dir + "/agent.yaml") << doc;
+    AgentProcess agent({"--config", dir + "/agent.yaml"}, /*wait_ready=*/false);
+    std::optional<int> status = agent.wait_exit(std::chrono::seconds(5));
+    ASSERT_TRUE(status.has_value());
+    ASSERT_TRUE(WIFEXITED(*status)) << "killed by a signal: " << agent.output();
+    EXPECT_EQ(WEXITSTATUS(*status), 2) << agent.output();
+    EXPECT_NE(agent.output().find("agent.yaml:2"), std::string::npos) << agent.output();
+  }
+  fs::remove_all(dir);
+}
+
+TEST(AgentHostileClients, SecondAgentOnTheSamePortExitsTwoNamingThePort) {
+  AgentProcess first({});
+  const std::string taken = "127.0.0.1:" + std::to_string(first.grpc_port());
+  AgentProcess second({"--listen", taken}, /*wait_ready=*/false);
+  std::optional<int> status = second.wait_exit(std::chrono::seconds(5));
+  ASSERT_TRUE(status.has_value()) << "a second agent started on " << taken;
+  EXPECT_EQ(WEXITSTATUS(*status), 2);
+  EXPECT_NE(second.output().find(taken), std::string::npos) << second.output();
+  EXPECT_TRUE(profile(first, request_ms(50)).status.ok()) << "the first agent keeps its port";
+}
+
+TEST(AgentHostileClients, OversizedRequestsAreRefusedWithoutGrowingTheAgent) {
+  AgentProcess agent({"--max_request_mb", "4"});
+  tensorflow::ProfileRequest small = request_ms(50);
+  small.set_session_id(std::string(5 << 20, 'x'));  // 5 MiB: just over the limit
+  EXPECT_EQ(profile(agent, small).status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  // Six parallel requests of 256 MiB each: refused, and the agent's peak memory grows by far less than they
+  // weigh (the limit and the resource quota keep gRPC from buffering them).
+  const int64_t before = peak_rss_bytes(agent.pid());
+  std::vector<std::thread> senders;
+  std::atomic<int> refused{0};
+  const std::string huge(256u << 20, 'y');
+  for (int i = 0; i < 6; ++i) {
+    senders.emplace_back([&] {
+      tensorflow::ProfileRequest r = request_ms(50);
+      r.set_session_id(huge);
+      if (profile(agent, r, 60).status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) ++refused;
+    });
+  }
+  for (auto& t : senders) t.join();
+  EXPECT_EQ(refused.load(), 6);
+  const int64_t growth = peak_rss_bytes(agent.pid()) - before;
+  EXPECT_LT(growth, 2 * (64 << 20)) << "peak RSS grew by " << growth / (1 << 20) << " MiB";
+  std::cerr << "six parallel 256 MiB requests: agent peak RSS +" << growth / (1 << 20) << " MiB\n";
+  EXPECT_TRUE(profile(agent, request_ms(50)).status.ok()) << "the agent still serves";
+}
+
+TEST(AgentHostileClients, MonitorsBeyondTheLimitAreRefusedAndProfileIsStillServed) {
+  AgentProcess agent({"--max_concurrent_monitors", "2"});
+  auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
+  std::vector<std::thread> monitors;
+  std::atomic<int> ok{0}, exhausted{0};
+  for (int i = 0; i < 5; ++i) {
+    monitors.emplace_back([&] {
+      tensorflow::MonitorRequest request;
+      request.set_duration_ms(1500);
+      request.set_monitoring_level(1);
+      tensorflow::MonitorResponse response;
+      grpc::ClientContext context;
+      const grpc::Status s = stub->Monitor(&context, request, &response);
+      if (s.ok()) ++ok;
+      if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+        EXPECT_NE(s.error_message().find("max_concurrent_monitors"), std::string::npos) << s.error_message();
+        ++exhausted;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(profile(agent, request_ms(100)).status.ok()) << "Monitors must not starve Profile";
+  for (auto& t : monitors) t.join();
+  EXPECT_EQ(ok.load(), 2);
+  EXPECT_EQ(exhausted.load(), 3);
+  EXPECT_NE(testing::http_get(agent.metrics_port(), "/metrics").find("podscope_monitor_errors_total{host="),
+            std::string::npos);
 }
 
 TEST(AgentProcessLifecycle, SighupReloadsTheConfigFile) {
