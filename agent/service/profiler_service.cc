@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "daemon/grpc_status.h"
 #include "daemon/log.h"
 
 namespace podscope::agent {
@@ -18,12 +19,6 @@ std::string ms(double v) {
   return text;
 }
 }  // namespace
-
-grpc::Status to_grpc(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  // absl and gRPC share the canonical code numbering.
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
 
 DeviceUtilization host_cpu_device(int cores) {
   DeviceUtilization cpu;
@@ -84,7 +79,7 @@ grpc::Status ProfilerServiceImpl::Profile(grpc::ServerContext* context, const te
   if (!result.ok()) {
     PODSCOPE_LOG(kWarning) << "Profile refused: " << result.status().message();
     metrics_.captures_refused.Increment();
-    return to_grpc(result.status());
+    return to_grpc_status(result.status());
   }
   metrics_.captures_served.Increment();
   response->set_empty_trace(result->empty_trace);
@@ -101,7 +96,7 @@ grpc::Status ProfilerServiceImpl::Profile(grpc::ServerContext* context, const te
 
 grpc::Status ProfilerServiceImpl::Terminate(grpc::ServerContext*, const tensorflow::TerminateRequest* request,
                                             tensorflow::TerminateResponse*) {
-  return to_grpc(captures_.terminate(request->session_id()));
+  return to_grpc_status(captures_.terminate(request->session_id()));
 }
 
 grpc::Status ProfilerServiceImpl::Monitor(grpc::ServerContext* context, const tensorflow::MonitorRequest* request,

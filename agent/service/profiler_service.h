@@ -15,8 +15,6 @@
 
 namespace podscope::agent {
 
-grpc::Status to_grpc(const absl::Status& status);
-
 // What Monitor reports when no accelerator has a figure: the host CPU with `cores` cores.
 DeviceUtilization host_cpu_device(int cores);
 
