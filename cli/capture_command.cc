@@ -13,9 +13,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cli/terminate_on_interrupt.h"
-#include "analysis/runner/analysis_runner.h"
-#include "pod_capture/capture.h"
 #include "pod_capture/monitor.h"
+#include "pod_capture/pod_run.h"
 #include "pod_capture/remote_capture.h"
 #include "pod_capture/run_directory.h"
 #include "podscope/v1/coordinator.grpc.pb.h"
@@ -83,8 +82,7 @@ absl::StatusOr<std::vector<std::string>> target_addresses(const CaptureFlags& fl
 
 // The up workers a coordinator lists (all, or those named in --workers_list).
 absl::StatusOr<std::vector<std::string>> workers_of_coordinator(const CaptureFlags& flags) {
-  std::string address = flags.coordinator;
-  if (address.rfind("grpc://", 0) == 0) address.erase(0, 7);
+  const std::string address = pod_capture::strip_grpc_scheme(flags.coordinator);
   auto stub = podscope::v1::Coordinator::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -103,24 +101,35 @@ absl::StatusOr<std::vector<std::string>> workers_of_coordinator(const CaptureFla
   return out;
 }
 
-int run_monitoring(const CaptureFlags& flags, const std::vector<pod_capture::AgentConnection*>& agents) {
-  const auto names = pod_capture::worker_names(agents);
-  for (int sample = 1; sample <= flags.num_queries; ++sample) {
-    const auto results = pod_capture::monitor_round(agents, names, flags.duration_ms, flags.monitoring_level,
-                                                    flags.display_timestamp);
-    std::cout << pod_capture::format_monitor_round(sample, results) << "\n" << std::flush;
+// The flags' capture in podscope.v1 terms: sent to a coordinator as it is, or turned into the spec of a
+// capture this process fans out (pod_capture::capture_spec_from, where defaults are applied).
+podscope::v1::CaptureRequest capture_request_from(const CaptureFlags& flags) {
+  podscope::v1::CaptureRequest request;
+  // A coordinator selects by these names; this process finds its agents through target_addresses instead.
+  for (absl::string_view host : absl::StrSplit(flags.workers_list, ',', absl::SkipWhitespace())) {
+    request.add_hosts(std::string(host));
   }
-  return 0;
+  request.set_duration_ms(static_cast<uint64_t>(std::max<int64_t>(0, flags.duration_ms)));
+  request.set_num_tracing_attempts(flags.num_tracing_attempts);
+  request.set_delay_ms(static_cast<uint64_t>(flags.delay_ms));
+  request.set_include_dataset_ops(flags.include_dataset_ops);
+  request.set_host_tracer_level(static_cast<uint32_t>(flags.host_tracer_level));
+  request.set_device_tracer_level(static_cast<uint32_t>(flags.device_tracer_level));
+  request.set_python_tracer_level(static_cast<uint32_t>(flags.python_tracer_level));
+  return request;
 }
 
-// The pod analysis of a fresh run; a failed analysis is a warning, the capture itself succeeded.
-void print_pod_analysis(const std::filesystem::path& run_dir) {
-  auto outcome = analysis::analyze_run_directory(run_dir);
-  if (!outcome.ok()) {
-    std::cerr << "podscope capture: pod analysis failed: " << outcome.status().message() << "\n";
-    return;
+// Why the flags cannot run, or empty.
+std::string usage_problem(const CaptureFlags& flags) {
+  if (flags.num_tracing_attempts < 1) {
+    return "--num_tracing_attempts must be >= 1, got " + std::to_string(flags.num_tracing_attempts);
   }
-  std::cout << "\n" << outcome->summary_text;
+  if (!flags.coordinator.empty() && !flags.service_addr.empty()) {
+    return "give either --service_addr or --coordinator, not both";
+  }
+  if (flags.coordinator.empty() && flags.service_addr.empty()) return "--service_addr (or --coordinator) is required";
+  if (flags.monitoring_level == 0 && flags.logdir.empty()) return "--logdir is required to capture";
+  return "";
 }
 
 pod_capture::ProgressFn progress_printer(bool quiet) {
@@ -129,30 +138,76 @@ pod_capture::ProgressFn progress_printer(bool quiet) {
   };
 }
 
-int capture_through_coordinator(const CaptureFlags& flags) {
-  podscope::v1::CaptureRequest request;
-  for (absl::string_view host : absl::StrSplit(flags.workers_list, ',', absl::SkipWhitespace())) {
-    request.add_hosts(std::string(host));
+int print_outcome(const std::string& summary_text, const std::filesystem::path& run_dir, int exit_code) {
+  std::cout << summary_text;
+  std::cout << "Run directory: " << run_dir.string() << "\n";
+  return exit_code;
+}
+
+struct Agents {
+  std::vector<std::unique_ptr<pod_capture::AgentConnection>> connections;
+  std::vector<pod_capture::AgentConnection*> pointers;
+};
+
+Agents connect_agents(const std::vector<std::string>& addresses) {
+  Agents agents;
+  for (const auto& address : addresses) {
+    agents.connections.push_back(pod_capture::connect_agent(address));
+    agents.pointers.push_back(agents.connections.back().get());
   }
-  request.set_duration_ms(static_cast<uint64_t>(flags.duration_ms));
-  request.set_num_tracing_attempts(flags.num_tracing_attempts);
-  request.set_delay_ms(static_cast<uint64_t>(flags.delay_ms));
-  request.set_include_dataset_ops(flags.include_dataset_ops);
-  request.set_host_tracer_level(static_cast<uint32_t>(flags.host_tracer_level));
-  request.set_device_tracer_level(static_cast<uint32_t>(flags.device_tracer_level));
-  request.set_python_tracer_level(static_cast<uint32_t>(flags.python_tracer_level));
-  std::string coordinator_address = flags.coordinator;
-  if (coordinator_address.rfind("grpc://", 0) == 0) coordinator_address.erase(0, 7);
-  ProgressBar bar(flags.duration_ms, !flags.quiet);
-  auto outcome =
-      pod_capture::capture_through_coordinator(coordinator_address, request, flags.logdir, progress_printer(flags.quiet));
+  return agents;
+}
+
+// --monitoring_level 1|2, straight to the agents (through a coordinator: to the workers it lists as up).
+int run_monitoring(const CaptureFlags& flags, int64_t duration_ms) {
+  auto addresses = flags.coordinator.empty() ? target_addresses(flags) : workers_of_coordinator(flags);
+  if (!addresses.ok()) {
+    if (flags.coordinator.empty()) return usage_error(std::string(addresses.status().message()));
+    std::cerr << "podscope capture: " << addresses.status().message() << "\n";
+    return 1;
+  }
+  const Agents agents = connect_agents(*addresses);
+  const auto names = pod_capture::worker_names(agents.pointers);
+  for (int sample = 1; sample <= flags.num_queries; ++sample) {
+    const auto results = pod_capture::monitor_round(agents.pointers, names, duration_ms, flags.monitoring_level,
+                                                    flags.display_timestamp);
+    std::cout << pod_capture::format_monitor_round(sample, results) << "\n" << std::flush;
+  }
+  return 0;
+}
+
+// The pod run fanned out by this process: Ctrl-C ends the agents' captures early and the run is written as usual.
+int capture_from_agents(const CaptureFlags& flags, pod_capture::CaptureSpec spec) {
+  auto addresses = target_addresses(flags);
+  if (!addresses.ok()) return usage_error(std::string(addresses.status().message()));
+  const Agents agents = connect_agents(*addresses);
+  std::vector<pod_capture::PodAgent> pod;
+  for (auto* connection : agents.pointers) pod.emplace_back().connection = connection;  // nothing else is known
+  absl::StatusOr<pod_capture::PodRunOutcome> outcome;
+  {
+    TerminateOnInterrupt interrupt(agents.pointers, spec.session_id);
+    spec.stop_retrying = [&interrupt] { return interrupt.interrupted(); };
+    ProgressBar bar(spec.duration_ms, !flags.quiet);
+    outcome = pod_capture::run_pod(pod, spec, pod_capture::run_directory(flags.logdir, spec.session_id), Clock(),
+                                   progress_printer(flags.quiet));
+  }
   if (!outcome.ok()) {
     std::cerr << "podscope capture: " << outcome.status().message() << "\n";
     return 1;
   }
-  std::cout << outcome->summary_text;
-  std::cout << "Run directory: " << outcome->run_dir.string() << "\n";
-  return outcome->exit_code;
+  return print_outcome(outcome->summary_text, outcome->run_dir, outcome->exit_code());
+}
+
+int capture_through_coordinator(const CaptureFlags& flags, const podscope::v1::CaptureRequest& request,
+                                int64_t duration_ms) {
+  ProgressBar bar(duration_ms, !flags.quiet);
+  auto outcome = pod_capture::capture_through_coordinator(pod_capture::strip_grpc_scheme(flags.coordinator), request,
+                                                          flags.logdir, progress_printer(flags.quiet));
+  if (!outcome.ok()) {
+    std::cerr << "podscope capture: " << outcome.status().message() << "\n";
+    return 1;
+  }
+  return print_outcome(outcome->summary_text, outcome->run_dir, outcome->exit_code);
 }
 
 }  // namespace
@@ -165,7 +220,10 @@ void add_capture_flags(CLI::App& command, CaptureFlags& f) {
                      "--coordinator: the host names to capture");
   command.add_option("--coordinator", f.coordinator, "Capture through this podscope-coordinator (host:port)");
   command.add_option("--logdir", f.logdir, "TensorBoard log directory the run is written under");
-  command.add_option("--duration_ms", f.duration_ms, "Capture duration; <= 0 means 1000")->capture_default_str();
+  command
+      .add_option("--duration_ms", f.duration_ms,
+                  "Capture duration; <= 0 means " + std::to_string(pod_capture::kDefaultCaptureDurationMs))
+      ->capture_default_str();
   command.add_option("--num_tracing_attempts", f.num_tracing_attempts, "Attempts when a capture fails or is empty")
       ->capture_default_str();
   command.add_option("--include_dataset_ops", f.include_dataset_ops, "Trace tf.data ops")->capture_default_str();
@@ -190,59 +248,13 @@ void add_capture_flags(CLI::App& command, CaptureFlags& f) {
   command.add_flag("--quiet", f.quiet, "Print only the outcome");
 }
 
-int run_capture_command(const CaptureFlags& given) {
-  CaptureFlags flags = given;
-  if (flags.duration_ms <= 0) flags.duration_ms = 1000;
-  if (flags.num_tracing_attempts < 1) return usage_error("--num_tracing_attempts must be >= 1, got " + std::to_string(flags.num_tracing_attempts));
-  const bool monitoring = flags.monitoring_level > 0;
-  if (!flags.coordinator.empty() && !flags.service_addr.empty()) {
-    return usage_error("give either --service_addr or --coordinator, not both");
-  }
-  if (flags.coordinator.empty() && flags.service_addr.empty()) {
-    return usage_error("--service_addr (or --coordinator) is required");
-  }
-  if (!monitoring && flags.logdir.empty()) return usage_error("--logdir is required to capture");
-  if (!flags.coordinator.empty() && !monitoring) return capture_through_coordinator(flags);
-  // Monitoring through a coordinator goes straight to the workers it lists as up.
-  auto addresses = flags.coordinator.empty() ? target_addresses(flags) : workers_of_coordinator(flags);
-  if (!addresses.ok()) {
-    if (flags.coordinator.empty()) return usage_error(std::string(addresses.status().message()));
-    std::cerr << "podscope capture: " << addresses.status().message() << "\n";
-    return 1;
-  }
-
-  std::vector<std::unique_ptr<pod_capture::AgentConnection>> connections;
-  std::vector<pod_capture::AgentConnection*> agents;
-  for (const auto& address : *addresses) {
-    connections.push_back(pod_capture::connect_agent(address));
-    agents.push_back(connections.back().get());
-  }
-  if (monitoring) return run_monitoring(flags, agents);
-
-  pod_capture::CaptureSpec spec;
-  spec.duration_ms = flags.duration_ms;
-  spec.num_tracing_attempts = flags.num_tracing_attempts;
-  spec.delay_ms = flags.delay_ms;
-  spec.include_dataset_ops = flags.include_dataset_ops;
-  spec.host_tracer_level = static_cast<uint32_t>(flags.host_tracer_level);
-  spec.device_tracer_level = static_cast<uint32_t>(flags.device_tracer_level);
-  spec.python_tracer_level = static_cast<uint32_t>(flags.python_tracer_level);
-  spec.session_id = pod_capture::make_session_id(Clock().now_ns());
-  pod_capture::CaptureResult result;
-  {
-    TerminateOnInterrupt interrupt(agents, spec.session_id);
-    spec.stop_retrying = [&interrupt] { return interrupt.interrupted(); };
-    ProgressBar bar(flags.duration_ms, !flags.quiet);
-    result = pod_capture::run_capture(agents, spec, Clock(), progress_printer(flags.quiet));
-  }
-  auto run_dir = pod_capture::write_run_directory(flags.logdir, result);
-  if (!run_dir.ok()) {
-    std::cerr << "podscope capture: " << run_dir.status().message() << "\n";
-    return 1;
-  }
-  std::cout << pod_capture::capture_summary_text(result, *run_dir);
-  if (result.exit_code() != 1) print_pod_analysis(*run_dir);
-  return result.exit_code();
+int run_capture_command(const CaptureFlags& flags) {
+  if (const std::string problem = usage_problem(flags); !problem.empty()) return usage_error(problem);
+  const podscope::v1::CaptureRequest request = capture_request_from(flags);
+  const pod_capture::CaptureSpec spec = pod_capture::capture_spec_from(request, /*session_id=*/"", Clock().now_ns());
+  if (flags.monitoring_level > 0) return run_monitoring(flags, spec.duration_ms);
+  if (!flags.coordinator.empty()) return capture_through_coordinator(flags, request, spec.duration_ms);
+  return capture_from_agents(flags, spec);
 }
 
 }  // namespace podscope::cli

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "pod_capture/capture.h"
+
 namespace CLI {
 class App;
 }
@@ -16,7 +18,7 @@ struct CaptureFlags {
   std::string workers_list;
   std::string coordinator;
   std::string logdir;
-  int64_t duration_ms = 1000;
+  int64_t duration_ms = pod_capture::kDefaultCaptureDurationMs;
   int num_tracing_attempts = 3;
   bool include_dataset_ops = true;
   int host_tracer_level = 2;

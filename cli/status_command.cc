@@ -73,8 +73,8 @@ int status_from_agents(const std::string& list) {
   return failures == 0 ? 0 : (failures == static_cast<int>(addresses->size()) ? 1 : 3);
 }
 
-int status_from_coordinator(std::string address) {
-  if (address.rfind("grpc://", 0) == 0) address.erase(0, 7);
+int status_from_coordinator(const std::string& given_address) {
+  const std::string address = pod_capture::strip_grpc_scheme(given_address);
   auto stub = podscope::v1::Coordinator::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));

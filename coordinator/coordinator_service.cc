@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <fstream>
 
-#include "analysis/runner/analysis_runner.h"
-#include "pod_capture/run_directory.h"
+#include "daemon/grpc_status.h"
 #include "daemon/log.h"
 #include "daemon/path_within_root.h"
+#include "pod_capture/run_directory.h"
 
 namespace podscope::coordinator {
 namespace {
@@ -16,14 +16,6 @@ namespace {
 constexpr size_t kFileChunkBytes = 1 << 20;
 
 grpc::Status invalid(const std::string& reason) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, reason); }
-
-grpc::Status to_grpc(const absl::Status& status) {
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
-bool is_plain_name(const std::string& name) {
-  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos;
-}
 
 // Streams one file in chunks of kFileChunkBytes.
 bool stream_file(const std::filesystem::path& path, const std::string& relative,
@@ -47,29 +39,44 @@ bool stream_file(const std::filesystem::path& path, const std::string& relative,
   }
 }
 
-pod_capture::CaptureSpec spec_from(const podscope::v1::CaptureRequest& request, const CoordinatorSettings& settings) {
-  pod_capture::CaptureSpec spec;
-  spec.duration_ms = request.duration_ms() > 0 ? static_cast<int64_t>(request.duration_ms()) : 1000;
-  spec.num_tracing_attempts = request.num_tracing_attempts() > 0 ? request.num_tracing_attempts() : 3;
-  spec.delay_ms = static_cast<int64_t>(request.delay_ms());
-  spec.include_dataset_ops = request.include_dataset_ops();
-  spec.host_tracer_level = request.host_tracer_level();
-  spec.device_tracer_level = request.device_tracer_level();
-  spec.python_tracer_level = request.python_tracer_level();
-  spec.clock_sync_pings = settings.clock_sync_pings;
-  return spec;
+// TensorBoard's NewSession in the terms of podscope.v1: one attempt (TensorBoard asks again itself), and
+// the tracer options only when the client sent them (ProfileOptions.version >= 1), else the capture's own.
+podscope::v1::CaptureRequest capture_request_from(const tensorflow::ProfileRequest& profile) {
+  podscope::v1::CaptureRequest request;
+  request.set_duration_ms(profile.duration_ms());
+  request.set_num_tracing_attempts(1);
+  const pod_capture::CaptureSpec defaults;
+  const bool has_options = profile.opts().version() > 0;
+  const tensorflow::ProfileOptions& opts = profile.opts();
+  request.set_include_dataset_ops(has_options ? opts.include_dataset_ops() : defaults.include_dataset_ops);
+  request.set_host_tracer_level(has_options ? opts.host_tracer_level() : defaults.host_tracer_level);
+  request.set_device_tracer_level(has_options ? opts.device_tracer_level() : defaults.device_tracer_level);
+  request.set_python_tracer_level(has_options ? opts.python_tracer_level() : defaults.python_tracer_level);
+  return request;
 }
 
-// Runs the pod analysis over a run that has data (its files land beside the host files); returns the text
-// to show, or a warning line when the analysis failed (the capture itself stands).
-std::string analyze_if_captured(const std::filesystem::path& run_dir, const pod_capture::CaptureResult& result) {
-  if (result.exit_code() == 1) return "";
-  auto outcome = analysis::analyze_run_directory(run_dir);
-  if (!outcome.ok()) {
-    PODSCOPE_LOG(kWarning) << "pod analysis of " << run_dir.string() << " failed: " << outcome.status().message();
-    return "Warning: pod analysis failed: " + std::string(outcome.status().message()) + "\n";
+// Kept under the repository root when there is one; otherwise staged in a temp directory for the stream.
+std::filesystem::path capture_run_directory(const CoordinatorSettings& settings, const std::string& run_name) {
+  if (!settings.repository_root.empty()) return pod_capture::run_directory(settings.repository_root, run_name);
+  return std::filesystem::temp_directory_path() /
+         ("podscope-coordinator-" + std::to_string(getpid()) + "-" + run_name);
+}
+
+// The run as the stream carries it: the summary (for the run name), every file, the summary with the outcome.
+// False when the client went away.
+bool stream_run(const pod_capture::PodRunOutcome& outcome, grpc::ServerWriter<podscope::v1::CaptureChunk>* writer) {
+  podscope::v1::CaptureChunk summary;
+  summary.mutable_summary()->set_run_name(outcome.capture.session_id);
+  summary.mutable_summary()->set_exit_code(outcome.exit_code());
+  writer->Write(summary);
+  bool streamed = true;
+  for (const auto& entry : std::filesystem::directory_iterator(outcome.run_dir)) {
+    if (!entry.is_regular_file()) continue;
+    streamed = streamed && stream_file(entry.path(), entry.path().filename().string(), writer);
   }
-  return "\n" + outcome->summary_text;
+  summary.mutable_summary()->set_text(outcome.summary_text);
+  writer->Write(summary);
+  return streamed;
 }
 
 }  // namespace
@@ -86,25 +93,26 @@ absl::StatusOr<std::filesystem::path> confine_to_root(const std::filesystem::pat
   return path;
 }
 
-absl::StatusOr<pod_capture::CaptureResult> CaptureRunner::capture(const std::vector<std::string>& host_names, pod_capture::CaptureSpec spec,
-                                                     const pod_capture::ProgressFn& progress) {
+absl::StatusOr<pod_capture::PodRunOutcome> CaptureRunner::run(const std::vector<std::string>& host_names,
+                                                              const pod_capture::CaptureSpec& spec,
+                                                              const std::filesystem::path& run_dir,
+                                                              const pod_capture::ProgressFn& progress) {
   std::unique_lock lock(running_, std::try_to_lock);
   if (!lock.owns_lock()) return absl::AlreadyExistsError("a capture is already running on this coordinator");
-  std::vector<pod_capture::AgentConnection*> agents;
+  std::vector<pod_capture::PodAgent> agents;
   for (const auto& name : host_names) {
-    if (auto* connection = registry_.connection(name)) agents.push_back(connection);
+    if (auto* connection = registry_.connection(name)) agents.push_back({connection, name, registry_.drift_ppm(name)});
   }
   if (agents.empty()) return absl::FailedPreconditionError("no worker to capture");
-  pod_capture::CaptureResult result = pod_capture::run_capture(agents, spec, clock_, progress);
-  for (size_t i = 0; i < result.hosts.size() && i < host_names.size(); ++i) {
-    result.hosts[i].clock_drift_ppm = registry_.drift_ppm(host_names[i]);
-    // The registry knows the worker's name even when its XSpace does not say.
-    if (result.hosts[i].host_name == result.hosts[i].file_stem) result.hosts[i].host_name = host_names[i];
+  auto outcome = pod_capture::run_pod(agents, spec, run_dir, clock_, progress);
+  if (!outcome.ok()) return outcome;
+  metrics_.count_capture(outcome->exit_code());
+  PODSCOPE_LOG(kInfo) << "capture " << spec.session_id << " of " << agents.size() << " worker(s): exit code "
+                      << outcome->exit_code();
+  if (!outcome->analysis_error.empty()) {
+    PODSCOPE_LOG(kWarning) << "pod analysis of " << run_dir.string() << " failed: " << outcome->analysis_error;
   }
-  metrics_.count_capture(result.exit_code());
-  PODSCOPE_LOG(kInfo) << "capture " << result.session_id << " of " << agents.size() << " worker(s): exit code "
-                      << result.exit_code();
-  return result;
+  return outcome;
 }
 
 grpc::Status CoordinatorService::Register(grpc::ServerContext*, const podscope::v1::RegisterRequest* request,
@@ -115,7 +123,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext*, const podscope::
   }
   if (absl::Status s = registry_.register_worker(*request, clock_.now_ns()); !s.ok()) {
     PODSCOPE_LOG(kWarning) << "registration refused: " << s.message();
-    return to_grpc(s);
+    return to_grpc_status(s);
   }
   PODSCOPE_LOG(kInfo) << "worker " << request->host_name() << " registered at " << request->address();
   response->set_heartbeat_interval_ms(settings_.heartbeat_interval_ms);
@@ -158,34 +166,13 @@ grpc::Status CoordinatorService::Capture(grpc::ServerContext*, const podscope::v
     chunk.set_progress(line);
     writer->Write(chunk);
   };
-  auto result = runner_.capture(selection.host_names, spec_from(*request, settings_), progress);
-  if (!result.ok()) return to_grpc(result.status());
-
-  // Kept under the repository root when there is one; otherwise staged in a temp directory for the stream.
-  std::filesystem::path run_dir;
-  const bool keep = !settings_.repository_root.empty();
-  if (keep) {
-    run_dir = pod_capture::run_directory(settings_.repository_root, result->session_id);
-  } else {
-    run_dir = std::filesystem::temp_directory_path() /
-              ("podscope-coordinator-" + std::to_string(getpid()) + "-" + result->session_id);
-  }
-  if (auto status = pod_capture::write_run_files(run_dir, *result); !status.ok()) return to_grpc(status);
-  const std::string analysis_text = analyze_if_captured(run_dir, *result);
-
-  podscope::v1::CaptureChunk summary;
-  summary.mutable_summary()->set_run_name(result->session_id);
-  summary.mutable_summary()->set_exit_code(result->exit_code());
-  writer->Write(summary);
-  bool streamed = true;
-  for (const auto& entry : std::filesystem::directory_iterator(run_dir)) {
-    if (!entry.is_regular_file()) continue;
-    streamed = streamed && stream_file(entry.path(), entry.path().filename().string(), writer);
-  }
-  // The client names its own run directory.
-  summary.mutable_summary()->set_text(pod_capture::capture_summary_text(*result, {}) + analysis_text);
-  writer->Write(summary);
-  if (!keep) std::filesystem::remove_all(run_dir);
+  pod_capture::CaptureSpec spec = pod_capture::capture_spec_from(*request, /*session_id=*/"", clock_.now_ns());
+  spec.clock_sync_pings = settings_.clock_sync_pings;
+  const std::filesystem::path run_dir = capture_run_directory(settings_, spec.session_id);
+  auto outcome = runner_.run(selection.host_names, spec, run_dir, progress);
+  if (!outcome.ok()) return to_grpc_status(outcome.status());
+  const bool streamed = stream_run(*outcome, writer);
+  if (settings_.repository_root.empty()) std::filesystem::remove_all(run_dir);
   if (!streamed) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the client went away during the transfer");
   return grpc::Status::OK;
 }
@@ -193,11 +180,14 @@ grpc::Status CoordinatorService::Capture(grpc::ServerContext*, const podscope::v
 grpc::Status ProfileAnalysisService::NewSession(grpc::ServerContext*, const tensorflow::NewProfileSessionRequest* request,
                                                 tensorflow::NewProfileSessionResponse* response) {
   if (request->hosts().empty()) return invalid("NewSession: hosts is empty");
-  std::string session_id = request->session_id();
-  if (session_id.empty()) session_id = pod_capture::make_session_id(clock_.now_ns());
-  if (!is_plain_name(session_id)) return invalid("NewSession: session_id \"" + session_id + "\" is not a plain name");
+  pod_capture::CaptureSpec spec =
+      pod_capture::capture_spec_from(capture_request_from(request->request()), request->session_id(), clock_.now_ns());
+  spec.clock_sync_pings = settings_.clock_sync_pings;
+  if (!is_plain_path_component(spec.session_id)) {
+    return invalid("NewSession: session_id \"" + spec.session_id + "\" is not a plain name");
+  }
   auto repository = confine_to_root(settings_.repository_root, request->repository_root());
-  if (!repository.ok()) return to_grpc(repository.status());
+  if (!repository.ok()) return to_grpc_status(repository.status());
 
   WorkerSelector selector;
   selector.hosts.assign(request->hosts().begin(), request->hosts().end());
@@ -207,27 +197,12 @@ grpc::Status ProfileAnalysisService::NewSession(grpc::ServerContext*, const tens
     for (const auto& u : selection.unknown) names += (names.empty() ? "" : ", ") + u;
     return invalid("NewSession: unknown or down host(s): " + names);
   }
-  const auto& profile = request->request();
-  pod_capture::CaptureSpec spec;
-  spec.duration_ms = profile.duration_ms() > 0 ? static_cast<int64_t>(profile.duration_ms()) : 1000;
-  spec.num_tracing_attempts = 1;
-  spec.session_id = session_id;
-  spec.clock_sync_pings = settings_.clock_sync_pings;
-  if (profile.opts().version() > 0) {
-    spec.include_dataset_ops = profile.opts().include_dataset_ops();
-    spec.host_tracer_level = profile.opts().host_tracer_level();
-    spec.device_tracer_level = profile.opts().device_tracer_level();
-    spec.python_tracer_level = profile.opts().python_tracer_level();
-    spec.delay_ms = 0;
-  }
-  auto result = runner_.capture(selection.host_names, spec, [](const std::string&) {});
-  if (!result.ok()) return to_grpc(result.status());
-  if (auto status = pod_capture::write_run_files(*repository / session_id, *result); !status.ok()) return to_grpc(status);
-  analyze_if_captured(*repository / session_id, *result);
-  response->set_empty_trace(result->exit_code() == 1);
-  if (result->exit_code() != 0) {
+  auto outcome = runner_.run(selection.host_names, spec, *repository / spec.session_id, [](const std::string&) {});
+  if (!outcome.ok()) return to_grpc_status(outcome.status());
+  response->set_empty_trace(outcome->exit_code() == 1);
+  if (outcome->exit_code() != 0) {
     std::string errors;
-    for (const auto& host : result->hosts) {
+    for (const auto& host : outcome->capture.hosts) {
       if (!host.ok) errors += host.address + ": " + host.error + "\n";
     }
     response->set_error_message(errors);

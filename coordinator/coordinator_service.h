@@ -8,10 +8,10 @@
 #include <mutex>
 #include <string>
 
-#include "pod_capture/capture.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/worker_registry.h"
 #include "daemon/clock.h"
+#include "pod_capture/pod_run.h"
 #include "podscope/v1/coordinator.grpc.pb.h"
 #include "tensorflow/profiler_analysis.grpc.pb.h"
 
@@ -24,14 +24,17 @@ struct CoordinatorSettings {
   int clock_sync_pings = 16;
 };
 
-// Serializes captures: agents run one capture at a time, so overlapping pod captures would only fail.
+// Serializes pod runs: agents run one capture at a time, so overlapping pod captures would only fail.
 class CaptureRunner {
  public:
   CaptureRunner(WorkerRegistry& registry, CoordinatorMetrics& metrics, const Clock& clock)
       : registry_(registry), metrics_(metrics), clock_(clock) {}
-  // ALREADY_EXISTS when another capture is running.
-  absl::StatusOr<pod_capture::CaptureResult> capture(const std::vector<std::string>& host_names, pod_capture::CaptureSpec spec,
-                                        const pod_capture::ProgressFn& progress);
+  // A pod run (pod_capture::run_pod) of the named workers into `run_dir`, with what the registry knows of them.
+  // ALREADY_EXISTS when another run is in progress.
+  absl::StatusOr<pod_capture::PodRunOutcome> run(const std::vector<std::string>& host_names,
+                                                 const pod_capture::CaptureSpec& spec,
+                                                 const std::filesystem::path& run_dir,
+                                                 const pod_capture::ProgressFn& progress);
 
  private:
   WorkerRegistry& registry_;

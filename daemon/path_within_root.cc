@@ -19,9 +19,23 @@ bool is_within(const fs::path& inner, const fs::path& outer) {
   return true;
 }
 
+bool contains_nul(const fs::path& path) { return path.native().find('\0') != fs::path::string_type::npos; }
+
 }  // namespace
 
+bool is_plain_path_component(std::string_view name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
+}
+
 absl::StatusOr<fs::path> resolve_within_root(const fs::path& root, const fs::path& requested) {
+  for (const fs::path* path : {&root, &requested}) {
+    if (contains_nul(*path)) {
+      std::string message = "path '";
+      message.append(path->string()).append("' contains a NUL byte");
+      return absl::InvalidArgumentError(message);
+    }
+  }
   std::error_code ec;
   const fs::path base = fs::weakly_canonical(root, ec);
   if (ec) return absl::FailedPreconditionError("root " + root.string() + ": " + ec.message());

@@ -9,13 +9,19 @@
 
 namespace podscope::pod_capture {
 
+std::string strip_grpc_scheme(std::string_view address) {
+  constexpr std::string_view kScheme = "grpc://";
+  if (address.starts_with(kScheme)) address.remove_prefix(kScheme.size());
+  return std::string(address);
+}
+
 absl::StatusOr<std::vector<std::string>> parse_service_addresses(std::string_view list) {
   std::vector<std::string> out;
   for (absl::string_view piece : absl::StrSplit(absl::string_view(list.data(), list.size()), ',')) {
     std::string address(piece);
     address.erase(0, address.find_first_not_of(" \t"));
     address.erase(address.find_last_not_of(" \t") + 1);
-    if (address.rfind("grpc://", 0) == 0) address.erase(0, 7);
+    address = strip_grpc_scheme(address);
     if (address.empty()) {
       return absl::InvalidArgumentError("empty address in service address list \"" + std::string(list) + "\"");
     }

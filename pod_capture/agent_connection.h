@@ -17,6 +17,9 @@
 
 namespace podscope::pod_capture {
 
+// `address` without the "grpc://" prefix TF's tools accept on an address (agents and coordinators alike).
+std::string strip_grpc_scheme(std::string_view address);
+
 // Splits a comma list of host:port (an optional "grpc://" prefix is stripped, as TF's tools do).
 // Rejects empty entries and entries without a port.
 absl::StatusOr<std::vector<std::string>> parse_service_addresses(std::string_view list);

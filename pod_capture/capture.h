@@ -16,15 +16,19 @@
 
 namespace podscope::pod_capture {
 
+// What a capture lasts when its request names no duration (capture_tpu_profile's default).
+constexpr int64_t kDefaultCaptureDurationMs = 1000;
+
+// A complete capture: pod_run.h's capture_spec_from fills one from a request, defaults applied.
 struct CaptureSpec {
-  int64_t duration_ms = 1000;
+  int64_t duration_ms = kDefaultCaptureDurationMs;
   int num_tracing_attempts = 3;
   int64_t delay_ms = 0;  // the user's delay; the start is at least the fan-out margin away
   bool include_dataset_ops = true;
   uint32_t host_tracer_level = 2;
   uint32_t device_tracer_level = 1;
   uint32_t python_tracer_level = 0;
-  std::string session_id;  // sent to agents; also the run name
+  std::string session_id;  // sent to agents; also the run name (tf_run_name when the client gave none)
   int clock_sync_pings = 16;
   int max_in_flight = 4096;
   // Polled between attempts: true stops retrying (the user interrupted the capture).
@@ -64,9 +68,6 @@ struct CaptureResult {
 };
 
 using ProgressFn = std::function<void(const std::string& line)>;
-
-// The session id TF uses for a run: the local time as YYYY_MM_DD_HH_MM_SS.
-std::string make_session_id(int64_t unix_ns);
 
 // How far ahead of "now" the common start is put so every Profile call arrives before it.
 int64_t fanout_margin_ms(size_t host_count);

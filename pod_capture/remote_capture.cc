@@ -6,6 +6,9 @@
 #include <fstream>
 #include <map>
 
+#include "daemon/grpc_status.h"
+#include "daemon/path_within_root.h"
+#include "pod_capture/pod_run.h"
 #include "pod_capture/run_directory.h"
 
 namespace podscope::pod_capture {
@@ -18,13 +21,110 @@ struct IncomingFile {
   uint64_t size = 0;
 };
 
-// Relative paths from the coordinator must stay inside the run directory.
-bool is_safe_relative(const std::string& path) {
-  if (path.empty() || path.front() == '/') return false;
-  for (const auto& part : std::filesystem::path(path)) {
-    if (part == ".." || part == ".") return false;
+// Writes the streamed run into the run directory the first summary names; the last summary has the outcome.
+class RunReceiver {
+ public:
+  RunReceiver(std::string coordinator_address, std::filesystem::path logdir)
+      : coordinator_address_(std::move(coordinator_address)), logdir_(std::move(logdir)) {}
+  ~RunReceiver() { discard_unfinished(); }
+
+  absl::Status on_summary(const podscope::v1::CaptureChunk::Summary& summary) {
+    have_summary_ = true;
+    outcome_.run_dir = run_directory(logdir_, summary.run_name());
+    std::error_code ec;
+    std::filesystem::create_directories(outcome_.run_dir, ec);
+    if (ec) {
+      return absl::InternalError("cannot create run directory " + outcome_.run_dir.string() + ": " + ec.message());
+    }
+    outcome_.exit_code = summary.exit_code();
+    outcome_.summary_text = summary.text();
+    return absl::OkStatus();
   }
-  return true;
+
+  absl::Status on_file(const podscope::v1::CaptureChunk::FileChunk& piece) {
+    if (!have_summary_) {
+      return absl::InternalError("coordinator " + coordinator_address_ + " sent a file before the run name");
+    }
+    // The coordinator streams the files of one directory: anything but a plain name would leave the run.
+    if (!is_plain_path_component(piece.relative_path())) {
+      return absl::InvalidArgumentError("coordinator " + coordinator_address_ + " sent an unsafe file name \"" +
+                                        piece.relative_path() + "\"");
+    }
+    auto [it, inserted] = files_.try_emplace(piece.relative_path());
+    IncomingFile& file = it->second;
+    const auto target = outcome_.run_dir / piece.relative_path();
+    if (inserted) {
+      file.temp = target.string() + ".tmp." + std::to_string(getpid());
+      file.out.open(file.temp, std::ios::binary | std::ios::trunc);
+      if (!file.out) return absl::InternalError("cannot create " + file.temp.string());
+    }
+    if (piece.offset() != file.size) {
+      return absl::InternalError("coordinator sent " + piece.relative_path() + " out of order (offset " +
+                                 std::to_string(piece.offset()) + ", expected " + std::to_string(file.size) + ")");
+    }
+    file.out.write(piece.data().data(), static_cast<std::streamsize>(piece.data().size()));
+    file.size += piece.data().size();
+    if (piece.last()) {
+      file.out.close();
+      if (!file.out) return absl::InternalError("cannot write " + file.temp.string());
+      std::filesystem::rename(file.temp, target);
+    }
+    return absl::OkStatus();
+  }
+
+  // Removes the temp files of files whose last chunk never came.
+  void discard_unfinished() {
+    for (auto& [name, file] : files_) {
+      if (!file.out.is_open()) continue;
+      file.out.close();
+      std::error_code ec;
+      std::filesystem::remove(file.temp, ec);
+    }
+  }
+
+  bool have_summary() const { return have_summary_; }
+  const RemoteCaptureOutcome& outcome() const { return outcome_; }
+
+ private:
+  std::string coordinator_address_;
+  std::filesystem::path logdir_;
+  RemoteCaptureOutcome outcome_;
+  bool have_summary_ = false;
+  std::map<std::string, IncomingFile> files_;
+};
+
+// The whole stream may take every attempt: per attempt the capture's own deadline (capture.cc) plus the
+// delay and time to write and analyse.
+std::chrono::system_clock::time_point stream_deadline(const podscope::v1::CaptureRequest& request) {
+  // Only the spec's duration, delay and attempts matter here, not its run name.
+  const CaptureSpec spec = capture_spec_from(request, /*session_id=*/"", /*now_ns=*/0);
+  const int64_t per_attempt_ms = std::max<int64_t>(60'000, 2 * spec.duration_ms) + spec.delay_ms + 10'000;
+  return std::chrono::system_clock::now() + std::chrono::milliseconds(spec.num_tracing_attempts * per_attempt_ms);
+}
+
+// Hands each chunk to the receiver (progress lines to `progress`) until the stream ends or a chunk is refused.
+absl::Status receive_run(grpc::ClientReader<podscope::v1::CaptureChunk>& reader, RunReceiver& receiver,
+                         const ProgressFn& progress) {
+  podscope::v1::CaptureChunk chunk;
+  while (reader.Read(&chunk)) {
+    absl::Status taken = absl::OkStatus();
+    switch (chunk.kind_case()) {
+      case podscope::v1::CaptureChunk::kProgress:
+        progress(chunk.progress());
+        break;
+      case podscope::v1::CaptureChunk::kFile:
+        taken = receiver.on_file(chunk.file());
+        break;
+      case podscope::v1::CaptureChunk::kSummary:
+        // The summary comes first (for the run name) and again last (with the outcome).
+        taken = receiver.on_summary(chunk.summary());
+        break;
+      case podscope::v1::CaptureChunk::KIND_NOT_SET:
+        break;
+    }
+    if (!taken.ok()) return taken;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -38,79 +138,17 @@ absl::StatusOr<RemoteCaptureOutcome> capture_through_coordinator(const std::stri
   auto channel = grpc::CreateCustomChannel(coordinator_address, grpc::InsecureChannelCredentials(), args);
   auto stub = podscope::v1::Coordinator::NewStub(channel);
   grpc::ClientContext context;
-  const int64_t attempts = std::max(1, request.num_tracing_attempts());
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::milliseconds(attempts * (std::max<int64_t>(60'000, 2 * request.duration_ms()) +
-                                                             static_cast<int64_t>(request.delay_ms()) + 10'000)));
+  context.set_deadline(stream_deadline(request));
   auto reader = stub->Capture(&context, request);
-  podscope::v1::CaptureChunk chunk;
-  RemoteCaptureOutcome outcome;
-  bool have_summary = false;
-  std::map<std::string, IncomingFile> files;
-  while (reader->Read(&chunk)) {
-    switch (chunk.kind_case()) {
-      case podscope::v1::CaptureChunk::kProgress:
-        progress(chunk.progress());
-        break;
-      case podscope::v1::CaptureChunk::kFile: {
-        const auto& piece = chunk.file();
-        if (!have_summary) {
-          context.TryCancel();
-          return absl::InternalError("coordinator " + coordinator_address + " sent a file before the run name");
-        }
-        if (!is_safe_relative(piece.relative_path())) {
-          context.TryCancel();
-          return absl::InvalidArgumentError("coordinator " + coordinator_address + " sent an unsafe file name \"" +
-                                            piece.relative_path() + "\"");
-        }
-        auto [it, inserted] = files.try_emplace(piece.relative_path());
-        IncomingFile& file = it->second;
-        if (inserted) {
-          const auto target = outcome.run_dir / piece.relative_path();
-          std::filesystem::create_directories(target.parent_path());
-          file.temp = target.string() + ".tmp." + std::to_string(getpid());
-          file.out.open(file.temp, std::ios::binary | std::ios::trunc);
-          if (!file.out) return absl::InternalError("cannot create " + file.temp.string());
-        }
-        if (piece.offset() != file.size) {
-          context.TryCancel();
-          return absl::InternalError("coordinator sent " + piece.relative_path() + " out of order (offset " +
-                                     std::to_string(piece.offset()) + ", expected " + std::to_string(file.size) + ")");
-        }
-        file.out.write(piece.data().data(), static_cast<std::streamsize>(piece.data().size()));
-        file.size += piece.data().size();
-        if (piece.last()) {
-          file.out.close();
-          if (!file.out) return absl::InternalError("cannot write " + file.temp.string());
-          std::filesystem::rename(file.temp, outcome.run_dir / piece.relative_path());
-        }
-        break;
-      }
-      case podscope::v1::CaptureChunk::kSummary:
-        // The summary comes first (for the run name) and again last (with the outcome).
-        have_summary = true;
-        outcome.run_dir = run_directory(logdir, chunk.summary().run_name());
-        std::filesystem::create_directories(outcome.run_dir);
-        outcome.exit_code = chunk.summary().exit_code();
-        outcome.summary_text = chunk.summary().text();
-        break;
-      case podscope::v1::CaptureChunk::KIND_NOT_SET:
-        break;
-    }
+  RunReceiver receiver(coordinator_address, logdir);
+  if (absl::Status received = receive_run(*reader, receiver, progress); !received.ok()) {
+    context.TryCancel();
+    return received;
   }
   const grpc::Status status = reader->Finish();
-  for (auto& [name, file] : files) {
-    if (file.out.is_open()) {
-      file.out.close();
-      std::filesystem::remove(file.temp);
-    }
-  }
-  if (!status.ok()) {
-    return absl::UnavailableError("capture through coordinator " + coordinator_address + " failed: " +
-                                  status.error_message());
-  }
-  if (!have_summary) return absl::InternalError("coordinator " + coordinator_address + " sent no summary");
-  return outcome;
+  if (!status.ok()) return to_absl_status(status, "capture through coordinator " + coordinator_address + " failed");
+  if (!receiver.have_summary()) return absl::InternalError("coordinator " + coordinator_address + " sent no summary");
+  return receiver.outcome();
 }
 
 }  // namespace podscope::pod_capture

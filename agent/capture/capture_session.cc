@@ -1,43 +1,20 @@
 #include "agent/capture/capture_session.h"
 
-#include <ctime>
 #include <filesystem>
 
 #include "daemon/atomic_file.h"
 #include "daemon/log.h"
 #include "daemon/path_within_root.h"
+#include "daemon/run_name.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
+#include "proto/xspace/xplane_reader.h"
 
 namespace podscope::agent {
 namespace {
 
 namespace fs = std::filesystem;
 constexpr int64_t kPollNs = 20'000'000;  // how often a waiting capture checks whether its client went away
-
-std::string default_session_id(int64_t now_ns) {
-  const time_t seconds = static_cast<time_t>(now_ns / 1'000'000'000);
-  tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[32];
-  strftime(text, sizeof(text), "%Y_%m_%d_%H_%M_%S", &utc);
-  return text;
-}
-
-bool is_safe_file_name(const std::string& name) {
-  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
-         name.find('\0') == std::string::npos;
-}
-
-
-bool has_events(const tensorflow::profiler::XSpace& space) {
-  for (const auto& plane : space.planes()) {
-    for (const auto& line : plane.lines()) {
-      if (line.events_size() > 0) return true;
-    }
-  }
-  return false;
-}
 
 }  // namespace
 
@@ -145,7 +122,7 @@ absl::StatusOr<CaptureResult> CaptureSessions::run(tensorflow::ProfileRequest re
   CaptureResult result;
   result.session_id = plan->session_id;
   const std::string end_reason = gather(*plan, request, now, cancelled, result.space);
-  result.empty_trace = !has_events(result.space);
+  result.empty_trace = !xspace::has_events(result.space);
   write_to_repository(request, limits, result);
   PODSCOPE_LOG(kInfo) << "capture " << result.session_id << " done"
                       << (end_reason.empty() ? "" : " (" + end_reason + ")")
@@ -168,8 +145,8 @@ absl::StatusOr<CapturePlan> CaptureSessions::plan_capture(const tensorflow::Prof
   }
   plan.session_id = !request.session_id().empty()       ? request.session_id()
                     : !request.opts().session_id().empty() ? request.opts().session_id()
-                                                            : default_session_id(now);
-  if (!is_safe_file_name(plan.session_id)) {
+                                                            : tf_run_name(now);
+  if (!is_plain_path_component(plan.session_id)) {
     return absl::InvalidArgumentError("session_id '" + plan.session_id +
                                       "' must be a single path component (no '/', not '.' or '..')");
   }

@@ -13,18 +13,13 @@
 #include <cstring>
 #include <optional>
 
+#include "daemon/grpc_status.h"
 #include "tpu/runtime_metric_service.grpc.pb.h"
 
 namespace podscope::agent {
 namespace {
 
 namespace rt = ::tpu::monitoring::runtime;
-
-absl::Status to_absl(const grpc::Status& status, std::string_view what, std::string_view address) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      std::string(what) + " from libtpu metric service at " + std::string(address) + ": " +
-                          status.error_message());
-}
 
 // The device a metric value belongs to: the runtime labels each value with an attribute whose value is
 // the device id (an int, or a string holding one in some runtime versions).
@@ -159,7 +154,8 @@ absl::StatusOr<std::vector<TpuMetricPoint>> TpuMetricClient::get(std::string_vie
   context.set_deadline(std::chrono::system_clock::now() + timeout_);
   const grpc::Status status = (*stub)->stub->GetRuntimeMetric(&context, request, &response);
   if (!status.ok()) {
-    absl::Status error = to_absl(status, "metric " + std::string(metric_name), address_);
+    absl::Status error =
+        to_absl_status(status, "metric " + std::string(metric_name) + " from libtpu metric service at " + address_);
     drop_channel_if_unreachable(error);
     return error;
   }
@@ -182,7 +178,7 @@ absl::StatusOr<std::vector<std::string>> TpuMetricClient::list_supported_metrics
   context.set_deadline(std::chrono::system_clock::now() + timeout_);
   const grpc::Status status = (*stub)->stub->ListSupportedMetrics(&context, request, &response);
   if (!status.ok()) {
-    absl::Status error = to_absl(status, "supported metrics", address_);
+    absl::Status error = to_absl_status(status, "supported metrics from libtpu metric service at " + address_);
     drop_channel_if_unreachable(error);
     return error;
   }

@@ -1,17 +1,9 @@
 #include "agent/service/profiler_service.h"
 
+#include "daemon/grpc_status.h"
 #include "daemon/log.h"
 
 namespace podscope::agent {
-namespace {
-
-grpc::Status to_grpc(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  // absl and gRPC share the canonical code numbering.
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
-}  // namespace
 
 ProfilerServiceImpl::ProfilerServiceImpl(CaptureSessions& captures, MonitorReporter monitor, RequestMetrics& metrics,
                                          int64_t max_concurrent_monitors)
@@ -26,7 +18,7 @@ grpc::Status ProfilerServiceImpl::Profile(grpc::ServerContext* context, const te
   if (!result.ok()) {
     PODSCOPE_LOG(kWarning) << "Profile refused: " << result.status().message();
     metrics_.captures_refused.Increment();
-    return to_grpc(result.status());
+    return to_grpc_status(result.status());
   }
   metrics_.captures_served.Increment();
   response->set_empty_trace(result->empty_trace);
@@ -43,7 +35,7 @@ grpc::Status ProfilerServiceImpl::Profile(grpc::ServerContext* context, const te
 
 grpc::Status ProfilerServiceImpl::Terminate(grpc::ServerContext*, const tensorflow::TerminateRequest* request,
                                             tensorflow::TerminateResponse*) {
-  return to_grpc(captures_.terminate(request->session_id()));
+  return to_grpc_status(captures_.terminate(request->session_id()));
 }
 
 grpc::Status ProfilerServiceImpl::Monitor(grpc::ServerContext* context, const tensorflow::MonitorRequest* request,
@@ -60,7 +52,7 @@ grpc::Status ProfilerServiceImpl::Monitor(grpc::ServerContext* context, const te
   }
   absl::StatusOr<tensorflow::MonitorResponse> report =
       monitor_.report(*request, [context] { return context->IsCancelled(); });
-  if (!report.ok()) return to_grpc(report.status());
+  if (!report.ok()) return to_grpc_status(report.status());
   metrics_.monitors_served.Increment();
   response->Swap(&*report);
   return grpc::Status::OK;

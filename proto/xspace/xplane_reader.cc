@@ -133,4 +133,13 @@ const XLine* XPlaneReader::find_line(std::string_view name) const {
   return nullptr;
 }
 
+bool has_events(const tensorflow::profiler::XSpace& space) {
+  for (const XPlane& plane : space.planes()) {
+    for (const XLine& line : plane.lines()) {
+      if (line.events_size() > 0) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace podscope::xspace

@@ -78,4 +78,7 @@ class XPlaneReader {
 std::optional<int64_t> stat_as_int(const tensorflow::profiler::XStat& stat);
 std::optional<double> stat_as_double(const tensorflow::profiler::XStat& stat);
 
+// True when any line of any plane holds an event: a capture without one is an empty trace, as TF's tools say.
+bool has_events(const tensorflow::profiler::XSpace& space);
+
 }  // namespace podscope::xspace

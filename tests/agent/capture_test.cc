@@ -11,9 +11,11 @@
 #include "agent/capture/host_series_source.h"
 #include "agent/capture/monitor_report.h"
 #include "agent/series/series_store.h"
+#include "daemon/run_name.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xplane_reader.h"
+#include "tests/daemon/scoped_time_zone.h"
 
 namespace podscope::agent {
 namespace {
@@ -117,6 +119,17 @@ TEST(CaptureSessions, InvalidRequests) {
   EXPECT_EQ(f.sessions.run(far, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(f.sessions.run(request(10, "a/b"), nullptr).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(f.sessions.run(request(10, ".."), nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CaptureSessions, DefaultSessionIdIsTheLocalTimeAsTensorFlowNamesRuns) {
+  const testing::ScopedTimeZone zone("<+14>-14");  // UTC+14: its hour is never UTC's
+  Fixture f;
+  const int64_t before = f.clock.now_ns();
+  absl::StatusOr<CaptureResult> r = f.sessions.run(request(10, ""), nullptr);
+  const int64_t after = f.clock.now_ns();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->session_id == tf_run_name(before) || r->session_id == tf_run_name(after))
+      << r->session_id << " is not the local time of the capture";
 }
 
 TEST(CaptureSessions, DurationDefaultsFollowTensorFlow) {

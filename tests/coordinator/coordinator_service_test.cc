@@ -223,6 +223,21 @@ TEST_F(CoordinatorServiceTest, RegistryIsCappedAndSaysSo) {
   EXPECT_TRUE(register_as(channel_, "fake3", "127.0.0.1:1003", "f").ok()) << "known workers still re-register";
 }
 
+TEST_F(CoordinatorServiceTest, NewSessionRefusesASessionIdThatIsNotOnePlainName) {
+  auto stub = tensorflow::ProfileAnalysis::NewStub(channel_);
+  tensorflow::NewProfileSessionRequest request;
+  request.mutable_request()->set_duration_ms(100);
+  request.add_hosts("host0");
+  for (const std::string& bad : {std::string("tb\0session", 10), std::string("a/b"), std::string("..")}) {
+    request.set_session_id(bad);
+    tensorflow::NewProfileSessionResponse response;
+    grpc::ClientContext context;
+    EXPECT_EQ(stub->NewSession(&context, request, &response).error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << bad.size() << " bytes";
+  }
+  EXPECT_EQ(agents_[0]->profile_calls(), 0) << "refused before any capture";
+}
+
 TEST(ConfineToRoot, RefusesWithoutARoot) {
   auto resolved = confine_to_root("", "anything");
   ASSERT_FALSE(resolved.ok());

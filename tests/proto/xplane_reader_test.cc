@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "proto/xspace/names.h"
+#include "proto/xspace/xplane_builder.h"
 
 namespace podscope::xspace {
 namespace {
@@ -42,6 +43,17 @@ TEST(XPlaneReader, ReadsTensorFlowsOwnXSpace) {
     });
   }
   EXPECT_GT(steps, 0);
+}
+
+TEST(HasEvents, OnlyAnEventOnSomeLineCounts) {
+  tensorflow::profiler::XSpace space;
+  EXPECT_FALSE(has_events(space));
+  XPlaneBuilder host(find_or_add_plane(space, kHostPlaneName));
+  host.stats().add(kCaptureStartStat, int64_t{1});
+  host.line_named("Steps");
+  EXPECT_FALSE(has_events(space)) << "planes, stats and empty lines are no trace";
+  XPlaneBuilder(find_or_add_plane(space, "/device:CUSTOM:0")).line_named("Steps").add_event("step", 1000, 10);
+  EXPECT_TRUE(has_events(space));
 }
 
 }  // namespace

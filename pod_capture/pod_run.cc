@@ -1,0 +1,67 @@
+#include "pod_capture/pod_run.h"
+
+#include "analysis/runner/analysis_runner.h"
+#include "daemon/run_name.h"
+#include "pod_capture/run_directory.h"
+
+namespace podscope::pod_capture {
+namespace {
+
+std::vector<AgentConnection*> connections_of(const std::vector<PodAgent>& agents) {
+  std::vector<AgentConnection*> out;
+  out.reserve(agents.size());
+  for (const PodAgent& agent : agents) out.push_back(agent.connection);
+  return out;
+}
+
+// What the caller knows of each agent goes into its host's record before the files are written.
+void apply_known_facts(const std::vector<PodAgent>& agents, CaptureResult& result) {
+  for (size_t i = 0; i < result.hosts.size() && i < agents.size(); ++i) {
+    HostCapture& host = result.hosts[i];
+    host.clock_drift_ppm = agents[i].clock_drift_ppm;
+    if (!agents[i].host_name.empty() && host.host_name == host.file_stem) host.host_name = agents[i].host_name;
+  }
+}
+
+// Runs the pod analysis over a run with data (its files land beside the host files) and adds its summary.
+void analyze(PodRunOutcome& outcome) {
+  if (outcome.exit_code() == 1) return;
+  auto analysis = analysis::analyze_run_directory(outcome.run_dir);
+  if (!analysis.ok()) {
+    outcome.analysis_error = std::string(analysis.status().message());
+    outcome.summary_text += "Warning: pod analysis failed: " + outcome.analysis_error + "\n";
+    return;
+  }
+  outcome.summary_text += "\n" + analysis->summary_text;
+}
+
+}  // namespace
+
+CaptureSpec capture_spec_from(const podscope::v1::CaptureRequest& request, const std::string& session_id,
+                              int64_t now_ns) {
+  CaptureSpec spec;
+  if (request.duration_ms() > 0) spec.duration_ms = static_cast<int64_t>(request.duration_ms());
+  if (request.num_tracing_attempts() > 0) spec.num_tracing_attempts = request.num_tracing_attempts();
+  spec.delay_ms = static_cast<int64_t>(request.delay_ms());
+  spec.include_dataset_ops = request.include_dataset_ops();
+  spec.host_tracer_level = request.host_tracer_level();
+  spec.device_tracer_level = request.device_tracer_level();
+  spec.python_tracer_level = request.python_tracer_level();
+  spec.session_id = session_id.empty() ? tf_run_name(now_ns) : session_id;
+  return spec;
+}
+
+absl::StatusOr<PodRunOutcome> run_pod(const std::vector<PodAgent>& agents, const CaptureSpec& spec,
+                                      const std::filesystem::path& run_dir, const Clock& clock,
+                                      const ProgressFn& progress) {
+  PodRunOutcome outcome;
+  outcome.run_dir = run_dir;
+  outcome.capture = run_capture(connections_of(agents), spec, clock, progress);
+  apply_known_facts(agents, outcome.capture);
+  if (auto written = write_run_files(run_dir, outcome.capture); !written.ok()) return written;
+  outcome.summary_text = capture_summary_text(outcome.capture, {});
+  analyze(outcome);
+  return outcome;
+}
+
+}  // namespace podscope::pod_capture

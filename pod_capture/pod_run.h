@@ -1,0 +1,46 @@
+// One pod run, the same for `podscope capture --service_addr`, podscope-coordinator's Capture and
+// TensorBoard's NewSession on the coordinator: capture (capture.h) → write the run directory
+// (run_directory.h) → pod analysis (analysis/runner) → the summary a user reads.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/clock.h"
+#include "pod_capture/capture.h"
+#include "podscope/v1/coordinator.pb.h"
+
+namespace podscope::pod_capture {
+
+// The one translation of a capture request into a spec, where defaults are applied: a duration <= 0 is
+// kDefaultCaptureDurationMs, num_tracing_attempts <= 0 is CaptureSpec's, and an empty `session_id` is
+// tf_run_name(now_ns). The request's worker selection is not part of a spec.
+CaptureSpec capture_spec_from(const podscope::v1::CaptureRequest& request, const std::string& session_id,
+                              int64_t now_ns);
+
+// An agent of the pod and what the caller knows of it beyond its address (the coordinator's registry).
+struct PodAgent {
+  AgentConnection* connection = nullptr;
+  std::string host_name;       // the name the worker registered with: used when its XSpace names no host
+  double clock_drift_ppm = 0;  // from a long series of clock measurements; 0 when unknown
+};
+
+struct PodRunOutcome {
+  CaptureResult capture;
+  std::filesystem::path run_dir;
+  // Per host its outcome and clock, the start skew and warnings, then the pod analysis summary (or a warning
+  // naming why the analysis failed). It does not name the run directory: a client may keep its copy elsewhere.
+  std::string summary_text;
+  std::string analysis_error;  // empty when the analysis ran or nothing was captured
+  int exit_code() const { return capture.exit_code(); }
+};
+
+// Captures the pod, writes the run into `run_dir` (created if missing) and, when any host returned data,
+// analyses it there. A failed analysis leaves the capture standing; an error only when a file cannot be written.
+absl::StatusOr<PodRunOutcome> run_pod(const std::vector<PodAgent>& agents, const CaptureSpec& spec,
+                                      const std::filesystem::path& run_dir, const Clock& clock,
+                                      const ProgressFn& progress);
+
+}  // namespace podscope::pod_capture

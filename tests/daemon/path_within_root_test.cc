@@ -1,0 +1,36 @@
+// Client-chosen names and paths: one path-component check, and confinement to a configured root.
+#include "daemon/path_within_root.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <string>
+
+namespace podscope {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::string_literals;
+
+TEST(PlainPathComponent, AcceptsOneNameAndRejectsEverythingThatCouldLeaveADirectory) {
+  EXPECT_TRUE(is_plain_path_component("2024_01_31_12_00_00"));
+  EXPECT_TRUE(is_plain_path_component("host0_7001.xplane.pb"));
+  EXPECT_TRUE(is_plain_path_component("..hidden"));
+  for (const std::string& bad : {""s, "."s, ".."s, "a/b"s, "/etc"s, "../x"s, "a\0b"s, "\0"s}) {
+    EXPECT_FALSE(is_plain_path_component(bad)) << "\"" << bad << "\" (" << bad.size() << " bytes)";
+  }
+}
+
+TEST(ResolveWithinRoot, RejectsAPathWithANul) {
+  const fs::path root = fs::temp_directory_path() / ("podscope-path-root-" + std::to_string(getpid()));
+  fs::create_directories(root);
+  ASSERT_TRUE(resolve_within_root(root, "run").ok());
+  const auto with_nul = resolve_within_root(root, fs::path("run\0/../../etc"s));
+  EXPECT_EQ(with_nul.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(with_nul.status().message()).find("NUL"), std::string::npos) << with_nul.status();
+  EXPECT_EQ(resolve_within_root(root, "../outside").status().code(), absl::StatusCode::kPermissionDenied);
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace podscope

@@ -1,0 +1,161 @@
+// The pod run shared by the CLI and the coordinator, against lightweight agents on loopback: capture, the
+// run directory, the pod analysis beside it and the summary; and the one place capture defaults are applied.
+#include "pod_capture/pod_run.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "daemon/run_name.h"
+#include "proto/xspace/names.h"
+#include "proto/xspace/xplane_builder.h"
+#include "proto/xspace/xplane_reader.h"
+#include "tests/pod_capture/lightweight_agent.h"
+
+namespace podscope::pod_capture {
+namespace {
+
+using testing::LightweightAgent;
+using testing::LightweightAgentOptions;
+using testing::TimerThread;
+
+struct Pod {
+  TimerThread timers;
+  std::vector<std::unique_ptr<LightweightAgent>> agents;
+  std::vector<std::unique_ptr<AgentConnection>> connections;
+  std::vector<PodAgent> members;
+
+  void add(LightweightAgentOptions options, std::string known_name = "", double drift_ppm = 0) {
+    agents.push_back(std::make_unique<LightweightAgent>(std::move(options), timers));
+    connections.push_back(connect_agent(agents.back()->address()));
+    members.push_back({connections.back().get(), std::move(known_name), drift_ppm});
+  }
+};
+
+std::filesystem::path fresh_dir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("podscope_pod_run_test_" + name + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+CaptureSpec quick_spec(const std::string& run_name) {
+  podscope::v1::CaptureRequest request;
+  request.set_duration_ms(300);
+  request.set_include_dataset_ops(true);
+  request.set_host_tracer_level(2);
+  return capture_spec_from(request, run_name, Clock().now_ns());
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(CaptureSpecFrom, AppliesTheDefaultsForWhatTheRequestLeavesUnset) {
+  const int64_t now_ns = Clock().now_ns();
+  const CaptureSpec spec = capture_spec_from(podscope::v1::CaptureRequest(), "", now_ns);
+  EXPECT_EQ(spec.duration_ms, kDefaultCaptureDurationMs);
+  EXPECT_EQ(spec.num_tracing_attempts, CaptureSpec().num_tracing_attempts);
+  EXPECT_EQ(spec.delay_ms, 0);
+  EXPECT_EQ(spec.session_id, tf_run_name(now_ns)) << "an unnamed run gets TensorFlow's name for now";
+}
+
+TEST(CaptureSpecFrom, KeepsWhatTheRequestGives) {
+  podscope::v1::CaptureRequest request;
+  request.add_hosts("host0");
+  request.set_duration_ms(2500);
+  request.set_num_tracing_attempts(5);
+  request.set_delay_ms(40);
+  request.set_include_dataset_ops(false);
+  request.set_host_tracer_level(3);
+  request.set_device_tracer_level(0);
+  request.set_python_tracer_level(1);
+  const CaptureSpec spec = capture_spec_from(request, "tb_session", 0);
+  EXPECT_EQ(spec.duration_ms, 2500);
+  EXPECT_EQ(spec.num_tracing_attempts, 5);
+  EXPECT_EQ(spec.delay_ms, 40);
+  EXPECT_FALSE(spec.include_dataset_ops);
+  EXPECT_EQ(spec.host_tracer_level, 3u);
+  EXPECT_EQ(spec.device_tracer_level, 0u);
+  EXPECT_EQ(spec.python_tracer_level, 1u);
+  EXPECT_EQ(spec.session_id, "tb_session");
+}
+
+TEST(RunPod, WritesTheRunAnalysesItAndSummarizesBoth) {
+  Pod pod;
+  pod.add({.host_name = "host0"});
+  pod.add({.host_name = "host1", .clock_offset_ns = 4'000'000});
+  const auto run_dir = fresh_dir("analysed") / "run";
+  std::vector<std::string> progress;
+  auto outcome = run_pod(pod.members, quick_spec("pod_run"), run_dir, Clock(),
+                         [&](const std::string& line) { progress.push_back(line); });
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(outcome->exit_code(), 0);
+  EXPECT_EQ(outcome->run_dir, run_dir);
+  EXPECT_EQ(outcome->capture.session_id, "pod_run");
+  ASSERT_FALSE(progress.empty());
+  EXPECT_EQ(progress.front(), "Starting to trace for 300 ms. Remaining attempt(s): 2");
+  for (const auto& connection : pod.connections) {
+    EXPECT_TRUE(std::filesystem::exists(run_dir / (connection->file_stem + ".xplane.pb"))) << connection->file_stem;
+  }
+  EXPECT_TRUE(std::filesystem::exists(run_dir / "capture.json"));
+  EXPECT_TRUE(std::filesystem::exists(run_dir / "pod.trace.json.gz"));
+  ASSERT_TRUE(std::filesystem::exists(run_dir / "pod_summary.txt")) << "the analysis writes beside the host files";
+  EXPECT_TRUE(outcome->analysis_error.empty()) << outcome->analysis_error;
+  EXPECT_NE(outcome->summary_text.find("(host0): ok"), std::string::npos) << outcome->summary_text;
+  EXPECT_NE(outcome->summary_text.find("2 of 2 host(s) captured"), std::string::npos) << outcome->summary_text;
+  EXPECT_NE(outcome->summary_text.find(read_file(run_dir / "pod_summary.txt")), std::string::npos)
+      << "the analysis summary follows the capture summary";
+  std::filesystem::remove_all(run_dir.parent_path());
+}
+
+TEST(RunPod, WhatTheCallerKnowsOfAWorkerGoesIntoItsFile) {
+  Pod pod;
+  pod.add({.host_name = ""}, "registered-name", 1.5);  // an agent whose XSpace names no host
+  const auto run_dir = fresh_dir("known");
+  auto outcome = run_pod(pod.members, quick_spec("known"), run_dir, Clock(), [](const std::string&) {});
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  ASSERT_EQ(outcome->capture.hosts.size(), 1u);
+  EXPECT_EQ(outcome->capture.hosts[0].host_name, "registered-name");
+  tensorflow::profiler::XSpace space;
+  ASSERT_TRUE(space.ParseFromString(read_file(run_dir / (pod.connections[0]->file_stem + ".xplane.pb"))));
+  const xspace::XPlaneReader host(*xspace::find_plane(space, xspace::kHostPlaneName));
+  EXPECT_DOUBLE_EQ(host.double_stat(xspace::kClockDriftStat).value(), 1.5);
+  std::filesystem::remove_all(run_dir);
+}
+
+TEST(RunPod, NothingCapturedIsRecordedButNotAnalysed) {
+  Pod pod;
+  pod.add({.host_name = "idle", .empty_trace = true});
+  const auto run_dir = fresh_dir("empty");
+  CaptureSpec spec = quick_spec("empty");
+  spec.num_tracing_attempts = 1;
+  auto outcome = run_pod(pod.members, spec, run_dir, Clock(), [](const std::string&) {});
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(outcome->exit_code(), 1);
+  EXPECT_TRUE(std::filesystem::exists(run_dir / "capture.json"));
+  EXPECT_FALSE(std::filesystem::exists(run_dir / "pod_summary.txt"));
+  EXPECT_TRUE(outcome->analysis_error.empty());
+  EXPECT_NE(outcome->summary_text.find("FAILED: no trace event was collected"), std::string::npos)
+      << outcome->summary_text;
+  std::filesystem::remove_all(run_dir);
+}
+
+TEST(RunPod, ARunDirectoryThatCannotBeCreatedIsAnErrorNamingIt) {
+  Pod pod;
+  pod.add({.host_name = "host0"});
+  const auto parent = fresh_dir("blocked");
+  std::ofstream(parent.string()) << "a file where the run's parent should be";
+  auto outcome = run_pod(pod.members, quick_spec("blocked"), parent / "run", Clock(), [](const std::string&) {});
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_NE(std::string(outcome.status().message()).find((parent / "run").string()), std::string::npos)
+      << outcome.status();
+  std::filesystem::remove(parent);
+}
+
+}  // namespace
+}  // namespace podscope::pod_capture
