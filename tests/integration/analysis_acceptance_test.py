@@ -12,7 +12,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from coord_pod import Pod, podscope, run_dir_of  # noqa: E402
+from coord_pod import Pod, offset_errors_ns, on_true_clocks, podscope, run_dir_of, smallest_per_link  # noqa: E402
 
 WORLD = 4
 STRAGGLER_RANK = 2
@@ -88,23 +88,6 @@ def stragglers(summary):
     return [int(m.group(1)) for m in re.finditer(r"^straggler: core (\d+) ", summary, re.M)]
 
 
-def offset_error_bound_ns(rtt_ns):
-    """How far a measured clock offset can be from the true one, from the smallest round trip `rtt_ns` of its
-    pings. Each ping's offset is within half its own round trip of the truth whatever the path asymmetry; the
-    estimate is the median over pings whose round trip is at most rtt + max(rtt / 10, 20 µs) (clock_sync.h),
-    and the division rounds by up to 1 ns."""
-    return (rtt_ns + max(rtt_ns // 10, 20_000)) // 2 + 1
-
-
-def offset_errors_ns(hosts, injected_ns):
-    """{core (= rank = agent index): (measured − injected clock offset, its bound)}, both in ns."""
-    out = {}
-    for host in hosts:
-        core = int(host["host_name"].removeprefix("host"))
-        out[core] = (host["clock_offset_ns"] - injected_ns[core], offset_error_bound_ns(host["clock_rtt_ns"]))
-    return out
-
-
 class StragglerAndClockOffsetsTest(unittest.TestCase):
     """One workload (rank 2 a straggler) on two pods: agents sharing one clock, and agents whose clocks are off
     by 0, +5, −3 and +20 ms. The straggler must be found on both (a step breakdown is a difference of times of
@@ -164,10 +147,10 @@ class StragglerAndClockOffsetsTest(unittest.TestCase):
             self.assertLessEqual(abs(error), bound, f"core {core}; {figures}")
 
     def test_channel_durations_on_the_true_clocks_are_not_negative(self):
-        """The analysis merges each host's times with its measured offset. Moved back onto the true (injected)
-        offsets, every channel's duration (its recv-done's end − its send's begin) is a time on one clock and
-        cannot be negative. A merge that left the offsets out would make the offsets pod's link 3→0 20 ms
-        shorter (40 ms with the sign reversed), far below zero; its shortest channels take well under 1 ms."""
+        """The analysis merges each host's times with its measured offset; moved onto the true (injected)
+        offsets, no channel's duration may be negative (coord_pod.on_true_clocks). A merge that left the offsets
+        out would make the offsets pod's link 3→0 20 ms shorter (40 ms with the sign reversed), far below zero:
+        its shortest channels take well under 1 ms."""
         for name, injected in self.injected.items():
             viewer, summary, hosts = self.results[name]
             by_channel = channels(viewer)
@@ -175,17 +158,13 @@ class StragglerAndClockOffsetsTest(unittest.TestCase):
                              f"{name}: a ring all-reduce sends 2 × (world − 1) chunks over each of the world's "
                              f"links: {by_channel}")
             errors = offset_errors_ns(hosts, injected)
-            # measured time = true time − offset error, so true duration = measured + error(dst) − error(src).
-            true_durations = {channel: [d + (errors[dst][0] - errors[src][0]) / 1e3 for d in durations]
-                              for channel, ((src, dst), durations) in by_channel.items()}
-            smallest = {link: min(min(true_durations[c]) for c, (on, _) in by_channel.items() if on == link)
-                        for link in sorted({link for link, _ in by_channel.values()})}
+            true_durations = on_true_clocks(by_channel, errors)
             figures = (f"{name}: smallest channel duration per link on the true clocks, µs: "
-                       + ", ".join(f"{a}->{b} {d:.1f}" for (a, b), d in smallest.items())
+                       + ", ".join(f"{a}->{b} {d:.1f}" for (a, b), d in smallest_per_link(true_durations).items())
                        + "; measured − injected offset per core, µs: "
                        + ", ".join(f"{c}: {e / 1e3:.1f}" for c, (e, _) in sorted(errors.items())))
             print(f"\n{figures}", file=sys.stderr)
-            negative = {c: [round(d, 3) for d in v if d < 0] for c, v in true_durations.items() if min(v) < 0}
+            negative = {c: [round(d, 3) for d in v if d < 0] for c, (_, v) in true_durations.items() if min(v) < 0}
             self.assertEqual(negative, {}, f"negative channel durations (µs); {figures}\n{summary}")
 
 
