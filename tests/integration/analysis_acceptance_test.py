@@ -20,7 +20,9 @@ STRAGGLER_RANK = 2
 # to several ms at the median (the straggler spins on one of the cores meanwhile): the delay is large beside that,
 # so that its measured cost stays within 20% of it.
 STRAGGLER_DELAY_MS = 60
-INPUT_DELAY_MS = 30
+# The input pipeline sleeps this long per batch while the rest of a step is CPU work, about 5 ms, which a 2-core
+# machine loaded by parallel builds stretches to over 35 ms: the sleep stays the larger part of every step even so.
+INPUT_DELAY_MS = 80
 OFFSETS_NS = [0, 5_000_000, -3_000_000, 20_000_000]
 CAPTURE_MS = 1500
 # How long a pod trains before it is captured: the ranks have connected to their agents and are past the first
