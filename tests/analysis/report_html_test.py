@@ -32,8 +32,11 @@ def png_pixels_vary(png: bytes) -> int:
 
 
 class DevTools:
+    # How long one call may wait for its answer: seconds for a Chromium starved of CPU by parallel builds.
+    CALL_TIMEOUT_S = 30
+
     def __init__(self, url):
-        self.ws = websocket.create_connection(url, timeout=30)
+        self.ws = websocket.create_connection(url, timeout=self.CALL_TIMEOUT_S)
         self.next_id = 0
         self.events = []
 
@@ -43,6 +46,7 @@ class DevTools:
         if session:
             message["sessionId"] = session
         self.ws.send(json.dumps(message))
+        self.ws.settimeout(self.CALL_TIMEOUT_S)  # wait_for and drain leave shorter ones behind
         while True:
             reply = json.loads(self.ws.recv())
             if reply.get("id") == self.next_id:

@@ -162,35 +162,59 @@ def load_trace(run_dir):
         return json.load(f)
 
 
-def step_ends_by_step(trace):
-    """{step_num: {pid: end µs}} for the steps seen on every process that has a "Steps" thread."""
-    step_threads = {(e["pid"], e["tid"]) for e in trace["traceEvents"]
-                    if e.get("ph") == "M" and e.get("name") == "thread_name" and e["args"]["name"] == "Steps"}
-    ends = {}
-    pids = set()
+def trace_channels(trace):
+    """{(step, channel id): ((source core, destination core), [recv-done end − send begin, µs])} from the merged
+    trace's send and recv-done events, each send paired in time order with a recv-done of its step and channel
+    (a transfer cut by the capture window has one side only and is left out)."""
+    sides = {}
     for e in trace["traceEvents"]:
-        if e.get("ph") != "X" or (e["pid"], e.get("tid")) not in step_threads or "step_num" not in e.get("args", {}):
+        if e.get("ph") != "X" or e.get("name") not in ("send", "recv-done"):
             continue
-        pids.add(e["pid"])
-        ends.setdefault(e["args"]["step_num"], {})[e["pid"]] = float(e["ts"]) + float(e["dur"])
-    return {step: by_pid for step, by_pid in ends.items() if len(by_pid) == len(pids) and len(pids) > 1}
+        args = e["args"]
+        sends, recv_dones = sides.setdefault((args["step_num"], args["channel_id"]), ([], []))
+        (sends if e["name"] == "send" else recv_dones).append(e)
+    out = {}
+    for key, (sends, recv_dones) in sides.items():
+        pairs = list(zip(sorted(sends, key=lambda e: e["ts"]), sorted(recv_dones, key=lambda e: e["ts"])))
+        if pairs:
+            link = (sends[0]["args"]["src_core"], sends[0]["args"]["dst_core"])
+            out[key] = (link, [float(r["ts"]) + float(r["dur"]) - float(s["ts"]) for s, r in pairs])
+    return out
 
 
-def step_end_spread_us(trace):
-    """Per step seen on every rank: max − min of the step's end across ranks (µs)."""
-    return [max(v.values()) - min(v.values()) for v in step_ends_by_step(trace).values()]
+def offset_error_bound_ns(rtt_ns):
+    """How far a measured clock offset can be from the true one, from the smallest round trip `rtt_ns` of its
+    pings. Each ping's offset is within half its own round trip of the truth whatever the path asymmetry; the
+    estimate is the median over pings whose round trip is at most rtt + max(rtt / 10, 20 µs) (clock_sync.h),
+    and the division rounds by up to 1 ns."""
+    return (rtt_ns + max(rtt_ns // 10, 20_000)) // 2 + 1
 
 
-def step_end_bias_us(trace):
-    """Per rank (pid): the median over steps of (its end − the step's median end), in µs. A clock merge error
-    shows here as a constant per rank; scheduling noise of the ranks themselves averages out."""
-    import statistics
-    deviations = {}
-    for by_pid in step_ends_by_step(trace).values():
-        middle = statistics.median(by_pid.values())
-        for pid, end in by_pid.items():
-            deviations.setdefault(pid, []).append(end - middle)
-    return {pid: statistics.median(d) for pid, d in deviations.items()}
+def offset_errors_ns(hosts, injected_ns):
+    """{core: (measured − injected clock offset, its bound)}, both in ns, from capture.json's hosts of a Pod
+    (host i runs rank i, whose core is i)."""
+    out = {}
+    for host in hosts:
+        core = int(host["host_name"].removeprefix("host"))
+        out[core] = (host["clock_offset_ns"] - injected_ns[core], offset_error_bound_ns(host["clock_rtt_ns"]))
+    return out
+
+
+def on_true_clocks(channels, errors):
+    """Channel durations ({key: (link, [µs])}, times merged with the measured offsets) moved onto the true
+    clocks: a merged time is the true time − the host's offset error, so a duration from a send on `src` to
+    a recv-done on `dst` gains error(dst) − error(src). With the true offsets every duration is a time on one
+    clock, from a send to the end of the recv-done it feeds, and cannot be negative."""
+    return {key: (link, [d + (errors[link[1]][0] - errors[link[0]][0]) / 1e3 for d in durations])
+            for key, (link, durations) in channels.items()}
+
+
+def smallest_per_link(channels):
+    """{link: the smallest duration over its channels}, for messages."""
+    out = {}
+    for link, durations in channels.values():
+        out[link] = min(out.get(link, float("inf")), *durations)
+    return dict(sorted(out.items()))
 
 
 def percentile(values, p):

@@ -222,20 +222,24 @@ TEST(TrainerAgent, AgentKilledAndRestartedWhileTrainersRun) {
   const double baseline_max = max_step_ms_after(ranks[0]->output(), 0);
 
   agent.reset();  // SIGKILL: the socket file stays behind, stale
-  std::this_thread::sleep_for(300ms);
+  const auto agent_gone = 1000ms;
+  std::this_thread::sleep_for(agent_gone);
   agent = std::make_unique<AgentProcess>(std::vector<std::string>{"--socket", socket});
   ASSERT_TRUE(wait_for([&] { return client_pids(*agent).size() == 2; }, 5s)) << agent->output();
   const XSpace space = profile(*agent, 300);
   EXPECT_NE(xspace::find_plane(space, "/device:CUSTOM:0"), nullptr);
   EXPECT_NE(xspace::find_plane(space, "/device:CUSTOM:1"), nullptr);
 
-  // The trainers kept stepping through it: no step took more than about one extra step time.
+  // The trainers kept stepping through it: steps finished while the agent was gone, and none waited for it to
+  // come back (that step would take the whole second; a loaded 2-core machine stalls a step by 0.2 s at most).
   std::this_thread::sleep_for(200ms);
   for (auto& r : ranks) EXPECT_TRUE(r->running()) << r->output();
   const std::string out = ranks[0]->output();
   ASSERT_GT(out.size(), before);
+  EXPECT_NE(out.find("agent absent", before), std::string::npos) << out;
   const double during_max = max_step_ms_after(out, before);
-  EXPECT_LT(during_max, 2 * std::max(baseline_max, 5.0) + 5) << out;
+  EXPECT_LT(during_max, agent_gone.count() / 2.0) << "steps before the restart took at most " << baseline_max
+                                                   << " ms\n" << out;
   std::system(("rm -rf " + dir).c_str());
 }
 

@@ -8,15 +8,15 @@
 
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
+#include "tests/shared_testdata.h"
 
 namespace podscope::xspace {
 namespace {
 
-const std::filesystem::path kTfFile = std::filesystem::path(PODSCOPE_SHARED_TESTDATA) / "tf_bert_8gpu_host0.xplane.pb";
-
 TEST(XPlaneReader, ReadsTensorFlowsOwnXSpace) {
-  if (!std::filesystem::exists(kTfFile)) GTEST_SKIP() << "shared test data absent: " << kTfFile;
-  std::ifstream in(kTfFile, std::ios::binary);
+  const auto tf_file = testing::shared_testdata_file("tf_bert_8gpu_host0.xplane.pb");
+  if (!tf_file) return;
+  std::ifstream in(*tf_file, std::ios::binary);
   std::stringstream bytes;
   bytes << in.rdbuf();
   tensorflow::profiler::XSpace space;

@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -21,6 +22,7 @@
 #include "podscope/v1/agent.grpc.pb.h"
 #include "proto/xspace/xplane_reader.h"
 #include "tensorflow/profiler_service.grpc.pb.h"
+#include "tests/shared_testdata.h"
 #include "tpu/runtime_metric_service.grpc.pb.h"
 
 namespace {
@@ -47,8 +49,8 @@ class TwoChipRuntime final : public rt::RuntimeMetricService::Service {
 
 class TfProfilerServer final : public tensorflow::ProfilerService::Service {
  public:
-  TfProfilerServer() {
-    std::ifstream in(std::string(PODSCOPE_SHARED_TESTDATA) + "/tf_bert_8gpu_host0.xplane.pb", std::ios::binary);
+  explicit TfProfilerServer(const std::filesystem::path& xspace_file) {
+    std::ifstream in(xspace_file, std::ios::binary);
     std::stringstream bytes;
     bytes << in.rdbuf();
     EXPECT_TRUE(space_.ParseFromString(bytes.str()));
@@ -238,8 +240,10 @@ TEST(AgentDeviceTest, MonitorReportsTheGpuWithoutTpuAndTheCpuWithoutEither) {
 }
 
 TEST(AgentDeviceTest, CaptureCarriesGpuAndTpuCountersAndTheFrameworksDeviceTrace) {
+  const auto tf_file = podscope::testing::shared_testdata_file("tf_bert_8gpu_host0.xplane.pb");
+  if (!tf_file) return;
   TwoChipRuntime tpu_service;
-  TfProfilerServer tf_service;
+  TfProfilerServer tf_service(*tf_file);
   int tpu_port = 0, tf_port = 0;
   grpc::ServerBuilder tpu_builder;
   tpu_builder.AddListeningPort("127.0.0.1:0", grpc::experimental::LocalServerCredentials(LOCAL_TCP), &tpu_port);

@@ -1,13 +1,15 @@
 // UpstreamSource against stand-in framework profiler servers that speak tensorflow.ProfilerService and
-// return the real TensorFlow XSpace from ../shared/testdata.
+// return the real TensorFlow XSpace from ../shared/testdata (tests/shared_testdata.h).
 #include "agent/devices/upstream_source.h"
 
 #include <grpcpp/grpcpp.h>
 
 #include <condition_variable>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <utility>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,6 +17,7 @@
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "tensorflow/profiler_service.grpc.pb.h"
+#include "tests/shared_testdata.h"
 
 namespace podscope::agent {
 namespace {
@@ -22,8 +25,8 @@ namespace {
 using ::testing::HasSubstr;
 using tensorflow::profiler::XSpace;
 
-XSpace load_tf_space() {
-  std::ifstream in(std::string(PODSCOPE_SHARED_TESTDATA) + "/tf_bert_8gpu_host0.xplane.pb", std::ios::binary);
+XSpace read_xspace(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
   std::stringstream bytes;
   bytes << in.rdbuf();
   XSpace space;
@@ -45,7 +48,7 @@ size_t event_count(const XSpace& space, std::string_view plane_name) {
 class StandInProfilerService final : public tensorflow::ProfilerService::Service {
  public:
   enum class Answer { kXSpaceField, kToolData };
-  explicit StandInProfilerService(Answer answer) : answer_(answer), space_(load_tf_space()) {}
+  StandInProfilerService(Answer answer, XSpace space) : answer_(answer), space_(std::move(space)) {}
 
   grpc::Status Profile(grpc::ServerContext*, const tensorflow::ProfileRequest* request,
                        tensorflow::ProfileResponse* response) override {
@@ -93,7 +96,7 @@ class StandInProfilerService final : public tensorflow::ProfilerService::Service
 
 class StandInUpstream {
  public:
-  explicit StandInUpstream(StandInProfilerService::Answer answer) : service_(answer) {
+  StandInUpstream(StandInProfilerService::Answer answer, const XSpace& space) : service_(answer, space) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.SetMaxSendMessageSize(1 << 30);
@@ -131,8 +134,19 @@ XSpace agent_space() {
   return space;
 }
 
-TEST(UpstreamSourceTest, ForwardsTheSameRequestAndMergesEveryUpstreamEvent) {
-  StandInUpstream upstream(StandInProfilerService::Answer::kXSpaceField);
+// Every stand-in upstream answers with TensorFlow's own XSpace from the shared test data.
+class UpstreamSourceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto tf_file = testing::shared_testdata_file("tf_bert_8gpu_host0.xplane.pb");
+    if (tf_file) tf_space_ = read_xspace(*tf_file);
+  }
+
+  XSpace tf_space_;
+};
+
+TEST_F(UpstreamSourceTest, ForwardsTheSameRequestAndMergesEveryUpstreamEvent) {
+  StandInUpstream upstream(StandInProfilerService::Answer::kXSpaceField, tf_space_);
   UpstreamSource source({upstream.address()});
   const CaptureWindow window = make_window(50);
   source.open(window);
@@ -161,8 +175,8 @@ TEST(UpstreamSourceTest, ForwardsTheSameRequestAndMergesEveryUpstreamEvent) {
   EXPECT_EQ(host_planes, 1);
 }
 
-TEST(UpstreamSourceTest, ReadsOlderServersXPlaneToolData) {
-  StandInUpstream upstream(StandInProfilerService::Answer::kToolData);
+TEST_F(UpstreamSourceTest, ReadsOlderServersXPlaneToolData) {
+  StandInUpstream upstream(StandInProfilerService::Answer::kToolData, tf_space_);
   UpstreamSource source({upstream.address()});
   const CaptureWindow window = make_window(10);
   source.open(window);
@@ -174,26 +188,26 @@ TEST(UpstreamSourceTest, ReadsOlderServersXPlaneToolData) {
   EXPECT_GT(event_count(space, "/device:GPU:4"), 1000u);
 }
 
-TEST(UpstreamSourceTest, UnreachableUpstreamBecomesAWarningAndOthersStillMerge) {
+TEST_F(UpstreamSourceTest, UnreachableUpstreamBecomesAWarningAndOthersStillMerge) {
   std::string dead;
   {
-    StandInUpstream gone(StandInProfilerService::Answer::kXSpaceField);
+    StandInUpstream gone(StandInProfilerService::Answer::kXSpaceField, tf_space_);
     dead = gone.address();
   }
-  StandInUpstream alive(StandInProfilerService::Answer::kXSpaceField);
-  UpstreamSource source({dead, alive.address()}, std::chrono::milliseconds(2000));
+  StandInUpstream alive(StandInProfilerService::Answer::kXSpaceField, tf_space_);
+  UpstreamSource source({dead, alive.address()});
   const CaptureWindow window = make_window(10);
   source.open(window);
   source.close(window.planned_end_ns);
   XSpace space;
   source.collect(space);
-  ASSERT_EQ(space.warnings_size(), 1);
+  ASSERT_EQ(space.warnings_size(), 1) << ::testing::PrintToString(space.warnings());
   EXPECT_THAT(space.warnings(0), HasSubstr("upstream profiler " + dead + ": Profile failed"));
   EXPECT_GT(event_count(space, "/device:GPU:6"), 1000u);
 }
 
-TEST(UpstreamSourceTest, EarlyCloseTerminatesTheUpstreamSessionInsteadOfWaitingItOut) {
-  StandInUpstream upstream(StandInProfilerService::Answer::kXSpaceField);
+TEST_F(UpstreamSourceTest, EarlyCloseTerminatesTheUpstreamSessionInsteadOfWaitingItOut) {
+  StandInUpstream upstream(StandInProfilerService::Answer::kXSpaceField, tf_space_);
   UpstreamSource source({upstream.address()});
   const CaptureWindow window = make_window(60'000);
   source.open(window);
