@@ -306,12 +306,16 @@ class PerfettoTraceWriter::PlaneWriter {
     for (Lane& lane : lanes_) close_until(lane, INT64_MAX);
   }
 
-  // The first lane in which `span` nests (after closing the slices that ended by its start).
+  // The lane whose open slice holds `span` (after closing, in every lane, the slices that ended by its
+  // start), else the first idle lane, else a new one.
   Lane& lane_for(const Span& span, std::string_view line_name) {
+    Lane* idle = nullptr;
     for (Lane& lane : lanes_) {
       close_until(lane, span.start_ns);
-      if (lane.open_ends.empty() || lane.open_ends.back() >= span.end_ns) return lane;
+      if (!lane.open_ends.empty() && lane.open_ends.back() >= span.end_ns) return lane;
+      if (lane.open_ends.empty() && idle == nullptr) idle = &lane;
     }
+    if (idle != nullptr) return *idle;
     Lane& lane = lanes_.emplace_back();
     lane.uuid = new_thread_track(lanes_.size() == 1 ? std::string(line_name)
                                                     : std::string(line_name) + " (overlap " +
