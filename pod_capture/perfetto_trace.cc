@@ -35,12 +35,18 @@ struct Span {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   int index = 0;
+  uint64_t category_iid = 0;
+  enum FlowRole : uint8_t { kNoFlow, kFlowStart, kFlowEnd } flow_role = kNoFlow;
+  uint64_t flow_id = 0;
 };
 
 // A track of a line: the line's own, or an overflow track for events that overlap without nesting.
 struct Lane {
   uint64_t uuid = 0;
   std::vector<int64_t> open_ends;  // ends of the open slices, innermost last
+  // Encoded once per lane: a slice end on it, and the start of a slice begin on it.
+  wire::Buffer end_event;
+  wire::Buffer begin_prefix;
 };
 
 // What a line's events of one metadata id share.
@@ -52,7 +58,41 @@ struct LineEventInfo {
 // What all events of one metadata id share: the interned name and the metadata's own stats, encoded.
 struct EventInfo {
   uint64_t name_iid = 0;
-  std::string annotations;
+  wire::Buffer annotations;
+};
+
+// Entries by id (event or stat metadata): a plain vector for the small ids every writer we know uses, a
+// hash map beyond; looked up once or twice per event.
+template <typename T>
+class IdTable {
+ public:
+  // The entry for `id` and whether it was just created.
+  std::pair<T*, bool> get(int64_t id) {
+    if (id >= 0 && id < kMaxDenseId) {
+      const auto index = static_cast<size_t>(id);
+      if (index >= dense_.size()) {
+        dense_.resize(index + 1);
+        present_.resize(index + 1, false);
+      }
+      const bool created = !present_[index];
+      present_[index] = true;
+      return {&dense_[index], created};
+    }
+    auto [it, created] = sparse_.try_emplace(id);
+    return {&it->second, created};
+  }
+
+  void clear() {
+    dense_.clear();
+    present_.clear();
+    sparse_.clear();
+  }
+
+ private:
+  static constexpr int64_t kMaxDenseId = 1 << 20;
+  std::vector<T> dense_;
+  std::vector<bool> present_;
+  absl::flat_hash_map<int64_t, T> sparse_;
 };
 
 using TransferKey = std::tuple<int64_t, int64_t, int64_t, int64_t>;  // step, channel, source, destination
@@ -77,6 +117,8 @@ class PerfettoTraceWriter::PlaneWriter {
         sequence_id_(owner.next_sequence_id_++), pid_(owner.next_pid_++),
         device_kind_(analysis::device_plane_kind(plane.name())) {
     if (device_kind_) endpoints_.emplace(plane, *device_kind_);
+    event_packet_fields_.varint_field(pf::kPacketTrustedSequenceId, sequence_id_);
+    event_packet_fields_.varint_field(pf::kPacketSequenceFlags, pf::kSeqNeedsIncrementalState);
   }
 
   void write() {
@@ -93,59 +135,63 @@ class PerfettoTraceWriter::PlaneWriter {
  private:
   // --- packets
 
-  void append_packet(const std::string& packet) {
-    wire::append_bytes_field(owner_.buffer_, pf::kTracePacket, packet);
-    if (owner_.buffer_.size() >= kFlushBytes) {
-      owner_.out_.write(owner_.buffer_);
-      owner_.buffer_.clear();
-    }
+  void flush_if_large() {
+    if (owner_.buffer_.size() < kFlushBytes) return;
+    owner_.out_.write(owner_.buffer_.view());
+    owner_.buffer_.clear();
   }
 
-  void write_track_descriptor(const std::string& descriptor, uint64_t flags) {
+  void write_track_descriptor(const wire::Buffer& descriptor, uint64_t flags) {
     packet_.clear();
-    wire::append_varint_field(packet_, pf::kPacketTrustedSequenceId, sequence_id_);
-    if (flags != 0) wire::append_varint_field(packet_, pf::kPacketSequenceFlags, flags);
-    wire::append_bytes_field(packet_, pf::kPacketTrackDescriptor, descriptor);
-    append_packet(packet_);
+    packet_.varint_field(pf::kPacketTrustedSequenceId, sequence_id_);
+    if (flags != 0) packet_.varint_field(pf::kPacketSequenceFlags, flags);
+    packet_.bytes_field(pf::kPacketTrackDescriptor, descriptor.view());
+    owner_.buffer_.bytes_field(pf::kTracePacket, packet_.view());
+    flush_if_large();
   }
 
-  void write_event_packet(int64_t time_ns, const std::string& event) {
-    packet_.clear();
-    wire::append_varint_field(packet_, pf::kPacketTimestamp, static_cast<uint64_t>(time_ns));
-    wire::append_varint_field(packet_, pf::kPacketTrustedSequenceId, sequence_id_);
-    wire::append_varint_field(packet_, pf::kPacketSequenceFlags, pf::kSeqNeedsIncrementalState);
+  // Written straight into the output: the packet's size is known from its parts.
+  void write_event_packet(int64_t time_ns, std::string_view event) {
+    const auto timestamp = static_cast<uint64_t>(time_ns);
+    size_t size = wire::varint_size(wire::tag(pf::kPacketTimestamp, wire::kVarint)) + wire::varint_size(timestamp) +
+                  event_packet_fields_.size() + wire::bytes_field_size(pf::kPacketTrackEvent, event.size());
+    if (!interned_.empty()) size += wire::bytes_field_size(pf::kPacketInternedData, interned_.size());
+    wire::Buffer& out = owner_.buffer_;
+    out.bytes_field_header(pf::kTracePacket, size);
+    out.varint_field(pf::kPacketTimestamp, timestamp);
+    out.append(event_packet_fields_.view());
     if (!interned_.empty()) {
-      wire::append_bytes_field(packet_, pf::kPacketInternedData, interned_);
+      out.bytes_field(pf::kPacketInternedData, interned_.view());
       interned_.clear();
     }
-    wire::append_bytes_field(packet_, pf::kPacketTrackEvent, event);
-    append_packet(packet_);
+    out.bytes_field(pf::kPacketTrackEvent, event);
+    flush_if_large();
   }
 
   // --- tracks
 
   void write_process_track() {
     process_uuid_ = owner_.next_track_uuid_++;
-    std::string process;
-    wire::append_varint_field(process, pf::kProcessPid, static_cast<uint64_t>(pid_));
-    wire::append_bytes_field(process, pf::kProcessName, std::string(origin_.host_name) + " " + plane_.name());
-    std::string descriptor;
-    wire::append_varint_field(descriptor, pf::kTrackUuid, process_uuid_);
-    wire::append_bytes_field(descriptor, pf::kTrackProcess, process);
+    wire::Buffer process;
+    process.varint_field(pf::kProcessPid, static_cast<uint64_t>(pid_));
+    process.bytes_field(pf::kProcessName, std::string(origin_.host_name) + " " + plane_.name());
+    wire::Buffer descriptor;
+    descriptor.varint_field(pf::kTrackUuid, process_uuid_);
+    descriptor.bytes_field(pf::kTrackProcess, process.view());
     // The sequence's first packet: its interned state starts empty here.
     write_track_descriptor(descriptor, pf::kSeqIncrementalStateCleared);
   }
 
   uint64_t new_thread_track(std::string_view name) {
     const uint64_t uuid = owner_.next_track_uuid_++;
-    std::string thread;
-    wire::append_varint_field(thread, pf::kThreadPid, static_cast<uint64_t>(pid_));
-    wire::append_varint_field(thread, pf::kThreadTid, static_cast<uint64_t>(++last_tid_));
-    wire::append_bytes_field(thread, pf::kThreadName, name);
-    std::string descriptor;
-    wire::append_varint_field(descriptor, pf::kTrackUuid, uuid);
-    wire::append_varint_field(descriptor, pf::kTrackParentUuid, process_uuid_);
-    wire::append_bytes_field(descriptor, pf::kTrackThread, thread);
+    wire::Buffer thread;
+    thread.varint_field(pf::kThreadPid, static_cast<uint64_t>(pid_));
+    thread.varint_field(pf::kThreadTid, static_cast<uint64_t>(++last_tid_));
+    thread.bytes_field(pf::kThreadName, name);
+    wire::Buffer descriptor;
+    descriptor.varint_field(pf::kTrackUuid, uuid);
+    descriptor.varint_field(pf::kTrackParentUuid, process_uuid_);
+    descriptor.bytes_field(pf::kTrackThread, thread.view());
     write_track_descriptor(descriptor, 0);
     return uuid;
   }
@@ -154,11 +200,11 @@ class PerfettoTraceWriter::PlaneWriter {
     auto [it, created] = counter_tracks_.try_emplace(std::string(series), 0);
     if (!created) return it->second;
     it->second = owner_.next_track_uuid_++;
-    std::string descriptor;
-    wire::append_varint_field(descriptor, pf::kTrackUuid, it->second);
-    wire::append_bytes_field(descriptor, pf::kTrackName, series);
-    wire::append_varint_field(descriptor, pf::kTrackParentUuid, process_uuid_);
-    wire::append_bytes_field(descriptor, pf::kTrackCounter, "");
+    wire::Buffer descriptor;
+    descriptor.varint_field(pf::kTrackUuid, it->second);
+    descriptor.bytes_field(pf::kTrackName, series);
+    descriptor.varint_field(pf::kTrackParentUuid, process_uuid_);
+    descriptor.bytes_field(pf::kTrackCounter, "");
     write_track_descriptor(descriptor, 0);
     return it->second;
   }
@@ -168,65 +214,65 @@ class PerfettoTraceWriter::PlaneWriter {
   uint64_t intern(absl::flat_hash_map<std::string, uint64_t>& table, uint32_t field, std::string_view name) {
     auto [it, created] = table.try_emplace(std::string(name), table.size() + 1);
     if (created) {
-      std::string entry;
-      wire::append_varint_field(entry, pf::kInternedIid, it->second);
-      wire::append_bytes_field(entry, pf::kInternedName, name);
-      wire::append_bytes_field(interned_, field, entry);
+      wire::Buffer entry;
+      entry.varint_field(pf::kInternedIid, it->second);
+      entry.bytes_field(pf::kInternedName, name);
+      interned_.bytes_field(field, entry.view());
     }
     return it->second;
   }
 
   // 0 when the stat has no metadata (such stats are left out, as in the JSON trace).
   uint64_t annotation_name_iid(int64_t stat_metadata_id) {
-    auto [it, created] = annotation_name_iids_.try_emplace(stat_metadata_id, 0);
+    auto [iid, created] = annotation_name_iids_.get(stat_metadata_id);
     if (created) {
       auto md = plane_.stat_metadata().find(stat_metadata_id);
-      if (md != plane_.stat_metadata().end()) {
-        it->second = intern(annotation_names_, pf::kInternedDebugAnnotationNames, md->second.name());
-      }
+      *iid = md == plane_.stat_metadata().end()
+                 ? 0
+                 : intern(annotation_names_, pf::kInternedDebugAnnotationNames, md->second.name());
     }
-    return it->second;
+    return *iid;
   }
 
-  void append_annotation(std::string& event, const XStat& stat) {
+  void append_annotation(wire::Buffer& event, const XStat& stat) {
     const uint64_t name_iid = annotation_name_iid(stat.metadata_id());
     if (name_iid == 0) return;
     annotation_.clear();
-    wire::append_varint_field(annotation_, pf::kAnnotationNameIid, name_iid);
+    annotation_.varint_field(pf::kAnnotationNameIid, name_iid);
     switch (stat.value_case()) {
-      case XStat::kDoubleValue: wire::append_double_field(annotation_, pf::kAnnotationDoubleValue, stat.double_value()); break;
-      case XStat::kUint64Value: wire::append_varint_field(annotation_, pf::kAnnotationUintValue, stat.uint64_value()); break;
+      case XStat::kDoubleValue: annotation_.double_field(pf::kAnnotationDoubleValue, stat.double_value()); break;
+      case XStat::kUint64Value: annotation_.varint_field(pf::kAnnotationUintValue, stat.uint64_value()); break;
       case XStat::kInt64Value:
-        wire::append_varint_field(annotation_, pf::kAnnotationIntValue, static_cast<uint64_t>(stat.int64_value()));
+        annotation_.varint_field(pf::kAnnotationIntValue, static_cast<uint64_t>(stat.int64_value()));
         break;
-      case XStat::kStrValue: wire::append_bytes_field(annotation_, pf::kAnnotationStringValue, stat.str_value()); break;
+      case XStat::kStrValue: annotation_.bytes_field(pf::kAnnotationStringValue, stat.str_value()); break;
       case XStat::kBytesValue:
         // Binary payloads are summarized by size; a trace viewer cannot show them anyway.
-        wire::append_bytes_field(annotation_, pf::kAnnotationStringValue,
+        annotation_.bytes_field(pf::kAnnotationStringValue,
                                  std::to_string(stat.bytes_value().size()) + " bytes");
         break;
       case XStat::kRefValue:
-        wire::append_bytes_field(annotation_, pf::kAnnotationStringValue,
+        annotation_.bytes_field(pf::kAnnotationStringValue,
                                  reader_.stat_name(static_cast<int64_t>(stat.ref_value())));
         break;
       case XStat::VALUE_NOT_SET: return;
     }
-    wire::append_bytes_field(event, pf::kEventDebugAnnotations, annotation_);
+    event.bytes_field(pf::kEventDebugAnnotations, annotation_.view());
   }
 
   const EventInfo& event_info(int64_t metadata_id) {
-    auto [it, created] = event_infos_.try_emplace(metadata_id);
+    auto [info, created] = event_infos_.get(metadata_id);
     if (created) {
-      it->second.name_iid = intern(event_names_, pf::kInternedEventNames, reader_.event_name(metadata_id));
+      info->name_iid = intern(event_names_, pf::kInternedEventNames, reader_.event_name(metadata_id));
       if (const auto* md = reader_.event_metadata(metadata_id)) {
-        for (const XStat& stat : md->stats()) append_annotation(it->second.annotations, stat);
+        for (const XStat& stat : md->stats()) append_annotation(info->annotations, stat);
       }
     }
-    return it->second;
+    return *info;
   }
 
   const LineEventInfo& line_event_info(const XLine& line, int64_t metadata_id) {
-    auto [it, created] = line_event_infos_.try_emplace(metadata_id);
+    auto [info, created] = line_event_infos_.get(metadata_id);
     if (created) {
       std::string_view category = device_kind_ ? "device" : "host";
       if (line.name() == xspace::kStepsLineName) {
@@ -234,11 +280,11 @@ class PerfettoTraceWriter::PlaneWriter {
       } else if (device_kind_ && analysis::is_op_line(*device_kind_, line.name())) {
         const analysis::OpKind kind = analysis::classify_op(reader_.event_name(metadata_id), line.name(), false);
         category = analysis::op_kind_name(kind);
-        it->second.maybe_endpoint = kind == analysis::OpKind::kSend || kind == analysis::OpKind::kRecvDone;
+        info->maybe_endpoint = kind == analysis::OpKind::kSend || kind == analysis::OpKind::kRecvDone;
       }
-      it->second.category_iid = intern(categories_, pf::kInternedEventCategories, category);
+      info->category_iid = intern(categories_, pf::kInternedEventCategories, category);
     }
-    return it->second;
+    return *info;
   }
 
   // --- flows
@@ -264,11 +310,11 @@ class PerfettoTraceWriter::PlaneWriter {
       const int64_t time_ns = e.start_ns() - origin_.clock_offset_ns;
       if (owner_.window_ && !owner_.window_->overlaps(time_ns, time_ns)) return;
       event_.clear();
-      wire::append_varint_field(event_, pf::kEventType, pf::kTypeCounter);
-      wire::append_varint_field(event_, pf::kEventTrackUuid, counter_track(e.name()));
-      wire::append_double_field(event_, pf::kEventDoubleCounterValue,
+      event_.varint_field(pf::kEventType, pf::kTypeCounter);
+      event_.varint_field(pf::kEventTrackUuid, counter_track(e.name()));
+      event_.double_field(pf::kEventDoubleCounterValue,
                                 e.double_stat(xspace::kCounterValueStat).value_or(0.0));
-      write_event_packet(time_ns, event_);
+      write_event_packet(time_ns, event_.view());
       ++owner_.counts_.counter_values;
     });
   }
@@ -278,16 +324,19 @@ class PerfettoTraceWriter::PlaneWriter {
     const auto& events = line.events();
     spans_.clear();
     spans_.reserve(static_cast<size_t>(events.size()));
-    flows_.assign(static_cast<size_t>(events.size()), {0, 0});
     for (int i = 0; i < events.size(); ++i) {
       const xspace::XEventView e(reader_, line, events[i]);
-      if (device_kind_ && line_event_info(line, events[i].metadata_id()).maybe_endpoint) {
-        if (const auto flow = flow_of(e)) flows_[static_cast<size_t>(i)] = {flow->first, flow->second ? 1 : 2};
-      }
       const int64_t start = e.start_ns() - origin_.clock_offset_ns;
-      const int64_t end = start + e.duration_ns();
-      if (owner_.window_ && !owner_.window_->overlaps(start, end)) continue;
-      spans_.push_back({start, end, i});
+      const LineEventInfo& info = line_event_info(line, events[i].metadata_id());
+      Span span{start, start + e.duration_ns(), i, info.category_iid};
+      if (info.maybe_endpoint) {
+        if (const auto flow = flow_of(e)) {
+          span.flow_id = flow->first;
+          span.flow_role = flow->second ? Span::kFlowStart : Span::kFlowEnd;
+        }
+      }
+      if (owner_.window_ && !owner_.window_->overlaps(span.start_ns, span.end_ns)) continue;
+      spans_.push_back(span);
     }
     // Slices nest only in start order with the longer first (an event and one that starts with it and
     // ends inside it); lines are usually written in start order already.
@@ -301,7 +350,7 @@ class PerfettoTraceWriter::PlaneWriter {
     for (const Span& span : spans_) {
       Lane& lane = lane_for(span, name);
       lane.open_ends.push_back(span.end_ns);
-      write_begin(line, events[span.index], span, lane.uuid);
+      write_begin(events[span.index], span, lane);
     }
     for (Lane& lane : lanes_) close_until(lane, INT64_MAX);
   }
@@ -320,37 +369,36 @@ class PerfettoTraceWriter::PlaneWriter {
     lane.uuid = new_thread_track(lanes_.size() == 1 ? std::string(line_name)
                                                     : std::string(line_name) + " (overlap " +
                                                           std::to_string(lanes_.size()) + ")");
+    lane.end_event.varint_field(pf::kEventType, pf::kTypeSliceEnd);
+    lane.end_event.varint_field(pf::kEventTrackUuid, lane.uuid);
+    lane.begin_prefix.varint_field(pf::kEventType, pf::kTypeSliceBegin);
+    lane.begin_prefix.varint_field(pf::kEventTrackUuid, lane.uuid);
     return lane;
   }
 
   void close_until(Lane& lane, int64_t time_ns) {
     while (!lane.open_ends.empty() && lane.open_ends.back() <= time_ns) {
-      event_.clear();
-      wire::append_varint_field(event_, pf::kEventType, pf::kTypeSliceEnd);
-      wire::append_varint_field(event_, pf::kEventTrackUuid, lane.uuid);
-      write_event_packet(lane.open_ends.back(), event_);
+      write_event_packet(lane.open_ends.back(), lane.end_event.view());
       lane.open_ends.pop_back();
     }
   }
 
-  void write_begin(const XLine& line, const tensorflow::profiler::XEvent& event, const Span& span, uint64_t track) {
+  void write_begin(const tensorflow::profiler::XEvent& event, const Span& span, const Lane& lane) {
     const EventInfo& info = event_info(event.metadata_id());
     event_.clear();
-    wire::append_varint_field(event_, pf::kEventType, pf::kTypeSliceBegin);
-    wire::append_varint_field(event_, pf::kEventTrackUuid, track);
-    wire::append_varint_field(event_, pf::kEventNameIid, info.name_iid);
-    wire::append_varint_field(event_, pf::kEventCategoryIids, line_event_info(line, event.metadata_id()).category_iid);
-    event_ += info.annotations;
+    event_.append(lane.begin_prefix.view());
+    event_.varint_field(pf::kEventNameIid, info.name_iid);
+    event_.varint_field(pf::kEventCategoryIids, span.category_iid);
+    event_.append(info.annotations.view());
     for (const XStat& stat : event.stats()) append_annotation(event_, stat);
-    const auto [flow_id, flow_kind] = flows_[static_cast<size_t>(span.index)];
-    if (flow_kind == 1) {
-      wire::append_fixed64_field(event_, pf::kEventFlowIds, flow_id);
+    if (span.flow_role == Span::kFlowStart) {
+      event_.fixed64_field(pf::kEventFlowIds, span.flow_id);
       ++owner_.counts_.flow_starts;
-    } else if (flow_kind == 2) {
-      wire::append_fixed64_field(event_, pf::kEventTerminatingFlowIds, flow_id);
+    } else if (span.flow_role == Span::kFlowEnd) {
+      event_.fixed64_field(pf::kEventTerminatingFlowIds, span.flow_id);
       ++owner_.counts_.flow_ends;
     }
-    write_event_packet(span.start_ns, event_);
+    write_event_packet(span.start_ns, event_.view());
     ++owner_.counts_.slices;
   }
 
@@ -366,17 +414,17 @@ class PerfettoTraceWriter::PlaneWriter {
   int last_tid_ = 0;
 
   absl::flat_hash_map<std::string, uint64_t> event_names_, categories_, annotation_names_;
-  absl::flat_hash_map<int64_t, uint64_t> annotation_name_iids_;
-  absl::flat_hash_map<int64_t, EventInfo> event_infos_;
-  absl::flat_hash_map<int64_t, LineEventInfo> line_event_infos_;  // of the line being written
+  IdTable<uint64_t> annotation_name_iids_;
+  IdTable<EventInfo> event_infos_;
+  IdTable<LineEventInfo> line_event_infos_;  // of the line being written
   absl::flat_hash_map<std::string, uint64_t> counter_tracks_;
   absl::flat_hash_map<TransferKey, uint32_t> sends_seen_, recv_dones_seen_;
 
   std::vector<Span> spans_;
-  std::vector<std::pair<uint64_t, int>> flows_;  // per event of the line: {flow id, 0 none / 1 start / 2 end}
   std::vector<Lane> lanes_;
-  std::string interned_;  // InternedData entries not yet written
-  std::string packet_, event_, annotation_;
+  wire::Buffer interned_;  // InternedData entries not yet written
+  wire::Buffer event_packet_fields_;  // sequence id and flags, the same on every event packet
+  wire::Buffer packet_, event_, annotation_;
 };
 
 PerfettoTraceWriter::PerfettoTraceWriter(StreamedFile& out, std::optional<TraceWindow> window)
@@ -387,7 +435,7 @@ void PerfettoTraceWriter::add_plane(const PlaneOrigin& origin, const XPlane& pla
 }
 
 void PerfettoTraceWriter::finish() {
-  out_.write(buffer_);
+  out_.write(buffer_.view());
   buffer_.clear();
 }
 

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "pod_capture/merged_trace.h"
+#include "pod_capture/proto_wire.h"
 #include "pod_capture/streamed_file.h"
 #include "tensorflow/xplane.pb.h"
 
@@ -44,7 +45,7 @@ class PerfettoTraceWriter {
 
   StreamedFile& out_;
   std::optional<TraceWindow> window_;
-  std::string buffer_;
+  wire::Buffer buffer_;
   uint64_t next_track_uuid_ = 1;
   uint32_t next_sequence_id_ = 1;
   int32_t next_pid_ = 1;
