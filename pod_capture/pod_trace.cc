@@ -77,7 +77,9 @@ absl::StatusOr<RunFile> read_run_file(const fs::path& path, std::optional<int64_
         }
         if (const auto* line = step ? reader.find_line(xspace::kStepsLineName) : nullptr) {
           reader.for_each_event(*line, [&](const xspace::XEventView& e) {
-            if (e.int_stat(xspace::kStepNumStat) == step) step_spans.push_back({e.start_ns(), e.end_ns(), plane_offset});
+            if (e.int_stat(xspace::kStepNumStat) == step) {
+              step_spans.push_back({e.start_ns(), e.end_ns(), plane_offset});
+            }
           });
         }
         return absl::OkStatus();
@@ -136,14 +138,16 @@ absl::StatusOr<Plan> plan_for(const TraceSelection& selection, const std::vector
       return plan;
     case TraceSelection::Kind::kMilliseconds:
       if (!capture_start) {
-        return absl::FailedPreconditionError("the run records no capture start (" + std::string(xspace::kCaptureStartStat) +
-                                             " on " + std::string(xspace::kHostPlaneName) +
+        return absl::FailedPreconditionError("the run records no capture start (" +
+                                             std::string(xspace::kCaptureStartStat) + " on " +
+                                             std::string(xspace::kHostPlaneName) +
                                              "), so a window in ms from it has no origin; use step:N");
       }
       plan.window = TraceWindow{*capture_start + static_cast<int64_t>(selection.from_ms * 1e6),
                                 *capture_start + static_cast<int64_t>(selection.to_ms * 1e6)};
       plan.time_base_ns = plan.window->start_ns;
-      plan.stem = std::string(kPodTraceStem) + "." + format_ms(selection.from_ms) + "-" + format_ms(selection.to_ms) + "ms";
+      plan.stem =
+          std::string(kPodTraceStem) + "." + format_ms(selection.from_ms) + "-" + format_ms(selection.to_ms) + "ms";
       break;
     case TraceSelection::Kind::kStep:
       if (!step.found()) {

@@ -25,7 +25,9 @@ absl::Status StreamedFile::open(const std::filesystem::path& path, Compression c
   if (ec) return absl::InternalError("creating directory " + dir.string() + ": " + ec.message());
   temp_path_ = path.string() + ".tmp.XXXXXX";
   const int fd = mkstemp(temp_path_.data());
-  if (fd < 0) return absl::InternalError("creating a temporary file for " + path.string() + ": " + std::strerror(errno));
+  if (fd < 0) {
+    return absl::InternalError("creating a temporary file for " + path.string() + ": " + std::strerror(errno));
+  }
   fchmod(fd, 0644);
   file_ = fdopen(fd, "wb");
   if (file_ == nullptr) {
@@ -92,7 +94,9 @@ absl::Status StreamedFile::commit() {
   const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;
   if (status_.ok() && !closed) fail("closing");
-  if (status_.ok() && std::rename(temp_path_.c_str(), path_.c_str()) != 0) fail("renaming into " + path_.string() + " from");
+  if (status_.ok() && std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    fail("renaming into " + path_.string() + " from");
+  }
   if (!status_.ok()) {
     unlink(temp_path_.c_str());
     return status_;

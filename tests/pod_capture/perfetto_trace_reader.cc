@@ -33,7 +33,9 @@ class MessageReader {
       case 1:
         if (pos_ + 8 > data_.size()) return fail();
         field.varint = 0;
-        for (int i = 0; i < 8; ++i) field.varint |= static_cast<uint64_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
+        for (int i = 0; i < 8; ++i) {
+          field.varint |= static_cast<uint64_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
+        }
         pos_ += 8;
         return true;
       case 2: {

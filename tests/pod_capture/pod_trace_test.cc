@@ -143,7 +143,9 @@ TEST(PodTrace, PerfettoTraceHoldsEveryEventOnDescribedTracksWithOneFlowPerTransf
   // Every send has its recv-done: one flow start and one flow end, from the sender's process to the next rank's.
   EXPECT_EQ(flow_starts.size(), input.sends);
   EXPECT_EQ(flow_ends.size(), input.sends);
-  auto process_of = [&](const DecodedEvent* e) { return trace.tracks.at(trace.tracks.at(e->track_uuid).parent_uuid).name; };
+  auto process_of = [&](const DecodedEvent* e) {
+    return trace.tracks.at(trace.tracks.at(e->track_uuid).parent_uuid).name;
+  };
   for (const auto& [id, starts] : flow_starts) {
     ASSERT_EQ(starts.size(), 1u);
     ASSERT_EQ(flow_ends[id].size(), 1u) << "flow " << id << " has no single end";
@@ -172,7 +174,9 @@ TEST(PodTrace, PerfettoTraceHoldsEveryEventOnDescribedTracksWithOneFlowPerTransf
   // each all-reduce (and waits) the straggler delay before rank 2 does.
   std::map<std::string, std::map<std::string, uint64_t>> all_reduce_begin;  // step -> process -> time
   for (const auto& e : trace.events) {
-    if (e.type == 1 && e.name == "all-reduce") all_reduce_begin[e.annotations.at("step_num")][process_of(&e)] = e.timestamp;
+    if (e.type == 1 && e.name == "all-reduce") {
+      all_reduce_begin[e.annotations.at("step_num")][process_of(&e)] = e.timestamp;
+    }
   }
   ASSERT_EQ(all_reduce_begin.size(), static_cast<size_t>(spec.steps));
   for (auto& [step, begins] : all_reduce_begin) {
@@ -226,7 +230,8 @@ struct JsonSlice {
 
 std::vector<JsonSlice> json_slices(const std::string& json) {
   std::vector<JsonSlice> out;
-  const std::regex x_event(R"re("ph":"X","pid":\d+,"tid":\d+,"name":"([^"]*)","ts":(-?\d+)\.(\d+),"dur":(\d+)\.(\d+))re");
+  const std::regex x_event(
+      R"re("ph":"X","pid":\d+,"tid":\d+,"name":"([^"]*)","ts":(-?\d+)\.(\d+),"dur":(\d+)\.(\d+))re");
   for (auto it = std::sregex_iterator(json.begin(), json.end(), x_event); it != std::sregex_iterator(); ++it) {
     const auto& m = *it;
     const std::string ts = m[2].str() + "." + m[3].str(), dur = m[4].str() + "." + m[5].str();
