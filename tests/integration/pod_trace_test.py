@@ -155,17 +155,24 @@ class PodTraceTest(unittest.TestCase):
             for f in e["ends"]:
                 ends[f].append(e)
         self.assertGreater(len(starts), 20, "ring transfers in 1.5 s of training")
+        # Hosts' capture windows differ by the start skew and the ranks' first and last steps are cut, so a
+        # transfer there may have only one end in the capture; everywhere else both ends are there.
+        first = min(e["ts"] for e in self.events if e["type"] == 1)
+        last = max(e["ts"] for e in self.events if e["type"] == 1)
+        edge_ns = 150_000_000
         matched = 0
         for flow, send in starts.items():
             self.assertEqual(send["name"], "send")
             if flow not in ends:
-                continue  # its recv-done fell outside the capture
+                self.assertTrue(send["ts"] < first + edge_ns or send["ts"] > last - edge_ns,
+                                f"a send {(send['ts'] - first) / 1e6:.1f} ms into the capture has no recv-done")
+                continue
             self.assertEqual(len(ends[flow]), 1)
             recv = ends[flow][0]
             self.assertEqual(recv["name"], "recv-done")
             self.assertEqual(self.rank_of(recv), (self.rank_of(send) + 1) % 4)
             matched += 1
-        self.assertGreaterEqual(matched, len(starts) - 8, "all but the transfers cut by the capture's edges")
+        self.assertGreater(matched, 0.9 * len(starts))
 
     def test_straggler_compute_and_the_others_waits_share_one_timeline(self):
         # Per step: when each rank enters the all-reduce (merged clock) and how long it spends there.
