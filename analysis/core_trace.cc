@@ -195,6 +195,43 @@ std::vector<StepSpan> read_host_step_markers(const tensorflow::profiler::XPlane&
   return markers;
 }
 
+std::optional<ChannelEndpoint> channel_endpoint(const XEventView& e, OpKind kind, int64_t step_num) {
+  // Sends and recv-dones that carry a channel id (async "recv" / "send-done" halves are not endpoints).
+  if (kind != OpKind::kSend && kind != OpKind::kRecvDone) return std::nullopt;
+  const std::string_view base_name = strip_instance_suffix(e.name());
+  const bool endpoint = base_name == xspace::kSendEventName || base_name == xspace::kRecvDoneEventName;
+  const auto channel = e.int_stat(xspace::kChannelIdStat);
+  if (!endpoint || !channel) return std::nullopt;
+  ChannelEndpoint ep;
+  ep.is_send = kind == OpKind::kSend;
+  ep.step_num = step_num;
+  ep.channel_id = *channel;
+  ep.start_ns = e.start_ns();
+  ep.end_ns = e.end_ns();
+  ep.bytes = static_cast<uint64_t>(e.int_stat(xspace::kBytesStat).value_or(0));
+  ep.name = std::string(e.name());
+  ep.src_core = e.int_stat(xspace::kSrcCoreStat);
+  ep.dst_core = e.int_stat(xspace::kDstCoreStat);
+  return ep;
+}
+
+ChannelEndpointFinder::ChannelEndpointFinder(const tensorflow::profiler::XPlane& plane, PlaneKind kind)
+    : reader_(plane), kind_(kind), steps_(read_steps(reader_)),
+      // As in trace_core: group ids number the steps only of planes without a Steps line.
+      group_id_stat_(steps_.empty() ? reader_.stat_id(xspace::kGroupIdStat) : std::nullopt) {}
+
+std::optional<ChannelEndpoint> ChannelEndpointFinder::find(const XEventView& e) const {
+  const std::string_view line_name = e.line().name();
+  if (!is_op_line(kind_, line_name)) return std::nullopt;
+  const OpKind kind = classify_op(e.name(), line_name, false);
+  if (kind != OpKind::kSend && kind != OpKind::kRecvDone) return std::nullopt;
+  auto step = e.int_stat(xspace::kStepNumStat);
+  if (!step && group_id_stat_) step = e.int_stat(xspace::kGroupIdStat);
+  if (!step) step = step_at(steps_, e.start_ns());
+  if (!step) return std::nullopt;
+  return channel_endpoint(e, kind, *step);
+}
+
 CoreTrace trace_core(const tensorflow::profiler::XPlane& plane_proto, PlaneKind kind,
                      const std::vector<StepSpan>& host_step_markers) {
   const XPlaneReader plane(plane_proto);
@@ -271,23 +308,7 @@ CoreTrace trace_core(const tensorflow::profiler::XPlane& plane_proto, PlaneKind 
         trace.collectives.push_back(std::move(c));
         return;
       }
-      // Channel endpoints: sends and recv-dones that carry a channel id (async "recv" / "send-done"
-      // halves are not endpoints).
-      const std::string_view base_name = strip_instance_suffix(e.name());
-      const bool endpoint = base_name == xspace::kSendEventName || base_name == xspace::kRecvDoneEventName;
-      const auto channel = e.int_stat(xspace::kChannelIdStat);
-      if (!endpoint || !channel) return;
-      ChannelEndpoint ep;
-      ep.is_send = op_kind == OpKind::kSend;
-      ep.step_num = *step;
-      ep.channel_id = *channel;
-      ep.start_ns = start;
-      ep.end_ns = end;
-      ep.bytes = static_cast<uint64_t>(e.int_stat(xspace::kBytesStat).value_or(0));
-      ep.name = std::string(e.name());
-      ep.src_core = e.int_stat(xspace::kSrcCoreStat);
-      ep.dst_core = e.int_stat(xspace::kDstCoreStat);
-      trace.channel_endpoints.push_back(std::move(ep));
+      if (auto ep = channel_endpoint(e, op_kind, *step)) trace.channel_endpoints.push_back(std::move(*ep));
     });
     // Lines are usually in time order: merging sorted runs keeps the whole core sorted by start cheaply.
     auto by_start = [](const OpInterval& a, const OpInterval& b) { return a.start_ns < b.start_ns; };

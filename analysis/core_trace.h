@@ -12,6 +12,7 @@
 
 #include "analysis/op_classifier.h"
 #include "analysis/step_breakdown.h"
+#include "proto/xspace/xplane_reader.h"
 #include "tensorflow/xplane.pb.h"
 
 namespace podscope::analysis {
@@ -68,6 +69,25 @@ std::optional<PlaneKind> device_plane_kind(std::string_view plane_name);
 // marker without one is numbered one past the marker before it (the first: 0). Sorted by start; a marker
 // nested inside another is dropped, overlapping ones are cut at the start of the next.
 std::vector<StepSpan> read_host_step_markers(const tensorflow::profiler::XPlane& host_plane);
+
+// The channel endpoint an op of kind `kind` in step `step_num` is, if it is one: a send or recv-done
+// (XLA spelling, ".N" suffix allowed) with a channel id.
+std::optional<ChannelEndpoint> channel_endpoint(const xspace::XEventView& event, OpKind kind, int64_t step_num);
+
+// Tells, event by event, which events of a device plane are channel endpoints and of which step, as
+// trace_core identifies them (by `step_num`, `group_id` or the plane's Steps line; steps from host
+// markers are not known here), for writers that stream a plane without tracing it.
+class ChannelEndpointFinder {
+ public:
+  ChannelEndpointFinder(const tensorflow::profiler::XPlane& plane, PlaneKind kind);
+  std::optional<ChannelEndpoint> find(const xspace::XEventView& event) const;
+
+ private:
+  xspace::XPlaneReader reader_;
+  PlaneKind kind_;
+  std::vector<StepSpan> steps_;
+  std::optional<int64_t> group_id_stat_;
+};
 
 // Reads one device plane: its steps, its ops (classified), and their breakdown. Steps come from the
 // Steps line; a plane without one (raw TF/JAX device planes) gets a step per `group_id` of its ops,

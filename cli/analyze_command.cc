@@ -5,11 +5,15 @@
 #include <iostream>
 
 #include "analysis/runner/analysis_runner.h"
+#include "pod_capture/pod_trace.h"
 
 namespace podscope::cli {
 
 void add_analyze_flags(CLI::App& command, AnalyzeFlags& flags) {
   command.add_option("run_dir", flags.run_dir, "Run directory (<logdir>/plugins/profile/<run>)")->required();
+  command.add_option("--trace-window", flags.trace_window,
+                     "Write small traces of a window instead of the whole run's: A:B (ms from the capture's "
+                     "start) or step:N");
 }
 
 int run_analyze_command(const AnalyzeFlags& flags) {
@@ -17,13 +21,30 @@ int run_analyze_command(const AnalyzeFlags& flags) {
     std::cerr << "podscope analyze: " << flags.run_dir << " is not a directory\n";
     return 2;
   }
+  pod_capture::TraceSelection selection;
+  if (!flags.trace_window.empty()) {
+    auto parsed = pod_capture::parse_trace_selection(flags.trace_window);
+    if (!parsed.ok()) {
+      std::cerr << "podscope analyze: --trace-window: " << parsed.status().message() << "\n";
+      return 2;
+    }
+    selection = *parsed;
+  }
   auto outcome = analysis::analyze_run_directory(flags.run_dir);
   if (!outcome.ok()) {
     std::cerr << "podscope analyze: " << outcome.status().message() << "\n";
     return 1;
   }
+  auto traces = pod_capture::write_run_traces(flags.run_dir, selection);
+  if (!traces.ok()) {
+    std::cerr << "podscope analyze: trace: " << traces.status().message() << "\n";
+    return 1;
+  }
   std::cout << outcome->summary_text;
   for (const auto& file : outcome->written_files) std::cout << "wrote " << file.string() << "\n";
+  std::cout << "wrote " << traces->json.string() << "\n";
+  std::cout << "wrote " << traces->perfetto.string() << " (" << traces->counts.slices << " slices, "
+            << traces->counts.counter_values << " counter values, " << traces->counts.flow_starts << " flows)\n";
   return 0;
 }
 

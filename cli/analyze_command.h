@@ -1,4 +1,6 @@
-// `podscope analyze RUN_DIR`: the pod analysis of a captured run directory.
+// `podscope analyze RUN_DIR [--trace-window A:B|step:N]`: the pod analysis of a captured run directory and
+// its merged traces (pod.trace.json.gz, pod.perfetto-trace), or with --trace-window, small traces of that
+// window only.
 #pragma once
 
 #include <string>
@@ -11,6 +13,7 @@ namespace podscope::cli {
 
 struct AnalyzeFlags {
   std::string run_dir;
+  std::string trace_window;
 };
 
 void add_analyze_flags(CLI::App& command, AnalyzeFlags& flags);

@@ -1,9 +1,6 @@
 #include "pod_capture/merged_trace.h"
 
-#include <zlib.h>
-
 #include <cstdio>
-#include <stdexcept>
 
 #include "pod_capture/json_text.h"
 #include "proto/xspace/names.h"
@@ -15,14 +12,17 @@ namespace {
 using tensorflow::profiler::XPlane;
 using tensorflow::profiler::XStat;
 
+constexpr size_t kFlushBytes = 1 << 20;
+
+void append_double(std::string& out, double value) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", value);
+  out += buf;
+}
+
 void append_stat_value(std::string& out, const XPlane& plane, const XStat& stat) {
   switch (stat.value_case()) {
-    case XStat::kDoubleValue: {
-      char buf[40];
-      std::snprintf(buf, sizeof buf, "%.17g", stat.double_value());
-      out += buf;
-      break;
-    }
+    case XStat::kDoubleValue: append_double(out, stat.double_value()); break;
     case XStat::kUint64Value: out += std::to_string(stat.uint64_value()); break;
     case XStat::kInt64Value: out += std::to_string(stat.int64_value()); break;
     case XStat::kStrValue: append_json_string(out, stat.str_value()); break;
@@ -67,76 +67,76 @@ void append_metadata_event(std::string& out, std::string_view what, int pid, int
   out += what;
   out += "\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) + ",\"args\":{\"name\":";
   append_json_string(out, name);
-  out += "}},\n";
+  out += "}}";
 }
 
 }  // namespace
 
-std::string merged_trace_json(const std::vector<HostTrace>& hosts) {
-  std::string out = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
-  int pid = 0;
-  for (const auto& host : hosts) {
-    if (host.space == nullptr) continue;
-    for (const auto& plane : host.space->planes()) {
-      ++pid;
-      append_metadata_event(out, "process_name", pid, 0, host.host_name + " " + plane.name());
-      const xspace::XPlaneReader reader(plane);
-      for (const auto& line : plane.lines()) {
-        const bool counters = line.name() == xspace::kCountersLineName;
-        if (!counters) {
-          append_metadata_event(out, "thread_name", pid, line.id(),
-                                line.display_name().empty() ? line.name() : line.display_name());
-        }
-        reader.for_each_event(line, [&](const xspace::XEventView& event) {
-          const int64_t start_ns = event.start_ns() - host.clock_offset_ns;
-          if (counters) {
-            out += "{\"ph\":\"C\",\"pid\":" + std::to_string(pid) + ",\"name\":";
-            append_json_string(out, event.name());
-            out += ",\"ts\":";
-            append_ns_as_us(out, start_ns);
-            out += ",\"args\":{\"value\":";
-            const auto value = event.double_stat(xspace::kCounterValueStat);
-            char buf[40];
-            std::snprintf(buf, sizeof buf, "%.17g", value.value_or(0.0));
-            out += buf;
-            out += "}},\n";
-            return;
-          }
-          out += "{\"ph\":\"X\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(line.id()) +
-                 ",\"name\":";
-          append_json_string(out, event.name());
-          out += ",\"ts\":";
-          append_ns_as_us(out, start_ns);
-          out += ",\"dur\":";
-          append_ns_as_us(out, event.duration_ns());
-          append_args(out, plane, event.proto());
-          out += "},\n";
-        });
-      }
-    }
-  }
-  if (out.back() == '\n' && out[out.size() - 2] == ',') out.erase(out.size() - 2, 1);
-  out += "]}\n";
-  return out;
+JsonTraceWriter::JsonTraceWriter(StreamedFile& out, std::optional<int64_t> time_base_ns,
+                                 std::optional<TraceWindow> window)
+    : out_(out), time_base_ns_(time_base_ns), window_(window) {
+  buffer_ = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
 }
 
-std::string gzip(const std::string& data) {
-  z_stream stream{};
-  // windowBits 15 + 16 selects the gzip wrapper.
-  if (deflateInit2(&stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-    throw std::runtime_error("deflateInit2 failed");
+void JsonTraceWriter::append_event_separator() {
+  buffer_ += first_event_ ? "\n" : ",\n";
+  first_event_ = false;
+}
+
+void JsonTraceWriter::flush_if_large() {
+  if (buffer_.size() < kFlushBytes) return;
+  out_.write(buffer_);
+  buffer_.clear();
+}
+
+void JsonTraceWriter::add_plane(const PlaneOrigin& origin, const XPlane& plane) {
+  ++pid_;
+  append_event_separator();
+  append_metadata_event(buffer_, "process_name", pid_, 0, std::string(origin.host_name) + " " + plane.name());
+  const xspace::XPlaneReader reader(plane);
+  for (const auto& line : plane.lines()) {
+    const bool counters = line.name() == xspace::kCountersLineName;
+    if (!counters) {
+      append_event_separator();
+      append_metadata_event(buffer_, "thread_name", pid_, line.id(),
+                            line.display_name().empty() ? line.name() : line.display_name());
+    }
+    reader.for_each_event(line, [&](const xspace::XEventView& event) {
+      const int64_t start_ns = event.start_ns() - origin.clock_offset_ns;
+      const int64_t duration_ns = event.duration_ns();
+      if (window_ && !window_->overlaps(start_ns, start_ns + duration_ns)) return;
+      if (!time_base_ns_) time_base_ns_ = start_ns;
+      append_event_separator();
+      if (counters) {
+        buffer_ += "{\"ph\":\"C\",\"pid\":" + std::to_string(pid_) + ",\"name\":";
+        append_json_string(buffer_, event.name());
+        buffer_ += ",\"ts\":";
+        append_ns_as_us(buffer_, start_ns - *time_base_ns_);
+        buffer_ += ",\"args\":{\"value\":";
+        append_double(buffer_, event.double_stat(xspace::kCounterValueStat).value_or(0.0));
+        buffer_ += "}}";
+      } else {
+        buffer_ += "{\"ph\":\"X\",\"pid\":" + std::to_string(pid_) + ",\"tid\":" + std::to_string(line.id()) +
+                   ",\"name\":";
+        append_json_string(buffer_, event.name());
+        buffer_ += ",\"ts\":";
+        append_ns_as_us(buffer_, start_ns - *time_base_ns_);
+        buffer_ += ",\"dur\":";
+        append_ns_as_us(buffer_, duration_ns);
+        append_args(buffer_, plane, event.proto());
+        buffer_ += "}";
+      }
+      flush_if_large();
+    });
   }
-  std::string out;
-  out.resize(deflateBound(&stream, data.size()));
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  stream.avail_in = static_cast<uInt>(data.size());
-  stream.next_out = reinterpret_cast<Bytef*>(out.data());
-  stream.avail_out = static_cast<uInt>(out.size());
-  const int rc = deflate(&stream, Z_FINISH);
-  deflateEnd(&stream);
-  if (rc != Z_STREAM_END) throw std::runtime_error("gzip: deflate did not finish");
-  out.resize(stream.total_out);
-  return out;
+}
+
+void JsonTraceWriter::finish() {
+  buffer_ += "\n],\"otherData\":{\"clock\":\"coordinator\",\"time_base_ns\":";
+  buffer_ += std::to_string(time_base_ns_.value_or(0));
+  buffer_ += "}}\n";
+  out_.write(buffer_);
+  buffer_.clear();
 }
 
 }  // namespace podscope::pod_capture

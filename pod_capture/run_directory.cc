@@ -1,11 +1,12 @@
 #include "pod_capture/run_directory.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <system_error>
 
 #include "daemon/atomic_file.h"
 #include "pod_capture/json_text.h"
-#include "pod_capture/merged_trace.h"
+#include "pod_capture/pod_trace.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 
@@ -140,7 +141,6 @@ absl::Status write_run_files(const std::filesystem::path& dir, CaptureResult& re
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError("cannot create run directory " + dir.string() + ": " + ec.message());
-  std::vector<HostTrace> traces;
   for (auto& host : result.hosts) {
     if (!host.ok) continue;
     record_clock_stats(host, host.clock_drift_ppm);
@@ -149,16 +149,24 @@ absl::Status write_run_files(const std::filesystem::path& dir, CaptureResult& re
       return absl::InternalError("cannot serialize the XSpace of " + host.address);
     }
     if (auto status = podscope::write_file_atomically(dir / (host.file_stem + ".xplane.pb"), bytes); !status.ok()) return status;
-    traces.push_back({host.host_name, &host.space, host.clock.estimate.offset_ns});
   }
   if (auto status = podscope::write_file_atomically(dir / "capture.json", capture_json(result)); !status.ok()) return status;
-  if (!traces.empty()) {
-    if (auto status = podscope::write_file_atomically(dir / "pod.trace.json.gz", gzip(merged_trace_json(traces)));
-        !status.ok()) {
-      return status;
+  return write_capture_traces(dir, result);
+}
+
+absl::Status write_capture_traces(const std::filesystem::path& dir, const CaptureResult& result) {
+  if (std::none_of(result.hosts.begin(), result.hosts.end(), [](const HostCapture& h) { return h.ok; })) {
+    return absl::OkStatus();
+  }
+  auto traces = PodTraceWriter::open(dir, kPodTraceStem, result.start_ns);
+  if (!traces.ok()) return traces.status();
+  for (const auto& host : result.hosts) {
+    if (!host.ok) continue;
+    for (const auto& plane : host.space.planes()) {
+      (*traces)->add_plane({host.host_name, host.clock.estimate.offset_ns}, plane);
     }
   }
-  return absl::OkStatus();
+  return (*traces)->commit().status();
 }
 
 }  // namespace podscope::pod_capture

@@ -1,0 +1,234 @@
+// Writing the pod's Perfetto trace, streamed, beside the streaming XSpace reader alone over the same files,
+// on a generated pod (default 64 cores x 320,000 events = 20.5 M events in 8 files). Each measurement runs
+// in a fresh child process (this binary re-executed) so its peak RSS is its own (counted from its RSS before
+// it starts). Ratios use CPU time, as other work on a shared machine inflates wall time far more.
+//
+//   trace_bench [--cores 64] [--events-per-core 320000] [--cores-per-file 8] [--repeat 3] [--with-json] [--keep]
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "pod_capture/perfetto_trace.h"
+#include "pod_capture/pod_trace.h"
+#include "proto/xspace/xplane_builder.h"
+#include "proto/xspace/xspace_stream_reader.h"
+#include "tests/analysis/synthetic_pod.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct Figures {
+  double seconds = 0;
+  double cpu_seconds = 0;
+  long peak_rss_kb = 0;
+  uint64_t events = 0;
+  uint64_t output_bytes = 0;
+};
+
+std::vector<fs::path> xspace_files(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename().string().ends_with(".xplane.pb")) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+long proc_status_kb(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) == 0) return std::stol(line.substr(key.size() + 1));
+  }
+  return 0;
+}
+
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// Child modes print "seconds cpu_seconds events peak_kb output_bytes".
+int measure(const std::string& mode, const fs::path& dir) {
+  const long rss_before = proc_status_kb("VmRSS");
+  const double cpu_start = cpu_seconds();
+  const auto start = Clock::now();
+  uint64_t events = 0, output_bytes = 0;
+  const fs::path out_dir = dir / "out";
+  fs::create_directories(out_dir);
+  if (mode == "traces") {
+    auto files = podscope::pod_capture::write_run_traces(dir, {});
+    if (!files.ok()) {
+      std::cerr << files.status() << "\n";
+      return 1;
+    }
+    events = files->counts.slices + files->counts.counter_values;
+    output_bytes = fs::file_size(files->perfetto) + fs::file_size(files->json);
+    fs::remove(files->perfetto);
+    fs::remove(files->json);
+  } else {
+    podscope::pod_capture::StreamedFile file;
+    std::optional<podscope::pod_capture::PerfettoTraceWriter> writer;
+    if (mode == "perfetto") {
+      if (auto s = file.open(out_dir / "pod.perfetto-trace", podscope::pod_capture::StreamedFile::Compression::kNone);
+          !s.ok()) {
+        std::cerr << s << "\n";
+        return 1;
+      }
+      writer.emplace(file);
+    }
+    for (const auto& path : xspace_files(dir)) {
+      const absl::Status status = podscope::xspace::read_xspace_planes(path, [&](const auto& plane) {
+        for (const auto& line : plane.lines()) events += static_cast<uint64_t>(line.events_size());
+        if (writer) writer->add_plane({"host", 0}, plane);
+        return absl::OkStatus();
+      });
+      if (!status.ok()) {
+        std::cerr << status << "\n";
+        return 1;
+      }
+    }
+    if (writer) {
+      writer->finish();
+      if (auto s = file.commit(); !s.ok()) {
+        std::cerr << s << "\n";
+        return 1;
+      }
+      output_bytes = fs::file_size(out_dir / "pod.perfetto-trace");
+      fs::remove(out_dir / "pod.perfetto-trace");
+    }
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::cout << seconds << " " << cpu_seconds() - cpu_start << " " << events << " "
+            << proc_status_kb("VmHWM") - rss_before << " " << output_bytes << "\n";
+  return 0;
+}
+
+Figures run_child(const std::string& mode, const fs::path& dir) {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) throw std::runtime_error("pipe failed");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipe_fds[1], STDOUT_FILENO);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    execl("/proc/self/exe", "trace_bench", "--measure", mode.c_str(), dir.c_str(), nullptr);
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  std::string out;
+  char buf[256];
+  ssize_t n;
+  while ((n = read(pipe_fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("measurement " + mode + " failed");
+  Figures f;
+  std::istringstream(out) >> f.seconds >> f.cpu_seconds >> f.events >> f.peak_rss_kb >> f.output_bytes;
+  return f;
+}
+
+// One file per `cores_per_file` cores, written one at a time (the generator never holds the pod either).
+void write_synthetic_pod(const fs::path& dir, int cores, int events_per_core, int cores_per_file) {
+  podscope::analysis::testing::SyntheticPodSpec spec;
+  spec.ranks = cores;
+  spec.steps = 100;
+  spec.compute_events_per_step = std::max(1, events_per_core / spec.steps - 6);
+  spec.straggler_rank = 3;
+  spec.straggler_delay_ns = 5'000'000;
+  spec.input_delay_ns = 2'000'000;
+  fs::create_directories(dir);
+  for (int first = 0; first < cores; first += cores_per_file) {
+    tensorflow::profiler::XSpace host;
+    for (int rank = first; rank < std::min(cores, first + cores_per_file); ++rank) {
+      podscope::xspace::merge_space(podscope::analysis::testing::make_synthetic_rank(spec, rank), host);
+    }
+    std::ofstream out(dir / ("host" + std::to_string(first / cores_per_file) + ".xplane.pb"), std::ios::binary);
+    host.SerializeToOstream(&out);
+  }
+}
+
+void keep_best(Figures& best, const Figures& run, bool first) {
+  const long peak = first ? run.peak_rss_kb : std::max(best.peak_rss_kb, run.peak_rss_kb);
+  if (first || run.cpu_seconds < best.cpu_seconds) best = run;
+  best.peak_rss_kb = peak;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 4 && std::strcmp(argv[1], "--measure") == 0) return measure(argv[2], argv[3]);
+  int cores = 64, events_per_core = 320'000, cores_per_file = 8, repeat = 3;
+  bool keep = false, with_json = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--cores") cores = std::stoi(next());
+    else if (arg == "--events-per-core") events_per_core = std::stoi(next());
+    else if (arg == "--cores-per-file") cores_per_file = std::stoi(next());
+    else if (arg == "--repeat") repeat = std::max(1, std::stoi(next()));
+    else if (arg == "--with-json") with_json = true;
+    else if (arg == "--keep") keep = true;
+    else {
+      std::cerr << "unknown argument " << arg << "\n";
+      return 2;
+    }
+  }
+  const fs::path work = fs::temp_directory_path() / ("podscope_trace_bench_" + std::to_string(getpid()));
+  try {
+    const auto start = Clock::now();
+    write_synthetic_pod(work, cores, events_per_core, cores_per_file);
+    uint64_t input_bytes = 0, largest = 0;
+    const auto files = xspace_files(work);
+    for (const auto& f : files) {
+      input_bytes += fs::file_size(f);
+      largest = std::max<uint64_t>(largest, fs::file_size(f));
+    }
+    std::printf("generated %d cores x %d events in %zu files (%.1f MiB, largest %.1f MiB) in %.1f s\n", cores,
+                events_per_core, files.size(), input_bytes / 1048576.0, largest / 1048576.0,
+                std::chrono::duration<double>(Clock::now() - start).count());
+    Figures read, perfetto, traces;
+    for (int i = 0; i < repeat; ++i) {  // interleaved, so a slow spell of the machine hits both alike
+      keep_best(read, run_child("read", work), i == 0);
+      keep_best(perfetto, run_child("perfetto", work), i == 0);
+    }
+    if (with_json) traces = run_child("traces", work);
+    auto line = [&](const char* what, const Figures& f) {
+      std::printf("  %-34s %7.2f s CPU (%7.2f s wall)  %5.2f M events/s  peak %7.1f MiB", what, f.cpu_seconds,
+                  f.seconds, read.events / f.cpu_seconds / 1e6, f.peak_rss_kb / 1024.0);
+      if (f.output_bytes) std::printf("  %.1f bytes/event", static_cast<double>(f.output_bytes) / read.events);
+      std::printf("\n");
+    };
+    std::printf("\n== %llu events (best of %d runs)\n", static_cast<unsigned long long>(read.events), repeat);
+    line("streaming reader alone (baseline):", read);
+    line("pod.perfetto-trace written:", perfetto);
+    if (with_json) line("both traces (JSON gzip + Perfetto):", traces);
+    std::printf("  Perfetto / reader CPU time: %.2fx (target <= 2x); peak %.1f MiB (target <= 512 MiB)\n",
+                perfetto.cpu_seconds / read.cpu_seconds, perfetto.peak_rss_kb / 1024.0);
+  } catch (const std::exception& e) {
+    std::cerr << "trace_bench: " << e.what() << "\n";
+    if (!keep) fs::remove_all(work);
+    return 1;
+  }
+  if (!keep) fs::remove_all(work);
+  return 0;
+}
