@@ -93,7 +93,8 @@ run_dir="$(ls -d "$logdir"/plugins/profile/*/ 2>/dev/null | tail -1)"
 run_dir="${run_dir%/}"
 echo "capture exit code $code; files:"
 ls -l "$run_dir"
-echo "TensorBoard: tensorboard --logdir $logdir   merged trace: $run_dir/pod.trace.json.gz (ui.perfetto.dev)"
+echo "TensorBoard: tensorboard --logdir $logdir"
+echo "merged traces (ui.perfetto.dev): $run_dir/pod.perfetto-trace, $run_dir/pod.trace.json.gz"
 [[ -f "$run_dir/report.html" ]] && echo "pod report: $run_dir/report.html"
 
 echo
