@@ -26,6 +26,7 @@ case "${1:-}" in
     ;;
   test)
     build
+    bash scripts/check_format.sh
     ctest --test-dir build --output-on-failure --timeout 600 -j"$(nproc)"
     sanitized_build build-fuzz fuzzers
     exec ctest --test-dir build-fuzz --output-on-failure -L fuzz -j"$(nproc)"

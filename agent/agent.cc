@@ -187,8 +187,8 @@ void Agent::reload(const AgentConfig& config) {
   parts_.config.max_duration_ms = config.max_duration_ms;
   parts_.config.repository_root = config.repository_root;
   PODSCOPE_LOG(kInfo) << "reloaded: sample_interval_ms=" << config.sample_interval_ms
-                      << " max_duration_ms=" << config.max_duration_ms << " repository_root='"
-                      << config.repository_root << "' log_level=" << config.log_level;
+                      << " max_duration_ms=" << config.max_duration_ms << " repository_root='" << config.repository_root
+                      << "' log_level=" << config.log_level;
 }
 
 }  // namespace podscope::agent

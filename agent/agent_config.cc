@@ -21,9 +21,10 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
   o.add_int("max_request_mb", &c.max_request_mb,
             "largest gRPC request accepted, in MiB (ours and TensorFlow's are a few KiB); larger: RESOURCE_EXHAUSTED",
             1, 2047);
-  o.add_int("max_concurrent_monitors", &c.max_concurrent_monitors,
-            "Monitor calls served at once; more are refused with RESOURCE_EXHAUSTED so that Profile always has a thread",
-            1, 1024);
+  o.add_int(
+      "max_concurrent_monitors", &c.max_concurrent_monitors,
+      "Monitor calls served at once; more are refused with RESOURCE_EXHAUSTED so that Profile always has a thread", 1,
+      1024);
   o.add_int("clock_offset_ns", &c.clock_offset_ns, "test hook: shifts every timestamp this agent reports",
             -LLONG_MAX / 4, LLONG_MAX / 4);
   o.hide("clock_offset_ns");

@@ -12,24 +12,24 @@ namespace podscope::agent {
 
 struct AgentConfig {
   // --- core agent ---
-  std::string listen = "0.0.0.0:8466";           // gRPC: tensorflow.ProfilerService + podscope.v1.Agent
-  std::string metrics_listen = "0.0.0.0:9466";   // Prometheus /metrics
-  std::string host_name;                          // empty: the kernel's host name
+  std::string listen = "0.0.0.0:8466";              // gRPC: tensorflow.ProfilerService + podscope.v1.Agent
+  std::string metrics_listen = "0.0.0.0:9466";      // Prometheus /metrics
+  std::string host_name;                            // empty: the kernel's host name
   std::string socket = "/run/podscope/agent.sock";  // Unix socket for annotated training processes
-  std::string repository_root;                    // empty: captures are returned, never written to disk
+  std::string repository_root;                      // empty: captures are returned, never written to disk
   int64_t sample_interval_ms = 1000;
   int64_t max_duration_ms = 600000;
-  int64_t max_request_mb = 4;                     // larger gRPC requests are refused (RESOURCE_EXHAUSTED)
-  int64_t max_concurrent_monitors = 16;           // Monitor calls in flight beyond this are refused
-  int64_t clock_offset_ns = 0;                    // test hook (hidden): shifts every timestamp reported
+  int64_t max_request_mb = 4;            // larger gRPC requests are refused (RESOURCE_EXHAUSTED)
+  int64_t max_concurrent_monitors = 16;  // Monitor calls in flight beyond this are refused
+  int64_t clock_offset_ns = 0;           // test hook (hidden): shifts every timestamp reported
   std::string log_level = "info";
 
   // --- local socket ---
-  std::string socket_group;                       // group of the 0660 socket (empty: the agent's)
-  std::vector<std::string> socket_trusted_uids;   // uids trusted besides root, the agent's and the group's
+  std::string socket_group;                      // group of the 0660 socket (empty: the agent's)
+  std::vector<std::string> socket_trusted_uids;  // uids trusted besides root, the agent's and the group's
 
   // --- devices and upstream profiler servers ---
-  std::vector<std::string> upstream;              // framework profiler servers (TF/JAX) to forward captures to
+  std::vector<std::string> upstream;                // framework profiler servers (TF/JAX) to forward captures to
   std::string tpu_metrics_addr = "localhost:8431";  // libtpu's runtime metric service
 
   // --- coordinator registration ---

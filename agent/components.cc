@@ -122,8 +122,9 @@ std::unique_ptr<grpc::Service> make_agent_service(AgentParts& parts) {
 
 std::unique_ptr<grpc::Service> make_profiler_service(AgentParts& parts) {
   Sampler& sampler = *parts.sampler;
-  MonitorReporter monitor(*parts.captures, *parts.cpu, parts.device_utilization,
-                          [&sampler] { return sampler.run_pass(); }, parts.step_tracker, parts.clock);
+  MonitorReporter monitor(
+      *parts.captures, *parts.cpu, parts.device_utilization, [&sampler] { return sampler.run_pass(); },
+      parts.step_tracker, parts.clock);
   return std::make_unique<ProfilerServiceImpl>(*parts.captures, std::move(monitor), *parts.request_metrics,
                                                parts.config.max_concurrent_monitors);
 }
@@ -159,8 +160,7 @@ constexpr ComponentEntry kComponents[] = {
     // Capture sources: every capture window opens, closes and gathers each of them, in this order.
     {"local_clients", "events, steps and device planes of annotated processes", &make_local_clients_source},
     {"upstream", "traces of framework profiler servers (TF/JAX) listed in `upstream`", &make_upstream},
-    {"host_series", "the window's sampled series as counter tracks, host stats, collector warnings",
-     &make_host_series},
+    {"host_series", "the window's sampled series as counter tracks, host stats, collector warnings", &make_host_series},
     // gRPC services on `listen`.
     {"agent_service", "podscope.v1.Agent: Ping (clock sync), GetStatus", &make_agent_service},
     {"profiler_service", "tensorflow.ProfilerService: Profile, Terminate, Monitor", &make_profiler_service},
@@ -178,9 +178,8 @@ AgentParts::AgentParts(const AgentConfig& config)
       clock(config.clock_offset_ns),
       start_time_ns(clock.now_ns()),
       registry(std::make_shared<prometheus::Registry>()),
-      series(std::make_unique<SeriesStore>(*registry, host_name,
-                                           SeriesStore::capacity_for(config.max_duration_ms,
-                                                                     config.sample_interval_ms))),
+      series(std::make_unique<SeriesStore>(
+          *registry, host_name, SeriesStore::capacity_for(config.max_duration_ms, config.sample_interval_ms))),
       sampler(std::make_unique<Sampler>(io, clock, *series, *registry, host_name,
                                         std::chrono::milliseconds(config.sample_interval_ms))),
       captures(std::make_unique<CaptureSessions>(clock, host_name, [this] { return sampler->run_pass(); })),

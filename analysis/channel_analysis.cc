@@ -21,11 +21,11 @@ struct Transfer {
 
 ChannelResult analyze_channels(std::vector<MergedEndpoint> endpoints, double peak_link_bandwidth_bytes_per_s) {
   ChannelResult result;
-  std::sort(endpoints.begin(), endpoints.end(), [](const MergedEndpoint& a, const MergedEndpoint& b) {
-    return a.endpoint.start_ns < b.endpoint.start_ns;
-  });
+  std::sort(endpoints.begin(), endpoints.end(),
+            [](const MergedEndpoint& a, const MergedEndpoint& b) { return a.endpoint.start_ns < b.endpoint.start_ns; });
   // (step, channel) -> sends and recv-dones in start order.
-  std::map<std::pair<int64_t, int64_t>, std::pair<std::vector<const MergedEndpoint*>, std::vector<const MergedEndpoint*>>>
+  std::map<std::pair<int64_t, int64_t>,
+           std::pair<std::vector<const MergedEndpoint*>, std::vector<const MergedEndpoint*>>>
       by_channel;
   for (const MergedEndpoint& e : endpoints) {
     auto& sides = by_channel[{e.endpoint.step_num, e.endpoint.channel_id}];

@@ -216,7 +216,9 @@ std::optional<ChannelEndpoint> channel_endpoint(const XEventView& e, OpKind kind
 }
 
 ChannelEndpointFinder::ChannelEndpointFinder(const tensorflow::profiler::XPlane& plane, PlaneKind kind)
-    : reader_(plane), kind_(kind), steps_(read_steps(reader_)),
+    : reader_(plane),
+      kind_(kind),
+      steps_(read_steps(reader_)),
       // As in trace_core: group ids number the steps only of planes without a Steps line.
       group_id_stat_(steps_.empty() ? reader_.stat_id(xspace::kGroupIdStat) : std::nullopt) {}
 

@@ -26,17 +26,15 @@ bool contains_nocase(std::string_view s, std::string_view needle) {
 }
 
 // `name` is `base` or `base.N` (an XLA instance suffix).
-bool is_instance_of(std::string_view name, std::string_view base) {
-  return strip_instance_suffix(name) == base;
-}
+bool is_instance_of(std::string_view name, std::string_view base) { return strip_instance_suffix(name) == base; }
 
 // XLA collectives, matched as prefixes ("all-reduce-start", "all-reduce.3", "reduce-scatter.1").
-constexpr std::array<std::string_view, 6> kCollectivePrefixes = {
-    "all-reduce", "allreduce", "reduce-scatter", "all-gather", "all-to-all", "collective-permute"};
+constexpr std::array<std::string_view, 6> kCollectivePrefixes = {"all-reduce", "allreduce",  "reduce-scatter",
+                                                                 "all-gather", "all-to-all", "collective-permute"};
 // Names of high-flops work: XLA ops and GPU kernels that run on matrix units.
 constexpr std::array<std::string_view, 4> kHighFlopsPrefixes = {"convolution", "fusion", "dot", "custom-call"};
-constexpr std::array<std::string_view, 7> kHighFlopsSubstrings = {"gemm", "convolve", "cutlass", "xmma",
-                                                                  "matmul", "einsum", "cudnn"};
+constexpr std::array<std::string_view, 7> kHighFlopsSubstrings = {"gemm",   "convolve", "cutlass", "xmma",
+                                                                  "matmul", "einsum",   "cudnn"};
 
 }  // namespace
 
@@ -51,12 +49,9 @@ std::string_view strip_instance_suffix(std::string_view name) {
 
 bool is_op_line(PlaneKind kind, std::string_view line_name) {
   switch (kind) {
-    case PlaneKind::kGpu:
-      return line_name.substr(0, 8) == "Stream #";
-    case PlaneKind::kTpu:
-      return line_name == xspace::kXlaOpsLineName;
-    case PlaneKind::kCustom:
-      return line_name != xspace::kStepsLineName && line_name != xspace::kCountersLineName;
+    case PlaneKind::kGpu: return line_name.substr(0, 8) == "Stream #";
+    case PlaneKind::kTpu: return line_name == xspace::kXlaOpsLineName;
+    case PlaneKind::kCustom: return line_name != xspace::kStepsLineName && line_name != xspace::kCountersLineName;
   }
   return false;
 }

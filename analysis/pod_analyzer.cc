@@ -127,8 +127,8 @@ class PodAssembly {
         id.chip_id = static_cast<int32_t>(*ordinal);
       }
       id.node_id = static_cast<int32_t>(core.file_index);
-      id.host_name = core.trace.host_name ? *core.trace.host_name
-                                          : ctx.host_name.value_or(absl::StrCat("host", core.file_index));
+      id.host_name =
+          core.trace.host_name ? *core.trace.host_name : ctx.host_name.value_or(absl::StrCat("host", core.file_index));
       if (identities_.contains(id.core_id)) {
         warnings_.push_back(absl::StrCat("core id ", id.core_id, " of plane ", core.trace.plane_name, " in file ",
                                          core.file_index, " is already taken by another plane; plane skipped"));

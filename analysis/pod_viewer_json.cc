@@ -107,8 +107,9 @@ absl::StatusOr<std::string> to_deterministic_json(const google::protobuf::Messag
                                                   bool always_print_primitive_fields) {
   static constexpr char kTypeUrlPrefix[] = "type.googleapis.com";
   // The resolver reads the generated descriptors; one for the process is enough.
-  static google::protobuf::util::TypeResolver* const resolver = google::protobuf::util::NewTypeResolverForDescriptorPool(
-      kTypeUrlPrefix, google::protobuf::DescriptorPool::generated_pool());
+  static google::protobuf::util::TypeResolver* const resolver =
+      google::protobuf::util::NewTypeResolverForDescriptorPool(kTypeUrlPrefix,
+                                                               google::protobuf::DescriptorPool::generated_pool());
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = add_whitespace;
   options.always_print_primitive_fields = always_print_primitive_fields;
@@ -117,8 +118,8 @@ absl::StatusOr<std::string> to_deterministic_json(const google::protobuf::Messag
       resolver, std::string(kTypeUrlPrefix) + "/" + message.GetDescriptor()->full_name(),
       serialize_deterministically(message), &json, options);
   if (!status.ok()) {
-    return absl::InternalError("printing " + message.GetDescriptor()->full_name() + " as JSON: " +
-                               std::string(status.message()));
+    return absl::InternalError("printing " + message.GetDescriptor()->full_name() +
+                               " as JSON: " + std::string(status.message()));
   }
   return json;
 }

@@ -21,8 +21,7 @@ constexpr std::array<StepCategoryInfo, kMaxStepCategoryId> kCategories = {{
 }};
 
 constexpr std::array<StepCategory, 2> kDeviceCompute = {C::kHighFlopsCompute, C::kLowFlopsCompute};
-constexpr std::array<StepCategory, 4> kCollective = {C::kAllReduceCompute, C::kAllReduceSync, C::kSend,
-                                                     C::kRecvDone};
+constexpr std::array<StepCategory, 4> kCollective = {C::kAllReduceCompute, C::kAllReduceSync, C::kSend, C::kRecvDone};
 constexpr std::array<StepCategory, 1> kDeviceToDevice = {C::kDeviceToDevice};
 constexpr std::array<StepCategory, 2> kInput = {C::kHostInfeed, C::kHostToDevice};
 constexpr std::array<StepCategory, 2> kOutput = {C::kHostOutfeed, C::kDeviceToHost};

@@ -218,14 +218,14 @@ int main(int argc, char** argv) {
   });
   const double pass_us = cpu_us_per_call(passes, [&] { sampler.run_pass(); });
   std::string text;
-  const double serialize_us = cpu_us_per_call(passes / 4, [&] {
-    text = prometheus::TextSerializer().Serialize(registry.Collect());
-  });
+  const double serialize_us =
+      cpu_us_per_call(passes / 4, [&] { text = prometheus::TextSerializer().Serialize(registry.Collect()); });
   std::printf("host: %ld cores, %zu series, /metrics %zu bytes\n", sysconf(_SC_NPROCESSORS_ONLN), store.size(),
               text.size());
-  std::printf("sampling pass:         %8.1f us CPU   (baseline: reading the 5 /proc files %6.1f us; ratio %.2f; "
-              "target <= 200 us)\n",
-              pass_us, read_us, pass_us / read_us);
+  std::printf(
+      "sampling pass:         %8.1f us CPU   (baseline: reading the 5 /proc files %6.1f us; ratio %.2f; "
+      "target <= 200 us)\n",
+      pass_us, read_us, pass_us / read_us);
   std::printf("scrape serialization:  %8.1f us CPU   (in-process registry -> text)\n", serialize_us);
 
   // --- the real agent process ---
@@ -280,9 +280,10 @@ int main(int argc, char** argv) {
     if (ne_ms < 0) {
       std::printf("node_exporter scrape:  failed (no answer within 5 s)\n");
     } else {
-      std::printf("node_exporter scrape:  %8.3f ms CPU per /metrics (%zu bytes; cpu, meminfo, netdev, diskstats, "
-                  "loadavg, timex collectors); agent/node_exporter ratio %.3f\n",
-                  ne_ms, ne_bytes, agent_scrape_ms / ne_ms);
+      std::printf(
+          "node_exporter scrape:  %8.3f ms CPU per /metrics (%zu bytes; cpu, meminfo, netdev, diskstats, "
+          "loadavg, timex collectors); agent/node_exporter ratio %.3f\n",
+          ne_ms, ne_bytes, agent_scrape_ms / ne_ms);
       std::printf("node_exporter RSS:     %8.1f MB\n", process_rss_mb(exporter.pid));
     }
   } else {

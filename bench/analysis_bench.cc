@@ -93,7 +93,8 @@ int measure_parse(const fs::path& dir) {
     spaces.push_back(std::move(space));
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  std::cout << seconds << " " << cpu_seconds() - cpu_start << " " << events << " " << proc_status_kb("VmHWM") - rss_before << "\n";
+  std::cout << seconds << " " << cpu_seconds() - cpu_start << " " << events << " "
+            << proc_status_kb("VmHWM") - rss_before << "\n";
   return 0;
 }
 
@@ -107,8 +108,8 @@ int measure_analysis(const fs::path& dir) {
     return 1;
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  std::cout << seconds << " " << cpu_seconds() - cpu_start << " " << outcome->analysis.counts().events() << " " << proc_status_kb("VmHWM") - rss_before
-            << "\n";
+  std::cout << seconds << " " << cpu_seconds() - cpu_start << " " << outcome->analysis.counts().events() << " "
+            << proc_status_kb("VmHWM") - rss_before << "\n";
   return 0;
 }
 
@@ -122,10 +123,13 @@ int measure_analysis_in_memory(const fs::path& dir) {
   std::sort(files.begin(), files.end());
   podscope::analysis::PodAnalyzer analyzer;
   for (size_t i = 0; i < files.size(); ++i) {
-    const absl::Status status = podscope::xspace::read_xspace_planes(files[i], [&](const auto& plane) {
-      analyzer.add_plane(i, plane);
-      return absl::OkStatus();
-    }, nullptr, podscope::analysis::PodAnalyzer::wants_line);
+    const absl::Status status = podscope::xspace::read_xspace_planes(
+        files[i],
+        [&](const auto& plane) {
+          analyzer.add_plane(i, plane);
+          return absl::OkStatus();
+        },
+        nullptr, podscope::analysis::PodAnalyzer::wants_line);
     if (!status.ok()) {
       std::cerr << status << "\n";
       return 1;
@@ -139,7 +143,8 @@ int measure_analysis_in_memory(const fs::path& dir) {
   rendered += analysis.SerializeAsString().size();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (rendered == 0) return 1;
-  std::cout << seconds << " " << cpu_seconds() - cpu_start << " " << analysis.counts().events() << " " << proc_status_kb("VmHWM") - rss_before << "\n";
+  std::cout << seconds << " " << cpu_seconds() - cpu_start << " " << analysis.counts().events() << " "
+            << proc_status_kb("VmHWM") - rss_before << "\n";
   return 0;
 }
 
@@ -219,10 +224,10 @@ void report(const std::string& name, const fs::path& dir, int repeat) {
   line("plain parse (baseline):", parse);
   line("analysis end to end:", analysis);
   line("analysis, no file writes:", in_memory);
-  std::printf("  analysis / parse CPU time: %.2fx end to end, %.2fx without file writes (target <= 1.5x); "
-              "analysis peak / input: %.2fx (target <= 2x)\n",
-              analysis.cpu_seconds / parse.cpu_seconds, in_memory.cpu_seconds / parse.cpu_seconds,
-              heap_mb(analysis) / mb);
+  std::printf(
+      "  analysis / parse CPU time: %.2fx end to end, %.2fx without file writes (target <= 1.5x); "
+      "analysis peak / input: %.2fx (target <= 2x)\n",
+      analysis.cpu_seconds / parse.cpu_seconds, in_memory.cpu_seconds / parse.cpu_seconds, heap_mb(analysis) / mb);
 }
 
 }  // namespace
@@ -261,8 +266,8 @@ int main(int argc, char** argv) {
     write_synthetic_pod(pod, cores, events_per_core, cores_per_file);
     std::printf("generated %d cores x %d events in %.1f s\n", cores, events_per_core,
                 std::chrono::duration<double>(Clock::now() - start).count());
-    report("synthetic pod, " + std::to_string(cores) + " cores x " + std::to_string(events_per_core) + " events",
-           pod, repeat);
+    report("synthetic pod, " + std::to_string(cores) + " cores x " + std::to_string(events_per_core) + " events", pod,
+           repeat);
     if (!tf_file.empty()) {
       const fs::path tf = work / "tf";
       fs::create_directories(tf);

@@ -60,8 +60,7 @@ class DiscardingAgent {
       podscope::local::encode_frame(podscope::local::CaptureOpenMsg{1, 0, 0}, open);
       ::send(conn_fd_, open.data(), open.size(), MSG_NOSIGNAL);
       static char buf[1 << 20];
-      while (!stop_ && ::recv(conn_fd_, buf, sizeof(buf), 0) > 0) {
-      }
+      while (!stop_ && ::recv(conn_fd_, buf, sizeof(buf), 0) > 0) {}
       ::close(conn_fd_);
     }
   }
@@ -115,7 +114,8 @@ void BM_SpanActive(benchmark::State& state) {
     benchmark::DoNotOptimize(span);
   }
   state.counters["dropped"] = static_cast<double>(podscope::dropped_events() - dropped_before);
-  state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["events_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 // A fixed count below the ring's capacity: every event is written, none dropped (see counter `dropped`).
 BENCHMARK(BM_SpanActive)->Iterations(1 << 21);
@@ -139,7 +139,8 @@ void BM_RingPush(benchmark::State& state) {
   }
   stop = true;
   consumer.join();
-  state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["events_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["bytes_per_event"] = sizeof(podscope::client::RawEvent);
   state.counters["dropped"] = static_cast<double>(ring.dropped());
 }

@@ -45,8 +45,7 @@ int64_t bare_timer_skew_ns(int threads) {
   for (int i = 0; i < threads; ++i) {
     pool.emplace_back([&, i] {
       timespec ts{static_cast<time_t>(target / 1'000'000'000), static_cast<long>(target % 1'000'000'000)};
-      while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, nullptr) != 0) {
-      }
+      while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, nullptr) != 0) {}
       woke[static_cast<size_t>(i)] = now_ns();
     });
   }
@@ -75,7 +74,8 @@ struct Fleet {
       agents.push_back(std::make_unique<LightweightAgent>(o, timers));
       connections.push_back(podscope::pod_capture::connect_agent(agents.back()->address()));
     }
-    for (auto& c : connections) c->channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    for (auto& c : connections)
+      c->channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10));
   }
   std::vector<AgentConnection*> targets() {
     std::vector<AgentConnection*> out;
@@ -137,8 +137,8 @@ int main(int argc, char** argv) {
     const auto [lo, hi] = std::minmax_element(starts.begin(), starts.end());
     const int64_t skew = *hi - *lo;
     const int64_t baseline = bare_timer_skew_ns(n);
-    const int captured = static_cast<int>(
-        std::count_if(result.hosts.begin(), result.hosts.end(), [](const auto& h) { return h.ok; }));
+    const int captured =
+        static_cast<int>(std::count_if(result.hosts.begin(), result.hosts.end(), [](const auto& h) { return h.ok; }));
     const int64_t margin_ms = podscope::pod_capture::fanout_margin_ms(static_cast<size_t>(n));
     const int64_t sync_end = result.start_ns - margin_ms * 1'000'000;
     std::printf("%6d %7.1f ms %10.1f ms %5lld ms %9.3f ms %12.3f ms %6.2f %7.3f ms %8.0f ms %6.0f ms %5d/%d\n", n,

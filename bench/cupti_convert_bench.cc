@@ -39,9 +39,7 @@ std::vector<CUpti_ActivityKernel10> make_kernels(size_t n) {
   return records;
 }
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 }  // namespace
 

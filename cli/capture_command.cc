@@ -38,8 +38,7 @@ class ProgressBar {
       const auto start = std::chrono::steady_clock::now();
       std::unique_lock lock(mu_);
       while (!cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return done_; })) {
-        const double elapsed =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         const double total = static_cast<double>(duration_ms) / 1000.0;
         const int filled = static_cast<int>(30 * std::min(1.0, elapsed / total));
         std::fprintf(stderr, "\r[%-30s] %5.1f / %.1f s", std::string(filled, '#').c_str(), std::min(elapsed, total),
@@ -97,7 +96,8 @@ absl::StatusOr<std::vector<std::string>> workers_of_coordinator(const CaptureFla
     const bool named = wanted.empty() || std::find(wanted.begin(), wanted.end(), worker.host_name()) != wanted.end();
     if (worker.up() && named) out.push_back(worker.address());
   }
-  if (out.empty()) return absl::FailedPreconditionError("coordinator " + address + " lists no matching worker that is up");
+  if (out.empty())
+    return absl::FailedPreconditionError("coordinator " + address + " lists no matching worker that is up");
   return out;
 }
 
@@ -242,7 +242,9 @@ void add_capture_flags(CLI::App& command, CaptureFlags& f) {
   command.add_option("--monitoring_level", f.monitoring_level, "0: capture; 1 or 2: only monitor")
       ->check(CLI::Range(0, 2))
       ->capture_default_str();
-  command.add_option("--num_queries", f.num_queries, "Monitoring rounds")->check(CLI::PositiveNumber)->capture_default_str();
+  command.add_option("--num_queries", f.num_queries, "Monitoring rounds")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   command.add_option("--display_timestamp", f.display_timestamp, "Timestamps in monitoring output")
       ->capture_default_str();
   command.add_flag("--quiet", f.quiet, "Print only the outcome");

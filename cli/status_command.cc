@@ -111,7 +111,8 @@ int run_status_command(const StatusFlags& flags) {
     std::cerr << "podscope status: give exactly one of --service_addr or --coordinator\n";
     return 2;
   }
-  return flags.coordinator.empty() ? status_from_agents(flags.service_addr) : status_from_coordinator(flags.coordinator);
+  return flags.coordinator.empty() ? status_from_agents(flags.service_addr)
+                                   : status_from_coordinator(flags.coordinator);
 }
 
 }  // namespace podscope::cli

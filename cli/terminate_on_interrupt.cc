@@ -56,8 +56,7 @@ TerminateOnInterrupt::~TerminateOnInterrupt() {
 
 void TerminateOnInterrupt::watch() {
   char byte = 0;
-  while (read(pipe_[0], &byte, 1) < 0 && errno == EINTR) {
-  }
+  while (read(pipe_[0], &byte, 1) < 0 && errno == EINTR) {}
   if (byte != kSignalByte) return;
   interrupted_ = true;
   std::cerr << "\nInterrupted: ending the capture on every host now (again to abort)\n";

@@ -79,7 +79,7 @@ Runtime& Runtime::instance() {
 
 Runtime::Runtime() {
   names_.emplace_back("");  // id 0: none
-  intern("train");           // id 1: the step name
+  intern("train");          // id 1: the step name
 }
 
 void Runtime::start(const Options& options, bool implicit) {
@@ -103,12 +103,12 @@ void Runtime::start(const Options& options, bool implicit) {
   job_ = options.job.empty() ? env_or("PODSCOPE_JOB", "") : options.job;
   program_ = program_name();
   size_t events = options.buffer_events;
-  if (events == 0) events = static_cast<size_t>(std::strtoull(env_or("PODSCOPE_BUFFER_EVENTS", "65536").c_str(), nullptr, 10));
+  if (events == 0)
+    events = static_cast<size_t>(std::strtoull(env_or("PODSCOPE_BUFFER_EVENTS", "65536").c_str(), nullptr, 10));
   ring_capacity_ = round_up_pow2(std::max<size_t>(events, 16));
   max_threads_ = options.max_threads == 0 ? 256 : options.max_threads;
-  link_ = std::make_unique<AgentLink>(options.socket_path.empty()
-                                          ? env_or("PODSCOPE_AGENT_SOCKET", "/run/podscope/agent.sock")
-                                          : options.socket_path);
+  link_ = std::make_unique<AgentLink>(
+      options.socket_path.empty() ? env_or("PODSCOPE_AGENT_SOCKET", "/run/podscope/agent.sock") : options.socket_path);
   thread_ = std::thread([this] { run(); });
   if (first_start) std::atexit([] { Runtime::instance().stop(); });
 }
@@ -380,8 +380,8 @@ void Runtime::add_event(const RawEvent& e, ThreadRing& ring, std::vector<local::
   } else if (kind == detail::Kind::kAllReduce) {
     name_id = e.arg;
   }
-  if (name_id != 0 && std::none_of(batch.names.begin(), batch.names.end(),
-                                   [&](const auto& n) { return n.first == name_id; })) {
+  if (name_id != 0 &&
+      std::none_of(batch.names.begin(), batch.names.end(), [&](const auto& n) { return n.first == name_id; })) {
     std::lock_guard lock(mu_);
     batch.names.emplace_back(name_id, name_id < names_.size() ? names_[name_id] : std::string());
   }
@@ -411,7 +411,9 @@ void init(const Options& options) { client::Runtime::instance().start(options); 
 void shutdown() { client::Runtime::instance().stop(); }
 NameId intern(std::string_view name) { return client::Runtime::instance().intern(name); }
 NameId train_name() { return 1; }
-void add_capture_window_listener(CaptureWindowListener* listener) { client::Runtime::instance().add_listener(listener); }
+void add_capture_window_listener(CaptureWindowListener* listener) {
+  client::Runtime::instance().add_listener(listener);
+}
 uint64_t dropped_events() { return client::Runtime::instance().total_dropped(); }
 bool agent_connected() { return client::Runtime::instance().connected(); }
 

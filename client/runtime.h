@@ -87,7 +87,7 @@ class Runtime {
   uint64_t dropped_at_open_ = 0;
   std::vector<local::StepMsg> steps_;
   std::vector<local::Message> deferred_;  // agent frames read while sending device planes, handled next
-  std::vector<int32_t> drain_cores_;  // cores_ as of the current drain
+  std::vector<int32_t> drain_cores_;      // cores_ as of the current drain
   // Per drained ring: the last record that a continuation record may extend.
   local::EventMsg* last_event_ = nullptr;
   local::StepMsg* last_step_ = nullptr;

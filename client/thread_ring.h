@@ -54,10 +54,8 @@ class ThreadRing {
 
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
   int64_t thread_id() const { return thread_id_; }
-  bool empty() const {
-    return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_relaxed);
-  }
-  std::atomic<bool> retired{false};  // its thread has exited; freed once drained
+  bool empty() const { return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_relaxed); }
+  std::atomic<bool> retired{false};         // its thread has exited; freed once drained
   std::atomic<uint64_t> open_step_tick{0};  // begin tick of the step its thread is in; 0 between steps
 
  private:

@@ -12,7 +12,11 @@ namespace podscope::client {
 
 class TickClock {
  public:
-  TickClock() { anchor(); first_tick_ = anchor_tick_; first_ns_ = anchor_ns_; }
+  TickClock() {
+    anchor();
+    first_tick_ = anchor_tick_;
+    first_ns_ = anchor_ns_;
+  }
 
   // Call periodically (every few ms to s). Refines the rate and moves the anchor.
   void calibrate() {

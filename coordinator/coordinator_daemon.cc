@@ -5,18 +5,20 @@
 namespace podscope::coordinator {
 
 void declare_coordinator_options(CoordinatorConfig& c, OptionSet& o) {
-  o.add_string("listen", &c.listen, "gRPC address (podscope.v1.Coordinator, tensorflow.ProfileAnalysis); port 0 picks one");
+  o.add_string("listen", &c.listen,
+               "gRPC address (podscope.v1.Coordinator, tensorflow.ProfileAnalysis); port 0 picks one");
   o.add_string("metrics_listen", &c.metrics_listen, "Prometheus /metrics address; port 0 picks one");
   o.add_string("repository_root", &c.repository_root,
                "Directory captures are kept under (<root>/plugins/profile/<run>); NewSession writes only inside it");
   o.add_list("workers", &c.workers, "Static workers: \"name=host:port\" or \"host:port\"");
   o.add_int("heartbeat_interval_ms", &c.heartbeat_interval_ms,
             "Heartbeat period asked of agents; silent for 3 periods means down", 100, 3'600'000);
-  o.add_int("clock_sync_interval_ms", &c.clock_sync_interval_ms, "Period of the clock-sync burst to every worker",
-            100, 3'600'000);
+  o.add_int("clock_sync_interval_ms", &c.clock_sync_interval_ms, "Period of the clock-sync burst to every worker", 100,
+            3'600'000);
   o.add_int("clock_sync_pings", &c.clock_sync_pings, "Pings per clock-sync burst", 1, 1000);
   o.add_int("max_workers", &c.max_workers,
-            "Most workers the registry holds (each has a gRPC channel); registrations beyond are refused", 1, 1'000'000);
+            "Most workers the registry holds (each has a gRPC channel); registrations beyond are refused", 1,
+            1'000'000);
   o.add_string("log_level", &c.log_level, "debug, info, warning or error");
 }
 
@@ -46,9 +48,8 @@ absl::Status CoordinatorDaemon::start() {
   tracker_ = std::make_unique<ClockTracker>(*registry_, metrics_, clock_, config_.clock_sync_interval_ms,
                                             static_cast<int>(config_.clock_sync_pings));
   runner_ = std::make_unique<CaptureRunner>(*registry_, metrics_, clock_);
-  coordinator_service_ = std::make_unique<CoordinatorService>(*registry_, *runner_, settings_, clock_, [this] {
-    tracker_->wake();
-  });
+  coordinator_service_ =
+      std::make_unique<CoordinatorService>(*registry_, *runner_, settings_, clock_, [this] { tracker_->wake(); });
   analysis_service_ = std::make_unique<ProfileAnalysisService>(*registry_, *runner_, settings_, clock_);
 
   grpc::ServerBuilder builder;

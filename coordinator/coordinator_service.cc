@@ -58,8 +58,7 @@ podscope::v1::CaptureRequest capture_request_from(const tensorflow::ProfileReque
 // Kept under the repository root when there is one; otherwise staged in a temp directory for the stream.
 std::filesystem::path capture_run_directory(const CoordinatorSettings& settings, const std::string& run_name) {
   if (!settings.repository_root.empty()) return pod_capture::run_directory(settings.repository_root, run_name);
-  return std::filesystem::temp_directory_path() /
-         ("podscope-coordinator-" + std::to_string(getpid()) + "-" + run_name);
+  return std::filesystem::temp_directory_path() / ("podscope-coordinator-" + std::to_string(getpid()) + "-" + run_name);
 }
 
 // The run as the stream carries it: the summary (for the run name), every file, the summary with the outcome.
@@ -177,7 +176,8 @@ grpc::Status CoordinatorService::Capture(grpc::ServerContext*, const podscope::v
   return grpc::Status::OK;
 }
 
-grpc::Status ProfileAnalysisService::NewSession(grpc::ServerContext*, const tensorflow::NewProfileSessionRequest* request,
+grpc::Status ProfileAnalysisService::NewSession(grpc::ServerContext*,
+                                                const tensorflow::NewProfileSessionRequest* request,
                                                 tensorflow::NewProfileSessionResponse* response) {
   if (request->hosts().empty()) return invalid("NewSession: hosts is empty");
   pod_capture::CaptureSpec spec =

@@ -48,7 +48,10 @@ class CoordinatorService final : public podscope::v1::Coordinator::Service {
   // `on_register` runs after each registration (the daemon measures the new worker's clock at once).
   CoordinatorService(WorkerRegistry& registry, CaptureRunner& runner, const CoordinatorSettings& settings,
                      const Clock& clock, std::function<void()> on_register = {})
-      : registry_(registry), runner_(runner), settings_(settings), clock_(clock),
+      : registry_(registry),
+        runner_(runner),
+        settings_(settings),
+        clock_(clock),
         on_register_(std::move(on_register)) {}
 
   grpc::Status Register(grpc::ServerContext*, const podscope::v1::RegisterRequest* request,

@@ -60,7 +60,8 @@ bool WorkerRegistry::heartbeat(const std::string& host_name, const std::string& 
   return true;
 }
 
-void WorkerRegistry::record_clock(const std::string& host_name, const pod_capture::ClockMeasurement& measurement, int64_t now_ns) {
+void WorkerRegistry::record_clock(const std::string& host_name, const pod_capture::ClockMeasurement& measurement,
+                                  int64_t now_ns) {
   std::lock_guard lock(mu_);
   auto it = workers_.find(host_name);
   if (it == workers_.end()) return;

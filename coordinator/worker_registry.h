@@ -26,7 +26,8 @@ struct WorkerSelector {
 
 class WorkerRegistry {
  public:
-  WorkerRegistry(int64_t down_after_ns, size_t max_workers) : down_after_ns_(down_after_ns), max_workers_(max_workers) {}
+  WorkerRegistry(int64_t down_after_ns, size_t max_workers)
+      : down_after_ns_(down_after_ns), max_workers_(max_workers) {}
 
   // Static workers are always known; they are up while their clock-sync pings answer.
   void add_static(const std::string& host_name, const std::string& address);

@@ -65,7 +65,8 @@ CuptiTracer& CuptiTracer::instance() {
   return *tracer;
 }
 
-CuptiTracer::CuptiTracer() : pool_(kBufferBytes, kMaxBuffers), converter_(std::make_unique<ActivityConverter>(0, api_name)) {}
+CuptiTracer::CuptiTracer()
+    : pool_(kBufferBytes, kMaxBuffers), converter_(std::make_unique<ActivityConverter>(0, api_name)) {}
 
 void CuptiTracer::warn(std::string message) {
   std::fprintf(stderr, "podscope_cupti: %s\n", message.c_str());
@@ -87,8 +88,8 @@ void CuptiTracer::open_window() {
   CUpti_SubscriberHandle subscriber = nullptr;
   const CUptiResult subscribed = cuptiSubscribe(&subscriber, on_callback, nullptr);
   if (subscribed == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-    warn("another CUPTI subscriber holds this process (the framework's own GPU tracer?): " +
-         result_text(subscribed) + "; podscope leaves it alone and traces no GPU activity in this window");
+    warn("another CUPTI subscriber holds this process (the framework's own GPU tracer?): " + result_text(subscribed) +
+         "; podscope leaves it alone and traces no GPU activity in this window");
     return;
   }
   if (subscribed != CUPTI_SUCCESS) {

@@ -35,15 +35,15 @@ absl::StatusOr<LogLevel> parse_log_level(std::string_view name) {
   if (name == "info") return LogLevel::kInfo;
   if (name == "warning") return LogLevel::kWarning;
   if (name == "error") return LogLevel::kError;
-  return absl::InvalidArgumentError("log level must be one of debug, info, warning, error; got '" +
-                                    std::string(name) + "'");
+  return absl::InvalidArgumentError("log level must be one of debug, info, warning, error; got '" + std::string(name) +
+                                    "'");
 }
 
 LogLine::~LogLine() {
   const auto now = std::chrono::system_clock::now();
   const std::time_t secs = std::chrono::system_clock::to_time_t(now);
-  const int millis = static_cast<int>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
+  const int millis =
+      static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
   std::tm tm;
   gmtime_r(&secs, &tm);
   char prefix[48];

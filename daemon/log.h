@@ -36,7 +36,6 @@ class LogLine {
 
 }  // namespace podscope
 
-#define PODSCOPE_LOG(level)                                                           \
-  if (::podscope::LogLevel::level < ::podscope::log_level()) {                        \
-  } else                                                                              \
-    ::podscope::LogLine(::podscope::LogLevel::level)
+#define PODSCOPE_LOG(level)                                    \
+  if (::podscope::LogLevel::level < ::podscope::log_level()) { \
+  } else ::podscope::LogLine(::podscope::LogLevel::level)

@@ -88,8 +88,8 @@ void OptionSet::add_int(std::string key, int64_t* target, std::string help, int6
     absl::StatusOr<int64_t> parsed = parse_int(v);
     if (!parsed.ok()) return parsed.status();
     if (*parsed < min || *parsed > max) {
-      return absl::OutOfRangeError("must be between " + std::to_string(min) + " and " + std::to_string(max) +
-                                   ", got " + std::to_string(*parsed));
+      return absl::OutOfRangeError("must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " +
+                                   std::to_string(*parsed));
     }
     *target = *parsed;
     return absl::OkStatus();
@@ -178,7 +178,8 @@ absl::Status OptionSet::apply_yaml(std::string_view text, std::string_view sourc
     std::vector<std::string> seen;
     for (const auto& entry : root) {
       const std::string line = std::string(source) + ":" + std::to_string(entry.first.Mark().line + 1);
-      if (!entry.first.IsScalar()) return absl::InvalidArgumentError(line + ": a key must be a plain name, not a list or map");
+      if (!entry.first.IsScalar())
+        return absl::InvalidArgumentError(line + ": a key must be a plain name, not a list or map");
       const std::string key = entry.first.Scalar();
       if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
         return absl::InvalidArgumentError(where(source, entry.first, key) + ": duplicate key");

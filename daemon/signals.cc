@@ -14,8 +14,7 @@ ShutdownSignals::ShutdownSignals() {
 
 int ShutdownSignals::wait() const {
   int signal = 0;
-  while (sigwait(&set_, &signal) != 0) {
-  }
+  while (sigwait(&set_, &signal) != 0) {}
   return signal;
 }
 

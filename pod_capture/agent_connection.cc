@@ -107,8 +107,8 @@ ClockMeasurement combine_clocks(const ClockMeasurement& before, const ClockMeasu
   return out;
 }
 
-std::vector<ClockMeasurement> measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock,
-                                             int count, int timeout_ms, int parallelism) {
+std::vector<ClockMeasurement> measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock, int count,
+                                             int timeout_ms, int parallelism) {
   std::vector<ClockMeasurement> out(agents.size());
   std::atomic<size_t> next{0};
   auto work = [&] {

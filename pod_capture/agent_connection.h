@@ -41,8 +41,8 @@ std::unique_ptr<AgentConnection> connect_agent(const std::string& address);
 // What a clock-sync burst against one agent found.
 struct ClockMeasurement {
   enum Kind { kMeasured, kNoPingRpc, kUnreachable } kind = kUnreachable;
-  ClockEstimate estimate;  // offset 0 unless kMeasured
-  std::string detail;      // why not measured
+  ClockEstimate estimate;               // offset 0 unless kMeasured
+  std::string detail;                   // why not measured
   std::vector<PingExchange> exchanges;  // the answered pings, so bursts can be pooled (combine_clocks)
 };
 
@@ -56,7 +56,7 @@ ClockMeasurement combine_clocks(const ClockMeasurement& before, const ClockMeasu
 ClockMeasurement measure_clock(AgentConnection& agent, const Clock& clock, int count, int timeout_ms);
 
 // Measures every agent, up to `parallelism` at a time.
-std::vector<ClockMeasurement> measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock,
-                                             int count, int timeout_ms, int parallelism = 16);
+std::vector<ClockMeasurement> measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock, int count,
+                                             int timeout_ms, int parallelism = 16);
 
 }  // namespace podscope::pod_capture

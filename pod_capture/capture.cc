@@ -77,8 +77,7 @@ AttemptOutcome fan_out(const std::vector<AgentConnection*>& agents, const std::v
   queue.Shutdown();
   void* tag;
   bool ok;
-  while (queue.Next(&tag, &ok)) {
-  }
+  while (queue.Next(&tag, &ok)) {}
   return out;
 }
 

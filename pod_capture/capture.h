@@ -44,8 +44,8 @@ struct HostCapture {
   tensorflow::profiler::XSpace space;
   ClockMeasurement clock_before;  // sets the start on the agent's clock
   ClockMeasurement clock_after;
-  ClockMeasurement clock;  // both bursts pooled (combine_clocks): the offset the host's times are merged with
-  int64_t requested_start_ns = 0;                // on the agent's clock
+  ClockMeasurement clock;          // both bursts pooled (combine_clocks): the offset the host's times are merged with
+  int64_t requested_start_ns = 0;  // on the agent's clock
   std::optional<int64_t> actual_start_merged_ns;  // the agent's recorded start, in coordinator time
   int attempts = 0;
   double clock_drift_ppm = 0;  // only the coordinator daemon's long series sets it

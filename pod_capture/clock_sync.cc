@@ -12,8 +12,7 @@ absl::StatusOr<ClockEstimate> estimate_offset(const std::vector<PingExchange>& e
     if (e.rtt_ns() >= 0 && e.t3_ns >= e.t0_ns && e.t2_ns >= e.t1_ns) valid.push_back(e);
   }
   if (valid.empty()) {
-    return absl::InvalidArgumentError("clock sync: no valid ping exchange out of " +
-                                      std::to_string(exchanges.size()));
+    return absl::InvalidArgumentError("clock sync: no valid ping exchange out of " + std::to_string(exchanges.size()));
   }
   std::sort(valid.begin(), valid.end(),
             [](const PingExchange& a, const PingExchange& b) { return a.rtt_ns() < b.rtt_ns(); });

@@ -32,8 +32,7 @@ void append_ns_as_us(std::string& out, int64_t ns) {
     ns = -ns;
   }
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%lld.%03lld", static_cast<long long>(ns / 1000),
-                static_cast<long long>(ns % 1000));
+  std::snprintf(buf, sizeof buf, "%lld.%03lld", static_cast<long long>(ns / 1000), static_cast<long long>(ns % 1000));
   out += buf;
 }
 

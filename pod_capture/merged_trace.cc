@@ -116,8 +116,8 @@ void JsonTraceWriter::add_plane(const PlaneOrigin& origin, const XPlane& plane) 
         append_double(buffer_, event.double_stat(xspace::kCounterValueStat).value_or(0.0));
         buffer_ += "}}";
       } else {
-        buffer_ += "{\"ph\":\"X\",\"pid\":" + std::to_string(pid_) + ",\"tid\":" + std::to_string(line.id()) +
-                   ",\"name\":";
+        buffer_ +=
+            "{\"ph\":\"X\",\"pid\":" + std::to_string(pid_) + ",\"tid\":" + std::to_string(line.id()) + ",\"name\":";
         append_json_string(buffer_, event.name());
         buffer_ += ",\"ts\":";
         append_ns_as_us(buffer_, start_ns - *time_base_ns_);

@@ -13,8 +13,8 @@ std::vector<std::string> worker_names(const std::vector<AgentConnection*>& agent
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     podscope::v1::AgentStatus status;
-    const bool named = agent->agent->GetStatus(&context, podscope::v1::StatusRequest(), &status).ok() &&
-                       !status.host_name().empty();
+    const bool named =
+        agent->agent->GetStatus(&context, podscope::v1::StatusRequest(), &status).ok() && !status.host_name().empty();
     names.push_back(named ? status.host_name() : agent->address);
   }
   return names;

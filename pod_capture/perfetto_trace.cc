@@ -113,8 +113,12 @@ uint64_t channel_flow_id(int64_t step_num, int64_t channel_id, int64_t src_core,
 class PerfettoTraceWriter::PlaneWriter {
  public:
   PlaneWriter(PerfettoTraceWriter& owner, const PlaneOrigin& origin, const XPlane& plane)
-      : owner_(owner), origin_(origin), plane_(plane), reader_(plane),
-        sequence_id_(owner.next_sequence_id_++), pid_(owner.next_pid_++),
+      : owner_(owner),
+        origin_(origin),
+        plane_(plane),
+        reader_(plane),
+        sequence_id_(owner.next_sequence_id_++),
+        pid_(owner.next_pid_++),
         device_kind_(analysis::device_plane_kind(plane.name())) {
     if (device_kind_) endpoints_.emplace(plane, *device_kind_);
     event_packet_fields_.varint_field(pf::kPacketTrustedSequenceId, sequence_id_);
@@ -248,12 +252,10 @@ class PerfettoTraceWriter::PlaneWriter {
       case XStat::kStrValue: annotation_.bytes_field(pf::kAnnotationStringValue, stat.str_value()); break;
       case XStat::kBytesValue:
         // Binary payloads are summarized by size; a trace viewer cannot show them anyway.
-        annotation_.bytes_field(pf::kAnnotationStringValue,
-                                 std::to_string(stat.bytes_value().size()) + " bytes");
+        annotation_.bytes_field(pf::kAnnotationStringValue, std::to_string(stat.bytes_value().size()) + " bytes");
         break;
       case XStat::kRefValue:
-        annotation_.bytes_field(pf::kAnnotationStringValue,
-                                 reader_.stat_name(static_cast<int64_t>(stat.ref_value())));
+        annotation_.bytes_field(pf::kAnnotationStringValue, reader_.stat_name(static_cast<int64_t>(stat.ref_value())));
         break;
       case XStat::VALUE_NOT_SET: return;
     }
@@ -312,8 +314,7 @@ class PerfettoTraceWriter::PlaneWriter {
       event_.clear();
       event_.varint_field(pf::kEventType, pf::kTypeCounter);
       event_.varint_field(pf::kEventTrackUuid, counter_track(e.name()));
-      event_.double_field(pf::kEventDoubleCounterValue,
-                                e.double_stat(xspace::kCounterValueStat).value_or(0.0));
+      event_.double_field(pf::kEventDoubleCounterValue, e.double_stat(xspace::kCounterValueStat).value_or(0.0));
       write_event_packet(time_ns, event_.view());
       ++owner_.counts_.counter_values;
     });
@@ -366,9 +367,9 @@ class PerfettoTraceWriter::PlaneWriter {
     }
     if (idle != nullptr) return *idle;
     Lane& lane = lanes_.emplace_back();
-    lane.uuid = new_thread_track(lanes_.size() == 1 ? std::string(line_name)
-                                                    : std::string(line_name) + " (overlap " +
-                                                          std::to_string(lanes_.size()) + ")");
+    lane.uuid = new_thread_track(lanes_.size() == 1
+                                     ? std::string(line_name)
+                                     : std::string(line_name) + " (overlap " + std::to_string(lanes_.size()) + ")");
     lane.end_event.varint_field(pf::kEventType, pf::kTypeSliceEnd);
     lane.end_event.varint_field(pf::kEventTrackUuid, lane.uuid);
     lane.begin_prefix.varint_field(pf::kEventType, pf::kTypeSliceBegin);
@@ -422,7 +423,7 @@ class PerfettoTraceWriter::PlaneWriter {
 
   std::vector<Span> spans_;
   std::vector<Lane> lanes_;
-  wire::Buffer interned_;  // InternedData entries not yet written
+  wire::Buffer interned_;             // InternedData entries not yet written
   wire::Buffer event_packet_fields_;  // sequence id and flags, the same on every event packet
   wire::Buffer packet_, event_, annotation_;
 };

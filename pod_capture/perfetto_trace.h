@@ -55,7 +55,6 @@ class PerfettoTraceWriter {
 // The flow id of a channel transfer: the `occurrence`-th transfer (from 0, in the order its core's trace
 // lists them, line by line and by start within a line) of
 // step `step_num` on channel `channel_id` from core `src_core` to core `dst_core`.
-uint64_t channel_flow_id(int64_t step_num, int64_t channel_id, int64_t src_core, int64_t dst_core,
-                         uint32_t occurrence);
+uint64_t channel_flow_id(int64_t step_num, int64_t channel_id, int64_t src_core, int64_t dst_core, uint32_t occurrence);
 
 }  // namespace podscope::pod_capture

@@ -138,10 +138,9 @@ absl::StatusOr<Plan> plan_for(const TraceSelection& selection, const std::vector
       return plan;
     case TraceSelection::Kind::kMilliseconds:
       if (!capture_start) {
-        return absl::FailedPreconditionError("the run records no capture start (" +
-                                             std::string(xspace::kCaptureStartStat) + " on " +
-                                             std::string(xspace::kHostPlaneName) +
-                                             "), so a window in ms from it has no origin; use step:N");
+        return absl::FailedPreconditionError(
+            "the run records no capture start (" + std::string(xspace::kCaptureStartStat) + " on " +
+            std::string(xspace::kHostPlaneName) + "), so a window in ms from it has no origin; use step:N");
       }
       plan.window = TraceWindow{*capture_start + static_cast<int64_t>(selection.from_ms * 1e6),
                                 *capture_start + static_cast<int64_t>(selection.to_ms * 1e6)};

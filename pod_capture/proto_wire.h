@@ -86,7 +86,8 @@ class Buffer {
 
  private:
   [[gnu::always_inline]] void reserve(size_t more) {
-    if (size_ + more > data_.size()) [[unlikely]] grow(more);
+    if (size_ + more > data_.size()) [[unlikely]]
+      grow(more);
   }
   [[gnu::noinline]] void grow(size_t more) { data_.resize(std::max(2 * data_.size(), size_ + more + 64)); }
 

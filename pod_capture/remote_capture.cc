@@ -109,18 +109,13 @@ absl::Status receive_run(grpc::ClientReader<podscope::v1::CaptureChunk>& reader,
   while (reader.Read(&chunk)) {
     absl::Status taken = absl::OkStatus();
     switch (chunk.kind_case()) {
-      case podscope::v1::CaptureChunk::kProgress:
-        progress(chunk.progress());
-        break;
-      case podscope::v1::CaptureChunk::kFile:
-        taken = receiver.on_file(chunk.file());
-        break;
+      case podscope::v1::CaptureChunk::kProgress: progress(chunk.progress()); break;
+      case podscope::v1::CaptureChunk::kFile: taken = receiver.on_file(chunk.file()); break;
       case podscope::v1::CaptureChunk::kSummary:
         // The summary comes first (for the run name) and again last (with the outcome).
         taken = receiver.on_summary(chunk.summary());
         break;
-      case podscope::v1::CaptureChunk::KIND_NOT_SET:
-        break;
+      case podscope::v1::CaptureChunk::KIND_NOT_SET: break;
     }
     if (!taken.ok()) return taken;
   }

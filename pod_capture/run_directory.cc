@@ -123,8 +123,8 @@ std::string capture_summary_text(const CaptureResult& result, const std::filesys
   }
   if (result.start_skew_ns) out += "Start skew across hosts: " + format_ms(*result.start_skew_ns) + " ms\n";
   for (const auto& w : result.warnings) out += "Warning: " + w + "\n";
-  const int ok = static_cast<int>(std::count_if(result.hosts.begin(), result.hosts.end(),
-                                                [](const HostCapture& h) { return h.ok; }));
+  const int ok = static_cast<int>(
+      std::count_if(result.hosts.begin(), result.hosts.end(), [](const HostCapture& h) { return h.ok; }));
   out += std::to_string(ok) + " of " + std::to_string(result.hosts.size()) + " host(s) captured";
   if (ok > 0 && !run_dir.empty()) out += "; files in " + run_dir.string();
   out += "\n";
@@ -148,9 +148,11 @@ absl::Status write_run_files(const std::filesystem::path& dir, CaptureResult& re
     if (!host.space.SerializeToString(&bytes)) {
       return absl::InternalError("cannot serialize the XSpace of " + host.address);
     }
-    if (auto status = podscope::write_file_atomically(dir / (host.file_stem + ".xplane.pb"), bytes); !status.ok()) return status;
+    if (auto status = podscope::write_file_atomically(dir / (host.file_stem + ".xplane.pb"), bytes); !status.ok())
+      return status;
   }
-  if (auto status = podscope::write_file_atomically(dir / "capture.json", capture_json(result)); !status.ok()) return status;
+  if (auto status = podscope::write_file_atomically(dir / "capture.json", capture_json(result)); !status.ok())
+    return status;
   return write_capture_traces(dir, result);
 }
 

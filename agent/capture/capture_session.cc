@@ -31,12 +31,12 @@ void fill_profile_defaults(tensorflow::ProfileRequest& request) {
 int64_t duration_or_default_ms(uint64_t requested_ms) {
   if (requested_ms == 0) return 1000;
   return requested_ms > static_cast<uint64_t>(INT64_MAX / 1'000'000) ? INT64_MAX / 1'000'000
-                                                                      : static_cast<int64_t>(requested_ms);
+                                                                     : static_cast<int64_t>(requested_ms);
 }
 
 int64_t requested_duration_ms(const tensorflow::ProfileRequest& request) {
   return duration_or_default_ms(request.opts().duration_ms() != 0 ? request.opts().duration_ms()
-                                                                   : request.duration_ms());
+                                                                  : request.duration_ms());
 }
 
 absl::Status check_duration_limit(int64_t duration_ms, const CaptureLimits& limits) {
@@ -48,8 +48,9 @@ absl::Status check_duration_limit(int64_t duration_ms, const CaptureLimits& limi
 absl::StatusOr<std::string> resolve_capture_file(const std::string& configured_root, const std::string& requested_dir,
                                                  const std::string& session_id, const std::string& host_name) {
   if (configured_root.empty()) {
-    return absl::FailedPreconditionError("not written to disk: the agent has no --repository_root; the data is in "
-                                         "the response only");
+    return absl::FailedPreconditionError(
+        "not written to disk: the agent has no --repository_root; the data is in "
+        "the response only");
   }
   absl::StatusOr<fs::path> resolved = resolve_within_root(configured_root, fs::path(requested_dir) / session_id);
   if (resolved.status().code() == absl::StatusCode::kPermissionDenied) {
@@ -143,9 +144,9 @@ absl::StatusOr<CapturePlan> CaptureSessions::plan_capture(const tensorflow::Prof
                                       " ms ahead of the agent's clock; at most max_duration_ms=" +
                                       std::to_string(limits.max_duration_ms) + " ahead is accepted");
   }
-  plan.session_id = !request.session_id().empty()       ? request.session_id()
+  plan.session_id = !request.session_id().empty()          ? request.session_id()
                     : !request.opts().session_id().empty() ? request.opts().session_id()
-                                                            : tf_run_name(now);
+                                                           : tf_run_name(now);
   if (!is_plain_path_component(plan.session_id)) {
     return absl::InvalidArgumentError("session_id '" + plan.session_id +
                                       "' must be a single path component (no '/', not '.' or '..')");
@@ -225,8 +226,8 @@ void CaptureSessions::write_to_repository(const tensorflow::ProfileRequest& requ
                                           CaptureResult& result) const {
   const std::string& requested_dir =
       !request.opts().repository_path().empty() ? request.opts().repository_path() : request.repository_root();
-  absl::StatusOr<std::string> file = resolve_capture_file(limits.repository_root, requested_dir, result.session_id,
-                                                          host_name_);
+  absl::StatusOr<std::string> file =
+      resolve_capture_file(limits.repository_root, requested_dir, result.session_id, host_name_);
   if (!file.ok()) {
     // Asking for no path from an agent without a root is the normal remote case: nothing to warn about.
     if (!requested_dir.empty() || !limits.repository_root.empty()) {

@@ -15,8 +15,8 @@ namespace podscope::agent {
 
 struct CaptureWindow {
   std::string session_id;
-  int64_t start_ns = 0;          // on the agent's clock (Clock::now_ns, which includes --clock_offset_ns)
-  int64_t planned_end_ns = 0;    // start + duration; the actual end is given to close()
+  int64_t start_ns = 0;                // on the agent's clock (Clock::now_ns, which includes --clock_offset_ns)
+  int64_t planned_end_ns = 0;          // start + duration; the actual end is given to close()
   tensorflow::ProfileRequest request;  // as received, with defaults filled in (opts.version 0 → TF defaults)
 };
 

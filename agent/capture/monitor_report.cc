@@ -45,8 +45,8 @@ std::string monitor_text(const tensorflow::ProfilerServiceMonitorResult& r, int 
   out += "Device type: " + device.device_type + "\n";
   // Say what the figure is where it is not a plain utilization (a TPU's is its TensorCore duty cycle).
   const std::string kind = device.utilization_kind.empty() ? "" : " (" + device.utilization_kind + ")";
-  out += "Utilization of " + device.short_name + " (higher is better): " +
-         percent(r.matrix_unit_utilization_percent()) + kind + "\n";
+  out += "Utilization of " + device.short_name +
+         " (higher is better): " + percent(r.matrix_unit_utilization_percent()) + kind + "\n";
   if (level < 2) return out;
   out += device.short_name + " idle time (lower is better): " + percent(r.device_idle_time_percent()) + "\n";
   out += "Number of " + device.count_label + ": " + std::to_string(device.core_count) + "\n";
@@ -92,11 +92,11 @@ absl::StatusOr<tensorflow::MonitorResponse> MonitorReporter::report(const tensor
 
   const std::optional<DeviceUtilization> device = accelerator();
   tensorflow::MonitorResponse response;
-  const tensorflow::ProfilerServiceMonitorResult& result =
-      *response.mutable_monitor_result() = result_of(*window, level, device);
+  const tensorflow::ProfilerServiceMonitorResult& result = *response.mutable_monitor_result() =
+      result_of(*window, level, device);
   const bool steps_observed = result.response_type() == tensorflow::ProfilerServiceMonitorResult::UTIL_IDLE_STEP;
-  response.set_data(monitor_text(result, level, device ? *device : host_cpu_device(window->after.cores),
-                                 steps_observed, request.timestamp() ? clock_.now_ns() : 0));
+  response.set_data(monitor_text(result, level, device ? *device : host_cpu_device(window->after.cores), steps_observed,
+                                 request.timestamp() ? clock_.now_ns() : 0));
   return response;
 }
 

@@ -12,9 +12,10 @@ ClockHealth clock_health_from_timex(int result, int status, long maxerror_us, lo
   h.synchronized = result != TIME_ERROR && (status & STA_UNSYNC) == 0;
   h.estimated_error_s = static_cast<double>(esterror_us) * 1e-6;
   h.max_error_s = static_cast<double>(maxerror_us) * 1e-6;
-  h.detail = std::string(h.synchronized ? "synchronized" : "host clock not synchronized (no NTP/chrony/PTP discipline)") +
-             " (adjtimex: " + (status & STA_UNSYNC ? "STA_UNSYNC set, " : "") + "maxerror " +
-             std::to_string(maxerror_us) + " us, esterror " + std::to_string(esterror_us) + " us)";
+  h.detail =
+      std::string(h.synchronized ? "synchronized" : "host clock not synchronized (no NTP/chrony/PTP discipline)") +
+      " (adjtimex: " + (status & STA_UNSYNC ? "STA_UNSYNC set, " : "") + "maxerror " + std::to_string(maxerror_us) +
+      " us, esterror " + std::to_string(esterror_us) + " us)";
   return h;
 }
 

@@ -32,14 +32,15 @@ absl::Status parse_proc_stat(std::string_view text, std::string_view path, CpuTi
     while (fields < times.jiffies.size() && next_field(line, field)) {
       if (!parse_number(field, times.jiffies[fields])) {
         return parse_error(path, line_number,
-                           "cpu line '" + std::string(label) + "' field " + std::to_string(fields + 1) + " is not a number: '" +
-                               std::string(field) + "'");
+                           "cpu line '" + std::string(label) + "' field " + std::to_string(fields + 1) +
+                               " is not a number: '" + std::string(field) + "'");
       }
       ++fields;
     }
     if (fields < 4) {
-      return parse_error(path, line_number,
-                         "cpu line '" + std::string(label) + "' has " + std::to_string(fields) + " fields, expected at least 4");
+      return parse_error(
+          path, line_number,
+          "cpu line '" + std::string(label) + "' has " + std::to_string(fields) + " fields, expected at least 4");
     }
     if (times.cpu < 0) {
       total = times;
@@ -62,10 +63,11 @@ CpuCollector::CpuCollector(std::string path)
 void CpuCollector::declare_core(Core& core, SampleSink& sink) {
   const std::string cpu = std::to_string(core.cpu);
   for (size_t m = 0; m < kCpuModes.size(); ++m) {
-    core.seconds[m] = sink.declare({.metric = "podscope_cpu_seconds_total",
-                                    .help = "Seconds the CPUs spent in each mode (as node_exporter's node_cpu_seconds_total).",
-                                    .kind = SeriesSpec::Kind::kCounter,
-                                    .labels = {{"cpu", cpu}, {"mode", std::string(kCpuModes[m])}}});
+    core.seconds[m] =
+        sink.declare({.metric = "podscope_cpu_seconds_total",
+                      .help = "Seconds the CPUs spent in each mode (as node_exporter's node_cpu_seconds_total).",
+                      .kind = SeriesSpec::Kind::kCounter,
+                      .labels = {{"cpu", cpu}, {"mode", std::string(kCpuModes[m])}}});
   }
   core.utilization = sink.declare({.metric = "podscope_cpu_utilization_ratio",
                                    .help = "Share of the last sampling period each core was busy (not idle or iowait).",

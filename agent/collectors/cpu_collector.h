@@ -15,8 +15,8 @@
 namespace podscope::agent {
 
 // Jiffies per mode in node_exporter's order; guest time is already included in user and nice by the kernel.
-inline constexpr std::array<std::string_view, 8> kCpuModes = {"user", "nice",    "system", "idle",
-                                                              "iowait", "irq", "softirq", "steal"};
+inline constexpr std::array<std::string_view, 8> kCpuModes = {"user",   "nice", "system",  "idle",
+                                                              "iowait", "irq",  "softirq", "steal"};
 struct CpuTimes {
   int cpu = -1;  // core index; -1 for the "cpu" total line
   std::array<uint64_t, 8> jiffies{};

@@ -17,8 +17,8 @@ bool is_ignored_disk(std::string_view d) {
   if (starts_with(d, "ram") || starts_with(d, "loop") || starts_with(d, "fd")) return true;
   // sda1, vdb2, xvda1, hda3: a letter-named disk followed by a partition number.
   for (std::string_view prefix : {"sd", "vd", "hd", "xvd"}) {
-    if (starts_with(d, prefix) && d.size() > prefix.size() && std::isalpha(static_cast<unsigned char>(d[prefix.size()])) &&
-        ends_with_digit(d)) {
+    if (starts_with(d, prefix) && d.size() > prefix.size() &&
+        std::isalpha(static_cast<unsigned char>(d[prefix.size()])) && ends_with_digit(d)) {
       return true;
     }
   }
@@ -90,13 +90,13 @@ void DiskCollector::sample(int64_t now_ns, SampleSink& sink) {
       dev->name = std::string(counters.device);
       for (size_t m = 0; m < kMetrics.size(); ++m) {
         const bool bytes = m == 2 || m == 3;
-        dev->ids[m] = sink.declare(
-            {.metric = std::string(kMetrics[m]),
-             .help = "/proc/diskstats counters per device.",
-             .kind = SeriesSpec::Kind::kCounter,
-             .labels = {{"device", dev->name}},
-             .plane = bytes ? "/host:CPU" : "",
-             .track = bytes ? "Disk " + dev->name + (m == 2 ? " read" : " written") + " (bytes/s)" : ""});
+        dev->ids[m] =
+            sink.declare({.metric = std::string(kMetrics[m]),
+                          .help = "/proc/diskstats counters per device.",
+                          .kind = SeriesSpec::Kind::kCounter,
+                          .labels = {{"device", dev->name}},
+                          .plane = bytes ? "/host:CPU" : "",
+                          .track = bytes ? "Disk " + dev->name + (m == 2 ? " read" : " written") + " (bytes/s)" : ""});
       }
     }
     for (size_t m = 0; m < kMetrics.size(); ++m) sink.record(dev->ids[m], now_ns, counters.values[m]);

@@ -13,9 +13,9 @@ class CpuCollector;
 class ClockHealthCollector;
 
 struct HostCollectors {
-  std::vector<std::unique_ptr<Collector>> all;    // in sampling order
-  CpuCollector* cpu = nullptr;                    // owned by `all`; Monitor reads its utilization
-  ClockHealthCollector* clock_health = nullptr;   // owned by `all`; status and capture warnings read it
+  std::vector<std::unique_ptr<Collector>> all;   // in sampling order
+  CpuCollector* cpu = nullptr;                   // owned by `all`; Monitor reads its utilization
+  ClockHealthCollector* clock_health = nullptr;  // owned by `all`; status and capture warnings read it
 };
 
 // cpu, memory, network, disk, loadavg, clock health.

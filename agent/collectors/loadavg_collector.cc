@@ -10,8 +10,8 @@ absl::Status parse_loadavg(std::string_view text, std::string_view path, std::ar
       return parse_error(path, 1, "expected 3 load averages, got " + std::to_string(i) + " (truncated?)");
     }
     if (!parse_number(field, load[i])) {
-      return parse_error(path, 1, "load average " + std::to_string(i + 1) + " is not a number: '" +
-                                      std::string(field) + "'");
+      return parse_error(path, 1,
+                         "load average " + std::to_string(i + 1) + " is not a number: '" + std::string(field) + "'");
     }
   }
   return absl::OkStatus();
@@ -35,8 +35,8 @@ void LoadAvgCollector::sample(int64_t now_ns, SampleSink& sink) {
     constexpr std::array<std::string_view, 3> kNames = {"podscope_load1", "podscope_load5", "podscope_load15"};
     constexpr std::array<std::string_view, 3> kMinutes = {"1", "5", "15"};
     for (size_t i = 0; i < 3; ++i) {
-      ids_[i] = sink.declare({.metric = std::string(kNames[i]),
-                              .help = std::string(kMinutes[i]) + "-minute load average."});
+      ids_[i] =
+          sink.declare({.metric = std::string(kNames[i]), .help = std::string(kMinutes[i]) + "-minute load average."});
     }
     declared_ = true;
   }

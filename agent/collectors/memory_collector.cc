@@ -3,8 +3,8 @@
 namespace podscope::agent {
 namespace {
 constexpr std::array<std::string_view, 7> kMetricNames = {
-    "podscope_memory_total_bytes",   "podscope_memory_free_bytes",      "podscope_memory_available_bytes",
-    "podscope_memory_buffers_bytes", "podscope_memory_cached_bytes",    "podscope_memory_swap_total_bytes",
+    "podscope_memory_total_bytes",    "podscope_memory_free_bytes",   "podscope_memory_available_bytes",
+    "podscope_memory_buffers_bytes",  "podscope_memory_cached_bytes", "podscope_memory_swap_total_bytes",
     "podscope_memory_swap_free_bytes"};
 }  // namespace
 
@@ -32,7 +32,8 @@ absl::Status parse_meminfo(std::string_view text, std::string_view path, MemInfo
     }
     const bool kib = next_field(rest, unit) && unit == "kB";
     if (kib && __builtin_mul_overflow(value, int64_t{1024}, &info.bytes[index])) {
-      return parse_error(path, line_number, "field '" + std::string(key) + "' is too large: " + std::string(number) + " kB");
+      return parse_error(path, line_number,
+                         "field '" + std::string(key) + "' is too large: " + std::string(number) + " kB");
     }
     if (!kib) info.bytes[index] = value;
   }
@@ -68,10 +69,10 @@ void MemoryCollector::sample(int64_t now_ns, SampleSink& sink) {
     if (info_.bytes[i] >= 0) sink.record(ids_[i], now_ns, static_cast<double>(info_.bytes[i]));
   }
   // Kernels before 3.14 lack MemAvailable; free + buffers + cached is what it replaced.
-  const int64_t available = info_.bytes[2] >= 0 ? info_.bytes[2]
-                                                : std::max<int64_t>(info_.bytes[1], 0) +
-                                                      std::max<int64_t>(info_.bytes[3], 0) +
-                                                      std::max<int64_t>(info_.bytes[4], 0);
+  const int64_t available = info_.bytes[2] >= 0
+                                ? info_.bytes[2]
+                                : std::max<int64_t>(info_.bytes[1], 0) + std::max<int64_t>(info_.bytes[3], 0) +
+                                      std::max<int64_t>(info_.bytes[4], 0);
   sink.record(used_, now_ns, static_cast<double>(info_.bytes[0] - available));
   state_.set(CollectorState::State::kOk);
 }

@@ -16,7 +16,7 @@ struct MemInfo {
   // Bytes, in the order of kMemInfoFields; -1 where the file lacks the field.
   std::array<int64_t, 7> bytes{};
 };
-inline constexpr std::array<std::string_view, 7> kMemInfoFields = {"MemTotal", "MemFree", "MemAvailable", "Buffers",
+inline constexpr std::array<std::string_view, 7> kMemInfoFields = {"MemTotal", "MemFree",   "MemAvailable", "Buffers",
                                                                    "Cached",   "SwapTotal", "SwapFree"};
 
 absl::Status parse_meminfo(std::string_view text, std::string_view path, MemInfo& info);

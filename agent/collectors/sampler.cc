@@ -17,11 +17,12 @@ constexpr std::array<const char*, 3> kStateNames = {"ok", "degraded", "unavailab
 }  // namespace
 
 CollectorStatusMetrics::CollectorStatusMetrics(prometheus::Registry& registry, const std::string& host_name)
-    : family_(prometheus::BuildGauge()
-                  .Name("podscope_collector_status")
-                  .Help("1 for the state each collector is in (ok, degraded, unavailable); the agent's status says why.")
-                  .Labels({{"host", host_name}})
-                  .Register(registry)) {}
+    : family_(
+          prometheus::BuildGauge()
+              .Name("podscope_collector_status")
+              .Help("1 for the state each collector is in (ok, degraded, unavailable); the agent's status says why.")
+              .Labels({{"host", host_name}})
+              .Register(registry)) {}
 
 void CollectorStatusMetrics::add(const Collector& collector) {
   std::lock_guard lock(mu_);
@@ -118,9 +119,8 @@ void Sampler::schedule() {
   });
 }
 
-ThreadedCollectorRunner::ThreadedCollectorRunner(std::unique_ptr<Collector> collector,
-                                                 std::chrono::milliseconds period, const Clock& clock,
-                                                 SampleSink& sink)
+ThreadedCollectorRunner::ThreadedCollectorRunner(std::unique_ptr<Collector> collector, std::chrono::milliseconds period,
+                                                 const Clock& clock, SampleSink& sink)
     : collector_(std::move(collector)), period_(period), clock_(clock), sink_(sink) {}
 
 ThreadedCollectorRunner::~ThreadedCollectorRunner() { stop(); }

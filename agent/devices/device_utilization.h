@@ -10,14 +10,14 @@
 namespace podscope::agent {
 
 struct DeviceUtilization {
-  std::string device_type;       // e.g. "TPU v4", "NVIDIA H100 80GB HBM3"
-  std::string short_name;        // "TPU", "GPU": names the device in Monitor's lines ("TPU idle time")
-  std::string count_label;       // what core_count counts: "TPU cores", "GPUs"
-  int device_count = 0;          // devices reporting a figure (TPU chips or cores as libtpu numbers them; GPUs)
-  int core_count = 0;            // TensorCores from PCI discovery (v2/v3: two per chip), else device_count
+  std::string device_type;         // e.g. "TPU v4", "NVIDIA H100 80GB HBM3"
+  std::string short_name;          // "TPU", "GPU": names the device in Monitor's lines ("TPU idle time")
+  std::string count_label;         // what core_count counts: "TPU cores", "GPUs"
+  int device_count = 0;            // devices reporting a figure (TPU chips or cores as libtpu numbers them; GPUs)
+  int core_count = 0;              // TensorCores from PCI discovery (v2/v3: two per chip), else device_count
   double utilization_percent = 0;  // mean over devices
-  std::string utilization_kind;  // what the figure is: "TensorCore duty cycle", "GPU utilization (NVML)";
-                                 // empty for the host CPU
+  std::string utilization_kind;    // what the figure is: "TensorCore duty cycle", "GPU utilization (NVML)";
+                                   // empty for the host CPU
 };
 
 class DeviceUtilizationSource {

@@ -80,9 +80,9 @@ struct Api {
   Return (*device_pci_info)(Device, PciInfo*);
   Return (*utilization)(Device, Utilization*);
   Return (*memory_info)(Device, Memory*);
-  Return (*power_usage)(Device, unsigned int*);  // mW
-  Return (*temperature)(Device, unsigned int, unsigned int*);  // °C
-  Return (*clock_info)(Device, unsigned int, unsigned int*);  // MHz
+  Return (*power_usage)(Device, unsigned int*);                    // mW
+  Return (*temperature)(Device, unsigned int, unsigned int*);      // °C
+  Return (*clock_info)(Device, unsigned int, unsigned int*);       // MHz
   Return (*pcie_throughput)(Device, unsigned int, unsigned int*);  // KB/s; blocks ~20 ms
   Return (*field_values)(Device, int, FieldValue*);
 

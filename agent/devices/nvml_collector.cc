@@ -13,7 +13,8 @@ struct SeriesDef {
 };
 
 constexpr std::array<SeriesDef, NvmlCollector::kSeriesCount> kSeries{{
-    {"podscope_gpu_utilization_ratio", "Share of time a kernel was running on the GPU (NVML)", SeriesSpec::Kind::kGauge},
+    {"podscope_gpu_utilization_ratio", "Share of time a kernel was running on the GPU (NVML)",
+     SeriesSpec::Kind::kGauge},
     {"podscope_gpu_memory_bandwidth_utilization_ratio", "Share of time device memory was read or written (NVML)",
      SeriesSpec::Kind::kGauge},
     {"podscope_gpu_memory_used_bytes", "Device memory in use (NVML)", SeriesSpec::Kind::kGauge},
@@ -22,7 +23,8 @@ constexpr std::array<SeriesDef, NvmlCollector::kSeriesCount> kSeries{{
     {"podscope_gpu_temperature_celsius", "GPU die temperature (NVML)", SeriesSpec::Kind::kGauge},
     {"podscope_gpu_sm_clock_hertz", "SM clock (NVML)", SeriesSpec::Kind::kGauge},
     {"podscope_gpu_memory_clock_hertz", "Memory clock (NVML)", SeriesSpec::Kind::kGauge},
-    {"podscope_gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput (NVML, 20 ms sample)", SeriesSpec::Kind::kGauge},
+    {"podscope_gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput (NVML, 20 ms sample)",
+     SeriesSpec::Kind::kGauge},
     {"podscope_gpu_pcie_rx_bytes_per_second", "PCIe receive throughput (NVML, 20 ms sample)", SeriesSpec::Kind::kGauge},
     {"podscope_gpu_nvlink_tx_bytes_total", "NVLink data transmitted, all links (NVML)", SeriesSpec::Kind::kCounter},
     {"podscope_gpu_nvlink_rx_bytes_total", "NVLink data received, all links (NVML)", SeriesSpec::Kind::kCounter},
@@ -75,8 +77,8 @@ void NvmlCollector::try_start(int64_t now_ns) {
     if (nvml::Return r = api.device_by_index(i, &handle); r != nvml::kSuccess) {
       return fail("nvmlDeviceGetHandleByIndex(" + std::to_string(i) + ") failed: " + api.error(r));
     }
-    Gpu gpu{handle, static_cast<int>(i), read_string(api.device_name, handle),
-            read_string(api.device_uuid, handle), "", {}};
+    Gpu gpu{handle, static_cast<int>(i), read_string(api.device_name, handle), read_string(api.device_uuid, handle), "",
+            {}};
     nvml::PciInfo pci{};
     if (api.device_pci_info(handle, &pci) == nvml::kSuccess) gpu.pci_bus_id = pci.bus_id;
     gpus_.push_back(std::move(gpu));
@@ -94,10 +96,8 @@ void NvmlCollector::record(Gpu& gpu, Series series, int64_t now_ns, double value
     spec.metric = kSeries[series].metric;
     spec.help = kSeries[series].help;
     spec.kind = kSeries[series].kind;
-    spec.labels = {{"gpu", std::to_string(gpu.index)},
-                   {"uuid", gpu.uuid},
-                   {"pci_bus_id", gpu.pci_bus_id},
-                   {"model", gpu.model}};
+    spec.labels = {
+        {"gpu", std::to_string(gpu.index)}, {"uuid", gpu.uuid}, {"pci_bus_id", gpu.pci_bus_id}, {"model", gpu.model}};
     spec.plane = std::string(xspace::kGpuPlanePrefix) + std::to_string(gpu.index);
     spec.track = spec.metric;
     id = sink.declare(spec);
@@ -131,7 +131,8 @@ void NvmlCollector::sample(int64_t now_ns, SampleSink& sink) {
       record(gpu, kMemoryTotal, now_ns, static_cast<double>(m.total), sink);
     }
     unsigned int v = 0;
-    if (ok(api.power_usage(gpu.handle, &v), "nvmlDeviceGetPowerUsage", gpu)) record(gpu, kPower, now_ns, v / 1000.0, sink);
+    if (ok(api.power_usage(gpu.handle, &v), "nvmlDeviceGetPowerUsage", gpu))
+      record(gpu, kPower, now_ns, v / 1000.0, sink);
     if (ok(api.temperature(gpu.handle, nvml::kTemperatureGpu, &v), "nvmlDeviceGetTemperature", gpu)) {
       record(gpu, kTemperature, now_ns, v, sink);
     }

@@ -34,8 +34,19 @@ class NvmlCollector : public Collector, public DeviceUtilizationSource {
   static constexpr int64_t kRetryPeriodNs = 60'000'000'000;
 
   enum Series : size_t {
-    kGpuUtilization, kMemoryUtilization, kMemoryUsed, kMemoryTotal, kPower, kTemperature, kSmClock,
-    kMemoryClock, kPcieTx, kPcieRx, kNvlinkTx, kNvlinkRx, kSeriesCount
+    kGpuUtilization,
+    kMemoryUtilization,
+    kMemoryUsed,
+    kMemoryTotal,
+    kPower,
+    kTemperature,
+    kSmClock,
+    kMemoryClock,
+    kPcieTx,
+    kPcieRx,
+    kNvlinkTx,
+    kNvlinkRx,
+    kSeriesCount
   };
 
  private:

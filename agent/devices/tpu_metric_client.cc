@@ -26,15 +26,13 @@ namespace rt = ::tpu::monitoring::runtime;
 int64_t device_id_of(const rt::Metric& metric, int64_t fallback) {
   const auto& value = metric.attribute().value();
   switch (value.attr_case()) {
-    case rt::AttrValue::kIntAttr:
-      return value.int_attr();
+    case rt::AttrValue::kIntAttr: return value.int_attr();
     case rt::AttrValue::kStringAttr: {
       char* end = nullptr;
       const long long id = std::strtoll(value.string_attr().c_str(), &end, 10);
       return end != value.string_attr().c_str() ? id : fallback;
     }
-    default:
-      return fallback;
+    default: return fallback;
   }
 }
 
@@ -122,8 +120,8 @@ absl::Status TpuMetricClient::probe_port() {
   for (const std::string& addr : resolved_) {
     if ((error = try_connect(addr, timeout_)) == 0) return absl::OkStatus();
   }
-  return absl::UnavailableError("libtpu metric service at " + address_ + ": nothing listening (connect: " +
-                                std::strerror(error) + ")");
+  return absl::UnavailableError("libtpu metric service at " + address_ +
+                                ": nothing listening (connect: " + std::strerror(error) + ")");
 }
 
 absl::StatusOr<TpuMetricClient::Stub*> TpuMetricClient::connected_stub() {
@@ -134,8 +132,8 @@ absl::StatusOr<TpuMetricClient::Stub*> TpuMetricClient::connected_stub() {
   // default backoff of up to two minutes.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-  stub_->stub = rt::RuntimeMetricService::NewStub(grpc::CreateCustomChannel(
-      address_, grpc::experimental::LocalCredentials(LOCAL_TCP), args));
+  stub_->stub = rt::RuntimeMetricService::NewStub(
+      grpc::CreateCustomChannel(address_, grpc::experimental::LocalCredentials(LOCAL_TCP), args));
   return stub_.get();
 }
 

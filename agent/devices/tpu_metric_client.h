@@ -37,8 +37,7 @@ class TpuMetricSource {
 class TpuMetricClient : public TpuMetricSource {
  public:
   // `address` is host:port; the channel uses gRPC local credentials, as libtpu's server requires.
-  explicit TpuMetricClient(std::string address,
-                           std::chrono::milliseconds timeout = std::chrono::milliseconds(500));
+  explicit TpuMetricClient(std::string address, std::chrono::milliseconds timeout = std::chrono::milliseconds(500));
   ~TpuMetricClient() override;
 
   absl::StatusOr<std::vector<TpuMetricPoint>> get(std::string_view metric_name) override;

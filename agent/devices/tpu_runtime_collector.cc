@@ -13,7 +13,7 @@ struct TpuMetricDef {
   std::string_view runtime_name;  // as libtpu names it
   std::string_view metric;        // Prometheus family, base units
   std::string_view help;
-  double scale;                   // runtime value × scale = value in base units
+  double scale;  // runtime value × scale = value in base units
 };
 
 constexpr std::string_view kDutyCycleMetric = "tpu.runtime.tensorcore.dutycycle.percent";
@@ -91,8 +91,8 @@ void TpuRuntimeCollector::sample(int64_t now_ns, SampleSink& sink) {
     if (chips_.chips.empty()) reason += " (no TPU on the PCI bus)";
     state_.set(CollectorState::State::kUnavailable, std::move(reason));
   } else if (duty_cycle.empty()) {
-    state_.set(CollectorState::State::kDegraded, "libtpu at " + std::string(source_->address()) +
-                                                     " reports no TensorCore duty cycle");
+    state_.set(CollectorState::State::kDegraded,
+               "libtpu at " + std::string(source_->address()) + " reports no TensorCore duty cycle");
   } else {
     state_.set(CollectorState::State::kOk);
   }

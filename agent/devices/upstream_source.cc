@@ -33,8 +33,7 @@ struct UpstreamSource::Call {
   std::thread worker;
 };
 
-UpstreamSource::UpstreamSource(std::vector<std::string> addresses, std::chrono::milliseconds grace)
-    : grace_(grace) {
+UpstreamSource::UpstreamSource(std::vector<std::string> addresses, std::chrono::milliseconds grace) : grace_(grace) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -66,14 +65,14 @@ void UpstreamSource::open(const CaptureWindow& window) {
   tensorflow::ProfileRequest request = window.request;
   // Ask for the XSpace inline; servers that predate the field answer in tool_data "xplane.pb" instead.
   request.set_emit_xspace(true);
-  const auto deadline = std::chrono::system_clock::now() +
-                        std::chrono::milliseconds(request.duration_ms()) + grace_;
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(request.duration_ms()) + grace_;
   for (auto& upstream : upstreams_) {
     auto call = std::make_unique<Call>();
     call->upstream = upstream.get();
     call->context.set_deadline(deadline);
     Call* c = call.get();
-    c->worker = std::thread([c, request] { c->status = c->upstream->stub->Profile(&c->context, request, &c->response); });
+    c->worker =
+        std::thread([c, request] { c->status = c->upstream->stub->Profile(&c->context, request, &c->response); });
     calls_.push_back(std::move(call));
   }
 }

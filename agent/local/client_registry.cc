@@ -82,8 +82,7 @@ void ClientRegistry::on_device_planes(uint64_t connection, local::DevicePlanesMs
   if (msg.offset == 0) {
     if (!g.partial_device_space.empty()) {
       g.warnings.push_back("device planes: a space of " + std::to_string(g.partial_device_total) +
-                           " bytes was cut off after " + std::to_string(g.partial_device_space.size()) +
-                           " bytes");
+                           " bytes was cut off after " + std::to_string(g.partial_device_space.size()) + " bytes");
     }
     g.partial_device_space.clear();
     g.partial_device_total = msg.total_bytes;
@@ -110,7 +109,8 @@ void ClientRegistry::on_capture_done(uint64_t connection, const local::CaptureDo
   if (it == gathered_.end()) return;
   it->second.dropped_events = msg.dropped_events;
   it->second.complete = true;
-  if (auto c = connections_.find(connection); c != connections_.end()) c->second.info.dropped_events += msg.dropped_events;
+  if (auto c = connections_.find(connection); c != connections_.end())
+    c->second.info.dropped_events += msg.dropped_events;
   changed_.notify_all();
 }
 
@@ -185,8 +185,7 @@ std::vector<LocalClientCapture> ClientRegistry::collect(std::chrono::millisecond
       auto it = connections_.find(id);
       if (!g.complete && it != connections_.end()) {
         PODSCOPE_LOG(kWarning) << "local client pid " << g.client.pid << " (" << g.client.program
-                               << ") did not answer the capture close within " << timeout.count()
-                               << " ms; dropping it";
+                               << ") did not answer the capture close within " << timeout.count() << " ms; dropping it";
         hung.push_back(it->second.disconnect);
       }
       out.push_back(std::move(g));

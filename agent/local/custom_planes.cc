@@ -49,7 +49,8 @@ std::string_view op_name(const PlacedEvent& p) {
 }
 
 std::optional<int64_t> step_at(const std::vector<StepSpan>& steps, int64_t t) {
-  auto it = std::upper_bound(steps.begin(), steps.end(), t, [](int64_t v, const StepSpan& s) { return v < s.start_ns; });
+  auto it =
+      std::upper_bound(steps.begin(), steps.end(), t, [](int64_t v, const StepSpan& s) { return v < s.start_ns; });
   if (it == steps.begin()) return std::nullopt;
   --it;
   if (t > it->end_ns) return std::nullopt;
@@ -82,12 +83,15 @@ void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Cl
   }
 
   for (auto& [core, events] : by_core) {
-    std::sort(events.begin(), events.end(), [](const PlacedEvent& a, const PlacedEvent& b) { return a.start_ns < b.start_ns; });
+    std::sort(events.begin(), events.end(),
+              [](const PlacedEvent& a, const PlacedEvent& b) { return a.start_ns < b.start_ns; });
     std::vector<StepSpan> steps;
     for (const auto& p : events)
-      if (p.event->kind == EventKind::kStep) steps.push_back({p.event->value, p.start_ns, p.start_ns + p.event->duration_ns});
+      if (p.event->kind == EventKind::kStep)
+        steps.push_back({p.event->value, p.start_ns, p.start_ns + p.event->duration_ns});
 
-    auto* plane = xspace::find_or_add_plane(space, std::string(xspace::kCustomPlanePrefix) + std::to_string(core), core);
+    auto* plane =
+        xspace::find_or_add_plane(space, std::string(xspace::kCustomPlanePrefix) + std::to_string(core), core);
     xspace::XPlaneBuilder builder(plane);
     for (const auto& p : events) {
       const local::EventMsg& e = *p.event;
@@ -130,8 +134,7 @@ void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Cl
           stats.add(xspace::kDstCoreStat, static_cast<int64_t>(core));
           break;
         case EventKind::kStep:
-        case EventKind::kFreeForm:
-          break;
+        case EventKind::kFreeForm: break;
       }
     }
   }

@@ -25,7 +25,8 @@ void LocalClientsSource::collect(tensorflow::profiler::XSpace& space) {
   for (const auto& c : captures) add_device_spaces(c, space);
 }
 
-void LocalClientsSource::add_device_spaces(const LocalClientCapture& capture, tensorflow::profiler::XSpace& space) const {
+void LocalClientsSource::add_device_spaces(const LocalClientCapture& capture,
+                                           tensorflow::profiler::XSpace& space) const {
   const std::string who =
       "local client pid " + std::to_string(capture.client.pid) + " (" + capture.client.program + "): ";
   for (const std::string& w : capture.warnings) space.add_warnings(who + w);

@@ -18,9 +18,13 @@ namespace podscope::agent {
 class LocalClientsSource : public CaptureSource {
  public:
   // `on_dropped` (optional) receives the events clients dropped during each window (for the agent's metrics).
-  LocalClientsSource(std::shared_ptr<ClientRegistry> registry, const Clock& clock, std::function<void(uint64_t)> on_dropped = {},
+  LocalClientsSource(std::shared_ptr<ClientRegistry> registry, const Clock& clock,
+                     std::function<void(uint64_t)> on_dropped = {},
                      std::chrono::milliseconds flush_timeout = std::chrono::milliseconds(2000))
-      : registry_(std::move(registry)), clock_(clock), on_dropped_(std::move(on_dropped)), flush_timeout_(flush_timeout) {}
+      : registry_(std::move(registry)),
+        clock_(clock),
+        on_dropped_(std::move(on_dropped)),
+        flush_timeout_(flush_timeout) {}
 
   std::string_view name() const override { return "local_clients"; }
   void open(const CaptureWindow& window) override;

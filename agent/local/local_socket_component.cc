@@ -67,12 +67,9 @@ void LocalSocketComponent::stop() {
 
 void LocalSocketComponent::record_steps(const local::StepsMsg& steps) {
   for (const local::StepMsg& s : steps.steps) {
-    const StepRecord record{s.core,
-                            s.step_num,
-                            clock_.from_system_ns(s.begin_ns),
-                            clock_.from_system_ns(s.end_ns),
-                            s.infeed_ns,
-                            s.all_reduce_ns};
+    const StepRecord record{
+        s.core,      s.step_num,     clock_.from_system_ns(s.begin_ns), clock_.from_system_ns(s.end_ns),
+        s.infeed_ns, s.all_reduce_ns};
     steps_.record(record);
     step_metrics_.record(record);
   }

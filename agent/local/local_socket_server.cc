@@ -34,12 +34,12 @@ class LocalSocketServer::Connection : public std::enable_shared_from_this<Connec
   }
   // Thread-safe: queues a frame for this connection's strand.
   void send(std::string frame) {
-    asio::post(socket_.get_executor(), [self = shared_from_this(), frame = std::move(frame)]() mutable {
-      self->write(std::move(frame));
-    });
+    asio::post(socket_.get_executor(),
+               [self = shared_from_this(), frame = std::move(frame)]() mutable { self->write(std::move(frame)); });
   }
   void close_from_anywhere(std::string reason) {
-    asio::post(socket_.get_executor(), [self = shared_from_this(), reason = std::move(reason)] { self->close(reason); });
+    asio::post(socket_.get_executor(),
+               [self = shared_from_this(), reason = std::move(reason)] { self->close(reason); });
   }
 
  private:
@@ -106,8 +106,7 @@ class LocalSocketServer::Connection : public std::enable_shared_from_this<Connec
         local::common_version(hello, local::kOldestProtocolVersion, local::kProtocolVersion);
     if (!version) {
       const std::string reason = "it speaks protocol versions " + std::to_string(hello.min_version) + ".." +
-                                 std::to_string(hello.max_version) + ", this agent serves " +
-                                 served_versions();
+                                 std::to_string(hello.max_version) + ", this agent serves " + served_versions();
       PODSCOPE_LOG(kWarning) << "refusing local client pid " << pid_ << ": " << reason;
       write(frame(local::RefusedMsg{local::kOldestProtocolVersion, local::kProtocolVersion, reason}));
       close_when_written_ = true;
@@ -179,7 +178,7 @@ class LocalSocketServer::Connection : public std::enable_shared_from_this<Connec
   int32_t pid_;
   uint64_t id_ = 0;
   bool registered_ = false;
-  uint32_t version_ = 0;  // negotiated (or registered without a Hello); 0 before
+  uint32_t version_ = 0;             // negotiated (or registered without a Hello); 0 before
   bool close_when_written_ = false;  // refused: close once the answer is out
   std::array<char, local::kFrameHeaderBytes> header_{};
   local::FrameType type_ = local::FrameType::kRegister;
@@ -228,8 +227,10 @@ absl::Status LocalSocketServer::start() {
   if (::chmod(config_.path.c_str(), 0660) != 0) {
     return absl::InternalError("cannot chmod 0660 local socket " + config_.path);
   }
-  if (socket_gid_ != static_cast<gid_t>(-1) && ::chown(config_.path.c_str(), static_cast<uid_t>(-1), socket_gid_) != 0) {
-    return absl::PermissionDeniedError("cannot give local socket " + config_.path + " to group '" + config_.group + "'");
+  if (socket_gid_ != static_cast<gid_t>(-1) &&
+      ::chown(config_.path.c_str(), static_cast<uid_t>(-1), socket_gid_) != 0) {
+    return absl::PermissionDeniedError("cannot give local socket " + config_.path + " to group '" + config_.group +
+                                       "'");
   }
   PODSCOPE_LOG(kInfo) << "local socket listening on " << config_.path;
   accept();

@@ -78,9 +78,9 @@ std::map<int32_t, ProcessCollector::Series>::iterator ProcessCollector::declare(
     if (c.pid == pid) program = c.program;
   const std::vector<std::pair<std::string, std::string>> labels{{"pid", std::to_string(pid)}, {"program", program}};
   const std::string track = program + " (" + std::to_string(pid) + ")";
-  const SeriesId cpu_seconds = sink.declare({"podscope_process_cpu_seconds_total", "CPU time of an annotated process",
-                                             SeriesSpec::Kind::kCounter, labels, std::string(xspace::kHostPlaneName),
-                                             track + " cpu seconds"});
+  const SeriesId cpu_seconds =
+      sink.declare({"podscope_process_cpu_seconds_total", "CPU time of an annotated process",
+                    SeriesSpec::Kind::kCounter, labels, std::string(xspace::kHostPlaneName), track + " cpu seconds"});
   const SeriesId resident_bytes =
       sink.declare({"podscope_process_resident_bytes", "Resident memory of an annotated process",
                     SeriesSpec::Kind::kGauge, labels, std::string(xspace::kHostPlaneName), track + " resident bytes"});

@@ -48,14 +48,20 @@ SeriesId SeriesStore::declare(const SeriesSpec& spec) {
   if (spec.kind == SeriesSpec::Kind::kGauge) {
     auto& family = gauge_families_[spec.metric];
     if (family == nullptr) {
-      family = &prometheus::BuildGauge().Name(spec.metric).Help(spec.help).Labels({{"host", host_name_}})
+      family = &prometheus::BuildGauge()
+                    .Name(spec.metric)
+                    .Help(spec.help)
+                    .Labels({{"host", host_name_}})
                     .Register(registry_);
     }
     series->gauge = &family->Add(labels);
   } else {
     auto& family = counter_families_[spec.metric];
     if (family == nullptr) {
-      family = &prometheus::BuildCounter().Name(spec.metric).Help(spec.help).Labels({{"host", host_name_}})
+      family = &prometheus::BuildCounter()
+                    .Name(spec.metric)
+                    .Help(spec.help)
+                    .Labels({{"host", host_name_}})
                     .Register(registry_);
     }
     series->counter = &family->Add(labels);

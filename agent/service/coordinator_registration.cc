@@ -68,8 +68,8 @@ void CoordinatorRegistration::run(std::string address) {
         registered = true;
         warned = false;
         interval_ms = response.heartbeat_interval_ms() > 0 ? response.heartbeat_interval_ms() : 5000;
-        PODSCOPE_LOG(kInfo) << "registered with coordinator " << settings_.coordinator << " as "
-                            << settings_.host_name << " at " << address;
+        PODSCOPE_LOG(kInfo) << "registered with coordinator " << settings_.coordinator << " as " << settings_.host_name
+                            << " at " << address;
       } else {
         interval_ms = settings_.retry_interval_ms;
         if (!warned) {

@@ -14,22 +14,22 @@ StepMetrics::StepMetrics(prometheus::Registry& registry, const std::string& host
                         .Name("podscope_step_infeed_ratio")
                         .Help("Share of the last step spent waiting for input (infeed), per core")
                         .Labels({{"host", host_name}})
-                     .Register(registry)),
+                        .Register(registry)),
       all_reduce_share_(prometheus::BuildGauge()
                             .Name("podscope_step_all_reduce_ratio")
                             .Help("Share of the last step spent in all-reduce, per core")
                             .Labels({{"host", host_name}})
-                     .Register(registry)),
+                            .Register(registry)),
       infeed_seconds_(prometheus::BuildCounter()
                           .Name("podscope_step_infeed_seconds_total")
                           .Help("Time in infeed inside steps, per core")
                           .Labels({{"host", host_name}})
-                     .Register(registry)),
+                          .Register(registry)),
       all_reduce_seconds_(prometheus::BuildCounter()
                               .Name("podscope_step_all_reduce_seconds_total")
                               .Help("Time in all-reduce inside steps, per core")
                               .Labels({{"host", host_name}})
-                     .Register(registry)),
+                              .Register(registry)),
       dropped_(prometheus::BuildCounter()
                    .Name("podscope_client_dropped_events_total")
                    .Help("Events annotated processes dropped because their buffers were full")
@@ -42,8 +42,8 @@ StepMetrics::PerCore& StepMetrics::core(int32_t core_id) {
   if (it != cores_.end()) return it->second;
   const std::map<std::string, std::string> labels{{"core", std::to_string(core_id)}};
   // Steps range from ~1 ms to minutes.
-  static const prometheus::Histogram::BucketBoundaries kBuckets{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
-                                                                0.2,   0.5,   1,     2,    5,    10,   30, 60};
+  static const prometheus::Histogram::BucketBoundaries kBuckets{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2,
+                                                                0.5,   1,     2,     5,    10,   30,   60};
   PerCore c{&step_time_.Add(labels, kBuckets), &infeed_share_.Add(labels), &all_reduce_share_.Add(labels),
             &infeed_seconds_.Add(labels), &all_reduce_seconds_.Add(labels)};
   return cores_.emplace(core_id, c).first->second;

@@ -72,9 +72,12 @@ absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::pat
   if (!html.ok()) return html.status();
   const std::string pod_viewer_pb = analysis::serialize_deterministically(outcome.analysis.pod_viewer());
   const std::string analysis_pb = analysis::serialize_deterministically(outcome.analysis);
-  const std::pair<std::string_view, const std::string*> outputs[] = {
-      {"pod_viewer.json", &*legacy_json}, {"pod_viewer.pb", &pod_viewer_pb},  {"pod_viewer.pb.json", &*proto_json},
-      {"pod_analysis.pb", &analysis_pb},  {"report.html", &*html},            {"pod_summary.txt", &outcome.summary_text}};
+  const std::pair<std::string_view, const std::string*> outputs[] = {{"pod_viewer.json", &*legacy_json},
+                                                                     {"pod_viewer.pb", &pod_viewer_pb},
+                                                                     {"pod_viewer.pb.json", &*proto_json},
+                                                                     {"pod_analysis.pb", &analysis_pb},
+                                                                     {"report.html", &*html},
+                                                                     {"pod_summary.txt", &outcome.summary_text}};
   for (const auto& [name, content] : outputs) {
     const std::filesystem::path path = run_dir / name;
     if (absl::Status s = write_file_atomically(path, *content); !s.ok()) return s;

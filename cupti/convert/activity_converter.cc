@@ -130,25 +130,15 @@ void ActivityConverter::add(const CUpti_Activity& record) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
       add_kernel(reinterpret_cast<const CUpti_ActivityKernel10&>(record));
       break;
-    case CUPTI_ACTIVITY_KIND_MEMCPY:
-      add_memcpy(reinterpret_cast<const CUpti_ActivityMemcpy6&>(record));
-      break;
-    case CUPTI_ACTIVITY_KIND_MEMCPY2:
-      add_memcpy_p2p(reinterpret_cast<const CUpti_ActivityMemcpyPtoP4&>(record));
-      break;
-    case CUPTI_ACTIVITY_KIND_MEMSET:
-      add_memset(reinterpret_cast<const CUpti_ActivityMemset4&>(record));
-      break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY: add_memcpy(reinterpret_cast<const CUpti_ActivityMemcpy6&>(record)); break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: add_memcpy_p2p(reinterpret_cast<const CUpti_ActivityMemcpyPtoP4&>(record)); break;
+    case CUPTI_ACTIVITY_KIND_MEMSET: add_memset(reinterpret_cast<const CUpti_ActivityMemset4&>(record)); break;
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
       add_sync(reinterpret_cast<const CUpti_ActivitySynchronization2&>(record));
       break;
     case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER:
-      add_api(reinterpret_cast<const CUpti_ActivityAPI&>(record));
-      break;
-    default:
-      ++ignored_;
-      return;
+    case CUPTI_ACTIVITY_KIND_DRIVER: add_api(reinterpret_cast<const CUpti_ActivityAPI&>(record)); break;
+    default: ++ignored_; return;
   }
   ++converted_;
 }
@@ -166,10 +156,9 @@ void ActivityConverter::add_kernel(const CUpti_ActivityKernel10& k) {
   const KernelName& name = kernel_name(k.deviceId, k.name);
   auto stats = stream_line(k.deviceId, k.streamId, "Compute")
                    .add_event(name.metadata_id, to_host(k.start), duration(k.start, k.end));
-  stats.add(kKernelDetailsStat,
-            absl::StrCat("regs:", k.registersPerThread, " static_shared:", k.staticSharedMemory, " dynamic_shared:",
-                         k.dynamicSharedMemory, " grid:", k.gridX, ",", k.gridY, ",", k.gridZ, " block:", k.blockX,
-                         ",", k.blockY, ",", k.blockZ));
+  stats.add(kKernelDetailsStat, absl::StrCat("regs:", k.registersPerThread, " static_shared:", k.staticSharedMemory,
+                                             " dynamic_shared:", k.dynamicSharedMemory, " grid:", k.gridX, ",", k.gridY,
+                                             ",", k.gridZ, " block:", k.blockX, ",", k.blockY, ",", k.blockZ));
   stats.add(kCorrelationIdStat, int64_t{k.correlationId});
   stats.add(kContextIdStat, int64_t{k.contextId});
   stats.add(kStreamIdStat, int64_t{k.streamId});
@@ -179,9 +168,10 @@ void ActivityConverter::add_kernel(const CUpti_ActivityKernel10& k) {
 void ActivityConverter::add_memcpy(const CUpti_ActivityMemcpy6& m) {
   const std::string_view kind = memcpy_kind(m.copyKind);
   auto stats = stream_line(m.deviceId, m.streamId, kind).add_event(kind, to_host(m.start), duration(m.start, m.end));
-  stats.add(kMemcpyDetailsStat, "kind_src:" + std::string(memory_kind(m.srcKind)) + " kind_dst:" +
-                                    std::string(memory_kind(m.dstKind)) + " size:" + std::to_string(m.bytes) +
-                                    " dest:" + std::to_string(m.deviceId) + " async:" + (is_async(m.flags) ? "1" : "0"));
+  stats.add(kMemcpyDetailsStat, "kind_src:" + std::string(memory_kind(m.srcKind)) +
+                                    " kind_dst:" + std::string(memory_kind(m.dstKind)) +
+                                    " size:" + std::to_string(m.bytes) + " dest:" + std::to_string(m.deviceId) +
+                                    " async:" + (is_async(m.flags) ? "1" : "0"));
   stats.add(xspace::kBytesStat, static_cast<int64_t>(m.bytes));
   stats.add(kCorrelationIdStat, int64_t{m.correlationId});
   stats.add(kContextIdStat, int64_t{m.contextId});
@@ -191,9 +181,10 @@ void ActivityConverter::add_memcpy(const CUpti_ActivityMemcpy6& m) {
 void ActivityConverter::add_memcpy_p2p(const CUpti_ActivityMemcpyPtoP4& m) {
   auto stats = stream_line(m.deviceId, m.streamId, "MemcpyP2P")
                    .add_event("MemcpyP2P", to_host(m.start), duration(m.start, m.end));
-  stats.add(kMemcpyDetailsStat, "kind_src:" + std::string(memory_kind(m.srcKind)) + " kind_dst:" +
-                                    std::string(memory_kind(m.dstKind)) + " size:" + std::to_string(m.bytes) +
-                                    " dest:" + std::to_string(m.dstDeviceId) + " async:" + (is_async(m.flags) ? "1" : "0"));
+  stats.add(kMemcpyDetailsStat, "kind_src:" + std::string(memory_kind(m.srcKind)) +
+                                    " kind_dst:" + std::string(memory_kind(m.dstKind)) +
+                                    " size:" + std::to_string(m.bytes) + " dest:" + std::to_string(m.dstDeviceId) +
+                                    " async:" + (is_async(m.flags) ? "1" : "0"));
   stats.add(xspace::kBytesStat, static_cast<int64_t>(m.bytes));
   stats.add(kCorrelationIdStat, int64_t{m.correlationId});
   stats.add(kContextIdStat, int64_t{m.contextId});
@@ -201,10 +192,11 @@ void ActivityConverter::add_memcpy_p2p(const CUpti_ActivityMemcpyPtoP4& m) {
 }
 
 void ActivityConverter::add_memset(const CUpti_ActivityMemset4& m) {
-  auto stats = stream_line(m.deviceId, m.streamId, "Memset").add_event("Memset", to_host(m.start), duration(m.start, m.end));
+  auto stats =
+      stream_line(m.deviceId, m.streamId, "Memset").add_event("Memset", to_host(m.start), duration(m.start, m.end));
   stats.add(kMemsetDetailsStat, "kind:" + std::string(memory_kind(static_cast<uint8_t>(m.memoryKind))) +
-                                    " size:" + std::to_string(m.bytes) + " async:" +
-                                    ((m.flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) ? "1" : "0"));
+                                    " size:" + std::to_string(m.bytes) +
+                                    " async:" + ((m.flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) ? "1" : "0"));
   stats.add(xspace::kBytesStat, static_cast<int64_t>(m.bytes));
   stats.add(kCorrelationIdStat, int64_t{m.correlationId});
   stats.add(kContextIdStat, int64_t{m.contextId});
@@ -222,7 +214,8 @@ void ActivityConverter::add_sync(const CUpti_ActivitySynchronization2& s) {
 }
 
 void ActivityConverter::add_api(const CUpti_ActivityAPI& a) {
-  auto line = host_plane(xspace::kCuptiHostPlaneName, cupti_plane_).line(a.threadId, "Thread " + std::to_string(a.threadId));
+  auto line =
+      host_plane(xspace::kCuptiHostPlaneName, cupti_plane_).line(a.threadId, "Thread " + std::to_string(a.threadId));
   auto stats = line.add_event(api_name_(a.kind, a.cbid), to_host(a.start), duration(a.start, a.end));
   stats.add(kCorrelationIdStat, int64_t{a.correlationId});
   if (a.returnValue != 0) stats.add("return_value", int64_t{a.returnValue});

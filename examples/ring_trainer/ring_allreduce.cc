@@ -57,7 +57,8 @@ RingAllReduce::RingAllReduce(int rank, const std::vector<Endpoint>& peers, int c
   sockaddr_in own = resolve(peers[rank]);
   if (peers[rank].host != "127.0.0.1" && peers[rank].host != "localhost") own.sin_addr.s_addr = htonl(INADDR_ANY);
   if (::bind(listen_fd, reinterpret_cast<sockaddr*>(&own), sizeof(own)) != 0 || ::listen(listen_fd, 4) != 0) {
-    const auto err = sys_error("rank " + std::to_string(rank) + " cannot listen on port " + std::to_string(peers[rank].port));
+    const auto err =
+        sys_error("rank " + std::to_string(rank) + " cannot listen on port " + std::to_string(peers[rank].port));
     ::close(listen_fd);
     throw err;
   }
@@ -92,7 +93,8 @@ RingAllReduce::RingAllReduce(int rank, const std::vector<Endpoint>& peers, int c
       if (::poll(&p, 1, 50) > 0) {
         const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
         int32_t who = -1;
-        if (fd >= 0 && ::recv(fd, &who, sizeof(who), MSG_WAITALL) == sizeof(who) && who == (rank + world_ - 1) % world_) {
+        if (fd >= 0 && ::recv(fd, &who, sizeof(who), MSG_WAITALL) == sizeof(who) &&
+            who == (rank + world_ - 1) % world_) {
           prev_fd_ = fd;
           set_nodelay(fd);
         } else if (fd >= 0) {

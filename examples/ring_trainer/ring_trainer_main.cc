@@ -120,7 +120,8 @@ int train(const Flags& f) {
       {
         auto compute = podscope::compute(matmul_name, flops, static_cast<int64_t>(3 * m * m * sizeof(float)));
         matmul(batch.data(), weights.data(), product.data(), f.matrix);
-        if (f.rank == f.straggler_rank && f.straggler_delay_ms > 0) sink += busy_work_for(f.straggler_delay_ms, product);
+        if (f.rank == f.straggler_rank && f.straggler_delay_ms > 0)
+          sink += busy_work_for(f.straggler_delay_ms, product);
         for (size_t i = 0; i + 1 < grads.size(); ++i) grads[i] = product[i % product.size()] * 1e-4f;
       }
       grads.back() = g_stop.load() ? 1.0f : 0.0f;
@@ -130,7 +131,8 @@ int train(const Flags& f) {
       for (size_t i = 0; i < weights.size(); ++i) weights[i] -= scale * grads[i % (grads.size() - 1)];
       if (f.outfeed) {
         char record[64];
-        const int n = std::snprintf(record, sizeof(record), "step=%lld w0=%g", static_cast<long long>(step), weights[0]);
+        const int n =
+            std::snprintf(record, sizeof(record), "step=%lld w0=%g", static_cast<long long>(step), weights[0]);
         auto out = podscope::outfeed(n);
         sink += static_cast<float>(record[0]);
       }
@@ -138,8 +140,8 @@ int train(const Flags& f) {
     const auto now = std::chrono::steady_clock::now();
     window_max_ms = std::max(window_max_ms, std::chrono::duration<double, std::milli>(now - step_start).count());
     if (f.progress_every > 0 && (step + 1) % f.progress_every == 0) {
-      const double ms = std::chrono::duration<double, std::milli>(now - window_start).count() /
-                        static_cast<double>(f.progress_every);
+      const double ms =
+          std::chrono::duration<double, std::milli>(now - window_start).count() / static_cast<double>(f.progress_every);
       std::fprintf(stderr, "ring_trainer rank %d: step %lld, %.2f ms/step, max %.2f ms, agent %s\n", f.rank,
                    static_cast<long long>(step + 1), ms, window_max_ms,
                    podscope::agent_connected() ? "connected" : "absent");
@@ -160,23 +162,30 @@ int train(const Flags& f) {
 
 int main(int argc, char** argv) {
   Flags f;
-  CLI::App app{"ring_trainer: a data-parallel training loop with a ring all-reduce over TCP, annotated with libpodscope"};
+  CLI::App app{
+      "ring_trainer: a data-parallel training loop with a ring all-reduce over TCP, annotated with libpodscope"};
   app.add_option("--world", f.world, "number of ranks")->check(CLI::Range(1, 1024));
   app.add_option("--rank", f.rank, "this process's rank (its core id)")->check(CLI::NonNegativeNumber);
   app.add_option("--base_port", f.base_port, "rank r listens on 127.0.0.1:base_port+r")->check(CLI::Range(1, 65535));
   app.add_option("--peers", f.peers, "host:port of every rank, in rank order (instead of --base_port)")->delimiter(',');
   app.add_flag("--spawn", f.spawn, "start all --world ranks as child processes of this one");
-  app.add_option("--agent_sockets", f.agent_sockets, "with --spawn: PODSCOPE_AGENT_SOCKET of each rank")->delimiter(',');
-  app.add_option("--input_delay_ms", f.input_delay_ms, "extra time the input pipeline takes per batch")->check(CLI::NonNegativeNumber);
+  app.add_option("--agent_sockets", f.agent_sockets, "with --spawn: PODSCOPE_AGENT_SOCKET of each rank")
+      ->delimiter(',');
+  app.add_option("--input_delay_ms", f.input_delay_ms, "extra time the input pipeline takes per batch")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--matrix", f.matrix, "matrix size of the compute (m×m times m×m)")->check(CLI::Range(1, 8192));
-  app.add_option("--grad_bytes", f.grad_bytes, "bytes all-reduced per step")->check(CLI::Range(int64_t{4}, int64_t{1} << 32));
+  app.add_option("--grad_bytes", f.grad_bytes, "bytes all-reduced per step")
+      ->check(CLI::Range(int64_t{4}, int64_t{1} << 32));
   app.add_option("--straggler_rank", f.straggler_rank, "this rank does extra compute every step");
-  app.add_option("--straggler_delay_ms", f.straggler_delay_ms, "extra compute wall time of the straggler per step")->check(CLI::NonNegativeNumber);
+  app.add_option("--straggler_delay_ms", f.straggler_delay_ms, "extra compute wall time of the straggler per step")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--steps", f.steps, "steps to run (0: until SIGTERM)")->check(CLI::NonNegativeNumber);
-  app.add_option("--progress_every", f.progress_every, "print a progress line every N steps (0: never)")->check(CLI::NonNegativeNumber);
+  app.add_option("--progress_every", f.progress_every, "print a progress line every N steps (0: never)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--outfeed", f.outfeed, "outfeed a small metrics record each step");
   app.add_option("--job", f.job, "job name reported to the agent");
-  app.add_option("--connect_timeout_ms", f.connect_timeout_ms, "how long to wait for the ring to form")->check(CLI::PositiveNumber);
+  app.add_option("--connect_timeout_ms", f.connect_timeout_ms, "how long to wait for the ring to form")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   if (f.rank >= f.world) {
     std::fprintf(stderr, "ring_trainer: --rank %d must be below --world %d\n", f.rank, f.world);

@@ -36,7 +36,8 @@ int spawn_ranks(int world, const std::vector<std::string>& child_args, const std
       return 1;
     }
     if (pid == 0) {
-      if (rank < static_cast<int>(agent_sockets.size())) ::setenv("PODSCOPE_AGENT_SOCKET", agent_sockets[rank].c_str(), 1);
+      if (rank < static_cast<int>(agent_sockets.size()))
+        ::setenv("PODSCOPE_AGENT_SOCKET", agent_sockets[rank].c_str(), 1);
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);

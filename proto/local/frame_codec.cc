@@ -167,8 +167,8 @@ bool decode(Reader& r, StepsMsg& m) {
 }
 bool decode(Reader& r, EventsMsg& m, std::string& error) {
   uint32_t names = 0, events = 0;
-  if (!r.get(m.session, "events.session") || !r.get(m.core, "events.core") ||
-      !r.get(m.thread_id, "events.thread_id") || !r.get_count(names, 8, "events.names"))
+  if (!r.get(m.session, "events.session") || !r.get(m.core, "events.core") || !r.get(m.thread_id, "events.thread_id") ||
+      !r.get_count(names, 8, "events.names"))
     return false;
   m.names.resize(names);
   for (auto& [id, name] : m.names)
@@ -217,8 +217,8 @@ bool decode(Reader& r, DevicePlanesMsg& m, std::string& error) {
 bool decode(Reader& r, HelloMsg& m, std::string& error) {
   if (!r.get(m.max_version, "hello.max_version") || !r.get(m.min_version, "hello.min_version")) return false;
   if (m.min_version == 0 || m.min_version > m.max_version) {
-    error = "hello: version range " + std::to_string(m.min_version) + ".." + std::to_string(m.max_version) +
-            " is empty";
+    error =
+        "hello: version range " + std::to_string(m.min_version) + ".." + std::to_string(m.max_version) + " is empty";
     return false;
   }
   return true;
@@ -237,9 +237,9 @@ bool decode(Reader& r, CaptureCloseMsg& m) { return r.get(m.session, "capture_cl
 }  // namespace
 
 FrameType type_of(const Message& msg) {
-  static constexpr FrameType kTypes[] = {FrameType::kRegister,     FrameType::kSteps,       FrameType::kEvents,
-                                         FrameType::kCaptureDone,  FrameType::kDevicePlanes, FrameType::kHello,
-                                         FrameType::kCaptureOpen,  FrameType::kCaptureClose, FrameType::kWelcome,
+  static constexpr FrameType kTypes[] = {FrameType::kRegister,    FrameType::kSteps,        FrameType::kEvents,
+                                         FrameType::kCaptureDone, FrameType::kDevicePlanes, FrameType::kHello,
+                                         FrameType::kCaptureOpen, FrameType::kCaptureClose, FrameType::kWelcome,
                                          FrameType::kRefused};
   static_assert(std::size(kTypes) == std::variant_size_v<Message>);
   return kTypes[msg.index()];
@@ -281,8 +281,8 @@ std::optional<FrameHeader> decode_header(std::string_view header, uint32_t versi
     return std::nullopt;
   }
   if (length > max_payload) {
-    error = "frame payload of " + std::to_string(length) + " bytes exceeds the maximum of " +
-            std::to_string(max_payload);
+    error =
+        "frame payload of " + std::to_string(length) + " bytes exceeds the maximum of " + std::to_string(max_payload);
     return std::nullopt;
   }
   return FrameHeader{length, static_cast<FrameType>(type)};

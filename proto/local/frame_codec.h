@@ -44,10 +44,9 @@ struct VersionFrames {
   uint32_t version;
   std::span<const FrameType> adds;
 };
-inline constexpr FrameType kVersion1Frames[] = {FrameType::kRegister,     FrameType::kSteps,
-                                                FrameType::kEvents,       FrameType::kCaptureDone,
-                                                FrameType::kDevicePlanes, FrameType::kCaptureOpen,
-                                                FrameType::kCaptureClose};
+inline constexpr FrameType kVersion1Frames[] = {
+    FrameType::kRegister,     FrameType::kSteps,       FrameType::kEvents,      FrameType::kCaptureDone,
+    FrameType::kDevicePlanes, FrameType::kCaptureOpen, FrameType::kCaptureClose};
 // Negotiation: Hello (the client's range) answered by Welcome (the chosen version) or Refused.
 inline constexpr FrameType kVersion2Frames[] = {FrameType::kHello, FrameType::kWelcome, FrameType::kRefused};
 inline constexpr VersionFrames kVersions[] = {{1, kVersion1Frames}, {2, kVersion2Frames}};

@@ -11,30 +11,23 @@ using tensorflow::profiler::XStat;
 
 std::optional<int64_t> stat_as_int(const XStat& stat) {
   switch (stat.value_case()) {
-    case XStat::kInt64Value:
-      return stat.int64_value();
-    case XStat::kUint64Value:
-      return static_cast<int64_t>(stat.uint64_value());
+    case XStat::kInt64Value: return stat.int64_value();
+    case XStat::kUint64Value: return static_cast<int64_t>(stat.uint64_value());
     case XStat::kDoubleValue:
       if (std::isfinite(stat.double_value()) && std::floor(stat.double_value()) == stat.double_value()) {
         return static_cast<int64_t>(stat.double_value());
       }
       return std::nullopt;
-    default:
-      return std::nullopt;
+    default: return std::nullopt;
   }
 }
 
 std::optional<double> stat_as_double(const XStat& stat) {
   switch (stat.value_case()) {
-    case XStat::kDoubleValue:
-      return stat.double_value();
-    case XStat::kInt64Value:
-      return static_cast<double>(stat.int64_value());
-    case XStat::kUint64Value:
-      return static_cast<double>(stat.uint64_value());
-    default:
-      return std::nullopt;
+    case XStat::kDoubleValue: return stat.double_value();
+    case XStat::kInt64Value: return static_cast<double>(stat.int64_value());
+    case XStat::kUint64Value: return static_cast<double>(stat.uint64_value());
+    default: return std::nullopt;
   }
 }
 

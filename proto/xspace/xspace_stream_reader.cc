@@ -164,11 +164,14 @@ absl::Status read_xspace_planes(const std::filesystem::path& path,
                (field == kErrorsField || field == kWarningsField || field == kHostnamesField)) {
       uint32_t length = 0;
       if (!input.ReadVarint32(&length)) return broken("truncated string length");
-      if (!fits_in_file(length)) return broken("string length " + std::to_string(length) + " runs past the end of the file");
+      if (!fits_in_file(length))
+        return broken("string length " + std::to_string(length) + " runs past the end of the file");
       std::string value;
       if (!input.ReadString(&value, static_cast<int>(length))) return broken("truncated string field");
       if (header != nullptr) {
-        (field == kErrorsField ? header->errors : field == kWarningsField ? header->warnings : header->hostnames)
+        (field == kErrorsField     ? header->errors
+         : field == kWarningsField ? header->warnings
+                                   : header->hostnames)
             .push_back(std::move(value));
       }
     } else if (!WireFormatLite::SkipField(&input, tag)) {

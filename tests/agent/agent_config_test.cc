@@ -59,8 +59,7 @@ TEST(AgentConfig, ErrorsNameKeyAndLine) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(std::string(s.message()).find("agent.yaml:2: key 'max_duration_ms'"), std::string::npos) << s.message();
   s = options.apply_yaml("sample_interval_ms: fast\n", "agent.yaml");
-  EXPECT_NE(std::string(s.message()).find("agent.yaml:1: key 'sample_interval_ms'"), std::string::npos)
-      << s.message();
+  EXPECT_NE(std::string(s.message()).find("agent.yaml:1: key 'sample_interval_ms'"), std::string::npos) << s.message();
   s = options.apply_yaml("\n\nlisten_addr: x\n", "agent.yaml");
   EXPECT_EQ(s.message(), "agent.yaml:3: key 'listen_addr': unknown key");
 }

@@ -79,9 +79,8 @@ TEST(CaptureSessions, TerminateCancelAndShutdownAllEndThroughCloseAndCollect) {
   for (int way = 0; way < 3; ++way) {
     Fixture f;
     std::atomic<bool> cancelled{false};
-    auto running = std::async(std::launch::async, [&] {
-      return f.sessions.run(request(4000, "s"), [&] { return cancelled.load(); });
-    });
+    auto running = std::async(std::launch::async,
+                              [&] { return f.sessions.run(request(4000, "s"), [&] { return cancelled.load(); }); });
     while (f.sessions.running_session() != "s" || f.source.opened == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
@@ -98,7 +97,10 @@ TEST(CaptureSessions, TerminateCancelAndShutdownAllEndThroughCloseAndCollect) {
     EXPECT_EQ(f.source.closed, 1);
     EXPECT_EQ(f.source.collected, 1);
     const std::string warning = r->space.warnings(0);
-    EXPECT_NE(warning.find(way == 0 ? "terminated" : way == 1 ? "cancelled" : "shutting down"), std::string::npos)
+    EXPECT_NE(warning.find(way == 0   ? "terminated"
+                           : way == 1 ? "cancelled"
+                                      : "shutting down"),
+              std::string::npos)
         << warning;
   }
 }

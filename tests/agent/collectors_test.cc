@@ -36,7 +36,9 @@ class ScratchFile {
     set(fixture_name);
   }
   ~ScratchFile() { fs::remove(path_); }
-  void set(const std::string& fixture_name) { std::ofstream(path_, std::ios::trunc) << read_file(fixture(fixture_name)); }
+  void set(const std::string& fixture_name) {
+    std::ofstream(path_, std::ios::trunc) << read_file(fixture(fixture_name));
+  }
   std::string path() const { return path_.string(); }
 
  private:

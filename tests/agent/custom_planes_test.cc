@@ -36,8 +36,8 @@ LocalClientCapture capture_for_core(int32_t core) {
       {EventKind::kRecvDone, static_cast<uint32_t>(2 - core), 1 - core, kT0 + 4500, 2500, 4096, 0},
       {EventKind::kStep, 1, 0, kT0 + 10'000, 10'000, 5, 0},
       {EventKind::kOutfeed, 0, 0, kT0 + 19'000, 500, 16, 0},
-      {EventKind::kFreeForm, 99, 0, kT0 + 25'000, 100, 0, 0},       // outside every step
-      {EventKind::kSend, 1, 1, kT0 - 1'000'000, 100, 4096, 0},      // before the window
+      {EventKind::kFreeForm, 99, 0, kT0 + 25'000, 100, 0, 0},   // outside every step
+      {EventKind::kSend, 1, 1, kT0 - 1'000'000, 100, 4096, 0},  // before the window
   };
   c.batches.push_back(b);
   return c;

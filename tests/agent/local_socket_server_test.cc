@@ -50,8 +50,8 @@ class RawClient {
     while (in_.size() < local::kFrameHeaderBytes) {
       if (!receive()) return std::nullopt;
     }
-    const auto header = local::decode_header(std::string_view(in_).substr(0, local::kFrameHeaderBytes),
-                                             local::kProtocolVersion, error);
+    const auto header =
+        local::decode_header(std::string_view(in_).substr(0, local::kFrameHeaderBytes), local::kProtocolVersion, error);
     if (!header) return std::nullopt;
     while (in_.size() < local::kFrameHeaderBytes + header->payload_bytes) {
       if (!receive()) return std::nullopt;

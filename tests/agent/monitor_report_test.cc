@@ -36,7 +36,8 @@ struct Fixture {
     sessions.set_limits({500, ""});
   }
   MonitorReporter reporter() {
-    return MonitorReporter(sessions, cpu, devices, [this] { return clock.now_ns(); }, steps, clock);
+    return MonitorReporter(
+        sessions, cpu, devices, [this] { return clock.now_ns(); }, steps, clock);
   }
   Clock clock;
   CaptureSessions sessions{clock, "host-m", [this] { return clock.now_ns(); }};

@@ -14,7 +14,8 @@ using testing::RecordingSink;
 
 TEST(ProcessCollector, CpuAndResidentMemoryOfRegisteredClients) {
   auto registry = std::make_shared<ClientRegistry>();
-  const uint64_t conn = registry->add_connection(::getpid(), ::getuid(), [](std::string) {}, [] {});
+  const uint64_t conn = registry->add_connection(
+      ::getpid(), ::getuid(), [](std::string) {}, [] {});
   registry->on_register(conn, {local::kProtocolVersion, ::getpid(), "unit", "job", {0}});
   ProcessCollector collector(registry);
   RecordingSink sink;

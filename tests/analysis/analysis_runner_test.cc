@@ -27,9 +27,8 @@ using testing::SyntheticPodSpec;
 class RunDirectory : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("podscope_analysis_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("podscope_analysis_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -67,12 +66,22 @@ const google::protobuf::Value& field(const google::protobuf::Struct& s, const st
 }
 
 // Every key the legacy pod viewer reads from a per-core record (as in legacy_tpu_v2.pod_viewer.json).
-const std::set<std::string> kLegacyCoreKeys = {
-    "hostName", "chipId", "nodeId", "stepNum", "totalDurationUs", "highFlopsComputeUs", "lowFlopsComputeUs",
-    "hostInfeedDurationUs", "hostOutfeedDurationUs", "allReduceComputeDurationUs", "allReduceSyncDurationUs",
-    "sendDurationUs", "recvDurationUs", "bottleneck"};
-const std::set<std::string> kLegacyChannelKeys = {"channelId", "srcCoreId", "dstCoreId", "dataSize", "durationUs",
-                                                  "sendDelayUs", "utilization", "hloNames", "occurrences"};
+const std::set<std::string> kLegacyCoreKeys = {"hostName",
+                                               "chipId",
+                                               "nodeId",
+                                               "stepNum",
+                                               "totalDurationUs",
+                                               "highFlopsComputeUs",
+                                               "lowFlopsComputeUs",
+                                               "hostInfeedDurationUs",
+                                               "hostOutfeedDurationUs",
+                                               "allReduceComputeDurationUs",
+                                               "allReduceSyncDurationUs",
+                                               "sendDurationUs",
+                                               "recvDurationUs",
+                                               "bottleneck"};
+const std::set<std::string> kLegacyChannelKeys = {"channelId",   "srcCoreId",   "dstCoreId", "dataSize",   "durationUs",
+                                                  "sendDelayUs", "utilization", "hloNames",  "occurrences"};
 
 TEST_F(RunDirectory, WritesEveryOutputInTheLegacySchema) {
   SyntheticPodSpec spec;
@@ -83,8 +92,8 @@ TEST_F(RunDirectory, WritesEveryOutputInTheLegacySchema) {
   auto outcome = analyze_run_directory(dir_);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(outcome->written_files.size(), 6u);
-  for (const char* name : {"pod_viewer.json", "pod_viewer.pb", "pod_viewer.pb.json", "pod_analysis.pb",
-                           "report.html", "pod_summary.txt"}) {
+  for (const char* name : {"pod_viewer.json", "pod_viewer.pb", "pod_viewer.pb.json", "pod_analysis.pb", "report.html",
+                           "pod_summary.txt"}) {
     EXPECT_TRUE(fs::exists(dir_ / name)) << name;
   }
   EXPECT_NE(outcome->summary_text.find("straggler: core 2 (host2)"), std::string::npos) << outcome->summary_text;
@@ -152,7 +161,8 @@ TEST_F(RunDirectory, TensorFlowFileGivesABreakdownForEveryGpuWithAStep) {
       sum += v;
     }
     EXPECT_NEAR(sum, r.total_duration_us(), 1e-3);
-    const double busy = r.total_duration_us() - r.step_breakdown_us().at(static_cast<int>(analysis::StepCategory::kIdle));
+    const double busy =
+        r.total_duration_us() - r.step_breakdown_us().at(static_cast<int>(analysis::StepCategory::kIdle));
     EXPECT_GT(busy, 0) << "core " << core;
   }
   EXPECT_GT(a.top_ops_size(), 0);
@@ -211,8 +221,7 @@ TEST_F(RunDirectory, CorruptFileIsNamedAndNothingIsWritten) {
   auto outcome = analyze_run_directory(dir_);
   ASSERT_FALSE(outcome.ok());
   EXPECT_EQ(outcome.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_NE(std::string(outcome.status().message()).find("host9.xplane.pb"), std::string::npos)
-      << outcome.status();
+  EXPECT_NE(std::string(outcome.status().message()).find("host9.xplane.pb"), std::string::npos) << outcome.status();
   EXPECT_FALSE(fs::exists(dir_ / "pod_viewer.json"));
 }
 

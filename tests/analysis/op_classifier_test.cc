@@ -28,14 +28,12 @@ TEST(OpClassifierTest, AnnotationAndXlaNames) {
 }
 
 TEST(OpClassifierTest, GpuKernelsAndCopies) {
-  EXPECT_EQ(classify_op("ncclKernel_AllReduce_RING_LL_Sum_float", "Stream #7(Compute)", false),
-            OpKind::kCollective);
+  EXPECT_EQ(classify_op("ncclKernel_AllReduce_RING_LL_Sum_float", "Stream #7(Compute)", false), OpKind::kCollective);
   EXPECT_EQ(classify_op("ncclDevKernel_AllGather_RING_LL", "Stream #7(Compute)", false), OpKind::kCollective);
   EXPECT_EQ(classify_op("MemcpyH2D", "Stream #63(MemcpyH2D)", false), OpKind::kHostToDevice);
   EXPECT_EQ(classify_op("Memcpy DtoH (Device -> Pageable)", "Stream #2", false), OpKind::kDeviceToHost);
   EXPECT_EQ(classify_op("Memcpy DtoD (Device -> Device)", "Stream #2", false), OpKind::kDeviceToDevice);
-  EXPECT_EQ(classify_op("volta_h884gemm_64x128_ldg8_nn", "Stream #134(Compute)", false),
-            OpKind::kHighFlopsCompute);
+  EXPECT_EQ(classify_op("volta_h884gemm_64x128_ldg8_nn", "Stream #134(Compute)", false), OpKind::kHighFlopsCompute);
   EXPECT_EQ(classify_op("void Eigen::internal::EigenMetaKernel<...>", "Stream #134(Compute)", false),
             OpKind::kLowFlopsCompute);
 }

@@ -94,10 +94,10 @@ TEST_F(ClientVersionTest, RefusedClientLogsWhyAndTheProgramKeepsRunningUnannotat
   int64_t steps = 0;
   while (std::chrono::steady_clock::now() < until) annotate_steps(steps++, 1);
   const std::string log = ::testing::internal::GetCapturedStderr();
-  const std::string offered = std::to_string(local::kOldestProtocolVersion) + ".." +
-                              std::to_string(local::kProtocolVersion);
-  const std::string served = std::to_string(local::kProtocolVersion + 1) + ".." +
-                             std::to_string(local::kProtocolVersion + 1);
+  const std::string offered =
+      std::to_string(local::kOldestProtocolVersion) + ".." + std::to_string(local::kProtocolVersion);
+  const std::string served =
+      std::to_string(local::kProtocolVersion + 1) + ".." + std::to_string(local::kProtocolVersion + 1);
   EXPECT_NE(log.find("podscope: the agent at " + socket_ + " refused protocol versions " + offered + " (it serves " +
                      served + "): versions do not overlap; annotations stay off, retrying in 10 s"),
             std::string::npos)

@@ -90,8 +90,8 @@ class VersionedAgent {
     std::string error;
     while (conn_fd_ >= 0 && in_.size() >= local::kFrameHeaderBytes) {
       const uint32_t version = version_ != 0 ? version_ : max_version_;
-      const auto header = local::decode_header(std::string_view(in_).substr(0, local::kFrameHeaderBytes), version,
-                                               error);
+      const auto header =
+          local::decode_header(std::string_view(in_).substr(0, local::kFrameHeaderBytes), version, error);
       if (!header) return drop_connection(error);
       if (in_.size() < local::kFrameHeaderBytes + header->payload_bytes) return;
       auto msg = local::decode_payload(

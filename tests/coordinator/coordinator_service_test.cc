@@ -18,7 +18,8 @@ using testing::TimerThread;
 constexpr size_t kMaxWorkers = 8;
 
 std::filesystem::path fresh_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("podscope_coord_service_" + name + "_" + std::to_string(getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("podscope_coord_service_" + name + "_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
@@ -79,7 +80,7 @@ TEST_F(CoordinatorServiceTest, CapturesAJobAndStreamsTheRunIntoTheClientsLogdir)
   const auto logdir = fresh_dir("client");
   std::vector<std::string> progress;
   auto outcome = pod_capture::capture_through_coordinator(address(), request, logdir,
-                                             [&](const std::string& line) { progress.push_back(line); });
+                                                          [&](const std::string& line) { progress.push_back(line); });
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(outcome->exit_code, 0);
   EXPECT_EQ(progress.front(), "Starting to trace for 200 ms. Remaining attempt(s): 2");
@@ -100,8 +101,8 @@ TEST_F(CoordinatorServiceTest, CapturesAJobAndStreamsTheRunIntoTheClientsLogdir)
   EXPECT_TRUE(have_capture_json);
   EXPECT_TRUE(have_trace);
   // The coordinator keeps its copy under its repository root.
-  EXPECT_TRUE(std::filesystem::exists(pod_capture::run_directory(settings_.repository_root, outcome->run_dir.filename()) /
-                                      "capture.json"));
+  EXPECT_TRUE(std::filesystem::exists(
+      pod_capture::run_directory(settings_.repository_root, outcome->run_dir.filename()) / "capture.json"));
   EXPECT_NE(outcome->summary_text.find("(host1): ok"), std::string::npos) << outcome->summary_text;
   std::filesystem::remove_all(logdir);
 }
@@ -185,8 +186,10 @@ TEST_F(CoordinatorServiceTest, RegistrationCannotRedirectALiveWorkerOfAnotherAge
   auto outcome = pod_capture::capture_through_coordinator(address(), request, logdir, [](const std::string&) {});
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(outcome->exit_code, 0);
-  EXPECT_TRUE(std::filesystem::exists(outcome->run_dir / (pod_capture::host_file_stem(agents_[1]->address()) + ".xplane.pb")));
-  EXPECT_FALSE(std::filesystem::exists(outcome->run_dir / (pod_capture::host_file_stem(agents_[2]->address()) + ".xplane.pb")));
+  EXPECT_TRUE(
+      std::filesystem::exists(outcome->run_dir / (pod_capture::host_file_stem(agents_[1]->address()) + ".xplane.pb")));
+  EXPECT_FALSE(
+      std::filesystem::exists(outcome->run_dir / (pod_capture::host_file_stem(agents_[2]->address()) + ".xplane.pb")));
   std::filesystem::remove_all(logdir);
 }
 
@@ -257,13 +260,15 @@ TEST(WorkerRegistry, StaticWorkersAreUpWhileTheyAnswerPings) {
   registry.add_static("static0", agent.address());
   const Clock clock;
   EXPECT_FALSE(registry.list(clock.now_ns()).at(0).up()) << "not up before its first ping";
-  registry.record_clock("static0", pod_capture::measure_clock(*registry.connection("static0"), clock, 8, 1000), clock.now_ns());
+  registry.record_clock("static0", pod_capture::measure_clock(*registry.connection("static0"), clock, 8, 1000),
+                        clock.now_ns());
   auto worker = registry.list(clock.now_ns()).at(0);
   EXPECT_TRUE(worker.up());
   EXPECT_TRUE(worker.static_worker());
   EXPECT_NEAR(static_cast<double>(worker.clock_offset_ns()), 3e6, 2e5);
   agent.shutdown();
-  registry.record_clock("static0", pod_capture::measure_clock(*registry.connection("static0"), clock, 2, 200), clock.now_ns());
+  registry.record_clock("static0", pod_capture::measure_clock(*registry.connection("static0"), clock, 2, 200),
+                        clock.now_ns());
   EXPECT_FALSE(registry.list(clock.now_ns()).at(0).up()) << "a static worker that stops answering is down";
   EXPECT_EQ(registry.list(clock.now_ns()).size(), 1u) << "and still listed";
 }

@@ -77,8 +77,7 @@ TEST(ActivityConverterTest, KernelLandsOnItsStreamLineWithTfKernelDetails) {
   EXPECT_EQ(e.name(), "vector_add(float const*, float const*, float*, int)");
   EXPECT_EQ(e.start_ns(), kOffset + 5'000);  // converted to the host clock
   EXPECT_EQ(e.duration_ns(), 2'500);
-  EXPECT_EQ(e.str_stat("kernel_details"),
-            "regs:32 static_shared:1024 dynamic_shared:2048 grid:4096,2,1 block:256,1,1");
+  EXPECT_EQ(e.str_stat("kernel_details"), "regs:32 static_shared:1024 dynamic_shared:2048 grid:4096,2,1 block:256,1,1");
   EXPECT_EQ(e.int_stat("correlation_id"), 77);
   EXPECT_EQ(e.int_stat("context_id"), 3);
   EXPECT_EQ(e.int_stat("stream_id"), 14);
@@ -113,13 +112,15 @@ TEST(ActivityConverterTest, MemcpyAndMemsetCarryKindBytesAndShareTheStreamLine) 
   memset.streamId = 8;
   memset.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
   memset.correlationId = 4;
-  for (const void* r : {static_cast<const void*>(&h2d), static_cast<const void*>(&d2h), static_cast<const void*>(&memset)}) {
+  for (const void* r :
+       {static_cast<const void*>(&h2d), static_cast<const void*>(&d2h), static_cast<const void*>(&memset)}) {
     converter.add(as_activity(r));
   }
   XSpace space;
   converter.finish(space);
   xspace::XPlaneReader gpu(plane(space, "/device:GPU:0"));
-  EXPECT_THAT(line_names(gpu.proto()), ::testing::UnorderedElementsAre("Stream #7(MemcpyH2D,MemcpyD2H)", "Stream #8(Memset)"));
+  EXPECT_THAT(line_names(gpu.proto()),
+              ::testing::UnorderedElementsAre("Stream #7(MemcpyH2D,MemcpyD2H)", "Stream #8(Memset)"));
   const auto* line = gpu.find_line("Stream #7(MemcpyH2D,MemcpyD2H)");
   ASSERT_NE(line, nullptr);
   ASSERT_EQ(line->events_size(), 2);

@@ -19,8 +19,8 @@ using ::testing::HasSubstr;
 
 TEST(CuptiInjectionTest, WithoutGpuTheProgramRunsWarningsAreRecordedAndNvtxRangesArrive) {
   const std::string lib = CUPTI_LIBRARY;
-  const std::string trace = (std::filesystem::temp_directory_path() /
-                             ("podscope_cupti_" + std::to_string(getpid()) + ".xplane.pb")).string();
+  const std::string trace =
+      (std::filesystem::temp_directory_path() / ("podscope_cupti_" + std::to_string(getpid()) + ".xplane.pb")).string();
   std::filesystem::remove(trace);
   const std::string command = "PODSCOPE_CUPTI_TRACE_FILE=" + trace + " NVTX_INJECTION64_PATH=" + lib + " " +
                               CUPTI_PROBE + " " + lib + " > " + trace + ".out 2>&1";

@@ -27,8 +27,9 @@ OptionSet declare(Settings& s) {
 TEST(OptionSet, YamlSetsEveryKind) {
   Settings s;
   OptionSet o = declare(s);
-  ASSERT_TRUE(o.apply_yaml("listen: 127.0.0.1:1\nsample_interval_ms: 250\nverbose: true\nupstream: [a:1, b:2]\n",
-                           "agent.yaml").ok());
+  ASSERT_TRUE(
+      o.apply_yaml("listen: 127.0.0.1:1\nsample_interval_ms: 250\nverbose: true\nupstream: [a:1, b:2]\n", "agent.yaml")
+          .ok());
   EXPECT_EQ(s.listen, "127.0.0.1:1");
   EXPECT_EQ(s.interval_ms, 250);
   EXPECT_TRUE(s.verbose);

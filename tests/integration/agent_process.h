@@ -106,8 +106,7 @@ class AgentProcess {
       int status = 0;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
-        while (read_some(0) && drained_once()) {
-        }
+        while (read_some(0) && drained_once()) {}
         return status;
       }
       read_some(10);

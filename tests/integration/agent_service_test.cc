@@ -260,8 +260,8 @@ TEST(AgentService, CaptureIsWrittenAtomicallyInsideTheRepositoryRootOnly) {
     bad.mutable_opts()->set_repository_path(escape);
     ProfileOutcome out = profile(agent, bad);
     ASSERT_TRUE(out.status.ok()) << out.status.error_message();
-    EXPECT_TRUE(has_warning(out.response.xspace(), "outside --repository_root")) << escape << ": "
-                                                                                  << warnings_of(out.response.xspace());
+    EXPECT_TRUE(has_warning(out.response.xspace(), "outside --repository_root"))
+        << escape << ": " << warnings_of(out.response.xspace());
     EXPECT_NE(xspace::find_plane(out.response.xspace(), xspace::kHostPlaneName), nullptr);  // data still returned
   }
   EXPECT_TRUE(fs::is_empty(outside));
@@ -309,8 +309,7 @@ TEST(AgentService, MonitorLevelsAndTimestamp) {
     EXPECT_NEAR(r.monitor_result().device_idle_time_percent() + r.monitor_result().matrix_unit_utilization_percent(),
                 100.0, 1e-6);
     EXPECT_EQ(r.data().rfind("Timestamp: ", 0), 0u) << r.data();
-    EXPECT_NE(r.data().find("Number of CPU cores: " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN))),
-              std::string::npos)
+    EXPECT_NE(r.data().find("Number of CPU cores: " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN))), std::string::npos)
         << r.data();
     EXPECT_NE(r.data().find("no steps observed"), std::string::npos) << r.data();
   }
@@ -458,14 +457,12 @@ TEST(AgentProcessLifecycle, TellsSystemdReadyWatchdogAndStopping) {
     for (size_t at = received.find(message); at != std::string::npos; at = received.find(message, at + 1)) ++n;
     return n;
   };
-  while (count("WATCHDOG=1") < 3 && receive()) {
-  }
+  while (count("WATCHDOG=1") < 3 && receive()) {}
   const int watchdogs = count("WATCHDOG=1");
   EXPECT_NE(received.find("READY=1"), std::string::npos) << received;
   EXPECT_GE(watchdogs, 3) << received;
   agent->signal(SIGTERM);
-  while (received.find("STOPPING=1") == std::string::npos && receive()) {
-  }
+  while (received.find("STOPPING=1") == std::string::npos && receive()) {}
   EXPECT_NE(received.find("STOPPING=1"), std::string::npos) << received;
   EXPECT_TRUE(agent->wait_exit(std::chrono::seconds(3)).has_value());
   close(fd);

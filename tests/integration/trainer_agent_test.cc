@@ -24,9 +24,9 @@ namespace podscope {
 namespace {
 
 using namespace std::chrono_literals;
+using tensorflow::profiler::XSpace;
 using testing::AgentProcess;
 using testing::TrainerProcess;
-using tensorflow::profiler::XSpace;
 
 XSpace profile(const AgentProcess& agent, uint64_t duration_ms) {
   auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
@@ -66,8 +66,9 @@ std::vector<std::unique_ptr<TrainerProcess>> start_ranks(int world, const std::s
   const std::string peers = testing::peers_flag(testing::free_loopback_ports(world));
   std::vector<std::unique_ptr<TrainerProcess>> ranks;
   for (int r = 0; r < world; ++r) {
-    std::vector<std::string> args = {"--world", std::to_string(world), "--rank", std::to_string(r), "--peers", peers,
-                                     "--matrix", "64", "--grad_bytes", "65536", "--progress_every", "20"};
+    std::vector<std::string> args = {
+        "--world", std::to_string(world), "--rank", std::to_string(r),  "--peers", peers, "--matrix",
+        "64",      "--grad_bytes",        "65536",  "--progress_every", "20"};
     args.insert(args.end(), extra.begin(), extra.end());
     ranks.push_back(std::make_unique<TrainerProcess>(args, socket));
   }
@@ -150,8 +151,7 @@ TEST(TrainerAgent, ProfileReturnsEveryRanksStepsCollectivesAndChannels) {
   std::set<int64_t> counted;
   for (int64_t s = steps_of[0].front() + 1; s < steps_of[0].back(); ++s) {
     bool everywhere = true;
-    for (int r = 1; r < kWorld; ++r)
-      everywhere &= s > steps_of[r].front() && s < steps_of[r].back();
+    for (int r = 1; r < kWorld; ++r) everywhere &= s > steps_of[r].front() && s < steps_of[r].back();
     if (everywhere) counted.insert(s);
   }
   ASSERT_GE(counted.size(), 3u);
@@ -174,7 +174,7 @@ TEST(TrainerAgent, ProfileReturnsEveryRanksStepsCollectivesAndChannels) {
     EXPECT_TRUE(std::regex_search(metrics, std::regex("podscope_step_time_seconds_count\\{[^}]*core=\"" +
                                                       std::to_string(r) + "\"[^}]*\\} [1-9]")))
         << metrics;
-    EXPECT_NE(metrics.find("podscope_process_resident_bytes{") , std::string::npos);
+    EXPECT_NE(metrics.find("podscope_process_resident_bytes{"), std::string::npos);
     EXPECT_NE(metrics.find("pid=\"" + std::to_string(ranks[r]->pid()) + "\""), std::string::npos);
   }
   EXPECT_NE(metrics.find("podscope_step_infeed_ratio{"), std::string::npos);
@@ -238,8 +238,8 @@ TEST(TrainerAgent, AgentKilledAndRestartedWhileTrainersRun) {
   ASSERT_GT(out.size(), before);
   EXPECT_NE(out.find("agent absent", before), std::string::npos) << out;
   const double during_max = max_step_ms_after(out, before);
-  EXPECT_LT(during_max, agent_gone.count() / 2.0) << "steps before the restart took at most " << baseline_max
-                                                   << " ms\n" << out;
+  EXPECT_LT(during_max, agent_gone.count() / 2.0) << "steps before the restart took at most " << baseline_max << " ms\n"
+                                                  << out;
   std::system(("rm -rf " + dir).c_str());
 }
 
@@ -251,10 +251,12 @@ TEST(TrainerAgent, KilledTrainerIsForgottenAndTheNextCaptureWorks) {
   const pid_t killed = ranks[1]->pid();
   ranks[1]->signal(SIGKILL);
   ASSERT_TRUE(ranks[1]->wait_exit(5s));
-  ASSERT_TRUE(wait_for([&] {
-    auto pids = client_pids(agent);
-    return std::find(pids.begin(), pids.end(), killed) == pids.end();
-  }, 5s));
+  ASSERT_TRUE(wait_for(
+      [&] {
+        auto pids = client_pids(agent);
+        return std::find(pids.begin(), pids.end(), killed) == pids.end();
+      },
+      5s));
   const XSpace space = profile(agent, 200);  // OK status checked inside
   EXPECT_EQ(xspace::find_plane(space, "/device:CUSTOM:1"), nullptr);
   // Rank 0 lost its ring peer: it says so and exits with an error, and the agent forgets it too.
@@ -266,9 +268,9 @@ TEST(TrainerAgent, KilledTrainerIsForgottenAndTheNextCaptureWorks) {
 TEST(TrainerAgent, SigtermStopsEveryRankAfterTheSameStepWithStatusZero) {
   const std::string dir = AgentProcess::make_temp_dir();
   const auto ports = testing::free_loopback_ports(1);
-  TrainerProcess launcher({"--spawn", "--world", "3", "--base_port", std::to_string(ports[0]), "--matrix", "32",
-                           "--progress_every", "0"},
-                          dir + "/absent.sock");
+  TrainerProcess launcher(
+      {"--spawn", "--world", "3", "--base_port", std::to_string(ports[0]), "--matrix", "32", "--progress_every", "0"},
+      dir + "/absent.sock");
   std::this_thread::sleep_for(1500ms);
   launcher.signal(SIGTERM);
   const auto status = launcher.wait_exit(10s);

@@ -45,7 +45,8 @@ struct Pod {
 };
 
 std::filesystem::path fresh_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("podscope_capture_test_" + name + "_" + std::to_string(getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("podscope_capture_test_" + name + "_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
@@ -90,9 +91,8 @@ TEST(Capture, SynchronizesFourHostsWithSkewedClocksAndMergesTheirSteps) {
     pod.add({.host_name = "host" + std::to_string(i), .clock_offset_ns = offsets[i]});
   }
   std::vector<std::string> progress;
-  CaptureResult result = run_capture(pod.targets(), quick_spec(), Clock(), [&](const std::string& line) {
-    progress.push_back(line);
-  });
+  CaptureResult result =
+      run_capture(pod.targets(), quick_spec(), Clock(), [&](const std::string& line) { progress.push_back(line); });
   ASSERT_EQ(result.exit_code(), 0);
   EXPECT_EQ(result.attempts, 1);
   ASSERT_FALSE(progress.empty());
@@ -134,7 +134,8 @@ TEST(Capture, SynchronizesFourHostsWithSkewedClocksAndMergesTheirSteps) {
 
   // In the merged trace the end of one step agrees across hosts (it differs by up to 23 ms unmerged).
   const std::string trace = gunzip_file(*run_dir / "pod.trace.json.gz");
-  const std::regex step_event(R"re("name":"train_step","ts":(\d+)\.(\d+),"dur":(\d+)\.(\d+),"args":\{"step_num":(\d+)\})re");
+  const std::regex step_event(
+      R"re("name":"train_step","ts":(\d+)\.(\d+),"dur":(\d+)\.(\d+),"args":\{"step_num":(\d+)\})re");
   std::map<int64_t, std::vector<int64_t>> ends_by_step;
   for (auto it = std::sregex_iterator(trace.begin(), trace.end(), step_event); it != std::sregex_iterator(); ++it) {
     const auto& m = *it;
@@ -169,8 +170,8 @@ TEST(Capture, RetriesEveryHostWithANewStartAfterAnUnavailableHost) {
   pod.add({.host_name = "steady"});
   pod.add({.host_name = "flaky", .failing_profiles = 1});
   std::vector<std::string> progress;
-  CaptureResult result = run_capture(pod.targets(), quick_spec(100), Clock(),
-                                     [&](const std::string& line) { progress.push_back(line); });
+  CaptureResult result =
+      run_capture(pod.targets(), quick_spec(100), Clock(), [&](const std::string& line) { progress.push_back(line); });
   EXPECT_EQ(result.exit_code(), 0);
   EXPECT_EQ(result.attempts, 2);
   EXPECT_EQ(result.kept_attempt, 2);
@@ -185,8 +186,8 @@ TEST(Capture, RetriesWhenNoHostCollectedAnything) {
   std::vector<std::string> progress;
   auto spec = quick_spec(50);
   spec.num_tracing_attempts = 2;
-  CaptureResult result = run_capture(pod.targets(), spec, Clock(),
-                                     [&](const std::string& line) { progress.push_back(line); });
+  CaptureResult result =
+      run_capture(pod.targets(), spec, Clock(), [&](const std::string& line) { progress.push_back(line); });
   EXPECT_EQ(result.exit_code(), 1);
   EXPECT_EQ(result.attempts, 2);
   EXPECT_EQ(result.kept_attempt, 1) << "ties keep the first attempt";
@@ -236,8 +237,8 @@ TEST(Capture, NothingListeningIsRetriedThenReportedClearly) {
   close(fd);
   auto dead = connect_agent("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
   std::vector<std::string> progress;
-  CaptureResult result = run_capture({dead.get()}, quick_spec(100), Clock(),
-                                     [&](const std::string& line) { progress.push_back(line); });
+  CaptureResult result =
+      run_capture({dead.get()}, quick_spec(100), Clock(), [&](const std::string& line) { progress.push_back(line); });
   EXPECT_EQ(result.exit_code(), 1);
   EXPECT_EQ(std::count_if(progress.begin(), progress.end(),
                           [](const std::string& l) { return l.starts_with("Starting to trace"); }),

@@ -50,8 +50,7 @@ void TimerThread::run() {
         cv_.wait_for(lock, std::chrono::nanoseconds(due - now - 150'000));
       } else {
         lock.unlock();
-        while (system_now_ns() < due) {
-        }
+        while (system_now_ns() < due) {}
         lock.lock();
       }
       continue;
@@ -106,17 +105,16 @@ class LightweightAgent::Services final : public tensorflow::ProfilerService::Cal
                                     tensorflow::MonitorResponse* response) override {
     auto* reactor = context->DefaultReactor();
     const double step_ms = static_cast<double>(owner_.options_.step_period_ns) / 1e6;
-    owner_.timers_.at(system_now_ns() + static_cast<int64_t>(request->duration_ms()) * 1'000'000,
-                      [this, reactor, response, step_ms] {
-                        auto* result = response->mutable_monitor_result();
-                        result->set_response_type(tensorflow::ProfilerServiceMonitorResult::UTIL_IDLE_STEP);
-                        result->set_step_time_ms_avg(step_ms);
-                        result->set_step_time_ms_min(step_ms);
-                        result->set_step_time_ms_max(step_ms);
-                        response->set_data("Step time: avg " + std::to_string(step_ms) + " ms (" +
-                                           owner_.options_.host_name + ")\n");
-                        reactor->Finish(grpc::Status::OK);
-                      });
+    owner_.timers_.at(
+        system_now_ns() + static_cast<int64_t>(request->duration_ms()) * 1'000'000, [this, reactor, response, step_ms] {
+          auto* result = response->mutable_monitor_result();
+          result->set_response_type(tensorflow::ProfilerServiceMonitorResult::UTIL_IDLE_STEP);
+          result->set_step_time_ms_avg(step_ms);
+          result->set_step_time_ms_min(step_ms);
+          result->set_step_time_ms_max(step_ms);
+          response->set_data("Step time: avg " + std::to_string(step_ms) + " ms (" + owner_.options_.host_name + ")\n");
+          reactor->Finish(grpc::Status::OK);
+        });
     return reactor;
   }
 

@@ -13,7 +13,7 @@ namespace {
 struct Field {
   uint32_t number = 0;
   uint32_t wire_type = 0;
-  uint64_t varint = 0;   // varint and fixed64 values
+  uint64_t varint = 0;     // varint and fixed64 values
   std::string_view bytes;  // length-delimited
 };
 

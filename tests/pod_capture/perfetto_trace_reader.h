@@ -15,7 +15,7 @@ namespace podscope::pod_capture::testing {
 struct DecodedTrack {
   uint64_t uuid = 0;
   uint64_t parent_uuid = 0;
-  std::string name;          // thread, process or counter track name
+  std::string name;  // thread, process or counter track name
   std::optional<int64_t> pid;
   bool is_process = false;
   bool is_thread = false;

@@ -35,7 +35,8 @@ struct Pod {
 };
 
 std::filesystem::path fresh_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("podscope_pod_run_test_" + name + "_" + std::to_string(getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("podscope_pod_run_test_" + name + "_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   return dir;
 }

@@ -16,14 +16,18 @@ TEST(ValidUtf8, ValidTextIsUnchanged) {
 }
 
 TEST(ValidUtf8, EveryInvalidByteBecomesOneReplacementCharacter) {
-  EXPECT_EQ(valid_utf8("a\xFF" "b"), "a" + kFffd + "b");
-  EXPECT_EQ(valid_utf8("\x80"), kFffd);                          // lone continuation byte
-  EXPECT_EQ(valid_utf8("\xC3"), kFffd);                          // truncated sequence at the end
-  EXPECT_EQ(valid_utf8("\xC0\xAF"), kFffd + kFffd);              // overlong '/'
-  EXPECT_EQ(valid_utf8("\xE0\x80\xAF"), kFffd + kFffd + kFffd);  // overlong three-byte form
-  EXPECT_EQ(valid_utf8("\xED\xA0\x80"), kFffd + kFffd + kFffd);  // UTF-16 surrogate
+  EXPECT_EQ(valid_utf8("a\xFF"
+                       "b"),
+            "a" + kFffd + "b");
+  EXPECT_EQ(valid_utf8("\x80"), kFffd);                                      // lone continuation byte
+  EXPECT_EQ(valid_utf8("\xC3"), kFffd);                                      // truncated sequence at the end
+  EXPECT_EQ(valid_utf8("\xC0\xAF"), kFffd + kFffd);                          // overlong '/'
+  EXPECT_EQ(valid_utf8("\xE0\x80\xAF"), kFffd + kFffd + kFffd);              // overlong three-byte form
+  EXPECT_EQ(valid_utf8("\xED\xA0\x80"), kFffd + kFffd + kFffd);              // UTF-16 surrogate
   EXPECT_EQ(valid_utf8("\xF4\x90\x80\x80"), kFffd + kFffd + kFffd + kFffd);  // past U+10FFFF
-  EXPECT_EQ(valid_utf8("ok\xE6\x97" "x"), "ok" + kFffd + kFffd + "x");
+  EXPECT_EQ(valid_utf8("ok\xE6\x97"
+                       "x"),
+            "ok" + kFffd + kFffd + "x");
 }
 
 TEST(XPlaneBuilder, StoresOnlyValidUtf8WhateverTheCallerPassed) {

@@ -20,9 +20,9 @@ using google::protobuf::util::MessageDifferencer;
 class StreamReaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = fs::temp_directory_path() / ("podscope_stream_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name() +
-                                         ".xplane.pb");
+    path_ =
+        fs::temp_directory_path() / ("podscope_stream_" + std::to_string(::getpid()) + "_" +
+                                     ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".xplane.pb");
     XPlaneBuilder host(find_or_add_plane(space_, kHostPlaneName, 0));
     host.stats().add(kHostNameStat, std::string_view("h0")).add(kClockOffsetStat, int64_t{-42});
     host.line_named("python3").add_event("train", 1'000, 500);
@@ -115,10 +115,12 @@ TEST(StreamReader, MissingFileIsNotFound) {
 // A few bytes that declare a field of nearly 2 GiB: refused from the declared length, before any allocation.
 TEST(StreamReader, DeclaredLengthBeyondTheFileIsDataLossWithoutAllocatingIt) {
   const fs::path path = fs::path(::testing::TempDir()) / "hostile.xplane.pb";
-  for (const uint8_t field_tag : {uint8_t{0x0a} /* planes */, uint8_t{0x12} /* errors */, uint8_t{0x22} /* hostnames */}) {
+  for (const uint8_t field_tag :
+       {uint8_t{0x0a} /* planes */, uint8_t{0x12} /* errors */, uint8_t{0x22} /* hostnames */}) {
     {
       // tag, varint 2,000,000,000 (0xEE6B2800), then 8 bytes of payload: 15 bytes in all.
-      const unsigned char bytes[] = {field_tag, 0x80, 0xD0, 0xAC, 0xF3, 0x07, 'p', 'o', 'd', 's', 'c', 'o', 'p', 'e', '!'};
+      const unsigned char bytes[] = {field_tag, 0x80, 0xD0, 0xAC, 0xF3, 0x07, 'p', 'o',
+                                     'd',       's',  'c',  'o',  'p',  'e',  '!'};
       std::ofstream out(path, std::ios::binary);
       out.write(reinterpret_cast<const char*>(bytes), sizeof(bytes));
     }

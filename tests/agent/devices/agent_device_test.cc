@@ -28,8 +28,8 @@
 namespace {
 
 namespace rt = ::tpu::monitoring::runtime;
-using ::testing::HasSubstr;
 using tensorflow::profiler::XSpace;
+using ::testing::HasSubstr;
 
 class TwoChipRuntime final : public rt::RuntimeMetricService::Service {
   grpc::Status GetRuntimeMetric(grpc::ServerContext*, const rt::MetricRequest* request,
@@ -334,7 +334,8 @@ TEST(AgentDeviceTest, HostWithoutDevicesSaysWhyInTheCaptureAndStillAnswers) {
 // The probe also uses libpodscope itself: one connection, with the job the program gave.
 TEST(AgentDeviceTest, InjectedCuptiLibrarySendsTheWindowsPlanesToTheAgent) {
   const std::string socket = "/tmp/podscope_device_test3_" + std::to_string(getpid()) + ".sock";
-  AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--socket", socket}, "/nonexistent");
+  AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--socket", socket},
+                     "/nonexistent");
   ASSERT_FALSE(agent.grpc_address().empty()) << agent.log();
 
   const std::string probe_log = socket + ".probe.log";

@@ -8,16 +8,30 @@
 typedef int nvmlReturn_t;
 enum { OK = 0, ERR_INVALID_ARGUMENT = 2, ERR_NOT_SUPPORTED = 3, ERR_UNINITIALIZED = 1 };
 
-struct nvmlDevice_st { unsigned int index; };
+struct nvmlDevice_st {
+  unsigned int index;
+};
 typedef struct nvmlDevice_st* nvmlDevice_t;
-typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
-typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+typedef struct {
+  unsigned int gpu, memory;
+} nvmlUtilization_t;
+typedef struct {
+  unsigned long long total, free, used;
+} nvmlMemory_t;
 typedef struct {
   char busIdLegacy[16];
   unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
   char busId[32];
 } nvmlPciInfo_t;
-typedef union { double d; unsigned int ui; unsigned long ul; unsigned long long ull; long long sll; int si; unsigned short us; } nvmlValue_t;
+typedef union {
+  double d;
+  unsigned int ui;
+  unsigned long ul;
+  unsigned long long ull;
+  long long sll;
+  int si;
+  unsigned short us;
+} nvmlValue_t;
 typedef struct {
   unsigned int fieldId, scopeId;
   long long timestamp, latencyUsec;
@@ -30,7 +44,9 @@ static struct nvmlDevice_st devices[8];
 static unsigned int device_count = 0;
 static int initialized = 0;
 
-#define CHECK_DEVICE(d) if (!initialized) return ERR_UNINITIALIZED; if (!(d)) return ERR_INVALID_ARGUMENT
+#define CHECK_DEVICE(d)                       \
+  if (!initialized) return ERR_UNINITIALIZED; \
+  if (!(d)) return ERR_INVALID_ARGUMENT
 
 nvmlReturn_t nvmlInit_v2(void) {
   const char* err = getenv("FAKE_NVML_INIT_ERROR");
@@ -42,7 +58,10 @@ nvmlReturn_t nvmlInit_v2(void) {
   initialized = 1;
   return OK;
 }
-nvmlReturn_t nvmlShutdown(void) { initialized = 0; return OK; }
+nvmlReturn_t nvmlShutdown(void) {
+  initialized = 0;
+  return OK;
+}
 const char* nvmlErrorString(nvmlReturn_t r) {
   switch (r) {
     case OK: return "Success";
@@ -82,7 +101,7 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t* pci) {
 }
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t* u) {
   CHECK_DEVICE(d);
-  u->gpu = 40 + 20 * d->index;  /* 40 %, 60 % */
+  u->gpu = 40 + 20 * d->index; /* 40 %, 60 % */
   u->memory = 25;
   return OK;
 }
@@ -106,8 +125,14 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, unsigned int sensor, unsig
 }
 nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, unsigned int type, unsigned int* mhz) {
   CHECK_DEVICE(d);
-  if (type == 1) { *mhz = 1980; return OK; }
-  if (type == 2) { *mhz = 2619; return OK; }
+  if (type == 1) {
+    *mhz = 1980;
+    return OK;
+  }
+  if (type == 2) {
+    *mhz = 2619;
+    return OK;
+  }
   return ERR_INVALID_ARGUMENT;
 }
 nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t d, unsigned int counter, unsigned int* kbps) {
@@ -119,9 +144,12 @@ nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t d, unsigned int counter, u
 nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_t* values) {
   CHECK_DEVICE(d);
   for (int i = 0; i < count; ++i) {
-    if (d->index != 0) { values[i].nvmlReturn = ERR_NOT_SUPPORTED; continue; }
+    if (d->index != 0) {
+      values[i].nvmlReturn = ERR_NOT_SUPPORTED;
+      continue;
+    }
     values[i].nvmlReturn = OK;
-    values[i].valueType = 3; /* unsigned long long */
+    values[i].valueType = 3;                                       /* unsigned long long */
     if (values[i].fieldId == 138) values[i].value.ull = 4096;      /* KiB transmitted */
     else if (values[i].fieldId == 139) values[i].value.ull = 8192; /* KiB received */
     else values[i].nvmlReturn = ERR_NOT_SUPPORTED;

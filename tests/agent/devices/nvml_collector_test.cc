@@ -35,9 +35,9 @@ TEST_F(NvmlCollectorTest, ReportsEveryGpuInBaseUnitsWithIdentityLabels) {
 
   auto util = sink.find("podscope_gpu_utilization_ratio", {{"gpu", "1"}});
   ASSERT_TRUE(util);
-  EXPECT_THAT(util->labels, ::testing::ElementsAre(Pair("gpu", "1"), Pair("uuid", "GPU-00000000-0000-0000-0000-000000000001"),
-                                                   Pair("pci_bus_id", "00000000:19:00.0"),
-                                                   Pair("model", "NVIDIA H100 80GB HBM3")));
+  EXPECT_THAT(util->labels,
+              ::testing::ElementsAre(Pair("gpu", "1"), Pair("uuid", "GPU-00000000-0000-0000-0000-000000000001"),
+                                     Pair("pci_bus_id", "00000000:19:00.0"), Pair("model", "NVIDIA H100 80GB HBM3")));
   EXPECT_EQ(util->plane, "/device:GPU:1");
   EXPECT_EQ(util->track, "podscope_gpu_utilization_ratio");
   EXPECT_DOUBLE_EQ(*sink.last("podscope_gpu_utilization_ratio", {{"gpu", "0"}}), 0.40);

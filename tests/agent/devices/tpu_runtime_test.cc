@@ -225,7 +225,8 @@ TEST(TpuRuntimeCollectorTest, PicksUpARuntimeThatStartsLater) {
   ASSERT_TRUE(late);
   for (int i = 0; i < 20 && collector.status().state != CollectorState::State::kOk; ++i) {
     collector.sample(kNow + (i + 1) * 1'000'000'000LL, sink);
-    if (collector.status().state != CollectorState::State::kOk) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (collector.status().state != CollectorState::State::kOk)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(collector.status().state, CollectorState::State::kOk) << collector.status().reason;
   ASSERT_TRUE(collector.device_utilization());

@@ -22,8 +22,8 @@
 namespace podscope::agent {
 namespace {
 
-using ::testing::HasSubstr;
 using tensorflow::profiler::XSpace;
+using ::testing::HasSubstr;
 
 XSpace read_xspace(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
