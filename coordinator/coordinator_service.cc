@@ -65,7 +65,7 @@ std::filesystem::path capture_run_directory(const CoordinatorSettings& settings,
 // False when the client went away.
 bool stream_run(const pod_capture::PodRunOutcome& outcome, grpc::ServerWriter<podscope::v1::CaptureChunk>* writer) {
   podscope::v1::CaptureChunk summary;
-  summary.mutable_summary()->set_run_name(outcome.capture.session_id);
+  summary.mutable_summary()->set_run_name(outcome.run_dir.filename().string());
   summary.mutable_summary()->set_exit_code(outcome.exit_code());
   writer->Write(summary);
   bool streamed = true;
@@ -171,7 +171,7 @@ grpc::Status CoordinatorService::Capture(grpc::ServerContext*, const podscope::v
   auto outcome = runner_.run(selection.host_names, spec, run_dir, progress);
   if (!outcome.ok()) return to_grpc_status(outcome.status());
   const bool streamed = stream_run(*outcome, writer);
-  if (settings_.repository_root.empty()) std::filesystem::remove_all(run_dir);
+  if (settings_.repository_root.empty()) std::filesystem::remove_all(outcome->run_dir);
   if (!streamed) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the client went away during the transfer");
   return grpc::Status::OK;
 }

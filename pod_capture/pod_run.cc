@@ -2,6 +2,7 @@
 
 #include "analysis/runner/analysis_runner.h"
 #include "daemon/run_name.h"
+#include "daemon/unique_directory.h"
 #include "pod_capture/run_directory.h"
 
 namespace podscope::pod_capture {
@@ -55,10 +56,17 @@ absl::StatusOr<PodRunOutcome> run_pod(const std::vector<PodAgent>& agents, const
                                       const std::filesystem::path& run_dir, const Clock& clock,
                                       const ProgressFn& progress) {
   PodRunOutcome outcome;
-  outcome.run_dir = run_dir;
+  // Claimed before the capture: an unwritable logdir is found before anyone waits for a capture, and a run of the
+  // same name (the same second, a reused session id) gets a suffix instead of being overwritten.
+  absl::StatusOr<std::filesystem::path> claimed = create_unique_directory(run_dir.parent_path(), run_dir.filename());
+  if (!claimed.ok()) return claimed.status();
+  outcome.run_dir = *claimed;
   outcome.capture = run_capture(connections_of(agents), spec, clock, progress);
   apply_known_facts(agents, outcome.capture);
-  if (auto written = write_run_files(run_dir, outcome.capture); !written.ok()) return written;
+  if (auto written = write_run_files(outcome.run_dir, outcome.capture); !written.ok()) {
+    return absl::Status(written.code(),
+                        std::string(written.message()) + " (files already in " + outcome.run_dir.string() + " stay)");
+  }
   outcome.summary_text = capture_summary_text(outcome.capture, {});
   analyze(outcome);
   return outcome;

@@ -9,6 +9,7 @@
 #include "daemon/grpc_status.h"
 #include "daemon/path_within_root.h"
 #include "pod_capture/pod_run.h"
+#include "daemon/unique_directory.h"
 #include "pod_capture/run_directory.h"
 
 namespace podscope::pod_capture {
@@ -29,15 +30,15 @@ class RunReceiver {
   ~RunReceiver() { discard_unfinished(); }
 
   absl::Status on_summary(const podscope::v1::CaptureChunk::Summary& summary) {
-    have_summary_ = true;
-    outcome_.run_dir = run_directory(logdir_, summary.run_name());
-    std::error_code ec;
-    std::filesystem::create_directories(outcome_.run_dir, ec);
-    if (ec) {
-      return absl::InternalError("cannot create run directory " + outcome_.run_dir.string() + ": " + ec.message());
-    }
     outcome_.exit_code = summary.exit_code();
     outcome_.summary_text = summary.text();
+    if (have_summary_) return absl::OkStatus();  // the closing summary: same run, now with its text
+    have_summary_ = true;
+    // A run of the same name already in the logdir (the same second, a reused session id) is never overwritten.
+    const std::filesystem::path wanted = run_directory(logdir_, summary.run_name());
+    absl::StatusOr<std::filesystem::path> claimed = create_unique_directory(wanted.parent_path(), wanted.filename());
+    if (!claimed.ok()) return claimed.status();
+    outcome_.run_dir = *claimed;
     return absl::OkStatus();
   }
 

@@ -58,7 +58,14 @@ absl::StatusOr<std::string> resolve_capture_file(const std::string& configured_r
                                        std::string(resolved.status().message()));
   }
   if (!resolved.ok()) return resolved.status();
-  return (*resolved / (host_name + ".xplane.pb")).string();
+  // A session id used before (by this host) gets the first free suffix: an earlier capture is never overwritten.
+  const std::string file_name = host_name + ".xplane.pb";
+  fs::path dir = *resolved;
+  for (int suffix = 1; fs::exists(dir / file_name); ++suffix) {
+    if (suffix > 10'000) return absl::ResourceExhaustedError("not written to disk: no free suffix for " + dir.string());
+    dir = resolved->string() + "_" + std::to_string(suffix);
+  }
+  return (dir / file_name).string();
 }
 
 CaptureSessions::CaptureSessions(const Clock& clock, std::string host_name, std::function<int64_t()> sample_now)

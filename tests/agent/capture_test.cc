@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <future>
+#include <fstream>
 #include <thread>
 
 #include "agent/capture/host_series_source.h"
@@ -158,6 +159,19 @@ TEST(ResolveCaptureFile, StaysInsideTheRoot) {
     EXPECT_NE(std::string(r.status().message()).find("outside --repository_root"), std::string::npos) << bad;
   }
   EXPECT_EQ(resolve_capture_file("", "x", "s1", "h").status().code(), absl::StatusCode::kFailedPrecondition);
+  fs::remove_all(root);
+}
+
+TEST(ResolveCaptureFile, AReusedSessionIdNeverOverwritesAnEarlierCapture) {
+  const fs::path root = fs::temp_directory_path() / ("podscope-reuse-" + std::to_string(getpid()));
+  fs::create_directories(root / "s1");
+  std::ofstream(root / "s1/h.xplane.pb") << "earlier capture";
+  EXPECT_EQ(*resolve_capture_file(root.string(), "", "s1", "other-host"), (root / "s1/other-host.xplane.pb").string())
+      << "another host's file joins the session";
+  EXPECT_EQ(*resolve_capture_file(root.string(), "", "s1", "h"), (root / "s1_1/h.xplane.pb").string());
+  fs::create_directories(root / "s1_1");
+  std::ofstream(root / "s1_1/h.xplane.pb") << "second capture";
+  EXPECT_EQ(*resolve_capture_file(root.string(), "", "s1", "h"), (root / "s1_2/h.xplane.pb").string());
   fs::remove_all(root);
 }
 

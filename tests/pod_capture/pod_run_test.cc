@@ -117,7 +117,7 @@ TEST(RunPod, WritesTheRunAnalysesItAndSummarizesBoth) {
 TEST(RunPod, WhatTheCallerKnowsOfAWorkerGoesIntoItsFile) {
   Pod pod;
   pod.add({.host_name = ""}, "registered-name", 1.5);  // an agent whose XSpace names no host
-  const auto run_dir = fresh_dir("known");
+  const auto run_dir = fresh_dir("known") / "run";
   auto outcome = run_pod(pod.members, quick_spec("known"), run_dir, Clock(), [](const std::string&) {});
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   ASSERT_EQ(outcome->capture.hosts.size(), 1u);
@@ -126,13 +126,13 @@ TEST(RunPod, WhatTheCallerKnowsOfAWorkerGoesIntoItsFile) {
   ASSERT_TRUE(space.ParseFromString(read_file(run_dir / (pod.connections[0]->file_stem + ".xplane.pb"))));
   const xspace::XPlaneReader host(*xspace::find_plane(space, xspace::kHostPlaneName));
   EXPECT_DOUBLE_EQ(host.double_stat(xspace::kClockDriftStat).value(), 1.5);
-  std::filesystem::remove_all(run_dir);
+  std::filesystem::remove_all(run_dir.parent_path());
 }
 
 TEST(RunPod, NothingCapturedIsRecordedButNotAnalysed) {
   Pod pod;
   pod.add({.host_name = "idle", .empty_trace = true});
-  const auto run_dir = fresh_dir("empty");
+  const auto run_dir = fresh_dir("empty") / "run";
   CaptureSpec spec = quick_spec("empty");
   spec.num_tracing_attempts = 1;
   auto outcome = run_pod(pod.members, spec, run_dir, Clock(), [](const std::string&) {});
@@ -143,7 +143,22 @@ TEST(RunPod, NothingCapturedIsRecordedButNotAnalysed) {
   EXPECT_TRUE(outcome->analysis_error.empty());
   EXPECT_NE(outcome->summary_text.find("FAILED: no trace event was collected"), std::string::npos)
       << outcome->summary_text;
-  std::filesystem::remove_all(run_dir);
+  std::filesystem::remove_all(run_dir.parent_path());
+}
+
+TEST(RunPod, TwoRunsOfTheSameNameNeverShareADirectory) {
+  Pod pod;
+  pod.add({.host_name = "host0"});
+  const auto logdir = fresh_dir("same_second");
+  const auto wanted = logdir / "2026_11_22_10_00_00";
+  auto first = run_pod(pod.members, quick_spec("2026_11_22_10_00_00"), wanted, Clock(), [](const std::string&) {});
+  auto second = run_pod(pod.members, quick_spec("2026_11_22_10_00_00"), wanted, Clock(), [](const std::string&) {});
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->run_dir, wanted);
+  EXPECT_EQ(second->run_dir, logdir / "2026_11_22_10_00_00_1");
+  EXPECT_TRUE(std::filesystem::exists(first->run_dir / "capture.json"));
+  EXPECT_TRUE(std::filesystem::exists(second->run_dir / "capture.json"));
+  std::filesystem::remove_all(logdir);
 }
 
 TEST(RunPod, ARunDirectoryThatCannotBeCreatedIsAnErrorNamingIt) {
