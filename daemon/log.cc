@@ -25,6 +25,22 @@ char level_letter(LogLevel level) {
   return '?';
 }
 
+// Control characters (a newline in a client-chosen session id, an escape sequence) would let a client forge log
+// lines or rewrite a terminal: they are written as \xNN, so every log line is exactly one line.
+void append_escaped(std::string_view text, std::string& out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xf];
+    } else {
+      out += c;
+    }
+  }
+}
+
 }  // namespace
 
 void set_log_level(LogLevel level) { g_threshold.store(level, std::memory_order_relaxed); }
@@ -49,7 +65,9 @@ LogLine::~LogLine() {
   char prefix[48];
   std::snprintf(prefix, sizeof prefix, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ %c ", tm.tm_year + 1900, tm.tm_mon + 1,
                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis, level_letter(level_));
-  std::string line = prefix + stream_.str() + "\n";
+  std::string line = prefix;
+  append_escaped(stream_.str(), line);
+  line += '\n';
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;
 }

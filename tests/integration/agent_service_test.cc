@@ -602,6 +602,22 @@ TEST(AgentHostileClients, MonitorsBeyondTheLimitAreRefusedAndProfileIsStillServe
             std::string::npos);
 }
 
+TEST(AgentHostileClients, ANewlineInASessionIdCannotForgeALogLine) {
+  AgentProcess agent({});
+  const std::string forged = "2026-01-01T00:00:00.000Z E forged by a client";
+  tensorflow::ProfileRequest request = request_ms(50, "evil\n" + forged);
+  (void)profile(agent, request);
+  agent.read_some(200);
+  for (size_t start = 0; start < agent.output().size();) {
+    const size_t end = agent.output().find('\n', start);
+    const std::string line = agent.output().substr(start, end == std::string::npos ? std::string::npos : end - start);
+    EXPECT_NE(line.rfind(forged, 0), 0u) << "a forged line: " << line;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  EXPECT_NE(agent.output().find("evil\\x0a2026"), std::string::npos) << agent.output();
+}
+
 TEST(AgentProcessLifecycle, SighupReloadsTheConfigFile) {
   const std::string dir = AgentProcess::make_temp_dir();
   std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 1000\n";
