@@ -5,6 +5,7 @@
 #include "agent/agent.h"
 #include "agent/agent_config.h"
 #include "daemon/log.h"
+#include "daemon/open_file_limit.h"
 #include "daemon/options.h"
 #include "daemon/signals.h"
 #include "daemon/systemd_notify.h"
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
   }
   podscope::set_log_level(*level);
 
+  podscope::raise_open_file_limit();
   podscope::agent::Agent agent(config);
   if (absl::Status s = agent.start(); !s.ok()) {
     // What stops a start is the configuration: a port in use, a socket path or group that cannot be had.

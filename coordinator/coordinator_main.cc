@@ -3,6 +3,7 @@
 
 #include "coordinator/coordinator_daemon.h"
 #include "daemon/log.h"
+#include "daemon/open_file_limit.h"
 #include "daemon/options.h"
 #include "daemon/signals.h"
 #include "daemon/systemd_notify.h"
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   podscope::set_log_level(*level);
+  podscope::raise_open_file_limit();
   podscope::coordinator::CoordinatorDaemon daemon(config);
   if (auto status = daemon.start(); !status.ok()) {
     std::cerr << "podscope-coordinator: " << status.message() << "\n";

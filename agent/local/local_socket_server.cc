@@ -189,7 +189,7 @@ class LocalSocketServer::Connection : public std::enable_shared_from_this<Connec
 
 LocalSocketServer::LocalSocketServer(asio::io_context& io, LocalSocketConfig config, ClientRegistry& registry,
                                      StepsHandler on_steps)
-    : io_(io), config_(std::move(config)), registry_(registry), on_steps_(std::move(on_steps)) {}
+    : io_(io), config_(std::move(config)), registry_(registry), on_steps_(std::move(on_steps)), accept_retry_(io) {}
 
 LocalSocketServer::~LocalSocketServer() { stop(); }
 
@@ -238,6 +238,7 @@ absl::Status LocalSocketServer::start() {
 }
 
 void LocalSocketServer::stop() {
+  accept_retry_.cancel();
   if (acceptor_) {
     boost::system::error_code ignored;
     acceptor_->close(ignored);
@@ -260,11 +261,25 @@ bool LocalSocketServer::trusted(uid_t uid, gid_t gid) const {
   return config_.trust_group_members && socket_gid_ != static_cast<gid_t>(-1) && gid == socket_gid_;
 }
 
+void LocalSocketServer::accept_after_failure(const boost::system::error_code& ec) {
+  // One line for the first failure of a run and then every 100th, so a long descriptor shortage is visible
+  // without flooding the log.
+  if (accept_failures_++ % 100 == 0) {
+    PODSCOPE_LOG(kWarning) << "local socket: accept failed (" << ec.message() << "), retrying in 100 ms; "
+                           << accept_failures_ << " failure(s) so far";
+  }
+  accept_retry_.expires_after(std::chrono::milliseconds(100));
+  accept_retry_.async_wait([this](const boost::system::error_code& wait_ec) {
+    if (!wait_ec) accept();
+  });
+}
+
 void LocalSocketServer::accept() {
   if (!acceptor_) return;
   acceptor_->async_accept(asio::make_strand(io_), [this](boost::system::error_code ec, stream_protocol::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor_) return;
-    if (!ec) {
+    if (ec) return accept_after_failure(ec);
+    {
       ucred cred{};
       socklen_t len = sizeof(cred);
       if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {

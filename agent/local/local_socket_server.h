@@ -18,6 +18,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "absl/status/status.h"
 #include "agent/local/client_registry.h"
@@ -53,6 +54,9 @@ class LocalSocketServer {
 
  private:
   void accept();
+  // An accept that fails (EMFILE, ENFILE: out of descriptors) is retried after a pause, not at once: retrying
+  // at once would spin a core until a descriptor frees up.
+  void accept_after_failure(const boost::system::error_code& ec);
   bool trusted(uid_t uid, gid_t gid) const;
 
   boost::asio::io_context& io_;
@@ -61,6 +65,8 @@ class LocalSocketServer {
   StepsHandler on_steps_;
   gid_t socket_gid_ = static_cast<gid_t>(-1);
   std::unique_ptr<boost::asio::local::stream_protocol::acceptor> acceptor_;
+  boost::asio::steady_timer accept_retry_;
+  uint64_t accept_failures_ = 0;  // io thread only
   std::mutex mu_;
   std::set<std::shared_ptr<Connection>> connections_;
 };

@@ -54,7 +54,10 @@ absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::start(
     const std::string& listen, std::shared_ptr<prometheus::Registry> registry) {
   std::unique_ptr<MetricsExporter> exporter(new MetricsExporter());
   try {
-    exporter->exposer_ = std::make_unique<prometheus::Exposer>(listen, 1);
+    // Several workers, and a read timeout that frees a worker from a client that connects and says nothing:
+    // with one worker and no timeout, one idle connection stalls every scrape for about 30 s.
+    exporter->exposer_ = std::make_unique<prometheus::Exposer>(
+        std::vector<std::string>{"listening_ports", listen, "num_threads", "4", "request_timeout_ms", "1000"});
   } catch (const std::exception& e) {
     return absl::UnavailableError("metrics_listen " + listen + ": cannot listen: " + e.what());
   }

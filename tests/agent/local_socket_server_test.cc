@@ -7,6 +7,7 @@
 #include "agent/local/local_socket_server.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -16,6 +17,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include "tests/client/mini_agent.h"
 
@@ -338,6 +340,47 @@ TEST_F(LocalSocketServerTest, FramesOutsideTheConnectionsVersionCloseIt) {
   twice.send_msg(local::HelloMsg{});
   EXPECT_TRUE(twice.closed_by_agent(2s));
   EXPECT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().empty(); }, 2s));
+}
+
+// Out of descriptors: the server's accepts fail with EMFILE. It must back off (not spin a core) and serve the
+// waiting client once descriptors are free again.
+TEST_F(LocalSocketServerTest, OutOfDescriptorsTheAcceptLoopBacksOffAndRecovers) {
+  rlimit original{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &original), 0);
+  const int probe = ::socket(AF_UNIX, SOCK_STREAM, 0);  // the client's descriptor, made before the shortage
+  ASSERT_GE(probe, 0);
+  const int highest = ::dup(0);  // the lowest free descriptor after `probe`: the new limit makes it the last
+  ASSERT_GE(highest, 0);
+  ::close(highest);
+  rlimit scarce = original;
+  scarce.rlim_cur = static_cast<rlim_t>(highest);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &scarce), 0);
+
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(::connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
+  rusage before{}, after{};
+  ::getrusage(RUSAGE_SELF, &before);
+  std::this_thread::sleep_for(1s);
+  ::getrusage(RUSAGE_SELF, &after);
+  const auto cpu_us = [](const rusage& r) {
+    return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1'000'000LL + r.ru_utime.tv_usec + r.ru_stime.tv_usec;
+  };
+  const long long used_us = cpu_us(after) - cpu_us(before);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &original), 0);
+  EXPECT_LT(used_us, 300'000) << "the accept loop spun: " << used_us << " us of CPU in 1 s of EMFILE";
+
+  // Descriptors are back: the waiting connection is accepted and served.
+  std::string hello;
+  local::encode_frame(local::HelloMsg{}, hello);
+  ASSERT_EQ(::send(probe, hello.data(), hello.size(), MSG_NOSIGNAL), static_cast<ssize_t>(hello.size()));
+  timeval tv{3, 0};
+  ::setsockopt(probe, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char header[local::kFrameHeaderBytes];
+  EXPECT_EQ(::recv(probe, header, sizeof(header), MSG_WAITALL), static_cast<ssize_t>(sizeof(header)))
+      << "no Welcome after the shortage ended";
+  ::close(probe);
 }
 
 }  // namespace

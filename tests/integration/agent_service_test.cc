@@ -1,6 +1,7 @@
 // The real podscope-agent binary on loopback, driven through real gRPC clients: Profile / Terminate /
 // Monitor (TensorFlow's ProfilerService), Ping / GetStatus (podscope.v1.Agent), /metrics, files on disk.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -616,6 +617,28 @@ TEST(AgentHostileClients, ANewlineInASessionIdCannotForgeALogLine) {
     start = end + 1;
   }
   EXPECT_NE(agent.output().find("evil\\x0a2026"), std::string::npos) << agent.output();
+}
+
+TEST(AgentHostileClients, IdleConnectionsToTheMetricsPortDoNotStallAScrape) {
+  AgentProcess agent({});
+  std::vector<int> idle;
+  for (int i = 0; i < 3; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(agent.metrics_port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    idle.push_back(fd);  // connected, never sends a byte
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::string body = testing::http_get(agent.metrics_port(), "/metrics");
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_NE(body.find("podscope_build_info"), std::string::npos);
+  EXPECT_LT(took, std::chrono::seconds(1))
+      << "scrape took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+      << " ms with 3 idle connections held";
+  for (int fd : idle) ::close(fd);
 }
 
 TEST(AgentProcessLifecycle, SighupReloadsTheConfigFile) {
