@@ -15,7 +15,7 @@ namespace podscope::agent {
 
 // What the gRPC server may buffer for requests in flight, and the threads it serves them on (Monitors are held
 // below this by max_concurrent_monitors, so a Profile always finds one).
-constexpr size_t kGrpcMemoryQuotaBytes = 64u << 20;
+constexpr size_t kGrpcMemoryQuotaBytes = 32u << 20;
 constexpr int kGrpcMaxThreads = 64;
 namespace {
 

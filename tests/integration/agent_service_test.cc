@@ -557,19 +557,25 @@ TEST(AgentHostileClients, OversizedRequestsAreRefusedWithoutGrowingTheAgent) {
   // weigh (the limit and the resource quota keep gRPC from buffering them).
   const int64_t before = peak_rss_bytes(agent.pid());
   std::vector<std::thread> senders;
-  std::atomic<int> refused{0};
+  std::vector<grpc::StatusCode> codes(6, grpc::StatusCode::OK);
   const std::string huge(256u << 20, 'y');
-  for (int i = 0; i < 6; ++i) {
-    senders.emplace_back([&] {
+  for (size_t i = 0; i < codes.size(); ++i) {
+    senders.emplace_back([&, i] {
       tensorflow::ProfileRequest r = request_ms(50);
       r.set_session_id(huge);
-      if (profile(agent, r, 60).status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) ++refused;
+      codes[i] = profile(agent, r, 60).status.error_code();
     });
   }
   for (auto& t : senders) t.join();
-  EXPECT_EQ(refused.load(), 6);
+  for (const grpc::StatusCode code : codes) {
+    // Refused from its declared size, or its stream reset when the quota ran out first: never served.
+    EXPECT_TRUE(code == grpc::StatusCode::RESOURCE_EXHAUSTED || code == grpc::StatusCode::UNAVAILABLE ||
+                code == grpc::StatusCode::CANCELLED)
+        << "status " << code;
+  }
   const int64_t growth = peak_rss_bytes(agent.pid()) - before;
-  EXPECT_LT(growth, 2 * (64 << 20)) << "peak RSS grew by " << growth / (1 << 20) << " MiB";
+  EXPECT_LT(growth, 2 * (32 << 20)) << "peak RSS grew by (2x the 32 MiB quota allowed) " << growth / (1 << 20)
+                                    << " MiB";
   std::cerr << "six parallel 256 MiB requests: agent peak RSS +" << growth / (1 << 20) << " MiB\n";
   EXPECT_TRUE(profile(agent, request_ms(50)).status.ok()) << "the agent still serves";
 }
