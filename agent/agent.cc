@@ -166,6 +166,11 @@ void Agent::shutdown() {
   if (server_ != nullptr) server_->Wait();
 }
 
+void Agent::refuse_reload(std::string_view reason) {
+  PODSCOPE_LOG(kError) << "reload refused, keeping the running config: " << reason;
+  parts_.request_metrics->reloads_refused.Increment();
+}
+
 void Agent::reload(const AgentConfig& config) {
   auto warn_restart = [](std::string_view key, const std::string& before, const std::string& after) {
     if (before != after) {

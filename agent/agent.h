@@ -37,6 +37,8 @@ class Agent {
   // Applies what can change without a restart (log level, sampling period, limits, repository root);
   // logs a warning for keys that need one.
   void reload(const AgentConfig& config);
+  // A reload whose config is invalid: the running config stays; logged with the reason and counted.
+  void refuse_reload(std::string_view reason);
   // Schedules `tick` every `period` on the io_context (the systemd watchdog: a stuck loop stops the pings).
   void every(std::chrono::milliseconds period, std::function<void()> tick);
 

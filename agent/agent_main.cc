@@ -13,18 +13,14 @@
 namespace {
 constexpr std::string_view kProgram = "podscope-agent";
 
-// Declares and applies the options afresh; nullopt (with the reason logged) when the config is invalid.
-std::optional<podscope::agent::AgentConfig> reread_config(const podscope::CommandLine& command_line) {
+// Declares and applies the options afresh; the error (naming file:line or the key) when the config is invalid.
+absl::StatusOr<podscope::agent::AgentConfig> reread_config(const podscope::CommandLine& command_line) {
   podscope::agent::AgentConfig config;
   podscope::OptionSet options;
   podscope::agent::declare_agent_options(config, options);
-  if (absl::Status s = podscope::apply_command_line(command_line, options); !s.ok()) {
-    PODSCOPE_LOG(kError) << "reload refused, keeping the running config: " << s.message();
-    return std::nullopt;
-  }
+  if (absl::Status s = podscope::apply_command_line(command_line, options); !s.ok()) return s;
   if (absl::StatusOr<podscope::LogLevel> level = podscope::parse_log_level(config.log_level); !level.ok()) {
-    PODSCOPE_LOG(kError) << "reload refused, keeping the running config: log_level: " << level.status().message();
-    return std::nullopt;
+    return absl::InvalidArgumentError("log_level: " + std::string(level.status().message()));
   }
   return config;
 }
@@ -71,7 +67,11 @@ int main(int argc, char** argv) {
       break;
     }
     systemd.reloading();
-    if (std::optional<podscope::agent::AgentConfig> fresh = reread_config(parsed.command_line)) agent.reload(*fresh);
+    if (absl::StatusOr<podscope::agent::AgentConfig> fresh = reread_config(parsed.command_line); fresh.ok()) {
+      agent.reload(*fresh);
+    } else {
+      agent.refuse_reload(std::string(fresh.status().message()));
+    }
     systemd.ready(ready);
   }
   systemd.stopping();

@@ -45,7 +45,9 @@ int run_analyze_command(const AnalyzeFlags& flags) {
   std::cout << "wrote " << traces->json.string() << "\n";
   std::cout << "wrote " << traces->perfetto.string() << " (" << traces->counts.slices << " slices, "
             << traces->counts.counter_values << " counter values, " << traces->counts.flow_starts << " flows)\n";
-  return 0;
+  // As `podscope capture`: 3 when only some of the run's files could be used.
+  for (const auto& bad : outcome->bad_files) std::cerr << "podscope analyze: skipped " << bad << "\n";
+  return outcome->bad_files.empty() ? 0 : 3;
 }
 
 }  // namespace podscope::cli

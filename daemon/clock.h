@@ -18,7 +18,12 @@ class Clock {
   }
   int64_t offset_ns() const { return offset_ns_; }
   // Converts a reading of the unshifted system clock into this clock.
-  int64_t from_system_ns(int64_t system_ns) const { return system_ns + offset_ns_; }
+  // Saturating: system times come from client processes and may be anything.
+  int64_t from_system_ns(int64_t system_ns) const {
+    int64_t shifted = 0;
+    if (__builtin_add_overflow(system_ns, offset_ns_, &shifted)) return offset_ns_ < 0 ? INT64_MIN : INT64_MAX;
+    return shifted;
+  }
 
  private:
   int64_t offset_ns_;

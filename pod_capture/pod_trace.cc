@@ -224,12 +224,17 @@ absl::StatusOr<PodTraceFiles> write_run_traces(const fs::path& run_dir, const Tr
   const std::optional<int64_t> step =
       selection.kind == TraceSelection::Kind::kStep ? std::optional(selection.step_num) : std::nullopt;
   std::vector<RunFile> files;
+  std::vector<std::string> skipped;
   StepExtent extent;
   for (const fs::path& path : *paths) {
     auto file = read_run_file(path, step, extent);
-    if (!file.ok()) return file.status();
-    files.push_back(std::move(*file));
+    if (file.ok()) {
+      files.push_back(std::move(*file));
+    } else {
+      skipped.emplace_back(file.status().message());
+    }
   }
+  if (files.empty()) return absl::DataLossError("no file of " + run_dir.string() + " could be read");
   auto plan = plan_for(selection, files, extent);
   if (!plan.ok()) return plan.status();
 
@@ -245,9 +250,11 @@ absl::StatusOr<PodTraceFiles> write_run_traces(const fs::path& run_dir, const Tr
       (*writer)->add_plane(origin, plane);
       return absl::OkStatus();
     });
-    if (!status.ok()) return status;
+    if (!status.ok()) skipped.emplace_back(status.message());
   }
-  return (*writer)->commit();
+  absl::StatusOr<PodTraceFiles> written = (*writer)->commit();
+  if (written.ok()) written->skipped_files = std::move(skipped);
+  return written;
 }
 
 }  // namespace podscope::pod_capture

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -25,6 +26,8 @@ struct PodTraceFiles {
   std::filesystem::path json;
   std::filesystem::path perfetto;
   PerfettoTraceCounts counts;
+  // Files that could not be read (whole planes before a break are in the traces), each with the reason.
+  std::vector<std::string> skipped_files;
 };
 
 class PodTraceWriter {

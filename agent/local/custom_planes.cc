@@ -67,7 +67,10 @@ void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Cl
     for (const auto& batch : capture.batches) {
       for (const auto& e : batch.events) {
         const int64_t start = clock.from_system_ns(e.start_ns);
-        if (start + e.duration_ns < options.window_start_ns || start > options.window_end_ns) continue;
+        // Client values may be anything: an end past INT64_MAX is the end of time, not a wrapped negative.
+        int64_t end = 0;
+        if (__builtin_add_overflow(start, e.duration_ns, &end)) end = e.duration_ns < 0 ? INT64_MIN : INT64_MAX;
+        if (end < options.window_start_ns || start > options.window_end_ns) continue;
         by_core[batch.core].push_back({&e, &batch, start});
       }
     }

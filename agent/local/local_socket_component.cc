@@ -1,6 +1,7 @@
 #include "agent/local/local_socket_component.h"
 
-#include <cstdlib>
+#include <charconv>
+#include <cstdint>
 #include <future>
 
 #include <boost/asio/post.hpp>
@@ -14,10 +15,13 @@ namespace {
 absl::StatusOr<std::vector<uid_t>> parse_trusted_uids(const std::vector<std::string>& texts) {
   std::vector<uid_t> uids;
   for (const std::string& text : texts) {
-    char* end = nullptr;
-    const unsigned long uid = std::strtoul(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0') {
-      return absl::InvalidArgumentError("socket_trusted_uids: '" + text + "' is not a numeric uid");
+    // Digits only: strtoul would take "-1" as the largest uid and wrap values past uid_t; (uid_t)-1 is no uid.
+    uint64_t uid = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), uid);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
+        uid >= static_cast<uint64_t>(static_cast<uid_t>(-1))) {
+      return absl::InvalidArgumentError("socket_trusted_uids: '" + text + "' is not a uid (0 to " +
+                                        std::to_string(static_cast<uid_t>(-1) - 1) + ")");
     }
     uids.push_back(static_cast<uid_t>(uid));
   }

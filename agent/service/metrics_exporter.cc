@@ -33,6 +33,12 @@ RequestMetrics::RequestMetrics(prometheus::Registry& registry, const std::string
                            .Labels({{"host", host_name}})
                            .Register(registry)
                            .Add({})),
+      reloads_refused(prometheus::BuildCounter()
+                          .Name("podscope_config_reload_errors_total")
+                          .Help("SIGHUP reloads refused because the config was invalid (the running config stays).")
+                          .Labels({{"host", host_name}})
+                          .Register(registry)
+                          .Add({})),
       monitors_served(prometheus::BuildCounter()
                           .Name("podscope_monitors_total")
                           .Help("Monitor requests answered.")

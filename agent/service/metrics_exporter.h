@@ -19,6 +19,7 @@ struct RequestMetrics {
   prometheus::Counter& captures_served;
   prometheus::Counter& captures_refused;
   prometheus::Counter& monitors_refused;  // over max_concurrent_monitors
+  prometheus::Counter& reloads_refused;   // SIGHUP with an invalid config
   prometheus::Counter& monitors_served;
 };
 

@@ -50,8 +50,12 @@ StepMetrics::PerCore& StepMetrics::core(int32_t core_id) {
 }
 
 void StepMetrics::record(const StepRecord& step) {
-  const int64_t duration = step.end_ns - step.begin_ns;
-  if (duration <= 0) return;
+  // Times come from client processes: a step whose span overflows, is empty, or whose parts do not fit in it is
+  // not a step (it would give shares above 1 or negative counter increments).
+  int64_t duration = 0;
+  if (__builtin_sub_overflow(step.end_ns, step.begin_ns, &duration) || duration <= 0) return;
+  if (step.infeed_ns < 0 || step.infeed_ns > duration || step.all_reduce_ns < 0 || step.all_reduce_ns > duration)
+    return;
   std::lock_guard lock(mu_);
   PerCore& c = core(step.core_id);
   c.step_time->Observe(static_cast<double>(duration) / 1e9);

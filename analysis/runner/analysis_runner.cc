@@ -12,10 +12,7 @@ namespace {
 
 constexpr std::string_view kXSpaceSuffix = ".xplane.pb";
 
-}  // namespace
-
-absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::path& run_dir,
-                                                      const AnalysisOptions& options) {
+absl::StatusOr<std::vector<std::filesystem::path>> list_xspace_files(const std::filesystem::path& run_dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(run_dir, ec)) {
     return absl::NotFoundError("run directory " + run_dir.string() + " does not exist or is not a directory");
@@ -31,47 +28,51 @@ absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::pat
   if (files.empty()) return absl::NotFoundError("run directory " + run_dir.string() + " has no *.xplane.pb files");
   // File order fixes the global core numbering of TF/JAX device planes.
   std::sort(files.begin(), files.end());
+  return files;
+}
 
-  analysis::PodAnalyzer analyzer(options.analyzer);
-  for (size_t i = 0; i < files.size(); ++i) {
-    xspace::XSpaceHeader header;
-    absl::Status status = xspace::read_xspace_planes(
-        files[i],
+// Feeds one file's planes to the analyzer. A file that breaks part way keeps the planes read before the break
+// (a truncated capture still has whole planes); the error names the file and where it broke.
+absl::Status read_into(PodAnalyzer& analyzer, size_t index, const std::filesystem::path& file) {
+  std::error_code ec;
+  if (std::filesystem::file_size(file, ec) == 0 && !ec) return absl::DataLossError(file.string() + " is empty");
+  xspace::XSpaceHeader header;
+  absl::Status status = xspace::read_xspace_planes(
+      file,
+      [&](const tensorflow::profiler::XPlane& plane) {
+        analyzer.add_plane(index, plane);
+        return absl::OkStatus();
+      },
+      &header, PodAnalyzer::wants_line);
+  if (!status.ok()) return status;
+  // Device planes without steps of their own: read the host plane again, this time with its lines, for its step
+  // markers (only then, as those lines can outweigh the device planes).
+  if (analyzer.awaits_host_markers(index)) {
+    status = xspace::read_xspace_planes(
+        file,
         [&](const tensorflow::profiler::XPlane& plane) {
-          analyzer.add_plane(i, plane);
+          if (plane.name() == xspace::kHostPlaneName) analyzer.add_host_markers(index, plane);
           return absl::OkStatus();
         },
-        &header, analysis::PodAnalyzer::wants_line);
+        nullptr, PodAnalyzer::wants_host_marker_line);
     if (!status.ok()) return status;
-    // Device planes without steps of their own: read the host plane again, this time with its lines, for
-    // its step markers (only then, as those lines can outweigh the device planes).
-    if (analyzer.awaits_host_markers(i)) {
-      status = xspace::read_xspace_planes(
-          files[i],
-          [&](const tensorflow::profiler::XPlane& plane) {
-            if (plane.name() == xspace::kHostPlaneName) analyzer.add_host_markers(i, plane);
-            return absl::OkStatus();
-          },
-          nullptr, analysis::PodAnalyzer::wants_host_marker_line);
-      if (!status.ok()) return status;
-    }
-    analyzer.add_hostnames(i, header.hostnames);
   }
+  analyzer.add_hostnames(index, header.hostnames);
+  return absl::OkStatus();
+}
 
-  AnalysisOutcome outcome;
-  outcome.analysis = std::move(analyzer).finish();
-  outcome.summary_text = analysis::render_summary_text(outcome.analysis);
-
+absl::Status render_and_write(const std::filesystem::path& run_dir, const AnalysisOptions& options,
+                              AnalysisOutcome& outcome) {
   const std::string title =
       options.report_title.empty() ? "podscope pod analysis: " + run_dir.filename().string() : options.report_title;
-  auto legacy_json = analysis::render_pod_viewer_json(outcome.analysis);
+  auto legacy_json = render_pod_viewer_json(outcome.analysis);
   if (!legacy_json.ok()) return legacy_json.status();
-  auto proto_json = analysis::render_pod_viewer_proto_json(outcome.analysis);
+  auto proto_json = render_pod_viewer_proto_json(outcome.analysis);
   if (!proto_json.ok()) return proto_json.status();
-  auto html = analysis::render_report_html(outcome.analysis, title);
+  auto html = render_report_html(outcome.analysis, title);
   if (!html.ok()) return html.status();
-  const std::string pod_viewer_pb = analysis::serialize_deterministically(outcome.analysis.pod_viewer());
-  const std::string analysis_pb = analysis::serialize_deterministically(outcome.analysis);
+  const std::string pod_viewer_pb = serialize_deterministically(outcome.analysis.pod_viewer());
+  const std::string analysis_pb = serialize_deterministically(outcome.analysis);
   const std::pair<std::string_view, const std::string*> outputs[] = {{"pod_viewer.json", &*legacy_json},
                                                                      {"pod_viewer.pb", &pod_viewer_pb},
                                                                      {"pod_viewer.pb.json", &*proto_json},
@@ -83,6 +84,29 @@ absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::pat
     if (absl::Status s = write_file_atomically(path, *content); !s.ok()) return s;
     outcome.written_files.push_back(path);
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::path& run_dir,
+                                                      const AnalysisOptions& options) {
+  absl::StatusOr<std::vector<std::filesystem::path>> files = list_xspace_files(run_dir);
+  if (!files.ok()) return files.status();
+  AnalysisOutcome outcome;
+  PodAnalyzer analyzer(options.analyzer);
+  for (size_t i = 0; i < files->size(); ++i) {
+    if (absl::Status s = read_into(analyzer, i, (*files)[i]); !s.ok()) outcome.bad_files.emplace_back(s.message());
+  }
+  if (outcome.bad_files.size() == files->size()) {
+    std::string all;
+    for (const auto& bad : outcome.bad_files) all += "\n  " + bad;
+    return absl::DataLossError("no file of " + run_dir.string() + " could be read:" + all);
+  }
+  outcome.analysis = std::move(analyzer).finish();
+  outcome.summary_text = render_summary_text(outcome.analysis);
+  for (const auto& bad : outcome.bad_files) outcome.summary_text += "warning: file skipped: " + bad + "\n";
+  if (absl::Status s = render_and_write(run_dir, options, outcome); !s.ok()) return s;
   return outcome;
 }
 

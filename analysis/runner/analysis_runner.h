@@ -26,10 +26,13 @@ struct AnalysisOutcome {
   // What the CLI prints after a capture.
   std::string summary_text;
   std::vector<std::filesystem::path> written_files;
+  // Files that could not be read (empty, or broken part way: the planes before the break are analysed), each
+  // naming the file and what was wrong; the other files were analysed.
+  std::vector<std::string> bad_files;
 };
 
-// Fails when the directory has no *.xplane.pb, or a file cannot be read or parsed (naming it); writes
-// nothing in that case.
+// Fails when the directory has no *.xplane.pb or none of them can be read (naming each); writes nothing then.
+// Files that cannot be read while others can are named in `bad_files` and in the summary.
 absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::path& run_dir,
                                                       const AnalysisOptions& options = {});
 

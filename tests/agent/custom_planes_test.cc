@@ -111,5 +111,27 @@ TEST(CustomPlanes, DroppedEventsAndIncompleteClientsBecomeWarnings) {
   EXPECT_NE(space.warnings(1).find("pid 103"), std::string::npos);
 }
 
+TEST(CustomPlanes, ExtremeClientTimesAreClampedNotWrapped) {
+  LocalClientCapture c = capture_for_core(0);
+  c.batches[0].events = {
+      {EventKind::kFreeForm, 99, 0, kT0 + 10, INT64_MAX, 0, 0},   // ends past the end of time: in the window
+      {EventKind::kFreeForm, 99, 0, INT64_MAX, INT64_MAX, 0, 0},  // starts after the window
+      {EventKind::kFreeForm, 99, 0, INT64_MIN, 5, 0, 0},          // ends long before it
+  };
+  c.batches[0].names = {{99, "odd"}};
+  tensorflow::profiler::XSpace space;
+  add_custom_planes({c}, Clock(/*offset_ns=*/1'000), {kT0, kT0 + 1'000'000}, space);
+  int events = 0;
+  for (const auto& plane : space.planes()) {
+    for (const auto& line : plane.lines()) {
+      for (const auto& e : line.events()) {
+        ++events;
+        EXPECT_GE(e.duration_ps(), 0);
+      }
+    }
+  }
+  EXPECT_EQ(events, 1) << "only the event that overlaps the window";
+}
+
 }  // namespace
 }  // namespace podscope::agent

@@ -23,5 +23,18 @@ TEST(StepMetrics, HistogramAndSharesPerCore) {
   EXPECT_NE(text.find("podscope_client_dropped_events_total{host=\"h1\"} 7"), std::string::npos);
 }
 
+TEST(StepMetrics, StepsWithImpossibleTimesAreNotRecorded) {
+  prometheus::Registry registry;
+  StepMetrics metrics(registry, "h1");
+  metrics.record({0, 1, INT64_MIN, INT64_MAX, 0, 0});                  // span overflows
+  metrics.record({0, 2, 1'000'000'000, 1'000'000'000, 0, 0});          // empty
+  metrics.record({0, 3, 1'000'000'000, 1'010'000'000, -5, 0});         // negative infeed
+  metrics.record({0, 4, 1'000'000'000, 1'010'000'000, 0, INT64_MAX});  // all-reduce longer than the step
+  metrics.record({0, 5, 1'000'000'000, 1'010'000'000, 1'000'000, 0});  // a real one
+  const std::string text = prometheus::TextSerializer().Serialize(registry.Collect());
+  EXPECT_NE(text.find("podscope_step_time_seconds_count{host=\"h1\",core=\"0\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("podscope_step_infeed_ratio{host=\"h1\",core=\"0\"} 0.1"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace podscope::agent

@@ -212,16 +212,35 @@ TEST_F(RunDirectory, EmptyDirectoryIsAnErrorAndWritesNothing) {
   EXPECT_TRUE(fs::is_empty(dir_));
 }
 
-TEST_F(RunDirectory, CorruptFileIsNamedAndNothingIsWritten) {
+TEST_F(RunDirectory, CorruptAndEmptyFilesAreNamedAndTheGoodOnesAnalysed) {
   write_pod(SyntheticPodSpec{});
   {
     std::ofstream out(dir_ / "host9.xplane.pb", std::ios::binary);
     out << "\x0a\xff\xff\x0f garbage";
   }
+  std::ofstream(dir_ / "host8.xplane.pb").close();  // 0 bytes
+  auto outcome = analyze_run_directory(dir_);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  ASSERT_EQ(outcome->bad_files.size(), 2u);
+  EXPECT_NE(outcome->bad_files[0].find("host8.xplane.pb is empty"), std::string::npos) << outcome->bad_files[0];
+  EXPECT_NE(outcome->bad_files[1].find("host9.xplane.pb"), std::string::npos) << outcome->bad_files[1];
+  EXPECT_NE(outcome->summary_text.find("warning: file skipped: "), std::string::npos) << outcome->summary_text;
+  EXPECT_GT(outcome->analysis.pod_viewer().pod_stats_sequence().pod_stats_map_size(), 0)
+      << "the good files were analysed";
+  EXPECT_TRUE(fs::exists(dir_ / "pod_viewer.json"));
+}
+
+TEST_F(RunDirectory, OnlyBadFilesIsAnErrorNamingEachAndNothingIsWritten) {
+  {
+    std::ofstream out(dir_ / "host9.xplane.pb", std::ios::binary);
+    out << "\x0a\xff\xff\x0f garbage";
+  }
+  std::ofstream(dir_ / "host8.xplane.pb").close();
   auto outcome = analyze_run_directory(dir_);
   ASSERT_FALSE(outcome.ok());
   EXPECT_EQ(outcome.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(std::string(outcome.status().message()).find("host9.xplane.pb"), std::string::npos) << outcome.status();
+  EXPECT_NE(std::string(outcome.status().message()).find("host8.xplane.pb is empty"), std::string::npos);
   EXPECT_FALSE(fs::exists(dir_ / "pod_viewer.json"));
 }
 

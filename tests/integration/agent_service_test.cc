@@ -647,6 +647,17 @@ TEST(AgentHostileClients, IdleConnectionsToTheMetricsPortDoNotStallAScrape) {
   for (int fd : idle) ::close(fd);
 }
 
+TEST(AgentHostileClients, TrustedUidsMustBeUidsNotNegativeOrOverflowing) {
+  for (const std::string bad : {"-1", "4294967295", "99999999999", "12x", "+5"}) {
+    AgentProcess agent({"--socket_trusted_uids", bad}, /*wait_ready=*/false);
+    std::optional<int> status = agent.wait_exit(std::chrono::seconds(5));
+    ASSERT_TRUE(status.has_value()) << bad << " was accepted";
+    EXPECT_EQ(WEXITSTATUS(*status), 2) << bad;
+    EXPECT_NE(agent.output().find("socket_trusted_uids: '" + bad + "' is not a uid"), std::string::npos)
+        << agent.output();
+  }
+}
+
 TEST(AgentProcessLifecycle, SighupReloadsTheConfigFile) {
   const std::string dir = AgentProcess::make_temp_dir();
   std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 1000\n";
@@ -662,6 +673,26 @@ TEST(AgentProcessLifecycle, SighupReloadsTheConfigFile) {
   ASSERT_TRUE(reloaded) << agent.output();
   EXPECT_EQ(profile(agent, request_ms(3000)).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_TRUE(profile(agent, request_ms(1500)).status.ok());  // within the new limit
+  fs::remove_all(dir);
+}
+
+TEST(AgentProcessLifecycle, SighupWithABadConfigKeepsTheRunningOneSaysWhyAndCountsIt) {
+  const std::string dir = AgentProcess::make_temp_dir();
+  std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 2000\n";
+  AgentProcess agent({"--config", dir + "/agent.yaml"});
+  std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 1000\n[a, b]: 1\n";
+  agent.signal(SIGHUP);
+  bool refused = false;
+  for (int i = 0; i < 100 && !refused; ++i) {
+    agent.read_some(50);
+    refused = agent.output().find("reload refused, keeping the running config: " + dir + "/agent.yaml:2") !=
+              std::string::npos;
+  }
+  ASSERT_TRUE(refused) << agent.output();
+  EXPECT_FALSE(agent.exited()) << "a bad reload must not end the agent";
+  EXPECT_TRUE(profile(agent, request_ms(1500)).status.ok()) << "the old limit (2000 ms) still holds";
+  EXPECT_NE(testing::http_get(agent.metrics_port(), "/metrics").find("podscope_config_reload_errors_total{host="),
+            std::string::npos);
   fs::remove_all(dir);
 }
 

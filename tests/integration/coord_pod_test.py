@@ -80,6 +80,27 @@ class CapturePodTest(unittest.TestCase):
         self.assertIsNotNone(m, out)
         self.assertAlmostEqual(float(m.group(1)), 20.0, delta=0.2)
 
+    def test_analyze_names_bad_files_and_exits_3_when_some_were_good_1_when_none(self):
+        with tempfile.TemporaryDirectory() as logdir:
+            code, out = podscope("capture", "--service_addr", ",".join(self.pod.addresses), "--logdir", logdir,
+                                 "--duration_ms", "300")
+            self.assertEqual(code, 0, out)
+            run_dir = run_dir_of(logdir)
+            with open(os.path.join(run_dir, "broken.xplane.pb"), "wb") as f:
+                f.write(b"\x0a\xff\xff\x0f garbage")
+            open(os.path.join(run_dir, "empty.xplane.pb"), "wb").close()
+            code, out = podscope("analyze", run_dir)
+            self.assertEqual(code, 3, out)
+            self.assertIn("empty.xplane.pb is empty", out)
+            self.assertIn("broken.xplane.pb", out)
+            self.assertIn("pod analysis:", out)
+            for name in os.listdir(run_dir):
+                if name.endswith(".xplane.pb") and name not in ("broken.xplane.pb", "empty.xplane.pb"):
+                    os.remove(os.path.join(run_dir, name))
+            code, out = podscope("analyze", run_dir)
+            self.assertEqual(code, 1, out)
+            self.assertIn("no file of", out)
+
 
 class FailuresTest(unittest.TestCase):
     def test_agent_killed_mid_capture_gives_exit_3_and_names_it(self):
