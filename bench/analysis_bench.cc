@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/child_measurement.h"
 #include "analysis/renderers.h"
 #include "analysis/runner/analysis_runner.h"
 #include "tests/analysis/synthetic_pod.h"
@@ -29,45 +30,17 @@
 namespace {
 
 namespace fs = std::filesystem;
+using podscope::bench::cpu_seconds;
+using podscope::bench::Figures;
+using podscope::bench::proc_status_kb;
+using podscope::bench::run_child;
+using podscope::bench::xspace_files;
 using Clock = std::chrono::steady_clock;
-
-struct Figures {
-  double seconds = 0;      // wall clock
-  double cpu_seconds = 0;  // user + system: what the ratios use, as other work on a shared machine
-                           // inflates wall time far more than CPU time
-  long peak_rss_kb = 0;
-  uint64_t events = 0;
-};
-
-std::vector<fs::path> xspace_files(const fs::path& dir) {
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().filename().string().ends_with(".xplane.pb")) files.push_back(e.path());
-  }
-  return files;
-}
 
 uint64_t input_bytes(const fs::path& dir) {
   uint64_t total = 0;
   for (const auto& f : xspace_files(dir)) total += fs::file_size(f);
   return total;
-}
-
-// A kB figure from /proc/self/status ("VmRSS", "VmHWM").
-long proc_status_kb(const std::string& key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key + ":", 0) == 0) return std::stol(line.substr(key.size() + 1));
-  }
-  return 0;
-}
-
-double cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 // Child modes: print "seconds cpu_seconds events peak_kb" on stdout, the peak counted from the RSS at the start
@@ -148,31 +121,6 @@ int measure_analysis_in_memory(const fs::path& dir) {
   return 0;
 }
 
-Figures run_child(const std::string& mode, const fs::path& dir) {
-  int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) throw std::runtime_error("pipe failed");
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(pipe_fds[1], STDOUT_FILENO);
-    close(pipe_fds[0]);
-    close(pipe_fds[1]);
-    execl("/proc/self/exe", "analysis_bench", "--measure", mode.c_str(), dir.c_str(), nullptr);
-    _exit(127);
-  }
-  close(pipe_fds[1]);
-  std::string out;
-  char buf[256];
-  ssize_t n;
-  while ((n = read(pipe_fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-  close(pipe_fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("measurement " + mode + " failed");
-  Figures f;
-  std::istringstream(out) >> f.seconds >> f.cpu_seconds >> f.events >> f.peak_rss_kb;
-  return f;
-}
-
 void write_synthetic_pod(const fs::path& dir, int cores, int events_per_core, int cores_per_file) {
   podscope::analysis::testing::SyntheticPodSpec spec;
   spec.ranks = cores;
@@ -209,9 +157,9 @@ void report(const std::string& name, const fs::path& dir, int repeat) {
   // Interleaved so that a slow spell of the machine hits every mode alike.
   Figures parse, analysis, in_memory;
   for (int i = 0; i < repeat; ++i) {
-    keep_best(parse, run_child("parse", dir), i == 0);
-    keep_best(analysis, run_child("analyze", dir), i == 0);
-    keep_best(in_memory, run_child("analyze-in-memory", dir), i == 0);
+    keep_best(parse, run_child("analysis_bench", "parse", dir), i == 0);
+    keep_best(analysis, run_child("analysis_bench", "analyze", dir), i == 0);
+    keep_best(in_memory, run_child("analysis_bench", "analyze-in-memory", dir), i == 0);
   }
   const double mb = static_cast<double>(bytes) / (1 << 20);
   auto heap_mb = [](const Figures& f) { return static_cast<double>(f.peak_rss_kb) / 1024; };

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/child_measurement.h"
 #include "pod_capture/perfetto_trace.h"
 #include "pod_capture/pod_trace.h"
 #include "proto/xspace/xplane_builder.h"
@@ -28,40 +29,12 @@
 namespace {
 
 namespace fs = std::filesystem;
+using podscope::bench::cpu_seconds;
+using podscope::bench::Figures;
+using podscope::bench::proc_status_kb;
+using podscope::bench::run_child;
+using podscope::bench::xspace_files;
 using Clock = std::chrono::steady_clock;
-
-struct Figures {
-  double seconds = 0;
-  double cpu_seconds = 0;
-  long peak_rss_kb = 0;
-  uint64_t events = 0;
-  uint64_t output_bytes = 0;
-};
-
-std::vector<fs::path> xspace_files(const fs::path& dir) {
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().filename().string().ends_with(".xplane.pb")) files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
-long proc_status_kb(const std::string& key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key + ":", 0) == 0) return std::stol(line.substr(key.size() + 1));
-  }
-  return 0;
-}
-
-double cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
 
 // Child modes print "seconds cpu_seconds events peak_kb output_bytes".
 int measure(const std::string& mode, const fs::path& dir) {
@@ -117,31 +90,6 @@ int measure(const std::string& mode, const fs::path& dir) {
   std::cout << seconds << " " << cpu_seconds() - cpu_start << " " << events << " "
             << proc_status_kb("VmHWM") - rss_before << " " << output_bytes << "\n";
   return 0;
-}
-
-Figures run_child(const std::string& mode, const fs::path& dir) {
-  int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) throw std::runtime_error("pipe failed");
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(pipe_fds[1], STDOUT_FILENO);
-    close(pipe_fds[0]);
-    close(pipe_fds[1]);
-    execl("/proc/self/exe", "trace_bench", "--measure", mode.c_str(), dir.c_str(), nullptr);
-    _exit(127);
-  }
-  close(pipe_fds[1]);
-  std::string out;
-  char buf[256];
-  ssize_t n;
-  while ((n = read(pipe_fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-  close(pipe_fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("measurement " + mode + " failed");
-  Figures f;
-  std::istringstream(out) >> f.seconds >> f.cpu_seconds >> f.events >> f.peak_rss_kb >> f.output_bytes;
-  return f;
 }
 
 // One file per `cores_per_file` cores, written one at a time (the generator never holds the pod either).
@@ -208,10 +156,10 @@ int main(int argc, char** argv) {
                 std::chrono::duration<double>(Clock::now() - start).count());
     Figures read, perfetto, traces;
     for (int i = 0; i < repeat; ++i) {  // interleaved, so a slow spell of the machine hits both alike
-      keep_best(read, run_child("read", work), i == 0);
-      keep_best(perfetto, run_child("perfetto", work), i == 0);
+      keep_best(read, run_child("trace_bench", "read", work), i == 0);
+      keep_best(perfetto, run_child("trace_bench", "perfetto", work), i == 0);
     }
-    if (with_json) traces = run_child("traces", work);
+    if (with_json) traces = run_child("trace_bench", "traces", work);
     auto line = [&](const char* what, const Figures& f) {
       std::printf("  %-34s %7.2f s CPU (%7.2f s wall)  %5.2f M events/s  peak %7.1f MiB", what, f.cpu_seconds,
                   f.seconds, read.events / f.cpu_seconds / 1e6, f.peak_rss_kb / 1024.0);

@@ -20,6 +20,7 @@
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 #include "tests/pod_capture/lightweight_agent.h"
+#include "tests/pod_capture/lightweight_pod.h"
 
 namespace podscope::pod_capture {
 namespace {
@@ -27,22 +28,8 @@ namespace {
 using testing::LightweightAgent;
 using testing::LightweightAgentOptions;
 using testing::TimerThread;
-
-struct Pod {
-  TimerThread timers;
-  std::vector<std::unique_ptr<LightweightAgent>> agents;
-  std::vector<std::unique_ptr<AgentConnection>> connections;
-
-  void add(LightweightAgentOptions options) {
-    agents.push_back(std::make_unique<LightweightAgent>(std::move(options), timers));
-    connections.push_back(connect_agent(agents.back()->address()));
-  }
-  std::vector<AgentConnection*> targets() {
-    std::vector<AgentConnection*> out;
-    for (auto& c : connections) out.push_back(c.get());
-    return out;
-  }
-};
+using Pod = testing::LightweightPod;
+using testing::gunzip_file;
 
 std::filesystem::path fresh_dir(const std::string& name) {
   auto dir =
@@ -50,17 +37,6 @@ std::filesystem::path fresh_dir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
-}
-
-std::string gunzip_file(const std::filesystem::path& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
-  EXPECT_NE(file, nullptr) << path;
-  std::string out;
-  char buf[65536];
-  int n;
-  while ((n = gzread(file, buf, sizeof buf)) > 0) out.append(buf, n);
-  gzclose(file);
-  return out;
 }
 
 CaptureSpec quick_spec(int64_t duration_ms = 300) {

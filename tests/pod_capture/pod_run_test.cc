@@ -13,6 +13,7 @@
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xplane_reader.h"
 #include "tests/pod_capture/lightweight_agent.h"
+#include "tests/pod_capture/lightweight_pod.h"
 
 namespace podscope::pod_capture {
 namespace {
@@ -20,19 +21,7 @@ namespace {
 using testing::LightweightAgent;
 using testing::LightweightAgentOptions;
 using testing::TimerThread;
-
-struct Pod {
-  TimerThread timers;
-  std::vector<std::unique_ptr<LightweightAgent>> agents;
-  std::vector<std::unique_ptr<AgentConnection>> connections;
-  std::vector<PodAgent> members;
-
-  void add(LightweightAgentOptions options, std::string known_name = "", double drift_ppm = 0) {
-    agents.push_back(std::make_unique<LightweightAgent>(std::move(options), timers));
-    connections.push_back(connect_agent(agents.back()->address()));
-    members.push_back({connections.back().get(), std::move(known_name), drift_ppm});
-  }
-};
+using Pod = testing::LightweightPod;
 
 std::filesystem::path fresh_dir(const std::string& name) {
   auto dir =

@@ -16,11 +16,14 @@
 
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
+#include "tests/pod_capture/lightweight_pod.h"
 #include "tests/analysis/synthetic_pod.h"
 #include "tests/pod_capture/perfetto_trace_reader.h"
 
 namespace podscope::pod_capture {
 namespace {
+
+using podscope::testing::gunzip_file;
 
 namespace fs = std::filesystem;
 using analysis::testing::SyntheticPodSpec;
@@ -32,17 +35,6 @@ fs::path fresh_dir(const std::string& name) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
-}
-
-std::string gunzip_file(const fs::path& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
-  EXPECT_NE(file, nullptr) << path;
-  std::string out;
-  char buf[65536];
-  int n;
-  while ((n = gzread(file, buf, sizeof buf)) > 0) out.append(buf, n);
-  gzclose(file);
-  return out;
 }
 
 SyntheticPodSpec four_rank_spec() {
