@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/child_measurement.h"
+#include "bench/pod_bench.h"
 #include "pod_capture/perfetto_trace.h"
 #include "pod_capture/pod_trace.h"
 #include "proto/xspace/xplane_builder.h"
@@ -31,8 +31,10 @@ namespace {
 namespace fs = std::filesystem;
 using podscope::bench::cpu_seconds;
 using podscope::bench::Figures;
+using podscope::bench::keep_best;
 using podscope::bench::proc_status_kb;
 using podscope::bench::run_child;
+using podscope::bench::write_synthetic_pod;
 using podscope::bench::xspace_files;
 using Clock = std::chrono::steady_clock;
 
@@ -90,32 +92,6 @@ int measure(const std::string& mode, const fs::path& dir) {
   std::cout << seconds << " " << cpu_seconds() - cpu_start << " " << events << " "
             << proc_status_kb("VmHWM") - rss_before << " " << output_bytes << "\n";
   return 0;
-}
-
-// One file per `cores_per_file` cores, written one at a time (the generator never holds the pod either).
-void write_synthetic_pod(const fs::path& dir, int cores, int events_per_core, int cores_per_file) {
-  podscope::analysis::testing::SyntheticPodSpec spec;
-  spec.ranks = cores;
-  spec.steps = 100;
-  spec.compute_events_per_step = std::max(1, events_per_core / spec.steps - 6);
-  spec.straggler_rank = 3;
-  spec.straggler_delay_ns = 5'000'000;
-  spec.input_delay_ns = 2'000'000;
-  fs::create_directories(dir);
-  for (int first = 0; first < cores; first += cores_per_file) {
-    tensorflow::profiler::XSpace host;
-    for (int rank = first; rank < std::min(cores, first + cores_per_file); ++rank) {
-      podscope::xspace::merge_space(podscope::analysis::testing::make_synthetic_rank(spec, rank), host);
-    }
-    std::ofstream out(dir / ("host" + std::to_string(first / cores_per_file) + ".xplane.pb"), std::ios::binary);
-    host.SerializeToOstream(&out);
-  }
-}
-
-void keep_best(Figures& best, const Figures& run, bool first) {
-  const long peak = first ? run.peak_rss_kb : std::max(best.peak_rss_kb, run.peak_rss_kb);
-  if (first || run.cpu_seconds < best.cpu_seconds) best = run;
-  best.peak_rss_kb = peak;
 }
 
 }  // namespace
