@@ -30,13 +30,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using podscope::bench::cpu_seconds;
-using podscope::bench::Figures;
-using podscope::bench::keep_best;
-using podscope::bench::proc_status_kb;
-using podscope::bench::run_child;
-using podscope::bench::write_synthetic_pod;
-using podscope::bench::xspace_files;
+using namespace podscope::bench;  // the shared pod-benchmark kit (bench/pod_bench.h)
 using Clock = std::chrono::steady_clock;
 
 uint64_t input_bytes(const fs::path& dir) {
