@@ -21,7 +21,9 @@ namespace {
 constexpr auto kDrainPeriod = std::chrono::milliseconds(50);
 constexpr size_t kMaxEventsPerFrame = 16384;  // 16384 × 44 B stays well under the 1 MiB frame cap
 constexpr size_t kMaxStepsPerFrame = 16384;   // a step is 44 B too: a loop of tiny steps must not outgrow a frame
-constexpr size_t kMaxQueuedEventBytes = 16u << 20;
+// What is queued when a capture closes is read by the agent before the client's answer: 4 MiB (about 100 k
+// events) keeps that a fraction of a second even with many clients flooding one agent.
+constexpr size_t kMaxQueuedEventBytes = 4u << 20;
 // How long a closing window waits for steps still running (the agent waits 2 s for the answer).
 constexpr auto kStepEndWait = std::chrono::milliseconds(1000);
 // The first local protocol version with input stages.

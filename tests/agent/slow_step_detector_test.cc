@@ -61,5 +61,33 @@ TEST(SlowStepDetector, EmptyOrBackwardStepsAreIgnored) {
   EXPECT_TRUE(detector.observe(1, step(7, 300, 50)));
 }
 
+TEST(SlowStepDetector, TheMedianFollowsTheLastHistorySteps) {
+  SlowStepSettings settings{2.0, 5, 0};
+  settings.history = 11;
+  SlowStepDetector detector(settings);
+  int64_t t = 0;
+  for (int64_t i = 0; i < 11; ++i) detector.observe(1, step(i, t += 100, 100));
+  // Eleven 30 ms steps push every 100 ms step out of the window: 65 ms is now past 2 × the median.
+  for (int64_t i = 11; i < 22; ++i) EXPECT_FALSE(detector.observe(1, step(i, t += 30, 30)));
+  const std::optional<SlowStep> slow = detector.observe(1, step(22, t += 65, 65));
+  ASSERT_TRUE(slow);
+  EXPECT_EQ(slow->median_ns, 30 * kMs);
+}
+
+TEST(SlowStepDetector, ProcessesPastTheCapForgetTheOneSilentLongest) {
+  SlowStepSettings settings{2.0, 3, 0};
+  settings.max_processes = 2;
+  SlowStepDetector detector(settings);
+  for (int64_t i = 0; i < 5; ++i) {
+    detector.observe(1, step(i, 10 * (i + 1), 10));
+    detector.observe(2, step(i, 10 * (i + 1) + 1, 10));
+  }
+  detector.observe(3, step(0, 100, 10));
+  EXPECT_EQ(detector.processes(), 2u);
+  EXPECT_EQ(detector.processes_forgotten(), 1u);
+  EXPECT_TRUE(detector.observe(2, step(5, 200, 50))) << "process 2 kept its history";
+  EXPECT_FALSE(detector.observe(1, step(5, 300, 50))) << "process 1 was forgotten: it starts over";
+}
+
 }  // namespace
 }  // namespace podscope::agent
