@@ -7,6 +7,9 @@
 //   BM_InputStageInactive / BM_InputStageActive — the same for an input stage nested in a parent stage (its
 //                           parent id takes a second record: compare with BM_ComputeSpanActive), and
 //                           BM_RootInputStageActive for a root stage (one record: compare with BM_SpanActive)
+//   BM_AllocInactive / BM_AllocActive / BM_FreeActive — the allocation hook: one call while no capture is open
+//                           (compare with BM_SpanInactive), and during a capture, one TSC read + one record
+//                           (compare with BM_SpanActive)
 //   BM_RingPush           — the ring alone, drained by a consumer thread: events/s per thread (target ≥ 20 M/s)
 // Counter bytes_per_event is the buffered record size (target ≤ 32). Counter dropped says how many
 // events of the active run were dropped because the ring was full (drops would flatter the figure).
@@ -179,6 +182,41 @@ void BM_RootInputStageActive(benchmark::State& state) {
   });
 }
 BENCHMARK(BM_RootInputStageActive)->Iterations(1 << 21);
+
+void BM_AllocInactive(benchmark::State& state) {
+  const podscope::NameId pool = podscope::intern("host_pinned");
+  const uint8_t saved = podscope::detail::g_level.exchange(0);
+  uint64_t address = 0x7f00'0000'0000;
+  for (auto _ : state) {
+    podscope::alloc(4096, address, pool);
+    address += 4096;
+    benchmark::DoNotOptimize(address);
+  }
+  podscope::detail::g_level.store(saved);
+}
+BENCHMARK(BM_AllocInactive);
+
+void BM_AllocActive(benchmark::State& state) {
+  const podscope::NameId pool = podscope::intern("host_pinned");
+  uint64_t address = 0x7f00'0000'0000;
+  run_active(state, [pool, &address] {
+    podscope::alloc(4096, address, pool);
+    address += 4096;
+    benchmark::DoNotOptimize(address);
+  });
+}
+BENCHMARK(BM_AllocActive)->Iterations(1 << 21);
+
+void BM_FreeActive(benchmark::State& state) {
+  const podscope::NameId pool = podscope::intern("host_pinned");
+  uint64_t address = 0x7f00'0000'0000;
+  run_active(state, [pool, &address] {
+    podscope::free(address, pool);
+    address += 4096;
+    benchmark::DoNotOptimize(address);
+  });
+}
+BENCHMARK(BM_FreeActive)->Iterations(1 << 21);
 
 void BM_RingPush(benchmark::State& state) {
   podscope::client::ThreadRing ring(1 << 22, 1);

@@ -90,4 +90,9 @@ void podscope_end(podscope_span* span) {
   span->begin_tick = 0;
 }
 
+void podscope_alloc(int64_t bytes, uint64_t address, uint32_t allocator_name_id, uint32_t op_name_id) {
+  podscope::alloc(bytes, address, allocator_name_id, op_name_id);
+}
+void podscope_free(uint64_t address, uint32_t allocator_name_id) { podscope::free(address, allocator_name_id); }
+
 }  // extern "C"

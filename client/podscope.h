@@ -13,6 +13,11 @@
 //   auto batch = podscope::input_stage(kBatch, podscope::InputStageCategory::kPreprocess);
 //   { auto r = podscope::input_stage(kRead, podscope::InputStageCategory::kRead, batch.input_stage_id()); ... }
 //
+// Allocators (any framework's) feed the memory profile:
+//   static const auto kPool = podscope::intern("host_pinned");
+//   void* p = pool.get(n);  podscope::alloc(n, reinterpret_cast<uint64_t>(p), kPool);
+//   podscope::free(reinterpret_cast<uint64_t>(p), kPool);  pool.put(p);
+//
 // Cost: with no agent or no capture open, a span is one relaxed atomic load (step, infeed and all-reduce
 // spans also read the TSC while an agent is connected: they feed the continuous step metrics). During a
 // capture a span writes one 32-byte record into a per-thread lock-free ring; a background thread converts
@@ -88,7 +93,9 @@ enum class Kind : uint8_t {
   kSend,
   kRecvDone,
   kFreeForm,
-  kInputStage
+  kInputStage,
+  kAllocation,
+  kDeallocation
 };
 // 0: no agent; 1: agent connected, no capture (step-level spans only); 2: capture window open.
 extern std::atomic<uint8_t> g_level;
@@ -115,6 +122,8 @@ struct SpanData {
   Kind kind = Kind::kFreeForm;
 };
 void finish(const SpanData& span, uint64_t end_tick);
+// Writes one allocation or deallocation record (only called while a capture records).
+void record_allocation(Kind kind, int64_t bytes, uint64_t address, NameId allocator, NameId op);
 // Marks this thread's step as running (once per step), so a capture closing mid-step waits for its end.
 void step_began(uint64_t begin_tick);
 }  // namespace detail
@@ -195,6 +204,21 @@ enum class InputStageCategory : uint8_t { kRead = 0, kPreprocess = 1, kEnqueue =
 [[nodiscard]] inline Span input_stage(NameId name, InputStageCategory category, uint64_t parent_stage_id = 0) {
   return Span(detail::Kind::kInputStage, name, static_cast<uint16_t>(category), 0,
               static_cast<int64_t>(parent_stage_id));
+}
+
+// The allocation hook: an allocator reports each block it hands out and takes back, for the memory profile
+// (TensorFlow's MemoryAllocation / MemoryDeallocation events on the host plane, with the allocator's running
+// total of live bytes). `allocator` is an interned name ("GPU_0_bfc", "host_pinned") and the same for a
+// block's alloc and free; `op` (interned, optional) is what the block was allocated for. Recorded during
+// captures only: otherwise one relaxed atomic load. A block freed in a capture that did not see it allocated
+// is counted by the agent, never subtracted.
+inline void alloc(int64_t bytes, uint64_t address, NameId allocator, NameId op = 0) {
+  if (detail::g_level.load(std::memory_order_relaxed) >= 2)
+    detail::record_allocation(detail::Kind::kAllocation, bytes, address, allocator, op);
+}
+inline void free(uint64_t address, NameId allocator) {
+  if (detail::g_level.load(std::memory_order_relaxed) >= 2)
+    detail::record_allocation(detail::Kind::kDeallocation, 0, address, allocator, 0);
 }
 
 }  // namespace podscope

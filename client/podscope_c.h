@@ -46,6 +46,11 @@ podscope_span podscope_begin_input_stage(uint32_t name_id, int category, uint64_
 uint64_t podscope_input_stage_id(const podscope_span* span);
 void podscope_end(podscope_span* span);
 
+/* The allocation hook (see podscope::alloc in podscope.h): allocator_name_id names the allocator (interned,
+ * not 0), op_name_id what the block is for (0: not known). Recorded during captures only. */
+void podscope_alloc(int64_t bytes, uint64_t address, uint32_t allocator_name_id, uint32_t op_name_id);
+void podscope_free(uint64_t address, uint32_t allocator_name_id);
+
 #ifdef __cplusplus
 }
 #endif

@@ -32,12 +32,20 @@ constexpr uint32_t kInputStagesVersion = [] {
     if (local::version_has(v.version, local::FrameType::kInputStages)) return v.version;
   return 0u;
 }();
+// The first local protocol version with allocation records.
+constexpr uint32_t kAllocationsVersion = [] {
+  for (const local::VersionFrames& v : local::kVersions)
+    if (local::version_has(v.version, local::FrameType::kAllocations)) return v.version;
+  return 0u;
+}();
 // The public enums travel as the wire's values.
 constexpr bool same_value(auto a, auto b) { return static_cast<uint8_t>(a) == static_cast<uint8_t>(b); }
 static_assert(same_value(InputStageCategory::kRead, local::InputStageCategory::kRead) &&
               same_value(InputStageCategory::kPreprocess, local::InputStageCategory::kPreprocess) &&
               same_value(InputStageCategory::kEnqueue, local::InputStageCategory::kEnqueue));
-static_assert(same_value(detail::Kind::kInputStage, local::EventKind::kInputStage));
+static_assert(same_value(detail::Kind::kInputStage, local::EventKind::kInputStage) &&
+              same_value(detail::Kind::kAllocation, local::EventKind::kAllocation) &&
+              same_value(detail::Kind::kDeallocation, local::EventKind::kDeallocation));
 
 // What one annotating thread keeps: its ring, its core, and the step tallies.
 struct ThreadState {
@@ -349,6 +357,7 @@ void Runtime::drain_rings() {
     for (auto& b : batches) {
       if (!b.events.events.empty()) queue_events(b.events);
       if (!b.input_stages.stages.empty()) queue_input_stages(b.input_stages);
+      if (!b.allocations.allocations.empty()) queue_allocations(b.allocations);
     }
   }
   queue_steps();
@@ -386,9 +395,12 @@ void Runtime::add_event(const RawEvent& e, ThreadRing& ring, std::vector<CoreBat
   if (!window_open_) return;
   if (batches.size() <= e.core_index) batches.resize(e.core_index + 1u);
   CoreBatches& core_batches = batches[e.core_index];
-  core_batches.events.core = core_batches.input_stages.core = core;
-  core_batches.events.thread_id = core_batches.input_stages.thread_id = ring.thread_id();
+  core_batches.events.core = core_batches.input_stages.core = core_batches.allocations.core = core;
+  core_batches.events.thread_id = core_batches.input_stages.thread_id = core_batches.allocations.thread_id =
+      ring.thread_id();
   if (kind == detail::Kind::kInputStage) return add_input_stage(e, start, duration, core_batches);
+  if (kind == detail::Kind::kAllocation || kind == detail::Kind::kDeallocation)
+    return add_allocation(e, start, core_batches);
   local::EventsMsg& batch = core_batches.events;
   if (batch.events.size() >= kMaxEventsPerFrame) queue_events(batch);
   batch.session = session_;
@@ -440,6 +452,29 @@ void Runtime::add_input_stage(const RawEvent& e, int64_t start_ns, int64_t durat
   last_input_stage_ = &batch.stages.back();
 }
 
+void Runtime::add_allocation(const RawEvent& e, int64_t time_ns, CoreBatches& batches) {
+  if (link_->connected() && !local::version_has(link_->version(), local::FrameType::kAllocations)) {
+    if (!std::exchange(told_allocations_unsupported_, true)) {
+      std::fprintf(stderr,
+                   "podscope: the agent at %s speaks local protocol version %u; allocation records need version %u, "
+                   "so they are dropped until the agent is upgraded\n",
+                   link_->socket_path().c_str(), link_->version(), kAllocationsVersion);
+    }
+    return;
+  }
+  if (e.id == 0 || e.value < 0) return;  // no allocator or a negative size: the agent would refuse the whole frame
+  local::AllocationsMsg& batch = batches.allocations;
+  if (batch.allocations.size() >= kMaxEventsPerFrame) queue_allocations(batch);
+  batch.session = session_;
+  define_name(e.id, batch.names);
+  define_name(e.arg, batch.names);
+  const bool allocation = static_cast<detail::Kind>(e.kind) == detail::Kind::kAllocation;
+  batch.allocations.push_back(local::AllocationMsg{
+      allocation ? local::AllocationOp::kAllocate : local::AllocationOp::kFree, e.id, e.arg,
+      e.end_tick,  // the address rides where a span keeps its end
+      allocation ? e.value : 0, time_ns});
+}
+
 void Runtime::define_name(uint32_t name_id, std::vector<std::pair<uint32_t, std::string>>& names) {
   if (name_id == 0 || std::any_of(names.begin(), names.end(), [&](const auto& n) { return n.first == name_id; }))
     return;
@@ -480,6 +515,16 @@ void Runtime::queue_input_stages(local::InputStagesMsg& batch) {
   batch.stages.clear();
   batch.names.clear();
   last_input_stage_ = nullptr;
+}
+
+void Runtime::queue_allocations(local::AllocationsMsg& batch) {
+  if (link_->queued_bytes() > kMaxQueuedEventBytes) {
+    unsent_drops_.fetch_add(batch.allocations.size(), std::memory_order_relaxed);
+  } else if (link_->connected()) {
+    link_->queue(batch);
+  }
+  batch.allocations.clear();
+  batch.names.clear();
 }
 
 }  // namespace client
@@ -551,6 +596,19 @@ void finish(const SpanData& span, uint64_t end_tick) {
     n = 2;
   }
   ring->push(records, n);
+}
+
+void record_allocation(Kind kind, int64_t bytes, uint64_t address, NameId allocator, NameId op) {
+  client::ThreadState& t = client::t_state;
+  client::ThreadRing* ring = client::ring_of(t);
+  if (!ring) {
+    client::Runtime::instance().count_ringless_drop();
+    return;
+  }
+  // Names are interned below 2^16 (Runtime::intern), so the op fits the record's 16-bit argument.
+  const client::RawEvent record{now_tick(), address, bytes, allocator, static_cast<uint16_t>(op),
+                                static_cast<uint8_t>(kind), t.core_index};
+  ring->push(&record, 1);
 }
 
 }  // namespace detail

@@ -51,14 +51,18 @@ class Runtime {
   struct CoreBatches {
     local::EventsMsg events;
     local::InputStagesMsg input_stages;
+    local::AllocationsMsg allocations;
   };
   void add_event(const RawEvent& e, ThreadRing& ring, std::vector<CoreBatches>& batches);
   // An input stage: in an InputStages batch, or as a free-form event where the agent's version lacks them.
   void add_input_stage(const RawEvent& e, int64_t start_ns, int64_t duration_ns, CoreBatches& batches);
+  // An allocation record, in an Allocations batch; dropped where the agent's version lacks them.
+  void add_allocation(const RawEvent& e, int64_t time_ns, CoreBatches& batches);
   // The name `name_id` into a batch's names, once per batch.
   void define_name(uint32_t name_id, std::vector<std::pair<uint32_t, std::string>>& names);
   void queue_events(local::EventsMsg& batch);
   void queue_input_stages(local::InputStagesMsg& batch);
+  void queue_allocations(local::AllocationsMsg& batch);
   void notify_window_opened();
   // Whether the open window is the agent's continuous recording: device tracers are not started for it.
   bool recording() const { return (session_ & local::kRecordingSessionBit) != 0; }
@@ -107,6 +111,7 @@ class Runtime {
   local::StepMsg* last_step_ = nullptr;
   local::InputStageMsg* last_input_stage_ = nullptr;
   bool told_input_stages_unsupported_ = false;
+  bool told_allocations_unsupported_ = false;
 };
 
 }  // namespace podscope::client

@@ -23,6 +23,8 @@ constexpr KindToTrace kKinds[] = {
     {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY"},   {CUPTI_ACTIVITY_KIND_MEMCPY2, "MEMCPY2"},
     {CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET"},   {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION"},
     {CUPTI_ACTIVITY_KIND_RUNTIME, "RUNTIME"}, {CUPTI_ACTIVITY_KIND_DRIVER, "DRIVER"},
+    // Allocations and releases of device, pinned and managed memory, for the memory profile.
+    {CUPTI_ACTIVITY_KIND_MEMORY2, "MEMORY2"},
 };
 
 std::string result_text(CUptiResult result) {

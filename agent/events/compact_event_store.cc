@@ -40,9 +40,11 @@ int64_t saturating_add(int64_t a, int64_t b) {
 // Whether an event's id / arg is a name the batch defines.
 bool id_is_name(EventKind kind) {
   return kind == EventKind::kStep || kind == EventKind::kCompute || kind == EventKind::kFreeForm ||
-         kind == EventKind::kInputStage;
+         kind == EventKind::kInputStage || kind == EventKind::kAllocation || kind == EventKind::kDeallocation;
 }
-bool arg_is_name(EventKind kind) { return kind == EventKind::kAllReduce; }
+bool arg_is_name(EventKind kind) {
+  return kind == EventKind::kAllReduce || kind == EventKind::kAllocation || kind == EventKind::kDeallocation;
+}
 
 size_t stats_of(EventKind kind) {
   switch (kind) {
@@ -55,6 +57,9 @@ size_t stats_of(EventKind kind) {
     case EventKind::kRecvDone: return 5;
     case EventKind::kFreeForm: return 1;
     case EventKind::kInputStage: return 5;  // step_num, the ids, and the category: a string, charged twice
+    // The allocator's totals, address, sizes, and its name and the op: strings, charged twice.
+    case EventKind::kAllocation:
+    case EventKind::kDeallocation: return 11;
   }
   return 5;
 }
@@ -308,6 +313,18 @@ void CompactEventStore::add(uint64_t id, const local::InputStagesMsg& batch) {
   for (const local::InputStageMsg& s : batch.stages) {
     events.events.push_back({EventKind::kInputStage, s.name_id, static_cast<int32_t>(s.category), s.start_ns,
                              s.duration_ns, static_cast<int64_t>(s.stage_id), static_cast<int64_t>(s.parent_id)});
+  }
+  add(id, events);
+}
+
+void CompactEventStore::add(uint64_t id, const local::AllocationsMsg& batch) {
+  local::EventsMsg events{batch.session, batch.core, batch.thread_id, batch.names, {}};
+  events.events.reserve(batch.allocations.size());
+  for (const local::AllocationMsg& a : batch.allocations) {
+    const bool allocation = a.op == local::AllocationOp::kAllocate;
+    events.events.push_back({allocation ? EventKind::kAllocation : EventKind::kDeallocation, a.allocator_id,
+                             static_cast<int32_t>(a.op_name_id), a.time_ns, 0, a.bytes,
+                             static_cast<int64_t>(a.address)});
   }
   add(id, events);
 }

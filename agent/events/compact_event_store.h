@@ -35,8 +35,10 @@ struct HeldEvent {
   int64_t duration_ns = 0;
   int64_t value = 0;
   int64_t value2 = 0;
-  uint32_t id = 0;      // the name index for steps, compute, free-form events and input stages; else the client's id
-  int32_t arg = 0;      // the name index of an all-reduce's replica group; else the client's arg (a stage's category)
+  uint32_t id = 0;  // the name index for steps, compute, free-form events, input stages and allocation records (the
+                    // allocator); else the client's id
+  int32_t arg = 0;  // the name index of an all-reduce's replica group or an allocation's op; else the client's arg
+                    // (a stage's category)
   uint32_t stream = 0;  // index into HeldClientEvents::streams
   local::EventKind kind = local::EventKind::kFreeForm;
 };
@@ -82,6 +84,8 @@ class CompactEventStore {
   void add(uint64_t client, const local::EventsMsg& batch);
   // The same for input stages, held as events of kind kInputStage (see local::EventKind).
   void add(uint64_t client, const local::InputStagesMsg& batch);
+  // The same for allocation records, held as events of kinds kAllocation and kDeallocation.
+  void add(uint64_t client, const local::AllocationsMsg& batch);
   // The span of time worth holding, in the clients' clock (a capture window; unbounded by default).
   void set_window(int64_t begin_ns, int64_t end_ns) {
     window_begin_ns_ = begin_ns;

@@ -95,6 +95,17 @@ void ClientRegistry::on_input_stages(uint64_t connection, local::InputStagesMsg&
   window_events_->add(connection, msg);
 }
 
+void ClientRegistry::on_allocations(uint64_t connection, local::AllocationsMsg&& msg) {
+  std::lock_guard lock(mu_);
+  if (recorder_ && (msg.session == recording_session_ || (window_ != WindowState::kNone && msg.session == session_))) {
+    if (auto c = connections_.find(connection); c != connections_.end() && c->second.registered)
+      recorder_->add(c->second.info, msg);
+  }
+  if (window_ == WindowState::kNone || msg.session != session_) return;  // late data of an older window
+  if (!gathered_.contains(connection)) return;
+  window_events_->add(connection, msg);
+}
+
 void ClientRegistry::on_device_planes(uint64_t connection, local::DevicePlanesMsg&& msg) {
   std::lock_guard lock(mu_);
   if (window_ == WindowState::kNone || msg.session != session_) return;  // late data of an older window

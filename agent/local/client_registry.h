@@ -58,6 +58,7 @@ class ClientRegistry {
   void on_register(uint64_t connection, const local::RegisterMsg& msg);
   void on_events(uint64_t connection, local::EventsMsg&& msg);
   void on_input_stages(uint64_t connection, local::InputStagesMsg&& msg);
+  void on_allocations(uint64_t connection, local::AllocationsMsg&& msg);
   void on_capture_done(uint64_t connection, const local::CaptureDoneMsg& msg);
   void on_device_planes(uint64_t connection, local::DevicePlanesMsg&& msg);
 

@@ -4,9 +4,11 @@
 #include <iterator>
 #include <map>
 #include <optional>
-#include <tuple>
+#include <set>
 #include <string>
+#include <tuple>
 
+#include "proto/xspace/allocator_events.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 
@@ -46,6 +48,8 @@ std::string_view op_name(const PlacedEvent& p) {
       auto n = name_of(*p.client, p.event->id);
       return n.empty() ? std::string_view("annotation") : n;
     }
+    case EventKind::kAllocation: return xspace::kMemoryAllocationEventName;
+    case EventKind::kDeallocation: return xspace::kMemoryDeallocationEventName;
   }
   return "annotation";
 }
@@ -186,7 +190,70 @@ void add_core_events(int32_t core, std::vector<PlacedEvent>& events, xspace::XPl
         break;
       case EventKind::kInputStage: add_input_stage_stats(e, stats); break;
       case EventKind::kStep:
-      case EventKind::kFreeForm: break;
+      case EventKind::kFreeForm:
+      case EventKind::kAllocation:  // on the host plane, see add_memory_events
+      case EventKind::kDeallocation: break;
+    }
+  }
+}
+
+bool is_memory_event(const HeldEvent& e) {
+  return e.kind == EventKind::kAllocation || e.kind == EventKind::kDeallocation;
+}
+
+// The allocator name each (process, tag) is shown under: the tag itself, or "<tag> (pid P)" where processes
+// of this capture share a tag, since the memory profile keys allocators by name within a host.
+std::map<std::pair<int32_t, std::string>, std::string> allocator_names(
+    const std::vector<std::pair<const LocalClientCapture*, std::vector<PlacedEvent>>>& memory) {
+  std::map<std::string, std::set<int32_t>> pids_by_tag;
+  for (const auto& [capture, events] : memory)
+    for (const PlacedEvent& p : events)
+      pids_by_tag[std::string(name_of(*p.client, p.event->id))].insert(capture->client.pid);
+  std::map<std::pair<int32_t, std::string>, std::string> names;
+  for (const auto& [tag, pids] : pids_by_tag)
+    for (int32_t pid : pids)
+      names[{pid, tag}] = pids.size() == 1 ? tag : tag + " (pid " + std::to_string(pid) + ")";
+  return names;
+}
+
+// Writes one process's allocation records (sorted by time here) on its line of the host plane, each allocator
+// replayed on its own; returns how many freed a block the capture did not see allocated.
+uint64_t add_process_memory_events(const LocalClientCapture& capture, std::vector<PlacedEvent>& events,
+                                   const std::map<std::pair<int32_t, std::string>, std::string>& names,
+                                   xspace::XPlaneBuilder& host) {
+  std::stable_sort(events.begin(), events.end(),
+                   [](const PlacedEvent& a, const PlacedEvent& b) { return a.start_ns < b.start_ns; });
+  xspace::XLineBuilder line =
+      host.line_named(std::string(xspace::kMemoryAllocationsLinePrefix) + " pid " + std::to_string(capture.client.pid) +
+                      " (" + capture.client.program + ")");
+  std::map<uint32_t, xspace::AllocatorEvents> allocators;  // by the tag's name index
+  for (const PlacedEvent& p : events) {
+    const HeldEvent& e = *p.event;
+    auto it = allocators.find(e.id);
+    if (it == allocators.end()) {
+      const std::string& name = names.at({capture.client.pid, std::string(name_of(*p.client, e.id))});
+      it = allocators.try_emplace(e.id, name, host).first;
+    }
+    const auto address = static_cast<uint64_t>(e.value2);
+    auto stats = e.kind == EventKind::kAllocation ? it->second.allocate(line, p.start_ns, address, e.value)
+                                                  : it->second.free(line, p.start_ns, address);
+    if (auto op = name_of(*p.client, static_cast<uint32_t>(e.arg)); !op.empty()) stats.add(xspace::kTfOpStat, op);
+  }
+  uint64_t unknown_frees = 0;
+  for (const auto& [tag, allocator] : allocators) unknown_frees += allocator.unknown_frees();
+  return unknown_frees;
+}
+
+// Every process's allocation records, on the host plane where TensorFlow writes its allocators' events.
+void add_memory_events(std::vector<std::pair<const LocalClientCapture*, std::vector<PlacedEvent>>>& memory,
+                       tensorflow::profiler::XSpace& space) {
+  if (memory.empty()) return;
+  const auto names = allocator_names(memory);
+  xspace::XPlaneBuilder host(xspace::find_or_add_plane(space, xspace::kHostPlaneName));
+  for (auto& [capture, events] : memory) {
+    if (const uint64_t unknown = add_process_memory_events(*capture, events, names, host); unknown > 0) {
+      space.add_warnings(client_label(capture->client) + ": " + std::to_string(unknown) +
+                         " frees of blocks allocated before the capture; its allocators' totals leave them out");
     }
   }
 }
@@ -198,16 +265,23 @@ void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Cl
   // Per core, every event in the window, with the client that names it; and what the budget dropped there.
   std::map<int32_t, std::vector<PlacedEvent>> by_core;
   std::map<int32_t, std::pair<const LocalClientCapture*, CoreDrops>> drops_by_core;
+  std::vector<std::pair<const LocalClientCapture*, std::vector<PlacedEvent>>> memory;  // per client that has any
   for (const auto& capture : captures) {
     const HeldClientEvents& held = capture.events;
+    std::vector<PlacedEvent> memory_events;
     for (const HeldEvent& e : held.events) {
       const int64_t start = clock.from_system_ns(e.start_ns);
       // Client values may be anything: an end past INT64_MAX is the end of time, not a wrapped negative.
       int64_t end = 0;
       if (__builtin_add_overflow(start, e.duration_ns, &end)) end = e.duration_ns < 0 ? INT64_MIN : INT64_MAX;
       if (end < options.window_start_ns || start > options.window_end_ns) continue;
+      if (is_memory_event(e)) {
+        memory_events.push_back({&e, &held, start});
+        continue;
+      }
       by_core[held.streams[e.stream].core].push_back({&e, &held, start});
     }
+    if (!memory_events.empty()) memory.emplace_back(&capture, std::move(memory_events));
     for (const auto& [core, d] : held.drops) {
       auto& [owner, total] = drops_by_core[core];
       owner = &capture;
@@ -232,6 +306,7 @@ void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Cl
     add_core_events(core, events, builder);
     std::vector<PlacedEvent>().swap(events);  // the next core's build reuses this memory
   }
+  add_memory_events(memory, space);
 }
 
 }  // namespace podscope::agent

@@ -4,7 +4,9 @@
 // outfeed, all-reduce, send, recv-done; compute and free-form events keep their own names), and an
 // `Input Pipeline` line holding the input stages of every thread, named by the stage, with their category,
 // id and parent id. Every event inside a step of its core carries that step's step_num, plus its own
-// stats. Pure: no I/O.
+// stats. Allocation records go to the host plane, one line per process, as TensorFlow's allocator events
+// (MemoryAllocation / MemoryDeallocation with each allocator's running total of live bytes), so that the
+// memory profile reads them as TensorFlow's. Pure: no I/O.
 #pragma once
 
 #include <cstdint>

@@ -37,6 +37,7 @@ class FlightRecorder {
   explicit FlightRecorder(FlightRecorderSettings settings, std::function<int64_t()> now_ns = {});
 
   void add(const LocalClientInfo& client, const local::EventsMsg& batch);
+  void add(const LocalClientInfo& client, const local::AllocationsMsg& batch);
   // What every client recorded overlapping [begin_ns, end_ns] (clients' clock), one capture per client,
   // its drops those of the whole-step rule.
   std::vector<LocalClientCapture> window(int64_t begin_ns, int64_t end_ns);

@@ -144,6 +144,8 @@ class LocalSocketServer::Connection : public std::enable_shared_from_this<Connec
       registry.on_events(id_, std::move(*e));
     } else if (auto* stages = std::get_if<local::InputStagesMsg>(&msg)) {
       registry.on_input_stages(id_, std::move(*stages));
+    } else if (auto* allocations = std::get_if<local::AllocationsMsg>(&msg)) {
+      registry.on_allocations(id_, std::move(*allocations));
     } else if (auto* d = std::get_if<local::CaptureDoneMsg>(&msg)) {
       registry.on_capture_done(id_, *d);
     } else if (auto* p = std::get_if<local::DevicePlanesMsg>(&msg)) {

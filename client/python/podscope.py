@@ -19,6 +19,11 @@ An input pipeline (a DataLoader's worker, on any thread) annotates its stages as
         with podscope.input_stage("read_shard", "read", parent=batch):
             ...
 
+An allocator (a caching allocator's hooks) reports its blocks for the memory profile:
+
+    podscope.alloc(nbytes, address, "host_pinned")
+    podscope.free(address, "host_pinned")
+
 Spans also work without `with`: s = podscope.send(...); ...; s.end().
 The library is found through $PODSCOPE_LIBRARY, next to this file, or as libpodscope.so on the loader path.
 """
@@ -28,7 +33,7 @@ import os
 
 __all__ = ["init", "shutdown", "set_thread_core", "intern", "dropped_events", "agent_connected", "Span",
            "step", "infeed", "outfeed", "compute", "all_reduce", "send", "recv_done", "trace", "input_stage",
-           "INPUT_STAGE_CATEGORIES"]
+           "INPUT_STAGE_CATEGORIES", "alloc", "free"]
 
 
 class _Span(ctypes.Structure):
@@ -73,6 +78,10 @@ _lib.podscope_intern.restype = _U32
 _lib.podscope_set_thread_core.argtypes = [_I32]
 _lib.podscope_dropped_events.restype = ctypes.c_uint64
 _lib.podscope_agent_connected.restype = ctypes.c_int
+_lib.podscope_alloc.argtypes = [_I64, ctypes.c_uint64, _U32, _U32]
+_lib.podscope_alloc.restype = None
+_lib.podscope_free.argtypes = [ctypes.c_uint64, _U32]
+_lib.podscope_free.restype = None
 
 _names = {}
 
@@ -176,3 +185,14 @@ def input_stage(name, category, parent=None):
         raise ValueError(f"input_stage {name!r}: category {category!r} is not one of {INPUT_STAGE_CATEGORIES}")
     parent_id = parent.input_stage_id if isinstance(parent, Span) else (parent or 0)
     return Span(_lib.podscope_begin_input_stage(intern(name), category_value, parent_id))
+
+
+def alloc(nbytes, address, allocator, op=None):
+    """Reports a block of `nbytes` at `address` handed out by the allocator named `allocator` (e.g. "host_pinned"),
+    for the memory profile; `op` names what it is for. Recorded during captures only."""
+    _lib.podscope_alloc(nbytes, address, intern(allocator), intern(op) if op else 0)
+
+
+def free(address, allocator):
+    """Reports that the block at `address` went back to the allocator named `allocator`."""
+    _lib.podscope_free(address, intern(allocator))

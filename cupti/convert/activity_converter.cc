@@ -156,6 +156,7 @@ void ActivityConverter::add(const CUpti_Activity& record) {
       break;
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: add_api(reinterpret_cast<const CUpti_ActivityAPI&>(record)); break;
+    case CUPTI_ACTIVITY_KIND_MEMORY2: add_memory(reinterpret_cast<const CUpti_ActivityMemory4&>(record)); break;
     default: ++ignored_; return;
   }
   ++converted_;
@@ -255,6 +256,28 @@ void ActivityConverter::add_api(const CUpti_ActivityAPI& a) {
   if (a.returnValue != 0) stats.add("return_value", int64_t{a.returnValue});
 }
 
+void ActivityConverter::add_memory(const CUpti_ActivityMemory4& m) {
+  const bool allocation = m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+  if (!allocation && m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) {
+    ++ignored_;
+    return;
+  }
+  // Copies: the record's fields are packed, and references to them would be misaligned.
+  const uint32_t device = m.deviceId, kind = m.memoryKind, pid = m.processId;
+  xspace::XPlaneBuilder& plane = gpu_plane(device);
+  auto it = allocators_.find({device, kind});
+  if (it == allocators_.end()) {
+    const std::string name =
+        "GPU_" + std::to_string(device) + "_cuda_" + std::string(memory_kind(static_cast<uint8_t>(kind)));
+    it = allocators_.try_emplace({device, kind}, name, plane).first;
+  }
+  auto line = plane.line_named(std::string(xspace::kMemoryAllocationsLinePrefix) + " pid " + std::to_string(pid));
+  auto stats = allocation ? it->second.allocate(line, to_host(m.timestamp), m.address, static_cast<int64_t>(m.bytes))
+                          : it->second.free(line, to_host(m.timestamp), m.address);
+  stats.add(kCorrelationIdStat, int64_t{m.correlationId});
+  if (m.streamId != 0) stats.add(kStreamIdStat, int64_t{m.streamId});
+}
+
 void ActivityConverter::add_nvtx_range(uint32_t thread_id, std::string_view name, int64_t start_ns, int64_t end_ns) {
   host_plane(xspace::kHostPlaneName, cpu_plane_)
       .line_named("NVTX thread " + std::to_string(thread_id))
@@ -266,6 +289,14 @@ void ActivityConverter::finish(tensorflow::profiler::XSpace& space) {
     gpu_plane(key.first).line(key.second, "").proto()->set_name(stream_line_name(key.second, kinds));
   }
   for (auto& [device, plane] : gpu_planes_) plane->stats().add(kDeviceIdStat, int64_t{device});
+  uint64_t unknown_releases = 0;
+  for (const auto& [key, allocator] : allocators_) unknown_releases += allocator.unknown_frees();
+  if (unknown_releases > 0) {
+    space_.add_warnings(absl::StrCat("CUPTI: ", unknown_releases,
+                                     " memory releases of blocks allocated before the window; the allocators' "
+                                     "totals leave them out"));
+  }
+  allocators_.clear();
   gpu_planes_.clear();
   cupti_plane_.reset();
   cpu_plane_.reset();

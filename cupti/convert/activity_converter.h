@@ -4,7 +4,9 @@
 //                          (regs, shared memory, grid, block, and the theoretical occupancy once the device's
 //                          record has told its multiprocessor limits), memcpy/memset with `memcpy_details` /
 //                          `memset_details` and bytes; correlation, context and stream ids on every event;
-//                          NCCL kernels carry a `collective` stat.
+//                          NCCL kernels carry a `collective` stat. Memory allocations and releases (CUPTI's
+//                          memory records) as TensorFlow's allocator events, one allocator per device and memory
+//                          kind ("GPU_0_cuda_device"), on a line per process ("Memory Allocations pid <P>").
 //   /host:CUPTI            runtime/driver API calls, one line per thread, with the same correlation ids.
 //   /host:CPU              NVTX ranges, one line per thread.
 // A pure library (no CUPTI calls): the injection feeds it records, tests feed it synthetic ones.
@@ -23,6 +25,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "proto/xspace/allocator_events.h"
 #include "proto/xspace/xplane_builder.h"
 
 namespace podscope::cupti {
@@ -71,6 +74,7 @@ class ActivityConverter {
   void add_memset(const CUpti_ActivityMemset4& m);
   void add_sync(const CUpti_ActivitySynchronization2& s);
   void add_api(const CUpti_ActivityAPI& a);
+  void add_memory(const CUpti_ActivityMemory4& m);
   xspace::XPlaneBuilder& gpu_plane(uint32_t device);
   xspace::XPlaneBuilder& host_plane(std::string_view name, std::unique_ptr<xspace::XPlaneBuilder>& slot);
   // The stream's line on the device plane; remembers what kinds of work it carried for its name.
@@ -94,6 +98,7 @@ class ActivityConverter {
   std::unique_ptr<xspace::XPlaneBuilder> cpu_plane_;
   absl::flat_hash_map<std::pair<uint32_t, uint32_t>, std::set<std::string_view>> stream_kinds_;
   absl::flat_hash_map<std::pair<uint32_t, const char*>, KernelName> kernel_names_;
+  std::map<std::pair<uint32_t, uint32_t>, xspace::AllocatorEvents> allocators_;  // by device and memory kind
   uint64_t converted_ = 0;
   uint64_t ignored_ = 0;
 };

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "client/podscope.h"
+#include "examples/ring_trainer/buffers.h"
 
 namespace ring_trainer {
 
@@ -47,12 +48,12 @@ class InputPipeline {
     producer_.join();
   }
   // Asks for a batch and blocks until it is ready.
-  std::vector<float> next() {
+  StepBuffer next() {
     std::unique_lock lock(mu_);
     ++requested_;
     cv_.notify_all();
     cv_.wait(lock, [&] { return !queue_.empty(); });
-    std::vector<float> batch = std::move(queue_.front());
+    StepBuffer batch = std::move(queue_.front());
     queue_.pop_front();
     return batch;
   }
@@ -73,7 +74,7 @@ class InputPipeline {
       }
       wait_ms(delays_.batch_ms);
       auto batch_stage = podscope::input_stage(batch_name, InputStageCategory::kPreprocess);
-      std::vector<float> batch(batch_floats_);
+      StepBuffer batch(batch_floats_);
       {
         auto read = podscope::input_stage(read_name, InputStageCategory::kRead, batch_stage.input_stage_id());
         wait_ms(delays_.read_ms);
@@ -106,7 +107,7 @@ class InputPipeline {
   std::mt19937 rng_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::vector<float>> queue_;
+  std::deque<StepBuffer> queue_;
   size_t requested_ = 0;  // batches asked for (or to be kept ahead) and not yet started
   bool stop_ = false;
   std::thread producer_;

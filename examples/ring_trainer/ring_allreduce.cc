@@ -166,7 +166,7 @@ void RingAllReduce::send_loop() {
   }
 }
 
-void RingAllReduce::run(std::vector<float>& data, int64_t step) {
+void RingAllReduce::run(ModelBuffer& data, int64_t step) {
   auto span = podscope::all_reduce(step, static_cast<int64_t>(data.size() * sizeof(float)), replica_group_name_);
   if (world_ <= 1) return;
   const int prev = (rank_ + world_ - 1) % world_;
@@ -174,7 +174,7 @@ void RingAllReduce::run(std::vector<float>& data, int64_t step) {
   auto chunk_begin = [&](int c) { return n * static_cast<size_t>(c) / static_cast<size_t>(world_); };
   auto chunk_size = [&](int c) { return chunk_begin(c + 1) - chunk_begin(c); };
   auto mod = [&](int v) { return ((v % world_) + world_) % world_; };
-  std::vector<float> incoming(n / static_cast<size_t>(world_) + 1);
+  StepBuffer incoming(n / static_cast<size_t>(world_) + 1);
 
   for (int t = 0; t < 2 * (world_ - 1); ++t) {
     const bool reduce = t < world_ - 1;

@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "examples/ring_trainer/buffers.h"
+
 namespace ring_trainer {
 
 struct Endpoint {
@@ -29,7 +31,7 @@ class RingAllReduce {
   RingAllReduce& operator=(const RingAllReduce&) = delete;
 
   // Sums `data` across all ranks in place. `step` is the all-reduce id. Throws on a lost peer.
-  void run(std::vector<float>& data, int64_t step);
+  void run(ModelBuffer& data, int64_t step);
 
   static uint32_t channel_id(int transfer_index, int src_rank, int world) {
     return static_cast<uint32_t>(1 + transfer_index * world + src_rank);

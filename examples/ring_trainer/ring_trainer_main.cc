@@ -5,7 +5,8 @@
 // passed, and so do the steps named by --slow_steps on --slow_rank), ring all-reduce the gradients over TCP
 // (send / recv-done per chunk), then outfeed a small metrics record.
 // The last float of the gradient buffer carries a stop vote, so SIGTERM on any rank ends every rank
-// after the same step (exit 0).
+// after the same step (exit 0). Its buffers are reported through libpodscope's allocation hook (buffers.h);
+// at exit it prints each pool's peak of live bytes.
 #include <signal.h>
 #include <unistd.h>
 
@@ -21,11 +22,18 @@
 #include <CLI/CLI.hpp>
 
 #include "client/podscope.h"
+#include "examples/ring_trainer/buffers.h"
 #include "examples/ring_trainer/input_pipeline.h"
 #include "examples/ring_trainer/ring_allreduce.h"
 #include "examples/ring_trainer/spawn.h"
 
 namespace {
+
+using ring_trainer::ModelBuffer;
+using ring_trainer::Pool;
+using ring_trainer::PoolStats;
+using ring_trainer::StepBuffer;
+using ring_trainer::pool_stats;
 
 std::atomic<bool> g_stop{false};
 void on_stop_signal(int) { g_stop.store(true); }
@@ -115,7 +123,7 @@ SlowSteps parse_slow_steps(const std::string& spec, int rank) {
 
 // Real float work until `ms` of wall time passed (not a calibrated amount: CPU contention must not
 // shrink or grow the delay).
-float busy_work_for(int ms, const std::vector<float>& data) {
+float busy_work_for(int ms, const ModelBuffer& data) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   float acc = 0;
   size_t i = 0;
@@ -143,9 +151,9 @@ int train(const Flags& f) {
 
   const podscope::NameId matmul_name = podscope::intern("matmul");
   const int64_t flops = 2 * static_cast<int64_t>(m) * m * m;
-  std::vector<float> weights(m * m, 0.01f), product(m * m);
+  ModelBuffer weights(m * m, 0.01f), product(m * m);
   // Gradients, plus one float at the end: the stop vote.
-  std::vector<float> grads(static_cast<size_t>(std::max<int64_t>(f.grad_bytes / 4, 1)) + 1);
+  ModelBuffer grads(static_cast<size_t>(std::max<int64_t>(f.grad_bytes / 4, 1)) + 1);
   float sink = 0;
   auto window_start = std::chrono::steady_clock::now();
   double window_max_ms = 0;
@@ -154,7 +162,7 @@ int train(const Flags& f) {
     const auto step_start = std::chrono::steady_clock::now();
     {
       auto step_span = podscope::step(step);
-      std::vector<float> batch;
+      StepBuffer batch;
       {
         auto in = podscope::infeed(static_cast<int64_t>(m * m * sizeof(float)));
         batch = input.next();
@@ -198,6 +206,11 @@ int train(const Flags& f) {
   }
   if (sink == 12345.678f) std::fprintf(stderr, " ");  // keeps the work observable to the optimizer
   podscope::shutdown();
+  for (Pool pool : {Pool::kModel, Pool::kStep}) {
+    const PoolStats& stats = pool_stats(pool);
+    std::fprintf(stderr, "ring_trainer rank %d (pid %d): allocator %s peaked at %lld live bytes\n", f.rank,
+                 static_cast<int>(::getpid()), stats.name, static_cast<long long>(stats.peak_bytes.load()));
+  }
   return 0;
 }
 

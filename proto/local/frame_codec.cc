@@ -93,7 +93,10 @@ void encode_payload(const StepsMsg& m, Writer& w) {
     w.put(s.all_reduce_ns);
   }
 }
-void encode_payload(const EventsMsg& m, Writer& w) {
+// Events, InputStages and Allocations batches start alike: session, core, thread id, then the names their
+// records use.
+template <typename Batch>
+void encode_names_header(const Batch& m, Writer& w) {
   w.put(m.session);
   w.put(m.core);
   w.put(m.thread_id);
@@ -102,6 +105,10 @@ void encode_payload(const EventsMsg& m, Writer& w) {
     w.put(id);
     w.put_string(name);
   }
+}
+
+void encode_payload(const EventsMsg& m, Writer& w) {
+  encode_names_header(m, w);
   w.put(static_cast<uint32_t>(m.events.size()));
   for (const EventMsg& e : m.events) {
     w.put(static_cast<uint8_t>(e.kind));
@@ -116,14 +123,7 @@ void encode_payload(const EventsMsg& m, Writer& w) {
   }
 }
 void encode_payload(const InputStagesMsg& m, Writer& w) {
-  w.put(m.session);
-  w.put(m.core);
-  w.put(m.thread_id);
-  w.put(static_cast<uint32_t>(m.names.size()));
-  for (const auto& [id, name] : m.names) {
-    w.put(id);
-    w.put_string(name);
-  }
+  encode_names_header(m, w);
   w.put(static_cast<uint32_t>(m.stages.size()));
   for (const InputStageMsg& s : m.stages) {
     w.put(s.name_id);
@@ -134,6 +134,20 @@ void encode_payload(const InputStagesMsg& m, Writer& w) {
     w.put(s.parent_id);
     w.put(s.start_ns);
     w.put(s.duration_ns);
+  }
+}
+void encode_payload(const AllocationsMsg& m, Writer& w) {
+  encode_names_header(m, w);
+  w.put(static_cast<uint32_t>(m.allocations.size()));
+  for (const AllocationMsg& a : m.allocations) {
+    w.put(static_cast<uint8_t>(a.op));
+    w.put(uint8_t{0});
+    w.put(uint16_t{0});
+    w.put(a.allocator_id);
+    w.put(a.op_name_id);
+    w.put(a.address);
+    w.put(a.bytes);
+    w.put(a.time_ns);
   }
 }
 void encode_payload(const CaptureDoneMsg& m, Writer& w) {
@@ -186,15 +200,38 @@ bool decode(Reader& r, StepsMsg& m) {
   }
   return true;
 }
-bool decode(Reader& r, EventsMsg& m, std::string& error) {
-  uint32_t names = 0, events = 0;
-  if (!r.get(m.session, "events.session") || !r.get(m.core, "events.core") || !r.get(m.thread_id, "events.thread_id") ||
-      !r.get_count(names, 8, "events.names"))
+// What decode_names_header calls the fields of one batch type in its errors.
+struct NamesHeaderFields {
+  const char* session;
+  const char* core;
+  const char* thread_id;
+  const char* names;
+  const char* name_id;
+  const char* name;
+};
+constexpr NamesHeaderFields kEventsFields{"events.session",   "events.core",    "events.thread_id",
+                                          "events.names",     "events.name_id", "events.name"};
+constexpr NamesHeaderFields kInputStagesFields{"input_stages.session", "input_stages.core",    "input_stages.thread_id",
+                                               "input_stages.names",   "input_stages.name_id", "input_stages.name"};
+constexpr NamesHeaderFields kAllocationsFields{"allocations.session", "allocations.core",    "allocations.thread_id",
+                                               "allocations.names",   "allocations.name_id", "allocations.name"};
+
+template <typename Batch>
+bool decode_names_header(Reader& r, Batch& m, const NamesHeaderFields& fields) {
+  uint32_t names = 0;
+  if (!r.get(m.session, fields.session) || !r.get(m.core, fields.core) || !r.get(m.thread_id, fields.thread_id) ||
+      !r.get_count(names, 8, fields.names))
     return false;
   m.names.resize(names);
   for (auto& [id, name] : m.names)
-    if (!r.get(id, "events.name_id") || !r.get_string(name, "events.name")) return false;
-  if (!r.get_count(events, kEncodedEventBytes, "events.count")) return false;
+    if (!r.get(id, fields.name_id) || !r.get_string(name, fields.name)) return false;
+  return true;
+}
+
+bool decode(Reader& r, EventsMsg& m, std::string& error) {
+  uint32_t events = 0;
+  if (!decode_names_header(r, m, kEventsFields) || !r.get_count(events, kEncodedEventBytes, "events.count"))
+    return false;
   m.events.resize(events);
   for (EventMsg& e : m.events) {
     uint8_t kind = 0, pad8 = 0;
@@ -217,14 +254,10 @@ bool decode(Reader& r, EventsMsg& m, std::string& error) {
   return true;
 }
 bool decode(Reader& r, InputStagesMsg& m, std::string& error) {
-  uint32_t names = 0, stages = 0;
-  if (!r.get(m.session, "input_stages.session") || !r.get(m.core, "input_stages.core") ||
-      !r.get(m.thread_id, "input_stages.thread_id") || !r.get_count(names, 8, "input_stages.names"))
+  uint32_t stages = 0;
+  if (!decode_names_header(r, m, kInputStagesFields) ||
+      !r.get_count(stages, kEncodedInputStageBytes, "input_stages.count"))
     return false;
-  m.names.resize(names);
-  for (auto& [id, name] : m.names)
-    if (!r.get(id, "input_stages.name_id") || !r.get_string(name, "input_stages.name")) return false;
-  if (!r.get_count(stages, kEncodedInputStageBytes, "input_stages.count")) return false;
   m.stages.resize(stages);
   for (InputStageMsg& s : m.stages) {
     uint8_t category = 0, pad8 = 0;
@@ -247,6 +280,36 @@ bool decode(Reader& r, InputStagesMsg& m, std::string& error) {
       return false;
     }
     s.category = static_cast<InputStageCategory>(category);
+  }
+  return true;
+}
+bool decode(Reader& r, AllocationsMsg& m, std::string& error) {
+  uint32_t allocations = 0;
+  if (!decode_names_header(r, m, kAllocationsFields) ||
+      !r.get_count(allocations, kEncodedAllocationBytes, "allocations.count"))
+    return false;
+  m.allocations.resize(allocations);
+  for (AllocationMsg& a : m.allocations) {
+    uint8_t op = 0, pad8 = 0;
+    uint16_t pad16 = 0;
+    if (!r.get(op, "allocation.op") || !r.get(pad8, "allocation.pad") || !r.get(pad16, "allocation.pad") ||
+        !r.get(a.allocator_id, "allocation.allocator_id") || !r.get(a.op_name_id, "allocation.op_name_id") ||
+        !r.get(a.address, "allocation.address") || !r.get(a.bytes, "allocation.bytes") ||
+        !r.get(a.time_ns, "allocation.time_ns"))
+      return false;
+    if (op > kMaxAllocationOp) {
+      error = "allocation.op: unknown operation " + std::to_string(op);
+      return false;
+    }
+    if (a.allocator_id == 0) {
+      error = "allocation.allocator_id: 0 names no allocator";
+      return false;
+    }
+    if (a.bytes < 0) {
+      error = "allocation.bytes: negative size " + std::to_string(a.bytes);
+      return false;
+    }
+    a.op = static_cast<AllocationOp>(op);
   }
   return true;
 }
@@ -294,8 +357,8 @@ bool decode(Reader& r, CaptureCloseMsg& m) { return r.get(m.session, "capture_cl
 FrameType type_of(const Message& msg) {
   static constexpr FrameType kTypes[] = {FrameType::kRegister,    FrameType::kSteps,        FrameType::kEvents,
                                          FrameType::kCaptureDone, FrameType::kDevicePlanes, FrameType::kHello,
-                                         FrameType::kInputStages, FrameType::kCaptureOpen,  FrameType::kCaptureClose,
-                                         FrameType::kWelcome,     FrameType::kRefused};
+                                         FrameType::kInputStages, FrameType::kAllocations,  FrameType::kCaptureOpen,
+                                         FrameType::kCaptureClose, FrameType::kWelcome,     FrameType::kRefused};
   static_assert(std::size(kTypes) == std::variant_size_v<Message>);
   return kTypes[msg.index()];
 }
@@ -367,6 +430,11 @@ std::optional<Message> decode_payload(FrameType type, std::string_view payload, 
     }
     case FrameType::kInputStages: {
       InputStagesMsg m;
+      bool ok = decode(r, m, error);
+      return finish(std::move(m), ok);
+    }
+    case FrameType::kAllocations: {
+      AllocationsMsg m;
       bool ok = decode(r, m, error);
       return finish(std::move(m), ok);
     }

@@ -31,6 +31,7 @@ enum class FrameType : uint16_t {
   kDevicePlanes = 5,
   kHello = 6,
   kInputStages = 7,
+  kAllocations = 8,
   // agent → client
   kCaptureOpen = 16,
   kCaptureClose = 17,
@@ -52,7 +53,10 @@ inline constexpr FrameType kVersion1Frames[] = {
 inline constexpr FrameType kVersion2Frames[] = {FrameType::kHello, FrameType::kWelcome, FrameType::kRefused};
 // Input-pipeline stages with their category and parent.
 inline constexpr FrameType kVersion3Frames[] = {FrameType::kInputStages};
-inline constexpr VersionFrames kVersions[] = {{1, kVersion1Frames}, {2, kVersion2Frames}, {3, kVersion3Frames}};
+// Allocations and frees reported by the process's allocators, for the memory profile.
+inline constexpr FrameType kVersion4Frames[] = {FrameType::kAllocations};
+inline constexpr VersionFrames kVersions[] = {
+    {1, kVersion1Frames}, {2, kVersion2Frames}, {3, kVersion3Frames}, {4, kVersion4Frames}};
 
 // The newest version, spoken by this build of both sides.
 inline constexpr uint32_t kProtocolVersion = std::size(kVersions);
@@ -92,6 +96,10 @@ enum class EventKind : uint8_t {
   // Never in an Events frame: an input stage arrives in an InputStages frame and is held as an event of this
   // kind, id = name id, arg = category, value = stage id, value2 = parent stage id.
   kInputStage = 9,
+  // Never in an Events frame either: allocation records arrive in an Allocations frame and are held as events
+  // of these kinds, id = allocator name id, arg = op name id, value = bytes (0 for a free), value2 = address.
+  kAllocation = 10,
+  kDeallocation = 11,
 };
 // The last kind an Events frame may carry.
 inline constexpr uint8_t kMaxEventKind = 8;
@@ -180,6 +188,26 @@ struct InputStagesMsg {
   std::vector<InputStageMsg> stages;
 };
 
+// One allocation or free reported by an allocator of the process (libpodscope's alloc/free hook).
+enum class AllocationOp : uint8_t { kAllocate = 0, kFree = 1 };
+inline constexpr uint8_t kMaxAllocationOp = 1;
+struct AllocationMsg {
+  AllocationOp op = AllocationOp::kAllocate;
+  uint32_t allocator_id = 0;  // the name of the allocator ("GPU_0_bfc"), never 0
+  uint32_t op_name_id = 0;    // the op it was allocated for (0: not known)
+  uint64_t address = 0;
+  int64_t bytes = 0;  // of an allocation (≥ 0); 0 for a free
+  int64_t time_ns = 0;  // Unix ns on the client's system clock
+};
+// A batch of allocation records made by one thread during a capture window, named as EventsMsg.
+struct AllocationsMsg {
+  uint64_t session = 0;
+  int32_t core = 0;
+  int64_t thread_id = 0;
+  std::vector<std::pair<uint32_t, std::string>> names;
+  std::vector<AllocationMsg> allocations;
+};
+
 struct CaptureDoneMsg {
   uint64_t session = 0;
   uint64_t dropped_events = 0;  // events lost to full buffers during the window
@@ -213,7 +241,7 @@ struct CaptureCloseMsg {
 };
 
 using Message = std::variant<RegisterMsg, StepsMsg, EventsMsg, CaptureDoneMsg, DevicePlanesMsg, HelloMsg,
-                             InputStagesMsg, CaptureOpenMsg, CaptureCloseMsg, WelcomeMsg, RefusedMsg>;
+                             InputStagesMsg, AllocationsMsg, CaptureOpenMsg, CaptureCloseMsg, WelcomeMsg, RefusedMsg>;
 
 FrameType type_of(const Message& msg);
 
@@ -235,5 +263,7 @@ std::optional<Message> decode_payload(FrameType type, std::string_view payload, 
 inline constexpr size_t kEncodedEventBytes = 44;
 // The same for InputStagesMsg.
 inline constexpr size_t kEncodedInputStageBytes = 40;
+// The same for AllocationsMsg.
+inline constexpr size_t kEncodedAllocationBytes = 36;
 
 }  // namespace podscope::local

@@ -34,6 +34,19 @@ inline constexpr std::string_view kHostStepMarkerPrefixes[] = {"train", "test", 
 // this line of its `/device:CUSTOM:<core>` plane, named by the stage, each with its category (one of the
 // kInputStageCategories), and its id and its parent's id (0: a root stage), which form the stage tree.
 inline constexpr std::string_view kInputPipelineLineName = "Input Pipeline";
+// The allocation records of one annotated process, on the host plane: "Memory Allocations pid <P> (<program>)",
+// TensorFlow's MemoryAllocation / MemoryDeallocation events with its allocator stats (xplane_schema).
+inline constexpr std::string_view kMemoryAllocationsLinePrefix = "Memory Allocations";
+inline constexpr std::string_view kMemoryAllocationEventName = "MemoryAllocation";
+inline constexpr std::string_view kMemoryDeallocationEventName = "MemoryDeallocation";
+inline constexpr std::string_view kAllocatorNameStat = "allocator_name";
+inline constexpr std::string_view kBytesAllocatedStat = "bytes_allocated";
+inline constexpr std::string_view kBytesReservedStat = "bytes_reserved";
+inline constexpr std::string_view kPeakBytesInUseStat = "peak_bytes_in_use";
+inline constexpr std::string_view kRequestedBytesStat = "requested_bytes";
+inline constexpr std::string_view kAllocationBytesStat = "allocation_bytes";
+inline constexpr std::string_view kAddressStat = "addr";
+inline constexpr std::string_view kTfOpStat = "tf_op";
 inline constexpr std::string_view kInputStageCategoryStat = "input_stage_category";
 inline constexpr std::string_view kInputStageIdStat = "input_stage_id";
 inline constexpr std::string_view kInputStageParentIdStat = "input_stage_parent_id";

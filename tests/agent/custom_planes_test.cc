@@ -1,13 +1,16 @@
 // Building /device:CUSTOM:<core> planes from client batches: names and stats as TF/XLA spell them,
 // step_num on every event inside a step, the agent's clock offset applied, window clipping, warnings; input
-// stages of every thread on the plane's Input Pipeline line with their category, id and parent id.
+// stages of every thread on the plane's Input Pipeline line with their category, id and parent id; allocation
+// records on the host plane as TensorFlow's allocator events with each allocator's running totals.
 #include "agent/local/custom_planes.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
@@ -177,6 +180,90 @@ TEST(CustomPlanes, InputStagesOfEveryThreadGoToTheInputPipelineLineWithTheirTree
     if (l.name() == xspace::kInputPipelineLineName) continue;
     reader.for_each_event(l, [&](const XEventView& e) { EXPECT_NE(e.name(), "read_shard") << l.name(); });
   }
+}
+
+// A process's allocation records as the store holds them.
+LocalClientCapture allocating_client(int32_t pid, const std::vector<local::AllocationMsg>& allocations) {
+  LocalClientCapture c;
+  c.client.pid = pid;
+  c.client.program = "trainer";
+  c.client.cores = {0};
+  c.complete = true;
+  local::AllocationsMsg batch{1, 0, pid, {{3, "GPU_0_bfc"}, {4, "host_pinned"}, {5, "matmul"}}, allocations};
+  CompactEventStore store(size_t{64} << 20, Retention::kEarliestAndLatest);
+  store.add(1, batch);
+  c.events = store.take(1);
+  return c;
+}
+
+struct AllocatorEvent {
+  std::string line, name, allocator, op;
+  int64_t time_ns, address, bytes, live, peak;
+  auto key() const { return std::tie(line, name, allocator, op, time_ns, address, bytes, live, peak); }
+  bool operator==(const AllocatorEvent& o) const { return key() == o.key(); }
+};
+
+std::vector<AllocatorEvent> allocator_events(const tensorflow::profiler::XSpace& space) {
+  std::vector<AllocatorEvent> out;
+  const auto* host = xspace::find_plane(space, xspace::kHostPlaneName);
+  if (!host) return out;
+  XPlaneReader reader(*host);
+  for (const auto& line : host->lines()) {
+    reader.for_each_event(line, [&](const XEventView& e) {
+      EXPECT_EQ(e.int_stat(xspace::kBytesReservedStat), 0);
+      EXPECT_EQ(e.int_stat(xspace::kRequestedBytesStat), e.int_stat(xspace::kAllocationBytesStat));
+      out.push_back({line.name(), std::string(e.name()), std::string(e.str_stat(xspace::kAllocatorNameStat).value_or("")),
+                     std::string(e.str_stat(xspace::kTfOpStat).value_or("")), e.start_ns(),
+                     e.int_stat(xspace::kAddressStat).value_or(-1), e.int_stat(xspace::kAllocationBytesStat).value_or(-1),
+                     e.int_stat(xspace::kBytesAllocatedStat).value_or(-1),
+                     e.int_stat(xspace::kPeakBytesInUseStat).value_or(-1)});
+    });
+  }
+  std::sort(out.begin(), out.end(), [](const AllocatorEvent& a, const AllocatorEvent& b) {
+    return std::tie(a.line, a.time_ns) < std::tie(b.line, b.time_ns);
+  });
+  return out;
+}
+
+TEST(CustomPlanes, AllocationRecordsBecomeAllocatorEventsWithRunningTotalsPerAllocator) {
+  using local::AllocationOp;
+  // Out of time order, as several threads' batches arrive; a free of a block allocated before the capture.
+  const LocalClientCapture c = allocating_client(
+      7, {{AllocationOp::kAllocate, 3, 5, 0x2000, 300, kT0 + 20},
+          {AllocationOp::kAllocate, 3, 0, 0x1000, 100, kT0 + 10},
+          {AllocationOp::kFree, 3, 0, 0x9000, 0, kT0 + 5},
+          {AllocationOp::kAllocate, 4, 0, 0x1000, 64, kT0 + 25},  // the same address in another allocator
+          {AllocationOp::kFree, 3, 0, 0x1000, 0, kT0 + 30},
+          {AllocationOp::kAllocate, 3, 0, 0x3000, 50, kT0 + 40},
+          {AllocationOp::kAllocate, 3, 0, 0x4000, 1, kT0 + 2'000'000}});  // after the window
+  tensorflow::profiler::XSpace space;
+  add_custom_planes({c}, Clock(/*offset_ns=*/1000), CustomPlaneOptions{kT0, kT0 + 1'000'000}, space);
+  const std::string line = "Memory Allocations pid 7 (trainer)";
+  const std::vector<AllocatorEvent> expected = {
+      {line, "MemoryDeallocation", "GPU_0_bfc", "", kT0 + 1005, 0x9000, 0, 0, 0},
+      {line, "MemoryAllocation", "GPU_0_bfc", "", kT0 + 1010, 0x1000, 100, 100, 100},
+      {line, "MemoryAllocation", "GPU_0_bfc", "matmul", kT0 + 1020, 0x2000, 300, 400, 400},
+      {line, "MemoryAllocation", "host_pinned", "", kT0 + 1025, 0x1000, 64, 64, 64},
+      {line, "MemoryDeallocation", "GPU_0_bfc", "", kT0 + 1030, 0x1000, 100, 300, 400},
+      {line, "MemoryAllocation", "GPU_0_bfc", "", kT0 + 1040, 0x3000, 50, 350, 400},
+  };
+  EXPECT_EQ(allocator_events(space), expected);
+  EXPECT_EQ(xspace::find_plane(space, "/device:CUSTOM:0"), nullptr) << "allocation records make no core plane";
+  ASSERT_EQ(space.warnings_size(), 1);
+  EXPECT_EQ(space.warnings(0), "local client pid 7 (trainer): 1 frees of blocks allocated before the capture; its "
+                               "allocators' totals leave them out");
+}
+
+TEST(CustomPlanes, ProcessesSharingAnAllocatorNameAreToldApartByPid) {
+  using local::AllocationOp;
+  const LocalClientCapture a = allocating_client(7, {{AllocationOp::kAllocate, 3, 0, 0x1000, 100, kT0 + 10},
+                                                     {AllocationOp::kAllocate, 4, 0, 0x1000, 8, kT0 + 11}});
+  const LocalClientCapture b = allocating_client(8, {{AllocationOp::kAllocate, 3, 0, 0x1000, 200, kT0 + 20}});
+  tensorflow::profiler::XSpace space;
+  add_custom_planes({a, b}, Clock(0), CustomPlaneOptions{kT0, kT0 + 1'000'000}, space);
+  std::vector<std::string> allocators;
+  for (const auto& e : allocator_events(space)) allocators.push_back(e.allocator);
+  EXPECT_EQ(allocators, (std::vector<std::string>{"GPU_0_bfc (pid 7)", "host_pinned", "GPU_0_bfc (pid 8)"}));
 }
 
 TEST(CustomPlanes, DroppedEventsAndIncompleteClientsBecomeWarnings) {

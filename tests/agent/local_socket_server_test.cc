@@ -4,8 +4,9 @@
 // registry, an unanswered capture close drops a hung client. Protocol versions: a Hello is answered with
 // the newest common version, a version-1 client (no Hello) is fully served, a client of versions the agent
 // does not serve is refused with a reason (and a log line), frames outside a connection's version close it
-// (input stages from a version-2 client), a version-2 client is served next to a current one whose input
-// stages are held.
+// (input stages from a version-2 client, allocation records from a version-3 one), a version-2 client is served
+// next to a current one whose input stages are held, and a current client's allocation records are held in the
+// window (and in the flight recorder) as allocation and deallocation events.
 // Bounds: connections beyond the total and per-uid caps are closed at accept, a connection that does not register
 // in time or stalls inside a frame is closed while a quiet registered client stays, each refusal counted by
 // reason; members of the agent's group are trusted when socket_group is empty.
@@ -19,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <grp.h>
@@ -26,6 +28,7 @@
 #include <optional>
 #include <thread>
 
+#include "agent/local/flight_recorder.h"
 #include "tests/client/mini_agent.h"
 #include "tests/sanitized.h"
 
@@ -462,6 +465,70 @@ TEST_F(LocalSocketServerTest, VersionTwoClientIsServedAndInputStagesAreHeldOnlyF
   v2.send_msg(stages);  // not in version 2: a malformed frame
   EXPECT_TRUE(v2.closed_by_agent(2s));
   EXPECT_FALSE(current.closed_by_agent(100ms));
+}
+
+TEST_F(LocalSocketServerTest, AllocationsAreHeldInTheWindowAndAVersionThreeClientSendingThemIsClosed) {
+  RawClient v3(path_);  // a client of the version before allocation records
+  v3.send_msg(local::HelloMsg{3, 1});
+  const auto welcome = v3.read_msg();
+  ASSERT_TRUE(welcome && std::holds_alternative<local::WelcomeMsg>(*welcome));
+  EXPECT_EQ(std::get<local::WelcomeMsg>(*welcome).version, 3u);
+  v3.send_msg(local::RegisterMsg{3, 0, "v3", "job", {4}});
+  RawClient current(path_);
+  current.negotiate_and_register(5);
+  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 2; }, 2s));
+
+  ClientRegistry& registry = agent_.registry();
+  registry.open_window(8, 0, 1000, 0, size_t{64} << 20);
+  for (RawClient* c : {&v3, &current}) {
+    const auto open = c->read_msg();
+    ASSERT_TRUE(open && std::holds_alternative<local::CaptureOpenMsg>(*open));
+  }
+  local::AllocationsMsg allocations;
+  allocations.session = 8;
+  allocations.core = 5;
+  allocations.names = {{2, "GPU_0_bfc"}, {3, "matmul"}};
+  allocations.allocations = {{local::AllocationOp::kAllocate, 2, 3, 0x1000, 4096, 150},
+                             {local::AllocationOp::kFree, 2, 0, 0x1000, 0, 170}};
+  current.send_msg(allocations);
+  registry.close_window(1000);
+  const auto close = current.read_msg();
+  ASSERT_TRUE(close && std::holds_alternative<local::CaptureCloseMsg>(*close));
+  current.send_msg(local::CaptureDoneMsg{8, 0});
+  v3.send_msg(allocations);  // not in version 3: a malformed frame
+  EXPECT_TRUE(v3.closed_by_agent(2s));
+  const auto gathered = registry.collect(2s);
+  const auto it = std::find_if(gathered.begin(), gathered.end(),
+                               [](const LocalClientCapture& g) { return g.client.program == "raw"; });
+  ASSERT_NE(it, gathered.end());
+  ASSERT_EQ(it->events.events.size(), 2u);
+  const HeldEvent& allocated = it->events.events[0];
+  EXPECT_EQ(allocated.kind, local::EventKind::kAllocation);
+  EXPECT_EQ(it->events.names[allocated.id], "GPU_0_bfc");
+  EXPECT_EQ(it->events.names[static_cast<uint32_t>(allocated.arg)], "matmul");
+  EXPECT_EQ(allocated.value, 4096);
+  EXPECT_EQ(allocated.value2, 0x1000);
+  EXPECT_EQ(allocated.start_ns, 150);
+  EXPECT_EQ(it->events.events[1].kind, local::EventKind::kDeallocation);
+  EXPECT_FALSE(current.closed_by_agent(100ms));
+}
+
+TEST(FlightRecorderAllocations, AllocationRecordsAreHeldAndSnapshotLikeEvents) {
+  FlightRecorder recorder(FlightRecorderSettings{}, [] { return int64_t{1'000'000}; });
+  LocalClientInfo client;
+  client.connection = 1;
+  client.pid = 42;
+  local::AllocationsMsg allocations{1, 0, 42, {{2, "host_pinned"}}, {}};
+  allocations.allocations = {{local::AllocationOp::kAllocate, 2, 0, 0x2000, 64, 900'000},
+                             {local::AllocationOp::kFree, 2, 0, 0x2000, 0, 950'000}};
+  recorder.add(client, allocations);
+  EXPECT_EQ(recorder.state().held_events, 2u);
+  const auto window = recorder.window(0, 1'000'000);
+  ASSERT_EQ(window.size(), 1u);
+  ASSERT_EQ(window[0].events.events.size(), 2u);
+  EXPECT_EQ(window[0].events.events[0].kind, local::EventKind::kAllocation);
+  EXPECT_EQ(window[0].events.names[window[0].events.events[0].id], "host_pinned");
+  EXPECT_EQ(window[0].events.events[1].kind, local::EventKind::kDeallocation);
 }
 
 TEST_F(LocalSocketServerTest, UnservedVersionsAreRefusedWithAReasonAndALogLine) {

@@ -2,7 +2,8 @@
 // 1 (which closes a Hello as an unknown frame) gets a version-1 connection and every step and annotation; an
 // agent upgraded meanwhile is offered the current version again on reconnect; an agent that serves none of
 // the client's versions refuses it, the refusal is logged and the program keeps running, unannotated; an
-// agent older than input stages gets them as plain annotations named by the stage, and the client says so.
+// agent older than input stages gets them as plain annotations named by the stage, and the client says so; an
+// agent older than allocation records gets none of them, the rest of the capture intact, and the client says so.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -75,8 +76,9 @@ TEST_F(ClientVersionTest, NewerClientFallsBackToAVersionOneAgentAndItsAnnotation
 }
 
 TEST_F(ClientVersionTest, AnAgentOlderThanInputStagesGetsThemAsPlainAnnotationsAndTheClientSaysSo) {
-  const uint32_t without_stages = local::kProtocolVersion - 1;
+  const uint32_t without_stages = 2;
   ASSERT_FALSE(local::version_has(without_stages, local::FrameType::kInputStages));
+  ASSERT_TRUE(local::version_has(without_stages + 1, local::FrameType::kInputStages));
   VersionedAgent agent(socket_, local::kOldestProtocolVersion, without_stages);
   ::testing::internal::CaptureStderr();
   start_client();
@@ -101,11 +103,44 @@ TEST_F(ClientVersionTest, AnAgentOlderThanInputStagesGetsThemAsPlainAnnotationsA
   EXPECT_EQ(agent.connections(), 1);
   EXPECT_NE(log.find("podscope: the agent at " + socket_ + " speaks local protocol version " +
                      std::to_string(without_stages) + "; input stages need version " +
-                     std::to_string(local::kProtocolVersion) +
+                     std::to_string(without_stages + 1) +
                      ", so they are sent as plain annotations, without category or parent, until the agent is "
                      "upgraded"),
             std::string::npos)
       << log;
+}
+
+TEST_F(ClientVersionTest, AnAgentOlderThanAllocationRecordsGetsTheRestOfTheCaptureAndTheClientSaysSoOnce) {
+  const uint32_t without_allocations = local::kProtocolVersion - 1;
+  ASSERT_FALSE(local::version_has(without_allocations, local::FrameType::kAllocations));
+  VersionedAgent agent(socket_, local::kOldestProtocolVersion, without_allocations);
+  ::testing::internal::CaptureStderr();
+  start_client();
+  ASSERT_TRUE(MiniAgent::wait_for([&] { return !agent.registered_versions().empty(); }, 3s));
+  agent.open_window(9);
+  ASSERT_TRUE(MiniAgent::wait_for(capturing, 2s));
+  const NameId pool = intern("host_pinned");
+  for (int64_t s = 0; s < 3; ++s) {
+    auto step_span = step(s);
+    alloc(4096, 0x1000 + static_cast<uint64_t>(s), pool);
+    free(0x1000 + static_cast<uint64_t>(s), pool);
+  }
+  agent.close_window(9);
+  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent.done_sessions() == std::vector<uint64_t>{9}; }, 3s));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  const auto events = agent.events();
+  EXPECT_EQ(std::count_if(events.begin(), events.end(),
+                          [](const local::EventMsg& e) { return e.kind == local::EventKind::kStep; }),
+            3);
+  EXPECT_TRUE(agent.close_reasons().empty()) << "nothing the old agent cannot read was sent";
+  EXPECT_EQ(agent.connections(), 1);
+  const std::string said = "podscope: the agent at " + socket_ + " speaks local protocol version " +
+                           std::to_string(without_allocations) + "; allocation records need version " +
+                           std::to_string(local::kProtocolVersion) +
+                           ", so they are dropped until the agent is upgraded";
+  const size_t at = log.find(said);
+  EXPECT_NE(at, std::string::npos) << log;
+  EXPECT_EQ(log.find(said, at + 1), std::string::npos) << "said once: " << log;
 }
 
 TEST_F(ClientVersionTest, AgentUpgradedMeanwhileIsOfferedTheCurrentVersionOnReconnect) {

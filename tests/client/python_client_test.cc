@@ -1,7 +1,8 @@
 // The Python module (client/python/podscope.py, ctypes over the C ABI of the built libpodscope.so),
 // run by Debian's python3 against the real local-socket server: registration, steps outside captures,
 // and a capture with steps, compute, all-reduce, send and recv-done carrying their stats, and input stages
-// nested in a batch stage (parents given as a span or as its id) on the Input Pipeline line.
+// nested in a batch stage (parents given as a span or as its id) on the Input Pipeline line, and a block
+// allocated and freed every step as TensorFlow's allocator events on the host plane.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -122,6 +123,34 @@ TEST(PythonClient, AnnotatesStepsCollectivesAndChannels) {
   for (const auto& [name, parent] : children) nested[name] += batch_ids.count(parent) ? 1 : 0;
   EXPECT_GE(nested["py_read"], 10);
   EXPECT_GE(nested["py_collate"], 10);
+
+  // One 1000-byte block of "py_pool" live inside each step: the running total is 1000 after each allocation and 0
+  // after each free (a free of a block allocated before the capture is not subtracted).
+  const auto* host = xspace::find_plane(space, xspace::kHostPlaneName);
+  ASSERT_NE(host, nullptr);
+  xspace::XPlaneReader host_reader(*host);
+  std::map<std::string, int> memory_events;
+  for (const auto& line : host->lines()) {
+    host_reader.for_each_event(line, [&](const xspace::XEventView& e) {
+      const std::string name(e.name());
+      if (name != xspace::kMemoryAllocationEventName && name != xspace::kMemoryDeallocationEventName) return;
+      ++memory_events[name];
+      EXPECT_EQ(line.name().rfind(xspace::kMemoryAllocationsLinePrefix, 0), 0u) << line.name();
+      EXPECT_EQ(e.str_stat(xspace::kAllocatorNameStat), "py_pool");
+      EXPECT_EQ(e.int_stat(xspace::kPeakBytesInUseStat), 1000);
+      EXPECT_EQ(e.int_stat(xspace::kBytesReservedStat), 0);
+      if (name == xspace::kMemoryAllocationEventName) {
+        EXPECT_EQ(e.int_stat(xspace::kBytesAllocatedStat), 1000);
+        EXPECT_EQ(e.int_stat(xspace::kRequestedBytesStat), 1000);
+        EXPECT_EQ(e.str_stat(xspace::kTfOpStat), "py_batch_buffer");
+        EXPECT_EQ(e.int_stat(xspace::kAddressStat).value_or(0) % 64, 0);
+      } else {
+        EXPECT_EQ(e.int_stat(xspace::kBytesAllocatedStat), 0);
+      }
+    });
+  }
+  EXPECT_GE(memory_events[std::string(xspace::kMemoryAllocationEventName)], 10);
+  EXPECT_GE(memory_events[std::string(xspace::kMemoryDeallocationEventName)], 10);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@ while not os.path.exists(stop_file):
                     time.sleep(0.001)
                 with podscope.input_stage("py_collate", "enqueue", parent=batch.input_stage_id):
                     pass
+        podscope.alloc(1000, 0x10000 + step * 64, "py_pool", op="py_batch_buffer")
         with podscope.compute("py_matmul", flops=1000, nbytes=256):
             sum(i * i for i in range(200))
         with podscope.all_reduce(step, 4096, replica_group="{11,12}"):
@@ -31,5 +32,6 @@ while not os.path.exists(stop_file):
             s.end()
             with podscope.recv_done(4, 12, 4096):
                 pass
+        podscope.free(0x10000 + step * 64, "py_pool")
     step += 1
 podscope.shutdown()

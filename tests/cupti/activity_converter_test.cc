@@ -187,6 +187,68 @@ TEST(ActivityConverterTest, MemcpyAndMemsetCarryKindBytesAndShareTheStreamLine) 
   EXPECT_EQ(m.int_stat("bytes"), 1024);
 }
 
+TEST(ActivityConverterTest, MemoryRecordsBecomeAllocatorEventsPerDeviceAndMemoryKindWithRunningTotals) {
+  static_assert(sizeof(CUpti_ActivityMemory4) == 128, "CUDA 13's CUpti_ActivityMemory4 layout");
+  ActivityConverter converter(kOffset, api_name);
+  auto memory = [](CUpti_ActivityMemoryOperationType op, CUpti_ActivityMemoryKind kind, uint32_t device,
+                   uint64_t address, uint64_t bytes, uint64_t timestamp) {
+    auto m = zeroed<CUpti_ActivityMemory4>(CUPTI_ACTIVITY_KIND_MEMORY2);
+    m.memoryOperationType = op;
+    m.memoryKind = kind;
+    m.deviceId = device;
+    m.address = address;
+    m.bytes = bytes;
+    m.timestamp = timestamp;
+    m.processId = 4242;
+    m.correlationId = static_cast<uint32_t>(timestamp);
+    return m;
+  };
+  constexpr auto kAlloc = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+  constexpr auto kRelease = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+  const CUpti_ActivityMemory4 records[] = {
+      memory(kRelease, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 1, 0x9000, 64, 5),  // allocated before the window
+      memory(kAlloc, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 1, 0x1000, 1 << 20, 10),
+      memory(kAlloc, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 1, 0x200000, 3 << 20, 20),
+      memory(kAlloc, CUPTI_ACTIVITY_MEMORY_KIND_PINNED, 1, 0x7f0000, 4096, 25),
+      memory(kRelease, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 1, 0x1000, 1 << 20, 30),
+  };
+  for (const auto& r : records) converter.add(as_activity(&r));
+  XSpace space;
+  converter.finish(space);
+  xspace::XPlaneReader gpu(plane(space, "/device:GPU:1"));
+  const auto* line = gpu.find_line("Memory Allocations pid 4242");
+  ASSERT_NE(line, nullptr);
+  ASSERT_EQ(line->events_size(), 5);
+  struct Expected {
+    std::string_view name, allocator;
+    int64_t time, address, bytes, live, peak;
+  };
+  const Expected expected[] = {
+      {"MemoryDeallocation", "GPU_1_cuda_device", 5, 0x9000, 0, 0, 0},
+      {"MemoryAllocation", "GPU_1_cuda_device", 10, 0x1000, 1 << 20, 1 << 20, 1 << 20},
+      {"MemoryAllocation", "GPU_1_cuda_device", 20, 0x200000, 3 << 20, 4 << 20, 4 << 20},
+      {"MemoryAllocation", "GPU_1_cuda_pinned", 25, 0x7f0000, 4096, 4096, 4096},
+      {"MemoryDeallocation", "GPU_1_cuda_device", 30, 0x1000, 1 << 20, 3 << 20, 4 << 20},
+  };
+  for (int i = 0; i < line->events_size(); ++i) {
+    xspace::XEventView e(gpu, *line, line->events(i));
+    const Expected& x = expected[i];
+    EXPECT_EQ(e.name(), x.name) << i;
+    EXPECT_EQ(e.start_ns(), kOffset + x.time) << i;
+    EXPECT_EQ(e.str_stat("allocator_name"), x.allocator) << i;
+    EXPECT_EQ(e.int_stat("addr"), x.address) << i;
+    EXPECT_EQ(e.int_stat("allocation_bytes"), x.bytes) << i;
+    EXPECT_EQ(e.int_stat("requested_bytes"), x.bytes) << i;
+    EXPECT_EQ(e.int_stat("bytes_allocated"), x.live) << i;
+    EXPECT_EQ(e.int_stat("peak_bytes_in_use"), x.peak) << i;
+    EXPECT_EQ(e.int_stat("bytes_reserved"), 0) << i;
+    EXPECT_EQ(e.int_stat("correlation_id"), x.time) << i;
+  }
+  EXPECT_THAT(space.warnings(), ::testing::Contains(::testing::HasSubstr(
+                                    "CUPTI: 1 memory releases of blocks allocated before the window")));
+  EXPECT_EQ(converter.converted(), 5u);
+}
+
 TEST(ActivityConverterTest, ApiCallsGoToHostCuptiPerThreadWithTheSameCorrelationIds) {
   ActivityConverter converter(kOffset, api_name);
   auto api = zeroed<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_RUNTIME);

@@ -25,12 +25,17 @@ std::vector<Message> sample_messages(uint32_t version) {
   stages.stages.push_back({3, InputStageCategory::kPreprocess, 1ull << 40 | 1, 0, 1'700'000'000'000'100'000, 900'000});
   stages.stages.push_back(
       {4, InputStageCategory::kRead, 1ull << 40 | 2, 1ull << 40 | 1, 1'700'000'000'000'200'000, 500'000});
+  AllocationsMsg allocations{7, 1, 4242, {{5, "host_pinned"}, {6, "all_reduce"}}, {}};
+  allocations.allocations.push_back({AllocationOp::kAllocate, 5, 6, 0x7f12'3400'0000, 1 << 20, 1'700'000'000'000'300'000});
+  allocations.allocations.push_back({AllocationOp::kAllocate, 5, 0, 0x7f12'3410'0000, 4096, 1'700'000'000'000'400'000});
+  allocations.allocations.push_back({AllocationOp::kFree, 5, 0, 0x7f12'3400'0000, 0, 1'700'000'000'004'000'000});
   return {
       RegisterMsg{version, 4242, "ring_trainer", "job-a", {0, 1}},
       StepsMsg{{{0, 10, 1'700'000'000'000'000'000, 1'700'000'000'005'000'000, 1'000'000, 2'000'000},
                 {1, 10, 1'700'000'000'000'100'000, 1'700'000'000'005'100'000, 0, 2'500'000}}},
       events,
       stages,
+      allocations,
       CaptureDoneMsg{7, 3},
       DevicePlanesMsg{7, 96, 32, std::string(64, '\x0a')},
       HelloMsg{kProtocolVersion, kOldestProtocolVersion},

@@ -126,6 +126,51 @@ TEST(FrameCodec, InputStagesWithAnUnknownCategoryNoIdOrANegativeDurationAreRefus
   EXPECT_EQ(refused({1, InputStageCategory::kRead, 5, 0, 0, -1}), "input_stage.duration_ns: negative duration -1");
 }
 
+TEST(FrameCodec, AllocationsRoundTripWithAllocatorAndOpNames) {
+  AllocationsMsg m;
+  m.session = 9;
+  m.core = 2;
+  m.thread_id = 777;
+  m.names = {{5, "GPU_0_bfc"}, {6, "matmul"}};
+  m.allocations = {{AllocationOp::kAllocate, 5, 6, 0x7f00'0000'1000, 1 << 20, 1'700'000'000'000'000'000},
+                   {AllocationOp::kFree, 5, 0, 0x7f00'0000'1000, 0, 1'700'000'000'000'000'500},
+                   {AllocationOp::kAllocate, 5, 0, ~0ull, INT64_MAX, -3}};
+  auto out = std::get<AllocationsMsg>(round_trip(m));
+  EXPECT_EQ(out.session, 9u);
+  EXPECT_EQ(out.core, 2);
+  EXPECT_EQ(out.thread_id, 777);
+  EXPECT_EQ(out.names, m.names);
+  ASSERT_EQ(out.allocations.size(), 3u);
+  for (size_t i = 0; i < out.allocations.size(); ++i) {
+    EXPECT_EQ(out.allocations[i].op, m.allocations[i].op) << i;
+    EXPECT_EQ(out.allocations[i].allocator_id, m.allocations[i].allocator_id) << i;
+    EXPECT_EQ(out.allocations[i].op_name_id, m.allocations[i].op_name_id) << i;
+    EXPECT_EQ(out.allocations[i].address, m.allocations[i].address) << i;
+    EXPECT_EQ(out.allocations[i].bytes, m.allocations[i].bytes) << i;
+    EXPECT_EQ(out.allocations[i].time_ns, m.allocations[i].time_ns) << i;
+  }
+  std::string frame;
+  encode_frame(m, frame);
+  EXPECT_EQ(frame.size(),
+            kFrameHeaderBytes + 8 + 4 + 8 + 4 + (4 + 4 + 9) + (4 + 4 + 6) + 4 + 3 * kEncodedAllocationBytes);
+}
+
+TEST(FrameCodec, AllocationsWithAnUnknownOpNoAllocatorOrANegativeSizeAreRefused) {
+  auto refused = [](AllocationMsg allocation, char op_byte = 0) {
+    AllocationsMsg m;
+    m.allocations.push_back(allocation);
+    std::string frame, error;
+    encode_frame(m, frame);
+    std::string payload = frame.substr(kFrameHeaderBytes);
+    if (op_byte != 0) payload[payload.size() - kEncodedAllocationBytes] = op_byte;
+    EXPECT_FALSE(decode_payload(FrameType::kAllocations, payload, error));
+    return error;
+  };
+  EXPECT_EQ(refused({AllocationOp::kAllocate, 1, 0, 0x1000, 64, 0}, 2), "allocation.op: unknown operation 2");
+  EXPECT_EQ(refused({AllocationOp::kFree, 0, 0, 0x1000, 0, 0}), "allocation.allocator_id: 0 names no allocator");
+  EXPECT_EQ(refused({AllocationOp::kAllocate, 1, 0, 0x1000, -1, 0}), "allocation.bytes: negative size -1");
+}
+
 TEST(FrameCodec, CaptureControlRoundTrips) {
   EXPECT_EQ(std::get<CaptureOpenMsg>(round_trip(CaptureOpenMsg{3, 100, 200})).end_ns, 200);
   EXPECT_EQ(std::get<CaptureCloseMsg>(round_trip(CaptureCloseMsg{3})).session, 3u);
@@ -157,7 +202,7 @@ TEST(FrameCodec, CommonVersionIsTheNewestInBothRanges) {
 }
 
 TEST(FrameCodec, FrameTypesAreKnownFromTheVersionThatAddsThem) {
-  EXPECT_EQ(kProtocolVersion, 3u);
+  EXPECT_EQ(kProtocolVersion, 4u);
   EXPECT_TRUE(version_has(1, FrameType::kRegister));
   EXPECT_TRUE(version_has(1, FrameType::kDevicePlanes));
   EXPECT_FALSE(version_has(1, FrameType::kHello));
@@ -181,6 +226,13 @@ TEST(FrameCodec, FrameTypesAreKnownFromTheVersionThatAddsThem) {
   EXPECT_FALSE(decode_header(std::string_view(frame).substr(0, kFrameHeaderBytes), 2, error));
   EXPECT_EQ(error, "unknown frame type 7 in protocol version 2");
   EXPECT_TRUE(decode_header(std::string_view(frame).substr(0, kFrameHeaderBytes), 3, error)) << error;
+
+  // A version-3 agent finds allocations unknown; a client drops them for one.
+  frame.clear();
+  encode_frame(AllocationsMsg{}, frame);
+  EXPECT_FALSE(decode_header(std::string_view(frame).substr(0, kFrameHeaderBytes), 3, error));
+  EXPECT_EQ(error, "unknown frame type 8 in protocol version 3");
+  EXPECT_TRUE(decode_header(std::string_view(frame).substr(0, kFrameHeaderBytes), 4, error)) << error;
 }
 
 TEST(FrameCodec, RejectsBadHeaders) {
