@@ -157,8 +157,8 @@ absl::Status Agent::start_servers() {
     return absl::UnavailableError("plaintext_listen " + tls.plaintext_listen + ": cannot bind (in use or bad address)");
   }
   const prometheus::Labels host_label{{"host", parts_.host_name}};
-  tls_metrics_ = std::make_unique<tls::TlsMetrics>(tls, with_port(parts_.config.listen, parts_.grpc_port), *parts_.registry,
-                                                   host_label);
+  tls_metrics_ = std::make_unique<tls::TlsMetrics>(tls, with_port(parts_.config.listen, parts_.grpc_port),
+                                                   *parts_.registry, host_label);
   grpc_self_check_ = std::make_unique<GrpcSelfCheck>(
       GrpcSelfCheck::Settings{
           .target = local_address(parts_.config.listen, parts_.grpc_port),

@@ -35,7 +35,9 @@ PeerCertificate peer_certificate(const grpc::ServerContextBase& context) {
   if (auth == nullptr) return peer;
   const auto values = [&auth](const char* property) {
     std::vector<std::string> out;
-    for (const grpc::string_ref& value : auth->FindPropertyValues(property)) out.emplace_back(value.data(), value.size());
+    for (const grpc::string_ref& value : auth->FindPropertyValues(property)) {
+      out.emplace_back(value.data(), value.size());
+    }
     return out;
   };
   const std::vector<std::string> transport = values(GRPC_TRANSPORT_SECURITY_TYPE_PROPERTY_NAME);

@@ -129,8 +129,8 @@ TEST_F(CoordinatorServiceTest, UnknownWorkerIsAnInvalidArgumentNamingIt) {
   podscope::v1::CaptureRequest request;
   request.add_hosts("host9");
   const auto logdir = fresh_dir("unknown");
-  auto outcome = pod_capture::capture_through_coordinator(address(), grpc::InsecureChannelCredentials(), request, logdir,
-                                                          [](const std::string&) {});
+  auto outcome = pod_capture::capture_through_coordinator(address(), grpc::InsecureChannelCredentials(), request,
+                                                          logdir, [](const std::string&) {});
   std::filesystem::remove_all(logdir);
   ASSERT_FALSE(outcome.ok());
   EXPECT_NE(std::string(outcome.status().message()).find("unknown or down worker(s): host9"), std::string::npos);
@@ -204,8 +204,8 @@ TEST_F(CoordinatorServiceTest, RegistrationCannotRedirectALiveWorkerOfAnotherAge
   request.add_hosts("host1");
   request.set_duration_ms(100);
   const auto logdir = fresh_dir("redirect");
-  auto outcome = pod_capture::capture_through_coordinator(address(), grpc::InsecureChannelCredentials(), request, logdir,
-                                                          [](const std::string&) {});
+  auto outcome = pod_capture::capture_through_coordinator(address(), grpc::InsecureChannelCredentials(), request,
+                                                          logdir, [](const std::string&) {});
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(outcome->exit_code, 0);
   EXPECT_TRUE(

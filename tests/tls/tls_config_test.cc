@@ -63,7 +63,8 @@ TEST(TlsConfig, LoopbackAddresses) {
 }
 
 TEST(CertificateFiles, NotAfterIsReadFromThePemFileAndUnreadableFilesAreNamed) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("podscope_tls_" + std::to_string(getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("podscope_tls_" + std::to_string(getpid()));
   const std::string make = "python3 " PODSCOPE_SOURCE_DIR "/tests/integration/test_certs.py " + dir.string();
   ASSERT_EQ(std::system(make.c_str()), 0) << make;
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
