@@ -172,6 +172,27 @@ FanoutRow fanout(int n, int64_t duration_ms, const Transport& transport) {
 
 double ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; }
 
+// Mutual TLS beside plaintext at N = `n`, one after the other in this run, with their ratio.
+void print_tls_comparison(int n, int64_t duration_ms) {
+  const std::filesystem::path cert_dir =
+      std::filesystem::temp_directory_path() / ("podscope_bench_tls_" + std::to_string(getpid()));
+  {
+    const Transport tls = mutual_tls(cert_dir);  // its file watchers stop before the files go
+    std::printf("\nstart skew at N = %d, plaintext and mutual TLS (channels pre-established)\n", n);
+    std::printf("%-10s %8s %12s %15s %6s %11s %9s\n", "transport", "sync", "start skew", "bare-timer skew", "ratio",
+                "T→all back", "captured");
+    const FanoutRow plaintext = fanout(n, duration_ms, Transport{});
+    const FanoutRow mtls = fanout(n, duration_ms, tls);
+    for (const auto& [name, r] : {std::pair{"plaintext", plaintext}, std::pair{"mTLS", mtls}}) {
+      std::printf("%-10s %5.1f ms %9.3f ms %12.3f ms %6.2f %8.0f ms %5d/%d\n", name, ms(r.sync_ns), ms(r.skew_ns),
+                  ms(r.baseline_ns), ratio(r.skew_ns, r.baseline_ns), ms(r.all_back_ns), r.captured, n);
+    }
+    std::printf("mTLS / plaintext: start skew %.2f, sync %.2f\n", ratio(mtls.skew_ns, plaintext.skew_ns),
+                ratio(mtls.sync_ns, plaintext.sync_ns));
+  }
+  std::filesystem::remove_all(cert_dir);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -200,23 +221,7 @@ int main(int argc, char** argv) {
                 ms(r.total_ns), r.captured, n);
   }
 
-  // Mutual TLS beside plaintext, one after the other in this run, at N = 64 (or max_agents when smaller).
-  const int tls_n = std::min(64, max_agents);
-  const std::filesystem::path cert_dir =
-      std::filesystem::temp_directory_path() / ("podscope_bench_tls_" + std::to_string(getpid()));
-  const Transport tls = mutual_tls(cert_dir);
-  std::printf("\nstart skew at N = %d, plaintext and mutual TLS (channels pre-established)\n", tls_n);
-  std::printf("%-10s %8s %12s %15s %6s %11s %9s\n", "transport", "sync", "start skew", "bare-timer skew", "ratio",
-              "T→all back", "captured");
-  const FanoutRow plaintext = fanout(tls_n, duration_ms, Transport{});
-  const FanoutRow mtls = fanout(tls_n, duration_ms, tls);
-  for (const auto& [name, r] : {std::pair{"plaintext", plaintext}, std::pair{"mTLS", mtls}}) {
-    std::printf("%-10s %5.1f ms %9.3f ms %12.3f ms %6.2f %8.0f ms %5d/%d\n", name, ms(r.sync_ns), ms(r.skew_ns),
-                ms(r.baseline_ns), ratio(r.skew_ns, r.baseline_ns), ms(r.all_back_ns), r.captured, tls_n);
-  }
-  std::printf("mTLS / plaintext: start skew %.2f, sync %.2f\n", ratio(mtls.skew_ns, plaintext.skew_ns),
-              ratio(mtls.sync_ns, plaintext.sync_ns));
-  std::filesystem::remove_all(cert_dir);
+  print_tls_comparison(std::min(64, max_agents), duration_ms);
 
   std::printf("\nclock-sync error |measured − injected offset| (offsets uniform in ±50 ms, 16 pings per agent)\n");
   std::printf("%6s %-34s %10s %10s %10s\n", "N", "path", "p50", "p90", "max");
