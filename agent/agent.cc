@@ -11,6 +11,7 @@
 #include "agent/service/agent_metrics.h"
 #include "daemon/local_address.h"
 #include "daemon/log.h"
+#include "tls/credentials.h"
 
 namespace podscope::agent {
 
@@ -118,14 +119,22 @@ absl::Status Agent::start() {
   }
   PODSCOPE_LOG(kInfo) << "podscope-agent listening grpc=" << with_port(parts_.config.listen, parts_.grpc_port)
                       << " metrics=" << with_port(parts_.config.metrics_listen, metrics_port_)
-                      << " host=" << parts_.host_name;
+                      << (plaintext_port_ != 0 ? " plaintext=" + with_port(parts_.config.tls.plaintext_listen,
+                                                                           plaintext_port_)
+                                               : std::string())
+                      << (parts_.config.tls.serves_tls() ? " tls" : "") << " host=" << parts_.host_name;
   return absl::OkStatus();
 }
 
-// The gRPC server with every service of the table, its self-check, and the metrics server.
+// The gRPC server with every service of the table (TLS as configured, and the plaintext loopback port when asked
+// for), its self-check, and the metrics server.
 absl::Status Agent::start_servers() {
+  const tls::TlsConfig& tls = parts_.config.tls;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(parts_.config.listen, grpc::InsecureServerCredentials(), &parts_.grpc_port);
+  builder.AddListeningPort(parts_.config.listen, tls::server_credentials(tls), &parts_.grpc_port);
+  if (!tls.plaintext_listen.empty()) {
+    builder.AddListeningPort(tls.plaintext_listen, grpc::InsecureServerCredentials(), &plaintext_port_);
+  }
   // A second agent on the same port must fail to start, not share the traffic (gRPC sets SO_REUSEPORT by default).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Requests are small; a large one is refused from its declared length. The quota bounds what gRPC buffers for
@@ -144,9 +153,17 @@ absl::Status Agent::start_servers() {
     return absl::UnavailableError("listen " + parts_.config.listen +
                                   ": cannot bind the gRPC port (in use or bad address)");
   }
+  if (!tls.plaintext_listen.empty() && plaintext_port_ == 0) {
+    return absl::UnavailableError("plaintext_listen " + tls.plaintext_listen + ": cannot bind (in use or bad address)");
+  }
+  const prometheus::Labels host_label{{"host", parts_.host_name}};
+  tls_metrics_ = std::make_unique<tls::TlsMetrics>(tls, with_port(parts_.config.listen, parts_.grpc_port),
+                                                   *parts_.registry, host_label);
   grpc_self_check_ = std::make_unique<GrpcSelfCheck>(
-      GrpcSelfCheck::Settings{.target = local_address(parts_.config.listen, parts_.grpc_port)}, parts_.clock,
-      *parts_.registry, prometheus::Labels{{"host", parts_.host_name}});
+      GrpcSelfCheck::Settings{
+          .target = local_address(parts_.config.listen, parts_.grpc_port),
+          .credentials = tls::channel_credentials(tls, tls::ServerVerification::kSkipForOwnPort)},
+      parts_.clock, *parts_.registry, host_label);
   absl::StatusOr<std::unique_ptr<MetricsServer>> metrics_server =
       MetricsServer::start(parts_.config.metrics_listen, parts_.registry, {grpc_self_check_.get()});
   if (!metrics_server.ok()) return metrics_server.status();
@@ -202,6 +219,14 @@ void Agent::reload(const AgentConfig& config) {
                joined(config.allowed_fanout_targets));
   warn_restart("clock_offset_ns", std::to_string(parts_.config.clock_offset_ns),
                std::to_string(config.clock_offset_ns));
+  // The TLS files themselves are re-read every tls_refresh_s; which files, and who may capture, need a restart.
+  const tls::TlsConfig& tls = parts_.config.tls;
+  warn_restart("tls_cert", tls.cert, config.tls.cert);
+  warn_restart("tls_key", tls.key, config.tls.key);
+  warn_restart("tls_client_ca", tls.client_ca, config.tls.client_ca);
+  warn_restart("tls_ca", tls.ca, config.tls.ca);
+  warn_restart("allowed_clients", joined(tls.allowed_clients), joined(config.tls.allowed_clients));
+  warn_restart("plaintext_listen", tls.plaintext_listen, config.tls.plaintext_listen);
   if (absl::StatusOr<LogLevel> level = parse_log_level(config.log_level); level.ok()) set_log_level(*level);
   parts_.sampler->set_interval(std::chrono::milliseconds(config.sample_interval_ms));
   parts_.captures->set_limits(capture_limits(config));

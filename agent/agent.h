@@ -19,6 +19,7 @@
 #include "agent/components.h"
 #include "daemon/grpc_self_check.h"
 #include "daemon/metrics_server.h"
+#include "tls/tls_metrics.h"
 
 namespace podscope::agent {
 
@@ -64,11 +65,13 @@ class Agent {
   std::vector<std::unique_ptr<LifecycleComponent>> lifecycle_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<GrpcSelfCheck> grpc_self_check_;
+  std::unique_ptr<tls::TlsMetrics> tls_metrics_;
   std::unique_ptr<MetricsServer> metrics_server_;
   std::vector<std::thread> io_threads_;
   struct PeriodicTask;
   std::vector<std::unique_ptr<PeriodicTask>> periodic_;
   int metrics_port_ = 0;
+  int plaintext_port_ = 0;  // plaintext_listen's bound port; 0 without it
   bool started_ = false;
   bool stopped_ = false;
 };

@@ -98,6 +98,9 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
   o.add_string("coordinator", &c.coordinator,
                "podscope-coordinator host:port to register and heartbeat with (empty: none)");
   o.add_string("job", &c.job, "job name reported to the coordinator");
+
+  // --- transport security ---
+  tls::declare_tls_options(c.tls, o, tls::TlsRole::kDaemon);
 }
 
 std::string effective_host_name(const AgentConfig& config) {

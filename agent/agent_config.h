@@ -8,6 +8,7 @@
 
 #include "agent/local/local_socket_policy.h"
 #include "daemon/options.h"
+#include "tls/tls_config.h"
 
 namespace podscope::agent {
 
@@ -50,6 +51,9 @@ struct AgentConfig {
   // --- coordinator registration ---
   std::string coordinator;  // host:port of podscope-coordinator; empty: do not register
   std::string job;          // reported to the coordinator, which can capture a job's workers by name
+
+  // --- transport security (every gRPC server and channel of the agent) ---
+  tls::TlsConfig tls;  // tls_cert, tls_key, tls_client_ca, tls_ca, tls_refresh_s, allowed_clients, plaintext_listen
 };
 
 // Declares every key of `config` on `options`; the OptionSet writes straight into `config`.

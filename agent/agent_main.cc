@@ -9,6 +9,7 @@
 #include "daemon/options.h"
 #include "daemon/signals.h"
 #include "daemon/systemd_notify.h"
+#include "tls/tls_config.h"
 
 namespace {
 constexpr std::string_view kProgram = "podscope-agent";
@@ -19,6 +20,7 @@ absl::StatusOr<podscope::agent::AgentConfig> reread_config(const podscope::Comma
   podscope::OptionSet options;
   podscope::agent::declare_agent_options(config, options);
   if (absl::Status s = podscope::apply_command_line(command_line, options); !s.ok()) return s;
+  if (absl::Status s = podscope::tls::check_tls_config(config.tls); !s.ok()) return s;
   if (absl::StatusOr<podscope::LogLevel> level = podscope::parse_log_level(config.log_level); !level.ok()) {
     return absl::InvalidArgumentError("log_level: " + std::string(level.status().message()));
   }
@@ -43,6 +45,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   podscope::set_log_level(*level);
+
+  // Before the Agent, whose channels are built from the TLS keys.
+  absl::Status tls = podscope::tls::check_tls_config(config.tls);
+  if (tls.ok()) tls = podscope::tls::check_tls_files(config.tls);
+  if (!tls.ok()) {
+    std::cerr << kProgram << ": " << tls.message() << "\n";
+    return 2;
+  }
 
   podscope::raise_open_file_limit();
   podscope::agent::Agent agent(config);

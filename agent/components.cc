@@ -29,6 +29,7 @@
 #include "agent/service/profiler_service.h"
 #include "agent/steps/step_metrics.h"
 #include "daemon/grpc_health_service.h"
+#include "tls/credentials.h"
 
 namespace podscope::agent {
 namespace {
@@ -192,7 +193,7 @@ void fill_status(const AgentParts& parts, podscope::v1::AgentStatus& status) {
 std::unique_ptr<grpc::Service> make_agent_service(AgentParts& parts) {
   return std::make_unique<AgentServiceImpl>(
       parts.clock, [&parts](podscope::v1::AgentStatus& s) { fill_status(parts, s); }, *parts.recording,
-      *parts.triggered_snapshots);
+      *parts.triggered_snapshots, *parts.authorizer);
 }
 
 std::unique_ptr<grpc::Service> make_profiler_service(AgentParts& parts) {
@@ -201,15 +202,17 @@ std::unique_ptr<grpc::Service> make_profiler_service(AgentParts& parts) {
       *parts.captures, *parts.cpu, parts.device_utilization, [&sampler] { return sampler.run_pass(); },
       parts.step_tracker, parts.clock);
   return std::make_unique<ProfilerServiceImpl>(*parts.captures, std::move(monitor), *parts.request_metrics,
-                                               parts.config.max_concurrent_monitors, *parts.recording);
+                                               parts.config.max_concurrent_monitors, *parts.recording,
+                                               *parts.authorizer);
 }
 
 std::unique_ptr<grpc::Service> make_profile_analysis_service(AgentParts& parts) {
   CaptureSessions& captures = *parts.captures;
   parts.pod_sessions = std::make_unique<PodSessions>(
       parts.clock, [&captures] { return captures.limits().repository_root; }, [&parts] { return parts.grpc_port; },
-      parts.config.allowed_fanout_targets);
-  return std::make_unique<ProfileAnalysisServiceImpl>(*parts.pod_sessions, *parts.request_metrics);
+      parts.config.allowed_fanout_targets, parts.channel_credentials);
+  return std::make_unique<ProfileAnalysisServiceImpl>(*parts.pod_sessions, *parts.request_metrics,
+                                                      *parts.authorizer);
 }
 
 std::unique_ptr<grpc::Service> make_health_service(AgentParts&) { return std::make_unique<GrpcHealthService>(); }
@@ -231,6 +234,7 @@ std::unique_ptr<LifecycleComponent> make_coordinator_registration(AgentParts& pa
   registration.coordinator = parts.config.coordinator;
   registration.host_name = parts.host_name;
   registration.job = parts.config.job;
+  registration.credentials = parts.channel_credentials;
   registration.advertised_address = [&parts] {
     return advertised_agent_address(parts.config.listen, parts.grpc_port, parts.host_name);
   };
@@ -305,7 +309,10 @@ AgentParts::AgentParts(const AgentConfig& config)
       request_metrics(std::make_unique<RequestMetrics>(*registry, host_name)),
       local_clients(std::make_shared<ClientRegistry>()),
       local_socket_counters(std::make_unique<LocalSocketCounters>(*registry, host_name)),
-      step_metrics(std::make_unique<StepMetrics>(*registry, host_name)) {
+      step_metrics(std::make_unique<StepMetrics>(*registry, host_name)),
+      channel_credentials(tls::channel_credentials(config.tls)),
+      authorizer(
+          std::make_unique<tls::CallAuthorizer>(config.tls, *registry, prometheus::Labels{{"host", host_name}})) {
   register_build_info(*registry, host_name, PODSCOPE_VERSION);
   captures->set_limits(capture_limits(config));
 }

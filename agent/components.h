@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <grpcpp/security/credentials.h>
 #include <grpcpp/impl/service_type.h>
 #include <prometheus/registry.h>
 
@@ -25,6 +26,7 @@
 #include "agent/lifecycle_component.h"
 #include "agent/steps/step_tracker.h"
 #include "daemon/clock.h"
+#include "tls/call_authorizer.h"
 
 namespace podscope::agent {
 
@@ -66,6 +68,8 @@ struct AgentParts {
   std::unique_ptr<FlightRecording> recording;         // made by its entry, after the collectors
   TriggeredSnapshots* triggered_snapshots = nullptr;  // made by its entry, after the recorder's
   std::unique_ptr<PodSessions> pod_sessions;          // made with the ProfileAnalysis service
+  std::shared_ptr<grpc::ChannelCredentials> channel_credentials;  // every call out: coordinator, NewSession's agents
+  std::unique_ptr<tls::CallAuthorizer> authorizer;                // allowed_clients, for the capturing calls
   int grpc_port = 0;                                  // bound by Agent::start() before the lifecycle components start
 
   // Left by the entries for later ones.

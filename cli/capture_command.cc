@@ -18,6 +18,7 @@
 #include "pod_capture/remote_capture.h"
 #include "pod_capture/run_directory.h"
 #include "podscope/v1/coordinator.grpc.pb.h"
+#include "tls/credentials.h"
 
 namespace podscope::cli {
 namespace {
@@ -82,7 +83,7 @@ absl::StatusOr<std::vector<std::string>> target_addresses(const CaptureFlags& fl
 // The up workers a coordinator lists (all, or those named in --workers_list).
 absl::StatusOr<std::vector<std::string>> workers_of_coordinator(const CaptureFlags& flags) {
   const std::string address = pod_capture::strip_grpc_scheme(flags.coordinator);
-  auto stub = podscope::v1::Coordinator::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto stub = podscope::v1::Coordinator::NewStub(grpc::CreateChannel(address, tls::channel_credentials(flags.tls)));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   podscope::v1::ListWorkersResponse response;
@@ -122,6 +123,8 @@ podscope::v1::CaptureRequest capture_request_from(const CaptureFlags& flags) {
 
 // Why the flags cannot run, or empty.
 std::string usage_problem(const CaptureFlags& flags) {
+  if (absl::Status bad = tls::check_tls_config(flags.tls); !bad.ok()) return std::string(bad.message());
+  if (absl::Status bad = tls::check_tls_files(flags.tls); !bad.ok()) return std::string(bad.message());
   if (flags.num_tracing_attempts < 1) {
     return "--num_tracing_attempts must be >= 1, got " + std::to_string(flags.num_tracing_attempts);
   }
@@ -150,10 +153,11 @@ struct Agents {
   std::vector<pod_capture::AgentConnection*> pointers;
 };
 
-Agents connect_agents(const std::vector<std::string>& addresses) {
+Agents connect_agents(const std::vector<std::string>& addresses, const tls::TlsConfig& tls) {
   Agents agents;
+  const std::shared_ptr<grpc::ChannelCredentials> credentials = tls::channel_credentials(tls);
   for (const auto& address : addresses) {
-    agents.connections.push_back(pod_capture::connect_agent(address));
+    agents.connections.push_back(pod_capture::connect_agent(address, credentials));
     agents.pointers.push_back(agents.connections.back().get());
   }
   return agents;
@@ -167,7 +171,7 @@ int run_monitoring(const CaptureFlags& flags, int64_t duration_ms) {
     std::cerr << "podscope capture: " << addresses.status().message() << "\n";
     return 1;
   }
-  const Agents agents = connect_agents(*addresses);
+  const Agents agents = connect_agents(*addresses, flags.tls);
   const auto names = pod_capture::worker_names(agents.pointers);
   for (int sample = 1; sample <= flags.num_queries; ++sample) {
     const auto results = pod_capture::monitor_round(agents.pointers, names, duration_ms, flags.monitoring_level,
@@ -181,7 +185,7 @@ int run_monitoring(const CaptureFlags& flags, int64_t duration_ms) {
 int capture_from_agents(const CaptureFlags& flags, pod_capture::CaptureSpec spec) {
   auto addresses = target_addresses(flags);
   if (!addresses.ok()) return usage_error(std::string(addresses.status().message()));
-  const Agents agents = connect_agents(*addresses);
+  const Agents agents = connect_agents(*addresses, flags.tls);
   std::vector<pod_capture::PodAgent> pod;
   for (auto* connection : agents.pointers) pod.emplace_back().connection = connection;  // nothing else is known
   absl::StatusOr<pod_capture::PodRunOutcome> outcome;
@@ -202,8 +206,9 @@ int capture_from_agents(const CaptureFlags& flags, pod_capture::CaptureSpec spec
 int capture_through_coordinator(const CaptureFlags& flags, const podscope::v1::CaptureRequest& request,
                                 int64_t duration_ms) {
   ProgressBar bar(duration_ms, !flags.quiet);
-  auto outcome = pod_capture::capture_through_coordinator(pod_capture::strip_grpc_scheme(flags.coordinator), request,
-                                                          flags.logdir, progress_printer(flags.quiet));
+  auto outcome = pod_capture::capture_through_coordinator(pod_capture::strip_grpc_scheme(flags.coordinator),
+                                                          tls::channel_credentials(flags.tls), request, flags.logdir,
+                                                          progress_printer(flags.quiet));
   if (!outcome.ok()) {
     std::cerr << "podscope capture: " << outcome.status().message() << "\n";
     return 1;
@@ -259,6 +264,7 @@ void add_capture_flags(CLI::App& command, CaptureFlags& f) {
       ->capture_default_str();
   add_absl_boolean(command, "display_timestamp", f.display_timestamp, "Timestamps in monitoring output");
   add_absl_boolean(command, "quiet", f.quiet, "Print only the outcome");
+  tls::add_tls_flags(command, f.tls);
   command.footer(
       "capture_tpu_profile's flags are accepted with its defaults and syntax, except the Cloud TPU ones: --tpu, "
       "--tpu_zone and --gcp_project (name the workers with --service_addr or --coordinator instead).");

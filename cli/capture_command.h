@@ -6,6 +6,7 @@
 #include <string>
 
 #include "pod_capture/capture.h"
+#include "tls/tls_config.h"
 
 namespace CLI {
 class App;
@@ -30,6 +31,7 @@ struct CaptureFlags {
   int num_queries = 100;
   bool display_timestamp = true;
   bool quiet = false;
+  tls::TlsConfig tls;  // --tls_cert, --tls_key, --tls_ca
 };
 
 void add_capture_flags(CLI::App& command, CaptureFlags& flags);

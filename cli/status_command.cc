@@ -7,6 +7,7 @@
 
 #include "pod_capture/agent_connection.h"
 #include "podscope/v1/coordinator.grpc.pb.h"
+#include "tls/credentials.h"
 
 namespace podscope::cli {
 namespace {
@@ -61,15 +62,16 @@ std::string local_socket_summary(const podscope::v1::LocalSocketCounts& socket) 
   return out + "; refused: " + (refused.empty() ? "none" : refused);
 }
 
-int status_from_agents(const std::string& list) {
+int status_from_agents(const std::string& list, const tls::TlsConfig& tls) {
   auto addresses = pod_capture::parse_service_addresses(list);
   if (!addresses.ok()) {
     std::cerr << "podscope status: " << addresses.status().message() << "\n";
     return 2;
   }
   int failures = 0;
+  const std::shared_ptr<grpc::ChannelCredentials> credentials = tls::channel_credentials(tls);
   for (const auto& address : *addresses) {
-    auto agent = pod_capture::connect_agent(address);
+    auto agent = pod_capture::connect_agent(address, credentials);
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     podscope::v1::AgentStatus status;
@@ -112,9 +114,9 @@ int status_from_agents(const std::string& list) {
   return failures == 0 ? 0 : (failures == static_cast<int>(addresses->size()) ? 1 : 3);
 }
 
-int status_from_coordinator(const std::string& given_address) {
+int status_from_coordinator(const std::string& given_address, const tls::TlsConfig& tls) {
   const std::string address = pod_capture::strip_grpc_scheme(given_address);
-  auto stub = podscope::v1::Coordinator::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto stub = podscope::v1::Coordinator::NewStub(grpc::CreateChannel(address, tls::channel_credentials(tls)));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   podscope::v1::ListWorkersResponse response;
@@ -143,6 +145,7 @@ int status_from_coordinator(const std::string& given_address) {
 void add_status_flags(CLI::App& command, StatusFlags& flags) {
   command.add_option("--service_addr", flags.service_addr, "Comma-separated host:port of agents to ask");
   command.add_option("--coordinator", flags.coordinator, "Ask this podscope-coordinator for its workers");
+  tls::add_tls_flags(command, flags.tls);
 }
 
 int run_status_command(const StatusFlags& flags) {
@@ -150,8 +153,14 @@ int run_status_command(const StatusFlags& flags) {
     std::cerr << "podscope status: give exactly one of --service_addr or --coordinator\n";
     return 2;
   }
-  return flags.coordinator.empty() ? status_from_agents(flags.service_addr)
-                                   : status_from_coordinator(flags.coordinator);
+  absl::Status bad = tls::check_tls_config(flags.tls);
+  if (bad.ok()) bad = tls::check_tls_files(flags.tls);
+  if (!bad.ok()) {
+    std::cerr << "podscope status: " << bad.message() << "\n";
+    return 2;
+  }
+  return flags.coordinator.empty() ? status_from_agents(flags.service_addr, flags.tls)
+                                   : status_from_coordinator(flags.coordinator, flags.tls);
 }
 
 }  // namespace podscope::cli

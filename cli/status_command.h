@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "tls/tls_config.h"
+
 namespace CLI {
 class App;
 }
@@ -13,6 +15,7 @@ namespace podscope::cli {
 struct StatusFlags {
   std::string service_addr;
   std::string coordinator;
+  tls::TlsConfig tls;  // --tls_cert, --tls_key, --tls_ca
 };
 
 void add_status_flags(CLI::App& command, StatusFlags& flags);

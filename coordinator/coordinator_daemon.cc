@@ -2,6 +2,7 @@
 
 #include "daemon/local_address.h"
 #include "daemon/log.h"
+#include "tls/credentials.h"
 
 namespace podscope::coordinator {
 
@@ -27,6 +28,7 @@ void declare_coordinator_options(CoordinatorConfig& c, OptionSet& o) {
   o.add_int("pod_snapshot_after_ms", &c.pod_snapshot_after_ms,
             "...and this long after it (the snapshot is taken once that has passed)", 0, 600'000);
   o.add_string("log_level", &c.log_level, "debug, info, warning or error");
+  tls::declare_tls_options(c.tls, o, tls::TlsRole::kDaemon);
 }
 
 CoordinatorDaemon::CoordinatorDaemon(CoordinatorConfig config) : config_(std::move(config)) {}
@@ -34,13 +36,15 @@ CoordinatorDaemon::CoordinatorDaemon(CoordinatorConfig config) : config_(std::mo
 CoordinatorDaemon::~CoordinatorDaemon() { shutdown(); }
 
 absl::Status CoordinatorDaemon::start() {
+  if (absl::Status s = tls::check_tls_config(config_.tls); !s.ok()) return s;
+  if (absl::Status s = tls::check_tls_files(config_.tls); !s.ok()) return s;
   settings_.repository_root = config_.repository_root;
   settings_.heartbeat_interval_ms = config_.heartbeat_interval_ms;
   settings_.clock_sync_pings = static_cast<int>(config_.clock_sync_pings);
   // Static workers prove liveness by answering clock-sync pings, so their window follows that period.
   registry_ = std::make_unique<WorkerRegistry>(
       3 * std::max(config_.heartbeat_interval_ms, config_.clock_sync_interval_ms) * 1'000'000,
-      static_cast<size_t>(config_.max_workers));
+      static_cast<size_t>(config_.max_workers), tls::channel_credentials(config_.tls));
   for (const auto& entry : config_.workers) {
     const size_t eq = entry.find('=');
     const std::string address = eq == std::string::npos ? entry : entry.substr(eq + 1);
@@ -60,12 +64,17 @@ absl::Status CoordinatorDaemon::start() {
       PodSnapshotSettings{config_.repository_root, config_.pod_snapshot_before_ms, config_.pod_snapshot_after_ms,
                           static_cast<int>(config_.clock_sync_pings)},
       clock_);
-  coordinator_service_ = std::make_unique<CoordinatorService>(*registry_, *runner_, settings_, clock_, metrics_,
-                                                              *pod_snapshots_, [this] { tracker_->wake(); });
-  analysis_service_ = std::make_unique<ProfileAnalysisService>(*registry_, *runner_, settings_, clock_);
+  authorizer_ = std::make_unique<tls::CallAuthorizer>(config_.tls, *metrics_.registry(), prometheus::Labels{});
+  coordinator_service_ = std::make_unique<CoordinatorService>(
+      *registry_, *runner_, settings_, clock_, metrics_, *pod_snapshots_, *authorizer_, [this] { tracker_->wake(); });
+  analysis_service_ = std::make_unique<ProfileAnalysisService>(*registry_, *runner_, settings_, clock_, *authorizer_);
 
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config_.listen, grpc::InsecureServerCredentials(), &grpc_port_);
+  builder.AddListeningPort(config_.listen, tls::server_credentials(config_.tls), &grpc_port_);
+  int plaintext_port = 0;
+  if (!config_.tls.plaintext_listen.empty()) {
+    builder.AddListeningPort(config_.tls.plaintext_listen, grpc::InsecureServerCredentials(), &plaintext_port);
+  }
   // A second coordinator on the same port must fail to start, not share the traffic (gRPC's SO_REUSEPORT default).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(coordinator_service_.get());
@@ -74,20 +83,30 @@ absl::Status CoordinatorDaemon::start() {
   builder.SetMaxSendMessageSize(-1);
   server_ = builder.BuildAndStart();
   if (!server_ || grpc_port_ == 0) return absl::UnavailableError("cannot listen on " + config_.listen);
-  grpc_self_check_ =
-      std::make_unique<GrpcSelfCheck>(GrpcSelfCheck::Settings{.target = local_address(config_.listen, grpc_port_)},
-                                      clock_, *metrics_.registry(), prometheus::Labels{});
+  if (!config_.tls.plaintext_listen.empty() && plaintext_port == 0) {
+    return absl::UnavailableError("plaintext_listen " + config_.tls.plaintext_listen + ": cannot bind");
+  }
+  const auto with_port = [](const std::string& listen, int port) {
+    return listen.substr(0, listen.rfind(':')) + ":" + std::to_string(port);
+  };
+  tls_metrics_ = std::make_unique<tls::TlsMetrics>(config_.tls, with_port(config_.listen, grpc_port_),
+                                                   *metrics_.registry(), prometheus::Labels{});
+  grpc_self_check_ = std::make_unique<GrpcSelfCheck>(
+      GrpcSelfCheck::Settings{
+          .target = local_address(config_.listen, grpc_port_),
+          .credentials = tls::channel_credentials(config_.tls, tls::ServerVerification::kSkipForOwnPort)},
+      clock_, *metrics_.registry(), prometheus::Labels{});
   absl::StatusOr<std::unique_ptr<MetricsServer>> metrics_server =
       MetricsServer::start(config_.metrics_listen, metrics_.registry(), {grpc_self_check_.get()});
   if (!metrics_server.ok()) return metrics_server.status();
   metrics_server_ = std::move(*metrics_server);
   metrics_port_ = metrics_server_->port();
   grpc_self_check_->start();
-  const auto with_port = [](const std::string& listen, int port) {
-    return listen.substr(0, listen.rfind(':')) + ":" + std::to_string(port);
-  };
   PODSCOPE_LOG(kInfo) << "podscope-coordinator listening grpc=" << with_port(config_.listen, grpc_port_)
-                      << " metrics=" << with_port(config_.metrics_listen, metrics_port_) << " ("
+                      << " metrics=" << with_port(config_.metrics_listen, metrics_port_)
+                      << (plaintext_port != 0 ? " plaintext=" + with_port(config_.tls.plaintext_listen, plaintext_port)
+                                              : std::string())
+                      << (config_.tls.serves_tls() ? " tls" : "") << " ("
                       << config_.workers.size() << " static worker(s))";
   return absl::OkStatus();
 }

@@ -17,6 +17,9 @@
 #include "daemon/grpc_self_check.h"
 #include "daemon/metrics_server.h"
 #include "daemon/options.h"
+#include "tls/call_authorizer.h"
+#include "tls/tls_config.h"
+#include "tls/tls_metrics.h"
 
 namespace podscope::coordinator {
 
@@ -32,6 +35,7 @@ struct CoordinatorConfig {
   int64_t pod_snapshot_before_ms = 10'000;  // a triggered pod snapshot's span before the slow step's end
   int64_t pod_snapshot_after_ms = 2'000;    // and after it
   std::string log_level = "info";
+  tls::TlsConfig tls;  // every gRPC server and channel: tls_cert, tls_key, tls_client_ca, tls_ca, ...
 };
 
 void declare_coordinator_options(CoordinatorConfig& config, OptionSet& options);
@@ -51,6 +55,8 @@ class CoordinatorDaemon {
   CoordinatorSettings settings_;
   std::unique_ptr<WorkerRegistry> registry_;
   CoordinatorMetrics metrics_;
+  std::unique_ptr<tls::CallAuthorizer> authorizer_;
+  std::unique_ptr<tls::TlsMetrics> tls_metrics_;
   std::unique_ptr<CaptureRunner> runner_;
   std::unique_ptr<PodSnapshots> pod_snapshots_;
   std::unique_ptr<CoordinatorService> coordinator_service_;

@@ -132,8 +132,9 @@ grpc::Status CoordinatorService::ListWorkers(grpc::ServerContext*, const podscop
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::Capture(grpc::ServerContext*, const podscope::v1::CaptureRequest* request,
+grpc::Status CoordinatorService::Capture(grpc::ServerContext* context, const podscope::v1::CaptureRequest* request,
                                          grpc::ServerWriter<podscope::v1::CaptureChunk>* writer) {
+  if (grpc::Status allowed = authorizer_.authorize(*context, "Capture"); !allowed.ok()) return allowed;
   if (request->num_tracing_attempts() < 0) {
     return invalid("num_tracing_attempts must be >= 1, got " + std::to_string(request->num_tracing_attempts()));
   }
@@ -174,9 +175,10 @@ grpc::Status CoordinatorService::ReportTrigger(grpc::ServerContext*, const podsc
   return grpc::Status::OK;
 }
 
-grpc::Status ProfileAnalysisService::NewSession(grpc::ServerContext*,
+grpc::Status ProfileAnalysisService::NewSession(grpc::ServerContext* context,
                                                 const tensorflow::NewProfileSessionRequest* request,
                                                 tensorflow::NewProfileSessionResponse* response) {
+  if (grpc::Status allowed = authorizer_.authorize(*context, "NewSession"); !allowed.ok()) return allowed;
   if (request->hosts().empty()) return invalid("NewSession: hosts is empty");
   pod_capture::CaptureSpec spec = pod_capture::capture_spec_from(*request, clock_.now_ns());
   spec.clock_sync_pings = settings_.clock_sync_pings;

@@ -14,6 +14,7 @@
 #include "pod_capture/pod_run.h"
 #include "podscope/v1/coordinator.grpc.pb.h"
 #include "tensorflow/profiler_analysis.grpc.pb.h"
+#include "tls/call_authorizer.h"
 
 namespace podscope::coordinator {
 
@@ -48,16 +49,19 @@ class PodSnapshots;
 class CoordinatorService final : public podscope::v1::Coordinator::Service {
  public:
   // `on_register` runs after each registration (the daemon measures the new worker's clock at once);
-  // refused registrations are counted in `metrics`. Trigger reports go to `pod_snapshots`.
+  // refused registrations are counted in `metrics`. Trigger reports go to `pod_snapshots`. Capture passes
+  // `authorizer` (allowed_clients); Register, Heartbeat, ListWorkers and ReportTrigger, the agents' and status
+  // calls, are open to any caller TLS admits.
   CoordinatorService(WorkerRegistry& registry, CaptureRunner& runner, const CoordinatorSettings& settings,
                      const Clock& clock, CoordinatorMetrics& metrics, PodSnapshots& pod_snapshots,
-                     std::function<void()> on_register = {})
+                     tls::CallAuthorizer& authorizer, std::function<void()> on_register = {})
       : registry_(registry),
         runner_(runner),
         settings_(settings),
         clock_(clock),
         metrics_(metrics),
         pod_snapshots_(pod_snapshots),
+        authorizer_(authorizer),
         on_register_(std::move(on_register)) {}
 
   grpc::Status Register(grpc::ServerContext*, const podscope::v1::RegisterRequest* request,
@@ -78,6 +82,7 @@ class CoordinatorService final : public podscope::v1::Coordinator::Service {
   const Clock& clock_;
   CoordinatorMetrics& metrics_;
   PodSnapshots& pod_snapshots_;
+  tls::CallAuthorizer& authorizer_;
   std::function<void()> on_register_;
 };
 
@@ -86,10 +91,10 @@ class CoordinatorService final : public podscope::v1::Coordinator::Service {
 class ProfileAnalysisService final : public tensorflow::ProfileAnalysis::Service {
  public:
   ProfileAnalysisService(WorkerRegistry& registry, CaptureRunner& runner, const CoordinatorSettings& settings,
-                         const Clock& clock)
-      : registry_(registry), runner_(runner), settings_(settings), clock_(clock) {}
+                         const Clock& clock, tls::CallAuthorizer& authorizer)
+      : registry_(registry), runner_(runner), settings_(settings), clock_(clock), authorizer_(authorizer) {}
 
-  grpc::Status NewSession(grpc::ServerContext*, const tensorflow::NewProfileSessionRequest* request,
+  grpc::Status NewSession(grpc::ServerContext* context, const tensorflow::NewProfileSessionRequest* request,
                           tensorflow::NewProfileSessionResponse* response) override;
 
  private:
@@ -97,6 +102,7 @@ class ProfileAnalysisService final : public tensorflow::ProfileAnalysis::Service
   CaptureRunner& runner_;
   const CoordinatorSettings& settings_;
   const Clock& clock_;
+  tls::CallAuthorizer& authorizer_;
 };
 
 // Resolves a client-given directory against the configured root; an error when it would leave the root.

@@ -10,7 +10,7 @@ WorkerRegistry::Worker& WorkerRegistry::upsert(const std::string& host_name, con
     // A re-registration from a new address replaces the connection; the old one may still be in use by a
     // capture, so connections are kept, never destroyed while the registry lives.
     if (worker.connection) retired_.push_back(std::move(worker.connection));
-    worker.connection = pod_capture::connect_agent(address);
+    worker.connection = pod_capture::connect_agent(address, credentials_);
     worker.drift = pod_capture::DriftEstimator();
   }
   worker.info.set_host_name(host_name);

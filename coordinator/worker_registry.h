@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <grpcpp/security/credentials.h>
+
 #include "absl/status/status.h"
 #include "pod_capture/agent_connection.h"
 #include "pod_capture/clock_sync.h"
@@ -26,8 +28,9 @@ struct WorkerSelector {
 
 class WorkerRegistry {
  public:
-  WorkerRegistry(int64_t down_after_ns, size_t max_workers)
-      : down_after_ns_(down_after_ns), max_workers_(max_workers) {}
+  // Workers are dialled with `credentials` (tls::channel_credentials of the coordinator's config).
+  WorkerRegistry(int64_t down_after_ns, size_t max_workers, std::shared_ptr<grpc::ChannelCredentials> credentials)
+      : down_after_ns_(down_after_ns), max_workers_(max_workers), credentials_(std::move(credentials)) {}
 
   // Static workers are always known; they are up while their clock-sync pings answer.
   void add_static(const std::string& host_name, const std::string& address);
@@ -63,6 +66,7 @@ class WorkerRegistry {
 
   const int64_t down_after_ns_;
   const size_t max_workers_;
+  const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   mutable std::mutex mu_;
   std::map<std::string, Worker> workers_;  // by host name
   std::vector<std::unique_ptr<pod_capture::AgentConnection>> retired_;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include <grpcpp/client_context.h>
+#include <grpcpp/security/credentials.h>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
@@ -28,6 +30,8 @@ class GrpcSelfCheck : public HealthCheck {
  public:
   struct Settings {
     std::string target;                         // the server as a local client reaches it (local_address())
+    // How the check dials: the daemon's own TLS identity when its port serves TLS (tls::channel_credentials).
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
     std::chrono::milliseconds period{10'000};   // a check costs a connection: well under 0.1 % of a core
     std::chrono::milliseconds deadline{2'000};  // a healthy loopback answer takes about a millisecond
     int failures_to_wedge = 3;                  // one slow answer on a loaded host is not a wedge

@@ -44,14 +44,15 @@ std::string host_file_stem(std::string_view address) {
   return stem;
 }
 
-std::unique_ptr<AgentConnection> connect_agent(const std::string& address) {
+std::unique_ptr<AgentConnection> connect_agent(const std::string& address,
+                                               std::shared_ptr<grpc::ChannelCredentials> credentials) {
   auto agent = std::make_unique<AgentConnection>();
   agent->address = address;
   agent->file_stem = host_file_stem(address);
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
-  agent->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  agent->channel = grpc::CreateCustomChannel(address, std::move(credentials), args);
   agent->profiler = tensorflow::ProfilerService::NewStub(agent->channel);
   agent->agent = podscope::v1::Agent::NewStub(agent->channel);
   return agent;

@@ -36,7 +36,9 @@ struct AgentConnection {
 };
 
 // Channels accept responses of any size: a host's XSpace can be far larger than gRPC's 4 MiB default.
-std::unique_ptr<AgentConnection> connect_agent(const std::string& address);
+// `credentials` come from tls::channel_credentials (plaintext when TLS is off); one object may serve every agent.
+std::unique_ptr<AgentConnection> connect_agent(const std::string& address,
+                                               std::shared_ptr<grpc::ChannelCredentials> credentials);
 
 // What a clock-sync burst against one agent found.
 struct ClockMeasurement {

@@ -126,12 +126,13 @@ absl::Status receive_run(grpc::ClientReader<podscope::v1::CaptureChunk>& reader,
 }  // namespace
 
 absl::StatusOr<RemoteCaptureOutcome> capture_through_coordinator(const std::string& coordinator_address,
+                                                                 std::shared_ptr<grpc::ChannelCredentials> credentials,
                                                                  const podscope::v1::CaptureRequest& request,
                                                                  const std::filesystem::path& logdir,
                                                                  const ProgressFn& progress) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
-  auto channel = grpc::CreateCustomChannel(coordinator_address, grpc::InsecureChannelCredentials(), args);
+  auto channel = grpc::CreateCustomChannel(coordinator_address, std::move(credentials), args);
   auto stub = podscope::v1::Coordinator::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(stream_deadline(request));

@@ -3,7 +3,10 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
+
+#include <grpcpp/security/credentials.h>
 
 #include "absl/status/statusor.h"
 #include "pod_capture/capture.h"
@@ -17,7 +20,9 @@ struct RemoteCaptureOutcome {
   std::string summary_text;
 };
 
+// Dials the coordinator with `credentials` (tls::channel_credentials of the CLI's flags).
 absl::StatusOr<RemoteCaptureOutcome> capture_through_coordinator(const std::string& coordinator_address,
+                                                                 std::shared_ptr<grpc::ChannelCredentials> credentials,
                                                                  const podscope::v1::CaptureRequest& request,
                                                                  const std::filesystem::path& logdir,
                                                                  const ProgressFn& progress);

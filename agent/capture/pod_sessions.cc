@@ -26,11 +26,13 @@ bool is_plain_address(std::string_view address) {
 }  // namespace
 
 PodSessions::PodSessions(const Clock& clock, std::function<std::string()> repository_root,
-                         std::function<int()> own_grpc_port, std::vector<std::string> allowed_targets)
+                         std::function<int()> own_grpc_port, std::vector<std::string> allowed_targets,
+                         std::shared_ptr<grpc::ChannelCredentials> credentials)
     : clock_(clock),
       repository_root_(std::move(repository_root)),
       own_grpc_port_(std::move(own_grpc_port)),
-      allowed_targets_(std::move(allowed_targets)) {}
+      allowed_targets_(std::move(allowed_targets)),
+      credentials_(std::move(credentials)) {}
 
 absl::StatusOr<std::vector<std::string>> PodSessions::target_addresses(
     const tensorflow::NewProfileSessionRequest& request) const {
@@ -85,7 +87,7 @@ absl::StatusOr<pod_capture::PodRunOutcome> PodSessions::run(const tensorflow::Ne
   std::vector<std::unique_ptr<pod_capture::AgentConnection>> connections;
   std::vector<pod_capture::PodAgent> agents;
   for (const std::string& address : *addresses) {
-    connections.push_back(pod_capture::connect_agent(address));
+    connections.push_back(pod_capture::connect_agent(address, credentials_));
     agents.push_back({connections.back().get(), "", 0});
   }
   absl::StatusOr<pod_capture::PodRunOutcome> outcome =

@@ -7,9 +7,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <grpcpp/security/credentials.h>
 
 #include "absl/status/statusor.h"
 #include "daemon/clock.h"
@@ -21,9 +24,10 @@ namespace podscope::agent {
 class PodSessions {
  public:
   // `repository_root` and `own_grpc_port` are read at each request: a reload changes the root, and the port is
-  // bound after the services are built. `allowed_targets` as check_fanout_patterns accepts them.
+  // bound after the services are built. `allowed_targets` as check_fanout_patterns accepts them. The workers are
+  // dialled with `credentials` (the agent's own TLS identity when TLS is on).
   PodSessions(const Clock& clock, std::function<std::string()> repository_root, std::function<int()> own_grpc_port,
-              std::vector<std::string> allowed_targets);
+              std::vector<std::string> allowed_targets, std::shared_ptr<grpc::ChannelCredentials> credentials);
 
   // Errors, with nothing contacted: PERMISSION_DENIED (a host outside allowed_fanout_targets: names it and the
   // patterns), INVALID_ARGUMENT (no hosts, a malformed address, a session id that is no plain name, a repository
@@ -41,6 +45,7 @@ class PodSessions {
   std::function<std::string()> repository_root_;
   std::function<int()> own_grpc_port_;
   std::vector<std::string> allowed_targets_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
   std::mutex running_;
 };
 

@@ -5,8 +5,13 @@
 namespace podscope::agent {
 
 AgentServiceImpl::AgentServiceImpl(const Clock& clock, std::function<void(podscope::v1::AgentStatus&)> fill_status,
-                                   FlightRecording& recording, const TriggeredSnapshots& snapshots)
-    : clock_(clock), fill_status_(std::move(fill_status)), recording_(recording), snapshots_(snapshots) {}
+                                   FlightRecording& recording, const TriggeredSnapshots& snapshots,
+                                   tls::CallAuthorizer& authorizer)
+    : clock_(clock),
+      fill_status_(std::move(fill_status)),
+      recording_(recording),
+      snapshots_(snapshots),
+      authorizer_(authorizer) {}
 
 grpc::Status AgentServiceImpl::Ping(grpc::ServerContext*, const podscope::v1::PingRequest* request,
                                     podscope::v1::PingResponse* response) {
@@ -24,9 +29,10 @@ grpc::Status AgentServiceImpl::GetStatus(grpc::ServerContext*, const podscope::v
   return grpc::Status::OK;
 }
 
-grpc::Status AgentServiceImpl::GetRecordedWindow(grpc::ServerContext*,
+grpc::Status AgentServiceImpl::GetRecordedWindow(grpc::ServerContext* context,
                                                  const podscope::v1::RecordedWindowRequest* request,
                                                  podscope::v1::RecordedWindowResponse* response) {
+  if (grpc::Status allowed = authorizer_.authorize(*context, "GetRecordedWindow"); !allowed.ok()) return allowed;
   absl::StatusOr<RecorderSnapshot> snapshot = request->end_ns() > 0
                                                   ? recording_.span(request->start_ns(), request->end_ns())
                                                   : recording_.last(request->last_ms());
@@ -37,9 +43,10 @@ grpc::Status AgentServiceImpl::GetRecordedWindow(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status AgentServiceImpl::GetStoredSnapshot(grpc::ServerContext*,
+grpc::Status AgentServiceImpl::GetStoredSnapshot(grpc::ServerContext* context,
                                                  const podscope::v1::StoredSnapshotRequest* request,
                                                  podscope::v1::RecordedWindowResponse* response) {
+  if (grpc::Status allowed = authorizer_.authorize(*context, "GetStoredSnapshot"); !allowed.ok()) return allowed;
   absl::StatusOr<StoredSnapshotData> stored = snapshots_.get(request->id());
   if (!stored.ok()) return to_grpc_status(stored.status());
   response->set_start_ns(stored->info.start_ns());

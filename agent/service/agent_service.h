@@ -1,6 +1,7 @@
 // podscope.v1.Agent: Ping for the coordinator's clock-offset estimate (t1 stamped on arrival, t2 just before
 // answering, on the agent's Clock including --clock_offset_ns), GetStatus for `podscope status`, and the flight
 // recorder's past: a recorded window (the last N ms, or a span of the agent's clock) and stored snapshots by id.
+// The recorded-window calls are gated by allowed_clients; Ping and GetStatus are open to any caller TLS admits.
 #pragma once
 
 #include <functional>
@@ -11,6 +12,7 @@
 #include "agent/local/triggered_snapshots.h"
 #include "podscope/v1/agent.grpc.pb.h"
 #include "daemon/clock.h"
+#include "tls/call_authorizer.h"
 
 namespace podscope::agent {
 
@@ -18,7 +20,7 @@ class AgentServiceImpl final : public podscope::v1::Agent::Service {
  public:
   // `fill_status` writes everything the agent knows into a status (collectors, clock, capture, clients...).
   AgentServiceImpl(const Clock& clock, std::function<void(podscope::v1::AgentStatus&)> fill_status,
-                   FlightRecording& recording, const TriggeredSnapshots& snapshots);
+                   FlightRecording& recording, const TriggeredSnapshots& snapshots, tls::CallAuthorizer& authorizer);
 
   grpc::Status Ping(grpc::ServerContext* context, const podscope::v1::PingRequest* request,
                     podscope::v1::PingResponse* response) override;
@@ -34,6 +36,7 @@ class AgentServiceImpl final : public podscope::v1::Agent::Service {
   std::function<void(podscope::v1::AgentStatus&)> fill_status_;
   FlightRecording& recording_;
   const TriggeredSnapshots& snapshots_;
+  tls::CallAuthorizer& authorizer_;
 };
 
 }  // namespace podscope::agent

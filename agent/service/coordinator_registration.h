@@ -6,9 +6,12 @@
 
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include <grpcpp/security/credentials.h>
 
 #include "agent/lifecycle_component.h"
 #include "podscope/v1/coordinator.grpc.pb.h"
@@ -19,6 +22,7 @@ struct RegistrationSettings {
   std::string coordinator;  // host:port
   std::string host_name;
   std::string job;
+  std::shared_ptr<grpc::ChannelCredentials> credentials;  // tls::channel_credentials of the agent's config
   // Called at start(): the agent's ports are bound by then.
   std::function<std::string()> advertised_address;
   int64_t retry_interval_ms = 1000;

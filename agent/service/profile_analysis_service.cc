@@ -5,9 +5,10 @@
 
 namespace podscope::agent {
 
-grpc::Status ProfileAnalysisServiceImpl::NewSession(grpc::ServerContext*,
+grpc::Status ProfileAnalysisServiceImpl::NewSession(grpc::ServerContext* context,
                                                     const tensorflow::NewProfileSessionRequest* request,
                                                     tensorflow::NewProfileSessionResponse* response) {
+  if (grpc::Status allowed = authorizer_.authorize(*context, "NewSession"); !allowed.ok()) return allowed;
   absl::StatusOr<pod_capture::PodRunOutcome> outcome = sessions_.run(*request);
   if (!outcome.ok()) {
     PODSCOPE_LOG(kWarning) << "NewSession refused: " << outcome.status().message();

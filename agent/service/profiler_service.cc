@@ -7,15 +7,18 @@
 namespace podscope::agent {
 
 ProfilerServiceImpl::ProfilerServiceImpl(CaptureSessions& captures, MonitorReporter monitor, RequestMetrics& metrics,
-                                         int64_t max_concurrent_monitors, FlightRecording& recording)
+                                         int64_t max_concurrent_monitors, FlightRecording& recording,
+                                         tls::CallAuthorizer& authorizer)
     : captures_(captures),
       monitor_(std::move(monitor)),
       metrics_(metrics),
       max_concurrent_monitors_(max_concurrent_monitors),
-      recording_(recording) {}
+      recording_(recording),
+      authorizer_(authorizer) {}
 
 grpc::Status ProfilerServiceImpl::Profile(grpc::ServerContext* context, const tensorflow::ProfileRequest* request,
                                           tensorflow::ProfileResponse* response) {
+  if (grpc::Status allowed = authorizer_.authorize(*context, "Profile"); !allowed.ok()) return allowed;
   absl::StatusOr<CaptureResult> result = captures_.run(*request, [context] { return context->IsCancelled(); });
   if (!result.ok()) {
     PODSCOPE_LOG(kWarning) << "Profile refused: " << result.status().message();
@@ -37,14 +40,16 @@ grpc::Status ProfilerServiceImpl::Profile(grpc::ServerContext* context, const te
   return grpc::Status::OK;
 }
 
-grpc::Status ProfilerServiceImpl::Terminate(grpc::ServerContext*, const tensorflow::TerminateRequest* request,
+grpc::Status ProfilerServiceImpl::Terminate(grpc::ServerContext* context, const tensorflow::TerminateRequest* request,
                                             tensorflow::TerminateResponse*) {
+  if (grpc::Status allowed = authorizer_.authorize(*context, "Terminate"); !allowed.ok()) return allowed;
   captures_.terminate(request->session_id());
   return grpc::Status::OK;
 }
 
 grpc::Status ProfilerServiceImpl::Monitor(grpc::ServerContext* context, const tensorflow::MonitorRequest* request,
                                           tensorflow::MonitorResponse* response) {
+  if (grpc::Status allowed = authorizer_.authorize(*context, "Monitor"); !allowed.ok()) return allowed;
   struct InFlight {
     std::atomic<int64_t>& count;
     ~InFlight() { count.fetch_sub(1); }
@@ -63,9 +68,10 @@ grpc::Status ProfilerServiceImpl::Monitor(grpc::ServerContext* context, const te
   return grpc::Status::OK;
 }
 
-grpc::Status ProfilerServiceImpl::StartContinuousProfiling(grpc::ServerContext*,
+grpc::Status ProfilerServiceImpl::StartContinuousProfiling(grpc::ServerContext* context,
                                                            const tensorflow::ProfileRequest* request,
                                                            tensorflow::ContinuousProfilingResponse*) {
+  if (grpc::Status allowed = authorizer_.authorize(*context, "StartContinuousProfiling"); !allowed.ok()) return allowed;
   const uint64_t requested =
       request->opts().duration_ms() != 0 ? request->opts().duration_ms() : request->duration_ms();
   const int64_t window_ms = requested == 0 ? kDefaultContinuousWindowMs : duration_or_default_ms(requested);
@@ -73,8 +79,9 @@ grpc::Status ProfilerServiceImpl::StartContinuousProfiling(grpc::ServerContext*,
   return to_grpc_status(recording_.start(FlightRecorderSettings{window_ms * 1'000'000, continuous_max_bytes_}));
 }
 
-grpc::Status ProfilerServiceImpl::GetSnapshot(grpc::ServerContext*, const tensorflow::GetSnapshotRequest*,
+grpc::Status ProfilerServiceImpl::GetSnapshot(grpc::ServerContext* context, const tensorflow::GetSnapshotRequest*,
                                               tensorflow::ProfileResponse* response) {
+  if (grpc::Status allowed = authorizer_.authorize(*context, "GetSnapshot"); !allowed.ok()) return allowed;
   absl::StatusOr<RecorderSnapshot> snapshot = recording_.snapshot_since_last();
   if (!snapshot.ok()) return to_grpc_status(snapshot.status());
   response->set_empty_trace(!xspace::has_events(snapshot->space));
@@ -82,9 +89,10 @@ grpc::Status ProfilerServiceImpl::GetSnapshot(grpc::ServerContext*, const tensor
   return grpc::Status::OK;
 }
 
-grpc::Status ProfilerServiceImpl::StopContinuousProfiling(grpc::ServerContext*,
+grpc::Status ProfilerServiceImpl::StopContinuousProfiling(grpc::ServerContext* context,
                                                           const tensorflow::StopContinuousProfilingRequest*,
                                                           tensorflow::StopContinuousProfilingResponse*) {
+  if (grpc::Status allowed = authorizer_.authorize(*context, "StopContinuousProfiling"); !allowed.ok()) return allowed;
   return to_grpc_status(recording_.stop());
 }
 

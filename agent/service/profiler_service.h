@@ -1,6 +1,7 @@
 // tensorflow.ProfilerService on the agent: Profile (a capture through CaptureSessions), Terminate, Monitor
 // (a MonitorReporter) and continuous profiling (the flight recorder: StartContinuousProfiling, GetSnapshot,
-// StopContinuousProfiling). Translating only: validation, capture and monitor logic live in agent/capture/.
+// StopContinuousProfiling), every call gated by allowed_clients (tls::CallAuthorizer).
+// Translating only: validation, capture and monitor logic live in agent/capture/.
 #pragma once
 
 #include <atomic>
@@ -10,6 +11,7 @@
 #include "agent/capture/monitor_report.h"
 #include "agent/local/flight_recording.h"
 #include "agent/service/agent_metrics.h"
+#include "tls/call_authorizer.h"
 #include "tensorflow/profiler_service.grpc.pb.h"
 
 namespace podscope::agent {
@@ -17,7 +19,7 @@ namespace podscope::agent {
 class ProfilerServiceImpl final : public tensorflow::ProfilerService::Service {
  public:
   ProfilerServiceImpl(CaptureSessions& captures, MonitorReporter monitor, RequestMetrics& metrics,
-                      int64_t max_concurrent_monitors, FlightRecording& recording);
+                      int64_t max_concurrent_monitors, FlightRecording& recording, tls::CallAuthorizer& authorizer);
 
   grpc::Status Profile(grpc::ServerContext* context, const tensorflow::ProfileRequest* request,
                        tensorflow::ProfileResponse* response) override;
@@ -47,6 +49,7 @@ class ProfilerServiceImpl final : public tensorflow::ProfilerService::Service {
   std::atomic<int64_t> monitors_in_flight_{0};
   FlightRecording& recording_;
   const size_t continuous_max_bytes_ = size_t{64} << 20;
+  tls::CallAuthorizer& authorizer_;
 };
 
 }  // namespace podscope::agent

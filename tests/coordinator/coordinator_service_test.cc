@@ -30,14 +30,14 @@ class CoordinatorServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     settings_.repository_root = fresh_dir("root");
-    registry_ = std::make_unique<WorkerRegistry>(1'000'000'000, kMaxWorkers);
+    registry_ = std::make_unique<WorkerRegistry>(1'000'000'000, kMaxWorkers, grpc::InsecureChannelCredentials());
     runner_ = std::make_unique<CaptureRunner>(*registry_, metrics_, clock_);
     pod_snapshots_ = std::make_unique<PodSnapshots>(
         *registry_, *runner_, PodSnapshotSettings{settings_.repository_root, 1000, 0, settings_.clock_sync_pings},
         clock_);
-    coordinator_ =
-        std::make_unique<CoordinatorService>(*registry_, *runner_, settings_, clock_, metrics_, *pod_snapshots_);
-    analysis_ = std::make_unique<ProfileAnalysisService>(*registry_, *runner_, settings_, clock_);
+    coordinator_ = std::make_unique<CoordinatorService>(*registry_, *runner_, settings_, clock_, metrics_,
+                                                        *pod_snapshots_, authorizer_);
+    analysis_ = std::make_unique<ProfileAnalysisService>(*registry_, *runner_, settings_, clock_, authorizer_);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(coordinator_.get());
@@ -77,6 +77,7 @@ class CoordinatorServiceTest : public ::testing::Test {
   Clock clock_;
   CoordinatorSettings settings_;
   CoordinatorMetrics metrics_;
+  tls::CallAuthorizer authorizer_{tls::TlsConfig{}, *metrics_.registry(), prometheus::Labels{}};
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<CaptureRunner> runner_;
   std::unique_ptr<PodSnapshots> pod_snapshots_;
@@ -95,7 +96,8 @@ TEST_F(CoordinatorServiceTest, CapturesAJobAndStreamsTheRunIntoTheClientsLogdir)
   request.add_jobs("train");
   const auto logdir = fresh_dir("client");
   std::vector<std::string> progress;
-  auto outcome = pod_capture::capture_through_coordinator(address(), request, logdir,
+  auto outcome = pod_capture::capture_through_coordinator(address(), grpc::InsecureChannelCredentials(), request,
+                                                          logdir,
                                                           [&](const std::string& line) { progress.push_back(line); });
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(outcome->exit_code, 0);
@@ -127,7 +129,8 @@ TEST_F(CoordinatorServiceTest, UnknownWorkerIsAnInvalidArgumentNamingIt) {
   podscope::v1::CaptureRequest request;
   request.add_hosts("host9");
   const auto logdir = fresh_dir("unknown");
-  auto outcome = pod_capture::capture_through_coordinator(address(), request, logdir, [](const std::string&) {});
+  auto outcome = pod_capture::capture_through_coordinator(address(), grpc::InsecureChannelCredentials(), request,
+                                                          logdir, [](const std::string&) {});
   std::filesystem::remove_all(logdir);
   ASSERT_FALSE(outcome.ok());
   EXPECT_NE(std::string(outcome.status().message()).find("unknown or down worker(s): host9"), std::string::npos);
@@ -201,7 +204,8 @@ TEST_F(CoordinatorServiceTest, RegistrationCannotRedirectALiveWorkerOfAnotherAge
   request.add_hosts("host1");
   request.set_duration_ms(100);
   const auto logdir = fresh_dir("redirect");
-  auto outcome = pod_capture::capture_through_coordinator(address(), request, logdir, [](const std::string&) {});
+  auto outcome = pod_capture::capture_through_coordinator(address(), grpc::InsecureChannelCredentials(), request,
+                                                          logdir, [](const std::string&) {});
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(outcome->exit_code, 0);
   EXPECT_TRUE(
@@ -313,7 +317,7 @@ namespace {
 TEST(WorkerRegistry, StaticWorkersAreUpWhileTheyAnswerPings) {
   testing::TimerThread timers;
   testing::LightweightAgent agent({.host_name = "static0", .clock_offset_ns = 3'000'000}, timers);
-  WorkerRegistry registry(1'000'000'000, kMaxWorkers);
+  WorkerRegistry registry(1'000'000'000, kMaxWorkers, grpc::InsecureChannelCredentials());
   registry.add_static("static0", agent.address());
   const Clock clock;
   EXPECT_FALSE(registry.list(clock.now_ns()).at(0).up()) << "not up before its first ping";

@@ -1,5 +1,5 @@
-"""The Grafana dashboard and the alert rules against a real scrape: a podscope-agent (with the stand-in NVML
-library of tests/agent/devices, so that its GPU series are exported by the real collector) and two annotated
+"""The Grafana dashboard and the alert rules against a real scrape: a podscope-agent serving TLS (with the stand-in
+NVML library of tests/agent/devices, so that its GPU series are exported by the real collector) and two annotated
 ring_trainer ranks; every metric the dashboard and the rules name must be in the agent's /metrics. TPU series
 need libtpu's metric service, which this machine lacks: their names are checked against the agent's source.
 
@@ -19,6 +19,7 @@ import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../integration"))
 from coord_pod import BIN, Daemon, free_port_block  # noqa: E402
+from test_certs import make_test_certs  # noqa: E402
 
 SOURCE = os.path.join(os.path.dirname(__file__), "../..")
 DASHBOARD = os.path.join(SOURCE, "deploy/grafana/podscope.json")
@@ -57,8 +58,11 @@ class DashboardAndRulesAgainstARealScrapeTest(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory(prefix="podscope_dashboard_")
         socket = os.path.join(cls.tmp.name, "agent.sock")
         env = dict(os.environ, LD_LIBRARY_PATH=os.environ["PODSCOPE_FAKE_NVML_DIR"])
+        # With TLS on, as the expiry alert needs: its certificate's expiry is exported.
+        certs = make_test_certs(os.path.join(cls.tmp.name, "certs"))
         cls.agent = Daemon([f"{BIN}/podscope-agent", "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0",
-                            "--host_name", "node-0", "--socket", socket, "--sample_interval_ms", "100"], env=env)
+                            "--host_name", "node-0", "--socket", socket, "--sample_interval_ms", "100",
+                            "--tls_cert", certs["server"][0], "--tls_key", certs["server"][1]], env=env)
         cls.trainer = None
         try:
             cls.metrics_address = cls.agent.wait_for(r"listening grpc=(\S+) metrics=(\S+)").group(2)

@@ -107,6 +107,25 @@ class KubernetesManifestsTest(unittest.TestCase):
         tolerated = {t["key"] for t in spec["tolerations"] if t.get("operator") == "Exists"}
         self.assertLessEqual({"nvidia.com/gpu", "google.com/tpu"}, tolerated)
 
+    def test_daemons_serve_mutual_tls_from_a_mounted_secret(self):
+        for kind, name in (("DaemonSet", "podscope-agent"), ("Deployment", "podscope-coordinator")):
+            pod = self.one(kind, name)["spec"]["template"]["spec"]
+            container = pod["containers"][0]
+            flags = dict(a[2:].split("=", 1) for a in container["args"] if a.startswith("--") and "=" in a)
+            mounts = {m["name"]: m for m in container["volumeMounts"]}
+            self.assertTrue(mounts["tls"]["readOnly"], name)
+            secret = next(v for v in pod["volumes"] if v["name"] == "tls")["secret"]
+            self.assertEqual(secret["secretName"], f"{name}-tls")
+            for key, file in (("tls_cert", "tls.crt"), ("tls_key", "tls.key"), ("tls_client_ca", "ca.crt")):
+                self.assertEqual(flags[key], os.path.join(mounts["tls"]["mountPath"], file), f"{name} --{key}")
+            self.assertIn("podscope-cli", flags["allowed_clients"].split(","), name)
+            # Every flag is a key of the daemon's documented config.
+            config = self.agent_config if kind == "DaemonSet" else self.coordinator_config
+            for key in flags:
+                self.assertIn(key, set(config) | {"config"}, f"{name} --{key}")
+        agent_flags = dict(a[2:].split("=", 1) for a in self.container("DaemonSet", "podscope-agent")["args"])
+        self.assertTrue(agent_flags["plaintext_listen"].startswith("127.0.0.1:"))
+
     def test_agent_memory_limit_covers_baseline_and_capture_budget(self):
         resources = self.container("DaemonSet", "podscope-agent")["resources"]
         budget = self.agent_config["capture_memory_limit_mb"]

@@ -1,6 +1,7 @@
 // TensorBoard's worker-list capture against real podscope-agent binaries: the bytes TensorFlow's client sends
 // (tensorflow.ProfileAnalysis/NewSession to the first worker, every worker a host), the pod run it starts, and the
-// agent refusing to become a proxy to addresses outside allowed_fanout_targets.
+// agent refusing to become a proxy to addresses outside allowed_fanout_targets; over mutual TLS, the agent dialling
+// the workers with its own identity and allowed_clients deciding who may start it.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -8,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -17,6 +20,7 @@
 #include "tensorflow/profiler_analysis.pb.h"
 #include "tests/integration/agent_process.h"
 #include "tests/integration/tensorflow_client_wire.h"
+#include "tls/credentials.h"
 
 namespace podscope {
 namespace {
@@ -158,6 +162,59 @@ TEST(AgentNewSession, AnAllowedFanoutTargetThatIsNoHostPortPatternExitsTwo) {
   ASSERT_TRUE(status.has_value());
   EXPECT_EQ(WEXITSTATUS(*status), 2) << agent.output();
   EXPECT_NE(agent.output().find("allowed_fanout_targets"), std::string::npos) << agent.output();
+}
+
+}  // namespace
+}  // namespace podscope
+
+namespace podscope {
+namespace {
+
+// A channel to `agent` presenting the test certificate `name` (tests/integration/test_certs.py).
+std::shared_ptr<grpc::Channel> tls_channel(const AgentProcess& agent, const fs::path& certs, const std::string& name) {
+  tls::TlsConfig client{.cert = (certs / (name + ".pem")).string(),
+                        .key = (certs / (name + ".key")).string(),
+                        .ca = (certs / "ca.pem").string()};
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(INT_MAX);
+  return grpc::CreateCustomChannel(agent.grpc_address(), tls::channel_credentials(client), args);
+}
+
+TEST(AgentNewSession, OverMutualTlsTheAgentCapturesTheOtherWorkersWithItsOwnIdentity) {
+  const std::string root = AgentProcess::make_temp_dir();
+  const fs::path certs = fs::path(root) / "certs";
+  const std::string make = "python3 " PODSCOPE_SOURCE_DIR "/tests/integration/test_certs.py " + certs.string();
+  ASSERT_EQ(std::system(make.c_str()), 0) << make;
+  // The workers allow the CLI's name and the agents' own: the first captures the second with its identity.
+  const std::vector<std::string> tls_args = {
+      "--tls_cert", (certs / "server.pem").string(), "--tls_key", (certs / "server.key").string(),
+      "--tls_client_ca", (certs / "ca.pem").string(), "--allowed_clients", "cli.podscope.test,agent.podscope.test",
+      "--allowed_fanout_targets", "127.0.0.1:*"};
+  std::vector<std::string> first_args = {"--repository_root", root, "--host_name", "worker-0"};
+  first_args.insert(first_args.end(), tls_args.begin(), tls_args.end());
+  std::vector<std::string> second_args = {"--host_name", "worker-1"};
+  second_args.insert(second_args.end(), tls_args.begin(), tls_args.end());
+  AgentProcess first(first_args);
+  AgentProcess second(second_args);
+  const testing::TfCapture capture = testing::tf_capture(200, root + "/plugins/profile", "tls_run");
+  const std::string request = testing::tf_new_session_request(capture, {first.grpc_address(), second.grpc_address()});
+
+  const testing::RawReply refused = testing::call_with_bytes(tls_channel(first, certs, "intruder"), kNewSession,
+                                                             request, 60);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << refused.status.error_message();
+  EXPECT_NE(refused.status.error_message().find("intruder.podscope.test"), std::string::npos);
+
+  const testing::RawReply reply = testing::call_with_bytes(tls_channel(first, certs, "cli"), kNewSession, request, 60);
+  ASSERT_TRUE(reply.status.ok()) << reply.status.error_message();
+  tensorflow::NewProfileSessionResponse response;
+  ASSERT_TRUE(response.ParseFromString(reply.bytes));
+  EXPECT_EQ(response.error_message(), "");
+  const fs::path run = fs::path(root) / "plugins/profile/tls_run";
+  for (const AgentProcess* worker : {&first, &second}) {
+    const std::string file = "127.0.0.1_" + std::to_string(worker->grpc_port()) + ".xplane.pb";
+    EXPECT_TRUE(fs::exists(run / file)) << file;
+  }
+  fs::remove_all(root);
 }
 
 }  // namespace

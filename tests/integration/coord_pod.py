@@ -70,7 +70,7 @@ class Pod:
     """N agents (host0..), optionally a coordinator they register with, optionally ring_trainer ranks."""
 
     def __init__(self, offsets_ns, coordinator=False, trainer=False, straggler_rank=-1, straggler_delay_ms=0,
-                 input_delay_ms=0, agent_args=(), trainer_args=(), matrix=64):
+                 input_delay_ms=0, agent_args=(), trainer_args=(), matrix=64, coordinator_args=()):
         self.tmp = tempfile.TemporaryDirectory(prefix="podscope_coord_")
         self.daemons = []
         self.coordinator = None
@@ -79,7 +79,7 @@ class Pod:
                 self.coordinator = self._start(
                     [f"{BIN}/podscope-coordinator", "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0",
                      "--repository_root", os.path.join(self.tmp.name, "coordinator_repo"),
-                     "--heartbeat_interval_ms", "200", "--clock_sync_interval_ms", "500"])
+                     "--heartbeat_interval_ms", "200", "--clock_sync_interval_ms", "500", *coordinator_args])
                 m = self.coordinator.wait_for(r"listening grpc=(\S+) metrics=(\S+)")
                 self.coordinator_addr, self.coordinator_metrics = m.group(1), m.group(2)
             self.agents, self.sockets = [], []

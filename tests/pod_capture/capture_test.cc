@@ -211,7 +211,7 @@ TEST(Capture, NothingListeningIsRetriedThenReportedClearly) {
   socklen_t len = sizeof addr;
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   close(fd);
-  auto dead = connect_agent("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
+  auto dead = connect_agent("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), grpc::InsecureChannelCredentials());
   std::vector<std::string> progress;
   CaptureResult result =
       run_capture({dead.get()}, quick_spec(100), Clock(), [&](const std::string& line) { progress.push_back(line); });

@@ -192,7 +192,7 @@ class LightweightAgent::Services final : public tensorflow::ProfilerService::Cal
 LightweightAgent::LightweightAgent(LightweightAgentOptions options, TimerThread& timers)
     : options_(std::move(options)), timers_(timers), services_(std::make_unique<Services>(*this)) {
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort("127.0.0.1:0", options_.credentials, &port_);
   builder.RegisterService(static_cast<tensorflow::ProfilerService::CallbackService*>(services_.get()));
   builder.RegisterService(static_cast<podscope::v1::Agent::CallbackService*>(services_.get()));
   server_ = builder.BuildAndStart();

@@ -48,6 +48,8 @@ class TimerThread {
 
 struct LightweightAgentOptions {
   std::string host_name = "host";
+  // How it serves: plaintext, or TLS from tls::server_credentials.
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   int64_t clock_offset_ns = 0;
   bool ping_rpc = true;  // false: a plain TF profiler server (Ping answers UNIMPLEMENTED)
   // Emulated one-way delays of a ping (request then response path) and uniform jitter added to each.

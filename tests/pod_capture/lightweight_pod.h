@@ -24,7 +24,7 @@ struct LightweightPod {
 
   void add(LightweightAgentOptions options, std::string known_name = "", double drift_ppm = 0) {
     agents.push_back(std::make_unique<LightweightAgent>(std::move(options), timers));
-    connections.push_back(pod_capture::connect_agent(agents.back()->address()));
+    connections.push_back(pod_capture::connect_agent(agents.back()->address(), grpc::InsecureChannelCredentials()));
     members.push_back({connections.back().get(), std::move(known_name), drift_ppm});
   }
   std::vector<pod_capture::AgentConnection*> targets() {

@@ -1,0 +1,89 @@
+#include "tls/tls_config.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tls/tls_metrics.h"
+
+namespace podscope::tls {
+namespace {
+
+TEST(TlsConfig, KeysThatMeanNothingWithoutTlsAreRefused) {
+  EXPECT_TRUE(check_tls_config(TlsConfig{}).ok());
+  EXPECT_TRUE(check_tls_config(TlsConfig{.ca = "ca.pem"}).ok());  // a client verifying servers only
+  EXPECT_TRUE(check_tls_config(TlsConfig{.cert = "c.pem", .key = "k.pem", .client_ca = "ca.pem",
+                                         .allowed_clients = {"cli.example"}, .plaintext_listen = "127.0.0.1:9"})
+                  .ok());
+  const absl::Status no_key = check_tls_config(TlsConfig{.cert = "c.pem"});
+  EXPECT_EQ(no_key.message(), "tls_cert \"c.pem\" is set without tls_key");
+  EXPECT_FALSE(check_tls_config(TlsConfig{.key = "k.pem"}).ok());
+  EXPECT_FALSE(check_tls_config(TlsConfig{.client_ca = "ca.pem"}).ok());
+  EXPECT_FALSE(check_tls_config(TlsConfig{.plaintext_listen = "127.0.0.1:9"}).ok());
+  const absl::Status no_client_ca =
+      check_tls_config(TlsConfig{.cert = "c.pem", .key = "k.pem", .allowed_clients = {"cli.example"}});
+  EXPECT_NE(no_client_ca.message().find("allowed_clients is set without tls_client_ca"), std::string::npos);
+}
+
+TEST(TlsConfig, ServerCaDefaultsToClientCa) {
+  EXPECT_EQ((TlsConfig{.client_ca = "clients.pem"}).server_ca(), "clients.pem");
+  EXPECT_EQ((TlsConfig{.client_ca = "clients.pem", .ca = "servers.pem"}).server_ca(), "servers.pem");
+}
+
+TEST(TlsConfig, PlaintextListenMustBeLoopbackWhenLoaded) {
+  TlsConfig config;
+  OptionSet options;
+  declare_tls_options(config, options, TlsRole::kDaemon);
+  EXPECT_TRUE(options.apply_flag("plaintext_listen", "127.0.0.1:8467").ok());
+  EXPECT_TRUE(options.apply_flag("plaintext_listen", "[::1]:8467").ok());
+  EXPECT_TRUE(options.apply_flag("plaintext_listen", "localhost:8467").ok());
+  const absl::Status wildcard = options.apply_flag("plaintext_listen", "0.0.0.0:8467");
+  EXPECT_FALSE(wildcard.ok());
+  EXPECT_NE(wildcard.message().find("plaintext_listen"), std::string::npos) << wildcard.message();
+  EXPECT_NE(wildcard.message().find("0.0.0.0:8467"), std::string::npos) << wildcard.message();
+  const absl::Status yaml = options.apply_yaml("plaintext_listen: 10.1.2.3:8467\n", "agent.yaml");
+  EXPECT_NE(yaml.message().find("agent.yaml:1"), std::string::npos) << yaml.message();
+}
+
+TEST(TlsConfig, LoopbackAddresses) {
+  EXPECT_TRUE(is_loopback_address("127.0.0.1:1"));
+  EXPECT_TRUE(is_loopback_address("127.8.9.10:1"));
+  EXPECT_TRUE(is_loopback_address("[::1]:1"));
+  EXPECT_TRUE(is_loopback_address("localhost:1"));
+  EXPECT_FALSE(is_loopback_address("0.0.0.0:1"));
+  EXPECT_FALSE(is_loopback_address("[::]:1"));
+  EXPECT_FALSE(is_loopback_address("128.0.0.1:1"));
+  EXPECT_FALSE(is_loopback_address("node0:1"));
+  EXPECT_FALSE(is_loopback_address("127.0.0.1"));
+}
+
+TEST(CertificateFiles, NotAfterIsReadFromThePemFileAndUnreadableFilesAreNamed) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("podscope_tls_" + std::to_string(getpid()));
+  const std::string make = "python3 " PODSCOPE_SOURCE_DIR "/tests/integration/test_certs.py " + dir.string();
+  ASSERT_EQ(std::system(make.c_str()), 0) << make;
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
+  absl::StatusOr<int64_t> rotated = certificate_not_after_unix_s((dir / "server_rotated.pem").string());
+  ASSERT_TRUE(rotated.ok()) << rotated.status();
+  EXPECT_NEAR(static_cast<double>(*rotated - now), 10 * 86400.0, 120.0);  // made with -days 10
+  absl::StatusOr<int64_t> server = certificate_not_after_unix_s((dir / "server.pem").string());
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_NEAR(static_cast<double>(*server - now), 30 * 86400.0, 120.0);
+  EXPECT_FALSE(certificate_not_after_unix_s((dir / "server.key").string()).ok());
+  EXPECT_FALSE(certificate_not_after_unix_s((dir / "absent.pem").string()).ok());
+  EXPECT_TRUE(check_tls_files(TlsConfig{.cert = (dir / "server.pem").string(), .key = (dir / "server.key").string(),
+                                        .client_ca = (dir / "ca.pem").string()})
+                  .ok());
+  const absl::Status absent = check_tls_files(TlsConfig{.cert = (dir / "server.pem").string(),
+                                                        .key = (dir / "absent.key").string()});
+  EXPECT_EQ(absent.message(), "tls_key \"" + (dir / "absent.key").string() + "\": cannot be read");
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace podscope::tls
