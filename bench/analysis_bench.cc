@@ -119,7 +119,7 @@ size_t render_pod_outputs(const podscope::v1::PodAnalysis& analysis) {
   rendered += podscope::analysis::render_report_html(
                   {analysis, tp::OverviewPage::default_instance(), tp::InputPipelineAnalysisResult::default_instance(),
                    tp::CombinedTfDataStats::default_instance(), tp::KernelStatsDb::default_instance(),
-                   tp::MemoryProfile::default_instance()},
+                   tp::MemoryProfile::default_instance(), tp::TfStatsDatabase::default_instance()},
                   "bench")
                   ->size();
   rendered += analysis.SerializeAsString().size();
