@@ -129,6 +129,10 @@ std::string render_kernel_stats_page(const KernelStatsResult& kernels, size_t ro
       absl::StrFormat("kernel stats: %d launches, %.3f ms of kernel time, %d kernel rows", kernels.kernel_launches,
                       static_cast<double>(kernels.kernel_time_ns) / 1e6, db.reports_size());
   if (kernels.reports_cut > 0) absl::StrAppendFormat(&out, " (%d more cut)", kernels.reports_cut);
+  if (kernels.launches_attributed_by_correlation > 0) {
+    absl::StrAppendFormat(&out, "; %d launches took their op from the annotation around their CUDA launch",
+                          kernels.launches_attributed_by_correlation);
+  }
   absl::StrAppend(&out, "\n");
   if (db.reports_size() == 0) return out + kernel_warnings(kernels);
   absl::StrAppendFormat(&out, "%4s %11s %7s %9s %5s %7s %11s %9s %5s %3s %3s  %s\n", "rank", "total_ms", "count",

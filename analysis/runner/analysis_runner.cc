@@ -147,6 +147,8 @@ absl::Status read_into(PlaneConsumers& consumers, size_t index, const std::files
         return absl::OkStatus();
       },
       &header, PlaneConsumers::wants_line);
+  // Kernels take their ops from their own file's launches, whether or not it broke part way.
+  consumers.op_tools.kernel_stats.end_file();
   if (!status.ok()) return status;
   // Device planes without steps of their own take them from the host plane's step markers, which the step model
   // read as the host plane passed.
