@@ -171,7 +171,10 @@ void KernelStatsBuilder::add_plane(const XPlane& plane) {
 
 void KernelStatsBuilder::fold(Key key, uint64_t duration) {
   const float occupancy = key.launch.occupancy_pct;
-  Totals& totals = reports_[std::move(key)];
+  add_launch(reports_[std::move(key)], occupancy, duration);
+}
+
+void KernelStatsBuilder::add_launch(Totals& totals, float occupancy, uint64_t duration) {
   totals.min_ns = totals.occurrences == 0 ? duration : std::min(totals.min_ns, duration);
   totals.max_ns = std::max(totals.max_ns, duration);
   totals.total_ns += duration;
@@ -268,41 +271,64 @@ void KernelStatsBuilder::end_file() {
   span_name_ids_.clear();
 }
 
+KernelStatsBuilder::Key KernelStatsBuilder::key_of(std::string_view kernel, std::string_view details,
+                                                  std::string_view tf_op, std::optional<std::string_view> equation) {
+  Key key;
+  if (std::optional<KernelLaunch> launch = parse_kernel_details(details)) key.launch = *launch;
+  key.name = std::string(kernel);
+  key.uses_tensor_core = kernel_name_suggests_tensor_core(key.name);
+  if (!tf_op.empty()) {
+    key.op_name = std::string(op_name_of(tf_op));
+    // A kernel that uses tensor cores shows its op can, whether or not the op is on the list.
+    key.op_tensor_core_eligible = key.uses_tensor_core || op_is_tensor_core_eligible(key.op_name) ||
+                                  (equation && einsum_is_tensor_core_eligible(*equation));
+  }
+  return key;
+}
+
 void KernelStatsBuilder::add_gpu_plane(const XPlane& plane_proto) {
   const XPlaneReader plane(plane_proto);
   if (!plane.stat_id(kKernelDetailsStat)) return;  // no kernels on this plane
+  // A plane repeats a few kernels many times: each distinct (kernel, details, op, equation) is read and looked up
+  // once; the texts are views into the plane, alive while it is read.
+  struct Known {
+    Totals* totals = nullptr;      // where its launches fold, once one did
+    std::optional<uint32_t> pending;  // its key among the pending ones, once one waited
+    std::optional<Key> key;        // until both are known
+    bool corrupt_details = false;
+  };
+  absl::flat_hash_map<std::tuple<int64_t, std::string_view, std::string_view, std::string_view>, Known> known;
   for (const auto& line : plane_proto.lines()) {
     if (!wants_line(plane.name(), line.name())) continue;
     plane.for_each_event(line, [&](const XEventView& e) {
       if (e.duration_ns() <= 0) return;
       const std::optional<std::string_view> details = e.str_stat(kKernelDetailsStat);
       if (!details || details->empty()) return;  // a copy or a memset
-      Key key;
-      if (std::optional<KernelLaunch> launch = parse_kernel_details(*details)) {
-        key.launch = *launch;
-      } else {
-        ++warnings_.corrupt_kernel_details;
+      const std::string_view tf_op = tf_op_of(e);
+      const std::optional<std::string_view> equation = tf_op.empty() ? std::nullopt : e.str_stat(kEquationStat);
+      auto [it, created] =
+          known.try_emplace(std::make_tuple(e.proto().metadata_id(), *details, tf_op, equation.value_or("")));
+      Known& k = it->second;
+      if (created) {
+        k.key = key_of(e.name(), *details, tf_op, equation);
+        k.corrupt_details = !parse_kernel_details(*details);
       }
-      key.name = std::string(e.name());
-      key.uses_tensor_core = kernel_name_suggests_tensor_core(key.name);
-      if (const std::string_view tf_op = tf_op_of(e); !tf_op.empty()) {
-        key.op_name = std::string(op_name_of(tf_op));
-        const std::optional<std::string_view> equation = e.str_stat(kEquationStat);
-        // A kernel that uses tensor cores shows its op can, whether or not the op is on the list.
-        key.op_tensor_core_eligible = key.uses_tensor_core || op_is_tensor_core_eligible(key.op_name) ||
-                                      (equation && einsum_is_tensor_core_eligible(*equation));
-      }
+      if (k.corrupt_details) ++warnings_.corrupt_kernel_details;
       const auto duration = static_cast<uint64_t>(e.duration_ns());
       ++launches_;
       kernel_time_ns_ += duration;
-      const std::optional<int64_t> correlation_id = key.op_name.empty() ? e.int_stat(kCorrelationIdStat) : std::nullopt;
+      const std::optional<int64_t> correlation_id = tf_op.empty() ? e.int_stat(kCorrelationIdStat) : std::nullopt;
       if (!correlation_id) {
-        fold(std::move(key), duration);
+        if (!k.totals) k.totals = &reports_[*k.key];
+        add_launch(*k.totals, k.key->launch.occupancy_pct, duration);
         return;
       }
-      auto [id, added] = pending_key_ids_.try_emplace(key, static_cast<uint32_t>(pending_keys_.size()));
-      if (added) pending_keys_.push_back(std::move(key));
-      pending_.push_back({*correlation_id, id->second, duration});
+      if (!k.pending) {
+        auto [id, added] = pending_key_ids_.try_emplace(*k.key, static_cast<uint32_t>(pending_keys_.size()));
+        if (added) pending_keys_.push_back(*k.key);
+        k.pending = id->second;
+      }
+      pending_.push_back({*correlation_id, *k.pending, duration});
     });
   }
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "tensorflow/kernel_stats.pb.h"
 #include "tensorflow/xplane.pb.h"
 
@@ -138,11 +139,14 @@ class KernelStatsBuilder {
   void add_gpu_plane(const tensorflow::profiler::XPlane& plane);
   void add_cupti_plane(const tensorflow::profiler::XPlane& plane);
   void add_custom_plane(const tensorflow::profiler::XPlane& plane);
+  static Key key_of(std::string_view kernel, std::string_view details, std::string_view tf_op,
+                    std::optional<std::string_view> equation);
   void fold(Key key, uint64_t duration_ns);
+  static void add_launch(Totals& totals, float occupancy_pct, uint64_t duration_ns);
   // Correlation id → the name of the innermost annotated span around its launch on the same thread.
   absl::flat_hash_map<int64_t, uint32_t> ops_of_launches();
 
-  absl::flat_hash_map<Key, Totals> reports_;
+  absl::node_hash_map<Key, Totals> reports_;  // node-based: a plane's pass keeps pointers to its rows
   KernelStatsWarnings warnings_;
   uint64_t launches_ = 0;
   uint64_t kernel_time_ns_ = 0;

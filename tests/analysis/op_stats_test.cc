@@ -8,6 +8,7 @@
 #include <map>
 
 #include "analysis/op_classifier.h"
+#include "analysis/tool_pages.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xplane_reader.h"
@@ -141,6 +142,13 @@ TEST(OpStatsTest, GpuKernelsCountForTheirTfOpAndAreBoundByTheRooflineOfTheDevice
   EXPECT_DOUBLE_EQ(result.peak_flops_per_s, 100e12);
   EXPECT_EQ(result.device_self_ns, 2'000'500);
   EXPECT_EQ(result.db.device_type(), "GPU");
+
+  // The terminal page (`podscope analyze RUN --tool op_stats`): the peaks, each row, and the warning.
+  const std::string page = render_op_stats_page(result);
+  EXPECT_NE(page.find("device peak 100.0 TFLOP/s, 1000.0 GB/s"), std::string::npos) << page;
+  EXPECT_NE(page.find("MatMul"), std::string::npos) << page;
+  EXPECT_NE(page.find("Compute"), std::string::npos) << page;
+  EXPECT_NE(page.find("1 device events without an op stat"), std::string::npos) << page;
 }
 
 TEST(OpStatsTest, HostOpsAreTheTraceMesNamedAsTfOpsWithNestedOpsOffTheirSelfTime) {
