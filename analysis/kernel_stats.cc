@@ -4,6 +4,7 @@
 #include <charconv>
 #include <vector>
 
+#include "analysis/op_classifier.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 
@@ -22,6 +23,8 @@ constexpr std::string_view kLevel0Stat = "level 0";  // older TF files: the op t
 constexpr std::string_view kAnnotationStat = "annotation";
 constexpr std::string_view kEquationStat = "equation";  // an einsum's equation
 constexpr std::string_view kStreamLinePrefix = "Stream #";
+constexpr std::string_view kCorrelationIdStat = "correlation_id";
+constexpr std::string_view kLaunchApiPart = "Launch";  // cudaLaunchKernel, cuLaunchKernel, ...
 
 // Substrings of kernel names that XProf takes for tensor-core kernels (volta_h884gemm, turing_fp16_s1688cudnn...).
 constexpr std::string_view kTensorCoreKernelNamePatterns[] = {"16816",
@@ -154,49 +157,184 @@ std::string_view op_name_of(std::string_view tf_op_fullname) {
 }
 
 bool KernelStatsBuilder::wants_line(std::string_view plane_name, std::string_view line_name) {
+  if (plane_name == xspace::kCuptiHostPlaneName) return true;
+  if (plane_name.starts_with(xspace::kCustomPlanePrefix)) return is_op_line(PlaneKind::kCustom, line_name);
   return plane_name.starts_with(xspace::kGpuPlanePrefix) && line_name.starts_with(kStreamLinePrefix);
 }
 
-void KernelStatsBuilder::add_plane(const XPlane& plane_proto) {
-  if (!plane_proto.name().starts_with(xspace::kGpuPlanePrefix)) return;
+void KernelStatsBuilder::add_plane(const XPlane& plane) {
+  const std::string_view name = plane.name();
+  if (name.starts_with(xspace::kGpuPlanePrefix)) add_gpu_plane(plane);
+  else if (name == xspace::kCuptiHostPlaneName) add_cupti_plane(plane);
+  else if (name.starts_with(xspace::kCustomPlanePrefix)) add_custom_plane(plane);
+}
+
+void KernelStatsBuilder::fold(Key key, uint64_t duration) {
+  const float occupancy = key.launch.occupancy_pct;
+  add_launch(reports_[std::move(key)], occupancy, duration);
+}
+
+void KernelStatsBuilder::add_launch(Totals& totals, float occupancy, uint64_t duration) {
+  totals.min_ns = totals.occurrences == 0 ? duration : std::min(totals.min_ns, duration);
+  totals.max_ns = std::max(totals.max_ns, duration);
+  totals.total_ns += duration;
+  totals.occupancy_pct = std::max(totals.occupancy_pct, occupancy);
+  ++totals.occurrences;
+}
+
+void KernelStatsBuilder::add_cupti_plane(const XPlane& plane_proto) {
+  const XPlaneReader plane(plane_proto);
+  const std::optional<int64_t> correlation_stat = plane.stat_id(kCorrelationIdStat);
+  if (!correlation_stat) return;
+  for (const auto& line : plane_proto.lines()) {
+    plane.for_each_event(line, [&](const XEventView& e) {
+      if (!contains(e.name(), kLaunchApiPart)) return;
+      for (const auto& stat : e.proto().stats()) {
+        if (static_cast<int64_t>(stat.metadata_id()) != *correlation_stat) continue;
+        if (auto id = xspace::stat_as_int(stat)) launches_of_file_.push_back({*id, line.id(), e.start_ns()});
+        return;
+      }
+    });
+  }
+}
+
+void KernelStatsBuilder::add_custom_plane(const XPlane& plane_proto) {
+  const XPlaneReader plane(plane_proto);
+  absl::flat_hash_map<int64_t, uint32_t> name_of_metadata;
+  for (const auto& line : plane_proto.lines()) {
+    if (!is_op_line(PlaneKind::kCustom, line.name())) continue;
+    std::vector<Span>& spans = spans_by_thread_[line.id()];
+    spans.reserve(spans.size() + static_cast<size_t>(line.events_size()));
+    plane.for_each_event(line, [&](const XEventView& e) {
+      auto [it, created] = name_of_metadata.try_emplace(e.proto().metadata_id());
+      if (created) {
+        const std::string_view name = e.name();
+        auto [name_it, added] =
+            span_name_ids_.try_emplace(std::string(name), static_cast<uint32_t>(span_names_.size()));
+        if (added) span_names_.emplace_back(name);
+        it->second = name_it->second;
+      }
+      spans.push_back({e.start_ns(), e.end_ns(), it->second});
+    });
+  }
+}
+
+absl::flat_hash_map<int64_t, uint32_t> KernelStatsBuilder::ops_of_launches() {
+  absl::flat_hash_map<int64_t, uint32_t> ops;
+  std::sort(launches_of_file_.begin(), launches_of_file_.end(), [](const Launch& a, const Launch& b) {
+    return std::tie(a.thread_id, a.time_ns) < std::tie(b.thread_id, b.time_ns);
+  });
+  const auto outer_first = [](const Span& a, const Span& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+  };
+  // Per thread, one sweep: spans open in start order; at each launch, the innermost span still open encloses it.
+  for (auto launch = launches_of_file_.begin(); launch != launches_of_file_.end();) {
+    const int64_t thread = launch->thread_id;
+    auto spans_it = spans_by_thread_.find(thread);
+    std::vector<Span>* spans = spans_it == spans_by_thread_.end() ? nullptr : &spans_it->second;
+    if (spans) std::sort(spans->begin(), spans->end(), outer_first);
+    std::vector<const Span*> open;
+    size_t next = 0;
+    for (; launch != launches_of_file_.end() && launch->thread_id == thread; ++launch) {
+      if (!spans) continue;
+      while (next < spans->size() && (*spans)[next].start_ns <= launch->time_ns) {
+        const Span& span = (*spans)[next++];
+        while (!open.empty() && open.back()->end_ns <= span.start_ns) open.pop_back();
+        open.push_back(&span);
+      }
+      while (!open.empty() && open.back()->end_ns <= launch->time_ns) open.pop_back();
+      if (!open.empty()) ops[launch->correlation_id] = open.back()->name;
+    }
+  }
+  return ops;
+}
+
+void KernelStatsBuilder::end_file() {
+  if (!pending_.empty()) {
+    const absl::flat_hash_map<int64_t, uint32_t> ops = ops_of_launches();
+    for (const PendingKernel& kernel : pending_) {
+      Key key = pending_keys_[kernel.key];
+      if (auto op = ops.find(kernel.correlation_id); op != ops.end()) {
+        key.op_name = span_names_[op->second];
+        key.op_tensor_core_eligible = key.uses_tensor_core || op_is_tensor_core_eligible(key.op_name);
+        ++attributed_by_correlation_;
+      }
+      fold(std::move(key), kernel.duration_ns);
+    }
+  }
+  pending_.clear();
+  pending_keys_.clear();
+  pending_key_ids_.clear();
+  launches_of_file_.clear();
+  spans_by_thread_.clear();
+  span_names_.clear();
+  span_name_ids_.clear();
+}
+
+KernelStatsBuilder::Key KernelStatsBuilder::key_of(std::string_view kernel, std::string_view details,
+                                                  std::string_view tf_op, std::optional<std::string_view> equation) {
+  Key key;
+  if (std::optional<KernelLaunch> launch = parse_kernel_details(details)) key.launch = *launch;
+  key.name = std::string(kernel);
+  key.uses_tensor_core = kernel_name_suggests_tensor_core(key.name);
+  if (!tf_op.empty()) {
+    key.op_name = std::string(op_name_of(tf_op));
+    // A kernel that uses tensor cores shows its op can, whether or not the op is on the list.
+    key.op_tensor_core_eligible = key.uses_tensor_core || op_is_tensor_core_eligible(key.op_name) ||
+                                  (equation && einsum_is_tensor_core_eligible(*equation));
+  }
+  return key;
+}
+
+void KernelStatsBuilder::add_gpu_plane(const XPlane& plane_proto) {
   const XPlaneReader plane(plane_proto);
   if (!plane.stat_id(kKernelDetailsStat)) return;  // no kernels on this plane
+  // A plane repeats a few kernels many times: each distinct (kernel, details, op, equation) is read and looked up
+  // once; the texts are views into the plane, alive while it is read.
+  struct Known {
+    Totals* totals = nullptr;      // where its launches fold, once one did
+    std::optional<uint32_t> pending;  // its key among the pending ones, once one waited
+    std::optional<Key> key;        // until both are known
+    bool corrupt_details = false;
+  };
+  absl::flat_hash_map<std::tuple<int64_t, std::string_view, std::string_view, std::string_view>, Known> known;
   for (const auto& line : plane_proto.lines()) {
     if (!wants_line(plane.name(), line.name())) continue;
     plane.for_each_event(line, [&](const XEventView& e) {
       if (e.duration_ns() <= 0) return;
       const std::optional<std::string_view> details = e.str_stat(kKernelDetailsStat);
       if (!details || details->empty()) return;  // a copy or a memset
-      Key key;
-      if (std::optional<KernelLaunch> launch = parse_kernel_details(*details)) {
-        key.launch = *launch;
-      } else {
-        ++warnings_.corrupt_kernel_details;
+      const std::string_view tf_op = tf_op_of(e);
+      const std::optional<std::string_view> equation = tf_op.empty() ? std::nullopt : e.str_stat(kEquationStat);
+      auto [it, created] =
+          known.try_emplace(std::make_tuple(e.proto().metadata_id(), *details, tf_op, equation.value_or("")));
+      Known& k = it->second;
+      if (created) {
+        k.key = key_of(e.name(), *details, tf_op, equation);
+        k.corrupt_details = !parse_kernel_details(*details);
       }
-      key.name = std::string(e.name());
-      key.uses_tensor_core = kernel_name_suggests_tensor_core(key.name);
-      if (const std::string_view tf_op = tf_op_of(e); !tf_op.empty()) {
-        key.op_name = std::string(op_name_of(tf_op));
-        const std::optional<std::string_view> equation = e.str_stat(kEquationStat);
-        // A kernel that uses tensor cores shows its op can, whether or not the op is on the list.
-        key.op_tensor_core_eligible = key.uses_tensor_core || op_is_tensor_core_eligible(key.op_name) ||
-                                      (equation && einsum_is_tensor_core_eligible(*equation));
-      }
+      if (k.corrupt_details) ++warnings_.corrupt_kernel_details;
       const auto duration = static_cast<uint64_t>(e.duration_ns());
-      const float occupancy = key.launch.occupancy_pct;
-      Totals& totals = reports_[std::move(key)];
-      totals.min_ns = totals.occurrences == 0 ? duration : std::min(totals.min_ns, duration);
-      totals.max_ns = std::max(totals.max_ns, duration);
-      totals.total_ns += duration;
-      totals.occupancy_pct = std::max(totals.occupancy_pct, occupancy);
-      ++totals.occurrences;
       ++launches_;
       kernel_time_ns_ += duration;
+      const std::optional<int64_t> correlation_id = tf_op.empty() ? e.int_stat(kCorrelationIdStat) : std::nullopt;
+      if (!correlation_id) {
+        if (!k.totals) k.totals = &reports_[*k.key];
+        add_launch(*k.totals, k.key->launch.occupancy_pct, duration);
+        return;
+      }
+      if (!k.pending) {
+        auto [id, added] = pending_key_ids_.try_emplace(*k.key, static_cast<uint32_t>(pending_keys_.size()));
+        if (added) pending_keys_.push_back(*k.key);
+        k.pending = id->second;
+      }
+      pending_.push_back({*correlation_id, *k.pending, duration});
     });
   }
 }
 
 KernelStatsResult KernelStatsBuilder::finish(size_t max_reports) && {
+  end_file();
   std::vector<std::pair<const Key*, const Totals*>> rows;
   rows.reserve(reports_.size());
   for (const auto& [key, totals] : reports_) rows.emplace_back(&key, &totals);
@@ -210,6 +348,7 @@ KernelStatsResult KernelStatsBuilder::finish(size_t max_reports) && {
   result.warnings = warnings_;
   result.kernel_launches = launches_;
   result.kernel_time_ns = kernel_time_ns_;
+  result.launches_attributed_by_correlation = attributed_by_correlation_;
   result.reports_cut = rows.size() - kept;
   for (size_t i = 0; i < kept; ++i) {
     const Key& key = *rows[i].first;

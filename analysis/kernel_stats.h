@@ -2,6 +2,12 @@
 // `kernel_details` stat and a duration), folded by kernel name, launch configuration and op into XProf's
 // KernelStatsDb. Planes are added one at a time (each plane's kernels are folded as it passes), so a
 // reader never holds more than one plane.
+//
+// A kernel's op: its TF op stat (`tf_op`, `level 0`, `annotation`), else the annotated op of its process that
+// launched it: the kernel's `correlation_id` is its launch's on `/host:CUPTI` (a `...Launch...` API call on the
+// line of the launching thread), and the innermost event on the same thread's line of a `/device:CUSTOM:` plane
+// of the same file that encloses the launch in time is the op. Those planes may come in any order, so kernels
+// without an op stat wait, compactly, with the file's launches and annotated spans, until the file ends.
 #pragma once
 
 #include <array>
@@ -11,8 +17,10 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "tensorflow/kernel_stats.pb.h"
 #include "tensorflow/xplane.pb.h"
 
@@ -56,6 +64,8 @@ struct KernelStatsResult {
   tensorflow::profiler::KernelStatsDb db;
   KernelStatsWarnings warnings;
   uint64_t kernel_launches = 0;
+  // Launches whose op came from the annotation enclosing their CUPTI launch (no op stat of their own).
+  uint64_t launches_attributed_by_correlation = 0;
   // Every launch's duration summed, the rows cut from the database included.
   uint64_t kernel_time_ns = 0;
   uint64_t reports_cut = 0;  // rows beyond the limit
@@ -64,14 +74,18 @@ struct KernelStatsResult {
 // Kernels of the planes added so far, folded by (name, launch configuration, tensor-core use, op).
 class KernelStatsBuilder {
  public:
-  // The stream lines of GPU planes (`Stream #<id>(<kinds>)`): the derived lines (TensorFlow Ops, Steps...)
-  // repeat the kernels' time.
+  // The stream lines of GPU planes (`Stream #<id>(<kinds>)`: the derived lines, TensorFlow Ops, Steps..., repeat
+  // the kernels' time), the thread lines of `/host:CUPTI` and the op lines of annotated cores.
   static bool wants_line(std::string_view plane_name, std::string_view line_name);
 
-  // Folds in the kernels of `plane`; planes other than `/device:GPU:*` are ignored.
+  // Folds in the kernels of `plane` (of the file being read), and keeps the launches of a `/host:CUPTI` plane and
+  // the annotated spans of a `/device:CUSTOM:` plane until the file ends; other planes are ignored.
   void add_plane(const tensorflow::profiler::XPlane& plane);
+  // Every plane of the file was added: its kernels without an op stat take the op that launched them.
+  void end_file();
 
-  // The reports sorted by total duration (longest first, then by key), at most `max_reports` of them.
+  // The reports sorted by total duration (longest first, then by key), at most `max_reports` of them. Ends the
+  // file being read.
   KernelStatsResult finish(size_t max_reports = kMaxKernelReports) &&;
 
  private:
@@ -103,10 +117,48 @@ class KernelStatsBuilder {
     float occupancy_pct = 0;
   };
 
-  absl::flat_hash_map<Key, Totals> reports_;
+  // A kernel without an op stat, waiting for the file's end: its key (in pending_keys_) and duration.
+  struct PendingKernel {
+    int64_t correlation_id = 0;
+    uint32_t key = 0;
+    uint64_t duration_ns = 0;
+  };
+  // A CUDA launch call on /host:CUPTI.
+  struct Launch {
+    int64_t correlation_id = 0;
+    int64_t thread_id = 0;
+    int64_t time_ns = 0;
+  };
+  // An event on an annotated core's thread line; its name in span_names_.
+  struct Span {
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+    uint32_t name = 0;
+  };
+
+  void add_gpu_plane(const tensorflow::profiler::XPlane& plane);
+  void add_cupti_plane(const tensorflow::profiler::XPlane& plane);
+  void add_custom_plane(const tensorflow::profiler::XPlane& plane);
+  static Key key_of(std::string_view kernel, std::string_view details, std::string_view tf_op,
+                    std::optional<std::string_view> equation);
+  void fold(Key key, uint64_t duration_ns);
+  static void add_launch(Totals& totals, float occupancy_pct, uint64_t duration_ns);
+  // Correlation id → the name of the innermost annotated span around its launch on the same thread.
+  absl::flat_hash_map<int64_t, uint32_t> ops_of_launches();
+
+  absl::node_hash_map<Key, Totals> reports_;  // node-based: a plane's pass keeps pointers to its rows
   KernelStatsWarnings warnings_;
   uint64_t launches_ = 0;
   uint64_t kernel_time_ns_ = 0;
+  uint64_t attributed_by_correlation_ = 0;
+  // The file being read.
+  std::vector<PendingKernel> pending_;
+  std::vector<Key> pending_keys_;
+  absl::flat_hash_map<Key, uint32_t> pending_key_ids_;
+  std::vector<Launch> launches_of_file_;
+  absl::flat_hash_map<int64_t, std::vector<Span>> spans_by_thread_;
+  std::vector<std::string> span_names_;
+  absl::flat_hash_map<std::string, uint32_t> span_name_ids_;
 };
 
 // The kernel stats of one plane (all its rows).

@@ -12,6 +12,7 @@
 #include "tensorflow/memory_profile.pb.h"
 #include "tensorflow/overview_page.pb.h"
 #include "tensorflow/tf_data_stats.pb.h"
+#include "tensorflow/tf_stats.pb.h"
 
 namespace podscope::analysis {
 
@@ -43,11 +44,12 @@ struct ReportContents {
   const tensorflow::profiler::CombinedTfDataStats& tf_data;
   const tensorflow::profiler::KernelStatsDb& kernel_stats;
   const tensorflow::profiler::MemoryProfile& memory_profile;
+  const tensorflow::profiler::TfStatsDatabase& op_stats;
 };
 
 // One HTML file with inline data, style and script: works offline, loads nothing. Tabs: overview (with the
-// step-time graph), input pipeline, tf.data, pod viewer, kernel stats, memory. Long tables are cut to what a page
-// shows (the full results are the tools' own files).
+// step-time graph), input pipeline, tf.data, pod viewer, kernel stats, op stats, memory; the kernel and op tables
+// sort by any column. Long tables are cut to what a page shows (the full results are the tools' own files).
 absl::StatusOr<std::string> render_report_html(const ReportContents& contents, const std::string& title);
 
 }  // namespace podscope::analysis

@@ -22,6 +22,7 @@ table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-
 nav button{font:14px sans-serif;padding:6px 12px;margin-right:4px;border:1px solid #ccc;background:#f4f4f4;cursor:pointer}
 nav button.on{background:#fff;border-bottom-color:#fff;font-weight:bold}
 section{display:none;border-top:1px solid #ccc;padding-top:8px}section.on{display:block}
+table.sortable th{cursor:pointer}th.sorted-asc:after{content:" \\25b2"}th.sorted-desc:after{content:" \\25bc"}
 </style></head><body>
 <h1>@TITLE@</h1>
 <nav id="tabs"></nav>
@@ -55,6 +56,8 @@ section{display:none;border-top:1px solid #ccc;padding-top:8px}section.on{displa
 <h2>Top ops</h2><div id="topops"></div>
 </section>
 <section id="tab-kernels" data-title="Kernel stats"><div id="ks-summary"></div><div id="ks-table"></div></section>
+<section id="tab-opstats" data-title="Op stats"><div id="os-summary"></div>
+<h2>Device ops</h2><div id="os-device"></div><h2>Host ops</h2><div id="os-host"></div></section>
 <section id="tab-memory" data-title="Memory"><div id="mem"></div></section>
 <script id="data" type="application/json">@DATA@</script>
 <script>
@@ -204,6 +207,38 @@ function table(container, headers, rows) {
   for (const h of headers) html("th", h, head);
   for (const r of rows) { const tr = html("tr", undefined, t); for (const v of r) html("td", String(v), tr); }
 }
+// A table whose rows reorder by the column whose header is clicked (clicked again: the other way; numbers start
+// largest first). A cell is a value, or [shown text, sort key] when its text does not sort as its value does.
+function sortableTable(container, headers, rows) {
+  if (rows.length === 0) { html("p", "none", container); return; }
+  const t = html("table", undefined, container);
+  t.className = "sortable";
+  const head = html("tr", undefined, html("thead", undefined, t));
+  const body = html("tbody", undefined, t);
+  const keyOf = c => Array.isArray(c) ? c[1] : c;
+  const fill = () => {
+    body.textContent = "";
+    for (const r of rows) { const tr = html("tr", undefined, body); for (const c of r) html("td", String(Array.isArray(c) ? c[0] : c), tr); }
+  };
+  let sortedBy = -1, descending = false;
+  headers.forEach((h, i) => {
+    const th = html("th", h, head);
+    th.title = "sort by " + h;
+    th.addEventListener("click", () => {
+      descending = sortedBy === i ? !descending : typeof keyOf(rows[0][i]) === "number";
+      sortedBy = i;
+      rows.sort((a, b) => {
+        const x = keyOf(a[i]), y = keyOf(b[i]);
+        const order = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+        return descending ? -order : order;
+      });
+      for (const other of head.children) other.className = "";
+      th.className = descending ? "sorted-desc" : "sorted-asc";
+      fill();
+    });
+  });
+  fill();
+}
 const num = (v, d) => (Number(v) || 0).toFixed(d === undefined ? 1 : d);
 const ms = v => num(v, 2) + " ms";
 const psToMs = v => ms((Number(v) || 0) / 1e9);
@@ -314,15 +349,54 @@ function drawKernels() {
   html("p", reports.length + " kernels (the 200 with the most time shown; kernel_stats.json has them all)",
        document.getElementById("ks-summary"));
   const dim = d => (d || []).join(",");
-  table(document.getElementById("ks-table"), ["kernel", "op", "count", "total", "avg", "min", "max", "grid", "block",
-                                              "regs", "shared (static+dynamic)", "occupancy", "tensor core"],
+  const us = ns => [fmt(ns / 1000), ns];
+  const threads = d => (d || []).reduce((a, b) => a * (Number(b) || 1), 1);
+  sortableTable(document.getElementById("ks-table"), ["kernel", "op", "count", "total", "avg", "min", "max", "grid",
+                                                      "block", "regs", "shared (static+dynamic)", "occupancy",
+                                                      "tensor core"],
         reports.slice(0, 200).map(r => {
           const n = Number(r.occurrences) || 1, total = Number(r.totalDurationNs) || 0;
-          return [r.name, r.opName || "", n, fmt(total / 1000), fmt(total / n / 1000), fmt((Number(r.minDurationNs) || 0) / 1000),
-                  fmt((Number(r.maxDurationNs) || 0) / 1000), dim(r.gridDim), dim(r.blockDim), r.registersPerThread || 0,
-                  (r.staticShmemBytes || 0) + "+" + (r.dynamicShmemBytes || 0), num(r.occupancyPct) + "%",
+          const shared = (Number(r.staticShmemBytes) || 0) + (Number(r.dynamicShmemBytes) || 0);
+          return [r.name, r.opName || "", n, us(total), us(total / n), us(Number(r.minDurationNs) || 0),
+                  us(Number(r.maxDurationNs) || 0), [dim(r.gridDim), threads(r.gridDim)],
+                  [dim(r.blockDim), threads(r.blockDim)], Number(r.registersPerThread) || 0,
+                  [(r.staticShmemBytes || 0) + "+" + (r.dynamicShmemBytes || 0), shared],
+                  [num(r.occupancyPct) + "%", Number(r.occupancyPct) || 0],
                   r.isKernelUsingTensorCore ? "yes" : (r.isOpTensorCoreEligible ? "eligible, not used" : "no")];
         }));
+}
+
+function drawOpStats() {
+  const db = all.opStats || {};
+  const records = (db.withoutIdle || {}).tfStatsRecord || [];
+  const idle = ((db.withIdle || {}).tfStatsRecord || []).filter(r => r.opName === "IDLE");
+  const summary = document.getElementById("os-summary");
+  html("p", "device type " + (db.deviceType || "none") + "; ops with the most self time first (up to 200 per side " +
+       "shown; framework_op_stats.json has up to 500). Click a column header to sort by it.", summary);
+  const side = (name, container, cut) => {
+    const rows = records.filter(r => r.hostOrDevice === name);
+    const self = rows.reduce((a, r) => a + (Number(r.totalSelfTimeInUs) || 0), 0);
+    const idleUs = idle.filter(r => r.hostOrDevice === name).reduce((a, r) => a + (Number(r.totalSelfTimeInUs) || 0), 0);
+    html("p", name.toLowerCase() + " self time " + fmt(self) + " in these rows, idle " + fmt(idleUs) +
+         (Number(cut) > 0 ? "; " + cut + " more ops cut" : ""), container);
+    const device = name === "Device";
+    const pct = v => [num(100 * (Number(v) || 0)) + "%", Number(v) || 0];
+    const time = v => [fmt(Number(v) || 0), Number(v) || 0];
+    sortableTable(container, ["rank", "type", "op", "count", "total", "avg", "self", "avg self", "self %",
+                              "cumulative %", "GFLOP/s", "GiB/s", "FLOP/byte", "bound by"],
+                  rows.map(r => [Number(r.rank) || 0, r.opType || "", r.opName || "", Number(r.occurrences) || 0,
+                                 time(r.totalTimeInUs), time(r.avgTimeInUs), time(r.totalSelfTimeInUs),
+                                 time(r.avgSelfTimeInUs),
+                                 pct(device ? r.deviceTotalSelfTimeAsFraction : r.hostTotalSelfTimeAsFraction),
+                                 pct(device ? r.deviceCumulativeTotalSelfTimeAsFraction
+                                            : r.hostCumulativeTotalSelfTimeAsFraction),
+                                 [num(r.measuredFlopRate, 2), Number(r.measuredFlopRate) || 0],
+                                 [num(r.measuredMemoryBw, 2), Number(r.measuredMemoryBw) || 0],
+                                 [num(r.operationalIntensity, 2), Number(r.operationalIntensity) || 0],
+                                 r.boundBy || ""]));
+  };
+  side("Device", document.getElementById("os-device"), db.deviceRecordsCut);
+  side("Host", document.getElementById("os-host"), db.hostRecordsCut);
 }
 
 function drawMemory() {
@@ -366,6 +440,7 @@ drawOverview();
 drawInputPipeline();
 drawTfData();
 drawKernels();
+drawOpStats();
 drawMemory();
 drawStatic();
 drawBreakdown();
@@ -376,11 +451,29 @@ drawHeat();
 // What the page draws of the op-level tools: the kernels with the most time and, per allocator, its summary,
 // timeline and the allocations live at its peak (with only the snapshots those name).
 constexpr int kReportKernels = 200;
+constexpr int kReportOpsPerSide = 200;
 constexpr int kReportLiveAllocations = 30;
 
 tensorflow::profiler::KernelStatsDb report_kernels(const tensorflow::profiler::KernelStatsDb& db) {
   tensorflow::profiler::KernelStatsDb out;
   for (int i = 0; i < db.reports_size() && i < kReportKernels; ++i) *out.add_reports() = db.reports(i);
+  return out;
+}
+
+// The rows without idle, the first of each side, and the idle rows of the table with idle.
+tensorflow::profiler::TfStatsDatabase report_op_stats(const tensorflow::profiler::TfStatsDatabase& db) {
+  tensorflow::profiler::TfStatsDatabase out;
+  out.set_device_type(db.device_type());
+  out.set_device_records_cut(db.device_records_cut());
+  out.set_host_records_cut(db.host_records_cut());
+  int device_rows = 0, host_rows = 0;
+  for (const auto& r : db.without_idle().tf_stats_record()) {
+    int& rows = r.host_or_device() == "Host" ? host_rows : device_rows;
+    if (rows++ < kReportOpsPerSide) *out.mutable_without_idle()->add_tf_stats_record() = r;
+  }
+  for (const auto& r : db.with_idle().tf_stats_record()) {
+    if (r.op_name() == "IDLE") *out.mutable_with_idle()->add_tf_stats_record() = r;
+  }
   return out;
 }
 
@@ -411,9 +504,11 @@ tensorflow::profiler::MemoryProfile report_memory(const tensorflow::profiler::Me
 absl::StatusOr<std::string> render_report_html(const ReportContents& contents, const std::string& title) {
   const tensorflow::profiler::KernelStatsDb kernels = report_kernels(contents.kernel_stats);
   const tensorflow::profiler::MemoryProfile memory = report_memory(contents.memory_profile);
+  const tensorflow::profiler::TfStatsDatabase op_stats = report_op_stats(contents.op_stats);
   const std::pair<std::string_view, const google::protobuf::Message*> parts[] = {
-      {"pod", &contents.pod},        {"overview", &contents.overview}, {"inputPipeline", &contents.input_pipeline},
-      {"tfData", &contents.tf_data}, {"kernelStats", &kernels},        {"memoryProfile", &memory}};
+      {"pod", &contents.pod},          {"overview", &contents.overview}, {"inputPipeline", &contents.input_pipeline},
+      {"tfData", &contents.tf_data},   {"kernelStats", &kernels},        {"memoryProfile", &memory},
+      {"opStats", &op_stats}};
   std::string json = "{";
   for (const auto& [key, message] : parts) {
     auto part = to_deterministic_json(*message, /*add_whitespace=*/false, /*always_print_primitive_fields=*/true);

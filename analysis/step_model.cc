@@ -212,15 +212,6 @@ int64_t read_batch_size(const XPlaneReader& plane) {
   return batch_size;
 }
 
-DeviceCapability read_capability(const XPlaneReader& plane) {
-  DeviceCapability c;
-  c.clock_rate_khz = plane.double_stat("clock_rate").value_or(0);
-  c.core_count = plane.int_stat(xspace::kCoreCountStat).value_or(0);
-  c.memory_bandwidth_bytes_per_s = plane.double_stat("memory_bandwidth").value_or(0);
-  c.compute_cap_major = static_cast<int>(plane.int_stat("compute_cap_major").value_or(0));
-  c.compute_cap_minor = static_cast<int>(plane.int_stat("compute_cap_minor").value_or(0));
-  return c;
-}
 
 // The step each unstepped event belongs to: the last host marker that started at or before it (the device runs
 // behind the host that launched its work); a step spans from its first event to its last.
@@ -326,6 +317,16 @@ InputCategory stage_input_category(std::string_view stage_category) {
   if (stage_category == xspace::kInputStageCategories[1]) return InputCategory::kPreprocessing;
   if (stage_category == xspace::kInputStageCategories[2]) return InputCategory::kEnqueue;
   return InputCategory::kUnclassified;
+}
+
+DeviceCapability read_device_capability(const XPlaneReader& plane) {
+  DeviceCapability c;
+  c.clock_rate_khz = plane.double_stat("clock_rate").value_or(0);
+  c.core_count = plane.int_stat(xspace::kCoreCountStat).value_or(0);
+  c.memory_bandwidth_bytes_per_s = plane.double_stat("memory_bandwidth").value_or(0);
+  c.compute_cap_major = static_cast<int>(plane.int_stat("compute_cap_major").value_or(0));
+  c.compute_cap_minor = static_cast<int>(plane.int_stat("compute_cap_minor").value_or(0));
+  return c;
 }
 
 double DeviceCapability::peak_flops_per_s() const {
@@ -454,7 +455,7 @@ CoreSteps core_steps_from_plane(const XPlane& plane_proto, PlaneKind kind) {
   core.plane_name = plane_proto.name();
   core.kind = kind;
   if (auto host = plane.str_stat(xspace::kHostNameStat)) core.host_name = std::string(*host);
-  core.capability = read_capability(plane);
+  core.capability = read_device_capability(plane);
 
   std::vector<StepSpan> steps = read_steps_line(plane);
   core.batch_size = read_batch_size(plane);

@@ -19,6 +19,10 @@
 #include "analysis/step_breakdown.h"
 #include "tensorflow/xplane.pb.h"
 
+namespace podscope::xspace {
+class XPlaneReader;
+}  // namespace podscope::xspace
+
 namespace podscope::analysis {
 
 struct TypedInterval {
@@ -71,6 +75,8 @@ struct DeviceCapability {
   // 32-bit FLOP/s at peak (0 when the stats are missing).
   double peak_flops_per_s() const;
 };
+// The capability stats of a device plane (clock_rate, core_count, memory_bandwidth, compute_cap_major/minor).
+DeviceCapability read_device_capability(const xspace::XPlaneReader& plane);
 
 // Where a core's steps came from.
 enum class StepSource { kNone, kStepsLine, kGroupIds, kHostMarkers };

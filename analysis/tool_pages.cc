@@ -53,7 +53,75 @@ std::string memory_warnings(const MemoryProfileResult& memory) {
   return out;
 }
 
+std::string op_stats_warnings(const OpStatsResult& ops) {
+  std::string out;
+  const OpStatsWarnings& w = ops.warnings;
+  if (w.negative_durations > 0) {
+    absl::StrAppendFormat(&out, "warning: op stats: %d events with a negative duration (left out)\n",
+                          w.negative_durations);
+  }
+  if (w.malformed_op_stats > 0) {
+    absl::StrAppendFormat(&out,
+                          "warning: op stats: %d events whose op stat is not name:Type (counted under the stat's "
+                          "text, type unknown)\n",
+                          w.malformed_op_stats);
+  }
+  if (w.device_events_without_op > 0) {
+    absl::StrAppendFormat(&out,
+                          "warning: op stats: %d device events without an op stat (counted under their own name, "
+                          "type unknown)\n",
+                          w.device_events_without_op);
+  }
+  return out;
+}
+
+// One side's rows of the table without idle.
+void append_op_rows(const OpStatsResult& ops, bool device, size_t rows, std::string& out) {
+  const auto& records = ops.db.without_idle().tf_stats_record();
+  const int64_t self_ns = device ? ops.device_self_ns : ops.host_self_ns;
+  const int64_t idle_ns = device ? ops.device_idle_ns : ops.host_idle_ns;
+  const uint64_t cut = device ? ops.db.device_records_cut() : ops.db.host_records_cut();
+  absl::StrAppendFormat(&out, "%s ops: %.3f ms of self time, %.3f ms idle", device ? "device" : "host",
+                        static_cast<double>(self_ns) / 1e6, static_cast<double>(idle_ns) / 1e6);
+  if (cut > 0) absl::StrAppendFormat(&out, " (%d more ops cut)", cut);
+  absl::StrAppend(&out, "\n");
+  absl::StrAppendFormat(&out, "%4s %-16s %8s %11s %11s %6s %6s %9s %9s %-7s  %s\n", "rank", "type", "count",
+                        "total_ms", "self_ms", "self%", "cum%", "GFLOP/s", "GiB/s", "bound", "op");
+  size_t shown = 0;
+  for (const auto& r : records) {
+    if ((r.host_or_device() == "Device") != device) continue;
+    if (shown++ == rows) {
+      absl::StrAppend(&out, "... more rows in framework_op_stats.json\n");
+      break;
+    }
+    const double fraction =
+        device ? r.device_total_self_time_as_fraction() : r.host_total_self_time_as_fraction();
+    const double cumulative = device ? r.device_cumulative_total_self_time_as_fraction()
+                                     : r.host_cumulative_total_self_time_as_fraction();
+    absl::StrAppendFormat(&out, "%4d %-16s %8d %11.3f %11.3f %6.1f %6.1f %9.2f %9.2f %-7s  %s\n", r.rank(),
+                          clipped(r.op_type(), 16), r.occurrences(), r.total_time_in_us() / 1e3,
+                          r.total_self_time_in_us() / 1e3, 100 * fraction, 100 * cumulative,
+                          r.measured_flop_rate(), r.measured_memory_bw(), r.bound_by(),
+                          clipped(r.op_name(), kNameWidth));
+  }
+}
+
 }  // namespace
+
+std::string render_op_stats_page(const OpStatsResult& ops, size_t rows) {
+  std::string out = absl::StrFormat("framework op stats (%s)", ops.db.device_type().empty() ? "no device"
+                                                                                           : ops.db.device_type());
+  if (ops.peak_flops_per_s > 0) {
+    absl::StrAppendFormat(&out, ": device peak %.1f TFLOP/s, %.1f GB/s", ops.peak_flops_per_s / 1e12,
+                          ops.peak_memory_bytes_per_s / 1e9);
+  } else {
+    absl::StrAppend(&out, ": device peak unknown (no capability stats), bound by unknown");
+  }
+  absl::StrAppend(&out, "\n");
+  append_op_rows(ops, true, rows, out);
+  append_op_rows(ops, false, rows, out);
+  return out + op_stats_warnings(ops);
+}
 
 std::string render_kernel_stats_page(const KernelStatsResult& kernels, size_t rows) {
   const auto& db = kernels.db;
@@ -61,6 +129,10 @@ std::string render_kernel_stats_page(const KernelStatsResult& kernels, size_t ro
       absl::StrFormat("kernel stats: %d launches, %.3f ms of kernel time, %d kernel rows", kernels.kernel_launches,
                       static_cast<double>(kernels.kernel_time_ns) / 1e6, db.reports_size());
   if (kernels.reports_cut > 0) absl::StrAppendFormat(&out, " (%d more cut)", kernels.reports_cut);
+  if (kernels.launches_attributed_by_correlation > 0) {
+    absl::StrAppendFormat(&out, "; %d launches took their op from the annotation around their CUDA launch",
+                          kernels.launches_attributed_by_correlation);
+  }
   absl::StrAppend(&out, "\n");
   if (db.reports_size() == 0) return out + kernel_warnings(kernels);
   absl::StrAppendFormat(&out, "%4s %11s %7s %9s %5s %7s %11s %9s %5s %3s %3s  %s\n", "rank", "total_ms", "count",
@@ -156,8 +228,9 @@ absl::StatusOr<std::string> render_memory_profile_json(const tensorflow::profile
   return json;
 }
 
-std::string render_op_tool_warnings(const KernelStatsResult& kernels, const MemoryProfileResult& memory) {
-  return kernel_warnings(kernels) + memory_warnings(memory);
+std::string render_op_tool_warnings(const KernelStatsResult& kernels, const MemoryProfileResult& memory,
+                                    const OpStatsResult& ops) {
+  return kernel_warnings(kernels) + memory_warnings(memory) + op_stats_warnings(ops);
 }
 
 }  // namespace podscope::analysis

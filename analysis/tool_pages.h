@@ -1,5 +1,5 @@
-// Terminal pages of the op-level tools (`podscope analyze RUN --tool ...`): the longest kernels, and each
-// allocator's peak with what was live at it. Pure functions: text out.
+// Terminal pages of the op-level tools (`podscope analyze RUN --tool ...`): the longest kernels, each
+// allocator's peak with what was live at it, and the framework ops by self time. Pure functions: text out.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +9,7 @@
 
 #include "analysis/kernel_stats.h"
 #include "analysis/memory_profile.h"
+#include "analysis/op_stats.h"
 
 namespace podscope::analysis {
 
@@ -23,7 +24,12 @@ std::string render_memory_profile_page(const MemoryProfileResult& memory, size_t
 // allocator at a time: the printer's working memory grows with the message it is handed, many times its size.
 absl::StatusOr<std::string> render_memory_profile_json(const tensorflow::profiler::MemoryProfile& profile);
 
+// The device's peaks, then per side (device, host) its self and idle time and its `rows` ops with the most self
+// time as a table; then the warnings.
+std::string render_op_stats_page(const OpStatsResult& ops, size_t rows = 25);
+
 // One line per kind of warning the tools counted ("" when none), for the pod summary.
-std::string render_op_tool_warnings(const KernelStatsResult& kernels, const MemoryProfileResult& memory);
+std::string render_op_tool_warnings(const KernelStatsResult& kernels, const MemoryProfileResult& memory,
+                                    const OpStatsResult& ops);
 
 }  // namespace podscope::analysis

@@ -91,8 +91,9 @@ inline void keep_best(Figures& best, const Figures& run, bool first) {
 // A synthetic pod of `cores` ranks (rank 3 a 5 ms straggler, 2 ms input delay), about `events_per_core` events each,
 // in one file per `cores_per_file` cores written one at a time (the generator never holds the pod either). With
 // `every_tool`, files alternate between annotated hosts (/device:CUSTOM: planes with input-stage spans) and
-// TensorFlow GPU hosts (/device:GPU: planes with kernel_details, CUDA launches on /host:CUPTI, tf.data iterator
-// events on /host:CPU), so that every step tool does real work.
+// TensorFlow GPU hosts (/device:GPU: planes whose kernels carry kernel_details and tf_op, CUDA launches on
+// /host:CUPTI, tf.data iterator events, executor op TraceMes and allocator events on /host:CPU), so that every tool
+// does real work.
 inline void write_synthetic_pod(const std::filesystem::path& dir, int cores, int events_per_core, int cores_per_file,
                                 bool every_tool = false) {
   analysis::testing::SyntheticPodSpec spec;
@@ -110,6 +111,7 @@ inline void write_synthetic_pod(const std::filesystem::path& dir, int cores, int
     spec.input_stages = every_tool && !gpu_host;
     spec.gpu_plane = gpu_host;
     spec.tf_data_events = gpu_host;
+    spec.tf_ops_and_memory = gpu_host;
     for (int rank = first; rank < std::min(cores, first + cores_per_file); ++rank) {
       xspace::merge_space(analysis::testing::make_synthetic_rank(spec, rank), host);
     }

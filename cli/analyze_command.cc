@@ -18,6 +18,7 @@ constexpr std::string_view kInputPipelineTool = "input_pipeline";
 constexpr std::string_view kTfDataTool = "tf_data";
 constexpr std::string_view kKernelStatsTool = "kernel_stats";
 constexpr std::string_view kMemoryTool = "memory";
+constexpr std::string_view kOpStatsTool = "op_stats";
 constexpr std::string_view kPodTool = "pod";
 
 // The terminal page of the tool asked for.
@@ -27,6 +28,7 @@ std::string tool_page(const std::string& tool, const analysis::AnalysisOutcome& 
   if (tool == kTfDataTool) return outcome.tf_data_text;
   if (tool == kKernelStatsTool) return analysis::render_kernel_stats_page(outcome.kernel_stats);
   if (tool == kMemoryTool) return analysis::render_memory_profile_page(outcome.memory_profile);
+  if (tool == kOpStatsTool) return analysis::render_op_stats_page(outcome.op_stats);
   if (tool == kPodTool) return outcome.summary_text;
   return analysis::render_overview_text(outcome.overview_page) + "\n" + outcome.summary_text;
 }
@@ -41,10 +43,10 @@ void add_analyze_flags(CLI::App& command, AnalyzeFlags& flags) {
   command
       .add_option("--tool", flags.tool,
                   "Print this tool's page: overview, input_pipeline, tf_data (tf.data bottlenecks), kernel_stats, "
-                  "memory or pod (default: the overview, then the pod "
-                  "summary)")
+                  "memory, op_stats (framework ops) or pod (default: the overview, then the pod summary)")
       ->check(CLI::IsMember({std::string(kOverviewTool), std::string(kInputPipelineTool), std::string(kTfDataTool),
-                             std::string(kKernelStatsTool), std::string(kMemoryTool), std::string(kPodTool)}));
+                             std::string(kKernelStatsTool), std::string(kMemoryTool), std::string(kOpStatsTool),
+                             std::string(kPodTool)}));
 }
 
 int run_analyze_command(const AnalyzeFlags& flags) {

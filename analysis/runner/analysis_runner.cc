@@ -43,14 +43,16 @@ absl::StatusOr<std::vector<std::filesystem::path>> list_xspace_files(const std::
 struct OpToolBuilders {
   KernelStatsBuilder kernel_stats;
   MemoryProfileBuilder memory_profile;
+  OpStatsBuilder op_stats;
 
   static bool wants_line(std::string_view plane_name, std::string_view line_name) {
     return KernelStatsBuilder::wants_line(plane_name, line_name) ||
-           MemoryProfileBuilder::wants_line(plane_name, line_name);
+           MemoryProfileBuilder::wants_line(plane_name, line_name) || OpStatsBuilder::wants_line(plane_name, line_name);
   }
   void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) {
     kernel_stats.add_plane(plane);
     memory_profile.add_plane(file_index, plane);
+    op_stats.add_plane(plane);
   }
 };
 
@@ -145,6 +147,8 @@ absl::Status read_into(PlaneConsumers& consumers, size_t index, const std::files
         return absl::OkStatus();
       },
       &header, PlaneConsumers::wants_line);
+  // Kernels take their ops from their own file's launches, whether or not it broke part way.
+  consumers.op_tools.kernel_stats.end_file();
   if (!status.ok()) return status;
   // Device planes without steps of their own take them from the host plane's step markers, which the step model
   // read as the host plane passed.
@@ -181,7 +185,8 @@ absl::Status render_and_write(const std::filesystem::path& run_dir, const Analys
   auto proto_json = render_pod_viewer_proto_json(outcome.analysis);
   if (!proto_json.ok()) return proto_json.status();
   auto html = render_report_html({outcome.analysis, outcome.overview_page, outcome.input_pipeline,
-                                  outcome.tf_data_stats, outcome.kernel_stats.db, outcome.memory_profile.profile},
+                                  outcome.tf_data_stats, outcome.kernel_stats.db, outcome.memory_profile.profile,
+                                  outcome.op_stats.db},
                                  title);
   if (!html.ok()) return html.status();
   const std::string pod_viewer_pb = serialize_deterministically(outcome.analysis.pod_viewer());
@@ -216,6 +221,7 @@ absl::Status write_tool_files(const std::filesystem::path& run_dir, AnalysisOutc
       {"input_pipeline", &outcome.input_pipeline, printed(outcome.input_pipeline, true)},
       {"tf_data_stats", &outcome.tf_data_stats, printed(outcome.tf_data_stats, true)},
       {"kernel_stats", &outcome.kernel_stats.db, printed(outcome.kernel_stats.db, false)},
+      {"framework_op_stats", &outcome.op_stats.db, printed(outcome.op_stats.db, false)},
       // One allocator at a time: printing the whole profile at once would dominate the analysis' peak memory.
       {"memory_profile", &outcome.memory_profile.profile,
        [&outcome] { return render_memory_profile_json(outcome.memory_profile.profile); }}};
@@ -263,8 +269,9 @@ absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& r
   outcome.tf_data_text = tf_data_stats_to_text(outcome.tf_data_stats);
   outcome.kernel_stats = std::move(consumers.op_tools.kernel_stats).finish();
   outcome.memory_profile = std::move(consumers.op_tools.memory_profile).finish();
+  outcome.op_stats = std::move(consumers.op_tools.op_stats).finish();
   outcome.summary_text = render_summary_text(outcome.analysis);
-  outcome.summary_text += render_op_tool_warnings(outcome.kernel_stats, outcome.memory_profile);
+  outcome.summary_text += render_op_tool_warnings(outcome.kernel_stats, outcome.memory_profile, outcome.op_stats);
   for (const auto& bad : outcome.bad_files) outcome.summary_text += "warning: file skipped: " + bad + "\n";
   return outcome;
 }

@@ -4,7 +4,8 @@
 // report.html atomically into the same directory; in the same pass the step model gives the step tools, written
 // as overview_page.pb/.json and input_pipeline.pb/.json, and the tf.data bottleneck analysis gives
 // tf_data_stats.pb/.json, and the op-level tools' kernel_stats.pb/.json and
-// memory_profile.pb/.json (XProf's KernelStatsDb and MemoryProfile). Used by `podscope analyze RUN_DIR` and after every
+// memory_profile.pb/.json (XProf's KernelStatsDb and MemoryProfile) and framework_op_stats.pb/.json (XProf's
+// TfStatsDatabase). Used by `podscope analyze RUN_DIR` and after every
 // capture. See docs/analysis.md.
 #pragma once
 
@@ -15,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "analysis/kernel_stats.h"
 #include "analysis/memory_profile.h"
+#include "analysis/op_stats.h"
 #include "analysis/pod_analyzer.h"
 #include "podscope/v1/pod_analysis.pb.h"
 #include "tensorflow/input_pipeline.pb.h"
@@ -48,6 +50,7 @@ struct AnalysisOutcome {
   // The op-level tools, as written to their files (with the warnings they counted).
   KernelStatsResult kernel_stats;
   MemoryProfileResult memory_profile;
+  OpStatsResult op_stats;
 };
 
 // Fails when the directory has no *.xplane.pb or none of them can be read (naming each); writes nothing then.

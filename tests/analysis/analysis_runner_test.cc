@@ -93,11 +93,12 @@ TEST_F(RunDirectory, WritesEveryOutputInTheLegacySchema) {
   write_pod(spec);
   auto outcome = analyze_run_directory(dir_);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
-  EXPECT_EQ(outcome->written_files.size(), 16u);
+  EXPECT_EQ(outcome->written_files.size(), 18u);
   for (const char* name :
        {"pod_viewer.json", "pod_viewer.pb", "pod_viewer.pb.json", "pod_analysis.pb", "report.html", "pod_summary.txt",
         "overview_page.pb", "overview_page.json", "input_pipeline.pb", "input_pipeline.json", "tf_data_stats.pb",
-        "tf_data_stats.json", "kernel_stats.pb", "kernel_stats.json", "memory_profile.pb", "memory_profile.json"}) {
+        "tf_data_stats.json", "kernel_stats.pb", "kernel_stats.json", "memory_profile.pb", "memory_profile.json",
+        "framework_op_stats.pb", "framework_op_stats.json"}) {
     EXPECT_TRUE(fs::exists(dir_ / name)) << name;
   }
   EXPECT_NE(outcome->summary_text.find("straggler: core 2 (host2)"), std::string::npos) << outcome->summary_text;
@@ -173,7 +174,7 @@ TEST_F(RunDirectory, TensorFlowFileGivesABreakdownForEveryGpuWithAStep) {
   for (const auto& core : a.cores()) EXPECT_TRUE(std::isfinite(core.average_step_us()));
 }
 
-TEST_F(RunDirectory, TensorFlowFileGivesKernelStatsAndAMemoryProfileAsProtoAndJson) {
+TEST_F(RunDirectory, TensorFlowFileGivesKernelStatsAMemoryProfileAndOpStatsAsProtoAndJson) {
   const auto tf_file = podscope::testing::shared_testdata_file("tf_bert_8gpu_host0.xplane.pb");
   if (!tf_file) return;
   fs::copy_file(*tf_file, dir_ / "host0.xplane.pb");
@@ -196,6 +197,17 @@ TEST_F(RunDirectory, TensorFlowFileGivesKernelStatsAndAMemoryProfileAsProtoAndJs
   tensorflow::profiler::MemoryProfile memory_from_json;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(read(dir_ / "memory_profile.json"), &memory_from_json).ok());
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(memory_from_json, memory));
+
+  tensorflow::profiler::TfStatsDatabase op_stats;
+  ASSERT_TRUE(op_stats.ParseFromString(read(dir_ / "framework_op_stats.pb")));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(op_stats, outcome->op_stats.db));
+  EXPECT_EQ(op_stats.device_type(), "GPU");
+  EXPECT_GT(op_stats.device_records_cut(), 0u);  // more than 500 ops per side
+  EXPECT_EQ(op_stats.without_idle().tf_stats_record_size(), 2 * static_cast<int>(kMaxOpStatsRecordsPerSide));
+  tensorflow::profiler::TfStatsDatabase op_stats_from_json;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(read(dir_ / "framework_op_stats.json"), &op_stats_from_json).ok());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(op_stats_from_json, op_stats));
   // The pod analysis is what it was without the tools' extra lines.
   EXPECT_EQ(outcome->analysis.counts().device_planes(), 8u);
   EXPECT_EQ(outcome->analysis.pod_viewer().pod_stats_sequence().pod_stats_map_size(), 1);

@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
@@ -176,6 +177,96 @@ uint64_t compute_stream_time_ns(const XPlane& plane) {
     for (const auto& e : line.events()) total += static_cast<uint64_t>(e.duration_ps() / 1000);
   }
   return total;
+}
+
+// One file of an annotated process with CUDA: its annotations on `/device:CUSTOM:0` (thread 42), its launch calls on
+// `/host:CUPTI` and its kernels on `/device:GPU:0`, correlated by id.
+struct AnnotatedCudaFile {
+  XPlane custom, cupti;
+  GpuPlane gpu;
+  xspace::XPlaneBuilder custom_builder{&custom}, cupti_builder{&cupti};
+
+  AnnotatedCudaFile() {
+    custom.set_name(std::string(xspace::kCustomPlanePrefix) + "0");
+    cupti.set_name(std::string(xspace::kCuptiHostPlaneName));
+  }
+  void annotate(int64_t thread, std::string_view op, int64_t start, int64_t duration) {
+    custom_builder.line(thread, "Thread " + std::to_string(thread)).add_event(op, kT0 + start, duration);
+  }
+  void launch(int64_t thread, int64_t correlation_id, int64_t at, std::string_view kernel, int64_t kernel_start) {
+    cupti_builder.line(thread, "Thread " + std::to_string(thread))
+        .add_event("cudaLaunchKernel", kT0 + at, 5)
+        .add("correlation_id", correlation_id);
+    gpu.add(kernel, kernel_start, 10, "regs:8 grid:1,1,1 block:32,1,1").add("correlation_id", correlation_id);
+  }
+};
+
+std::map<std::string, std::string> op_of_kernels(const KernelStatsResult& result) {
+  std::map<std::string, std::string> ops;
+  for (const KernelReport& r : result.db.reports()) ops[r.name()] = r.op_name();
+  return ops;
+}
+
+TEST(KernelStatsTest, KernelsWithoutAnOpStatTakeTheAnnotationAroundTheirLaunchOnTheSameThread) {
+  AnnotatedCudaFile file;
+  file.annotate(42, "train_step", 0, 1000);
+  file.annotate(42, "matmul", 100, 300);
+  file.annotate(42, "relu", 500, 200);
+  file.annotate(43, "other_thread_op", 0, 1000);
+  file.launch(42, 1, 150, "gemm_kernel", 2000);
+  file.launch(42, 2, 550, "relu_kernel", 2100);
+  file.launch(42, 3, 800, "copy_kernel", 2200);     // only the step encloses it
+  file.launch(44, 4, 150, "orphan_kernel", 2300);   // a thread without annotations
+  file.launch(42, 5, 1500, "late_kernel", 2400);    // after every annotation
+  // The planes come in any order: kernels first here.
+  KernelStatsBuilder builder;
+  builder.add_plane(file.gpu.plane);
+  builder.add_plane(file.cupti);
+  builder.add_plane(file.custom);
+  builder.end_file();
+  const KernelStatsResult result = std::move(builder).finish();
+  const auto ops = op_of_kernels(result);
+  EXPECT_EQ(ops.at("gemm_kernel"), "matmul");
+  EXPECT_EQ(ops.at("relu_kernel"), "relu");
+  EXPECT_EQ(ops.at("copy_kernel"), "train_step");
+  EXPECT_EQ(ops.at("orphan_kernel"), "");
+  EXPECT_EQ(ops.at("late_kernel"), "");
+  EXPECT_EQ(result.launches_attributed_by_correlation, 3u);
+  EXPECT_EQ(result.kernel_launches, 5u);
+  EXPECT_EQ(result.kernel_time_ns, 50u);
+}
+
+TEST(KernelStatsTest, AKernelsOpStatWinsOverItsLaunchsAnnotation) {
+  AnnotatedCudaFile file;
+  file.annotate(42, "matmul", 100, 300);
+  file.launch(42, 1, 150, "gemm_kernel", 2000);
+  file.gpu.add("gemm_kernel", 3000, 10, "regs:8 grid:1,1,1 block:32,1,1")
+      .add("correlation_id", int64_t{1})
+      .add("tf_op", "model/dense/MatMul:MatMul");
+  KernelStatsBuilder builder;
+  builder.add_plane(file.custom);
+  builder.add_plane(file.cupti);
+  builder.add_plane(file.gpu.plane);
+  const KernelStatsResult result = std::move(builder).finish();
+  std::multiset<std::string> ops;
+  for (const KernelReport& r : result.db.reports()) ops.insert(r.op_name());
+  EXPECT_EQ(ops, (std::multiset<std::string>{"matmul", "model/dense/MatMul"}));
+}
+
+TEST(KernelStatsTest, LaunchesOfAnotherFileNeverNameAKernelsOp) {
+  AnnotatedCudaFile first, second;
+  first.launch(42, 1, 150, "gemm_kernel", 2000);
+  second.annotate(42, "matmul", 100, 300);
+  second.launch(42, 7, 150, "other_kernel", 2000);
+  KernelStatsBuilder builder;
+  builder.add_plane(first.gpu.plane);
+  builder.end_file();
+  builder.add_plane(second.custom);
+  second.cupti.mutable_lines(0)->mutable_events(0)->mutable_stats(0)->set_int64_value(1);  // the first's id
+  builder.add_plane(second.cupti);
+  const KernelStatsResult result = std::move(builder).finish();
+  EXPECT_EQ(op_of_kernels(result).at("gemm_kernel"), "");
+  EXPECT_EQ(result.launches_attributed_by_correlation, 0u);
 }
 
 TEST(KernelStatsTest, TensorFlowFileKernelTotalsSumToTheComputeStreamTime) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """report.html opens offline in headless Chromium, for a synthetic pod and for a TensorFlow-written file: every
-tool's tab renders (its screenshot is not blank, the charts have bars, the tables rows), no console errors or
-exceptions are logged, and no network request is made (checked through the DevTools protocol)."""
+tool's tab renders (its screenshot is not blank, the charts have bars, the tables rows), the kernel and op stats
+tables sort by a clicked column header, no console errors or exceptions are logged, and no network request is made
+(checked through the DevTools protocol)."""
 import argparse
 import base64
 import json
@@ -121,7 +122,7 @@ def page_problems(events):
     return problems
 
 
-TABS = ["tab-overview", "tab-input", "tab-tfdata", "tab-pod", "tab-kernels", "tab-memory"]
+TABS = ["tab-overview", "tab-input", "tab-tfdata", "tab-pod", "tab-kernels", "tab-opstats", "tab-memory"]
 
 
 def open_report(dt, report):
@@ -148,6 +149,32 @@ def open_report(dt, report):
 def count(dt, session, selector):
     return evaluate(dt, session, f"[...document.querySelectorAll('{selector}')]"
                                  ".filter(r => +(r.getAttribute('width') || 1) > 0).length")
+
+
+def sort_by_column(dt, session, table, column):
+    """Clicks the header of `column` (whole numbers) in the first table under `table`, twice; returns the problems:
+    the rows' order did not change, or the numbers are not largest first after one click and smallest first after
+    two."""
+    result = evaluate(dt, session, f"""(() => {{
+        const t = document.querySelector('{table} table');
+        if (!t) return null;
+        const cells = i => [...t.querySelectorAll('tbody tr')].map(r => r.children[i].textContent);
+        const before = cells(0);
+        t.querySelectorAll('th')[{column}].click();
+        const afterOne = cells(0), countsOne = cells({column}).map(Number);
+        t.querySelectorAll('th')[{column}].click();
+        return {{before: before, afterOne: afterOne, countsOne: countsOne, countsTwo: cells({column}).map(Number)}};
+    }})()""")
+    if result is None:
+        return [f"{table}: no table to sort"]
+    problems = []
+    if result["before"] == result["afterOne"]:
+        problems.append(f"{table}: clicking header {column} did not change the rows' order")
+    if result["countsOne"] != sorted(result["countsOne"], reverse=True):
+        problems.append(f"{table}: after one click the counts are not largest first")
+    if result["countsTwo"] != sorted(result["countsTwo"]):
+        problems.append(f"{table}: after two clicks the counts are not smallest first")
+    return problems
 
 
 def check_synthetic_pod(dt, report):
@@ -181,9 +208,11 @@ def check_synthetic_pod(dt, report):
 
 def check_tensorflow_file(dt, report):
     session, tabs = open_report(dt, report)
-    failures = page_problems(dt.events)
+    failures = []  # the page's problems are read once the tables have been sorted too
     step_bars = count(dt, session, "#ov-steps rect")
     kernel_rows = count(dt, session, "#ks-table tr") - 1
+    device_op_rows = count(dt, session, "#os-device tbody tr")
+    host_op_rows = count(dt, session, "#os-host tbody tr")
     if step_bars < 1:
         failures.append("the overview's step-time graph is empty")
     if "Iterator::Prefetch" not in tabs["tab-tfdata"][0]:
@@ -192,13 +221,23 @@ def check_tensorflow_file(dt, report):
         failures.append(f"only {kernel_rows} kernel rows")
     if "Allocator" not in tabs["tab-memory"][0]:
         failures.append("the memory tab shows no allocator")
+    if device_op_rows < 10 or host_op_rows < 10:
+        failures.append(f"only {device_op_rows} device and {host_op_rows} host op rows")
+    evaluate(dt, session, "document.getElementById('button-tab-kernels').click()")
+    failures += sort_by_column(dt, session, "#ks-table", 9)  # registers per thread
+    evaluate(dt, session, "document.getElementById('button-tab-opstats').click()")
+    failures += sort_by_column(dt, session, "#os-device", 3)  # count
+    failures += sort_by_column(dt, session, "#os-host", 3)
+    dt.drain(0.2)
+    failures += page_problems(dt.events)
     for tab, (text, distinct) in tabs.items():
         if distinct < 16:
             failures.append(f"{tab}: screenshot looks blank ({distinct} distinct byte values)")
         for word in ("NaN", "undefined", "Infinity"):
             if word in text:
                 failures.append(f"{tab}: shows {word}")
-    return failures, f"TensorFlow file: {step_bars} step-graph bars, {kernel_rows} kernel rows"
+    return failures, (f"TensorFlow file: {step_bars} step-graph bars, {kernel_rows} kernel rows, {device_op_rows} "
+                      f"device and {host_op_rows} host op rows, sorted by a column")
 
 
 def main():

@@ -53,21 +53,82 @@ void add_tf_data_events(xspace::XLineBuilder& line, int64_t start_ns, int64_t du
   }
 }
 
+// A string stat as TF writes repeated strings: a ref_value naming a stat metadata whose name is the text.
+void add_ref_stat(XPlaneBuilder& plane, xspace::XLineBuilder& line, std::string_view stat, std::string_view text) {
+  tensorflow::profiler::XStat& ref = *line.proto()->mutable_events()->rbegin()->add_stats();
+  ref.set_metadata_id(plane.stat_metadata_id(stat));
+  ref.set_ref_value(static_cast<uint64_t>(plane.stat_metadata_id(text)));
+}
+
+// The TF op of the `index`-th kernel of a step, as `name:Type`.
+std::string tf_op_of_kernel(int index) {
+  const std::string layer = "model/dense_" + std::to_string(index / 2 % 8);
+  return index % 2 == 0 ? layer + "/MatMul:MatMul" : layer + "/Relu:Relu";
+}
+
 // A TensorFlow-style kernel (its kernel_details a ref_value, as TF writes it) and its launch on the host just before
 // it.
 void add_gpu_kernel(XPlaneBuilder& plane, xspace::XLineBuilder& stream, xspace::XLineBuilder& launches, int index,
-                    int64_t begin, int64_t end, int64_t correlation_id) {
+                    int64_t begin, int64_t end, int64_t correlation_id, bool with_tf_op) {
   const bool gemm = index % 2 == 0;
   auto kernel =
       stream.add_event(gemm ? "volta_fp16_s884gemm_fp16_128x128_nn" : "elementwise_kernel_float", begin, end - begin);
   kernel.add("correlation_id", correlation_id);
   if (gemm) kernel.add(xspace::kFlopsStat, int64_t{1'000'000});
-  tensorflow::profiler::XStat& details = *stream.proto()->mutable_events()->rbegin()->add_stats();
-  details.set_metadata_id(plane.stat_metadata_id("kernel_details"));
-  details.set_ref_value(static_cast<uint64_t>(
-      plane.stat_metadata_id(gemm ? "regs:128 static_shared:0 dynamic_shared:49152 grid:64,8,1 block:256,1,1"
-                                  : "regs:16 static_shared:0 dynamic_shared:0 grid:1024,1,1 block:256,1,1")));
+  add_ref_stat(plane, stream, "kernel_details",
+               gemm ? "regs:128 static_shared:0 dynamic_shared:49152 grid:64,8,1 block:256,1,1"
+                    : "regs:16 static_shared:0 dynamic_shared:0 grid:1024,1,1 block:256,1,1");
+  if (with_tf_op) add_ref_stat(plane, stream, "tf_op", tf_op_of_kernel(index));
   launches.add_event("cudaLaunchKernel", begin - 5'000, 3'000).add("correlation_id", correlation_id);
+}
+
+// One allocator's state as its TF events record it after each activity.
+struct AllocatorState {
+  std::string name;
+  int64_t capacity = int64_t{16} << 30;
+  int64_t allocated = 0;
+  int64_t peak = 0;
+  uint64_t next_address = 0x7f0000000000;
+  std::vector<std::pair<uint64_t, int64_t>> live;  // address, bytes
+};
+
+void add_allocator_event(XPlaneBuilder& host, xspace::XLineBuilder& line, AllocatorState& allocator, bool allocation,
+                         uint64_t address, int64_t bytes, int64_t at, const std::string& tf_op) {
+  line.add_event(allocation ? "MemoryAllocation" : "MemoryDeallocation", at, 200)
+      .add("bytes_reserved", int64_t{0})
+      .add("bytes_allocated", allocator.allocated)
+      .add("bytes_available", allocator.capacity - allocator.allocated)
+      .add("peak_bytes_in_use", allocator.peak)
+      .add("requested_bytes", bytes)
+      .add("allocation_bytes", bytes)
+      .add_uint("addr", address)
+      .add("data_type", int64_t{19})  // half
+      .add("shape", std::string_view("(1024,1024)"));
+  add_ref_stat(host, line, "allocator_name", allocator.name);
+  add_ref_stat(host, line, "tf_op", tf_op);
+  add_ref_stat(host, line, "region_type", "output");
+}
+
+// TF's host side of a kernel: the executor's TraceMe of its op around the allocation of its output.
+void add_host_op(XPlaneBuilder& host, xspace::XLineBuilder& line, AllocatorState& allocator, int index, int64_t at) {
+  const std::string tf_op = tf_op_of_kernel(index);
+  line.add_event(tf_op, at, 3'000);
+  const int64_t bytes = int64_t{2} << 20;
+  const uint64_t address = allocator.next_address;
+  allocator.next_address += static_cast<uint64_t>(bytes);
+  allocator.allocated += bytes;
+  allocator.peak = std::max(allocator.peak, allocator.allocated);
+  allocator.live.emplace_back(address, bytes);
+  add_allocator_event(host, line, allocator, true, address, bytes, at + 1'000, tf_op.substr(0, tf_op.rfind(':')));
+}
+
+void free_step_allocations(XPlaneBuilder& host, xspace::XLineBuilder& line, AllocatorState& allocator, int64_t at) {
+  for (const auto& [address, bytes] : allocator.live) {
+    allocator.allocated -= bytes;
+    add_allocator_event(host, line, allocator, false, address, bytes, at, "");
+    at += 300;
+  }
+  allocator.live.clear();
 }
 
 }  // namespace
@@ -93,13 +154,16 @@ tensorflow::profiler::XSpace make_synthetic_rank(const SyntheticPodSpec& spec, i
   auto ops = core.line(2, spec.gpu_plane ? "Stream #7(Compute)" : "Ops");
   auto chunks = core.line(3, spec.gpu_plane ? "Stream #8(Ring chunks)" : "Ring chunks");
   const int64_t compute = spec.compute_ns + (rank == spec.straggler_rank ? spec.straggler_delay_ns : 0);
-  std::optional<xspace::XLineBuilder> stages, tf_data, launches;
+  std::optional<xspace::XLineBuilder> stages, tf_data, launches, executor;
+  AllocatorState allocator;
+  allocator.name = "GPU_" + std::to_string(rank) + "_bfc";
   std::optional<XPlaneBuilder> cupti;
   if (spec.input_stages) stages = core.line(4, xspace::kInputPipelineLineName);
   if (spec.tf_data_events) tf_data = host.line(100 + rank, "tf_data");
   if (spec.gpu_plane) {
     cupti.emplace(xspace::find_or_add_plane(space, xspace::kCuptiHostPlaneName, 1));
     launches = cupti->line(100 + rank, "launches");
+    if (spec.tf_ops_and_memory) executor = host.line(200 + rank, "tf_Compute/" + std::to_string(rank));
   }
   for (int s = 0; s < spec.steps; ++s) {
     const int64_t t = spec.start_ns + s * period;  // true time
@@ -114,7 +178,8 @@ tensorflow::profiler::XSpace make_synthetic_rank(const SyntheticPodSpec& spec, i
       const int64_t begin = compute_start + compute * i / n;
       const int64_t end = compute_start + compute * (i + 1) / n;
       if (spec.gpu_plane) {
-        add_gpu_kernel(core, ops, *launches, i, begin, end, s * n + i);
+        add_gpu_kernel(core, ops, *launches, i, begin, end, s * n + i, spec.tf_ops_and_memory);
+        if (executor && i % 8 == 0) add_host_op(host, *executor, allocator, i, begin - 10'000);
         continue;
       }
       auto event = ops.add_event(i % 2 == 0 ? "matmul" : "elementwise", begin, end - begin);
@@ -125,6 +190,7 @@ tensorflow::profiler::XSpace make_synthetic_rank(const SyntheticPodSpec& spec, i
       add_tf_data_events(*tf_data, w, std::max<int64_t>(spec.input_delay_ns, 100'000));
       tf_data->add_event("ExecutorState::Process", compute_start, compute);
     }
+    if (executor) free_step_allocations(host, *executor, allocator, compute_start + compute);
     const int64_t all_reduce_start = compute_start + compute;
     const int64_t all_arrived = w + step_ns - spec.all_reduce_compute_ns;
     const int64_t all_reduce_end = w + step_ns;

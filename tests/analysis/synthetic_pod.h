@@ -44,6 +44,12 @@ struct SyntheticPodSpec {
   // stat, the even ones fp16 by name) with a cudaLaunchKernel per kernel on /host:CUPTI, instead of a
   // /device:CUSTOM:<rank> plane.
   bool gpu_plane = false;
+  // With gpu_plane: TensorFlow's host side of every 8th kernel on a `tf_Compute` line of /host:CPU: the op's
+  // executor TraceMe (`name:Type`) around a MemoryAllocation of its output on the rank's `GPU_<rank>_bfc` (stats
+  // allocator_name, bytes_reserved, bytes_allocated, bytes_available, peak_bytes_in_use, requested_bytes,
+  // allocation_bytes, addr, tf_op, region_type, data_type, shape, as TF writes them), freed by a
+  // MemoryDeallocation at the end of the step; and every kernel's `tf_op` (a ref_value, as TF writes it).
+  bool tf_ops_and_memory = false;
 };
 
 // One XSpace per rank, in rank order.

@@ -1,23 +1,75 @@
-// The pure pod analysis and its renderings on any XSpace that parses: results or statuses, never a crash, a hang
-// or undefined behaviour (the file-writing runner is left out: too slow to fuzz). Seeds: tests/data/analysis,
-// ../shared/testdata.
+// The pure analysis tools and their renderings on any XSpace that parses: the pod analysis, the step model with
+// the overview page and input pipeline analyzer, tf.data, kernel stats, the memory profile and op stats, each
+// giving results or statuses, never a crash, a hang or undefined behaviour (the file-writing runner is left out:
+// too slow to fuzz). Each tool reads the space once, so an execution stays as cheap as one pass over the input.
+// Seeds: tests/data/analysis, ../shared/testdata.
 #include <cstddef>
 #include <cstdint>
 
+#include "analysis/input_pipeline.h"
+#include "analysis/kernel_stats.h"
+#include "analysis/memory_profile.h"
+#include "analysis/op_stats.h"
+#include "analysis/overview_page.h"
 #include "analysis/pod_analyzer.h"
 #include "analysis/renderers.h"
+#include "analysis/step_model.h"
+#include "analysis/tf_data_stats.h"
+#include "analysis/tool_pages.h"
+#include "proto/xspace/names.h"
+
+namespace {
+
+namespace tp = tensorflow::profiler;
+namespace xspace = podscope::xspace;
+using namespace podscope::analysis;  // NOLINT: every tool of the library is used here
+
+tp::CombinedTfDataStats tf_data_of(const tp::XSpace& space) {
+  std::vector<HostTfDataStats> hosts;
+  for (const tp::XPlane& plane : space.planes()) {
+    if (plane.name() == xspace::kHostPlaneName) {
+      hosts.push_back({"host", xplane_to_tf_data_stats(plane)});
+    } else if (plane.name().starts_with(xspace::kCustomPlanePrefix)) {
+      hosts.push_back({"host", input_stages_to_tf_data_stats(plane)});
+    }
+  }
+  return combine_tf_data_stats(std::move(hosts));
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  tensorflow::profiler::XSpace space;
+  tp::XSpace space;
   if (!space.ParseFromArray(data, static_cast<int>(size))) return 0;
-  const podscope::v1::PodAnalysis analysis = podscope::analysis::analyze_pod({&space});
-  (void)podscope::analysis::render_pod_viewer_json(analysis);
-  (void)podscope::analysis::render_summary_text(analysis);
-  namespace tp = tensorflow::profiler;
-  (void)podscope::analysis::render_report_html(
-      {analysis, tp::OverviewPage::default_instance(), tp::InputPipelineAnalysisResult::default_instance(),
-       tp::CombinedTfDataStats::default_instance(), tp::KernelStatsDb::default_instance(),
-       tp::MemoryProfile::default_instance()},
-      "fuzz");
+  const podscope::v1::PodAnalysis analysis = analyze_pod({&space});
+  (void)render_pod_viewer_json(analysis);
+  (void)render_summary_text(analysis);
+
+  const StepModel model = step_model_from_xspaces({&space});
+  const tp::InputPipelineAnalysisResult input_pipeline = step_model_to_input_pipeline(model);
+  const tp::OverviewPage overview = step_model_to_overview_page(model, input_pipeline);
+  (void)render_overview_text(overview);
+  (void)render_input_pipeline_text(input_pipeline);
+
+  const tp::CombinedTfDataStats tf_data = tf_data_of(space);
+  (void)tf_data_stats_to_text(tf_data);
+
+  KernelStatsBuilder kernels;
+  MemoryProfileBuilder memory;
+  for (const tp::XPlane& plane : space.planes()) {
+    kernels.add_plane(plane);
+    memory.add_plane(0, plane);
+  }
+  const KernelStatsResult kernel_stats = std::move(kernels).finish();
+  const MemoryProfileResult memory_profile = std::move(memory).finish();
+  const OpStatsResult op_stats = xspace_to_op_stats(space);
+  (void)render_kernel_stats_page(kernel_stats);
+  (void)render_memory_profile_page(memory_profile);
+  (void)render_memory_profile_json(memory_profile.profile);
+  (void)render_op_stats_page(op_stats);
+  (void)render_op_tool_warnings(kernel_stats, memory_profile, op_stats);
+
+  (void)render_report_html(
+      {analysis, overview, input_pipeline, tf_data, kernel_stats.db, memory_profile.profile, op_stats.db}, "fuzz");
   return 0;
 }
