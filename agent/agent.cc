@@ -119,9 +119,9 @@ absl::Status Agent::start() {
   }
   PODSCOPE_LOG(kInfo) << "podscope-agent listening grpc=" << with_port(parts_.config.listen, parts_.grpc_port)
                       << " metrics=" << with_port(parts_.config.metrics_listen, metrics_port_)
-                      << (plaintext_port_ != 0 ? " plaintext=" + with_port(parts_.config.tls.plaintext_listen,
-                                                                           plaintext_port_)
-                                               : std::string())
+                      << (plaintext_port_ != 0
+                              ? " plaintext=" + with_port(parts_.config.tls.plaintext_listen, plaintext_port_)
+                              : std::string())
                       << (parts_.config.tls.serves_tls() ? " tls" : "") << " host=" << parts_.host_name;
   return absl::OkStatus();
 }
@@ -160,9 +160,8 @@ absl::Status Agent::start_servers() {
   tls_metrics_ = std::make_unique<tls::TlsMetrics>(tls, with_port(parts_.config.listen, parts_.grpc_port),
                                                    *parts_.registry, host_label);
   grpc_self_check_ = std::make_unique<GrpcSelfCheck>(
-      GrpcSelfCheck::Settings{
-          .target = local_address(parts_.config.listen, parts_.grpc_port),
-          .credentials = tls::channel_credentials(tls, tls::ServerVerification::kSkipForOwnPort)},
+      GrpcSelfCheck::Settings{.target = local_address(parts_.config.listen, parts_.grpc_port),
+                              .credentials = tls::channel_credentials(tls, tls::ServerVerification::kSkipForOwnPort)},
       parts_.clock, *parts_.registry, host_label);
   absl::StatusOr<std::unique_ptr<MetricsServer>> metrics_server =
       MetricsServer::start(parts_.config.metrics_listen, parts_.registry, {grpc_self_check_.get()});

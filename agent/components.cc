@@ -211,8 +211,7 @@ std::unique_ptr<grpc::Service> make_profile_analysis_service(AgentParts& parts) 
   parts.pod_sessions = std::make_unique<PodSessions>(
       parts.clock, [&captures] { return captures.limits().repository_root; }, [&parts] { return parts.grpc_port; },
       parts.config.allowed_fanout_targets, parts.channel_credentials);
-  return std::make_unique<ProfileAnalysisServiceImpl>(*parts.pod_sessions, *parts.request_metrics,
-                                                      *parts.authorizer);
+  return std::make_unique<ProfileAnalysisServiceImpl>(*parts.pod_sessions, *parts.request_metrics, *parts.authorizer);
 }
 
 std::unique_ptr<grpc::Service> make_health_service(AgentParts&) { return std::make_unique<GrpcHealthService>(); }

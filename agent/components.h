@@ -65,12 +65,12 @@ struct AgentParts {
   std::shared_ptr<ClientRegistry> local_clients;
   std::unique_ptr<LocalSocketCounters> local_socket_counters;
   std::unique_ptr<StepMetrics> step_metrics;
-  std::unique_ptr<FlightRecording> recording;         // made by its entry, after the collectors
-  TriggeredSnapshots* triggered_snapshots = nullptr;  // made by its entry, after the recorder's
-  std::unique_ptr<PodSessions> pod_sessions;          // made with the ProfileAnalysis service
+  std::unique_ptr<FlightRecording> recording;                     // made by its entry, after the collectors
+  TriggeredSnapshots* triggered_snapshots = nullptr;              // made by its entry, after the recorder's
+  std::unique_ptr<PodSessions> pod_sessions;                      // made with the ProfileAnalysis service
   std::shared_ptr<grpc::ChannelCredentials> channel_credentials;  // every call out: coordinator, NewSession's agents
   std::unique_ptr<tls::CallAuthorizer> authorizer;                // allowed_clients, for the capturing calls
-  int grpc_port = 0;                                  // bound by Agent::start() before the lifecycle components start
+  int grpc_port = 0;  // bound by Agent::start() before the lifecycle components start
 
   // Left by the entries for later ones.
   std::vector<const Collector*> collectors;  // every collector, pass and threaded, in table order

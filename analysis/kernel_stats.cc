@@ -272,7 +272,7 @@ void KernelStatsBuilder::end_file() {
 }
 
 KernelStatsBuilder::Key KernelStatsBuilder::key_of(std::string_view kernel, std::string_view details,
-                                                  std::string_view tf_op, std::optional<std::string_view> equation) {
+                                                   std::string_view tf_op, std::optional<std::string_view> equation) {
   Key key;
   if (std::optional<KernelLaunch> launch = parse_kernel_details(details)) key.launch = *launch;
   key.name = std::string(kernel);
@@ -292,9 +292,9 @@ void KernelStatsBuilder::add_gpu_plane(const XPlane& plane_proto) {
   // A plane repeats a few kernels many times: each distinct (kernel, details, op, equation) is read and looked up
   // once; the texts are views into the plane, alive while it is read.
   struct Known {
-    Totals* totals = nullptr;      // where its launches fold, once one did
+    Totals* totals = nullptr;         // where its launches fold, once one did
     std::optional<uint32_t> pending;  // its key among the pending ones, once one waited
-    std::optional<Key> key;        // until both are known
+    std::optional<Key> key;           // until both are known
     bool corrupt_details = false;
   };
   absl::flat_hash_map<std::tuple<int64_t, std::string_view, std::string_view, std::string_view>, Known> known;

@@ -306,8 +306,10 @@ class OpStatsBuilder::PlanePass {
     const int64_t duration = e.end_ns() - e.start_ns();
     ++op.occurrences;
     op.total_ns += duration;
-    if (const XStat* flops = stats.flops ? stats.flops : m.flops) op.flops += xspace::stat_as_double(*flops).value_or(0);
-    if (const XStat* bytes = stats.bytes ? stats.bytes : m.bytes) op.bytes += xspace::stat_as_double(*bytes).value_or(0);
+    if (const XStat* flops = stats.flops ? stats.flops : m.flops)
+      op.flops += xspace::stat_as_double(*flops).value_or(0);
+    if (const XStat* bytes = stats.bytes ? stats.bytes : m.bytes)
+      op.bytes += xspace::stat_as_double(*bytes).value_or(0);
     if (m.tensor_core) op.tensor_core_ns += duration;
     return slot;
   }
@@ -424,9 +426,9 @@ OpStatsResult OpStatsBuilder::finish(size_t max_records_per_side) && {
         r.set_gpu_tensorcore_utilization(static_cast<double>(op.tensor_core_ns) / static_cast<double>(op.total_ns));
       }
       if (op.bytes > 0) r.set_operational_intensity(op.flops / op.bytes);
-      r.set_bound_by(std::string(
-          op.device && !idle_row ? bound_by(op.flops, op.bytes, peak_flops_per_s_, peak_memory_bytes_per_s_)
-                                 : kUnknownOpType));
+      r.set_bound_by(std::string(op.device && !idle_row
+                                     ? bound_by(op.flops, op.bytes, peak_flops_per_s_, peak_memory_bytes_per_s_)
+                                     : kUnknownOpType));
       r.set_flops_v2(op.flops);
       r.set_bytes_accessed(static_cast<uint64_t>(std::max(0.0, op.bytes)));
     };

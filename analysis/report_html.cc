@@ -506,8 +506,8 @@ absl::StatusOr<std::string> render_report_html(const ReportContents& contents, c
   const tensorflow::profiler::MemoryProfile memory = report_memory(contents.memory_profile);
   const tensorflow::profiler::TfStatsDatabase op_stats = report_op_stats(contents.op_stats);
   const std::pair<std::string_view, const google::protobuf::Message*> parts[] = {
-      {"pod", &contents.pod},          {"overview", &contents.overview}, {"inputPipeline", &contents.input_pipeline},
-      {"tfData", &contents.tf_data},   {"kernelStats", &kernels},        {"memoryProfile", &memory},
+      {"pod", &contents.pod},        {"overview", &contents.overview}, {"inputPipeline", &contents.input_pipeline},
+      {"tfData", &contents.tf_data}, {"kernelStats", &kernels},        {"memoryProfile", &memory},
       {"opStats", &op_stats}};
   std::string json = "{";
   for (const auto& [key, message] : parts) {

@@ -212,7 +212,6 @@ int64_t read_batch_size(const XPlaneReader& plane) {
   return batch_size;
 }
 
-
 // The step each unstepped event belongs to: the last host marker that started at or before it (the device runs
 // behind the host that launched its work); a step spans from its first event to its last.
 std::vector<StepSpan> steps_from_markers(const std::vector<TypedInterval>& events,

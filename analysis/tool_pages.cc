@@ -85,8 +85,8 @@ void append_op_rows(const OpStatsResult& ops, bool device, size_t rows, std::str
                         static_cast<double>(self_ns) / 1e6, static_cast<double>(idle_ns) / 1e6);
   if (cut > 0) absl::StrAppendFormat(&out, " (%d more ops cut)", cut);
   absl::StrAppend(&out, "\n");
-  absl::StrAppendFormat(&out, "%4s %-16s %8s %11s %11s %6s %6s %9s %9s %-7s  %s\n", "rank", "type", "count",
-                        "total_ms", "self_ms", "self%", "cum%", "GFLOP/s", "GiB/s", "bound", "op");
+  absl::StrAppendFormat(&out, "%4s %-16s %8s %11s %11s %6s %6s %9s %9s %-7s  %s\n", "rank", "type", "count", "total_ms",
+                        "self_ms", "self%", "cum%", "GFLOP/s", "GiB/s", "bound", "op");
   size_t shown = 0;
   for (const auto& r : records) {
     if ((r.host_or_device() == "Device") != device) continue;
@@ -94,23 +94,21 @@ void append_op_rows(const OpStatsResult& ops, bool device, size_t rows, std::str
       absl::StrAppend(&out, "... more rows in framework_op_stats.json\n");
       break;
     }
-    const double fraction =
-        device ? r.device_total_self_time_as_fraction() : r.host_total_self_time_as_fraction();
-    const double cumulative = device ? r.device_cumulative_total_self_time_as_fraction()
-                                     : r.host_cumulative_total_self_time_as_fraction();
+    const double fraction = device ? r.device_total_self_time_as_fraction() : r.host_total_self_time_as_fraction();
+    const double cumulative =
+        device ? r.device_cumulative_total_self_time_as_fraction() : r.host_cumulative_total_self_time_as_fraction();
     absl::StrAppendFormat(&out, "%4d %-16s %8d %11.3f %11.3f %6.1f %6.1f %9.2f %9.2f %-7s  %s\n", r.rank(),
                           clipped(r.op_type(), 16), r.occurrences(), r.total_time_in_us() / 1e3,
-                          r.total_self_time_in_us() / 1e3, 100 * fraction, 100 * cumulative,
-                          r.measured_flop_rate(), r.measured_memory_bw(), r.bound_by(),
-                          clipped(r.op_name(), kNameWidth));
+                          r.total_self_time_in_us() / 1e3, 100 * fraction, 100 * cumulative, r.measured_flop_rate(),
+                          r.measured_memory_bw(), r.bound_by(), clipped(r.op_name(), kNameWidth));
   }
 }
 
 }  // namespace
 
 std::string render_op_stats_page(const OpStatsResult& ops, size_t rows) {
-  std::string out = absl::StrFormat("framework op stats (%s)", ops.db.device_type().empty() ? "no device"
-                                                                                           : ops.db.device_type());
+  std::string out =
+      absl::StrFormat("framework op stats (%s)", ops.db.device_type().empty() ? "no device" : ops.db.device_type());
   if (ops.peak_flops_per_s > 0) {
     absl::StrAppendFormat(&out, ": device peak %.1f TFLOP/s, %.1f GB/s", ops.peak_flops_per_s / 1e12,
                           ops.peak_memory_bytes_per_s / 1e9);

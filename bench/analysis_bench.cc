@@ -227,8 +227,8 @@ int measure_tf_data(const fs::path& dir) {
   const Measurement m;
   std::vector<podscope::analysis::HostTfDataStats> hosts;
   const auto wants_line = [](std::string_view plane, std::string_view line) {
-    return plane == podscope::xspace::kHostPlaneName ||
-           (plane.starts_with(podscope::xspace::kCustomPlanePrefix) && line == podscope::xspace::kInputPipelineLineName);
+    return plane == podscope::xspace::kHostPlaneName || (plane.starts_with(podscope::xspace::kCustomPlanePrefix) &&
+                                                         line == podscope::xspace::kInputPipelineLineName);
   };
   const bool ok = stream_planes(
       dir, wants_line,

@@ -157,17 +157,16 @@ FanoutRow fanout(int n, int64_t duration_ms, const Transport& transport) {
   const auto [lo, hi] = std::minmax_element(starts.begin(), starts.end());
   const int64_t margin_ms = podscope::pod_capture::fanout_margin_ms(static_cast<size_t>(n));
   const int64_t sync_end = result.start_ns - margin_ms * 1'000'000;
-  return FanoutRow{
-      .sync_ns = sync_end - result.sync_begin_ns,
-      .sync_to_started_ns = *hi - sync_end,
-      .margin_ms = margin_ms,
-      .skew_ns = *hi - *lo,
-      .baseline_ns = bare_timer_skew_ns(n),
-      .late_ns = *hi - result.start_ns,
-      .all_back_ns = result.gathered_ns - result.start_ns,
-      .total_ns = total,
-      .captured = static_cast<int>(
-          std::count_if(result.hosts.begin(), result.hosts.end(), [](const auto& h) { return h.ok; }))};
+  return FanoutRow{.sync_ns = sync_end - result.sync_begin_ns,
+                   .sync_to_started_ns = *hi - sync_end,
+                   .margin_ms = margin_ms,
+                   .skew_ns = *hi - *lo,
+                   .baseline_ns = bare_timer_skew_ns(n),
+                   .late_ns = *hi - result.start_ns,
+                   .all_back_ns = result.gathered_ns - result.start_ns,
+                   .total_ns = total,
+                   .captured = static_cast<int>(
+                       std::count_if(result.hosts.begin(), result.hosts.end(), [](const auto& h) { return h.ok; }))};
 }
 
 double ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; }
@@ -217,8 +216,8 @@ int main(int argc, char** argv) {
     const FanoutRow r = fanout(n, duration_ms, Transport{});
     std::printf("%6d %7.1f ms %10.1f ms %5lld ms %9.3f ms %12.3f ms %6.2f %7.3f ms %8.0f ms %6.0f ms %5d/%d\n", n,
                 ms(r.sync_ns), ms(r.sync_to_started_ns), static_cast<long long>(r.margin_ms), ms(r.skew_ns),
-                ms(r.baseline_ns), ratio(r.skew_ns, r.baseline_ns), ms(r.late_ns), ms(r.all_back_ns),
-                ms(r.total_ns), r.captured, n);
+                ms(r.baseline_ns), ratio(r.skew_ns, r.baseline_ns), ms(r.late_ns), ms(r.all_back_ns), ms(r.total_ns),
+                r.captured, n);
   }
 
   print_tls_comparison(std::min(64, max_agents), duration_ms);

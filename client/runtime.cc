@@ -469,10 +469,10 @@ void Runtime::add_allocation(const RawEvent& e, int64_t time_ns, CoreBatches& ba
   define_name(e.id, batch.names);
   define_name(e.arg, batch.names);
   const bool allocation = static_cast<detail::Kind>(e.kind) == detail::Kind::kAllocation;
-  batch.allocations.push_back(local::AllocationMsg{
-      allocation ? local::AllocationOp::kAllocate : local::AllocationOp::kFree, e.id, e.arg,
-      e.end_tick,  // the address rides where a span keeps its end
-      allocation ? e.value : 0, time_ns});
+  batch.allocations.push_back(
+      local::AllocationMsg{allocation ? local::AllocationOp::kAllocate : local::AllocationOp::kFree, e.id, e.arg,
+                           e.end_tick,  // the address rides where a span keeps its end
+                           allocation ? e.value : 0, time_ns});
 }
 
 void Runtime::define_name(uint32_t name_id, std::vector<std::pair<uint32_t, std::string>>& names) {
@@ -606,8 +606,8 @@ void record_allocation(Kind kind, int64_t bytes, uint64_t address, NameId alloca
     return;
   }
   // Names are interned below 2^16 (Runtime::intern), so the op fits the record's 16-bit argument.
-  const client::RawEvent record{now_tick(), address, bytes, allocator, static_cast<uint16_t>(op),
-                                static_cast<uint8_t>(kind), t.core_index};
+  const client::RawEvent record{
+      now_tick(), address, bytes, allocator, static_cast<uint16_t>(op), static_cast<uint8_t>(kind), t.core_index};
   ring->push(&record, 1);
 }
 

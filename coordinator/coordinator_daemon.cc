@@ -106,8 +106,8 @@ absl::Status CoordinatorDaemon::start() {
                       << " metrics=" << with_port(config_.metrics_listen, metrics_port_)
                       << (plaintext_port != 0 ? " plaintext=" + with_port(config_.tls.plaintext_listen, plaintext_port)
                                               : std::string())
-                      << (config_.tls.serves_tls() ? " tls" : "") << " ("
-                      << config_.workers.size() << " static worker(s))";
+                      << (config_.tls.serves_tls() ? " tls" : "") << " (" << config_.workers.size()
+                      << " static worker(s))";
   return absl::OkStatus();
 }
 

@@ -69,8 +69,8 @@ absl::Status GrpcSelfCheck::call_health_check() {
   grpc::ChannelArguments args;
   // A subchannel of its own: a connection the listener must accept now, not one shared with another channel.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateCustomChannel(settings_.target, settings_.credentials, args));
+  auto stub =
+      grpc::health::v1::Health::NewStub(grpc::CreateCustomChannel(settings_.target, settings_.credentials, args));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + settings_.deadline);
   {

@@ -29,7 +29,7 @@ namespace podscope {
 class GrpcSelfCheck : public HealthCheck {
  public:
   struct Settings {
-    std::string target;                         // the server as a local client reaches it (local_address())
+    std::string target;  // the server as a local client reaches it (local_address())
     // How the check dials: the daemon's own TLS identity when its port serves TLS (tls::channel_credentials).
     std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
     std::chrono::milliseconds period{10'000};   // a check costs a connection: well under 0.1 % of a core

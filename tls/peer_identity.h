@@ -13,7 +13,7 @@ namespace podscope::tls {
 
 // What the handshake of one connection proved about the caller.
 struct PeerCertificate {
-  bool over_tls = false;                 // false: a plaintext port (no certificate can be had)
+  bool over_tls = false;                   // false: a plaintext port (no certificate can be had)
   std::vector<std::string> sans{};         // every subject alternative name (DNS, URI, IP, email)
   std::vector<std::string> dns_and_uri{};  // the DNS and URI ones among them
   std::string common_name{};               // the subject's CN

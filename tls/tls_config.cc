@@ -14,8 +14,9 @@ namespace {
 constexpr char kCertHelp[] =
     "PEM certificate (chain) of this program, served to callers and presented when calling out; empty: plaintext";
 constexpr char kKeyHelp[] = "PEM private key of tls_cert";
-constexpr char kCaHelp[] = "PEM CA certificate(s) that verify the servers called (default: tls_client_ca; without "
-                           "either, the system's CAs)";
+constexpr char kCaHelp[] =
+    "PEM CA certificate(s) that verify the servers called (default: tls_client_ca; without "
+    "either, the system's CAs)";
 
 }  // namespace
 

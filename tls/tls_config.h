@@ -16,13 +16,13 @@ class App;
 namespace podscope::tls {
 
 struct TlsConfig {
-  std::string cert{};              // PEM certificate chain of this daemon or CLI; empty: plaintext
-  std::string key{};               // its PEM private key
-  std::string client_ca{};         // servers: callers must present a certificate signed by it (mTLS)
-  std::string ca{};                // clients: verifies the servers called; empty: client_ca
-  int64_t refresh_s = 5;           // how often the files above are re-read for rotation
+  std::string cert{};                          // PEM certificate chain of this daemon or CLI; empty: plaintext
+  std::string key{};                           // its PEM private key
+  std::string client_ca{};                     // servers: callers must present a certificate signed by it (mTLS)
+  std::string ca{};                            // clients: verifies the servers called; empty: client_ca
+  int64_t refresh_s = 5;                       // how often the files above are re-read for rotation
   std::vector<std::string> allowed_clients{};  // SAN (DNS or URI) or, without SANs, CN of who may capture
-  std::string plaintext_listen{};  // loopback address of a plaintext port for TF's clients and TensorBoard
+  std::string plaintext_listen{};              // loopback address of a plaintext port for TF's clients and TensorBoard
 
   // TLS on the server side: this daemon serves TLS on its listen address.
   bool serves_tls() const { return !cert.empty(); }

@@ -56,7 +56,8 @@ size_t stats_of(EventKind kind) {
     case EventKind::kSend:
     case EventKind::kRecvDone: return 5;
     case EventKind::kFreeForm: return 1;
-    case EventKind::kInputStage: return 5;  // step_num, the ids, and the category: a string, charged twice
+    case EventKind::kInputStage:
+      return 5;  // step_num, the ids, and the category: a string, charged twice
     // The allocator's totals, address, sizes, and its name and the op: strings, charged twice.
     case EventKind::kAllocation:
     case EventKind::kDeallocation: return 11;

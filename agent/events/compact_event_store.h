@@ -35,10 +35,10 @@ struct HeldEvent {
   int64_t duration_ns = 0;
   int64_t value = 0;
   int64_t value2 = 0;
-  uint32_t id = 0;  // the name index for steps, compute, free-form events, input stages and allocation records (the
-                    // allocator); else the client's id
-  int32_t arg = 0;  // the name index of an all-reduce's replica group or an allocation's op; else the client's arg
-                    // (a stage's category)
+  uint32_t id = 0;      // the name index for steps, compute, free-form events, input stages and allocation records (the
+                        // allocator); else the client's id
+  int32_t arg = 0;      // the name index of an all-reduce's replica group or an allocation's op; else the client's arg
+                        // (a stage's category)
   uint32_t stream = 0;  // index into HeldClientEvents::streams
   local::EventKind kind = local::EventKind::kFreeForm;
 };

@@ -211,8 +211,7 @@ std::map<std::pair<int32_t, std::string>, std::string> allocator_names(
       pids_by_tag[std::string(name_of(*p.client, p.event->id))].insert(capture->client.pid);
   std::map<std::pair<int32_t, std::string>, std::string> names;
   for (const auto& [tag, pids] : pids_by_tag)
-    for (int32_t pid : pids)
-      names[{pid, tag}] = pids.size() == 1 ? tag : tag + " (pid " + std::to_string(pid) + ")";
+    for (int32_t pid : pids) names[{pid, tag}] = pids.size() == 1 ? tag : tag + " (pid " + std::to_string(pid) + ")";
   return names;
 }
 
@@ -223,9 +222,8 @@ uint64_t add_process_memory_events(const LocalClientCapture& capture, std::vecto
                                    xspace::XPlaneBuilder& host) {
   std::stable_sort(events.begin(), events.end(),
                    [](const PlacedEvent& a, const PlacedEvent& b) { return a.start_ns < b.start_ns; });
-  xspace::XLineBuilder line =
-      host.line_named(std::string(xspace::kMemoryAllocationsLinePrefix) + " pid " + std::to_string(capture.client.pid) +
-                      " (" + capture.client.program + ")");
+  xspace::XLineBuilder line = host.line_named(std::string(xspace::kMemoryAllocationsLinePrefix) + " pid " +
+                                              std::to_string(capture.client.pid) + " (" + capture.client.program + ")");
   std::map<uint32_t, xspace::AllocatorEvents> allocators;  // by the tag's name index
   for (const PlacedEvent& p : events) {
     const HeldEvent& e = *p.event;

@@ -24,8 +24,7 @@ std::string random_instance_id() {
 CoordinatorRegistration::CoordinatorRegistration(RegistrationSettings settings)
     : settings_(std::move(settings)),
       instance_id_(random_instance_id()),
-      stub_(podscope::v1::Coordinator::NewStub(
-          grpc::CreateChannel(settings_.coordinator, settings_.credentials))) {}
+      stub_(podscope::v1::Coordinator::NewStub(grpc::CreateChannel(settings_.coordinator, settings_.credentials))) {}
 
 std::string advertised_agent_address(const std::string& listen, int port, const std::string& host_name) {
   std::string host = listen.substr(0, listen.rfind(':'));

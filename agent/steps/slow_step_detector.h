@@ -19,8 +19,8 @@ struct SlowStepSettings {
   double factor = 2.0;
   int64_t min_steps = 20;
   int64_t cooldown_ns = 60'000'000'000;
-  size_t history = 101;          // the median's window, per process
-  size_t max_processes = 4096;   // beyond, the process silent longest is forgotten (pids are reused)
+  size_t history = 101;         // the median's window, per process
+  size_t max_processes = 4096;  // beyond, the process silent longest is forgotten (pids are reused)
 };
 
 struct SlowStep {

@@ -184,10 +184,10 @@ absl::Status render_and_write(const std::filesystem::path& run_dir, const Analys
   if (!legacy_json.ok()) return legacy_json.status();
   auto proto_json = render_pod_viewer_proto_json(outcome.analysis);
   if (!proto_json.ok()) return proto_json.status();
-  auto html = render_report_html({outcome.analysis, outcome.overview_page, outcome.input_pipeline,
-                                  outcome.tf_data_stats, outcome.kernel_stats.db, outcome.memory_profile.profile,
-                                  outcome.op_stats.db},
-                                 title);
+  auto html =
+      render_report_html({outcome.analysis, outcome.overview_page, outcome.input_pipeline, outcome.tf_data_stats,
+                          outcome.kernel_stats.db, outcome.memory_profile.profile, outcome.op_stats.db},
+                         title);
   if (!html.ok()) return html.status();
   const std::string pod_viewer_pb = serialize_deterministically(outcome.analysis.pod_viewer());
   const std::string analysis_pb = serialize_deterministically(outcome.analysis);

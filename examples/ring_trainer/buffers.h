@@ -45,8 +45,7 @@ struct ReportedAllocator {
     PoolStats& stats = pool_stats(kPool);
     const int64_t live = stats.live_bytes.fetch_add(bytes) + bytes;
     int64_t peak = stats.peak_bytes.load();
-    while (live > peak && !stats.peak_bytes.compare_exchange_weak(peak, live)) {
-    }
+    while (live > peak && !stats.peak_bytes.compare_exchange_weak(peak, live)) {}
     podscope::alloc(bytes, reinterpret_cast<uint64_t>(p), allocator_name());
     return p;
   }

@@ -31,9 +31,9 @@ namespace {
 
 using ring_trainer::ModelBuffer;
 using ring_trainer::Pool;
+using ring_trainer::pool_stats;
 using ring_trainer::PoolStats;
 using ring_trainer::StepBuffer;
-using ring_trainer::pool_stats;
 
 std::atomic<bool> g_stop{false};
 void on_stop_signal(int) { g_stop.store(true); }

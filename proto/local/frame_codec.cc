@@ -209,8 +209,8 @@ struct NamesHeaderFields {
   const char* name_id;
   const char* name;
 };
-constexpr NamesHeaderFields kEventsFields{"events.session",   "events.core",    "events.thread_id",
-                                          "events.names",     "events.name_id", "events.name"};
+constexpr NamesHeaderFields kEventsFields{"events.session", "events.core",    "events.thread_id",
+                                          "events.names",   "events.name_id", "events.name"};
 constexpr NamesHeaderFields kInputStagesFields{"input_stages.session", "input_stages.core",    "input_stages.thread_id",
                                                "input_stages.names",   "input_stages.name_id", "input_stages.name"};
 constexpr NamesHeaderFields kAllocationsFields{"allocations.session", "allocations.core",    "allocations.thread_id",
@@ -355,10 +355,10 @@ bool decode(Reader& r, CaptureCloseMsg& m) { return r.get(m.session, "capture_cl
 }  // namespace
 
 FrameType type_of(const Message& msg) {
-  static constexpr FrameType kTypes[] = {FrameType::kRegister,    FrameType::kSteps,        FrameType::kEvents,
-                                         FrameType::kCaptureDone, FrameType::kDevicePlanes, FrameType::kHello,
-                                         FrameType::kInputStages, FrameType::kAllocations,  FrameType::kCaptureOpen,
-                                         FrameType::kCaptureClose, FrameType::kWelcome,     FrameType::kRefused};
+  static constexpr FrameType kTypes[] = {FrameType::kRegister,     FrameType::kSteps,        FrameType::kEvents,
+                                         FrameType::kCaptureDone,  FrameType::kDevicePlanes, FrameType::kHello,
+                                         FrameType::kInputStages,  FrameType::kAllocations,  FrameType::kCaptureOpen,
+                                         FrameType::kCaptureClose, FrameType::kWelcome,      FrameType::kRefused};
   static_assert(std::size(kTypes) == std::variant_size_v<Message>);
   return kTypes[msg.index()];
 }

@@ -196,7 +196,7 @@ struct AllocationMsg {
   uint32_t allocator_id = 0;  // the name of the allocator ("GPU_0_bfc"), never 0
   uint32_t op_name_id = 0;    // the op it was allocated for (0: not known)
   uint64_t address = 0;
-  int64_t bytes = 0;  // of an allocation (≥ 0); 0 for a free
+  int64_t bytes = 0;    // of an allocation (≥ 0); 0 for a free
   int64_t time_ns = 0;  // Unix ns on the client's system clock
 };
 // A batch of allocation records made by one thread during a capture window, named as EventsMsg.

@@ -212,11 +212,11 @@ std::vector<AllocatorEvent> allocator_events(const tensorflow::profiler::XSpace&
     reader.for_each_event(line, [&](const XEventView& e) {
       EXPECT_EQ(e.int_stat(xspace::kBytesReservedStat), 0);
       EXPECT_EQ(e.int_stat(xspace::kRequestedBytesStat), e.int_stat(xspace::kAllocationBytesStat));
-      out.push_back({line.name(), std::string(e.name()), std::string(e.str_stat(xspace::kAllocatorNameStat).value_or("")),
-                     std::string(e.str_stat(xspace::kTfOpStat).value_or("")), e.start_ns(),
-                     e.int_stat(xspace::kAddressStat).value_or(-1), e.int_stat(xspace::kAllocationBytesStat).value_or(-1),
-                     e.int_stat(xspace::kBytesAllocatedStat).value_or(-1),
-                     e.int_stat(xspace::kPeakBytesInUseStat).value_or(-1)});
+      out.push_back(
+          {line.name(), std::string(e.name()), std::string(e.str_stat(xspace::kAllocatorNameStat).value_or("")),
+           std::string(e.str_stat(xspace::kTfOpStat).value_or("")), e.start_ns(),
+           e.int_stat(xspace::kAddressStat).value_or(-1), e.int_stat(xspace::kAllocationBytesStat).value_or(-1),
+           e.int_stat(xspace::kBytesAllocatedStat).value_or(-1), e.int_stat(xspace::kPeakBytesInUseStat).value_or(-1)});
     });
   }
   std::sort(out.begin(), out.end(), [](const AllocatorEvent& a, const AllocatorEvent& b) {
@@ -250,8 +250,9 @@ TEST(CustomPlanes, AllocationRecordsBecomeAllocatorEventsWithRunningTotalsPerAll
   EXPECT_EQ(allocator_events(space), expected);
   EXPECT_EQ(xspace::find_plane(space, "/device:CUSTOM:0"), nullptr) << "allocation records make no core plane";
   ASSERT_EQ(space.warnings_size(), 1);
-  EXPECT_EQ(space.warnings(0), "local client pid 7 (trainer): 1 frees of blocks allocated before the capture; its "
-                               "allocators' totals leave them out");
+  EXPECT_EQ(space.warnings(0),
+            "local client pid 7 (trainer): 1 frees of blocks allocated before the capture; its "
+            "allocators' totals leave them out");
 }
 
 TEST(CustomPlanes, ProcessesSharingAnAllocatorNameAreToldApartByPid) {

@@ -215,9 +215,9 @@ TEST(KernelStatsTest, KernelsWithoutAnOpStatTakeTheAnnotationAroundTheirLaunchOn
   file.annotate(43, "other_thread_op", 0, 1000);
   file.launch(42, 1, 150, "gemm_kernel", 2000);
   file.launch(42, 2, 550, "relu_kernel", 2100);
-  file.launch(42, 3, 800, "copy_kernel", 2200);     // only the step encloses it
-  file.launch(44, 4, 150, "orphan_kernel", 2300);   // a thread without annotations
-  file.launch(42, 5, 1500, "late_kernel", 2400);    // after every annotation
+  file.launch(42, 3, 800, "copy_kernel", 2200);    // only the step encloses it
+  file.launch(44, 4, 150, "orphan_kernel", 2300);  // a thread without annotations
+  file.launch(42, 5, 1500, "late_kernel", 2400);   // after every annotation
   // The planes come in any order: kernels first here.
   KernelStatsBuilder builder;
   builder.add_plane(file.gpu.plane);

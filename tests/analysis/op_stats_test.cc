@@ -183,8 +183,8 @@ TEST(OpStatsTest, HostOpsAreTheTraceMesNamedAsTfOpsWithNestedOpsOffTheirSelfTime
 TEST(OpStatsTest, BadEventsAreCountedAndNeverChangeTheOtherTotals) {
   GpuPlane gpu;
   gpu.kernel("k", 0, 100, "good/Op:Add");
-  gpu.kernel("k", 200, -50, "good/Op:Add");                         // negative duration: left out
-  gpu.kernel("k", 300, 100, "name_without_type:");                  // malformed: counted under its text
+  gpu.kernel("k", 200, -50, "good/Op:Add");         // negative duration: left out
+  gpu.kernel("k", 300, 100, "name_without_type:");  // malformed: counted under its text
   gpu.kernel("k", 400, 100, ":TypeWithoutName");
   gpu.kernel("k", 500, 100, "spaced/Op:Not An Identifier");
   XPlane& host = add_plane(gpu.space, xspace::kHostPlaneName);

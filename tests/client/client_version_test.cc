@@ -101,12 +101,12 @@ TEST_F(ClientVersionTest, AnAgentOlderThanInputStagesGetsThemAsPlainAnnotationsA
   EXPECT_EQ(annotations, (std::map<std::string, int>{{"batch", 3}, {"read_shard", 3}}));
   EXPECT_TRUE(agent.close_reasons().empty()) << "nothing the old agent cannot read was sent";
   EXPECT_EQ(agent.connections(), 1);
-  EXPECT_NE(log.find("podscope: the agent at " + socket_ + " speaks local protocol version " +
-                     std::to_string(without_stages) + "; input stages need version " +
-                     std::to_string(without_stages + 1) +
-                     ", so they are sent as plain annotations, without category or parent, until the agent is "
-                     "upgraded"),
-            std::string::npos)
+  EXPECT_NE(
+      log.find("podscope: the agent at " + socket_ + " speaks local protocol version " +
+               std::to_string(without_stages) + "; input stages need version " + std::to_string(without_stages + 1) +
+               ", so they are sent as plain annotations, without category or parent, until the agent is "
+               "upgraded"),
+      std::string::npos)
       << log;
 }
 

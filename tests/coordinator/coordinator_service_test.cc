@@ -96,9 +96,9 @@ TEST_F(CoordinatorServiceTest, CapturesAJobAndStreamsTheRunIntoTheClientsLogdir)
   request.add_jobs("train");
   const auto logdir = fresh_dir("client");
   std::vector<std::string> progress;
-  auto outcome = pod_capture::capture_through_coordinator(address(), grpc::InsecureChannelCredentials(), request,
-                                                          logdir,
-                                                          [&](const std::string& line) { progress.push_back(line); });
+  auto outcome =
+      pod_capture::capture_through_coordinator(address(), grpc::InsecureChannelCredentials(), request, logdir,
+                                               [&](const std::string& line) { progress.push_back(line); });
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(outcome->exit_code, 0);
   EXPECT_EQ(progress.front(), "Starting to trace for 200 ms. Remaining attempt(s): 2");

@@ -244,8 +244,9 @@ TEST(ActivityConverterTest, MemoryRecordsBecomeAllocatorEventsPerDeviceAndMemory
     EXPECT_EQ(e.int_stat("bytes_reserved"), 0) << i;
     EXPECT_EQ(e.int_stat("correlation_id"), x.time) << i;
   }
-  EXPECT_THAT(space.warnings(), ::testing::Contains(::testing::HasSubstr(
-                                    "CUPTI: 1 memory releases of blocks allocated before the window")));
+  EXPECT_THAT(
+      space.warnings(),
+      ::testing::Contains(::testing::HasSubstr("CUPTI: 1 memory releases of blocks allocated before the window")));
   EXPECT_EQ(converter.converted(), 5u);
 }
 

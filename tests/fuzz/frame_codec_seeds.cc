@@ -26,7 +26,8 @@ std::vector<Message> sample_messages(uint32_t version) {
   stages.stages.push_back(
       {4, InputStageCategory::kRead, 1ull << 40 | 2, 1ull << 40 | 1, 1'700'000'000'000'200'000, 500'000});
   AllocationsMsg allocations{7, 1, 4242, {{5, "host_pinned"}, {6, "all_reduce"}}, {}};
-  allocations.allocations.push_back({AllocationOp::kAllocate, 5, 6, 0x7f12'3400'0000, 1 << 20, 1'700'000'000'000'300'000});
+  allocations.allocations.push_back(
+      {AllocationOp::kAllocate, 5, 6, 0x7f12'3400'0000, 1 << 20, 1'700'000'000'000'300'000});
   allocations.allocations.push_back({AllocationOp::kAllocate, 5, 0, 0x7f12'3410'0000, 4096, 1'700'000'000'000'400'000});
   allocations.allocations.push_back({AllocationOp::kFree, 5, 0, 0x7f12'3400'0000, 0, 1'700'000'000'004'000'000});
   return {

@@ -186,10 +186,16 @@ TEST(AgentNewSession, OverMutualTlsTheAgentCapturesTheOtherWorkersWithItsOwnIden
   const std::string make = "python3 " PODSCOPE_SOURCE_DIR "/tests/integration/test_certs.py " + certs.string();
   ASSERT_EQ(std::system(make.c_str()), 0) << make;
   // The workers allow the CLI's name and the agents' own: the first captures the second with its identity.
-  const std::vector<std::string> tls_args = {
-      "--tls_cert", (certs / "server.pem").string(), "--tls_key", (certs / "server.key").string(),
-      "--tls_client_ca", (certs / "ca.pem").string(), "--allowed_clients", "cli.podscope.test,agent.podscope.test",
-      "--allowed_fanout_targets", "127.0.0.1:*"};
+  const std::vector<std::string> tls_args = {"--tls_cert",
+                                             (certs / "server.pem").string(),
+                                             "--tls_key",
+                                             (certs / "server.key").string(),
+                                             "--tls_client_ca",
+                                             (certs / "ca.pem").string(),
+                                             "--allowed_clients",
+                                             "cli.podscope.test,agent.podscope.test",
+                                             "--allowed_fanout_targets",
+                                             "127.0.0.1:*"};
   std::vector<std::string> first_args = {"--repository_root", root, "--host_name", "worker-0"};
   first_args.insert(first_args.end(), tls_args.begin(), tls_args.end());
   std::vector<std::string> second_args = {"--host_name", "worker-1"};
@@ -199,8 +205,8 @@ TEST(AgentNewSession, OverMutualTlsTheAgentCapturesTheOtherWorkersWithItsOwnIden
   const testing::TfCapture capture = testing::tf_capture(200, root + "/plugins/profile", "tls_run");
   const std::string request = testing::tf_new_session_request(capture, {first.grpc_address(), second.grpc_address()});
 
-  const testing::RawReply refused = testing::call_with_bytes(tls_channel(first, certs, "intruder"), kNewSession,
-                                                             request, 60);
+  const testing::RawReply refused =
+      testing::call_with_bytes(tls_channel(first, certs, "intruder"), kNewSession, request, 60);
   EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << refused.status.error_message();
   EXPECT_NE(refused.status.error_message().find("intruder.podscope.test"), std::string::npos);
 

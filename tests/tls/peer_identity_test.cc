@@ -12,8 +12,8 @@ PeerCertificate with_sans(std::vector<std::string> sans, std::vector<std::string
 }
 
 TEST(PeerIdentity, DnsAndUriSansAreTheNamesWhenTheCertificateHasSans) {
-  const PeerCertificate peer = with_sans({"cli.example", "spiffe://example/cli", "127.0.0.1"},
-                                         {"cli.example", "spiffe://example/cli"});
+  const PeerCertificate peer =
+      with_sans({"cli.example", "spiffe://example/cli", "127.0.0.1"}, {"cli.example", "spiffe://example/cli"});
   EXPECT_EQ(certificate_names(peer), (std::vector<std::string>{"cli.example", "spiffe://example/cli"}));
   EXPECT_EQ(peer_identity(peer), "cli.example,spiffe://example/cli");
 }

@@ -17,8 +17,11 @@ namespace {
 TEST(TlsConfig, KeysThatMeanNothingWithoutTlsAreRefused) {
   EXPECT_TRUE(check_tls_config(TlsConfig{}).ok());
   EXPECT_TRUE(check_tls_config(TlsConfig{.ca = "ca.pem"}).ok());  // a client verifying servers only
-  EXPECT_TRUE(check_tls_config(TlsConfig{.cert = "c.pem", .key = "k.pem", .client_ca = "ca.pem",
-                                         .allowed_clients = {"cli.example"}, .plaintext_listen = "127.0.0.1:9"})
+  EXPECT_TRUE(check_tls_config(TlsConfig{.cert = "c.pem",
+                                         .key = "k.pem",
+                                         .client_ca = "ca.pem",
+                                         .allowed_clients = {"cli.example"},
+                                         .plaintext_listen = "127.0.0.1:9"})
                   .ok());
   const absl::Status no_key = check_tls_config(TlsConfig{.cert = "c.pem"});
   EXPECT_EQ(no_key.message(), "tls_cert \"c.pem\" is set without tls_key");
@@ -76,11 +79,12 @@ TEST(CertificateFiles, NotAfterIsReadFromThePemFileAndUnreadableFilesAreNamed) {
   EXPECT_NEAR(static_cast<double>(*server - now), 30 * 86400.0, 120.0);
   EXPECT_FALSE(certificate_not_after_unix_s((dir / "server.key").string()).ok());
   EXPECT_FALSE(certificate_not_after_unix_s((dir / "absent.pem").string()).ok());
-  EXPECT_TRUE(check_tls_files(TlsConfig{.cert = (dir / "server.pem").string(), .key = (dir / "server.key").string(),
+  EXPECT_TRUE(check_tls_files(TlsConfig{.cert = (dir / "server.pem").string(),
+                                        .key = (dir / "server.key").string(),
                                         .client_ca = (dir / "ca.pem").string()})
                   .ok());
-  const absl::Status absent = check_tls_files(TlsConfig{.cert = (dir / "server.pem").string(),
-                                                        .key = (dir / "absent.key").string()});
+  const absl::Status absent =
+      check_tls_files(TlsConfig{.cert = (dir / "server.pem").string(), .key = (dir / "absent.key").string()});
   EXPECT_EQ(absent.message(), "tls_key \"" + (dir / "absent.key").string() + "\": cannot be read");
   std::filesystem::remove_all(dir);
 }
