@@ -11,6 +11,17 @@
 namespace podscope::analysis {
 namespace {
 
+using xspace::kAddressStat;
+using xspace::kAllocationBytesStat;
+using xspace::kAllocatorNameStat;
+using xspace::kBytesAllocatedStat;
+using xspace::kBytesReservedStat;
+using xspace::kMemoryAllocationEventName;
+using xspace::kMemoryDeallocationEventName;
+using xspace::kPeakBytesInUseStat;
+using xspace::kRequestedBytesStat;
+using xspace::kTfOpStat;
+
 using tensorflow::profiler::ActiveAllocation;
 using tensorflow::profiler::MemoryActivityMetadata;
 using tensorflow::profiler::MemoryAggregationStats;
@@ -19,17 +30,9 @@ using tensorflow::profiler::MemoryProfileSnapshot;
 using tensorflow::profiler::PerAllocatorMemoryProfile;
 using xspace::XEventView;
 
-// Stat names of TensorFlow's allocator events (xplane_schema; older files write the step as `id`).
-constexpr std::string_view kAllocatorNameStat = "allocator_name";
-constexpr std::string_view kBytesReservedStat = "bytes_reserved";
-constexpr std::string_view kBytesAllocatedStat = "bytes_allocated";
+// TensorFlow's allocator stats that only the analysis reads (xplane_schema; older files write the step as `id`).
 constexpr std::string_view kBytesAvailableStat = "bytes_available";
 constexpr std::string_view kFragmentationStat = "fragmentation";
-constexpr std::string_view kPeakBytesInUseStat = "peak_bytes_in_use";
-constexpr std::string_view kRequestedBytesStat = "requested_bytes";
-constexpr std::string_view kAllocationBytesStat = "allocation_bytes";
-constexpr std::string_view kAddressStat = "addr";
-constexpr std::string_view kTfOpStat = "tf_op";
 constexpr std::string_view kRegionTypeStat = "region_type";
 constexpr std::string_view kDataTypeStat = "data_type";
 constexpr std::string_view kTensorShapeStat = "shape";

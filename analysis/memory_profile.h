@@ -19,8 +19,6 @@
 
 namespace podscope::analysis {
 
-inline constexpr std::string_view kMemoryAllocationEventName = "MemoryAllocation";
-inline constexpr std::string_view kMemoryDeallocationEventName = "MemoryDeallocation";
 // XProf draws at most this many timeline points per allocator.
 inline constexpr size_t kMaxMemoryTimelinePoints = 1000;
 

@@ -41,11 +41,11 @@ struct HostPlane {
   }
   xspace::XStatsBuilder alloc(int64_t t, std::string_view allocator, int64_t bytes, uint64_t addr) {
     allocated[std::string(allocator)] += bytes;
-    return event(kMemoryAllocationEventName, t, allocator, bytes, addr);
+    return event(xspace::kMemoryAllocationEventName, t, allocator, bytes, addr);
   }
   xspace::XStatsBuilder free(int64_t t, std::string_view allocator, int64_t bytes, uint64_t addr) {
     allocated[std::string(allocator)] -= bytes;
-    return event(kMemoryDeallocationEventName, t, allocator, bytes, addr);
+    return event(xspace::kMemoryDeallocationEventName, t, allocator, bytes, addr);
   }
 };
 
@@ -148,9 +148,9 @@ TEST(MemoryProfileTest, BadEventsAreCountedAndLeaveTheTotalsRight) {
   host.allocated["bfc"] += 40;  // the allocation of 0x77 happened before the window
   host.free(20, "bfc", 40, 0x77);
   // An allocation without its allocator's totals.
-  auto stats = host.thread.add_event(kMemoryAllocationEventName, kT0 + 30, 0);
+  auto stats = host.thread.add_event(xspace::kMemoryAllocationEventName, kT0 + 30, 0);
   stats.add("allocator_name", "bfc").add("allocation_bytes", int64_t{1'000'000});
-  host.thread.add_event(kMemoryAllocationEventName, kT0 + 40, 0).add("bytes_allocated", int64_t{1'000'000});
+  host.thread.add_event(xspace::kMemoryAllocationEventName, kT0 + 40, 0).add("bytes_allocated", int64_t{1'000'000});
   const MemoryProfileResult result = xplane_to_memory_profile(host.plane);
   EXPECT_EQ(result.warnings.events_missing_stats, 2u);
   EXPECT_EQ(result.warnings.unknown_address_deallocations, 1u);
@@ -188,7 +188,7 @@ TEST(MemoryProfileTest, TensorFlowFilePeakIsTheLargestReservedPlusAllocatedOfEac
         const xspace::XPlaneReader reader(plane);
         for (const auto& line : plane.lines()) {
           reader.for_each_event(line, [&](const xspace::XEventView& e) {
-            if (e.name() != kMemoryAllocationEventName && e.name() != kMemoryDeallocationEventName) return;
+            if (e.name() != xspace::kMemoryAllocationEventName && e.name() != xspace::kMemoryDeallocationEventName) return;
             ++events;
             const std::string name(*e.str_stat("allocator_name"));
             const int64_t in_use = *e.int_stat("bytes_reserved") + *e.int_stat("bytes_allocated");
