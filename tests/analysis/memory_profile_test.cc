@@ -188,7 +188,8 @@ TEST(MemoryProfileTest, TensorFlowFilePeakIsTheLargestReservedPlusAllocatedOfEac
         const xspace::XPlaneReader reader(plane);
         for (const auto& line : plane.lines()) {
           reader.for_each_event(line, [&](const xspace::XEventView& e) {
-            if (e.name() != xspace::kMemoryAllocationEventName && e.name() != xspace::kMemoryDeallocationEventName) return;
+            if (e.name() != xspace::kMemoryAllocationEventName && e.name() != xspace::kMemoryDeallocationEventName)
+              return;
             ++events;
             const std::string name(*e.str_stat("allocator_name"));
             const int64_t in_use = *e.int_stat("bytes_reserved") + *e.int_stat("bytes_allocated");
