@@ -69,6 +69,15 @@ absl::StatusOr<std::string> scalar(const YAML::Node& node) {
   return node.Scalar();
 }
 
+// A single-valued option reads its YAML value as the text its flag would hold.
+std::function<absl::Status(const YAML::Node&)> from_scalar(std::function<absl::Status(std::string_view)> from_text) {
+  return [from_text = std::move(from_text)](const YAML::Node& n) -> absl::Status {
+    absl::StatusOr<std::string> s = scalar(n);
+    if (!s.ok()) return s.status();
+    return from_text(*s);
+  };
+}
+
 }  // namespace
 
 void OptionSet::add_string(std::string key, std::string* target, std::string help) {
@@ -80,11 +89,7 @@ void OptionSet::add_string(std::string key, std::string* target, std::string hel
     *target = std::string(v);
     return absl::OkStatus();
   };
-  o.from_yaml = [from_text = o.from_text](const YAML::Node& n) -> absl::Status {
-    absl::StatusOr<std::string> s = scalar(n);
-    if (!s.ok()) return s.status();
-    return from_text(*s);
-  };
+  o.from_yaml = from_scalar(o.from_text);
   options_.push_back(std::move(o));
 }
 
@@ -103,11 +108,7 @@ void OptionSet::add_int(std::string key, int64_t* target, std::string help, int6
     *target = *parsed;
     return absl::OkStatus();
   };
-  o.from_yaml = [from_text = o.from_text](const YAML::Node& n) -> absl::Status {
-    absl::StatusOr<std::string> s = scalar(n);
-    if (!s.ok()) return s.status();
-    return from_text(*s);
-  };
+  o.from_yaml = from_scalar(o.from_text);
   options_.push_back(std::move(o));
 }
 
@@ -129,11 +130,7 @@ void OptionSet::add_double(std::string key, double* target, std::string help, do
     *target = *parsed;
     return absl::OkStatus();
   };
-  o.from_yaml = [from_text = o.from_text](const YAML::Node& n) -> absl::Status {
-    absl::StatusOr<std::string> s = scalar(n);
-    if (!s.ok()) return s.status();
-    return from_text(*s);
-  };
+  o.from_yaml = from_scalar(o.from_text);
   options_.push_back(std::move(o));
 }
 
@@ -149,11 +146,7 @@ void OptionSet::add_bool(std::string key, bool* target, std::string help) {
     *target = *parsed;
     return absl::OkStatus();
   };
-  o.from_yaml = [from_text = o.from_text](const YAML::Node& n) -> absl::Status {
-    absl::StatusOr<std::string> s = scalar(n);
-    if (!s.ok()) return s.status();
-    return from_text(*s);
-  };
+  o.from_yaml = from_scalar(o.from_text);
   options_.push_back(std::move(o));
 }
 
