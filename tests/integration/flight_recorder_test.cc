@@ -147,10 +147,23 @@ absl::StatusOr<podscope::v1::RecordedWindowResponse> recorded_window(const Agent
   return response;
 }
 
+// Ranks register before their ring is up and their first step ends: wait until the recorder holds steps of both, so
+// that the waits which follow measure recording, not start-up (seconds on a loaded box).
+bool both_ranks_recorded_a_step(const AgentProcess& agent) {
+  return wait_for(
+      [&] {
+        absl::StatusOr<podscope::v1::RecordedWindowResponse> window = recorded_window(agent, 10000);
+        XSpace space;
+        return window.ok() && space.ParseFromString(window->xspace()) && steps_by_core(space).size() == 2;
+      },
+      30s);
+}
+
 TEST(FlightRecorder, LastWindowReturnsTheRecentStepsOfEveryRankAtOnce) {
   AgentProcess agent({"--sample_interval_ms", "100", "--flight_recorder_seconds", "10"});
   auto ranks = start_ranks(2, agent.socket_dir() + "/agent.sock");
   ASSERT_TRUE(wait_for([&] { return agent_status(agent).clients_size() == 2; }, 10s)) << agent.output();
+  ASSERT_TRUE(both_ranks_recorded_a_step(agent)) << agent.output();
   std::this_thread::sleep_for(3s);
 
   const auto asked = std::chrono::steady_clock::now();
@@ -181,6 +194,7 @@ TEST(FlightRecorder, ContinuousProfilingCallsAtTensorFlowsFieldNumbers) {
   AgentProcess agent({"--sample_interval_ms", "100", "--flight_recorder_seconds", "10"});
   auto ranks = start_ranks(2, agent.socket_dir() + "/agent.sock");
   ASSERT_TRUE(wait_for([&] { return agent_status(agent).clients_size() == 2; }, 10s)) << agent.output();
+  ASSERT_TRUE(both_ranks_recorded_a_step(agent)) << agent.output();
   std::this_thread::sleep_for(1500ms);
 
   // Recording from the start: a second session is refused, as TSL refuses one.
@@ -217,6 +231,7 @@ TEST(FlightRecorder, SnapshotsDuringAProfileLeaveItWholeAndRecordingGoesOn) {
   AgentProcess agent({"--sample_interval_ms", "100", "--flight_recorder_seconds", "10"});
   auto ranks = start_ranks(2, agent.socket_dir() + "/agent.sock");
   ASSERT_TRUE(wait_for([&] { return agent_status(agent).clients_size() == 2; }, 10s)) << agent.output();
+  ASSERT_TRUE(both_ranks_recorded_a_step(agent)) << agent.output();
   std::this_thread::sleep_for(500ms);
 
   XSpace profiled;
