@@ -21,58 +21,42 @@ std::string dims(const google::protobuf::RepeatedField<uint32_t>& d) {
 
 double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
+// One "warning: TOOL: COUNT TEXT" line per counted problem, none for a count of 0.
+struct CountedProblem {
+  uint64_t count;
+  const char* text;
+};
+
+std::string warning_lines(const char* tool, std::initializer_list<CountedProblem> problems) {
+  std::string out;
+  for (const CountedProblem& p : problems) {
+    if (p.count > 0) absl::StrAppendFormat(&out, "warning: %s: %d %s\n", tool, p.count, p.text);
+  }
+  return out;
+}
+
 std::string kernel_warnings(const KernelStatsResult& kernels) {
-  if (kernels.warnings.corrupt_kernel_details == 0) return "";
-  return absl::StrFormat(
-      "warning: kernel stats: %d kernels with unreadable kernel_details (counted, with the default launch "
-      "configuration)\n",
-      kernels.warnings.corrupt_kernel_details);
+  return warning_lines("kernel stats",
+                       {{kernels.warnings.corrupt_kernel_details,
+                         "kernels with unreadable kernel_details (counted, with the default launch configuration)"}});
 }
 
 std::string memory_warnings(const MemoryProfileResult& memory) {
-  std::string out;
   const MemoryProfileWarnings& w = memory.warnings;
-  if (w.events_missing_stats > 0) {
-    absl::StrAppendFormat(&out,
-                          "warning: memory profile: %d allocator events without allocator_name or "
-                          "bytes_allocated (left out)\n",
-                          w.events_missing_stats);
-  }
-  if (w.unknown_address_deallocations > 0) {
-    absl::StrAppendFormat(&out,
-                          "warning: memory profile: %d deallocations of addresses not allocated in the "
-                          "window\n",
-                          w.unknown_address_deallocations);
-  }
-  if (w.reused_live_addresses > 0) {
-    absl::StrAppendFormat(&out,
-                          "warning: memory profile: %d allocations at an address still live (its free "
-                          "was not recorded)\n",
-                          w.reused_live_addresses);
-  }
-  return out;
+  return warning_lines(
+      "memory profile",
+      {{w.events_missing_stats, "allocator events without allocator_name or bytes_allocated (left out)"},
+       {w.unknown_address_deallocations, "deallocations of addresses not allocated in the window"},
+       {w.reused_live_addresses, "allocations at an address still live (its free was not recorded)"}});
 }
 
 std::string op_stats_warnings(const OpStatsResult& ops) {
-  std::string out;
   const OpStatsWarnings& w = ops.warnings;
-  if (w.negative_durations > 0) {
-    absl::StrAppendFormat(&out, "warning: op stats: %d events with a negative duration (left out)\n",
-                          w.negative_durations);
-  }
-  if (w.malformed_op_stats > 0) {
-    absl::StrAppendFormat(&out,
-                          "warning: op stats: %d events whose op stat is not name:Type (counted under the stat's "
-                          "text, type unknown)\n",
-                          w.malformed_op_stats);
-  }
-  if (w.device_events_without_op > 0) {
-    absl::StrAppendFormat(&out,
-                          "warning: op stats: %d device events without an op stat (counted under their own name, "
-                          "type unknown)\n",
-                          w.device_events_without_op);
-  }
-  return out;
+  return warning_lines(
+      "op stats",
+      {{w.negative_durations, "events with a negative duration (left out)"},
+       {w.malformed_op_stats, "events whose op stat is not name:Type (counted under the stat's text, type unknown)"},
+       {w.device_events_without_op, "device events without an op stat (counted under their own name, type unknown)"}});
 }
 
 // One side's rows of the table without idle.
