@@ -153,6 +153,23 @@ class LocalSocketServerTest : public ::testing::Test {
   testing::TempDir dir_;
   std::string path_ = dir_.file("agent.sock");
   MiniAgent agent_{path_};
+
+  // `older`, a client of protocol `version` registered as "v<version>" on core 4, and `current` on core 5: both
+  // registered, then told that capture `session` opened.
+  void register_both_and_open_window(RawClient& older, uint32_t version, RawClient& current, uint64_t session) {
+    older.send_msg(local::HelloMsg{version, 1});
+    const auto welcome = older.read_msg();
+    ASSERT_TRUE(welcome && std::holds_alternative<local::WelcomeMsg>(*welcome));
+    EXPECT_EQ(std::get<local::WelcomeMsg>(*welcome).version, version);
+    older.send_msg(local::RegisterMsg{version, 0, "v" + std::to_string(version), "job", {4}});
+    current.negotiate_and_register(5);
+    ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 2; }, 2s));
+    agent_.registry().open_window(session, 0, 1000, 0, size_t{64} << 20);
+    for (RawClient* c : {&older, &current}) {
+      const auto open = c->read_msg();
+      ASSERT_TRUE(open && std::holds_alternative<local::CaptureOpenMsg>(*open));
+    }
+  }
 };
 
 TEST_F(LocalSocketServerTest, SocketIsCreated0660) {
@@ -412,21 +429,9 @@ TEST_F(LocalSocketServerTest, VersionOneClientWithoutHelloIsFullyServed) {
 
 TEST_F(LocalSocketServerTest, VersionTwoClientIsServedAndInputStagesAreHeldOnlyFromLaterOnes) {
   RawClient v2(path_);  // a client of the version before input stages
-  v2.send_msg(local::HelloMsg{2, 1});
-  const auto welcome = v2.read_msg();
-  ASSERT_TRUE(welcome && std::holds_alternative<local::WelcomeMsg>(*welcome));
-  EXPECT_EQ(std::get<local::WelcomeMsg>(*welcome).version, 2u);
-  v2.send_msg(local::RegisterMsg{2, 0, "v2", "job", {4}});
   RawClient current(path_);
-  current.negotiate_and_register(5);
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 2; }, 2s));
-
+  ASSERT_NO_FATAL_FAILURE(register_both_and_open_window(v2, 2, current, 7));
   ClientRegistry& registry = agent_.registry();
-  registry.open_window(7, 0, 1000, 0, size_t{64} << 20);
-  for (RawClient* c : {&v2, &current}) {
-    const auto open = c->read_msg();
-    ASSERT_TRUE(open && std::holds_alternative<local::CaptureOpenMsg>(*open));
-  }
   local::EventsMsg events;
   events.session = 7;
   events.core = 4;
@@ -469,21 +474,9 @@ TEST_F(LocalSocketServerTest, VersionTwoClientIsServedAndInputStagesAreHeldOnlyF
 
 TEST_F(LocalSocketServerTest, AllocationsAreHeldInTheWindowAndAVersionThreeClientSendingThemIsClosed) {
   RawClient v3(path_);  // a client of the version before allocation records
-  v3.send_msg(local::HelloMsg{3, 1});
-  const auto welcome = v3.read_msg();
-  ASSERT_TRUE(welcome && std::holds_alternative<local::WelcomeMsg>(*welcome));
-  EXPECT_EQ(std::get<local::WelcomeMsg>(*welcome).version, 3u);
-  v3.send_msg(local::RegisterMsg{3, 0, "v3", "job", {4}});
   RawClient current(path_);
-  current.negotiate_and_register(5);
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 2; }, 2s));
-
+  ASSERT_NO_FATAL_FAILURE(register_both_and_open_window(v3, 3, current, 8));
   ClientRegistry& registry = agent_.registry();
-  registry.open_window(8, 0, 1000, 0, size_t{64} << 20);
-  for (RawClient* c : {&v3, &current}) {
-    const auto open = c->read_msg();
-    ASSERT_TRUE(open && std::holds_alternative<local::CaptureOpenMsg>(*open));
-  }
   local::AllocationsMsg allocations;
   allocations.session = 8;
   allocations.core = 5;
