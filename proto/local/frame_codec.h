@@ -141,9 +141,11 @@ struct StepMsg {
   int64_t end_ns = 0;
   int64_t infeed_ns = 0;      // time in infeed annotations inside the step (same thread)
   int64_t all_reduce_ns = 0;  // time in all-reduce annotations inside the step (same thread)
+  bool operator==(const StepMsg&) const = default;
 };
 struct StepsMsg {
   std::vector<StepMsg> steps;
+  bool operator==(const StepsMsg&) const = default;
 };
 
 struct EventMsg {
@@ -154,6 +156,7 @@ struct EventMsg {
   int64_t duration_ns = 0;
   int64_t value = 0;
   int64_t value2 = 0;
+  bool operator==(const EventMsg&) const = default;
 };
 // A batch of events recorded by one thread for one core during a capture window. `names` defines every
 // name id the batch uses, so each batch decodes on its own.
@@ -163,6 +166,7 @@ struct EventsMsg {
   int64_t thread_id = 0;
   std::vector<std::pair<uint32_t, std::string>> names;
   std::vector<EventMsg> events;
+  bool operator==(const EventsMsg&) const = default;
 };
 
 // What an input stage does; the agent writes it as one of xspace::kInputStageCategories, in this order.
@@ -178,6 +182,7 @@ struct InputStageMsg {
   uint64_t parent_id = 0;
   int64_t start_ns = 0;  // Unix ns on the client's system clock
   int64_t duration_ns = 0;
+  bool operator==(const InputStageMsg&) const = default;
 };
 // A batch of input stages recorded by one thread for one core during a capture window, named as EventsMsg.
 struct InputStagesMsg {
@@ -186,6 +191,7 @@ struct InputStagesMsg {
   int64_t thread_id = 0;
   std::vector<std::pair<uint32_t, std::string>> names;
   std::vector<InputStageMsg> stages;
+  bool operator==(const InputStagesMsg&) const = default;
 };
 
 // One allocation or free reported by an allocator of the process (libpodscope's alloc/free hook).
@@ -198,6 +204,7 @@ struct AllocationMsg {
   uint64_t address = 0;
   int64_t bytes = 0;    // of an allocation (≥ 0); 0 for a free
   int64_t time_ns = 0;  // Unix ns on the client's system clock
+  bool operator==(const AllocationMsg&) const = default;
 };
 // A batch of allocation records made by one thread during a capture window, named as EventsMsg.
 struct AllocationsMsg {
@@ -206,6 +213,7 @@ struct AllocationsMsg {
   int64_t thread_id = 0;
   std::vector<std::pair<uint32_t, std::string>> names;
   std::vector<AllocationMsg> allocations;
+  bool operator==(const AllocationsMsg&) const = default;
 };
 
 struct CaptureDoneMsg {

@@ -51,12 +51,7 @@ TEST(FrameCodec, DevicePlanesChunkRoundTripsAndBadOffsetsAreRefused) {
 TEST(FrameCodec, StepsRoundTrip) {
   StepsMsg m{{{1, 10, 1'700'000'000'000'000'000, 1'700'000'000'005'000'000, 1'000'000, 2'000'000},
               {1, 11, 1'700'000'000'005'000'000, 1'700'000'000'010'000'000, 0, 0}}};
-  auto out = std::get<StepsMsg>(round_trip(m));
-  ASSERT_EQ(out.steps.size(), 2u);
-  EXPECT_EQ(out.steps[0].step_num, 10);
-  EXPECT_EQ(out.steps[0].begin_ns, 1'700'000'000'000'000'000);
-  EXPECT_EQ(out.steps[0].all_reduce_ns, 2'000'000);
-  EXPECT_EQ(out.steps[1].end_ns, 1'700'000'000'010'000'000);
+  EXPECT_EQ(std::get<StepsMsg>(round_trip(m)), m);
 }
 
 TEST(FrameCodec, EventsRoundTripWithNames) {
@@ -67,18 +62,7 @@ TEST(FrameCodec, EventsRoundTripWithNames) {
   m.names = {{5, "matmul"}, {6, "{0,1}"}};
   m.events = {{EventKind::kSend, 13, 3, 1'700'000'000'000'000'100, 2500, 65536, 0},
               {EventKind::kCompute, 5, 0, 1'700'000'000'000'000'200, 900, 1'000'000, 4096}};
-  auto out = std::get<EventsMsg>(round_trip(m));
-  EXPECT_EQ(out.session, 9u);
-  EXPECT_EQ(out.thread_id, 777);
-  ASSERT_EQ(out.names.size(), 2u);
-  EXPECT_EQ(out.names[1].second, "{0,1}");
-  ASSERT_EQ(out.events.size(), 2u);
-  EXPECT_EQ(out.events[0].kind, EventKind::kSend);
-  EXPECT_EQ(out.events[0].id, 13u);
-  EXPECT_EQ(out.events[0].arg, 3);
-  EXPECT_EQ(out.events[0].value, 65536);
-  EXPECT_EQ(out.events[1].value2, 4096);
-  EXPECT_EQ(out.events[1].start_ns, 1'700'000'000'000'000'200);
+  EXPECT_EQ(std::get<EventsMsg>(round_trip(m)), m);
 }
 
 TEST(FrameCodec, InputStagesRoundTripWithNamesCategoriesAndParents) {
@@ -90,20 +74,7 @@ TEST(FrameCodec, InputStagesRoundTripWithNamesCategoriesAndParents) {
   m.stages = {{7, InputStageCategory::kPreprocess, 1ull << 40 | 1, 0, 1'700'000'000'000'000'000, 9000},
               {8, InputStageCategory::kRead, 1ull << 40 | 2, 1ull << 40 | 1, 1'700'000'000'000'000'100, 5000},
               {8, InputStageCategory::kEnqueue, ~0ull, ~0ull - 1, -5, 0}};
-  auto out = std::get<InputStagesMsg>(round_trip(m));
-  EXPECT_EQ(out.session, 4u);
-  EXPECT_EQ(out.core, 3);
-  EXPECT_EQ(out.thread_id, 4242);
-  EXPECT_EQ(out.names, m.names);
-  ASSERT_EQ(out.stages.size(), 3u);
-  for (size_t i = 0; i < out.stages.size(); ++i) {
-    EXPECT_EQ(out.stages[i].name_id, m.stages[i].name_id) << i;
-    EXPECT_EQ(out.stages[i].category, m.stages[i].category) << i;
-    EXPECT_EQ(out.stages[i].stage_id, m.stages[i].stage_id) << i;
-    EXPECT_EQ(out.stages[i].parent_id, m.stages[i].parent_id) << i;
-    EXPECT_EQ(out.stages[i].start_ns, m.stages[i].start_ns) << i;
-    EXPECT_EQ(out.stages[i].duration_ns, m.stages[i].duration_ns) << i;
-  }
+  EXPECT_EQ(std::get<InputStagesMsg>(round_trip(m)), m);
   std::string frame;
   encode_frame(m, frame);
   EXPECT_EQ(frame.size(),
@@ -135,20 +106,7 @@ TEST(FrameCodec, AllocationsRoundTripWithAllocatorAndOpNames) {
   m.allocations = {{AllocationOp::kAllocate, 5, 6, 0x7f00'0000'1000, 1 << 20, 1'700'000'000'000'000'000},
                    {AllocationOp::kFree, 5, 0, 0x7f00'0000'1000, 0, 1'700'000'000'000'000'500},
                    {AllocationOp::kAllocate, 5, 0, ~0ull, INT64_MAX, -3}};
-  auto out = std::get<AllocationsMsg>(round_trip(m));
-  EXPECT_EQ(out.session, 9u);
-  EXPECT_EQ(out.core, 2);
-  EXPECT_EQ(out.thread_id, 777);
-  EXPECT_EQ(out.names, m.names);
-  ASSERT_EQ(out.allocations.size(), 3u);
-  for (size_t i = 0; i < out.allocations.size(); ++i) {
-    EXPECT_EQ(out.allocations[i].op, m.allocations[i].op) << i;
-    EXPECT_EQ(out.allocations[i].allocator_id, m.allocations[i].allocator_id) << i;
-    EXPECT_EQ(out.allocations[i].op_name_id, m.allocations[i].op_name_id) << i;
-    EXPECT_EQ(out.allocations[i].address, m.allocations[i].address) << i;
-    EXPECT_EQ(out.allocations[i].bytes, m.allocations[i].bytes) << i;
-    EXPECT_EQ(out.allocations[i].time_ns, m.allocations[i].time_ns) << i;
-  }
+  EXPECT_EQ(std::get<AllocationsMsg>(round_trip(m)), m);
   std::string frame;
   encode_frame(m, frame);
   EXPECT_EQ(frame.size(),
