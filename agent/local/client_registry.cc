@@ -76,26 +76,10 @@ void ClientRegistry::on_register(uint64_t connection, const local::RegisterMsg& 
   if (send) send(std::move(open));
 }
 
-void ClientRegistry::on_events(uint64_t connection, local::EventsMsg&& msg) {
-  std::lock_guard lock(mu_);
-  if (recorder_ && (msg.session == recording_session_ || (window_ != WindowState::kNone && msg.session == session_))) {
-    if (auto c = connections_.find(connection); c != connections_.end() && c->second.registered)
-      recorder_->add(c->second.info, msg);
-  }
-  if (window_ == WindowState::kNone || msg.session != session_) return;  // late data of an older window
-  auto it = gathered_.find(connection);
-  if (it == gathered_.end()) return;
-  window_events_->add(connection, msg);
-}
-
-void ClientRegistry::on_input_stages(uint64_t connection, local::InputStagesMsg&& msg) {
-  std::lock_guard lock(mu_);
-  if (window_ == WindowState::kNone || msg.session != session_) return;  // late data of an older window
-  if (!gathered_.contains(connection)) return;
-  window_events_->add(connection, msg);
-}
-
-void ClientRegistry::on_allocations(uint64_t connection, local::AllocationsMsg&& msg) {
+// A batch goes to the flight recorder while it records (under its own session, or under a capture's, which
+// a client joined meanwhile uses) and to the capture window it was sent for.
+template <typename Batch>
+void ClientRegistry::hold(uint64_t connection, const Batch& msg) {
   std::lock_guard lock(mu_);
   if (recorder_ && (msg.session == recording_session_ || (window_ != WindowState::kNone && msg.session == session_))) {
     if (auto c = connections_.find(connection); c != connections_.end() && c->second.registered)
@@ -105,6 +89,12 @@ void ClientRegistry::on_allocations(uint64_t connection, local::AllocationsMsg&&
   if (!gathered_.contains(connection)) return;
   window_events_->add(connection, msg);
 }
+
+void ClientRegistry::on_events(uint64_t connection, local::EventsMsg&& msg) { hold(connection, msg); }
+
+void ClientRegistry::on_input_stages(uint64_t connection, local::InputStagesMsg&& msg) { hold(connection, msg); }
+
+void ClientRegistry::on_allocations(uint64_t connection, local::AllocationsMsg&& msg) { hold(connection, msg); }
 
 void ClientRegistry::on_device_planes(uint64_t connection, local::DevicePlanesMsg&& msg) {
   std::lock_guard lock(mu_);

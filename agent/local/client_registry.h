@@ -97,6 +97,8 @@ class ClientRegistry {
   enum class WindowState { kNone, kOpen, kClosing };
 
   static std::string frame(const local::Message& msg);
+  template <typename Batch>
+  void hold(uint64_t connection, const Batch& msg);
 
   mutable std::mutex mu_;
   std::condition_variable changed_;

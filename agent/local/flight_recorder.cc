@@ -26,20 +26,6 @@ void FlightRecorder::expire() {
                 [&held](const auto& entry) { return !std::binary_search(held.begin(), held.end(), entry.first); });
 }
 
-void FlightRecorder::add(const LocalClientInfo& client, const local::EventsMsg& batch) {
-  std::lock_guard lock(mu_);
-  clients_[client.connection] = client;
-  store_.add(client.connection, batch);
-  expire();
-}
-
-void FlightRecorder::add(const LocalClientInfo& client, const local::AllocationsMsg& batch) {
-  std::lock_guard lock(mu_);
-  clients_[client.connection] = client;
-  store_.add(client.connection, batch);
-  expire();
-}
-
 std::vector<LocalClientCapture> FlightRecorder::window(int64_t begin_ns, int64_t end_ns) {
   std::lock_guard lock(mu_);
   expire();

@@ -36,8 +36,14 @@ class FlightRecorder {
   // `now_ns` is the clients' clock (the system clock); a test may pass its own.
   explicit FlightRecorder(FlightRecorderSettings settings, std::function<int64_t()> now_ns = {});
 
-  void add(const LocalClientInfo& client, const local::EventsMsg& batch);
-  void add(const LocalClientInfo& client, const local::AllocationsMsg& batch);
+  // A batch the client sent while recording: events, input stages or allocation records.
+  template <typename Batch>
+  void add(const LocalClientInfo& client, const Batch& batch) {
+    std::lock_guard lock(mu_);
+    clients_[client.connection] = client;
+    store_.add(client.connection, batch);
+    expire();
+  }
   // What every client recorded overlapping [begin_ns, end_ns] (clients' clock), one capture per client,
   // its drops those of the whole-step rule.
   std::vector<LocalClientCapture> window(int64_t begin_ns, int64_t end_ns);

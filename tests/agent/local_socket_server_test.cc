@@ -12,6 +12,7 @@
 // reason; members of the agent's group are trusted when socket_group is empty.
 #include "agent/local/local_socket_server.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -506,22 +507,36 @@ TEST_F(LocalSocketServerTest, AllocationsAreHeldInTheWindowAndAVersionThreeClien
   EXPECT_FALSE(current.closed_by_agent(100ms));
 }
 
-TEST(FlightRecorderAllocations, AllocationRecordsAreHeldAndSnapshotLikeEvents) {
-  FlightRecorder recorder(FlightRecorderSettings{}, [] { return int64_t{1'000'000}; });
-  LocalClientInfo client;
-  client.connection = 1;
-  client.pid = 42;
-  local::AllocationsMsg allocations{1, 0, 42, {{2, "host_pinned"}}, {}};
-  allocations.allocations = {{local::AllocationOp::kAllocate, 2, 0, 0x2000, 64, 900'000},
-                             {local::AllocationOp::kFree, 2, 0, 0x2000, 0, 950'000}};
-  recorder.add(client, allocations);
-  EXPECT_EQ(recorder.state().held_events, 2u);
-  const auto window = recorder.window(0, 1'000'000);
+TEST_F(LocalSocketServerTest, WhileRecordingEventsInputStagesAndAllocationsAllReachTheRecorder) {
+  RawClient client(path_);
+  client.negotiate_and_register(5);
+  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
+  auto recorder = std::make_shared<FlightRecorder>(FlightRecorderSettings{}, [] { return int64_t{1'000'000}; });
+  agent_.registry().start_recording(recorder);
+  const auto open = client.read_msg();
+  ASSERT_TRUE(open && std::holds_alternative<local::CaptureOpenMsg>(*open));
+  const uint64_t session = std::get<local::CaptureOpenMsg>(*open).session;
+
+  client.send_msg(local::EventsMsg{session, 5, 42, {{1, "matmul"}}, {{local::EventKind::kCompute, 1, 0, 800'000, 20}}});
+  client.send_msg(local::InputStagesMsg{
+      session, 5, 42, {{2, "read_batch"}}, {{2, local::InputStageCategory::kRead, 11, 0, 850'000, 30}}});
+  client.send_msg(local::AllocationsMsg{session,
+                                        5,
+                                        42,
+                                        {{3, "host_pinned"}},
+                                        {{local::AllocationOp::kAllocate, 3, 0, 0x2000, 64, 900'000},
+                                         {local::AllocationOp::kFree, 3, 0, 0x2000, 0, 950'000}}});
+  ASSERT_TRUE(MiniAgent::wait_for([&] { return recorder->state().held_events == 4; }, 2s))
+      << recorder->state().held_events;
+  const auto window = recorder->window(0, 1'000'000);
   ASSERT_EQ(window.size(), 1u);
-  ASSERT_EQ(window[0].events.events.size(), 2u);
-  EXPECT_EQ(window[0].events.events[0].kind, local::EventKind::kAllocation);
-  EXPECT_EQ(window[0].events.names[window[0].events.events[0].id], "host_pinned");
-  EXPECT_EQ(window[0].events.events[1].kind, local::EventKind::kDeallocation);
+  std::vector<std::pair<local::EventKind, std::string>> held;
+  for (const HeldEvent& e : window[0].events.events) held.emplace_back(e.kind, window[0].events.names[e.id]);
+  EXPECT_THAT(held, ::testing::ElementsAre(::testing::Pair(local::EventKind::kCompute, "matmul"),
+                                           ::testing::Pair(local::EventKind::kInputStage, "read_batch"),
+                                           ::testing::Pair(local::EventKind::kAllocation, "host_pinned"),
+                                           ::testing::Pair(local::EventKind::kDeallocation, "host_pinned")));
+  agent_.registry().stop_recording();
 }
 
 TEST_F(LocalSocketServerTest, UnservedVersionsAreRefusedWithAReasonAndALogLine) {

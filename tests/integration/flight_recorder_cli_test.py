@@ -34,6 +34,12 @@ class FlightRecorderCli(unittest.TestCase):
             self.assertEqual(len(cores), 2, out)
             for core, steps, average_ms in cores:
                 self.assertGreaterEqual(int(steps) * float(average_ms), 1800, out)
+            # The recorder holds the ranks' input stages too: the input pipeline analyzer names their stages.
+            with open(os.path.join(run_dir, "input_pipeline.json")) as f:
+                hosts = json.load(f)["hosts"]
+            self.assertEqual(len(hosts), 2, hosts)
+            for host in hosts:
+                self.assertIn(host["slowestStage"], ["read_batch", "normalize_batch", "enqueue_batch"], host)
 
         code, out = podscope("status", "--service_addr", pod.addresses[0])
         self.assertEqual(code, 0, out)
