@@ -7,6 +7,8 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
 
+#include "proto/xspace/saturating.h"
+
 namespace podscope::agent {
 namespace {
 
@@ -29,13 +31,6 @@ constexpr size_t kChunkBytes = 16 << 10;
 // Per-name and per-stream bookkeeping, charged like events so that a flood of distinct names is bounded too.
 constexpr size_t kNameOverheadBytes = 96;
 constexpr size_t kStreamBytes = 64;
-
-int64_t saturating_add(int64_t a, int64_t b) {
-  int64_t out = 0;
-  if (__builtin_add_overflow(a, b, &out))
-    return b < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
-  return out;
-}
 
 // Whether an event's id / arg is a name the batch defines.
 bool id_is_name(EventKind kind) {
@@ -151,7 +146,7 @@ struct CompactEventStore::Client {
     ++d.events;
     if (e.kind == EventKind::kStep) ++d.steps;
     lost_begin_ns = std::min(lost_begin_ns, e.start_ns);
-    lost_end_ns = std::max(lost_end_ns, saturating_add(e.start_ns, std::max<int64_t>(e.duration_ns, 0)));
+    lost_end_ns = std::max(lost_end_ns, xspace::saturating_add(e.start_ns, std::max<int64_t>(e.duration_ns, 0)));
   }
 };
 
@@ -240,7 +235,8 @@ void CompactEventStore::append(Client& c, uint32_t stream, const local::EventMsg
   chunk.used = static_cast<size_t>(p - chunk.bytes.get());
   chunk.last_start_ns = e.start_ns;
   chunk.first_start_ns = std::min(chunk.first_start_ns, e.start_ns);
-  chunk.last_end_ns = std::max(chunk.last_end_ns, saturating_add(e.start_ns, std::max<int64_t>(e.duration_ns, 0)));
+  chunk.last_end_ns =
+      std::max(chunk.last_end_ns, xspace::saturating_add(e.start_ns, std::max<int64_t>(e.duration_ns, 0)));
   ++chunk.events;
   chunk.charged += cost;
   c.charged += cost;
@@ -285,7 +281,7 @@ void CompactEventStore::add(uint64_t id, const local::EventsMsg& batch) {
 
   for (const local::EventMsg& e : batch.events) {
     if (e.start_ns > window_end_ns_ ||
-        saturating_add(e.start_ns, std::max<int64_t>(e.duration_ns, 0)) < window_begin_ns_)
+        xspace::saturating_add(e.start_ns, std::max<int64_t>(e.duration_ns, 0)) < window_begin_ns_)
       continue;
     ++c.received;
     const uint32_t event_id = id_is_name(e.kind) ? name_of(e.id) : e.id;
@@ -373,7 +369,7 @@ void CompactEventStore::drop_incomplete_steps(const Client& c, HeldClientEvents&
   std::map<int32_t, Spans> dropped_steps;
   for (const HeldEvent& e : out.events) {
     if (e.kind != EventKind::kStep) continue;
-    const int64_t end = saturating_add(e.start_ns, std::max<int64_t>(e.duration_ns, 0));
+    const int64_t end = xspace::saturating_add(e.start_ns, std::max<int64_t>(e.duration_ns, 0));
     if (end >= lost_begin && e.start_ns <= lost_end)
       dropped_steps[c.streams[e.stream].core].spans.push_back({e.start_ns, end});
   }
@@ -424,7 +420,7 @@ HeldClientEvents CompactEventStore::copy(uint64_t id, int64_t begin_ns, int64_t 
   for (const Chunk& chunk : c.chunks) {
     if (chunk.last_end_ns < begin_ns || chunk.first_start_ns > end_ns) continue;
     chunk.decode([&](const HeldEvent& e) {
-      if (e.start_ns <= end_ns && saturating_add(e.start_ns, std::max<int64_t>(e.duration_ns, 0)) >= begin_ns)
+      if (e.start_ns <= end_ns && xspace::saturating_add(e.start_ns, std::max<int64_t>(e.duration_ns, 0)) >= begin_ns)
         out.events.push_back(e);
     });
   }

@@ -10,6 +10,7 @@
 
 #include "proto/xspace/allocator_events.h"
 #include "proto/xspace/names.h"
+#include "proto/xspace/saturating.h"
 #include "proto/xspace/xplane_builder.h"
 
 namespace podscope::agent {
@@ -270,8 +271,7 @@ void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Cl
     for (const HeldEvent& e : held.events) {
       const int64_t start = clock.from_system_ns(e.start_ns);
       // Client values may be anything: an end past INT64_MAX is the end of time, not a wrapped negative.
-      int64_t end = 0;
-      if (__builtin_add_overflow(start, e.duration_ns, &end)) end = e.duration_ns < 0 ? INT64_MIN : INT64_MAX;
+      const int64_t end = xspace::saturating_add(start, e.duration_ns);
       if (end < options.window_start_ns || start > options.window_end_ns) continue;
       if (is_memory_event(e)) {
         memory_events.push_back({&e, &held, start});

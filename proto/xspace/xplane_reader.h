@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "absl/container/flat_hash_map.h"
+#include "proto/xspace/saturating.h"
 #include "tensorflow/xplane.pb.h"
 
 namespace podscope::xspace {
@@ -25,10 +26,13 @@ class XEventView {
   // Absolute times are ns since the Unix epoch (or the file's own origin for old TF files); Unix time in
   // ps would overflow int64, so picoseconds stay relative to the line.
   int64_t offset_ps() const;
-  int64_t start_ns() const { return line_->timestamp_ns() + offset_ps() / 1000; }
+  // Saturating: a file's times may be anything.
+  int64_t start_ns() const { return saturating_add(line_->timestamp_ns(), offset_ps() / 1000); }
   int64_t duration_ps() const { return event_->duration_ps(); }
   int64_t duration_ns() const { return event_->duration_ps() / 1000; }
-  int64_t end_ns() const { return line_->timestamp_ns() + (offset_ps() + event_->duration_ps()) / 1000; }
+  int64_t end_ns() const {
+    return saturating_add(line_->timestamp_ns(), saturating_add(offset_ps(), event_->duration_ps()) / 1000);
+  }
 
   // Integer stats (int64, uint64, or a double that holds an integer) by stat name.
   std::optional<int64_t> int_stat(std::string_view name) const;

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "proto/xspace/names.h"
@@ -100,6 +101,25 @@ TEST(XPlaneReader, ACompressedStringStatThatDoesNotInflateIsAbsent) {
       bytes_field(5, varint_field(1, 1) + bytes_field(2, varint_field(1, 1) + bytes_field(2, "hlo_text"))) +
       bytes_field(6, varint_field(1, 1) + bytes_field(8, "not gzip"))));
   EXPECT_EQ(XPlaneReader(plane).str_stat("hlo_text"), std::nullopt);
+}
+
+TEST(XPlaneReader, TimesPastTheInt64RangeSaturateInsteadOfWrapping) {
+  tensorflow::profiler::XPlane plane;
+  tensorflow::profiler::XLine* line = plane.add_lines();
+  line->set_timestamp_ns(114);
+  tensorflow::profiler::XEvent* late = line->add_events();
+  late->set_offset_ps(114'502'000'000);
+  late->set_duration_ps(std::numeric_limits<int64_t>::max() - 127);
+  tensorflow::profiler::XEvent* early = line->add_events();
+  early->set_offset_ps(std::numeric_limits<int64_t>::min());
+  early->set_duration_ps(std::numeric_limits<int64_t>::min());
+  line->set_timestamp_ns(std::numeric_limits<int64_t>::min() + 1);
+  std::vector<std::pair<int64_t, int64_t>> times;
+  XPlaneReader(plane).for_each_event(*line, [&](const XEventView& e) { times.emplace_back(e.start_ns(), e.end_ns()); });
+  ASSERT_EQ(times.size(), 2u);
+  EXPECT_EQ(times[0].second, line->timestamp_ns() + std::numeric_limits<int64_t>::max() / 1000);
+  EXPECT_EQ(times[1].first, std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(times[1].second, std::numeric_limits<int64_t>::min());
 }
 
 TEST(HasEvents, OnlyAnEventOnSomeLineCounts) {
