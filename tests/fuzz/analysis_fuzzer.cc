@@ -2,7 +2,7 @@
 // the overview page and input pipeline analyzer, tf.data, kernel stats, the memory profile and op stats, each
 // giving results or statuses, never a crash, a hang or undefined behaviour (the file-writing runner is left out:
 // too slow to fuzz). Each tool reads the space once, so an execution stays as cheap as one pass over the input.
-// Seeds: tests/data/analysis, ../shared/testdata.
+// Seeds: tests/data/analysis, tests/data/fuzz/analysis_fuzzer, ../shared/testdata.
 #include <cstddef>
 #include <cstdint>
 
