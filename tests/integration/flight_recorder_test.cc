@@ -332,7 +332,8 @@ TEST(FlightRecorder, SlowStepsFreezeSnapshotsKeptWithinTheLimitsAndServedById) {
   AgentProcess agent({"--sample_interval_ms", "100", "--flight_recorder_seconds", "10", "--trigger_cooldown_s", "0",
                       "--trigger_step_factor", "20", "--flight_recorder_max_snapshots", "2", "--repository_root",
                       root});
-  auto ranks = start_ranks(2, agent.socket_dir() + "/agent.sock", {"--slow_steps", "100:4:300", "--slow_rank", "0"});
+  // Slow by a second: far past 20 medians of ring_trainer's steps (2-5 ms, about 20 ms in the instrumented build).
+  auto ranks = start_ranks(2, agent.socket_dir() + "/agent.sock", {"--slow_steps", "100:4:1000", "--slow_rank", "0"});
   // A loaded host's jitter may trigger too: the slow steps are told by their numbers.
   auto slow_steps_stored = [&agent] {
     std::set<int64_t> steps;
