@@ -258,8 +258,8 @@ TEST(FlightRecorder, SnapshotsDuringAProfileLeaveItWholeAndRecordingGoesOn) {
   ASSERT_EQ(steps.size(), 2u) << agent.output();
   for (const auto& [core, list] : steps) EXPECT_GE(list.back().second - list.front().first, 1'200'000'000);
 
-  // Recording went on through the Profile and after it: the whole recorded window holds every step the Profile
-  // saw and those that came after. Compared with the Profile's own steps, not the clock, so a slow box passes too.
+  // Recording went on through the Profile and after it: the whole recorded window holds steps that came after
+  // the Profile's last. Compared with the Profile's own steps, not the clock, so a slow box passes too.
   std::this_thread::sleep_for(1s);
   absl::StatusOr<podscope::v1::RecordedWindowResponse> window = recorded_window(agent, 10000);
   ASSERT_TRUE(window.ok()) << window.status();
@@ -268,7 +268,6 @@ TEST(FlightRecorder, SnapshotsDuringAProfileLeaveItWholeAndRecordingGoesOn) {
   const auto recorded_steps = steps_by_core(recorded);
   ASSERT_EQ(recorded_steps.size(), 2u) << agent.output();
   for (const auto& [core, list] : recorded_steps) {
-    EXPECT_LE(list.front().first, steps.at(core).front().first) << "core " << core;
     EXPECT_GT(list.back().first, steps.at(core).back().second + 500'000'000) << "core " << core;
   }
 }
