@@ -32,6 +32,12 @@ constexpr size_t kChunkBytes = 16 << 10;
 constexpr size_t kNameOverheadBytes = 96;
 constexpr size_t kStreamBytes = 64;
 
+// Where an event ends: a negative duration counts as none, and a client's end past INT64_MAX is the end of time.
+template <typename Event>
+int64_t end_of(const Event& e) {
+  return xspace::saturating_add(e.start_ns, std::max<int64_t>(e.duration_ns, 0));
+}
+
 // Whether an event's id / arg is a name the batch defines.
 bool id_is_name(EventKind kind) {
   return kind == EventKind::kStep || kind == EventKind::kCompute || kind == EventKind::kFreeForm ||
@@ -146,7 +152,7 @@ struct CompactEventStore::Client {
     ++d.events;
     if (e.kind == EventKind::kStep) ++d.steps;
     lost_begin_ns = std::min(lost_begin_ns, e.start_ns);
-    lost_end_ns = std::max(lost_end_ns, xspace::saturating_add(e.start_ns, std::max<int64_t>(e.duration_ns, 0)));
+    lost_end_ns = std::max(lost_end_ns, end_of(e));
   }
 };
 
@@ -235,8 +241,7 @@ void CompactEventStore::append(Client& c, uint32_t stream, const local::EventMsg
   chunk.used = static_cast<size_t>(p - chunk.bytes.get());
   chunk.last_start_ns = e.start_ns;
   chunk.first_start_ns = std::min(chunk.first_start_ns, e.start_ns);
-  chunk.last_end_ns =
-      std::max(chunk.last_end_ns, xspace::saturating_add(e.start_ns, std::max<int64_t>(e.duration_ns, 0)));
+  chunk.last_end_ns = std::max(chunk.last_end_ns, end_of(e));
   ++chunk.events;
   chunk.charged += cost;
   c.charged += cost;
@@ -280,9 +285,7 @@ void CompactEventStore::add(uint64_t id, const local::EventsMsg& batch) {
   };
 
   for (const local::EventMsg& e : batch.events) {
-    if (e.start_ns > window_end_ns_ ||
-        xspace::saturating_add(e.start_ns, std::max<int64_t>(e.duration_ns, 0)) < window_begin_ns_)
-      continue;
+    if (e.start_ns > window_end_ns_ || end_of(e) < window_begin_ns_) continue;
     ++c.received;
     const uint32_t event_id = id_is_name(e.kind) ? name_of(e.id) : e.id;
     const int32_t arg = arg_is_name(e.kind) ? static_cast<int32_t>(name_of(static_cast<uint32_t>(e.arg))) : e.arg;
@@ -369,7 +372,7 @@ void CompactEventStore::drop_incomplete_steps(const Client& c, HeldClientEvents&
   std::map<int32_t, Spans> dropped_steps;
   for (const HeldEvent& e : out.events) {
     if (e.kind != EventKind::kStep) continue;
-    const int64_t end = xspace::saturating_add(e.start_ns, std::max<int64_t>(e.duration_ns, 0));
+    const int64_t end = end_of(e);
     if (end >= lost_begin && e.start_ns <= lost_end)
       dropped_steps[c.streams[e.stream].core].spans.push_back({e.start_ns, end});
   }
@@ -420,8 +423,7 @@ HeldClientEvents CompactEventStore::copy(uint64_t id, int64_t begin_ns, int64_t 
   for (const Chunk& chunk : c.chunks) {
     if (chunk.last_end_ns < begin_ns || chunk.first_start_ns > end_ns) continue;
     chunk.decode([&](const HeldEvent& e) {
-      if (e.start_ns <= end_ns && xspace::saturating_add(e.start_ns, std::max<int64_t>(e.duration_ns, 0)) >= begin_ns)
-        out.events.push_back(e);
+      if (e.start_ns <= end_ns && end_of(e) >= begin_ns) out.events.push_back(e);
     });
   }
   drop_incomplete_steps(c, out);
