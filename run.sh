@@ -5,9 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
+# ccache, where installed, makes a rebuild of unchanged sources (a fresh clone, another checkout) a cache read.
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+
 build() {
   bash scripts/deps.sh
-  cmake -S . -B build -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" >/dev/null
+  cmake -S . -B build -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" "${launcher[@]}" >/dev/null
   cmake --build build -j"$(nproc)"
 }
 
@@ -15,7 +19,8 @@ build() {
 # targets), `test-sanitize` (everything) and scripts/fuzz.sh, so none rebuilds what another built; TARGETS... or
 # everything.
 sanitized_build() {
-  CC=clang CXX=clang++ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPODSCOPE_SANITIZE=ON >/dev/null
+  CC=clang CXX=clang++ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPODSCOPE_SANITIZE=ON \
+    "${launcher[@]}" >/dev/null
   cmake --build build-sanitize -j"$(nproc)" ${1:+--target "$@"}
 }
 

@@ -384,8 +384,9 @@ void Runtime::add_event(const RawEvent& e, ThreadRing& ring, std::vector<CoreBat
   last_event_ = nullptr;
   last_input_stage_ = nullptr;
   const int32_t core = e.core_index < drain_cores_.size() ? drain_cores_[e.core_index] : 0;
+  // Both ends through the one monotonic conversion, so spans of a thread that follow in ticks follow in ns.
   const int64_t start = clock_.to_unix_ns(e.begin_tick);
-  const int64_t duration = e.end_tick >= e.begin_tick ? clock_.ticks_to_ns(e.end_tick - e.begin_tick) : 0;
+  const int64_t duration = e.end_tick >= e.begin_tick ? clock_.to_unix_ns(e.end_tick) - start : 0;
   const auto kind = static_cast<detail::Kind>(e.kind);
   if (kind == detail::Kind::kStep) {
     if (steps_.size() >= kMaxStepsPerFrame) queue_steps();
