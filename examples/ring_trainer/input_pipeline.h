@@ -20,6 +20,7 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "client/podscope.h"
@@ -47,15 +48,30 @@ class InputPipeline {
     cv_.notify_all();
     producer_.join();
   }
-  // Asks for a batch and blocks until it is ready.
+  // Takes the next batch, blocking only while none is ready: a ready batch is replaced when the step calls
+  // refill(), after its wait for input. Woken inside that wait, the producer would take the core the step runs
+  // on (the scheduler favours a thread just woken) and the step would wait for a batch it already had.
   StepBuffer next() {
     std::unique_lock lock(mu_);
-    ++requested_;
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return !queue_.empty(); });
+    if (queue_.empty()) {
+      ++requested_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return !queue_.empty(); });
+    } else {
+      ++to_refill_;
+    }
     StepBuffer batch = std::move(queue_.front());
     queue_.pop_front();
     return batch;
+  }
+  // Asks the producer for the batches taken from the ready queue since the last call.
+  void refill() {
+    {
+      std::lock_guard lock(mu_);
+      if (to_refill_ == 0) return;
+      requested_ += std::exchange(to_refill_, 0);
+    }
+    cv_.notify_all();
   }
 
  private:
@@ -109,6 +125,7 @@ class InputPipeline {
   std::condition_variable cv_;
   std::deque<StepBuffer> queue_;
   size_t requested_ = 0;  // batches asked for (or to be kept ahead) and not yet started
+  size_t to_refill_ = 0;  // ready batches taken, not yet asked for again
   bool stop_ = false;
   std::thread producer_;
 };

@@ -167,6 +167,7 @@ int train(const Flags& f) {
         auto in = podscope::infeed(static_cast<int64_t>(m * m * sizeof(float)));
         batch = input.next();
       }
+      input.refill();
       {
         auto compute = podscope::compute(matmul_name, flops, static_cast<int64_t>(3 * m * m * sizeof(float)));
         matmul(batch.data(), weights.data(), product.data(), f.matrix);
