@@ -1,6 +1,7 @@
 #include "examples/ring_trainer/spawn.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,6 +37,7 @@ int spawn_ranks(int world, const std::vector<std::string>& child_args, const std
       return 1;
     }
     if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // ranks do not outlive their launcher, however it ends
       if (rank < static_cast<int>(agent_sockets.size()))
         ::setenv("PODSCOPE_AGENT_SOCKET", agent_sockets[rank].c_str(), 1);
       std::vector<char*> argv;

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -70,6 +71,7 @@ class AgentProcess {
     if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
     pid_ = fork();
     if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // a test killed on its timeout leaves no agent behind
       dup2(out[1], STDERR_FILENO);
       dup2(out[1], STDOUT_FILENO);
       if (environment.open_file_limit > 0) {

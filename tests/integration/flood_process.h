@@ -3,6 +3,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,6 +26,7 @@ class FloodProcess {
   FloodProcess(const std::string& socket, int core, int threads, int ops_per_step) {
     pid_ = ::fork();
     if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a test killed on its timeout leaves no flood behind
       ::setpriority(PRIO_PROCESS, 0, 19);
       ::setenv("PODSCOPE_AGENT_SOCKET", socket.c_str(), 1);
       const std::string bin = std::string(PODSCOPE_BINARY_DIR) + "/bin/annotation_flood";

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,6 +59,7 @@ class TrainerProcess {
     if (::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
     pid_ = ::fork();
     if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a test killed on its timeout leaves no trainer behind
       ::dup2(out[1], STDERR_FILENO);
       ::dup2(out[1], STDOUT_FILENO);
       ::setenv("PODSCOPE_AGENT_SOCKET", agent_socket.c_str(), 1);

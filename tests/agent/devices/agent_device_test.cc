@@ -3,6 +3,7 @@
 // stand-in TensorFlow profiler server (--upstream) whose XSpace must come back merged into the agent's capture.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -75,6 +76,7 @@ class AgentProcess {
     EXPECT_EQ(pipe(pipe_fds), 0);
     pid_ = fork();
     if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // a test killed on its timeout leaves no agent behind
       dup2(pipe_fds[1], STDERR_FILENO);
       close(pipe_fds[0]);
       setenv("LD_LIBRARY_PATH", ld_library_path.c_str(), 1);
