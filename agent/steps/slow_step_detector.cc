@@ -40,10 +40,13 @@ bool SlowStepDetector::admit(const SlowStep& slow, bool& inside_cooldown) {
   // Either side of the step that started it: another process's view of that step may end a little earlier.
   const int64_t since = end > cooldown_from_ns_ ? end - cooldown_from_ns_ : cooldown_from_ns_ - end;
   inside_cooldown = triggered_ && since < settings_.cooldown_ns;
-  if (inside_cooldown && slow.ratio() < kEscalation * cooldown_ratio_) return false;
+  if (inside_cooldown && slow.ratio() < kEscalation * cooldown_max_ratio_) {
+    cooldown_max_ratio_ = std::max(cooldown_max_ratio_, slow.ratio());
+    return false;
+  }
   triggered_ = true;
   cooldown_from_ns_ = end;
-  cooldown_ratio_ = slow.ratio();
+  cooldown_max_ratio_ = slow.ratio();
   return true;
 }
 

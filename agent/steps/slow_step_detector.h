@@ -9,9 +9,10 @@
 //
 // Snapshots are rate-limited without ignoring what matters: after one, a cool-down starts for the whole agent
 // (in synchronous training every core of every process sees the same slow step); inside it only a step at
-// least kEscalation times slower, relative to its median, than the one that started the cool-down freezes
-// another (and restarts the cool-down from it). Jitter that happened to start a cool-down cannot hide a real
-// outlier, and a run of ever slower steps makes at most a few snapshots (each one doubles the bar).
+// least kEscalation times slower, relative to its median, than every slow step seen since the cool-down began
+// freezes another (and restarts the cool-down from it). Jitter that happened to start a cool-down cannot hide
+// a real outlier, and jitter inside it raises the bar for itself: the slow steps that freeze snapshots are the
+// records of what the host has shown, each at least twice the last.
 //
 // Fed on the local socket's thread with every step — a process annotating tiny steps sends hundreds of
 // thousands a second — so a step costs a short lock and two binary searches in a sorted window, with no
@@ -51,7 +52,7 @@ struct SlowStepVerdict {
   enum class Kind {
     kNotSlow,
     kWarmingUp,    // slow, but its process is still warming up
-    kCoolingDown,  // slow, but not kEscalation times slower than the step that started the cool-down
+    kCoolingDown,  // slow, but not kEscalation times slower than the slow steps seen in the cool-down
     kSnapshot,     // freezes a snapshot
   };
   Kind kind = Kind::kNotSlow;
@@ -61,8 +62,8 @@ struct SlowStepVerdict {
 
 class SlowStepDetector {
  public:
-  // Inside a cool-down a step must be this many times slower (relative to its median) than the one that
-  // started it to freeze another snapshot.
+  // Inside a cool-down a step must be this many times slower (relative to its median) than every slow step
+  // seen since it began to freeze another snapshot.
   static constexpr double kEscalation = 2.0;
 
   explicit SlowStepDetector(SlowStepSettings settings) : settings_(settings) {}
@@ -98,8 +99,8 @@ class SlowStepDetector {
   std::vector<int64_t> scratch_;
   uint64_t forgotten_ = 0;
   bool triggered_ = false;
-  int64_t cooldown_from_ns_ = 0;  // the end of the step that started the cool-down, agent clock
-  double cooldown_ratio_ = 0;     // its ratio to its median
+  int64_t cooldown_from_ns_ = 0;   // the end of the step that started the cool-down, agent clock
+  double cooldown_max_ratio_ = 0;  // the largest ratio to its median of a slow step seen since
 };
 
 }  // namespace podscope::agent
