@@ -69,8 +69,8 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
             "start-up steps are slow for reasons of their own",
             0, 24 * 3600);
   o.add_int("trigger_cooldown_s", &c.trigger_cooldown_s,
-            "seconds after a triggered snapshot during which only a step twice as slow, relative to its median, as "
-            "every slow step seen since freezes another",
+            "a slow step freezes a snapshot only when it is twice as slow, relative to its median, as every slow "
+            "step of the last this many seconds (0: every slow step does)",
             0, 24 * 3600);
 
   // --- local socket ---

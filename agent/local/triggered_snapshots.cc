@@ -28,7 +28,7 @@ constexpr std::string_view kDeletedHelp =
     "Triggered snapshots retention deleted, oldest first (flight_recorder_max_snapshots and flight_recorder_max_mb "
     "in memory, flight_recorder_disk_mb on disk)";
 // In the order of TriggeredSnapshots::Outcome.
-constexpr std::array<std::string_view, 7> kOutcomeNames{"snapshot",     "escalated", "warming_up",  "cooling_down",
+constexpr std::array<std::string_view, 7> kOutcomeNames{"snapshot",     "escalated", "warming_up",  "below_bar",
                                                         "freezer_busy", "too_late",  "recorder_off"};
 
 prometheus::Family<prometheus::Counter>& counter_family(prometheus::Registry& registry, const std::string& name,
@@ -87,8 +87,9 @@ TriggeredSnapshots::TriggeredSnapshots(FlightRecording& recording, std::shared_p
                              .Add({{"host", host_name_}, {"where", "disk"}})) {
   auto& slow_steps = counter_family(metrics, "podscope_slow_steps_total",
                                     "Slow steps of annotated processes, by what became of them: a snapshot, one "
-                                    "escalated past a cool-down, or none (warming up, cooling down, freezer busy, "
-                                    "too late for the window, recorder off)");
+                                    "within the cool-down of another, or none (warming up, below the bar of the "
+                                    "last cool-down's slow steps, freezer busy, too late for the window, recorder "
+                                    "off)");
   for (std::string_view outcome : kOutcomeNames) {
     outcomes_.push_back(&slow_steps.Add({{"host", host_name_}, {"outcome", std::string(outcome)}}));
   }
@@ -130,7 +131,7 @@ void TriggeredSnapshots::observe_step(int32_t pid, const StepRecord& step) {
   switch (verdict.kind) {
     case SlowStepVerdict::Kind::kNotSlow: return;
     case SlowStepVerdict::Kind::kWarmingUp: count(Outcome::kWarmingUp); return;
-    case SlowStepVerdict::Kind::kCoolingDown: count(Outcome::kCoolingDown); return;
+    case SlowStepVerdict::Kind::kBelowBar: count(Outcome::kBelowBar); return;
     case SlowStepVerdict::Kind::kSnapshot: break;
   }
   // The span ends when the slow step's events have arrived; a step claiming to end in the future is held to now.
@@ -216,7 +217,7 @@ void TriggeredSnapshots::freeze(const Trigger& trigger) {
                       << ") core " << slow.step.core_id << " step " << slow.step.step_num << " took "
                       << slow.step_ns / 1'000'000.0 << " ms, " << slow.ratio() << "x its median "
                       << slow.median_ns / 1'000'000.0 << " ms (MAD " << slow.mad_ns / 1'000'000.0 << " ms)"
-                      << (trigger.inside_cooldown ? ", inside the cool-down of a faster one" : "") << "; "
+                      << (trigger.inside_cooldown ? ", twice as slow as the slow steps since the last snapshot" : "") << "; "
                       << (snapshot->end_ns - snapshot->begin_ns) / 1'000'000 << " ms held"
                       << (held.info.path().empty() ? "" : " in " + held.info.path());
   const podscope::v1::StoredSnapshot info = held.info;

@@ -98,7 +98,7 @@ class TriggeredSnapshots final : public LifecycleComponent {
     bool inside_cooldown = false;
     int64_t end_ns = 0;  // the span reaches back the recorder's window from here
   };
-  enum class Outcome { kSnapshot, kEscalated, kWarmingUp, kCoolingDown, kFreezerBusy, kTooLate, kRecorderOff };
+  enum class Outcome { kSnapshot, kEscalated, kWarmingUp, kBelowBar, kFreezerBusy, kTooLate, kRecorderOff };
   static constexpr size_t kOutcomes = 7;
 
   void run();

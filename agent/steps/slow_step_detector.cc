@@ -6,8 +6,8 @@ namespace podscope::agent {
 
 SlowStepVerdict SlowStepDetector::observe(int32_t pid, const StepRecord& step) {
   SlowStepVerdict verdict;
-  const int64_t step_ns = step.end_ns - step.begin_ns;
-  if (step_ns <= 0) return verdict;
+  int64_t step_ns = 0;
+  if (__builtin_sub_overflow(step.end_ns, step.begin_ns, &step_ns) || step_ns <= 0) return verdict;
   std::lock_guard lock(mu_);
   Window& w = window_of(pid, step.end_ns);
   if (static_cast<int64_t>(w.sorted.size()) >= std::min<int64_t>(settings_.min_steps, settings_.history)) {
@@ -21,7 +21,7 @@ SlowStepVerdict SlowStepDetector::observe(int32_t pid, const StepRecord& step) {
         } else if (admit(verdict.slow, verdict.inside_cooldown)) {
           verdict.kind = SlowStepVerdict::Kind::kSnapshot;
         } else {
-          verdict.kind = SlowStepVerdict::Kind::kCoolingDown;
+          verdict.kind = SlowStepVerdict::Kind::kBelowBar;
         }
       }
     }
@@ -37,17 +37,37 @@ bool SlowStepDetector::warming_up(const Window& w, int64_t end_ns) const {
 
 bool SlowStepDetector::admit(const SlowStep& slow, bool& inside_cooldown) {
   const int64_t end = slow.step.end_ns;
-  // Either side of the step that started it: another process's view of that step may end a little earlier.
-  const int64_t since = end > cooldown_from_ns_ ? end - cooldown_from_ns_ : cooldown_from_ns_ - end;
+  const double bar = kEscalation * recent_max_ratio(end);
+  record(end, slow.ratio());
+  if (slow.ratio() < bar) return false;
+  // Either side: another process's view of a step may end a little earlier.
+  const int64_t since = end > last_snapshot_end_ns_ ? end - last_snapshot_end_ns_ : last_snapshot_end_ns_ - end;
   inside_cooldown = triggered_ && since < settings_.cooldown_ns;
-  if (inside_cooldown && slow.ratio() < kEscalation * cooldown_max_ratio_) {
-    cooldown_max_ratio_ = std::max(cooldown_max_ratio_, slow.ratio());
-    return false;
-  }
   triggered_ = true;
-  cooldown_from_ns_ = end;
-  cooldown_max_ratio_ = slow.ratio();
+  last_snapshot_end_ns_ = end;
   return true;
+}
+
+double SlowStepDetector::recent_max_ratio(int64_t end_ns) const {
+  if (settings_.cooldown_ns <= 0) return 0;
+  const int64_t index = end_ns / std::max<int64_t>(settings_.cooldown_ns / kSlices, 1);
+  double max_ratio = 0;
+  for (const Slice& s : slices_) {
+    if (s.index >= 0 && s.index > index - kSlices && s.index < index + kSlices) {
+      max_ratio = std::max(max_ratio, s.max_ratio);
+    }
+  }
+  return max_ratio;
+}
+
+void SlowStepDetector::record(int64_t end_ns, double ratio) {
+  if (settings_.cooldown_ns <= 0) return;
+  const int64_t index = end_ns / std::max<int64_t>(settings_.cooldown_ns / kSlices, 1);
+  Slice& s = slices_[((index % kSlices) + kSlices) % kSlices];
+  // A slice from far ahead (a step claiming a future end) is taken back by the present.
+  if (s.index < index || s.index >= index + kSlices) s = Slice{index, 0};
+  // A step older than the slice now in its place (out of order, by more than a cool-down) sets no bar.
+  if (s.index == index) s.max_ratio = std::max(s.max_ratio, ratio);
 }
 
 int64_t SlowStepDetector::mad(const Window& w, int64_t median) {

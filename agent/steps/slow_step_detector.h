@@ -7,12 +7,13 @@
 // since its first one (start-up, connection set-up, the recorder switching annotation on: its first steps are
 // slower for reasons nobody needs a snapshot of). Slow steps seen then are counted, not snapshot.
 //
-// Snapshots are rate-limited without ignoring what matters: after one, a cool-down starts for the whole agent
-// (in synchronous training every core of every process sees the same slow step); inside it only a step at
-// least kEscalation times slower, relative to its median, than every slow step seen since the cool-down began
-// freezes another (and restarts the cool-down from it). Jitter that happened to start a cool-down cannot hide
-// a real outlier, and jitter inside it raises the bar for itself: the slow steps that freeze snapshots are the
-// records of what the host has shown, each at least twice the last.
+// Snapshots are rate-limited by a bar, not by ignoring slow steps: a slow step freezes a snapshot only when it
+// is at least kEscalation times slower, relative to its median, than every slow step any process showed in
+// the last `cooldown_ns` (warm-up steps aside). In synchronous training every core of every process sees the
+// same slow step: the first view freezes one, the others are below its bar. Jitter raises the bar for itself,
+// snapshot or not, so only records of what the host has shown freeze snapshots, each at least twice the last
+// of the past cool-down; a real outlier after a snapshot of noise is still caught. Slow steps below the bar
+// are counted by the caller (kBelowBar), never queued.
 //
 // Fed on the local socket's thread with every step — a process annotating tiny steps sends hundreds of
 // thousands a second — so a step costs a short lock and two binary searches in a sorted window, with no
@@ -52,18 +53,18 @@ struct SlowStepVerdict {
   enum class Kind {
     kNotSlow,
     kWarmingUp,    // slow, but its process is still warming up
-    kCoolingDown,  // slow, but not kEscalation times slower than the slow steps seen in the cool-down
+    kBelowBar,     // slow, but not kEscalation times slower than the slow steps of the last cool-down
     kSnapshot,     // freezes a snapshot
   };
   Kind kind = Kind::kNotSlow;
-  bool inside_cooldown = false;  // a kSnapshot that escalated past a cool-down
+  bool inside_cooldown = false;  // a kSnapshot within the cool-down of an earlier snapshot
   SlowStep slow;                 // set unless kNotSlow
 };
 
 class SlowStepDetector {
  public:
-  // Inside a cool-down a step must be this many times slower (relative to its median) than every slow step
-  // seen since it began to freeze another snapshot.
+  // A slow step must be this many times slower (relative to its median) than every slow step of the last
+  // cool-down to freeze a snapshot.
   static constexpr double kEscalation = 2.0;
 
   explicit SlowStepDetector(SlowStepSettings settings) : settings_(settings) {}
@@ -90,17 +91,27 @@ class SlowStepDetector {
   // The MAD of the window around `median` (`scratch_` holds the deviations).
   int64_t mad(const Window& w, int64_t median);
   bool warming_up(const Window& w, int64_t end_ns) const;
-  // Whether a slow step of this ratio freezes a snapshot now; starts or restarts the cool-down when it does.
+  // Whether a slow step freezes a snapshot; it raises the bar either way.
   bool admit(const SlowStep& slow, bool& inside_cooldown);
+  // The largest ratio of a slow step within about the cool-down around `end_ns` (the slices' resolution).
+  double recent_max_ratio(int64_t end_ns) const;
+  void record(int64_t end_ns, double ratio);
 
   const SlowStepSettings settings_;
   mutable std::mutex mu_;
   std::unordered_map<int32_t, Window> windows_;
   std::vector<int64_t> scratch_;
   uint64_t forgotten_ = 0;
+  // The slowest slow step's ratio of each of the last kSlices slices of the cool-down (a sliding maximum in
+  // constant memory).
+  static constexpr int64_t kSlices = 8;
+  struct Slice {
+    int64_t index = -1;  // end_ns / slice length
+    double max_ratio = 0;
+  };
+  Slice slices_[kSlices];
   bool triggered_ = false;
-  int64_t cooldown_from_ns_ = 0;   // the end of the step that started the cool-down, agent clock
-  double cooldown_max_ratio_ = 0;  // the largest ratio to its median of a slow step seen since
+  int64_t last_snapshot_end_ns_ = 0;  // agent clock
 };
 
 }  // namespace podscope::agent

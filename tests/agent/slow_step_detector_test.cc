@@ -1,10 +1,12 @@
 // SlowStepDetector on synthetic step sequences: a step is slow past both the ratio to its process's median and
 // the median + k × MAD; a process's first steps and seconds trigger nothing; inside a cool-down only a step
-// twice as slow as every slow step seen since it began triggers; every process has its own baseline.
+// twice as slow as every slow step of the last cool-down triggers, snapshot or not; every process has its own
+// baseline.
 #include "agent/steps/slow_step_detector.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <random>
 
 namespace podscope::agent {
@@ -105,15 +107,15 @@ TEST(SlowStepDetector, InsideACooldownOnlyAStepTwiceAsSlowAsTheSlowStepsBeforeIt
   }
   // Noise starts the cool-down: 3x the median.
   EXPECT_TRUE(snapshots(detector, 1, step(30, t += 30, 30)));
-  EXPECT_EQ(detector.observe(2, step(30, t, 30)).kind, Kind::kCoolingDown) << "the same step seen by another rank";
-  EXPECT_EQ(detector.observe(1, step(31, t += 50, 50)).kind, Kind::kCoolingDown) << "5x: not twice as slow";
+  EXPECT_EQ(detector.observe(2, step(30, t, 30)).kind, Kind::kBelowBar) << "the same step seen by another rank";
+  EXPECT_EQ(detector.observe(1, step(31, t += 50, 50)).kind, Kind::kBelowBar) << "5x: not twice as slow";
   // A real outlier inside the cool-down: 20x, more than twice 5x.
   const SlowStepVerdict real = detector.observe(2, step(32, t += 200, 200));
   ASSERT_EQ(real.kind, Kind::kSnapshot);
   EXPECT_TRUE(real.inside_cooldown);
   // Its view from the other rank ends a little earlier: still inside the cool-down it restarted.
-  EXPECT_EQ(detector.observe(1, step(32, t - 1, 199)).kind, Kind::kCoolingDown);
-  EXPECT_EQ(detector.observe(1, step(33, t += 300, 300)).kind, Kind::kCoolingDown) << "30x: not twice 20x";
+  EXPECT_EQ(detector.observe(1, step(32, t - 1, 199)).kind, Kind::kBelowBar);
+  EXPECT_EQ(detector.observe(1, step(33, t += 300, 300)).kind, Kind::kBelowBar) << "30x: not twice 20x";
   for (int64_t i = 34; i < 150; ++i) detector.observe(1, step(i, t += 10, 10));
   const SlowStepVerdict after = detector.observe(1, step(150, t += 30, 30));
   EXPECT_EQ(after.kind, Kind::kSnapshot) << "past the cool-down, 3x triggers again";
@@ -125,10 +127,40 @@ TEST(SlowStepDetector, SlowStepsInsideACooldownRaiseItsBar) {
   int64_t t = 0;
   for (int64_t i = 0; i < 30; ++i) detector.observe(1, step(i, t += 10, 10));
   EXPECT_TRUE(snapshots(detector, 1, step(30, t += 30, 30)));
-  EXPECT_EQ(detector.observe(1, step(31, t += 50, 50)).kind, Kind::kCoolingDown);
-  EXPECT_EQ(detector.observe(1, step(32, t += 90, 90)).kind, Kind::kCoolingDown) << "9x: not twice 5x";
-  EXPECT_EQ(detector.observe(1, step(33, t += 170, 170)).kind, Kind::kCoolingDown) << "17x: not twice 9x";
+  EXPECT_EQ(detector.observe(1, step(31, t += 50, 50)).kind, Kind::kBelowBar);
+  EXPECT_EQ(detector.observe(1, step(32, t += 90, 90)).kind, Kind::kBelowBar) << "9x: not twice 5x";
+  EXPECT_EQ(detector.observe(1, step(33, t += 170, 170)).kind, Kind::kBelowBar) << "17x: not twice 9x";
   EXPECT_TRUE(snapshots(detector, 1, step(34, t += 350, 350))) << "35x: more than twice 17x";
+}
+
+TEST(SlowStepDetector, JitterRaisesTheBarWithoutASnapshot) {
+  SlowStepDetector detector(settings(2.0, 20, 1'000 * kMs));
+  int64_t t = 0;
+  int64_t n = 0;
+  for (; n < 30; ++n) detector.observe(1, step(n, t += 10, 10));
+  EXPECT_TRUE(snapshots(detector, 1, step(n++, t += 30, 30)));
+  // 8x jitter every 300 ms, for 3 s: the first is more than twice 3x; the others are below twice 8x, the last ones
+  // long after any snapshot.
+  for (int64_t jitter = 0; jitter < 10; ++jitter) {
+    for (int64_t i = 0; i < 22; ++i) detector.observe(1, step(n++, t += 10, 10));
+    const SlowStepVerdict verdict = detector.observe(1, step(n++, t += 80, 80));
+    EXPECT_EQ(verdict.kind, jitter == 0 ? Kind::kSnapshot : Kind::kBelowBar) << "jitter " << jitter;
+  }
+  EXPECT_EQ(detector.observe(1, step(n++, t += 120, 120)).kind, Kind::kBelowBar) << "12x: not twice 8x";
+  const SlowStepVerdict real = detector.observe(1, step(n++, t += 250, 250));
+  ASSERT_EQ(real.kind, Kind::kSnapshot) << "25x: more than twice 12x";
+  EXPECT_FALSE(real.inside_cooldown) << "the last snapshot was seconds ago";
+  // A second without slow steps: the bar is down again.
+  for (int64_t i = 0; i < 120; ++i) detector.observe(1, step(n++, t += 10, 10));
+  EXPECT_TRUE(snapshots(detector, 1, step(n++, t += 30, 30)));
+}
+
+TEST(SlowStepDetector, WithoutACooldownEverySlowStepTriggers) {
+  SlowStepDetector detector(settings(2.0, 20, 0));
+  int64_t t = 0;
+  for (int64_t i = 0; i < 30; ++i) detector.observe(1, step(i, t += 10, 10));
+  EXPECT_TRUE(snapshots(detector, 1, step(30, t += 100, 100)));
+  EXPECT_TRUE(snapshots(detector, 1, step(31, t += 30, 30)));
 }
 
 TEST(SlowStepDetector, EachProcessIsComparedWithItsOwnMedian) {
@@ -142,11 +174,12 @@ TEST(SlowStepDetector, EachProcessIsComparedWithItsOwnMedian) {
   EXPECT_TRUE(snapshots(detector, 1, step(30, t, 150)));
 }
 
-TEST(SlowStepDetector, EmptyOrBackwardStepsAreIgnored) {
+TEST(SlowStepDetector, EmptyBackwardOrOverflowingStepsAreIgnored) {
   SlowStepDetector detector(settings(2.0, 3, 0));
   for (int64_t i = 0; i < 5; ++i) detector.observe(1, step(i, 10 * (i + 1), 10));
   EXPECT_EQ(detector.observe(1, StepRecord{0, 5, 100 * kMs, 100 * kMs}).kind, Kind::kNotSlow);
   EXPECT_EQ(detector.observe(1, StepRecord{0, 6, 200 * kMs, 100 * kMs}).kind, Kind::kNotSlow);
+  EXPECT_EQ(detector.observe(1, StepRecord{0, 6, INT64_MIN, INT64_MAX}).kind, Kind::kNotSlow) << "overflows";
   EXPECT_TRUE(snapshots(detector, 1, step(7, 300, 50)));
 }
 
