@@ -217,7 +217,7 @@ void TriggeredSnapshots::freeze(const Trigger& trigger) {
                       << ") core " << slow.step.core_id << " step " << slow.step.step_num << " took "
                       << slow.step_ns / 1'000'000.0 << " ms, " << slow.ratio() << "x its median "
                       << slow.median_ns / 1'000'000.0 << " ms (MAD " << slow.mad_ns / 1'000'000.0 << " ms)"
-                      << (trigger.inside_cooldown ? ", twice as slow as the slow steps since the last snapshot" : "") << "; "
+                      << (trigger.inside_cooldown ? ", within the cool-down of an earlier snapshot" : "") << "; "
                       << (snapshot->end_ns - snapshot->begin_ns) / 1'000'000 << " ms held"
                       << (held.info.path().empty() ? "" : " in " + held.info.path());
   const podscope::v1::StoredSnapshot info = held.info;

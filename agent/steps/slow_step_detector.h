@@ -52,9 +52,9 @@ struct SlowStep {
 struct SlowStepVerdict {
   enum class Kind {
     kNotSlow,
-    kWarmingUp,    // slow, but its process is still warming up
-    kBelowBar,     // slow, but not kEscalation times slower than the slow steps of the last cool-down
-    kSnapshot,     // freezes a snapshot
+    kWarmingUp,  // slow, but its process is still warming up
+    kBelowBar,   // slow, but not kEscalation times slower than the slow steps of the last cool-down
+    kSnapshot,   // freezes a snapshot
   };
   Kind kind = Kind::kNotSlow;
   bool inside_cooldown = false;  // a kSnapshot within the cool-down of an earlier snapshot

@@ -133,7 +133,7 @@ TEST(TriggeredSnapshots, FreshStartsFreezeNothingWhileTheRanksWarmUp) {
           << " during the warm-up (" << s.step_ns() << " ns against a median of " << s.median_ns() << " ns)";
     }
     std::cerr << "start " << start << ": " << recorder.snapshots_size() << " snapshots; slow steps ignored while "
-              << "warming up " << slow_steps(agent, "warming_up") << ", in a cool-down "
+              << "warming up " << slow_steps(agent, "warming_up") << ", below the bar "
               << slow_steps(agent, "below_bar") << "\n";
   }
 }
