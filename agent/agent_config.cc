@@ -55,13 +55,23 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
             "counted (no repository_root: none are written)",
             1, 1 << 20);
   o.add_double("trigger_step_factor", &c.trigger_step_factor,
-               "a step of an annotated process longer than this many times the rolling median of its recent steps "
-               "freezes the flight recorder's window as a snapshot",
+               "a step of an annotated process slow enough (see trigger_spread_factor) and longer than this many "
+               "times the median of its recent steps freezes the flight recorder's window as a snapshot",
                1.01, 1000);
+  o.add_double("trigger_spread_factor", &c.trigger_spread_factor,
+               "a slow step is also longer than the median of its process's recent steps plus this many times their "
+               "median absolute deviation, so that steps that vary by nature do not trigger",
+               0, 1000);
   o.add_int("trigger_min_steps", &c.trigger_min_steps,
             "steps of a process the agent must have seen before one of them can trigger a snapshot", 3, 100000);
+  o.add_int("trigger_warmup_s", &c.trigger_warmup_s,
+            "seconds after a process's first step (as the agent sees it) during which its steps trigger nothing: "
+            "start-up steps are slow for reasons of their own",
+            0, 24 * 3600);
   o.add_int("trigger_cooldown_s", &c.trigger_cooldown_s,
-            "seconds after a triggered snapshot during which no other step triggers one", 0, 24 * 3600);
+            "a slow step freezes a snapshot only when it is twice as slow, relative to its median, as every slow "
+            "step of the last this many seconds (0: every slow step does)",
+            0, 24 * 3600);
 
   // --- local socket ---
   o.add_string("socket_group", &c.socket_group,

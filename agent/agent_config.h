@@ -33,8 +33,10 @@ struct AgentConfig {
   int64_t flight_recorder_max_snapshots = 10;  // triggered snapshots kept in memory, newest
   int64_t flight_recorder_disk_mb = 256;       // triggered snapshots kept under repository_root, newest
   double trigger_step_factor = 2.0;            // a step this many times its process's rolling median triggers
+  double trigger_spread_factor = 10.0;         // ... and more than this many MADs above that median
   int64_t trigger_min_steps = 20;              // steps of a process seen before its median is trusted
-  int64_t trigger_cooldown_s = 60;             // no second trigger this soon after one
+  int64_t trigger_warmup_s = 2;                // a process's first seconds trigger nothing
+  int64_t trigger_cooldown_s = 60;             // a trigger is twice as slow as any slow step this recent
 
   // --- local socket ---
   std::string socket_group;                      // group of the 0660 socket (empty: the agent's)

@@ -108,8 +108,11 @@ std::unique_ptr<LifecycleComponent> make_flight_recorder(AgentParts& parts) {
 std::unique_ptr<LifecycleComponent> make_triggered_snapshots(AgentParts& parts) {
   const AgentConfig& c = parts.config;
   TriggeredSnapshotSettings settings;
-  settings.slow_step =
-      SlowStepSettings{c.trigger_step_factor, c.trigger_min_steps, c.trigger_cooldown_s * 1'000'000'000};
+  settings.slow_step.factor = c.trigger_step_factor;
+  settings.slow_step.spread_factor = c.trigger_spread_factor;
+  settings.slow_step.min_steps = c.trigger_min_steps;
+  settings.slow_step.warmup_ns = c.trigger_warmup_s * 1'000'000'000;
+  settings.slow_step.cooldown_ns = c.trigger_cooldown_s * 1'000'000'000;
   settings.max_snapshots = static_cast<size_t>(c.flight_recorder_max_snapshots);
   settings.max_memory_bytes = static_cast<size_t>(c.flight_recorder_max_mb) << 20;
   // TensorBoard's runs directory, where captures written under the root go too.
@@ -117,8 +120,8 @@ std::unique_ptr<LifecycleComponent> make_triggered_snapshots(AgentParts& parts) 
     settings.runs_directory = std::filesystem::path(c.repository_root) / "plugins" / "profile";
   }
   settings.max_disk_bytes = static_cast<size_t>(c.flight_recorder_disk_mb) << 20;
-  auto snapshots = std::make_unique<TriggeredSnapshots>(*parts.recording, parts.local_clients, parts.host_name,
-                                                        std::move(settings), *parts.registry);
+  auto snapshots = std::make_unique<TriggeredSnapshots>(*parts.recording, parts.local_clients, parts.clock,
+                                                        parts.host_name, std::move(settings), *parts.registry);
   parts.triggered_snapshots = snapshots.get();
   return snapshots;
 }

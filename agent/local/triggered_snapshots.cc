@@ -1,9 +1,13 @@
 #include "agent/local/triggered_snapshots.h"
 
+#include <google/protobuf/text_format.h>
+
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <system_error>
 
 #include <prometheus/family.h>
@@ -16,11 +20,16 @@ namespace podscope::agent {
 namespace {
 
 constexpr std::string_view kSlowStep = "slow_step";
-constexpr size_t kMaxPending = 64;
+constexpr std::string_view kIdSequenceMark = "_slow_step_";  // an id is <run name>_slow_step_<sequence>
+constexpr std::string_view kXSpaceSuffix = ".xplane.pb";
+constexpr std::string_view kInfoSuffix = ".stored_snapshot.txtpb";
 constexpr std::string_view kDeletedName = "podscope_flight_recorder_snapshots_deleted_total";
 constexpr std::string_view kDeletedHelp =
     "Triggered snapshots retention deleted, oldest first (flight_recorder_max_snapshots and flight_recorder_max_mb "
     "in memory, flight_recorder_disk_mb on disk)";
+// In the order of TriggeredSnapshots::Outcome.
+constexpr std::array<std::string_view, 7> kOutcomeNames{"snapshot",     "escalated", "warming_up",  "below_bar",
+                                                        "freezer_busy", "too_late",  "recorder_off"};
 
 prometheus::Family<prometheus::Counter>& counter_family(prometheus::Registry& registry, const std::string& name,
                                                         const std::string& help) {
@@ -34,13 +43,38 @@ std::string program_of(const ClientRegistry& clients, int32_t pid) {
   return "";
 }
 
+// The sequence number at the end of a snapshot id; 0 when it has none.
+uint64_t sequence_of(const std::string& id) {
+  const size_t mark = id.rfind(kIdSequenceMark);
+  if (mark == std::string::npos) return 0;
+  const std::string digits = id.substr(mark + kIdSequenceMark.size());
+  if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return 0;
+  return std::stoull(digits);
+}
+
+absl::StatusOr<std::string> read_whole_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError("cannot open " + path.string());
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(path.string() + " unreadable");
+  return content.str();
+}
+
+uint64_t size_or_zero(const std::filesystem::path& path) {
+  std::error_code error;
+  const uintmax_t size = std::filesystem::file_size(path, error);
+  return error ? 0 : size;
+}
+
 }  // namespace
 
 TriggeredSnapshots::TriggeredSnapshots(FlightRecording& recording, std::shared_ptr<ClientRegistry> clients,
-                                       std::string host_name, TriggeredSnapshotSettings settings,
+                                       const Clock& clock, std::string host_name, TriggeredSnapshotSettings settings,
                                        prometheus::Registry& metrics)
     : recording_(recording),
       clients_(std::move(clients)),
+      clock_(clock),
       host_name_(std::move(host_name)),
       settings_(std::move(settings)),
       detector_(settings_.slow_step),
@@ -50,11 +84,35 @@ TriggeredSnapshots::TriggeredSnapshots(FlightRecording& recording, std::shared_p
       deleted_from_memory_(counter_family(metrics, std::string(kDeletedName), std::string(kDeletedHelp))
                                .Add({{"host", host_name_}, {"where", "memory"}})),
       deleted_from_disk_(counter_family(metrics, std::string(kDeletedName), std::string(kDeletedHelp))
-                             .Add({{"host", host_name_}, {"where", "disk"}})) {}
+                             .Add({{"host", host_name_}, {"where", "disk"}})) {
+  auto& slow_steps = counter_family(metrics, "podscope_slow_steps_total",
+                                    "Slow steps of annotated processes, by what became of them: a snapshot, one "
+                                    "within the cool-down of another, or none (warming up, below the bar of the "
+                                    "last cool-down's slow steps, freezer busy, too late for the window, recorder "
+                                    "off)");
+  for (std::string_view outcome : kOutcomeNames) {
+    outcomes_.push_back(&slow_steps.Add({{"host", host_name_}, {"outcome", std::string(outcome)}}));
+  }
+}
 
 TriggeredSnapshots::~TriggeredSnapshots() { stop(); }
 
 absl::Status TriggeredSnapshots::start() {
+  if (!settings_.runs_directory.empty()) {
+    std::vector<Held> found = find_stored();
+    std::lock_guard lock(mu_);
+    uint64_t bytes = 0;
+    for (Held& h : found) {
+      sequence_ = std::max(sequence_, sequence_of(h.info.id()));
+      bytes += h.disk_bytes;
+      held_.push_back(std::move(h));
+    }
+    if (!held_.empty()) {
+      PODSCOPE_LOG(kInfo) << "found " << held_.size() << " triggered snapshots of " << host_name_ << " ("
+                          << bytes / 1024 << " KiB) under " << settings_.runs_directory.string();
+    }
+    apply_retention();
+  }
   worker_ = std::thread([this] { run(); });
   return absl::OkStatus();
 }
@@ -69,13 +127,22 @@ void TriggeredSnapshots::stop() {
 }
 
 void TriggeredSnapshots::observe_step(int32_t pid, const StepRecord& step) {
-  std::optional<SlowStep> slow = detector_.observe(pid, step);
-  if (!slow) return;
+  const SlowStepVerdict verdict = detector_.observe(pid, step);
+  switch (verdict.kind) {
+    case SlowStepVerdict::Kind::kNotSlow: return;
+    case SlowStepVerdict::Kind::kWarmingUp: count(Outcome::kWarmingUp); return;
+    case SlowStepVerdict::Kind::kBelowBar: count(Outcome::kBelowBar); return;
+    case SlowStepVerdict::Kind::kSnapshot: break;
+  }
+  // The span ends when the slow step's events have arrived; a step claiming to end in the future is held to now.
+  const int64_t end = std::min(step.end_ns, clock_.now_ns()) + settings_.settle_ms * 1'000'000;
   {
     std::lock_guard lock(mu_);
-    // The detector's cool-down makes more than one pending rare; a burst past kMaxPending is dropped.
-    if (pending_.size() >= kMaxPending) return;
-    pending_.push_back(*slow);
+    if (pending_.size() >= kMaxPending) {
+      count(Outcome::kFreezerBusy);
+      return;
+    }
+    pending_.push_back(Trigger{verdict.slow, verdict.inside_cooldown, end});
   }
   wake_.notify_all();
 }
@@ -85,18 +152,19 @@ void TriggeredSnapshots::run() {
   while (true) {
     wake_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
     if (stopping_) return;
-    const SlowStep slow = pending_.front();
+    const Trigger trigger = pending_.front();
+    const auto until_end = std::chrono::nanoseconds(std::max<int64_t>(trigger.end_ns - clock_.now_ns(), 0));
+    if (wake_.wait_for(lock, until_end, [this] { return stopping_; })) return;
     pending_.pop_front();
-    if (wake_.wait_for(lock, std::chrono::milliseconds(settings_.settle_ms), [this] { return stopping_; })) return;
     lock.unlock();
-    freeze(slow);
+    freeze(trigger);
     lock.lock();
   }
 }
 
 podscope::v1::StoredSnapshot TriggeredSnapshots::describe(const SlowStep& slow, const RecorderSnapshot& snapshot) {
   podscope::v1::StoredSnapshot info;
-  info.set_id(tf_run_name(snapshot.end_ns) + "_" + std::string(kSlowStep) + "_" + std::to_string(++sequence_));
+  info.set_id(tf_run_name(snapshot.end_ns) + std::string(kIdSequenceMark) + std::to_string(++sequence_));
   info.set_reason(std::string(kSlowStep));
   info.set_pid(slow.pid);
   info.set_program(program_of(*clients_, slow.pid));
@@ -110,11 +178,27 @@ podscope::v1::StoredSnapshot TriggeredSnapshots::describe(const SlowStep& slow, 
   return info;
 }
 
-void TriggeredSnapshots::freeze(const SlowStep& slow) {
+void TriggeredSnapshots::freeze(const Trigger& trigger) {
+  const SlowStep& slow = trigger.slow;
   const std::optional<FlightRecorderState> state = recording_.state();
-  if (!state) return;  // the recorder was stopped (StopContinuousProfiling): there is no window to freeze
-  absl::StatusOr<RecorderSnapshot> snapshot = recording_.last(state->window_ns / 1'000'000);
-  if (!snapshot.ok()) return;
+  if (!state) {  // the recorder was stopped (StopContinuousProfiling): there is no window to freeze
+    count(Outcome::kRecorderOff);
+    return;
+  }
+  // The window moved on while earlier triggers were frozen: the slow step (its last half window, when it is
+  // longer) has begun to leave it.
+  const int64_t must_hold_from = std::max(slow.step.begin_ns, slow.step.end_ns - state->window_ns / 2);
+  if (clock_.now_ns() - state->window_ns > must_hold_from) {
+    count(Outcome::kTooLate);
+    PODSCOPE_LOG(kWarning) << "slow step " << slow.step.step_num << " of pid " << slow.pid
+                           << " not snapshot: it left the flight recorder's window before its turn to be frozen";
+    return;
+  }
+  absl::StatusOr<RecorderSnapshot> snapshot = recording_.span(trigger.end_ns - state->window_ns, trigger.end_ns);
+  if (!snapshot.ok()) {
+    count(Outcome::kRecorderOff);
+    return;
+  }
   Held held;
   {
     std::lock_guard lock(mu_);
@@ -128,12 +212,14 @@ void TriggeredSnapshots::freeze(const SlowStep& slow) {
     }
   }
   slow_step_snapshots_.Increment();
+  count(trigger.inside_cooldown ? Outcome::kEscalated : Outcome::kSnapshot);
   PODSCOPE_LOG(kInfo) << "triggered snapshot " << held.info.id() << ": pid " << slow.pid << " (" << held.info.program()
                       << ") core " << slow.step.core_id << " step " << slow.step.step_num << " took "
-                      << slow.step_ns / 1'000'000.0 << " ms, "
-                      << static_cast<double>(slow.step_ns) / static_cast<double>(slow.median_ns) << "x its median "
-                      << slow.median_ns / 1'000'000.0 << " ms; " << (snapshot->end_ns - snapshot->begin_ns) / 1'000'000
-                      << " ms held" << (held.info.path().empty() ? "" : " in " + held.info.path());
+                      << slow.step_ns / 1'000'000.0 << " ms, " << slow.ratio() << "x its median "
+                      << slow.median_ns / 1'000'000.0 << " ms (MAD " << slow.mad_ns / 1'000'000.0 << " ms)"
+                      << (trigger.inside_cooldown ? ", within the cool-down of an earlier snapshot" : "") << "; "
+                      << (snapshot->end_ns - snapshot->begin_ns) / 1'000'000 << " ms held"
+                      << (held.info.path().empty() ? "" : " in " + held.info.path());
   const podscope::v1::StoredSnapshot info = held.info;
   {
     std::lock_guard lock(mu_);
@@ -145,11 +231,74 @@ void TriggeredSnapshots::freeze(const SlowStep& slow) {
 }
 
 absl::Status TriggeredSnapshots::write(Held& held) {
-  const std::filesystem::path path = settings_.runs_directory / held.info.id() / (host_name_ + ".xplane.pb");
+  const std::filesystem::path run = settings_.runs_directory / held.info.id();
+  const std::filesystem::path path = run / (host_name_ + std::string(kXSpaceSuffix));
   if (absl::Status s = write_file_atomically(path, held.xspace); !s.ok()) return s;
   held.info.set_path(path.string());
   held.disk_bytes = held.xspace.size();
+  // What the snapshot is, for the agent that finds it after a restart; without it the run is still found.
+  std::string described;
+  google::protobuf::TextFormat::PrintToString(held.info, &described);
+  if (absl::Status s = write_file_atomically(run / (host_name_ + std::string(kInfoSuffix)), described); !s.ok()) {
+    return s;
+  }
+  held.disk_bytes += described.size();
   return absl::OkStatus();
+}
+
+std::vector<TriggeredSnapshots::Held> TriggeredSnapshots::find_stored() const {
+  std::vector<Held> found;
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(settings_.runs_directory, error), end; !error && it != end;
+       it.increment(error)) {
+    // Captures are runs here too: a snapshot's run is named by its id and holds this host's files.
+    const std::filesystem::directory_entry& entry = *it;
+    const std::string id = entry.path().filename().string();
+    std::error_code kind_error;
+    if (entry.is_symlink(kind_error) || !entry.is_directory(kind_error) || sequence_of(id) == 0) continue;
+    const std::filesystem::path xspace = entry.path() / (host_name_ + std::string(kXSpaceSuffix));
+    const std::filesystem::path described = entry.path() / (host_name_ + std::string(kInfoSuffix));
+    if (std::error_code file_error; !std::filesystem::is_regular_file(xspace, file_error)) continue;
+    Held h;
+    if (absl::StatusOr<std::string> text = read_whole_file(described); text.ok()) {
+      if (!google::protobuf::TextFormat::ParseFromString(*text, &h.info)) {
+        PODSCOPE_LOG(kWarning) << described.string() << " is not a stored snapshot's description; kept, listed by "
+                               << "its id only";
+        h.info.Clear();
+      }
+    }
+    h.info.set_id(id);  // the directory, not what a file says, names and places it
+    h.info.set_reason(std::string(kSlowStep));
+    h.info.set_path(xspace.string());
+    h.info.set_bytes(size_or_zero(xspace));
+    h.disk_bytes = h.info.bytes() + size_or_zero(described);
+    found.push_back(std::move(h));
+  }
+  if (error && error != std::errc::no_such_file_or_directory) {
+    PODSCOPE_LOG(kWarning) << "triggered snapshots under " << settings_.runs_directory.string()
+                           << " not looked for: " << error.message();
+  }
+  // Ids are the run name of their end (a sortable time, to the second), then the sequence.
+  auto order = [](const Held& h) {
+    const std::string& id = h.info.id();
+    return std::make_pair(id.substr(0, id.rfind(kIdSequenceMark)), sequence_of(id));
+  };
+  std::sort(found.begin(), found.end(), [&order](const Held& a, const Held& b) { return order(a) < order(b); });
+  return found;
+}
+
+void TriggeredSnapshots::remove_from_disk(Held& h) {
+  // Only this host's files: agents sharing a root may have written the same run. A file someone else removed is
+  // as good as deleted.
+  const std::filesystem::path xspace(h.info.path());
+  const std::filesystem::path run = xspace.parent_path();
+  std::error_code ignored;
+  std::filesystem::remove(xspace, ignored);
+  std::filesystem::remove(run / (host_name_ + std::string(kInfoSuffix)), ignored);
+  std::filesystem::remove(run, ignored);  // only when empty
+  h.disk_bytes = 0;
+  h.info.clear_path();
+  deleted_from_disk_.Increment();
 }
 
 void TriggeredSnapshots::apply_retention() {
@@ -167,12 +316,8 @@ void TriggeredSnapshots::apply_retention() {
       deleted_from_memory_.Increment();
     }
     if (h.disk_bytes > 0 && disk_bytes > settings_.max_disk_bytes) {
-      std::error_code ignored;  // a directory someone else removed is as good as deleted
-      std::filesystem::remove_all(std::filesystem::path(h.info.path()).parent_path(), ignored);
       disk_bytes -= h.disk_bytes;
-      h.disk_bytes = 0;
-      h.info.clear_path();
-      deleted_from_disk_.Increment();
+      remove_from_disk(h);
     }
   }
   const size_t before = held_.size();
@@ -201,9 +346,11 @@ absl::StatusOr<StoredSnapshotData> TriggeredSnapshots::get(const std::string& id
     }
     on_disk = it->info.path();
   }
-  std::ifstream in(on_disk, std::ios::binary);
-  out.xspace.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (!in.good() && !in.eof()) return absl::DataLossError("stored snapshot file " + on_disk.string() + " unreadable");
+  absl::StatusOr<std::string> xspace = read_whole_file(on_disk);
+  if (!xspace.ok()) {
+    return absl::DataLossError("stored snapshot " + id + " unreadable: " + std::string(xspace.status().message()));
+  }
+  out.xspace = *std::move(xspace);
   return out;
 }
 

@@ -1,11 +1,19 @@
-// Triggered snapshots: every step of every annotated process goes through a SlowStepDetector; a slow step
-// freezes the flight recorder's whole window (after a short settle, so that the slow step's own events, still
-// on their way from the client, are in it) as a snapshot. Snapshots are kept in memory (the newest
-// flight_recorder_max_snapshots, together at most flight_recorder_max_mb) and, with a repository root, written
-// atomically as TensorBoard runs (<root>/plugins/profile/<id>/<host>.xplane.pb, the newest within
-// flight_recorder_disk_mb); retention deletes the oldest first and counts them. Each one is counted
-// (podscope_triggered_snapshots_total{reason}), logged in one line and handed to the reporter (the coordinator
-// registration). Freezing runs on a thread of its own: the local socket's thread only feeds the detector.
+// Triggered snapshots: every step of every annotated process goes through a SlowStepDetector; a slow step it
+// admits freezes the flight recorder's window as a snapshot. The span is fixed when the slow step is seen: it
+// ends `settle_ms` after the step's end (the slow step's own events are still on their way from the client)
+// and reaches back the recorder's window. A thread of its own freezes it once that end has passed: the local
+// socket's thread only feeds the detector. When freezing cannot keep up (more than kMaxPending waiting) or a
+// trigger's slow step has left the window by the time its turn comes, the trigger is dropped and counted; no
+// snapshot is ever frozen late over another span.
+//
+// Snapshots are kept in memory (the newest flight_recorder_max_snapshots, together at most
+// flight_recorder_max_mb) and, with a repository root, written atomically as TensorBoard runs
+// (<root>/plugins/profile/<id>/<host>.xplane.pb, with what the snapshot is beside it in
+// <host>.stored_snapshot.txtpb). At start the agent finds the runs it wrote before (its host's files under the
+// root), lists and serves them, and keeps all of them within flight_recorder_disk_mb; retention deletes the
+// oldest first and counts them. Each snapshot is counted (podscope_triggered_snapshots_total{reason}), so is
+// every slow step by what became of it (podscope_slow_steps_total{outcome}), logged in one line and handed to
+// the reporter (the coordinator registration).
 #pragma once
 
 #include <condition_variable>
@@ -37,7 +45,7 @@ struct TriggeredSnapshotSettings {
   size_t max_snapshots = 10;
   size_t max_memory_bytes = size_t{64} << 20;  // all snapshots held in memory together
   std::filesystem::path runs_directory;        // <repository_root>/plugins/profile; empty: nothing written
-  size_t max_disk_bytes = size_t{256} << 20;
+  size_t max_disk_bytes = size_t{256} << 20;   // all of this host's snapshots under it, earlier runs' included
   int64_t settle_ms = 500;  // the client streams its events every 50 ms; a loaded host may take longer
 };
 
@@ -49,14 +57,18 @@ struct StoredSnapshotData {
 
 class TriggeredSnapshots final : public LifecycleComponent {
  public:
+  // Triggers waiting to be frozen; past it a trigger is dropped and counted (outcome "freezer_busy").
+  static constexpr size_t kMaxPending = 4;
+
   // Told of each snapshot frozen, with the snapshot and the recorder's window.
   using Reporter = std::function<void(const podscope::v1::StoredSnapshot& snapshot, int64_t window_ns)>;
 
-  TriggeredSnapshots(FlightRecording& recording, std::shared_ptr<ClientRegistry> clients, std::string host_name,
-                     TriggeredSnapshotSettings settings, prometheus::Registry& metrics);
+  TriggeredSnapshots(FlightRecording& recording, std::shared_ptr<ClientRegistry> clients, const Clock& clock,
+                     std::string host_name, TriggeredSnapshotSettings settings, prometheus::Registry& metrics);
   ~TriggeredSnapshots() override;
 
   std::string_view name() const override { return "triggered_snapshots"; }
+  // Finds the snapshots stored under the runs directory before, applies the disk cap, starts freezing.
   absl::Status start() override;
   void stop() override;
 
@@ -65,10 +77,11 @@ class TriggeredSnapshots final : public LifecycleComponent {
   // A step of process `pid` on the agent's clock; cheap (the local socket's thread).
   void observe_step(int32_t pid, const StepRecord& step);
 
-  // Held now (in memory or on disk), oldest first.
+  // Held now (in memory or on disk, earlier runs' included), oldest first.
   std::vector<podscope::v1::StoredSnapshot> list() const;
   // NOT_FOUND naming the id when none is held.
   absl::StatusOr<StoredSnapshotData> get(const std::string& id) const;
+  // Snapshots frozen since the agent started.
   uint64_t triggered() const;
   uint64_t deleted() const;
   const TriggeredSnapshotSettings& settings() const { return settings_; }
@@ -79,14 +92,28 @@ class TriggeredSnapshots final : public LifecycleComponent {
     std::string xspace;       // empty once retention took it out of memory
     uint64_t disk_bytes = 0;  // 0 when not on disk
   };
+  // A slow step admitted by the detector and the span its snapshot covers, fixed then (agent clock).
+  struct Trigger {
+    SlowStep slow;
+    bool inside_cooldown = false;
+    int64_t end_ns = 0;  // the span reaches back the recorder's window from here
+  };
+  enum class Outcome { kSnapshot, kEscalated, kWarmingUp, kBelowBar, kFreezerBusy, kTooLate, kRecorderOff };
+  static constexpr size_t kOutcomes = 7;
+
   void run();
-  void freeze(const SlowStep& slow);
+  void freeze(const Trigger& trigger);
   podscope::v1::StoredSnapshot describe(const SlowStep& slow, const RecorderSnapshot& snapshot);
   absl::Status write(Held& held);
+  // The snapshots this host wrote under the runs directory before, oldest first.
+  std::vector<Held> find_stored() const;
+  void remove_from_disk(Held& held);
   void apply_retention();  // with mu_ held
+  void count(Outcome outcome) { outcomes_[static_cast<size_t>(outcome)]->Increment(); }
 
   FlightRecording& recording_;
   std::shared_ptr<ClientRegistry> clients_;
+  const Clock& clock_;
   const std::string host_name_;
   const TriggeredSnapshotSettings settings_;
   SlowStepDetector detector_;
@@ -94,11 +121,12 @@ class TriggeredSnapshots final : public LifecycleComponent {
   prometheus::Counter& slow_step_snapshots_;
   prometheus::Counter& deleted_from_memory_;
   prometheus::Counter& deleted_from_disk_;
+  std::vector<prometheus::Counter*> outcomes_;
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
   bool stopping_ = false;
-  std::deque<SlowStep> pending_;
+  std::deque<Trigger> pending_;
   std::deque<Held> held_;
   uint64_t sequence_ = 0;
   uint64_t triggered_ = 0;

@@ -4,22 +4,78 @@
 
 namespace podscope::agent {
 
-std::optional<SlowStep> SlowStepDetector::observe(int32_t pid, const StepRecord& step) {
-  const int64_t step_ns = step.end_ns - step.begin_ns;
-  if (step_ns <= 0) return std::nullopt;
+SlowStepVerdict SlowStepDetector::observe(int32_t pid, const StepRecord& step) {
+  SlowStepVerdict verdict;
+  int64_t step_ns = 0;
+  if (__builtin_sub_overflow(step.end_ns, step.begin_ns, &step_ns) || step_ns <= 0) return verdict;
   std::lock_guard lock(mu_);
   Window& w = window_of(pid, step.end_ns);
-  std::optional<SlowStep> slow;
-  if (static_cast<int64_t>(w.sorted.size()) >= settings_.min_steps) {
-    const int64_t median = w.sorted[w.sorted.size() / 2];
-    const bool cooling = last_trigger_ns_ && step.end_ns - *last_trigger_ns_ < settings_.cooldown_ns;
-    if (!cooling && static_cast<double>(step_ns) > settings_.factor * static_cast<double>(median)) {
-      slow = SlowStep{pid, step, step_ns, median};
-      last_trigger_ns_ = step.end_ns;
+  if (static_cast<int64_t>(w.sorted.size()) >= std::min<int64_t>(settings_.min_steps, settings_.history)) {
+    const int64_t median = std::max<int64_t>(w.sorted[w.sorted.size() / 2], 1);
+    if (static_cast<double>(step_ns) > settings_.factor * static_cast<double>(median)) {
+      const int64_t spread = mad(w, median);
+      if (static_cast<double>(step_ns - median) > settings_.spread_factor * static_cast<double>(spread)) {
+        verdict.slow = SlowStep{pid, step, step_ns, median, spread};
+        if (warming_up(w, step.end_ns)) {
+          verdict.kind = SlowStepVerdict::Kind::kWarmingUp;
+        } else if (admit(verdict.slow, verdict.inside_cooldown)) {
+          verdict.kind = SlowStepVerdict::Kind::kSnapshot;
+        } else {
+          verdict.kind = SlowStepVerdict::Kind::kBelowBar;
+        }
+      }
     }
   }
   add(w, step_ns);
-  return slow;
+  ++w.seen;
+  return verdict;
+}
+
+bool SlowStepDetector::warming_up(const Window& w, int64_t end_ns) const {
+  return w.seen < settings_.min_steps || end_ns - w.first_end_ns < settings_.warmup_ns;
+}
+
+bool SlowStepDetector::admit(const SlowStep& slow, bool& inside_cooldown) {
+  const int64_t end = slow.step.end_ns;
+  const double bar = kEscalation * recent_max_ratio(end);
+  record(end, slow.ratio());
+  if (slow.ratio() < bar) return false;
+  // Either side: another process's view of a step may end a little earlier.
+  const int64_t since = end > last_snapshot_end_ns_ ? end - last_snapshot_end_ns_ : last_snapshot_end_ns_ - end;
+  inside_cooldown = triggered_ && since < settings_.cooldown_ns;
+  triggered_ = true;
+  last_snapshot_end_ns_ = end;
+  return true;
+}
+
+double SlowStepDetector::recent_max_ratio(int64_t end_ns) const {
+  if (settings_.cooldown_ns <= 0) return 0;
+  const int64_t index = end_ns / std::max<int64_t>(settings_.cooldown_ns / kSlices, 1);
+  double max_ratio = 0;
+  for (const Slice& s : slices_) {
+    if (s.index >= 0 && s.index > index - kSlices && s.index < index + kSlices) {
+      max_ratio = std::max(max_ratio, s.max_ratio);
+    }
+  }
+  return max_ratio;
+}
+
+void SlowStepDetector::record(int64_t end_ns, double ratio) {
+  if (settings_.cooldown_ns <= 0) return;
+  const int64_t index = end_ns / std::max<int64_t>(settings_.cooldown_ns / kSlices, 1);
+  Slice& s = slices_[((index % kSlices) + kSlices) % kSlices];
+  // A slice from far ahead (a step claiming a future end) is taken back by the present.
+  if (s.index < index || s.index >= index + kSlices) s = Slice{index, 0};
+  // A step older than the slice now in its place (out of order, by more than a cool-down) sets no bar.
+  if (s.index == index) s.max_ratio = std::max(s.max_ratio, ratio);
+}
+
+int64_t SlowStepDetector::mad(const Window& w, int64_t median) {
+  scratch_.clear();
+  for (int64_t t : w.sorted) scratch_.push_back(t > median ? t - median : median - t);
+  auto middle = scratch_.begin() + static_cast<std::ptrdiff_t>(scratch_.size() / 2);
+  std::nth_element(scratch_.begin(), middle, scratch_.end());
+  return *middle;
 }
 
 SlowStepDetector::Window& SlowStepDetector::window_of(int32_t pid, int64_t end_ns) {
@@ -35,6 +91,8 @@ SlowStepDetector::Window& SlowStepDetector::window_of(int32_t pid, int64_t end_n
     it = windows_.emplace(pid, Window{}).first;
     it->second.ring.reserve(settings_.history);
     it->second.sorted.reserve(settings_.history);
+    it->second.first_end_ns = end_ns;
+    if (scratch_.capacity() < settings_.history) scratch_.reserve(settings_.history);
   }
   it->second.last_end_ns = end_ns;
   return it->second;

@@ -1,13 +1,27 @@
-// SlowStepDetector: per annotated process, the rolling median of its recent step times; a step longer than
-// `factor` × that median (once `min_steps` were seen) is a slow step, at most one per cool-down for the whole
-// agent (in synchronous training every core of every process sees the same slow step). Fed on the local
-// socket's thread with every step — a process annotating tiny steps sends hundreds of thousands a second — so
-// a step costs a short lock and two binary searches in a sorted window, with no allocation once warm.
+// SlowStepDetector: judges each step of an annotated process against that process's own baseline, the median
+// and the median absolute deviation (MAD) of its recent steps. A step is slow when it is longer than both
+// `factor` × the median and the median + `spread_factor` × the MAD: the ratio alone fires on processes whose
+// steps vary by nature, the spread alone on processes so regular that their MAD is nanoseconds.
+//
+// A process's first steps are not judged: until it has reported `min_steps` steps and `warmup_ns` has passed
+// since its first one (start-up, connection set-up, the recorder switching annotation on: its first steps are
+// slower for reasons nobody needs a snapshot of). Slow steps seen then are counted, not snapshot.
+//
+// Snapshots are rate-limited by a bar, not by ignoring slow steps: a slow step freezes a snapshot only when it
+// is at least kEscalation times slower, relative to its median, than every slow step any process showed in
+// the last `cooldown_ns` (warm-up steps aside). In synchronous training every core of every process sees the
+// same slow step: the first view freezes one, the others are below its bar. Jitter raises the bar for itself,
+// snapshot or not, so only records of what the host has shown freeze snapshots, each at least twice the last
+// of the past cool-down; a real outlier after a snapshot of noise is still caught. Slow steps below the bar
+// are counted by the caller (kBelowBar), never queued.
+//
+// Fed on the local socket's thread with every step — a process annotating tiny steps sends hundreds of
+// thousands a second — so a step costs a short lock and two binary searches in a sorted window, with no
+// allocation once warm; the MAD is computed only for steps already past `factor` × the median.
 #pragma once
 
 #include <cstdint>
 #include <mutex>
-#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -16,10 +30,12 @@
 namespace podscope::agent {
 
 struct SlowStepSettings {
-  double factor = 2.0;
+  double factor = 2.0;          // × the median
+  double spread_factor = 10.0;  // × the MAD above the median
   int64_t min_steps = 20;
+  int64_t warmup_ns = 2'000'000'000;
   int64_t cooldown_ns = 60'000'000'000;
-  size_t history = 101;         // the median's window, per process
+  size_t history = 101;         // the baseline's window, per process
   size_t max_processes = 4096;  // beyond, the process silent longest is forgotten (pids are reused)
 };
 
@@ -28,14 +44,33 @@ struct SlowStep {
   StepRecord step;
   int64_t step_ns = 0;
   int64_t median_ns = 0;
+  int64_t mad_ns = 0;
+
+  double ratio() const { return static_cast<double>(step_ns) / static_cast<double>(median_ns); }
+};
+
+struct SlowStepVerdict {
+  enum class Kind {
+    kNotSlow,
+    kWarmingUp,  // slow, but its process is still warming up
+    kBelowBar,   // slow, but not kEscalation times slower than the slow steps of the last cool-down
+    kSnapshot,   // freezes a snapshot
+  };
+  Kind kind = Kind::kNotSlow;
+  bool inside_cooldown = false;  // a kSnapshot within the cool-down of an earlier snapshot
+  SlowStep slow;                 // set unless kNotSlow
 };
 
 class SlowStepDetector {
  public:
+  // A slow step must be this many times slower (relative to its median) than every slow step of the last
+  // cool-down to freeze a snapshot.
+  static constexpr double kEscalation = 2.0;
+
   explicit SlowStepDetector(SlowStepSettings settings) : settings_(settings) {}
 
-  // A step of process `pid` (agent clock); the slow step when it triggers.
-  std::optional<SlowStep> observe(int32_t pid, const StepRecord& step);
+  // A step of process `pid` (agent clock).
+  SlowStepVerdict observe(int32_t pid, const StepRecord& step);
   const SlowStepSettings& settings() const { return settings_; }
   size_t processes() const;
   uint64_t processes_forgotten() const;
@@ -46,17 +81,37 @@ class SlowStepDetector {
     std::vector<int64_t> ring;
     size_t next = 0;  // the ring's oldest entry once it is full
     std::vector<int64_t> sorted;
+    int64_t first_end_ns = 0;
     int64_t last_end_ns = 0;
+    int64_t seen = 0;
   };
 
   Window& window_of(int32_t pid, int64_t end_ns);
   void add(Window& w, int64_t step_ns) const;
+  // The MAD of the window around `median` (`scratch_` holds the deviations).
+  int64_t mad(const Window& w, int64_t median);
+  bool warming_up(const Window& w, int64_t end_ns) const;
+  // Whether a slow step freezes a snapshot; it raises the bar either way.
+  bool admit(const SlowStep& slow, bool& inside_cooldown);
+  // The largest ratio of a slow step within about the cool-down around `end_ns` (the slices' resolution).
+  double recent_max_ratio(int64_t end_ns) const;
+  void record(int64_t end_ns, double ratio);
 
   const SlowStepSettings settings_;
   mutable std::mutex mu_;
   std::unordered_map<int32_t, Window> windows_;
+  std::vector<int64_t> scratch_;
   uint64_t forgotten_ = 0;
-  std::optional<int64_t> last_trigger_ns_;  // a step's end, agent clock
+  // The slowest slow step's ratio of each of the last kSlices slices of the cool-down (a sliding maximum in
+  // constant memory).
+  static constexpr int64_t kSlices = 8;
+  struct Slice {
+    int64_t index = -1;  // end_ns / slice length
+    double max_ratio = 0;
+  };
+  Slice slices_[kSlices];
+  bool triggered_ = false;
+  int64_t last_snapshot_end_ns_ = 0;  // agent clock
 };
 
 }  // namespace podscope::agent

@@ -328,9 +328,10 @@ TEST(FlightRecorder, SlowStepsFreezeSnapshotsKeptWithinTheLimitsAndServedById) {
   const std::string root = ::testing::TempDir() + "/triggered_" + std::to_string(::getpid());
   std::filesystem::remove_all(root);
   // Cool-down 0: each of the 4 slow steps triggers (on one rank or both); 2 snapshots stay in memory, all on disk.
+  // No warm-up: step 100 comes well within ring_trainer's first seconds.
   AgentProcess agent({"--sample_interval_ms", "100", "--flight_recorder_seconds", "10", "--trigger_cooldown_s", "0",
-                      "--trigger_step_factor", "20", "--flight_recorder_max_snapshots", "2", "--repository_root",
-                      root});
+                      "--trigger_warmup_s", "0", "--trigger_step_factor", "20", "--flight_recorder_max_snapshots", "2",
+                      "--repository_root", root});
   // Slow by a second: far past 20 medians of ring_trainer's steps (2-5 ms, about 20 ms in the instrumented build).
   auto ranks = start_ranks(2, agent.socket_dir() + "/agent.sock", {"--slow_steps", "100:4:1000", "--slow_rank", "0"});
   // A loaded host's jitter may trigger too: the slow steps are told by their numbers.
