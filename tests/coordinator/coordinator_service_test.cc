@@ -17,6 +17,8 @@ using testing::LightweightAgent;
 using testing::TimerThread;
 
 constexpr size_t kMaxWorkers = 8;
+// Who a plaintext caller on loopback is to the registry: its address.
+constexpr char kLoopbackOwner[] = "address 127.0.0.1";
 
 std::filesystem::path fresh_dir(const std::string& name) {
   auto dir =
@@ -138,12 +140,12 @@ TEST_F(CoordinatorServiceTest, UnknownWorkerIsAnInvalidArgumentNamingIt) {
 
 TEST_F(CoordinatorServiceTest, SilentWorkersAreMarkedDownNotForgotten) {
   const int64_t later = clock_.now_ns() + 2'000'000'000;
-  ASSERT_TRUE(registry_->heartbeat("host0", agents_[0]->address(), later));
+  ASSERT_TRUE(registry_->heartbeat("host0", agents_[0]->address(), kLoopbackOwner, later));
   const auto workers = registry_->list(later);
   ASSERT_EQ(workers.size(), 3u);
   EXPECT_TRUE(workers[0].up());
   EXPECT_FALSE(workers[1].up());
-  EXPECT_FALSE(registry_->heartbeat("host7", "127.0.0.1:1", later)) << "unknown agents must register again";
+  EXPECT_FALSE(registry_->heartbeat("host7", "127.0.0.1:1", kLoopbackOwner, later)) << "unknown agents must register again";
 }
 
 TEST_F(CoordinatorServiceTest, NewSessionWritesOnlyInsideTheRepositoryRoot) {
@@ -226,7 +228,7 @@ TEST_F(CoordinatorServiceTest, TheSameAgentInstanceMayMoveAndADownWorkerMayComeB
   restarted.set_host_name("mover");
   restarted.set_address(agents_[2]->address());
   restarted.set_instance_id("instance-b");
-  EXPECT_TRUE(registry_->register_worker(restarted, later).ok());
+  EXPECT_TRUE(registry_->register_worker(restarted, kLoopbackOwner, later).ok());
 }
 
 TEST_F(CoordinatorServiceTest, StaticWorkerAddressNeverChangesByRegistration) {
@@ -305,7 +307,89 @@ TEST_F(CoordinatorServiceTest, TriggersOfTheSameJobAndStepMakeOnePodSnapshot) {
   podscope::v1::TriggerReport unknown;
   unknown.set_host_name("nobody");
   podscope::v1::TriggerReportResponse response;
-  EXPECT_EQ(stub->ReportTrigger(&context, unknown, &response).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(stub->ReportTrigger(&context, unknown, &response).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+TEST_F(CoordinatorServiceTest, ATriggerReportMustComeFromTheAgentThatRegisteredTheWorkerItNames) {
+  podscope::v1::RegisterRequest elsewhere;
+  elsewhere.set_host_name("remote");
+  elsewhere.set_address("10.9.9.9:8466");
+  ASSERT_TRUE(registry_->register_worker(elsewhere, "address 10.9.9.9", clock_.now_ns()).ok());
+  // A forged report naming it, from this (loopback) caller, with no cool-down: refused, no snapshot.
+  podscope::v1::TriggerReport forged;
+  forged.set_host_name("remote");
+  forged.set_reason("slow_step");
+  forged.set_step_num(7);
+  forged.set_step_end_ns(clock_.now_ns());
+  forged.set_cooldown_ms(0);
+  grpc::ClientContext context;
+  podscope::v1::TriggerReportResponse response;
+  const grpc::Status status = podscope::v1::Coordinator::NewStub(channel_)->ReportTrigger(&context, forged, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
+  EXPECT_NE(status.error_message().find("registered by address 10.9.9.9, not by address 127.0.0.1"), std::string::npos)
+      << status.error_message();
+  EXPECT_TRUE(response.run_name().empty());
+}
+
+TEST_F(CoordinatorServiceTest, ANameBelongsToWhoRegisteredItEvenWhileItIsDownUntilForgotten) {
+  podscope::v1::RegisterRequest request;
+  request.set_host_name("worker-a");
+  request.set_address("10.0.0.1:8466");
+  const int64_t now = clock_.now_ns();
+  ASSERT_TRUE(registry_->register_worker(request, "agent-a.example", now).ok());
+  registry_->record_clock("worker-a", pod_capture::ClockMeasurement{.kind = pod_capture::ClockMeasurement::kMeasured},
+                          now);
+  // Long down, another identity claims it from another address: refused, and its heartbeats are not taken.
+  const int64_t later = now + 60'000'000'000;
+  podscope::v1::RegisterRequest takeover = request;
+  takeover.set_address("10.0.0.66:8466");
+  takeover.set_instance_id("intruder");
+  const absl::Status refused = registry_->register_worker(takeover, "intruder.example", later);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.message().find("belongs to agent-a.example"), std::string::npos) << refused.message();
+  EXPECT_FALSE(registry_->heartbeat("worker-a", "10.0.0.1:8466", "intruder.example", later));
+  // The real agent comes back, from anywhere.
+  request.set_address("10.0.0.2:8466");
+  EXPECT_TRUE(registry_->register_worker(request, "agent-a.example", later).ok());
+  // An operator frees the name; then anyone may take it.
+  EXPECT_EQ(registry_->owner("worker-a"), "agent-a.example");
+  EXPECT_TRUE(registry_->forget("worker-a"));
+  EXPECT_TRUE(registry_->register_worker(takeover, "intruder.example", later).ok());
+  EXPECT_FALSE(registry_->forget("host-never-registered"));
+}
+
+TEST_F(CoordinatorServiceTest, StaleRegistrationsExpireAndMakeRoomAndAReturningKnownAgentIsNeverBlocked) {
+  const int64_t now = clock_.now_ns();
+  // host0 proved itself (its clock was measured); SetUp's others never did.
+  registry_->record_clock("host0", pod_capture::ClockMeasurement{.kind = pod_capture::ClockMeasurement::kMeasured},
+                          now);
+  // Fill the registry with fakes that point at nothing: their pings fail.
+  for (size_t i = 3; i < kMaxWorkers; ++i) {
+    ASSERT_TRUE(register_as(channel_, "fake" + std::to_string(i), "127.0.0.1:" + std::to_string(1000 + i), "f").ok());
+    registry_->record_clock("fake" + std::to_string(i), pod_capture::ClockMeasurement{}, clock_.now_ns());
+  }
+  // A new agent still gets in: the stalest unreachable fake makes room.
+  EXPECT_TRUE(register_as(channel_, "newcomer", agents_[1]->address(), "n").ok());
+  EXPECT_EQ(registry_->list(clock_.now_ns()).size(), kMaxWorkers);
+  // Past the down window every registration that never proved itself is gone; host0, down, is kept.
+  const int64_t later = clock_.now_ns() + 5'000'000'000;
+  podscope::v1::RegisterRequest fresh;
+  fresh.set_address("127.0.0.1:1");
+  for (size_t i = 0; i + 1 < kMaxWorkers; ++i) {
+    fresh.set_host_name("live-fake" + std::to_string(i));
+    ASSERT_TRUE(registry_->register_worker(fresh, kLoopbackOwner, later).ok()) << i;
+  }
+  std::vector<std::string> names;
+  for (const auto& worker : registry_->list(later)) names.push_back(worker.host_name());
+  EXPECT_NE(std::find(names.begin(), names.end(), "host0"), names.end());
+  EXPECT_EQ(std::find(names.begin(), names.end(), "fake3"), names.end());
+  // Full of fresh registrations: a stranger is refused, the returning known agent is not.
+  fresh.set_host_name("stranger");
+  EXPECT_EQ(registry_->register_worker(fresh, kLoopbackOwner, later).code(), absl::StatusCode::kResourceExhausted);
+  podscope::v1::RegisterRequest returning;
+  returning.set_host_name("host0");
+  returning.set_address(agents_[0]->address());
+  EXPECT_TRUE(registry_->register_worker(returning, kLoopbackOwner, later).ok());
 }
 
 }  // namespace
