@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "agent/capture/fanout_targets.h"
+#include "daemon/log.h"
 
 namespace podscope::agent {
 
@@ -35,6 +36,7 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
             -LLONG_MAX / 4, LLONG_MAX / 4);
   o.hide("clock_offset_ns");
   o.add_string("log_level", &c.log_level, "debug, info, warning or error");
+  o.add_check("log_level", [&c] { return parse_log_level(c.log_level).status(); });
 
   // --- flight recorder ---
   o.add_int("flight_recorder_seconds", &c.flight_recorder_seconds,

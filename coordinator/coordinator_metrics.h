@@ -2,6 +2,7 @@
 // outcome. Updated when the registry's clocks are measured and when a capture ends; a scrape only serializes.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,9 @@ class CoordinatorMetrics {
   // A Register the coordinator refused: "invalid" (no host name, not one address), "address_taken" (it would
   // move a static worker or another agent's live one), "registry_full" (max_workers).
   void count_refused_registration(const std::string& reason);
+  // A trigger report that got no pod snapshot of its own because of a bound: "rate_limited"
+  // (pod_snapshot_min_interval_ms) or "disk_cap" (pod_snapshot_max_mb).
+  void count_skipped_pod_snapshot(const std::string& reason);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -33,6 +37,8 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Gauge>& clock_rtt_;
   prometheus::Family<prometheus::Counter>& captures_;
   prometheus::Family<prometheus::Counter>& refused_registrations_;
+  prometheus::Family<prometheus::Counter>& skipped_pod_snapshots_;
+  std::vector<std::map<std::string, std::string>> worker_labels_;  // of the workers the last update showed
 };
 
 }  // namespace podscope::coordinator

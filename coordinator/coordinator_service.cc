@@ -11,6 +11,7 @@
 #include "daemon/path_within_root.h"
 #include "coordinator/pod_snapshots.h"
 #include "pod_capture/run_directory.h"
+#include "proto/xspace/utf8.h"
 
 namespace podscope::coordinator {
 namespace {
@@ -18,6 +19,21 @@ namespace {
 constexpr size_t kFileChunkBytes = 1 << 20;
 
 grpc::Status invalid(const std::string& reason) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, reason); }
+
+// What an agent registers reaches Prometheus labels, ListWorkers' proto fields and log lines: valid UTF-8 without
+// control characters, and a host name of at most 255 bytes.
+bool is_clean_text(const std::string& text) {
+  return xspace::valid_utf8(text) == text && std::none_of(text.begin(), text.end(), [](char c) {
+           return static_cast<unsigned char>(c) < 0x20 || c == 0x7F;
+         });
+}
+bool is_clean_registration(const podscope::v1::RegisterRequest& request) {
+  if (request.host_name().size() > 255 || !is_clean_text(request.host_name()) || !is_clean_text(request.job())) {
+    return false;
+  }
+  return std::all_of(request.labels().begin(), request.labels().end(),
+                     [](const auto& label) { return is_clean_text(label.first) && is_clean_text(label.second); });
+}
 
 // Streams one file in chunks of kFileChunkBytes.
 bool stream_file(const std::filesystem::path& path, const std::string& relative,
@@ -113,6 +129,11 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context, const po
   if (request->host_name().empty()) {
     metrics_.count_refused_registration("invalid");
     return invalid("Register: host_name is empty");
+  }
+  if (!is_clean_registration(*request)) {
+    metrics_.count_refused_registration("invalid");
+    return invalid("Register: host_name, job and labels must be UTF-8 text without control characters (host_name at "
+                   "most 255 bytes)");
   }
   if (auto parsed = pod_capture::parse_service_addresses(request->address()); !parsed.ok() || parsed->size() != 1) {
     metrics_.count_refused_registration("invalid");

@@ -48,7 +48,9 @@ grpc::Status CallAuthorizer::authorize(const grpc::ServerContextBase& context, s
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         std::string(method) + ": caller \"" + identity + "\" is not in allowed_clients");
   }
-  if (audit == Audit::kLine) PODSCOPE_LOG(kInfo) << "audit: " << method << " by " << identity << " (" << context.peer() << ")";
+  if (audit == Audit::kLine) {
+    PODSCOPE_LOG(kInfo) << "audit: " << method << " by " << identity << " (" << context.peer() << ")";
+  }
   return grpc::Status::OK;
 }
 

@@ -5,7 +5,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <thread>
+
+#include <prometheus/text_serializer.h>
+
 #include "coordinator/pod_snapshots.h"
+#include "tls/credentials.h"
 #include "pod_capture/remote_capture.h"
 #include "pod_capture/run_directory.h"
 #include "tests/pod_capture/lightweight_agent.h"
@@ -17,6 +23,7 @@ using testing::LightweightAgent;
 using testing::TimerThread;
 
 constexpr size_t kMaxWorkers = 8;
+constexpr int64_t kPodSnapshotBytes = 1 << 20;
 // Who a plaintext caller on loopback is to the registry: its address.
 constexpr char kLoopbackOwner[] = "address 127.0.0.1";
 
@@ -35,8 +42,9 @@ class CoordinatorServiceTest : public ::testing::Test {
     registry_ = std::make_unique<WorkerRegistry>(1'000'000'000, kMaxWorkers, grpc::InsecureChannelCredentials());
     runner_ = std::make_unique<CaptureRunner>(*registry_, metrics_, clock_);
     pod_snapshots_ = std::make_unique<PodSnapshots>(
-        *registry_, *runner_, PodSnapshotSettings{settings_.repository_root, 1000, 0, settings_.clock_sync_pings},
-        clock_);
+        *registry_, *runner_,
+        PodSnapshotSettings{settings_.repository_root, 1000, 0, settings_.clock_sync_pings, 0, kPodSnapshotBytes},
+        clock_, metrics_);
     coordinator_ = std::make_unique<CoordinatorService>(*registry_, *runner_, settings_, clock_, metrics_,
                                                         *pod_snapshots_, authorizer_);
     analysis_ = std::make_unique<ProfileAnalysisService>(*registry_, *runner_, settings_, clock_, authorizer_);
@@ -231,6 +239,17 @@ TEST_F(CoordinatorServiceTest, TheSameAgentInstanceMayMoveAndADownWorkerMayComeB
   EXPECT_TRUE(registry_->register_worker(restarted, kLoopbackOwner, later).ok());
 }
 
+TEST_F(CoordinatorServiceTest, ARegistrationWhoseNamesAreNoCleanTextIsRefusedAndTheMetricsStayValid) {
+  for (const std::string& host : {std::string("bad\xff"), std::string("forged\nline"), std::string(256, 'h')}) {
+    const grpc::Status s = register_as(channel_, host, agents_[0]->address(), "x");
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << host;
+  }
+  EXPECT_EQ(refused("invalid"), 3);
+  metrics_.update_workers(registry_->list(clock_.now_ns()));
+  const std::string scrape = prometheus::TextSerializer().Serialize(metrics_.registry()->Collect());
+  EXPECT_EQ(scrape.find("bad"), std::string::npos);
+}
+
 TEST_F(CoordinatorServiceTest, StaticWorkerAddressNeverChangesByRegistration) {
   registry_->add_static("static9", agents_[0]->address());
   const grpc::Status s = register_as(channel_, "static9", agents_[2]->address(), "x");
@@ -308,6 +327,72 @@ TEST_F(CoordinatorServiceTest, TriggersOfTheSameJobAndStepMakeOnePodSnapshot) {
   unknown.set_host_name("nobody");
   podscope::v1::TriggerReportResponse response;
   EXPECT_EQ(stub->ReportTrigger(&context, unknown, &response).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+// A report of a slow step of `host` that ended `ago_ns` before now, with no cool-down of its own.
+podscope::v1::TriggerReport slow_step_report(const Clock& clock, const std::string& host, int64_t step, int64_t ago_ns) {
+  podscope::v1::TriggerReport r;
+  r.set_host_name(host);
+  r.set_reason("slow_step");
+  r.set_step_num(step);
+  r.set_step_ns(300'000'000);
+  r.set_median_ns(10'000'000);
+  r.set_step_end_ns(clock.now_ns() - ago_ns);
+  r.set_window_ms(1'000);
+  r.set_cooldown_ms(0);
+  return r;
+}
+
+TEST_F(CoordinatorServiceTest, PodSnapshotsOfAJobAreRateLimitedWhateverCoolDownTheReporterClaims) {
+  PodSnapshots snapshots(*registry_, *runner_,
+                         PodSnapshotSettings{settings_.repository_root, 500, 0, 2, 60'000, kPodSnapshotBytes}, clock_,
+                         metrics_);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(registry_->heartbeat("host" + std::to_string(i), agents_[i]->address(), kLoopbackOwner, clock_.now_ns()));
+  }
+  const auto first = snapshots.report(slow_step_report(clock_, "host0", 1, 0));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_FALSE(first->run_name().empty()) << first->detail();
+  // Four more reports of new steps, each after the previous snapshot was taken: none gets another.
+  const auto taken = std::filesystem::path(settings_.repository_root) / "plugins/profile" / first->run_name();
+  for (int i = 0; i < 200 && !std::filesystem::exists(taken / "capture.json"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(std::filesystem::exists(taken / "capture.json"));
+  for (int64_t step = 2; step <= 5; ++step) {
+    const auto later = snapshots.report(slow_step_report(clock_, "host0", step, 0));
+    ASSERT_TRUE(later.ok());
+    EXPECT_TRUE(later->run_name().empty()) << step;
+    EXPECT_NE(later->detail().find("pod_snapshot_min_interval_ms"), std::string::npos) << later->detail();
+  }
+  const std::string scrape = prometheus::TextSerializer().Serialize(metrics_.registry()->Collect());
+  EXPECT_NE(scrape.find("podscope_coordinator_pod_snapshots_skipped_total{reason=\"rate_limited\"} 4"),
+            std::string::npos)
+      << scrape;
+  snapshots.stop();
+}
+
+TEST_F(CoordinatorServiceTest, NoPodSnapshotIsTakenWhileThoseKeptHoldTheDiskCap) {
+  PodSnapshots snapshots(*registry_, *runner_,
+                         PodSnapshotSettings{settings_.repository_root, 500, 0, 2, 0, kPodSnapshotBytes}, clock_,
+                         metrics_);
+  const auto old = std::filesystem::path(settings_.repository_root) / "plugins/profile/old_snapshot";
+  std::filesystem::create_directories(old);
+  std::ofstream(old / "capture.json") << R"({"recorded_window": {"kind": "triggered_snapshot"}})";
+  std::ofstream(old / "host0.xplane.pb") << std::string(kPodSnapshotBytes, 'x');
+  const auto answer = snapshots.report(slow_step_report(clock_, "host0", 9, 0));
+  ASSERT_TRUE(answer.ok());
+  EXPECT_TRUE(answer->run_name().empty());
+  EXPECT_NE(answer->detail().find("pod_snapshot_max_mb"), std::string::npos) << answer->detail();
+  const std::string scrape = prometheus::TextSerializer().Serialize(metrics_.registry()->Collect());
+  EXPECT_NE(scrape.find("podscope_coordinator_pod_snapshots_skipped_total{reason=\"disk_cap\"} 1"), std::string::npos)
+      << scrape;
+  // A plain capture of the same size is no pod snapshot: it does not count against the cap.
+  std::filesystem::remove(old / "capture.json");
+  const auto taken = snapshots.report(slow_step_report(clock_, "host0", 10, 0));
+  ASSERT_TRUE(taken.ok());
+  EXPECT_FALSE(taken->run_name().empty()) << taken->detail();
+  snapshots.stop();
 }
 
 TEST_F(CoordinatorServiceTest, ATriggerReportMustComeFromTheAgentThatRegisteredTheWorkerItNames) {
@@ -397,6 +482,115 @@ TEST_F(CoordinatorServiceTest, StaleRegistrationsExpireAndMakeRoomAndAReturningK
 
 namespace podscope::coordinator {
 namespace {
+
+// The coordinator's services over mutual TLS with the test certificates (tests/integration/test_certs.py): the
+// agents' certificate (server.pem) and the CLI's are allowed, the intruder's is signed by the same CA but is not.
+class CoordinatorOverTlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    settings_.repository_root = fresh_dir("tls_root");
+    certs_ = settings_.repository_root.parent_path() / ("certs_" + std::to_string(getpid()));
+    const std::string make = "python3 " PODSCOPE_SOURCE_DIR "/tests/integration/test_certs.py " + certs_.string();
+    ASSERT_EQ(std::system(make.c_str()), 0) << make;
+    tls_ = tls::TlsConfig{.cert = (certs_ / "server.pem").string(),
+                          .key = (certs_ / "server.key").string(),
+                          .client_ca = (certs_ / "ca.pem").string(),
+                          .allowed_clients = {"agent.podscope.test", "cli.podscope.test"}};
+    authorizer_ = std::make_unique<tls::CallAuthorizer>(tls_, *metrics_.registry(), prometheus::Labels{});
+    registry_ = std::make_unique<WorkerRegistry>(1'000'000'000, kMaxWorkers, grpc::InsecureChannelCredentials());
+    runner_ = std::make_unique<CaptureRunner>(*registry_, metrics_, clock_);
+    pod_snapshots_ = std::make_unique<PodSnapshots>(
+        *registry_, *runner_, PodSnapshotSettings{settings_.repository_root, 1000, 0, 2, 0, kPodSnapshotBytes}, clock_,
+        metrics_);
+    coordinator_ = std::make_unique<CoordinatorService>(*registry_, *runner_, settings_, clock_, metrics_,
+                                                        *pod_snapshots_, *authorizer_);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", tls::server_credentials(tls_), &port_);
+    builder.RegisterService(coordinator_.get());
+    server_ = builder.BuildAndStart();
+  }
+  void TearDown() override {
+    server_->Shutdown();
+    pod_snapshots_->stop();
+    std::filesystem::remove_all(settings_.repository_root);
+    std::filesystem::remove_all(certs_);
+  }
+  // A stub presenting the test certificate `name`.
+  std::unique_ptr<podscope::v1::Coordinator::Stub> as(const std::string& name) const {
+    const tls::TlsConfig client{.cert = (certs_ / (name + ".pem")).string(),
+                                .key = (certs_ / (name + ".key")).string(),
+                                .ca = (certs_ / "ca.pem").string()};
+    return podscope::v1::Coordinator::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(port_), tls::channel_credentials(client)));
+  }
+  static grpc::Status register_worker(podscope::v1::Coordinator::Stub& stub, const std::string& host,
+                                      const std::string& address) {
+    podscope::v1::RegisterRequest request;
+    request.set_host_name(host);
+    request.set_address(address);
+    podscope::v1::RegisterResponse response;
+    grpc::ClientContext context;
+    return stub.Register(&context, request, &response);
+  }
+
+  Clock clock_;
+  CoordinatorSettings settings_;
+  CoordinatorMetrics metrics_;
+  std::filesystem::path certs_;
+  tls::TlsConfig tls_;
+  std::unique_ptr<tls::CallAuthorizer> authorizer_;
+  std::unique_ptr<WorkerRegistry> registry_;
+  std::unique_ptr<CaptureRunner> runner_;
+  std::unique_ptr<PodSnapshots> pod_snapshots_;
+  std::unique_ptr<CoordinatorService> coordinator_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+TEST_F(CoordinatorOverTlsTest, ACertificateOutsideAllowedClientsCannotRegisterListOrTrigger) {
+  auto intruder = as("intruder");
+  const grpc::Status registered = register_worker(*intruder, "worker-x", "127.0.0.1:1");
+  EXPECT_EQ(registered.error_code(), grpc::StatusCode::PERMISSION_DENIED) << registered.error_message();
+  EXPECT_NE(registered.error_message().find("intruder.podscope.test"), std::string::npos);
+  grpc::ClientContext list_context;
+  podscope::v1::ListWorkersResponse workers;
+  EXPECT_EQ(intruder->ListWorkers(&list_context, {}, &workers).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  grpc::ClientContext trigger_context;
+  podscope::v1::TriggerReport report;
+  report.set_host_name("worker-x");
+  podscope::v1::TriggerReportResponse answer;
+  EXPECT_EQ(intruder->ReportTrigger(&trigger_context, report, &answer).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(registry_->list(clock_.now_ns()).empty());
+}
+
+TEST_F(CoordinatorOverTlsTest, ANameBelongsToTheCertificateThatRegisteredItUntilAnOperatorForgetsIt) {
+  auto agent = as("server");
+  auto cli = as("cli");
+  ASSERT_TRUE(register_worker(*agent, "worker-a", "127.0.0.1:7001").ok());
+  // Down (past the 1 s window), the name is still the agent's: another allowed certificate cannot take it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  const grpc::Status takeover = register_worker(*cli, "worker-a", "127.0.0.1:7666");
+  EXPECT_EQ(takeover.error_code(), grpc::StatusCode::PERMISSION_DENIED) << takeover.error_message();
+  EXPECT_NE(takeover.error_message().find("belongs to localhost,agent.podscope.test"), std::string::npos)
+      << takeover.error_message();
+  // Nor report a trigger in its name.
+  grpc::ClientContext trigger_context;
+  podscope::v1::TriggerReport report;
+  report.set_host_name("worker-a");
+  podscope::v1::TriggerReportResponse answer;
+  EXPECT_EQ(cli->ReportTrigger(&trigger_context, report, &answer).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(registry_->list(clock_.now_ns()).at(0).address(), "127.0.0.1:7001");
+  // The agent itself comes back; then an operator frees the name.
+  EXPECT_TRUE(register_worker(*agent, "worker-a", "127.0.0.1:7002").ok());
+  grpc::ClientContext forget_context;
+  podscope::v1::ForgetWorkerRequest forget;
+  forget.set_host_name("worker-a");
+  podscope::v1::ForgetWorkerResponse forgotten;
+  ASSERT_TRUE(cli->ForgetWorker(&forget_context, forget, &forgotten).ok());
+  EXPECT_EQ(forgotten.owner(), "localhost,agent.podscope.test");
+  EXPECT_TRUE(register_worker(*cli, "worker-a", "127.0.0.1:7666").ok());
+}
 
 TEST(WorkerRegistry, StaticWorkersAreUpWhileTheyAnswerPings) {
   testing::TimerThread timers;
