@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
   auto* analyze = app.add_subcommand("analyze", "Analyse a captured run directory");
   podscope::cli::add_analyze_flags(*analyze, analyze_flags);
   podscope::cli::ForgetFlags forget_flags;
-  auto* forget = app.add_subcommand("forget", "Free a worker name on a coordinator (it belongs to its first registrant)");
+  auto* forget =
+      app.add_subcommand("forget", "Free a worker name on a coordinator (it belongs to its first registrant)");
   podscope::cli::add_forget_flags(*forget, forget_flags);
   try {
     app.parse(argc, argv);

@@ -22,8 +22,9 @@ class CoordinatorMetrics {
   void update_workers(const std::vector<podscope::v1::WorkerInfo>& workers);
   // exit_code as pod_capture::CaptureResult::exit_code(): 0 complete, 3 partial, 1 failed.
   void count_capture(int exit_code);
-  // A Register the coordinator refused: "invalid" (no host name, not one address), "address_taken" (it would
-  // move a static worker or another agent's live one), "registry_full" (max_workers).
+  // A Register the coordinator refused: "not_allowed" (a caller outside allowed_clients), "invalid" (no host name,
+  // not one address, names that are no clean text), "address_taken" (the name is another identity's, or it would
+  // move a static worker or another agent's live one), "registry_full" (max_workers, none stale).
   void count_refused_registration(const std::string& reason);
   // A trigger report that got no pod snapshot of its own because of a bound: "rate_limited"
   // (pod_snapshot_min_interval_ms) or "disk_cap" (pod_snapshot_max_mb).

@@ -132,8 +132,9 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context, const po
   }
   if (!is_clean_registration(*request)) {
     metrics_.count_refused_registration("invalid");
-    return invalid("Register: host_name, job and labels must be UTF-8 text without control characters (host_name at "
-                   "most 255 bytes)");
+    return invalid(
+        "Register: host_name, job and labels must be UTF-8 text without control characters (host_name at "
+        "most 255 bytes)");
   }
   if (auto parsed = pod_capture::parse_service_addresses(request->address()); !parsed.ok() || parsed->size() != 1) {
     metrics_.count_refused_registration("invalid");

@@ -44,8 +44,7 @@ class WorkerRegistry {
   // (PERMISSION_DENIED) when the name belongs to another owner, or would move a static worker or a live worker of
   // another agent instance to a new address; RESOURCE_EXHAUSTED when a new worker would pass max_workers and no
   // stale registration can make room.
-  absl::Status register_worker(const podscope::v1::RegisterRequest& request, const std::string& owner,
-                               int64_t now_ns);
+  absl::Status register_worker(const podscope::v1::RegisterRequest& request, const std::string& owner, int64_t now_ns);
   // False when the worker is unknown, or registered elsewhere or by another owner (it must register again).
   bool heartbeat(const std::string& host_name, const std::string& address, const std::string& owner, int64_t now_ns);
   // Who registered `host_name`; nullopt for an unknown worker or a static one no agent registered.

@@ -55,7 +55,6 @@ std::optional<int> first_unterminated_quote(const YAML::Node& node, std::string_
   return std::nullopt;
 }
 
-
 std::string where(std::string_view source, const YAML::Node& node, std::string_view key) {
   std::ostringstream out;
   out << source << ":" << node.Mark().line + 1 << ": key '" << key << "'";

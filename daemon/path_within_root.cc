@@ -27,9 +27,8 @@ bool contains_nul(const fs::path& path) { return path.native().find('\0') != fs:
 
 bool is_plain_path_component(std::string_view name) {
   // Control characters (a newline, ESC) would make a directory that listings and logs show as something else.
-  const bool control = std::any_of(name.begin(), name.end(), [](char c) {
-    return static_cast<unsigned char>(c) < 0x20 || c == 0x7F;
-  });
+  const bool control =
+      std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; });
   return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos && !control;
 }
 

@@ -29,8 +29,7 @@ std::optional<std::string> on_behalf_of(const grpc::ServerContextBase& context) 
 
 }  // namespace
 
-grpc::Status CallAuthorizer::authorize(const grpc::ServerContextBase& context, std::string_view method,
-                                       Audit audit) {
+grpc::Status CallAuthorizer::authorize(const grpc::ServerContextBase& context, std::string_view method, Audit audit) {
   const PeerCertificate peer = peer_certificate(context);
   // Without TLS nobody is named: the call is plaintext, as before TLS existed.
   std::string identity = tls_on_ ? peer_identity(peer) : "unauthenticated (TLS off)";

@@ -26,9 +26,8 @@ void forward_grpc_log(gpr_log_func_args* args) {
   const std::string_view message = args->message;
   if (message.find("Handshake failed") != std::string_view::npos) {
     if (prometheus::Counter* counter = failed_handshakes.load()) counter->Increment();
-    const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
-                              std::chrono::steady_clock::now().time_since_epoch())
-                              .count();
+    const int64_t now_s =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
     if (failed_handshake_logged_s.exchange(now_s) != now_s) {
       PODSCOPE_LOG(kWarning) << "TLS handshake failed: " << message
                              << " (podscope_tls_handshakes_failed_total counts them all)";

@@ -26,8 +26,8 @@ absl::StatusOr<std::vector<std::string>> resolve(const FanoutHost& host) {
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (const int error = getaddrinfo(host.host.c_str(), nullptr, &hints, &found); error != 0) {
-    return absl::InvalidArgumentError("NewSession: host " + host.address + " does not resolve (" +
-                                      gai_strerror(error) + "); nothing was captured");
+    return absl::InvalidArgumentError("NewSession: host " + host.address + " does not resolve (" + gai_strerror(error) +
+                                      "); nothing was captured");
   }
   std::vector<std::string> out;
   for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
@@ -67,8 +67,8 @@ class OnBehalfOf final : public grpc::MetadataCredentialsPlugin {
 }  // namespace
 
 PodSessions::PodSessions(const Clock& clock, std::function<std::string()> repository_root,
-                         std::function<int()> own_grpc_port, std::vector<std::string> allowed_targets,
-                         size_t max_hosts, bool tls_on, std::shared_ptr<grpc::ChannelCredentials> credentials)
+                         std::function<int()> own_grpc_port, std::vector<std::string> allowed_targets, size_t max_hosts,
+                         bool tls_on, std::shared_ptr<grpc::ChannelCredentials> credentials)
     : clock_(clock),
       repository_root_(std::move(repository_root)),
       own_grpc_port_(std::move(own_grpc_port)),
@@ -104,10 +104,9 @@ absl::StatusOr<std::vector<PodSessions::Target>> PodSessions::targets(
                                          "allowed_fanout_targets (" + allowed.describe() + "); nothing was captured");
     }
     if (only_this_agent && !(host.port == own_grpc_port_() && is_this_host(*address))) {
-      return absl::PermissionDeniedError("NewSession: host " + host.address +
-                                         " is another agent, and a caller without a certificate (" +
-                                         tls::kLocalPlaintextIdentity +
-                                         ") could not call it itself; nothing was captured");
+      return absl::PermissionDeniedError(
+          "NewSession: host " + host.address + " is another agent, and a caller without a certificate (" +
+          tls::kLocalPlaintextIdentity + ") could not call it itself; nothing was captured");
     }
     out.push_back({host.address, numeric_target(*address, host.port)});
   }
@@ -141,7 +140,7 @@ absl::StatusOr<std::string> PodSessions::run_directory(const tensorflow::NewProf
 }
 
 absl::StatusOr<pod_capture::PodRunOutcome> PodSessions::run(const tensorflow::NewProfileSessionRequest& request,
-                                                             const tls::PeerCertificate& caller) {
+                                                            const tls::PeerCertificate& caller) {
   absl::StatusOr<std::vector<Target>> targets = this->targets(request, caller);
   if (!targets.ok()) return targets.status();
   pod_capture::CaptureSpec spec = pod_capture::capture_spec_from(request, clock_.now_ns());

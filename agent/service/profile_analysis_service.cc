@@ -13,7 +13,8 @@ grpc::Status ProfileAnalysisServiceImpl::NewSession(grpc::ServerContext* context
   absl::StatusOr<pod_capture::PodRunOutcome> outcome = sessions_.run(*request, tls::peer_certificate(*context));
   if (!outcome.ok()) {
     PODSCOPE_LOG(kWarning) << "NewSession refused: " << outcome.status().message();
-    if (absl::IsPermissionDenied(outcome.status()) || absl::IsResourceExhausted(outcome.status())) metrics_.fanouts_refused.Increment();
+    if (absl::IsPermissionDenied(outcome.status()) || absl::IsResourceExhausted(outcome.status()))
+      metrics_.fanouts_refused.Increment();
     if (absl::IsFailedPrecondition(outcome.status())) {
       response->set_empty_trace(true);
       response->set_error_message(std::string(outcome.status().message()));

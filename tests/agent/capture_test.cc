@@ -217,11 +217,28 @@ TEST(FanoutHost, OnlyHostColonPortIsAHostNoGrpcTargetScheme) {
   EXPECT_EQ(parsed("worker-3")->address, "worker-3:8466");
   EXPECT_EQ(parsed("[::1]:9000")->host, "::1");
   EXPECT_EQ(parsed("[::1]:9000")->address, "[::1]:9000");
-  for (const std::string_view bad :
-       {"unix:/run/podscope/agent.sock", "unix:agent", "unix-abstract:x", "ipv4:127.0.0.1:8466", "ipv6:[::1]:8466",
-        "dns:///localhost:8466", "dns:localhost:8466", "vsock:3:8466", "localhost:0", "localhost:65536",
-        "localhost:http", "localhost:8466/x", "user@localhost:8466", "../../escape:8466", "", ":8466", "[::1]",
-        "[not-v6]:8466", "a..b:8466", "grpc://", "host name:8466", "h\nx:8466"}) {
+  for (const std::string_view bad : {"unix:/run/podscope/agent.sock",
+                                     "unix:agent",
+                                     "unix-abstract:x",
+                                     "ipv4:127.0.0.1:8466",
+                                     "ipv6:[::1]:8466",
+                                     "dns:///localhost:8466",
+                                     "dns:localhost:8466",
+                                     "vsock:3:8466",
+                                     "localhost:0",
+                                     "localhost:65536",
+                                     "localhost:http",
+                                     "localhost:8466/x",
+                                     "user@localhost:8466",
+                                     "../../escape:8466",
+                                     "",
+                                     ":8466",
+                                     "[::1]",
+                                     "[not-v6]:8466",
+                                     "a..b:8466",
+                                     "grpc://",
+                                     "host name:8466",
+                                     "h\nx:8466"}) {
     const absl::StatusOr<FanoutHost> host = parsed(bad);
     EXPECT_EQ(host.status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }

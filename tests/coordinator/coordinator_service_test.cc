@@ -153,7 +153,8 @@ TEST_F(CoordinatorServiceTest, SilentWorkersAreMarkedDownNotForgotten) {
   ASSERT_EQ(workers.size(), 3u);
   EXPECT_TRUE(workers[0].up());
   EXPECT_FALSE(workers[1].up());
-  EXPECT_FALSE(registry_->heartbeat("host7", "127.0.0.1:1", kLoopbackOwner, later)) << "unknown agents must register again";
+  EXPECT_FALSE(registry_->heartbeat("host7", "127.0.0.1:1", kLoopbackOwner, later))
+      << "unknown agents must register again";
 }
 
 TEST_F(CoordinatorServiceTest, NewSessionWritesOnlyInsideTheRepositoryRoot) {
@@ -332,7 +333,8 @@ TEST_F(CoordinatorServiceTest, TriggersOfTheSameJobAndStepMakeOnePodSnapshot) {
 }
 
 // A report of a slow step of `host` that ended `ago_ns` before now, with no cool-down of its own.
-podscope::v1::TriggerReport slow_step_report(const Clock& clock, const std::string& host, int64_t step, int64_t ago_ns) {
+podscope::v1::TriggerReport slow_step_report(const Clock& clock, const std::string& host, int64_t step,
+                                             int64_t ago_ns) {
   podscope::v1::TriggerReport r;
   r.set_host_name(host);
   r.set_reason("slow_step");
@@ -350,7 +352,8 @@ TEST_F(CoordinatorServiceTest, PodSnapshotsOfAJobAreRateLimitedWhateverCoolDownT
                          PodSnapshotSettings{settings_.repository_root, 500, 0, 2, 60'000, kPodSnapshotBytes}, clock_,
                          metrics_);
   for (int i = 0; i < 2; ++i) {
-    ASSERT_TRUE(registry_->heartbeat("host" + std::to_string(i), agents_[i]->address(), kLoopbackOwner, clock_.now_ns()));
+    ASSERT_TRUE(
+        registry_->heartbeat("host" + std::to_string(i), agents_[i]->address(), kLoopbackOwner, clock_.now_ns()));
   }
   const auto first = snapshots.report(slow_step_report(clock_, "host0", 1, 0));
   ASSERT_TRUE(first.ok()) << first.status();

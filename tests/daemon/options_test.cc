@@ -38,8 +38,8 @@ TEST(OptionSet, YamlSetsEveryKind) {
 
 TEST(OptionSet, AQuoteLeftOpenIsAnErrorNamingItsLineNotAValueRunningToTheEnd) {
   const std::pair<std::string, std::string> cases[] = {{"verbose: true\nlisten: \"127.0.0.1:1\n", "agent.yaml:2:"},
-                                                        {"verbose: true\nlisten: '127.0.0.1:1\n", "agent.yaml:2:"},
-                                                        {"verbose: true\nupstream:\n  - \"a:1\n", "agent.yaml:3:"}};
+                                                       {"verbose: true\nlisten: '127.0.0.1:1\n", "agent.yaml:2:"},
+                                                       {"verbose: true\nupstream:\n  - \"a:1\n", "agent.yaml:3:"}};
   for (const auto& [yaml, line] : cases) {
     Settings s;
     OptionSet o = declare(s);

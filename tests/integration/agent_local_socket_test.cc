@@ -191,8 +191,8 @@ TEST(AgentLocalSocketNames, AClientsNonUtf8AndControlCharacterNamesBreakNeitherM
   registration.job = std::string("job\xc3\x28\n\x80 forged log line\x00", 30);
   registration.cores = {0};
   const int fd = registered_client(agent, registration);
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::system_clock::now().time_since_epoch()).count();
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   send_frame(fd, local::StepsMsg{{{0, 1, now - 1'000'000, now, 0, 0}}});
   ASSERT_TRUE(wait_for_metric(agent, "podscope_local_connections", "", 1, 5s));
 

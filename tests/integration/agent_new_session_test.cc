@@ -142,8 +142,9 @@ TEST(AgentNewSession, GrpcTargetSchemesAreNoHostsAndNothingIsDialled) {
   Bystander bystander;
   const std::string port = std::to_string(bystander.port());
   const testing::TfCapture capture = testing::tf_capture(100, root, "schemes");
-  for (const std::string& target : {"ipv4:127.0.0.1:" + port, "dns:///127.0.0.1:" + port, "dns:127.0.0.1:" + port,
-                                    "unix:" + agent.socket_dir() + "/agent.sock", std::string("unix-abstract:podscope")}) {
+  for (const std::string& target :
+       {"ipv4:127.0.0.1:" + port, "dns:///127.0.0.1:" + port, "dns:127.0.0.1:" + port,
+        "unix:" + agent.socket_dir() + "/agent.sock", std::string("unix-abstract:podscope")}) {
     const NewSessionOutcome out = new_session(agent, capture, {agent.grpc_address(), target});
     EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << target;
     EXPECT_NE(out.status.error_message().find("not a host:port address"), std::string::npos)
@@ -299,16 +300,24 @@ TEST(AgentNewSession, OverMutualTlsTheAgentCapturesTheOtherWorkersWithItsOwnIden
     EXPECT_TRUE(fs::exists(run / file)) << file;
   }
   // The worker's audit line names who asked, and through which agent.
-  EXPECT_TRUE(wait_for_output(second, std::regex("audit: Profile by cli\\.podscope\\.test via \\S*agent\\.podscope\\.test")))
+  EXPECT_TRUE(
+      wait_for_output(second, std::regex("audit: Profile by cli\\.podscope\\.test via \\S*agent\\.podscope\\.test")))
       << second.output();
   fs::remove_all(root);
 }
 
 // Test certificates and the TLS flags of an agent that allows `allowed_clients`.
 std::vector<std::string> tls_agent_args(const fs::path& certs, const std::string& allowed_clients) {
-  return {"--tls_cert",        (certs / "server.pem").string(), "--tls_key", (certs / "server.key").string(),
-          "--tls_client_ca",   (certs / "ca.pem").string(),     "--allowed_clients", allowed_clients,
-          "--allowed_fanout_targets", "127.0.0.1:*"};
+  return {"--tls_cert",
+          (certs / "server.pem").string(),
+          "--tls_key",
+          (certs / "server.key").string(),
+          "--tls_client_ca",
+          (certs / "ca.pem").string(),
+          "--allowed_clients",
+          allowed_clients,
+          "--allowed_fanout_targets",
+          "127.0.0.1:*"};
 }
 
 std::string make_certs(const std::string& root) {
@@ -356,13 +365,12 @@ TEST(AgentNewSession, AWorkerDecidesOnTheCallerTheFanOutCarriesNotOnTheAgentThat
   // The second lets the agents in, but not the CLI's certificate.
   AgentProcess second(tls_agent_args(certs, "agent.podscope.test"));
   const testing::TfCapture capture = testing::tf_capture(200, root, "forwarded");
-  const testing::RawReply reply =
-      testing::call_with_bytes(tls_channel(first, certs, "cli"), kNewSession,
-                               testing::tf_new_session_request(capture, {first.grpc_address(), second.grpc_address()}),
-                               60);
+  const testing::RawReply reply = testing::call_with_bytes(
+      tls_channel(first, certs, "cli"), kNewSession,
+      testing::tf_new_session_request(capture, {first.grpc_address(), second.grpc_address()}), 60);
   ASSERT_TRUE(reply.status.ok()) << reply.status.error_message();
-  EXPECT_TRUE(wait_for_output(
-      second, std::regex("refused Profile from cli\\.podscope\\.test via \\S*agent\\.podscope\\.test")))
+  EXPECT_TRUE(
+      wait_for_output(second, std::regex("refused Profile from cli\\.podscope\\.test via \\S*agent\\.podscope\\.test")))
       << second.output();
   EXPECT_EQ(second.output().find("audit: Profile"), std::string::npos) << second.output();
   const fs::path run = fs::path(root) / "forwarded";
