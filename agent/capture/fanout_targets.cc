@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <optional>
 
 namespace podscope::agent {
 namespace {
@@ -142,22 +143,24 @@ FanoutTargets::FanoutTargets(std::vector<std::string> patterns, int own_grpc_por
   if (patterns_.empty()) patterns_.push_back("*:" + std::to_string(own_grpc_port));
 }
 
-std::optional<std::string> FanoutTargets::allowed_address(const FanoutHost& host,
+std::vector<std::string> FanoutTargets::allowed_addresses(const FanoutHost& host,
                                                           const std::vector<std::string>& resolved) const {
   const std::string port = std::to_string(host.port);
   const bool named = !is_ipv4(host.host) && !is_ipv6(host.host);
-  for (const std::string& text : patterns_) {
-    const std::optional<Split> pattern = split_host_port(text);
-    if (!pattern || !matches(pattern->port, port)) continue;
-    if (!is_address_pattern(*pattern)) {
-      if (named && !resolved.empty() && matches(lower(pattern->host), lower(host.host), '.')) return resolved.front();
-      continue;
-    }
-    for (const std::string& address : resolved) {
-      if (matches(pattern->host, address)) return address;
+  std::vector<std::string> out;
+  for (const std::string& address : resolved) {
+    for (const std::string& text : patterns_) {
+      const std::optional<Split> pattern = split_host_port(text);
+      if (!pattern || !matches(pattern->port, port)) continue;
+      const bool allowed = is_address_pattern(*pattern) ? matches(pattern->host, address)
+                                                        : named && matches(lower(pattern->host), lower(host.host), '.');
+      if (allowed) {
+        out.push_back(address);
+        break;
+      }
     }
   }
-  return std::nullopt;
+  return out;
 }
 
 std::string FanoutTargets::describe() const {

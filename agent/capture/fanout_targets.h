@@ -10,7 +10,6 @@
 // None configured means any host on this agent's own gRPC port (a pod's agents all listen on the same one).
 #pragma once
 
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,9 +38,9 @@ class FanoutTargets {
   // `patterns` as check_fanout_patterns accepts them; empty: "*:<own_grpc_port>".
   FanoutTargets(std::vector<std::string> patterns, int own_grpc_port);
 
-  // Of the numeric addresses `host` resolved to, the first that a pattern allows (all of them when a name pattern
-  // allows the host by name); none when no pattern allows it.
-  std::optional<std::string> allowed_address(const FanoutHost& host, const std::vector<std::string>& resolved) const;
+  // Of the numeric addresses `host` resolved to, those a pattern allows, in the resolver's order (all of them when
+  // a name pattern allows the host by name); empty when no pattern allows it.
+  std::vector<std::string> allowed_addresses(const FanoutHost& host, const std::vector<std::string>& resolved) const;
   // The patterns in force, for refusals: "*:8466" or "10.0.*:8466, worker-*:*".
   std::string describe() const;
 

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <optional>
 
 #include <grpcpp/security/credentials.h>
 
@@ -43,10 +42,15 @@ absl::StatusOr<std::vector<std::string>> resolve(const FanoutHost& host) {
   return out;
 }
 
-// gRPC's target for a numeric address: nothing is resolved again between the check and the dial.
-std::string numeric_target(const std::string& address, int port) {
-  const bool v6 = address.find(':') != std::string::npos;
-  return (v6 ? "ipv6:[" + address + "]:" : "ipv4:" + address + ":") + std::to_string(port);
+// gRPC's target for numeric addresses, so nothing is resolved again between the check and the dial: the IPv4 ones
+// when there are any (one scheme per target), else the IPv6 ones.
+std::string numeric_target(const std::vector<std::string>& addresses, int port) {
+  std::string v4, v6;
+  for (const std::string& address : addresses) {
+    std::string& list = address.find(':') == std::string::npos ? v4 : v6;
+    list += (list.empty() ? "" : ",") + (&list == &v6 ? "[" + address + "]" : address) + ":" + std::to_string(port);
+  }
+  return v4.empty() ? "ipv6:" + v6 : "ipv4:" + v4;
 }
 
 // Sends the caller's identity with every call of a channel (over TLS: call credentials need a secure channel).
@@ -98,17 +102,18 @@ absl::StatusOr<std::vector<PodSessions::Target>> PodSessions::targets(
   for (const FanoutHost& host : hosts) {
     absl::StatusOr<std::vector<std::string>> resolved = resolve(host);
     if (!resolved.ok()) return resolved.status();
-    const std::optional<std::string> address = allowed.allowed_address(host, *resolved);
-    if (!address) {
+    const std::vector<std::string> addresses = allowed.allowed_addresses(host, *resolved);
+    if (addresses.empty()) {
       return absl::PermissionDeniedError("NewSession: host " + host.address + " is not in this agent's " +
                                          "allowed_fanout_targets (" + allowed.describe() + "); nothing was captured");
     }
-    if (only_this_agent && !(host.port == own_grpc_port_() && is_this_host(*address))) {
+    if (only_this_agent &&
+        !(host.port == own_grpc_port_() && std::all_of(addresses.begin(), addresses.end(), is_this_host))) {
       return absl::PermissionDeniedError(
           "NewSession: host " + host.address + " is another agent, and a caller without a certificate (" +
           tls::kLocalPlaintextIdentity + ") could not call it itself; nothing was captured");
     }
-    out.push_back({host.address, numeric_target(*address, host.port)});
+    out.push_back({host.address, numeric_target(addresses, host.port)});
   }
   return out;
 }

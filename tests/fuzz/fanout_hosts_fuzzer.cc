@@ -55,8 +55,9 @@ void check_host(const podscope::agent::FanoutTargets* targets, const std::string
   if (!again.ok() || again->host != host->host || again->port != host->port) fail("address does not re-parse", text);
   if (targets == nullptr) return;
   const std::vector<std::string> resolved = resolved_for(*host);
-  const std::optional<std::string> allowed = targets->allowed_address(*host, resolved);
-  if (allowed && *allowed != resolved.front()) fail("allowed an address it did not resolve to", text);
+  for (const std::string& allowed : targets->allowed_addresses(*host, resolved)) {
+    if (allowed != resolved.front()) fail("allowed an address it did not resolve to", text);
+  }
 }
 
 }  // namespace
