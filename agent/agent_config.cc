@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "agent/capture/fanout_targets.h"
+#include "daemon/log.h"
 
 namespace podscope::agent {
 
@@ -35,6 +36,7 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
             -LLONG_MAX / 4, LLONG_MAX / 4);
   o.hide("clock_offset_ns");
   o.add_string("log_level", &c.log_level, "debug, info, warning or error");
+  o.add_check("log_level", [&c] { return parse_log_level(c.log_level).status(); });
 
   // --- flight recorder ---
   o.add_int("flight_recorder_seconds", &c.flight_recorder_seconds,
@@ -100,8 +102,11 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
   // --- TensorBoard's worker-list capture (ProfileAnalysis.NewSession) ---
   o.add_list("allowed_fanout_targets", &c.allowed_fanout_targets,
              "host:port patterns ('*' matches any run of characters) of the hosts a NewSession on this agent may "
-             "capture; a request naming any other host is refused, nothing contacted (empty: any host on this "
-             "agent's own gRPC port)");
+             "capture: address patterns (digits, dots, '*') match the addresses a host resolves to, name patterns "
+             "the whole name ('*' within one label); a request naming any other host is refused, nothing contacted "
+             "(empty: any host on this agent's own gRPC port)");
+  o.add_int("max_fanout_hosts", &c.max_fanout_hosts,
+            "most hosts one NewSession may list; a longer list is refused with nothing contacted", 1, 1'000'000);
   o.add_check("allowed_fanout_targets", [&c] { return check_fanout_patterns(c.allowed_fanout_targets); });
 
   // --- coordinator registration ---

@@ -49,6 +49,7 @@ struct AgentConfig {
 
   // --- TensorBoard's worker-list capture (ProfileAnalysis.NewSession) ---
   std::vector<std::string> allowed_fanout_targets;  // host:port patterns; empty: any host on this agent's gRPC port
+  int64_t max_fanout_hosts = 4096;                  // hosts one NewSession may list, as the coordinator's max_workers
 
   // --- coordinator registration ---
   std::string coordinator;  // host:port of podscope-coordinator; empty: do not register

@@ -21,9 +21,7 @@ absl::StatusOr<podscope::agent::AgentConfig> reread_config(const podscope::Comma
   podscope::agent::declare_agent_options(config, options);
   if (absl::Status s = podscope::apply_command_line(command_line, options); !s.ok()) return s;
   if (absl::Status s = podscope::tls::check_tls_config(config.tls); !s.ok()) return s;
-  if (absl::StatusOr<podscope::LogLevel> level = podscope::parse_log_level(config.log_level); !level.ok()) {
-    return absl::InvalidArgumentError("log_level: " + std::string(level.status().message()));
-  }
+  if (absl::Status s = podscope::tls::check_tls_files(config.tls); !s.ok()) return s;
   return config;
 }
 }  // namespace

@@ -213,7 +213,8 @@ std::unique_ptr<grpc::Service> make_profile_analysis_service(AgentParts& parts) 
   CaptureSessions& captures = *parts.captures;
   parts.pod_sessions = std::make_unique<PodSessions>(
       parts.clock, [&captures] { return captures.limits().repository_root; }, [&parts] { return parts.grpc_port; },
-      parts.config.allowed_fanout_targets, parts.channel_credentials);
+      parts.config.allowed_fanout_targets, static_cast<size_t>(parts.config.max_fanout_hosts),
+      parts.config.tls.serves_tls(), parts.channel_credentials);
   return std::make_unique<ProfileAnalysisServiceImpl>(*parts.pod_sessions, *parts.request_metrics, *parts.authorizer);
 }
 

@@ -4,6 +4,7 @@
 
 #include "cli/analyze_command.h"
 #include "cli/capture_command.h"
+#include "cli/forget_command.h"
 #include "cli/status_command.h"
 
 int main(int argc, char** argv) {
@@ -19,6 +20,10 @@ int main(int argc, char** argv) {
   podscope::cli::AnalyzeFlags analyze_flags;
   auto* analyze = app.add_subcommand("analyze", "Analyse a captured run directory");
   podscope::cli::add_analyze_flags(*analyze, analyze_flags);
+  podscope::cli::ForgetFlags forget_flags;
+  auto* forget =
+      app.add_subcommand("forget", "Free a worker name on a coordinator (it belongs to its first registrant)");
+  podscope::cli::add_forget_flags(*forget, forget_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -29,5 +34,6 @@ int main(int argc, char** argv) {
   }
   if (*capture) return podscope::cli::run_capture_command(capture_flags);
   if (*status) return podscope::cli::run_status_command(status_flags);
+  if (*forget) return podscope::cli::run_forget_command(forget_flags);
   return podscope::cli::run_analyze_command(analyze_flags);
 }

@@ -19,11 +19,13 @@ ClockTracker::~ClockTracker() {
 
 void ClockTracker::measure_all() {
   std::vector<std::string> names;
+  std::vector<std::shared_ptr<pod_capture::AgentConnection>> held;
   std::vector<pod_capture::AgentConnection*> agents;
   for (const auto& worker : registry_.list(clock_.now_ns())) {
-    if (auto* connection = registry_.connection(worker.host_name())) {
+    if (auto connection = registry_.connection(worker.host_name())) {
       names.push_back(worker.host_name());
-      agents.push_back(connection);
+      agents.push_back(connection.get());
+      held.push_back(std::move(connection));
     }
   }
   const auto measurements = pod_capture::measure_clocks(agents, clock_, pings_, 1000);

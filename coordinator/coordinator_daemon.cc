@@ -27,7 +27,15 @@ void declare_coordinator_options(CoordinatorConfig& c, OptionSet& o) {
             1, 3'600'000);
   o.add_int("pod_snapshot_after_ms", &c.pod_snapshot_after_ms,
             "...and this long after it (the snapshot is taken once that has passed)", 0, 600'000);
+  o.add_int("pod_snapshot_min_interval_ms", &c.pod_snapshot_min_interval_ms,
+            "At most one triggered pod snapshot of a job this often, whatever cool-down the reporting agent has; "
+            "reports in between are answered and counted (podscope_coordinator_pod_snapshots_skipped_total)",
+            0, 86'400'000);
+  o.add_int("pod_snapshot_max_mb", &c.pod_snapshot_max_mb,
+            "No triggered pod snapshot is taken while those under repository_root hold this many MiB (counted)", 1,
+            1'000'000);
   o.add_string("log_level", &c.log_level, "debug, info, warning or error");
+  o.add_check("log_level", [&c] { return parse_log_level(c.log_level).status(); });
   tls::declare_tls_options(c.tls, o, tls::TlsRole::kDaemon);
 }
 
@@ -62,8 +70,9 @@ absl::Status CoordinatorDaemon::start() {
   pod_snapshots_ = std::make_unique<PodSnapshots>(
       *registry_, *runner_,
       PodSnapshotSettings{config_.repository_root, config_.pod_snapshot_before_ms, config_.pod_snapshot_after_ms,
-                          static_cast<int>(config_.clock_sync_pings)},
-      clock_);
+                          static_cast<int>(config_.clock_sync_pings), config_.pod_snapshot_min_interval_ms,
+                          config_.pod_snapshot_max_mb << 20},
+      clock_, metrics_);
   authorizer_ = std::make_unique<tls::CallAuthorizer>(config_.tls, *metrics_.registry(), prometheus::Labels{});
   coordinator_service_ = std::make_unique<CoordinatorService>(
       *registry_, *runner_, settings_, clock_, metrics_, *pod_snapshots_, *authorizer_, [this] { tracker_->wake(); });

@@ -32,8 +32,10 @@ struct CoordinatorConfig {
   int64_t clock_sync_interval_ms = 10'000;
   int64_t clock_sync_pings = 16;
   int64_t max_workers = 4096;
-  int64_t pod_snapshot_before_ms = 10'000;  // a triggered pod snapshot's span before the slow step's end
-  int64_t pod_snapshot_after_ms = 2'000;    // and after it
+  int64_t pod_snapshot_before_ms = 10'000;        // a triggered pod snapshot's span before the slow step's end
+  int64_t pod_snapshot_after_ms = 2'000;          // and after it
+  int64_t pod_snapshot_min_interval_ms = 60'000;  // at most one pod snapshot of a job this often
+  int64_t pod_snapshot_max_mb = 1024;             // none while the pod snapshots kept hold this much
   std::string log_level = "info";
   tls::TlsConfig tls;  // every gRPC server and channel: tls_cert, tls_key, tls_client_ca, tls_ca, ...
 };

@@ -1,5 +1,7 @@
 #include "coordinator/coordinator_metrics.h"
 
+#include <algorithm>
+
 namespace podscope::coordinator {
 
 CoordinatorMetrics::CoordinatorMetrics()
@@ -27,12 +29,21 @@ CoordinatorMetrics::CoordinatorMetrics()
       refused_registrations_(prometheus::BuildCounter()
                                  .Name("podscope_coordinator_registrations_refused_total")
                                  .Help("Worker registrations the coordinator refused, by reason")
+                                 .Register(*registry_)),
+      skipped_pod_snapshots_(prometheus::BuildCounter()
+                                 .Name("podscope_coordinator_pod_snapshots_skipped_total")
+                                 .Help("Trigger reports that got no pod snapshot because of a bound, by reason")
                                  .Register(*registry_)) {
   // Present from the first scrape, before the first clock pass counts any worker.
   for (const char* state : {"up", "down"}) workers_.Add({{"state", state}});
   for (const char* outcome : {"complete", "partial", "failed"}) captures_.Add({{"outcome", outcome}});
-  for (const char* reason : {"invalid", "address_taken", "registry_full"})
+  for (const char* reason : {"invalid", "not_allowed", "address_taken", "registry_full"})
     refused_registrations_.Add({{"reason", reason}});
+  for (const char* reason : {"rate_limited", "disk_cap"}) skipped_pod_snapshots_.Add({{"reason", reason}});
+}
+
+void CoordinatorMetrics::count_skipped_pod_snapshot(const std::string& reason) {
+  skipped_pod_snapshots_.Add({{"reason", reason}}).Increment();
 }
 
 void CoordinatorMetrics::count_refused_registration(const std::string& reason) {
@@ -41,13 +52,21 @@ void CoordinatorMetrics::count_refused_registration(const std::string& reason) {
 
 void CoordinatorMetrics::update_workers(const std::vector<podscope::v1::WorkerInfo>& workers) {
   double up = 0, down = 0;
+  std::vector<std::map<std::string, std::string>> shown;
   for (const auto& w : workers) {
     (w.up() ? up : down) += 1;
     const std::map<std::string, std::string> labels = {{"host", w.host_name()}, {"address", w.address()}};
     worker_up_.Add(labels).Set(w.up() ? 1 : 0);
     clock_offset_.Add(labels).Set(static_cast<double>(w.clock_offset_ns()) / 1e9);
     clock_rtt_.Add(labels).Set(static_cast<double>(w.clock_rtt_ns()) / 1e9);
+    shown.push_back(labels);
   }
+  // A worker that left the registry (expired, evicted, forgotten, moved) leaves the metrics too.
+  for (const auto& labels : worker_labels_) {
+    if (std::find(shown.begin(), shown.end(), labels) != shown.end()) continue;
+    for (auto* family : {&worker_up_, &clock_offset_, &clock_rtt_}) family->Remove(&family->Add(labels));
+  }
+  worker_labels_ = std::move(shown);
   workers_.Add({{"state", "up"}}).Set(up);
   workers_.Add({{"state", "down"}}).Set(down);
 }

@@ -2,6 +2,7 @@
 // outcome. Updated when the registry's clocks are measured and when a capture ends; a scrape only serializes.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,9 +22,13 @@ class CoordinatorMetrics {
   void update_workers(const std::vector<podscope::v1::WorkerInfo>& workers);
   // exit_code as pod_capture::CaptureResult::exit_code(): 0 complete, 3 partial, 1 failed.
   void count_capture(int exit_code);
-  // A Register the coordinator refused: "invalid" (no host name, not one address), "address_taken" (it would
-  // move a static worker or another agent's live one), "registry_full" (max_workers).
+  // A Register the coordinator refused: "not_allowed" (a caller outside allowed_clients), "invalid" (no host name,
+  // not one address, names that are no clean text), "address_taken" (the name is another identity's, or it would
+  // move a static worker or another agent's live one), "registry_full" (max_workers, none stale).
   void count_refused_registration(const std::string& reason);
+  // A trigger report that got no pod snapshot of its own because of a bound: "rate_limited"
+  // (pod_snapshot_min_interval_ms) or "disk_cap" (pod_snapshot_max_mb).
+  void count_skipped_pod_snapshot(const std::string& reason);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -33,6 +38,8 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Gauge>& clock_rtt_;
   prometheus::Family<prometheus::Counter>& captures_;
   prometheus::Family<prometheus::Counter>& refused_registrations_;
+  prometheus::Family<prometheus::Counter>& skipped_pod_snapshots_;
+  std::vector<std::map<std::string, std::string>> worker_labels_;  // of the workers the last update showed
 };
 
 }  // namespace podscope::coordinator

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 
 #include "daemon/grpc_status.h"
 #include "daemon/log.h"
 #include "daemon/path_within_root.h"
 #include "coordinator/pod_snapshots.h"
 #include "pod_capture/run_directory.h"
+#include "proto/xspace/utf8.h"
 
 namespace podscope::coordinator {
 namespace {
@@ -17,6 +19,21 @@ namespace {
 constexpr size_t kFileChunkBytes = 1 << 20;
 
 grpc::Status invalid(const std::string& reason) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, reason); }
+
+// What an agent registers reaches Prometheus labels, ListWorkers' proto fields and log lines: valid UTF-8 without
+// control characters, and a host name of at most 255 bytes.
+bool is_clean_text(const std::string& text) {
+  return xspace::valid_utf8(text) == text && std::none_of(text.begin(), text.end(), [](char c) {
+           return static_cast<unsigned char>(c) < 0x20 || c == 0x7F;
+         });
+}
+bool is_clean_registration(const podscope::v1::RegisterRequest& request) {
+  if (request.host_name().size() > 255 || !is_clean_text(request.host_name()) || !is_clean_text(request.job())) {
+    return false;
+  }
+  return std::all_of(request.labels().begin(), request.labels().end(),
+                     [](const auto& label) { return is_clean_text(label.first) && is_clean_text(label.second); });
+}
 
 // Streams one file in chunks of kFileChunkBytes.
 bool stream_file(const std::filesystem::path& path, const std::string& relative,
@@ -83,9 +100,13 @@ absl::StatusOr<pod_capture::PodRunOutcome> CaptureRunner::run(const std::vector<
                                                               const pod_capture::ProgressFn& progress) {
   std::unique_lock lock(running_, std::try_to_lock);
   if (!lock.owns_lock()) return absl::AlreadyExistsError("a capture is already running on this coordinator");
+  std::vector<std::shared_ptr<pod_capture::AgentConnection>> held;  // alive through the run
   std::vector<pod_capture::PodAgent> agents;
   for (const auto& name : host_names) {
-    if (auto* connection = registry_.connection(name)) agents.push_back({connection, name, registry_.drift_ppm(name)});
+    if (auto connection = registry_.connection(name)) {
+      agents.push_back({connection.get(), name, registry_.drift_ppm(name)});
+      held.push_back(std::move(connection));
+    }
   }
   if (agents.empty()) return absl::FailedPreconditionError("no worker to capture");
   auto outcome = pod_capture::run_pod(agents, spec, run_dir, clock_, progress);
@@ -99,36 +120,72 @@ absl::StatusOr<pod_capture::PodRunOutcome> CaptureRunner::run(const std::vector<
   return outcome;
 }
 
-grpc::Status CoordinatorService::Register(grpc::ServerContext*, const podscope::v1::RegisterRequest* request,
+grpc::Status CoordinatorService::Register(grpc::ServerContext* context, const podscope::v1::RegisterRequest* request,
                                           podscope::v1::RegisterResponse* response) {
+  if (grpc::Status allowed = authorizer_.authorize(*context, "Register"); !allowed.ok()) {
+    metrics_.count_refused_registration("not_allowed");
+    return allowed;
+  }
   if (request->host_name().empty()) {
     metrics_.count_refused_registration("invalid");
     return invalid("Register: host_name is empty");
+  }
+  if (!is_clean_registration(*request)) {
+    metrics_.count_refused_registration("invalid");
+    return invalid(
+        "Register: host_name, job and labels must be UTF-8 text without control characters (host_name at "
+        "most 255 bytes)");
   }
   if (auto parsed = pod_capture::parse_service_addresses(request->address()); !parsed.ok() || parsed->size() != 1) {
     metrics_.count_refused_registration("invalid");
     return invalid("Register: address \"" + request->address() + "\" is not one host:port");
   }
-  if (absl::Status s = registry_.register_worker(*request, clock_.now_ns()); !s.ok()) {
+  const std::string owner = authorizer_.owner_of(*context);
+  if (absl::Status s = registry_.register_worker(*request, owner, clock_.now_ns()); !s.ok()) {
     PODSCOPE_LOG(kWarning) << "registration refused: " << s.message();
     metrics_.count_refused_registration(absl::IsResourceExhausted(s) ? "registry_full" : "address_taken");
     return to_grpc_status(s);
   }
-  PODSCOPE_LOG(kInfo) << "worker " << request->host_name() << " registered at " << request->address();
+  PODSCOPE_LOG(kInfo) << "worker " << request->host_name() << " registered at " << request->address() << " by "
+                      << owner;
   response->set_heartbeat_interval_ms(settings_.heartbeat_interval_ms);
   if (on_register_) on_register_();
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext*, const podscope::v1::HeartbeatRequest* request,
+grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* context, const podscope::v1::HeartbeatRequest* request,
                                            podscope::v1::HeartbeatResponse* response) {
-  response->set_known(registry_.heartbeat(request->host_name(), request->address(), clock_.now_ns()));
+  if (grpc::Status allowed = authorizer_.authorize(*context, "Heartbeat", tls::CallAuthorizer::Audit::kQuiet);
+      !allowed.ok()) {
+    return allowed;
+  }
+  response->set_known(
+      registry_.heartbeat(request->host_name(), request->address(), authorizer_.owner_of(*context), clock_.now_ns()));
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::ListWorkers(grpc::ServerContext*, const podscope::v1::ListWorkersRequest*,
+grpc::Status CoordinatorService::ListWorkers(grpc::ServerContext* context, const podscope::v1::ListWorkersRequest*,
                                              podscope::v1::ListWorkersResponse* response) {
+  if (grpc::Status allowed = authorizer_.authorize(*context, "ListWorkers", tls::CallAuthorizer::Audit::kQuiet);
+      !allowed.ok()) {
+    return allowed;
+  }
   for (auto& worker : registry_.list(clock_.now_ns())) *response->add_workers() = std::move(worker);
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::ForgetWorker(grpc::ServerContext* context,
+                                              const podscope::v1::ForgetWorkerRequest* request,
+                                              podscope::v1::ForgetWorkerResponse* response) {
+  if (grpc::Status allowed = authorizer_.authorize(*context, "ForgetWorker"); !allowed.ok()) return allowed;
+  const std::optional<std::string> owner = registry_.owner(request->host_name());
+  if (!registry_.forget(request->host_name())) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "ForgetWorker: no registered worker \"" + request->host_name() + "\" (static workers stay)");
+  }
+  PODSCOPE_LOG(kInfo) << "worker " << request->host_name() << " forgotten: its name, registered by "
+                      << owner.value_or("nobody") << ", is free";
+  response->set_owner(owner.value_or(""));
   return grpc::Status::OK;
 }
 
@@ -167,8 +224,19 @@ grpc::Status CoordinatorService::Capture(grpc::ServerContext* context, const pod
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::ReportTrigger(grpc::ServerContext*, const podscope::v1::TriggerReport* request,
+grpc::Status CoordinatorService::ReportTrigger(grpc::ServerContext* context, const podscope::v1::TriggerReport* request,
                                                podscope::v1::TriggerReportResponse* response) {
+  if (grpc::Status allowed = authorizer_.authorize(*context, "ReportTrigger"); !allowed.ok()) return allowed;
+  // A report speaks for the worker it names: only the caller that registered that worker may make it.
+  const std::string caller = authorizer_.owner_of(*context);
+  const std::optional<std::string> owner = registry_.owner(request->host_name());
+  if (!owner || *owner != caller) {
+    const std::string by = owner ? "registered by " + *owner : "registered by no agent";
+    PODSCOPE_LOG(kWarning) << "refused ReportTrigger for worker " << request->host_name() << " from " << caller
+                           << ": it is " << by;
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "ReportTrigger: worker \"" + request->host_name() + "\" is " + by + ", not by " + caller);
+  }
   auto answer = pod_snapshots_.report(*request);
   if (!answer.ok()) return to_grpc_status(answer.status());
   *response = std::move(*answer);

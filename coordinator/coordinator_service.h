@@ -49,9 +49,10 @@ class PodSnapshots;
 class CoordinatorService final : public podscope::v1::Coordinator::Service {
  public:
   // `on_register` runs after each registration (the daemon measures the new worker's clock at once);
-  // refused registrations are counted in `metrics`. Trigger reports go to `pod_snapshots`. Capture passes
-  // `authorizer` (allowed_clients); Register, Heartbeat, ListWorkers and ReportTrigger, the agents' and status
-  // calls, are open to any caller TLS admits.
+  // refused registrations are counted in `metrics`. Trigger reports go to `pod_snapshots`. Every call passes
+  // `authorizer` (allowed_clients, so the agents' certificates must be in it); a worker's name belongs to the
+  // caller that registered it (tls::CallAuthorizer::owner_of), and only that caller heartbeats or reports triggers
+  // for it.
   CoordinatorService(WorkerRegistry& registry, CaptureRunner& runner, const CoordinatorSettings& settings,
                      const Clock& clock, CoordinatorMetrics& metrics, PodSnapshots& pod_snapshots,
                      tls::CallAuthorizer& authorizer, std::function<void()> on_register = {})
@@ -64,15 +65,17 @@ class CoordinatorService final : public podscope::v1::Coordinator::Service {
         authorizer_(authorizer),
         on_register_(std::move(on_register)) {}
 
-  grpc::Status Register(grpc::ServerContext*, const podscope::v1::RegisterRequest* request,
+  grpc::Status Register(grpc::ServerContext* context, const podscope::v1::RegisterRequest* request,
                         podscope::v1::RegisterResponse* response) override;
-  grpc::Status Heartbeat(grpc::ServerContext*, const podscope::v1::HeartbeatRequest* request,
+  grpc::Status Heartbeat(grpc::ServerContext* context, const podscope::v1::HeartbeatRequest* request,
                          podscope::v1::HeartbeatResponse* response) override;
-  grpc::Status ListWorkers(grpc::ServerContext*, const podscope::v1::ListWorkersRequest*,
+  grpc::Status ListWorkers(grpc::ServerContext* context, const podscope::v1::ListWorkersRequest*,
                            podscope::v1::ListWorkersResponse* response) override;
+  grpc::Status ForgetWorker(grpc::ServerContext* context, const podscope::v1::ForgetWorkerRequest* request,
+                            podscope::v1::ForgetWorkerResponse* response) override;
   grpc::Status Capture(grpc::ServerContext* context, const podscope::v1::CaptureRequest* request,
                        grpc::ServerWriter<podscope::v1::CaptureChunk>* writer) override;
-  grpc::Status ReportTrigger(grpc::ServerContext*, const podscope::v1::TriggerReport* request,
+  grpc::Status ReportTrigger(grpc::ServerContext* context, const podscope::v1::TriggerReport* request,
                              podscope::v1::TriggerReportResponse* response) override;
 
  private:

@@ -1,7 +1,10 @@
 #include "coordinator/pod_snapshots.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 
 #include "daemon/log.h"
 #include "daemon/run_name.h"
@@ -23,11 +26,18 @@ pod_capture::SnapshotTrigger trigger_of(const podscope::v1::TriggerReport& r, in
                                       r.snapshot_id()};
 }
 
+// A reporter's reason as part of a run name: letters, digits and '_' only, at most 32 of them.
+std::string run_name_part(std::string_view reason) {
+  std::string out;
+  for (char c : reason.substr(0, 32)) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return out.empty() ? "trigger" : out;
+}
+
 }  // namespace
 
 PodSnapshots::PodSnapshots(WorkerRegistry& registry, CaptureRunner& runner, PodSnapshotSettings settings,
-                           const Clock& clock)
-    : registry_(registry), runner_(runner), settings_(std::move(settings)), clock_(clock) {
+                           const Clock& clock, CoordinatorMetrics& metrics)
+    : registry_(registry), runner_(runner), settings_(std::move(settings)), clock_(clock), metrics_(metrics) {
   worker_ = std::thread([this] { run(); });
 }
 
@@ -65,16 +75,34 @@ absl::StatusOr<podscope::v1::TriggerReportResponse> PodSnapshots::report(const p
     response.set_detail("step " + std::to_string(r.step_num()) + " of job \"" + job + "\" already has a pod snapshot");
     return response;
   }
-  recent_[key] = now + std::max<int64_t>(r.cooldown_ms(), 0) * 1'000'000;
+  recent_[key] = now + std::clamp<int64_t>(r.cooldown_ms(), 0, 3'600'000) * 1'000'000;
   if (auto waiting = std::find_if(pending_.begin(), pending_.end(), [&job](const Pending& p) { return p.job == job; });
       waiting != pending_.end()) {
     response.set_detail("joined the pod snapshot " + waiting->spec.session_id + " still waiting for its span to end");
     return response;
   }
+  if (auto last = last_taken_.find(job);
+      last != last_taken_.end() && now - last->second < settings_.min_interval_ms * 1'000'000) {
+    metrics_.count_skipped_pod_snapshot("rate_limited");
+    response.set_detail("job \"" + job + "\" had a pod snapshot " + std::to_string((now - last->second) / 1'000'000) +
+                        " ms ago; at most one per " + std::to_string(settings_.min_interval_ms) +
+                        " ms (pod_snapshot_min_interval_ms)");
+    return response;
+  }
+  if (const uint64_t held = bytes_on_disk(); held >= static_cast<uint64_t>(settings_.max_bytes)) {
+    metrics_.count_skipped_pod_snapshot("disk_cap");
+    PODSCOPE_LOG(kWarning) << "no pod snapshot for " << r.host_name() << " step " << r.step_num() << ": the pod "
+                           << "snapshots kept hold " << held << " bytes, pod_snapshot_max_mb allows "
+                           << settings_.max_bytes;
+    response.set_detail("the pod snapshots kept hold " + std::to_string(held) + " bytes, at pod_snapshot_max_mb (" +
+                        std::to_string(settings_.max_bytes >> 20) + " MiB): none taken");
+    return response;
+  }
+  last_taken_[job] = now;
   Pending pending;
   pending.job = job;
   pod_capture::CaptureSpec& spec = pending.spec;
-  spec.session_id = tf_run_name(now) + "_" + r.reason() + "_" + std::to_string(r.step_num());
+  spec.session_id = tf_run_name(now) + "_" + run_name_part(r.reason()) + "_" + std::to_string(r.step_num());
   const int64_t before_ms = std::min(settings_.before_ms, std::max<int64_t>(r.window_ms() - settings_.after_ms, 1));
   spec.last_ms = before_ms + settings_.after_ms;
   spec.duration_ms = spec.last_ms;
@@ -90,6 +118,21 @@ absl::StatusOr<podscope::v1::TriggerReportResponse> PodSnapshots::report(const p
   pending_.push_back(std::move(pending));
   wake_.notify_all();
   return response;
+}
+
+uint64_t PodSnapshots::bytes_on_disk() const {
+  const std::filesystem::path runs = pod_capture::run_directory(settings_.repository_root, "x").parent_path();
+  std::error_code ec;
+  uint64_t total = 0;
+  for (const auto& run : std::filesystem::directory_iterator(runs, ec)) {
+    std::ifstream capture(run.path() / "capture.json");
+    const std::string json((std::istreambuf_iterator<char>(capture)), std::istreambuf_iterator<char>());
+    if (json.find("\"triggered_snapshot\"") == std::string::npos) continue;
+    for (const auto& file : std::filesystem::recursive_directory_iterator(run.path(), ec)) {
+      if (file.is_regular_file(ec)) total += file.file_size(ec);
+    }
+  }
+  return total;
 }
 
 void PodSnapshots::run() {

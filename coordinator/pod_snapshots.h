@@ -4,6 +4,8 @@
 // (each agent's span translated to its clock by its measured offset). The run waits for the span's end, so the
 // slow step's neighbours are in it too. In synchronous training every rank sees the slow step: reports of the
 // same (job, step) within the reporter's cool-down, or of a job whose snapshot is still waiting, join it.
+// Whatever a reporter says its cool-down is, a job gets at most one pod snapshot per min_interval_ms, and none
+// while the pod snapshots already on disk hold max_bytes; both are counted and the answer says which bound held.
 #pragma once
 
 #include <condition_variable>
@@ -17,6 +19,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/worker_registry.h"
 #include "daemon/clock.h"
@@ -30,11 +33,14 @@ struct PodSnapshotSettings {
   int64_t before_ms = 10'000;             // bounded by the reporting agent's flight recorder window
   int64_t after_ms = 2'000;
   int clock_sync_pings = 16;
+  int64_t min_interval_ms = 60'000;  // between two pod snapshots of one job
+  int64_t max_bytes = 1ll << 30;     // of the pod snapshots kept under repository_root
 };
 
 class PodSnapshots {
  public:
-  PodSnapshots(WorkerRegistry& registry, CaptureRunner& runner, PodSnapshotSettings settings, const Clock& clock);
+  PodSnapshots(WorkerRegistry& registry, CaptureRunner& runner, PodSnapshotSettings settings, const Clock& clock,
+               CoordinatorMetrics& metrics);
   ~PodSnapshots();
   void stop();
 
@@ -49,17 +55,21 @@ class PodSnapshots {
   };
   void run();
   void take(Pending pending);
+  // Bytes of the pod snapshots under the repository root (runs whose capture.json says triggered_snapshot).
+  uint64_t bytes_on_disk() const;
 
   WorkerRegistry& registry_;
   CaptureRunner& runner_;
   const PodSnapshotSettings settings_;
   const Clock& clock_;
+  CoordinatorMetrics& metrics_;
 
   std::mutex mu_;
   std::condition_variable wake_;
   bool stopping_ = false;
   std::deque<Pending> pending_;
   std::map<std::pair<std::string, int64_t>, int64_t> recent_;  // (job, step) → end of its cool-down, coordinator time
+  std::map<std::string, int64_t> last_taken_;                  // job → when its last pod snapshot was asked for
   std::thread worker_;
 };
 

@@ -7,11 +7,10 @@ namespace podscope::coordinator {
 WorkerRegistry::Worker& WorkerRegistry::upsert(const std::string& host_name, const std::string& address) {
   Worker& worker = workers_[host_name];
   if (!worker.connection || worker.connection->address != address) {
-    // A re-registration from a new address replaces the connection; the old one may still be in use by a
-    // capture, so connections are kept, never destroyed while the registry lives.
-    if (worker.connection) retired_.push_back(std::move(worker.connection));
+    // A capture may still hold the old connection: it lives on until that capture lets it go.
     worker.connection = pod_capture::connect_agent(address, credentials_);
     worker.drift = pod_capture::DriftEstimator();
+    worker.known = false;
   }
   worker.info.set_host_name(host_name);
   worker.info.set_address(address);
@@ -24,7 +23,30 @@ void WorkerRegistry::add_static(const std::string& host_name, const std::string&
   worker.info.set_static_worker(true);
 }
 
-absl::Status WorkerRegistry::register_worker(const podscope::v1::RegisterRequest& request, int64_t now_ns) {
+bool WorkerRegistry::is_stale(const Worker& worker, int64_t now_ns) const {
+  return !worker.info.static_worker() && !worker.known && (!is_up(worker, now_ns) || worker.last_ping_failed);
+}
+
+bool WorkerRegistry::make_room(int64_t now_ns) {
+  std::erase_if(workers_, [this, now_ns](const auto& entry) {
+    const Worker& w = entry.second;
+    return !w.info.static_worker() && !w.known && now_ns - w.registered_ns > down_after_ns_;
+  });
+  if (workers_.size() < max_workers_) return true;
+  auto stalest = workers_.end();
+  for (auto it = workers_.begin(); it != workers_.end(); ++it) {
+    if (is_stale(it->second, now_ns) &&
+        (stalest == workers_.end() || it->second.registered_ns < stalest->second.registered_ns)) {
+      stalest = it;
+    }
+  }
+  if (stalest == workers_.end()) return false;
+  workers_.erase(stalest);
+  return true;
+}
+
+absl::Status WorkerRegistry::register_worker(const podscope::v1::RegisterRequest& request, const std::string& owner,
+                                             int64_t now_ns) {
   std::lock_guard lock(mu_);
   if (auto it = workers_.find(request.host_name()); it != workers_.end()) {
     const Worker& known = it->second;
@@ -33,17 +55,26 @@ absl::Status WorkerRegistry::register_worker(const podscope::v1::RegisterRequest
       return absl::PermissionDeniedError("worker " + request.host_name() + " is configured at " + known.info.address() +
                                          "; a registration from " + request.address() + " cannot move it");
     }
+    if (!known.owner.empty() && known.owner != owner) {
+      return absl::PermissionDeniedError("worker " + request.host_name() + " belongs to " + known.owner +
+                                         ", who registered it; " + owner +
+                                         " cannot take it over (an operator frees a name with `podscope forget`)");
+    }
     // A worker that went down may come back anywhere (its agent restarted); a live one moves only with its agent.
     if (moves && is_up(known, now_ns) && request.instance_id() != known.instance_id) {
       return absl::PermissionDeniedError("worker " + request.host_name() + " is up at " + known.info.address() +
                                          " under another agent instance; a registration from " + request.address() +
                                          " cannot move it");
     }
-  } else if (workers_.size() >= max_workers_) {
+  } else if (workers_.size() >= max_workers_ && !make_room(now_ns)) {
     return absl::ResourceExhaustedError("the coordinator already has " + std::to_string(workers_.size()) +
-                                        " workers (max_workers); " + request.host_name() + " refused");
+                                        " workers (max_workers), none of them stale; " + request.host_name() +
+                                        " refused");
   }
+  const bool is_new = !workers_.contains(request.host_name());
   Worker& worker = upsert(request.host_name(), request.address());
+  if (is_new) worker.registered_ns = now_ns;
+  worker.owner = owner;
   worker.instance_id = request.instance_id();
   worker.info.set_job(request.job());
   worker.info.mutable_labels()->clear();
@@ -52,11 +83,27 @@ absl::Status WorkerRegistry::register_worker(const podscope::v1::RegisterRequest
   return absl::OkStatus();
 }
 
-bool WorkerRegistry::heartbeat(const std::string& host_name, const std::string& address, int64_t now_ns) {
+bool WorkerRegistry::heartbeat(const std::string& host_name, const std::string& address, const std::string& owner,
+                               int64_t now_ns) {
   std::lock_guard lock(mu_);
   auto it = workers_.find(host_name);
-  if (it == workers_.end() || it->second.info.address() != address) return false;
+  if (it == workers_.end() || it->second.info.address() != address || it->second.owner != owner) return false;
   it->second.info.set_last_heartbeat_ns(now_ns);
+  return true;
+}
+
+std::optional<std::string> WorkerRegistry::owner(const std::string& host_name) const {
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(host_name);
+  if (it == workers_.end() || it->second.owner.empty()) return std::nullopt;
+  return it->second.owner;
+}
+
+bool WorkerRegistry::forget(const std::string& host_name) {
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(host_name);
+  if (it == workers_.end() || it->second.info.static_worker()) return false;
+  workers_.erase(it);
   return true;
 }
 
@@ -68,6 +115,7 @@ void WorkerRegistry::record_clock(const std::string& host_name, const pod_captur
   Worker& worker = it->second;
   worker.last_ping_failed = measurement.kind != pod_capture::ClockMeasurement::kMeasured;
   if (worker.last_ping_failed) return;
+  worker.known = true;
   // Static workers have no heartbeat: an answered ping is their sign of life.
   if (worker.info.static_worker()) worker.info.set_last_heartbeat_ns(now_ns);
   worker.info.set_clock_offset_ns(measurement.estimate.offset_ns);
@@ -119,10 +167,10 @@ WorkerRegistry::Selection WorkerRegistry::select(const WorkerSelector& selector,
   return out;
 }
 
-pod_capture::AgentConnection* WorkerRegistry::connection(const std::string& host_name) const {
+std::shared_ptr<pod_capture::AgentConnection> WorkerRegistry::connection(const std::string& host_name) const {
   std::lock_guard lock(mu_);
   auto it = workers_.find(host_name);
-  return it == workers_.end() ? nullptr : it->second.connection.get();
+  return it == workers_.end() ? nullptr : it->second.connection;
 }
 
 double WorkerRegistry::drift_ppm(const std::string& host_name) const {

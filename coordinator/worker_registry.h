@@ -1,12 +1,18 @@
 // The coordinator's view of its workers: agents that registered (and heartbeat) plus a static list from
-// its YAML. A worker silent for longer than the down-after interval is marked down, never dropped, so
-// `podscope status` and the metrics show it. Thread-safe; owns one pod_capture::AgentConnection per worker.
+// its YAML. A worker's name belongs to the identity that first registered it (its certificate with TLS, its address
+// without) until an operator forgets it: nobody else can take it over, up or down. A worker becomes known once the
+// coordinator has measured its clock (an agent answers there); a known worker silent for longer than the down-after
+// interval is marked down, never dropped, so `podscope status` and the metrics show it. A registration that never
+// became known expires after that interval, and when max_workers is reached such stale entries make room first;
+// known workers are never evicted, so a returning agent always finds its name. Thread-safe; owns one
+// pod_capture::AgentConnection per worker.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,11 +40,17 @@ class WorkerRegistry {
 
   // Static workers are always known; they are up while their clock-sync pings answer.
   void add_static(const std::string& host_name, const std::string& address);
-  // Refused (PERMISSION_DENIED) when it would move a static worker, or a live worker registered by another agent
-  // instance, to a new address; RESOURCE_EXHAUSTED when a new worker would pass max_workers.
-  absl::Status register_worker(const podscope::v1::RegisterRequest& request, int64_t now_ns);
-  // False when the worker is unknown (it must register again).
-  bool heartbeat(const std::string& host_name, const std::string& address, int64_t now_ns);
+  // `owner` is who registers: the caller's certificate identity with TLS, its network address without. Refused
+  // (PERMISSION_DENIED) when the name belongs to another owner, or would move a static worker or a live worker of
+  // another agent instance to a new address; RESOURCE_EXHAUSTED when a new worker would pass max_workers and no
+  // stale registration can make room.
+  absl::Status register_worker(const podscope::v1::RegisterRequest& request, const std::string& owner, int64_t now_ns);
+  // False when the worker is unknown, or registered elsewhere or by another owner (it must register again).
+  bool heartbeat(const std::string& host_name, const std::string& address, const std::string& owner, int64_t now_ns);
+  // Who registered `host_name`; nullopt for an unknown worker or a static one no agent registered.
+  std::optional<std::string> owner(const std::string& host_name) const;
+  // Frees a registered worker's name for anyone (an operator's call); false for an unknown or static worker.
+  bool forget(const std::string& host_name);
   void record_clock(const std::string& host_name, const pod_capture::ClockMeasurement& measurement, int64_t now_ns);
 
   std::vector<podscope::v1::WorkerInfo> list(int64_t now_ns) const;
@@ -49,19 +61,26 @@ class WorkerRegistry {
     std::vector<std::string> unknown;
   };
   Selection select(const WorkerSelector& selector, int64_t now_ns) const;
-  // The connection for a worker (stable for the registry's lifetime), or null.
-  pod_capture::AgentConnection* connection(const std::string& host_name) const;
+  // The connection for a worker, or null; it stays usable while held, even after the worker is replaced.
+  std::shared_ptr<pod_capture::AgentConnection> connection(const std::string& host_name) const;
   double drift_ppm(const std::string& host_name) const;
 
  private:
   struct Worker {
     podscope::v1::WorkerInfo info;
-    std::unique_ptr<pod_capture::AgentConnection> connection;
+    std::shared_ptr<pod_capture::AgentConnection> connection;
     pod_capture::DriftEstimator drift;
     bool last_ping_failed = false;  // decides a static worker's state at once, without waiting for the window
     std::string instance_id;        // of the agent that registered it
+    std::string owner;              // who registered it (empty: a static worker no agent registered)
+    bool known = false;             // its clock was measured at its current address
+    int64_t registered_ns = 0;
   };
   bool is_up(const Worker& worker, int64_t now_ns) const;
+  // A registration that never became known, and is down or unreachable.
+  bool is_stale(const Worker& worker, int64_t now_ns) const;
+  // Drops expired registrations; when still full, the stalest stale one. False when no room could be made.
+  bool make_room(int64_t now_ns);
   Worker& upsert(const std::string& host_name, const std::string& address);
 
   const int64_t down_after_ns_;
@@ -69,7 +88,6 @@ class WorkerRegistry {
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   mutable std::mutex mu_;
   std::map<std::string, Worker> workers_;  // by host name
-  std::vector<std::unique_ptr<pod_capture::AgentConnection>> retired_;
 };
 
 }  // namespace podscope::coordinator

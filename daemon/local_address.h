@@ -11,4 +11,8 @@ namespace podscope {
 // "[::1]:8466", ("10.0.0.5:0", 9466) → "10.0.0.5:9466".
 std::string local_address(const std::string& listen, int port);
 
+// Whether a numeric address ("127.0.0.1", "::1", "10.0.0.5") is this host's: loopback, or an address of one of its
+// network interfaces.
+bool is_this_host(const std::string& numeric_address);
+
 }  // namespace podscope

@@ -7,10 +7,53 @@
 #include <charconv>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 namespace podscope {
 namespace {
+
+// Whether the quoted scalar that starts at `pos` of `text` (at its opening quote) has its closing quote. yaml-cpp
+// takes a quote left open at the end of a document for a value running to the end, so the document is read again.
+bool quote_closes(std::string_view text, size_t pos) {
+  const char quote = text[pos];
+  for (size_t i = pos + 1; i < text.size(); ++i) {
+    if (quote == '"' && text[i] == '\\') {
+      ++i;
+    } else if (text[i] == quote) {
+      if (quote == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {
+        ++i;  // '' is a quote inside a single-quoted value
+      } else {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// The line (0-based) of the first quoted scalar of `node` that is never closed in `text`.
+std::optional<int> first_unterminated_quote(const YAML::Node& node, std::string_view text) {
+  if (node.IsScalar()) {
+    const YAML::Mark mark = node.Mark();
+    const bool quoted = mark.pos >= 0 && static_cast<size_t>(mark.pos) < text.size() &&
+                        (text[static_cast<size_t>(mark.pos)] == '"' || text[static_cast<size_t>(mark.pos)] == '\'');
+    if (quoted && node.Tag() == "!" && !quote_closes(text, static_cast<size_t>(mark.pos))) return mark.line;
+    return std::nullopt;
+  }
+  if (node.IsMap()) {
+    for (const auto& entry : node) {
+      for (const YAML::Node& part : {entry.first, entry.second}) {
+        if (std::optional<int> line = first_unterminated_quote(part, text)) return line;
+      }
+    }
+  }
+  if (node.IsSequence()) {
+    for (const YAML::Node& item : node) {
+      if (std::optional<int> line = first_unterminated_quote(item, text)) return line;
+    }
+  }
+  return std::nullopt;
+}
 
 std::string where(std::string_view source, const YAML::Node& node, std::string_view key) {
   std::ostringstream out;
@@ -207,6 +250,10 @@ absl::Status OptionSet::apply_yaml(std::string_view text, std::string_view sourc
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(std::string(source) + ":" + std::to_string(e.mark.line + 1) +
                                       ": invalid YAML: " + e.msg);
+  }
+  if (const std::optional<int> line = first_unterminated_quote(root, text)) {
+    return absl::InvalidArgumentError(std::string(source) + ":" + std::to_string(*line + 1) +
+                                      ": invalid YAML: a quoted value is never closed");
   }
   if (root.IsNull()) return absl::OkStatus();
   if (!root.IsMap()) {

@@ -1,5 +1,7 @@
 #include "daemon/path_within_root.h"
 
+#include <algorithm>
+
 #include <string>
 
 #include "absl/status/status.h"
@@ -24,8 +26,10 @@ bool contains_nul(const fs::path& path) { return path.native().find('\0') != fs:
 }  // namespace
 
 bool is_plain_path_component(std::string_view name) {
-  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
-         name.find('\0') == std::string_view::npos;
+  // Control characters (a newline, ESC) would make a directory that listings and logs show as something else.
+  const bool control =
+      std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; });
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos && !control;
 }
 
 absl::StatusOr<fs::path> resolve_within_root(const fs::path& root, const fs::path& requested) {

@@ -10,8 +10,8 @@
 
 namespace podscope {
 
-// True for a name that is exactly one path component: not empty, not "." or "..", no '/' and no NUL (the
-// system would cut the name there). Session ids and file names from clients must pass it.
+// True for a name that is exactly one path component: not empty, not "." or "..", no '/' and no control character
+// (NUL, where the system would cut the name; newline, ESC...). Session ids and file names from clients must pass it.
 bool is_plain_path_component(std::string_view name);
 
 // Resolves `requested` (relative to `root`, or absolute) with `..` and symlinks followed as far as the

@@ -45,14 +45,19 @@ std::string host_file_stem(std::string_view address) {
 }
 
 std::unique_ptr<AgentConnection> connect_agent(const std::string& address,
-                                               std::shared_ptr<grpc::ChannelCredentials> credentials) {
+                                               std::shared_ptr<grpc::ChannelCredentials> credentials,
+                                               const std::string& dial_target) {
   auto agent = std::make_unique<AgentConnection>();
   agent->address = address;
   agent->file_stem = host_file_stem(address);
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
-  agent->channel = grpc::CreateCustomChannel(address, std::move(credentials), args);
+  if (!dial_target.empty()) {
+    const std::string host = address.substr(0, address.rfind(':'));
+    args.SetSslTargetNameOverride(host.starts_with('[') ? host.substr(1, host.size() - 2) : host);
+  }
+  agent->channel = grpc::CreateCustomChannel(dial_target.empty() ? address : dial_target, std::move(credentials), args);
   agent->profiler = tensorflow::ProfilerService::NewStub(agent->channel);
   agent->agent = podscope::v1::Agent::NewStub(agent->channel);
   return agent;

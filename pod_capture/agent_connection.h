@@ -37,8 +37,11 @@ struct AgentConnection {
 
 // Channels accept responses of any size: a host's XSpace can be far larger than gRPC's 4 MiB default.
 // `credentials` come from tls::channel_credentials (plaintext when TLS is off); one object may serve every agent.
+// A non-empty `dial_target` (a resolved gRPC target such as "ipv4:10.0.0.2:8466") is dialled instead of `address`,
+// and the server's certificate is still verified against `address`'s host.
 std::unique_ptr<AgentConnection> connect_agent(const std::string& address,
-                                               std::shared_ptr<grpc::ChannelCredentials> credentials);
+                                               std::shared_ptr<grpc::ChannelCredentials> credentials,
+                                               const std::string& dial_target = "");
 
 // What a clock-sync burst against one agent found.
 struct ClockMeasurement {

@@ -21,7 +21,15 @@ class CallAuthorizer {
  public:
   CallAuthorizer(const TlsConfig& config, prometheus::Registry& registry, const prometheus::Labels& labels);
 
-  grpc::Status authorize(const grpc::ServerContextBase& context, std::string_view method);
+  // kQuiet leaves no audit line for an allowed call: for the calls every agent repeats (heartbeats).
+  enum class Audit { kLine, kQuiet };
+  // A call that names, in kOnBehalfOfMetadata, the caller an agent fans out for is allowed when both that agent
+  // and the named caller are; its audit line names both ("cli.example via agent.example").
+  grpc::Status authorize(const grpc::ServerContextBase& context, std::string_view method, Audit audit = Audit::kLine);
+
+  // Who the caller is, as something it registers owns: its certificate's identity with TLS, else its network
+  // address without the port ("address 10.0.0.5").
+  std::string owner_of(const grpc::ServerContextBase& context) const;
 
  private:
   bool tls_on_;

@@ -29,6 +29,32 @@ bool caller_allowed(const PeerCertificate& peer, const std::vector<std::string>&
   });
 }
 
+std::string forwarded_identity(const PeerCertificate& peer) {
+  if (!peer.over_tls) return kLocalPlaintextIdentity;
+  std::string out = "tls:";
+  bool first = true;
+  for (const std::string& name : certificate_names(peer)) {
+    if (!first) out += ',';
+    first = false;
+    for (char c : name) out += (c > ' ' && c < 0x7f && c != ',') ? c : '?';
+  }
+  return out;
+}
+
+PeerCertificate forwarded_certificate(std::string_view value) {
+  PeerCertificate peer;
+  if (!value.starts_with("tls:")) return peer;
+  peer.over_tls = true;
+  value.remove_prefix(4);
+  while (!value.empty()) {
+    const size_t comma = value.find(',');
+    peer.dns_and_uri.emplace_back(value.substr(0, comma));
+    value.remove_prefix(comma == std::string_view::npos ? value.size() : comma + 1);
+  }
+  peer.sans = peer.dns_and_uri;
+  return peer;
+}
+
 PeerCertificate peer_certificate(const grpc::ServerContextBase& context) {
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   PeerCertificate peer;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace grpc {
@@ -33,6 +34,16 @@ std::string peer_identity(const PeerCertificate& peer);
 // Whether the caller may make a capturing call. A plaintext port's caller is the node itself and may; over TLS,
 // any certificate when `allowed_clients` is empty, else one of its names must equal an entry.
 bool caller_allowed(const PeerCertificate& peer, const std::vector<std::string>& allowed_clients);
+
+// The call metadata under which an agent that fans out for a caller (NewSession) names that caller to the agents it
+// dials, so they decide on, and audit, the caller who asked. Only a caller that TLS authenticated is believed.
+inline constexpr char kOnBehalfOfMetadata[] = "podscope-on-behalf-of";
+
+// `peer` as kOnBehalfOfMetadata carries it: "tls:" and its certificate names joined by ',' ("tls:" alone when it has
+// none), or kLocalPlaintextIdentity. Printable ASCII only, as metadata must be.
+std::string forwarded_identity(const PeerCertificate& peer);
+// The caller a kOnBehalfOfMetadata value names: its certificate names, or a caller without a certificate.
+PeerCertificate forwarded_certificate(std::string_view value);
 
 // What the handshake of `context`'s connection proved.
 PeerCertificate peer_certificate(const grpc::ServerContextBase& context);

@@ -2,11 +2,17 @@
 
 #include <arpa/inet.h>
 
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <utility>
 
 #include <CLI/CLI.hpp>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 namespace podscope::tls {
 namespace {
@@ -73,6 +79,44 @@ absl::Status check_tls_config(const TlsConfig& c) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The certificate is in force and `key_path` holds its private key: else every handshake would fail, and a
+// peer's error would be all that says why.
+absl::Status check_key_pair(const std::string& cert_path, const std::string& key_path) {
+  const auto read = [](const std::string& path, auto reader) {
+    FILE* file = std::fopen(path.c_str(), "r");
+    if (file == nullptr) return decltype(reader(file))(nullptr);
+    auto* object = reader(file);
+    std::fclose(file);
+    return object;
+  };
+  X509* cert = read(cert_path, [](FILE* f) { return PEM_read_X509(f, nullptr, nullptr, nullptr); });
+  if (cert == nullptr) return absl::InvalidArgumentError("tls_cert \"" + cert_path + "\": no PEM certificate");
+  EVP_PKEY* key = read(key_path, [](FILE* f) { return PEM_read_PrivateKey(f, nullptr, nullptr, nullptr); });
+  absl::Status status = absl::OkStatus();
+  if (key == nullptr) {
+    status = absl::InvalidArgumentError("tls_key \"" + key_path + "\": no PEM private key");
+  } else if (X509_check_private_key(cert, key) != 1) {
+    status = absl::InvalidArgumentError("tls_key \"" + key_path + "\" is not the private key of tls_cert \"" +
+                                        cert_path + "\"");
+  } else if (X509_cmp_current_time(X509_get0_notAfter(cert)) < 0) {
+    BIO* text = BIO_new(BIO_s_mem());
+    ASN1_TIME_print(text, X509_get0_notAfter(cert));
+    char* data = nullptr;
+    const long length = BIO_get_mem_data(text, &data);
+    status = absl::InvalidArgumentError("tls_cert \"" + cert_path + "\" expired on " +
+                                        std::string(data, static_cast<size_t>(length)));
+    BIO_free(text);
+  }
+  EVP_PKEY_free(key);
+  X509_free(cert);
+  ERR_clear_error();
+  return status;
+}
+
+}  // namespace
+
 absl::Status check_tls_files(const TlsConfig& c) {
   for (const auto& [key, path] : {std::pair{"tls_cert", &c.cert}, std::pair{"tls_key", &c.key},
                                   std::pair{"tls_client_ca", &c.client_ca}, std::pair{"tls_ca", &c.ca}}) {
@@ -83,7 +127,8 @@ absl::Status check_tls_files(const TlsConfig& c) {
       return absl::InvalidArgumentError(std::string(key) + " \"" + *path + "\": cannot be read");
     }
   }
-  return absl::OkStatus();
+  if (c.cert.empty() || c.key.empty()) return absl::OkStatus();
+  return check_key_pair(c.cert, c.key);
 }
 
 bool is_loopback_address(const std::string& address) {

@@ -44,8 +44,9 @@ void add_tls_flags(CLI::App& command, TlsConfig& config);
 // plaintext_listen need a cert (they mean nothing without TLS); allowed_clients needs client_ca (only a
 // certificate names a caller); plaintext_listen must be a loopback address.
 absl::Status check_tls_config(const TlsConfig& config);
-// Checks that every file the config names can be read: gRPC's watcher would only log a failure and fail the
-// handshakes, so daemons and the CLI check them before they listen or dial (a rotation later replaces them).
+// Checks that every file the config names can be read, that tls_key is tls_cert's private key and that tls_cert has
+// not expired: gRPC's watcher would only log a failure and fail the handshakes, so daemons (at start and at a
+// reload) and the CLI check them before they listen or dial (a rotation later replaces them).
 absl::Status check_tls_files(const TlsConfig& config);
 
 // True for "127.0.0.1:P", "127.x.y.z:P", "[::1]:P" and "localhost:P".

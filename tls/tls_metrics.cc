@@ -3,13 +3,41 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include <grpc/support/log.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <string_view>
 
 #include "daemon/log.h"
 
 namespace podscope::tls {
+namespace {
+
+std::atomic<prometheus::Counter*> failed_handshakes{nullptr};
+std::atomic<int64_t> failed_handshake_logged_s{-1};
+
+// gRPC reports a failed TLS handshake (no certificate, another CA, an expired one, plaintext on the TLS port) only
+// in its own log, at INFO: those lines become the daemon's warnings (at most one a second, each one counted), gRPC's
+// errors its errors, and its other lines are dropped.
+void forward_grpc_log(gpr_log_func_args* args) {
+  const std::string_view message = args->message;
+  if (message.find("Handshake failed") != std::string_view::npos) {
+    if (prometheus::Counter* counter = failed_handshakes.load()) counter->Increment();
+    const int64_t now_s =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    if (failed_handshake_logged_s.exchange(now_s) != now_s) {
+      PODSCOPE_LOG(kWarning) << "TLS handshake failed: " << message
+                             << " (podscope_tls_handshakes_failed_total counts them all)";
+    }
+    return;
+  }
+  if (args->severity == GPR_LOG_SEVERITY_ERROR) PODSCOPE_LOG(kError) << "gRPC: " << message;
+}
+
+}  // namespace
 
 absl::StatusOr<int64_t> certificate_not_after_unix_s(const std::string& path) {
   FILE* file = std::fopen(path.c_str(), "r");
@@ -41,6 +69,15 @@ TlsMetrics::TlsMetrics(const TlsConfig& config, const std::string& listen, prome
         .Set(1);
     return;
   }
+  handshakes_failed_ = &prometheus::BuildCounter()
+                            .Name("podscope_tls_handshakes_failed_total")
+                            .Help("TLS handshakes of callers that failed (no or an untrusted certificate, not TLS)")
+                            .Labels(labels)
+                            .Register(registry)
+                            .Add({});
+  failed_handshakes = handshakes_failed_;
+  gpr_set_log_function(forward_grpc_log);
+  gpr_set_log_verbosity(GPR_LOG_SEVERITY_INFO);
   expiry_ = &prometheus::BuildGauge()
                  .Name("podscope_tls_cert_expiry_seconds")
                  .Help("Seconds until the served TLS certificate's notAfter (negative: expired)")
@@ -52,6 +89,8 @@ TlsMetrics::TlsMetrics(const TlsConfig& config, const std::string& listen, prome
 }
 
 TlsMetrics::~TlsMetrics() {
+  prometheus::Counter* mine = handshakes_failed_;
+  failed_handshakes.compare_exchange_strong(mine, nullptr);
   {
     std::lock_guard lock(mu_);
     stopping_ = true;

@@ -1,9 +1,16 @@
 #include "agent/capture/pod_sessions.h"
 
-#include <cctype>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+
+#include <algorithm>
 #include <memory>
 
+#include <grpcpp/security/credentials.h>
+
 #include "agent/capture/fanout_targets.h"
+#include "daemon/local_address.h"
 #include "daemon/log.h"
 #include "daemon/path_within_root.h"
 #include "pod_capture/agent_connection.h"
@@ -11,48 +18,110 @@
 namespace podscope::agent {
 namespace {
 
-// Host names, IPv4 and bracketed IPv6 addresses, and a port: nothing that could make a file name leave its
-// directory once the address becomes a host file stem.
-bool is_plain_address(std::string_view address) {
-  if (address.empty()) return false;
-  for (char c : address) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && std::string_view(".-_:[]").find(c) == std::string_view::npos) {
-      return false;
+// The numeric addresses `host` resolves to, in the resolver's order.
+absl::StatusOr<std::vector<std::string>> resolve(const FanoutHost& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int error = getaddrinfo(host.host.c_str(), nullptr, &hints, &found); error != 0) {
+    return absl::InvalidArgumentError("NewSession: host " + host.address + " does not resolve (" + gai_strerror(error) +
+                                      "); nothing was captured");
+  }
+  std::vector<std::string> out;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw = a->ai_family == AF_INET
+                          ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr)
+                          : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr);
+    if ((a->ai_family == AF_INET || a->ai_family == AF_INET6) && inet_ntop(a->ai_family, raw, text, sizeof(text))) {
+      if (std::find(out.begin(), out.end(), text) == out.end()) out.emplace_back(text);
     }
   }
-  return true;
+  freeaddrinfo(found);
+  return out;
 }
+
+// gRPC's target for numeric addresses, so nothing is resolved again between the check and the dial: the IPv4 ones
+// when there are any (one scheme per target), else the IPv6 ones.
+std::string numeric_target(const std::vector<std::string>& addresses, int port) {
+  std::string v4, v6;
+  for (const std::string& address : addresses) {
+    std::string& list = address.find(':') == std::string::npos ? v4 : v6;
+    list += (list.empty() ? "" : ",") + (&list == &v6 ? "[" + address + "]" : address) + ":" + std::to_string(port);
+  }
+  return v4.empty() ? "ipv6:" + v6 : "ipv4:" + v4;
+}
+
+// Sends the caller's identity with every call of a channel (over TLS: call credentials need a secure channel).
+class OnBehalfOf final : public grpc::MetadataCredentialsPlugin {
+ public:
+  explicit OnBehalfOf(std::string identity) : identity_(std::move(identity)) {}
+  bool IsBlocking() const override { return false; }
+  grpc::Status GetMetadata(grpc::string_ref, grpc::string_ref, const grpc::AuthContext&,
+                           std::multimap<std::string, std::string>* metadata) override {
+    metadata->emplace(tls::kOnBehalfOfMetadata, identity_);
+    return grpc::Status::OK;
+  }
+
+ private:
+  std::string identity_;
+};
 
 }  // namespace
 
 PodSessions::PodSessions(const Clock& clock, std::function<std::string()> repository_root,
-                         std::function<int()> own_grpc_port, std::vector<std::string> allowed_targets,
-                         std::shared_ptr<grpc::ChannelCredentials> credentials)
+                         std::function<int()> own_grpc_port, std::vector<std::string> allowed_targets, size_t max_hosts,
+                         bool tls_on, std::shared_ptr<grpc::ChannelCredentials> credentials)
     : clock_(clock),
       repository_root_(std::move(repository_root)),
       own_grpc_port_(std::move(own_grpc_port)),
       allowed_targets_(std::move(allowed_targets)),
+      max_hosts_(max_hosts),
+      tls_on_(tls_on),
       credentials_(std::move(credentials)) {}
 
-absl::StatusOr<std::vector<std::string>> PodSessions::target_addresses(
-    const tensorflow::NewProfileSessionRequest& request) const {
+absl::StatusOr<std::vector<PodSessions::Target>> PodSessions::targets(
+    const tensorflow::NewProfileSessionRequest& request, const tls::PeerCertificate& caller) const {
   if (request.hosts().empty()) return absl::InvalidArgumentError("NewSession: hosts is empty");
-  const FanoutTargets allowed(allowed_targets_, own_grpc_port_());
-  std::vector<std::string> addresses;
-  for (const std::string& host : request.hosts()) {
-    std::string address = pod_capture::strip_grpc_scheme(host);
-    if (!is_plain_address(address)) {
-      return absl::InvalidArgumentError("NewSession: host '" + host + "' is not a host:port address");
-    }
-    if (address.find(':') == std::string::npos) address.append(":").append(std::to_string(own_grpc_port_()));
-    if (!allowed.allows(address)) {
-      return absl::PermissionDeniedError("NewSession: host " + address +
-                                         " is not in this agent's allowed_fanout_targets (" + allowed.describe() +
-                                         "); nothing was captured");
-    }
-    addresses.push_back(std::move(address));
+  if (static_cast<size_t>(request.hosts().size()) > max_hosts_) {
+    return absl::ResourceExhaustedError("NewSession: " + std::to_string(request.hosts().size()) +
+                                        " hosts, more than this agent's max_fanout_hosts (" +
+                                        std::to_string(max_hosts_) + "); nothing was captured");
   }
-  return addresses;
+  std::vector<FanoutHost> hosts;
+  for (const std::string& text : request.hosts()) {
+    absl::StatusOr<FanoutHost> host = parse_fanout_host(text, own_grpc_port_());
+    if (!host.ok()) return host.status();
+    hosts.push_back(std::move(*host));
+  }
+  const FanoutTargets allowed(allowed_targets_, own_grpc_port_());
+  // Over TLS a caller without a certificate could call no other agent itself: it may capture only this one.
+  const bool only_this_agent = tls_on_ && !caller.over_tls;
+  std::vector<Target> out;
+  for (const FanoutHost& host : hosts) {
+    absl::StatusOr<std::vector<std::string>> resolved = resolve(host);
+    if (!resolved.ok()) return resolved.status();
+    const std::vector<std::string> addresses = allowed.allowed_addresses(host, *resolved);
+    if (addresses.empty()) {
+      return absl::PermissionDeniedError("NewSession: host " + host.address + " is not in this agent's " +
+                                         "allowed_fanout_targets (" + allowed.describe() + "); nothing was captured");
+    }
+    if (only_this_agent &&
+        !(host.port == own_grpc_port_() && std::all_of(addresses.begin(), addresses.end(), is_this_host))) {
+      return absl::PermissionDeniedError(
+          "NewSession: host " + host.address + " is another agent, and a caller without a certificate (" +
+          tls::kLocalPlaintextIdentity + ") could not call it itself; nothing was captured");
+    }
+    out.push_back({host.address, numeric_target(addresses, host.port)});
+  }
+  return out;
+}
+
+std::shared_ptr<grpc::ChannelCredentials> PodSessions::credentials_for(const tls::PeerCertificate& caller) const {
+  if (!tls_on_ || !caller.over_tls) return credentials_;
+  return grpc::CompositeChannelCredentials(
+      credentials_, grpc::MetadataCredentialsFromPlugin(std::make_unique<OnBehalfOf>(tls::forwarded_identity(caller))));
 }
 
 absl::StatusOr<std::string> PodSessions::run_directory(const tensorflow::NewProfileSessionRequest& request,
@@ -75,9 +144,10 @@ absl::StatusOr<std::string> PodSessions::run_directory(const tensorflow::NewProf
   return (*repository / session_id).string();
 }
 
-absl::StatusOr<pod_capture::PodRunOutcome> PodSessions::run(const tensorflow::NewProfileSessionRequest& request) {
-  absl::StatusOr<std::vector<std::string>> addresses = target_addresses(request);
-  if (!addresses.ok()) return addresses.status();
+absl::StatusOr<pod_capture::PodRunOutcome> PodSessions::run(const tensorflow::NewProfileSessionRequest& request,
+                                                            const tls::PeerCertificate& caller) {
+  absl::StatusOr<std::vector<Target>> targets = this->targets(request, caller);
+  if (!targets.ok()) return targets.status();
   pod_capture::CaptureSpec spec = pod_capture::capture_spec_from(request, clock_.now_ns());
   absl::StatusOr<std::string> run_dir = run_directory(request, spec.session_id);
   if (!run_dir.ok()) return run_dir.status();
@@ -86,8 +156,9 @@ absl::StatusOr<pod_capture::PodRunOutcome> PodSessions::run(const tensorflow::Ne
   if (!lock.owns_lock()) return absl::AlreadyExistsError("a NewSession is already running on this agent");
   std::vector<std::unique_ptr<pod_capture::AgentConnection>> connections;
   std::vector<pod_capture::PodAgent> agents;
-  for (const std::string& address : *addresses) {
-    connections.push_back(pod_capture::connect_agent(address, credentials_));
+  const std::shared_ptr<grpc::ChannelCredentials> credentials = credentials_for(caller);
+  for (const Target& target : *targets) {
+    connections.push_back(pod_capture::connect_agent(target.address, credentials, target.dial));
     agents.push_back({connections.back().get(), "", 0});
   }
   absl::StatusOr<pod_capture::PodRunOutcome> outcome =

@@ -18,11 +18,35 @@
 #include <boost/asio/write.hpp>
 
 #include "daemon/log.h"
+#include "proto/xspace/utf8.h"
 
 namespace podscope::agent {
 
 namespace asio = boost::asio;
 using asio::local::stream_protocol;
+
+namespace {
+
+// A program or job name as a client registers it reaches Prometheus labels, GetStatus's proto fields and log lines:
+// from here on it is valid UTF-8 (xspace::valid_utf8) without control characters (C0, DEL, C1), each made '?'.
+std::string registered_name(std::string_view text) {
+  const std::string valid = xspace::valid_utf8(text);
+  std::string out;
+  out.reserve(valid.size());
+  for (size_t i = 0; i < valid.size(); ++i) {
+    const auto c = static_cast<unsigned char>(valid[i]);
+    const bool c1 = c == 0xC2 && i + 1 < valid.size() && static_cast<unsigned char>(valid[i + 1]) <= 0x9F;
+    if (c < 0x20 || c == 0x7F || c1) {
+      out += '?';
+      i += c1 ? 1 : 0;
+    } else {
+      out += valid[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 // Between frames a connection keeps a payload buffer up to this size; a larger one is released.
 constexpr size_t kRetainedPayloadBytes = 64u << 10;
@@ -128,6 +152,8 @@ class LocalSocketServer::Connection : public std::enable_shared_from_this<Connec
     if (auto* r = std::get_if<local::RegisterMsg>(&msg)) {
       if (!registration_version_ok(r->version)) return false;
       r->pid = pid_;  // the kernel's word (SO_PEERCRED) over the client's
+      r->program = registered_name(r->program);
+      r->job = registered_name(r->job);
       registry.on_register(id_, *r);
       job_ = r->job;
       if (!registered_) server_.counters_.add_registered(1);

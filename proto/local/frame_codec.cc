@@ -313,8 +313,16 @@ bool decode(Reader& r, AllocationsMsg& m, std::string& error) {
   }
   return true;
 }
-bool decode(Reader& r, CaptureDoneMsg& m) {
-  return r.get(m.session, "capture_done.session") && r.get(m.dropped_events, "capture_done.dropped_events");
+bool decode(Reader& r, CaptureDoneMsg& m, std::string& error) {
+  if (!r.get(m.session, "capture_done.session") || !r.get(m.dropped_events, "capture_done.dropped_events")) {
+    return false;
+  }
+  if (m.dropped_events > kMaxDroppedEvents) {
+    error = "capture_done.dropped_events: " + std::to_string(m.dropped_events) + " is more than any window drops (" +
+            std::to_string(kMaxDroppedEvents) + ")";
+    return false;
+  }
+  return true;
 }
 bool decode(Reader& r, DevicePlanesMsg& m, std::string& error) {
   if (!r.get(m.session, "device_planes.session") || !r.get(m.total_bytes, "device_planes.total_bytes") ||
@@ -440,7 +448,7 @@ std::optional<Message> decode_payload(FrameType type, std::string_view payload, 
     }
     case FrameType::kCaptureDone: {
       CaptureDoneMsg m;
-      bool ok = decode(r, m);
+      bool ok = decode(r, m, error);
       return finish(std::move(m), ok);
     }
     case FrameType::kDevicePlanes: {

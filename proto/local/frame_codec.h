@@ -218,8 +218,11 @@ struct AllocationsMsg {
 
 struct CaptureDoneMsg {
   uint64_t session = 0;
-  uint64_t dropped_events = 0;  // events lost to full buffers during the window
+  uint64_t dropped_events = 0;  // events lost to full buffers during the window, at most kMaxDroppedEvents
 };
+// More than a client can drop in a window (a billion events a second for over 18 minutes, longer than any capture):
+// a larger count is no count but a malformed frame, so it never reaches a counter.
+inline constexpr uint64_t kMaxDroppedEvents = 1ull << 40;
 // One chunk of a serialized tensorflow.profiler.XSpace that a device tracer in the client (libpodscope_cupti)
 // produced for a capture window. A space is sent as consecutive chunks (offsets 0, n, 2n, ...) before the
 // window's CaptureDone; the agent reassembles it and merges it into the capture.

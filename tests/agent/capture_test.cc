@@ -210,20 +210,68 @@ TEST(WritesCaptureFile, OnlyWhenTheXSpaceIsNotAskedForInTheResponse) {
   EXPECT_FALSE(writes_capture_file(r));
 }
 
-TEST(FanoutTargets, PatternsMatchWholeAddressesWithStarForAnyRun) {
+TEST(FanoutHost, OnlyHostColonPortIsAHostNoGrpcTargetScheme) {
+  const auto parsed = [](std::string_view text) { return parse_fanout_host(text, 8466); };
+  EXPECT_EQ(parsed("10.0.0.7:9000")->address, "10.0.0.7:9000");
+  EXPECT_EQ(parsed("grpc://worker-3.pod:9000")->host, "worker-3.pod");
+  EXPECT_EQ(parsed("worker-3")->address, "worker-3:8466");
+  EXPECT_EQ(parsed("[::1]:9000")->host, "::1");
+  EXPECT_EQ(parsed("[::1]:9000")->address, "[::1]:9000");
+  for (const std::string_view bad : {"unix:/run/podscope/agent.sock",
+                                     "unix:agent",
+                                     "unix-abstract:x",
+                                     "ipv4:127.0.0.1:8466",
+                                     "ipv6:[::1]:8466",
+                                     "dns:///localhost:8466",
+                                     "dns:localhost:8466",
+                                     "vsock:3:8466",
+                                     "localhost:0",
+                                     "localhost:65536",
+                                     "localhost:http",
+                                     "localhost:8466/x",
+                                     "user@localhost:8466",
+                                     "../../escape:8466",
+                                     "",
+                                     ":8466",
+                                     "[::1]",
+                                     "[not-v6]:8466",
+                                     "a..b:8466",
+                                     "grpc://",
+                                     "host name:8466",
+                                     "h\nx:8466"}) {
+    const absl::StatusOr<FanoutHost> host = parsed(bad);
+    EXPECT_EQ(host.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(FanoutTargets, AddressPatternsMatchResolvedAddressesAndNamePatternsWholeNames) {
+  using Addresses = std::vector<std::string>;
+  const auto host = [](std::string_view text) { return *parse_fanout_host(text, 8466); };
   const FanoutTargets own_port({}, 8466);
-  EXPECT_TRUE(own_port.allows("10.0.0.7:8466"));
-  EXPECT_TRUE(own_port.allows("worker-3.pod:8466"));
-  EXPECT_FALSE(own_port.allows("10.0.0.7:22"));
-  EXPECT_FALSE(own_port.allows("10.0.0.7:84666"));
+  EXPECT_EQ(own_port.allowed_addresses(host("10.0.0.7:8466"), {"10.0.0.7"}), Addresses{"10.0.0.7"});
+  EXPECT_EQ(own_port.allowed_addresses(host("worker-3.pod:8466"), {"10.0.0.9", "fd00::9"}),
+            (Addresses{"10.0.0.9", "fd00::9"}));
+  EXPECT_TRUE(own_port.allowed_addresses(host("10.0.0.7:22"), {"10.0.0.7"}).empty());
   EXPECT_EQ(own_port.describe(), "*:8466");
+
   const FanoutTargets listed({"10.0.*:8466", "worker-*.pod:*"}, 8466);
-  EXPECT_TRUE(listed.allows("10.0.3.4:8466"));
-  EXPECT_FALSE(listed.allows("10.1.3.4:8466"));
-  EXPECT_FALSE(listed.allows("x10.0.3.4:8466"));
-  EXPECT_TRUE(listed.allows("worker-12.pod:9000"));
-  EXPECT_FALSE(listed.allows("worker-12.pod.evil:9000"));
-  EXPECT_FALSE(listed.allows("other:8466"));
+  EXPECT_EQ(listed.allowed_addresses(host("10.0.3.4:8466"), {"10.0.3.4"}), Addresses{"10.0.3.4"});
+  EXPECT_TRUE(listed.allowed_addresses(host("10.1.3.4:8466"), {"10.1.3.4"}).empty());
+  // A name that looks like an allowed address is judged by where it leads, not by its text; of what it resolves to,
+  // only the allowed addresses are dialled.
+  EXPECT_TRUE(listed.allowed_addresses(host("10.0.attacker.example:8466"), {"192.0.2.66"}).empty());
+  EXPECT_EQ(listed.allowed_addresses(host("inside.example:8466"), {"192.0.2.66", "10.0.0.5"}), Addresses{"10.0.0.5"});
+  // Names match whole: the pattern's '*' stays within one label.
+  EXPECT_EQ(listed.allowed_addresses(host("worker-12.pod:9000"), {"192.0.2.1"}), Addresses{"192.0.2.1"});
+  EXPECT_EQ(listed.allowed_addresses(host("WORKER-12.POD:9000"), {"192.0.2.1"}), Addresses{"192.0.2.1"});
+  EXPECT_TRUE(listed.allowed_addresses(host("worker-12.pod.evil:9000"), {"192.0.2.1"}).empty());
+  EXPECT_TRUE(listed.allowed_addresses(host("worker-1.evil.pod:9000"), {"192.0.2.1"}).empty());
+  EXPECT_TRUE(listed.allowed_addresses(host("other:8466"), {"192.0.2.1"}).empty());
+  // An address written out is no name: a name pattern does not admit it.
+  EXPECT_TRUE(FanoutTargets({"worker-*:*"}, 8466).allowed_addresses(host("192.0.2.1:8466"), {"192.0.2.1"}).empty());
+  const FanoutTargets v6({"[fd00:*]:*"}, 8466);
+  EXPECT_EQ(v6.allowed_addresses(host("[fd00::5]:8466"), {"fd00::5"}), Addresses{"fd00::5"});
+  EXPECT_TRUE(v6.allowed_addresses(host("[fe80::5]:8466"), {"fe80::5"}).empty());
 }
 
 TEST(FanoutTargets, APatternMustBeHostColonPort) {

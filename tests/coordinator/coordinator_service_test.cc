@@ -5,7 +5,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <thread>
+
+#include <prometheus/text_serializer.h>
+
 #include "coordinator/pod_snapshots.h"
+#include "tls/credentials.h"
 #include "pod_capture/remote_capture.h"
 #include "pod_capture/run_directory.h"
 #include "tests/pod_capture/lightweight_agent.h"
@@ -17,6 +23,9 @@ using testing::LightweightAgent;
 using testing::TimerThread;
 
 constexpr size_t kMaxWorkers = 8;
+constexpr int64_t kPodSnapshotBytes = 1 << 20;
+// Who a plaintext caller on loopback is to the registry: its address.
+constexpr char kLoopbackOwner[] = "address 127.0.0.1";
 
 std::filesystem::path fresh_dir(const std::string& name) {
   auto dir =
@@ -33,8 +42,9 @@ class CoordinatorServiceTest : public ::testing::Test {
     registry_ = std::make_unique<WorkerRegistry>(1'000'000'000, kMaxWorkers, grpc::InsecureChannelCredentials());
     runner_ = std::make_unique<CaptureRunner>(*registry_, metrics_, clock_);
     pod_snapshots_ = std::make_unique<PodSnapshots>(
-        *registry_, *runner_, PodSnapshotSettings{settings_.repository_root, 1000, 0, settings_.clock_sync_pings},
-        clock_);
+        *registry_, *runner_,
+        PodSnapshotSettings{settings_.repository_root, 1000, 0, settings_.clock_sync_pings, 0, kPodSnapshotBytes},
+        clock_, metrics_);
     coordinator_ = std::make_unique<CoordinatorService>(*registry_, *runner_, settings_, clock_, metrics_,
                                                         *pod_snapshots_, authorizer_);
     analysis_ = std::make_unique<ProfileAnalysisService>(*registry_, *runner_, settings_, clock_, authorizer_);
@@ -138,12 +148,13 @@ TEST_F(CoordinatorServiceTest, UnknownWorkerIsAnInvalidArgumentNamingIt) {
 
 TEST_F(CoordinatorServiceTest, SilentWorkersAreMarkedDownNotForgotten) {
   const int64_t later = clock_.now_ns() + 2'000'000'000;
-  ASSERT_TRUE(registry_->heartbeat("host0", agents_[0]->address(), later));
+  ASSERT_TRUE(registry_->heartbeat("host0", agents_[0]->address(), kLoopbackOwner, later));
   const auto workers = registry_->list(later);
   ASSERT_EQ(workers.size(), 3u);
   EXPECT_TRUE(workers[0].up());
   EXPECT_FALSE(workers[1].up());
-  EXPECT_FALSE(registry_->heartbeat("host7", "127.0.0.1:1", later)) << "unknown agents must register again";
+  EXPECT_FALSE(registry_->heartbeat("host7", "127.0.0.1:1", kLoopbackOwner, later))
+      << "unknown agents must register again";
 }
 
 TEST_F(CoordinatorServiceTest, NewSessionWritesOnlyInsideTheRepositoryRoot) {
@@ -226,7 +237,20 @@ TEST_F(CoordinatorServiceTest, TheSameAgentInstanceMayMoveAndADownWorkerMayComeB
   restarted.set_host_name("mover");
   restarted.set_address(agents_[2]->address());
   restarted.set_instance_id("instance-b");
-  EXPECT_TRUE(registry_->register_worker(restarted, later).ok());
+  EXPECT_TRUE(registry_->register_worker(restarted, kLoopbackOwner, later).ok());
+}
+
+TEST_F(CoordinatorServiceTest, ARegistrationWhoseNamesAreNoCleanTextIsRefusedAndTheMetricsStayValid) {
+  // (Invalid UTF-8 never gets this far: gRPC's parser refuses a proto3 string holding it.)
+  for (const std::string& host : {std::string("forged\nline"), std::string("esc\x1b[2J"), std::string(256, 'h')}) {
+    const grpc::Status s = register_as(channel_, host, agents_[0]->address(), "x");
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << host;
+  }
+  EXPECT_EQ(refused("invalid"), 3);
+  metrics_.update_workers(registry_->list(clock_.now_ns()));
+  const std::string scrape = prometheus::TextSerializer().Serialize(metrics_.registry()->Collect());
+  EXPECT_EQ(scrape.find("forged"), std::string::npos);
+  EXPECT_EQ(scrape.find("esc"), std::string::npos);
 }
 
 TEST_F(CoordinatorServiceTest, StaticWorkerAddressNeverChangesByRegistration) {
@@ -305,7 +329,157 @@ TEST_F(CoordinatorServiceTest, TriggersOfTheSameJobAndStepMakeOnePodSnapshot) {
   podscope::v1::TriggerReport unknown;
   unknown.set_host_name("nobody");
   podscope::v1::TriggerReportResponse response;
-  EXPECT_EQ(stub->ReportTrigger(&context, unknown, &response).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(stub->ReportTrigger(&context, unknown, &response).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+// A report of a slow step of `host` that ended `ago_ns` before now, with no cool-down of its own.
+podscope::v1::TriggerReport slow_step_report(const Clock& clock, const std::string& host, int64_t step,
+                                             int64_t ago_ns) {
+  podscope::v1::TriggerReport r;
+  r.set_host_name(host);
+  r.set_reason("slow_step");
+  r.set_step_num(step);
+  r.set_step_ns(300'000'000);
+  r.set_median_ns(10'000'000);
+  r.set_step_end_ns(clock.now_ns() - ago_ns);
+  r.set_window_ms(1'000);
+  r.set_cooldown_ms(0);
+  return r;
+}
+
+TEST_F(CoordinatorServiceTest, PodSnapshotsOfAJobAreRateLimitedWhateverCoolDownTheReporterClaims) {
+  PodSnapshots snapshots(*registry_, *runner_,
+                         PodSnapshotSettings{settings_.repository_root, 500, 0, 2, 60'000, kPodSnapshotBytes}, clock_,
+                         metrics_);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(
+        registry_->heartbeat("host" + std::to_string(i), agents_[i]->address(), kLoopbackOwner, clock_.now_ns()));
+  }
+  const auto first = snapshots.report(slow_step_report(clock_, "host0", 1, 0));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_FALSE(first->run_name().empty()) << first->detail();
+  // Four more reports of new steps, each after the previous snapshot was taken: none gets another.
+  const auto taken = std::filesystem::path(settings_.repository_root) / "plugins/profile" / first->run_name();
+  for (int i = 0; i < 200 && !std::filesystem::exists(taken / "capture.json"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(std::filesystem::exists(taken / "capture.json"));
+  for (int64_t step = 2; step <= 5; ++step) {
+    const auto later = snapshots.report(slow_step_report(clock_, "host0", step, 0));
+    ASSERT_TRUE(later.ok());
+    EXPECT_TRUE(later->run_name().empty()) << step;
+    EXPECT_NE(later->detail().find("pod_snapshot_min_interval_ms"), std::string::npos) << later->detail();
+  }
+  const std::string scrape = prometheus::TextSerializer().Serialize(metrics_.registry()->Collect());
+  EXPECT_NE(scrape.find("podscope_coordinator_pod_snapshots_skipped_total{reason=\"rate_limited\"} 4"),
+            std::string::npos)
+      << scrape;
+  snapshots.stop();
+}
+
+TEST_F(CoordinatorServiceTest, NoPodSnapshotIsTakenWhileThoseKeptHoldTheDiskCap) {
+  PodSnapshots snapshots(*registry_, *runner_,
+                         PodSnapshotSettings{settings_.repository_root, 500, 0, 2, 0, kPodSnapshotBytes}, clock_,
+                         metrics_);
+  const auto old = std::filesystem::path(settings_.repository_root) / "plugins/profile/old_snapshot";
+  std::filesystem::create_directories(old);
+  std::ofstream(old / "capture.json") << R"({"recorded_window": {"kind": "triggered_snapshot"}})";
+  std::ofstream(old / "host0.xplane.pb") << std::string(kPodSnapshotBytes, 'x');
+  const auto answer = snapshots.report(slow_step_report(clock_, "host0", 9, 0));
+  ASSERT_TRUE(answer.ok());
+  EXPECT_TRUE(answer->run_name().empty());
+  EXPECT_NE(answer->detail().find("pod_snapshot_max_mb"), std::string::npos) << answer->detail();
+  const std::string scrape = prometheus::TextSerializer().Serialize(metrics_.registry()->Collect());
+  EXPECT_NE(scrape.find("podscope_coordinator_pod_snapshots_skipped_total{reason=\"disk_cap\"} 1"), std::string::npos)
+      << scrape;
+  // A plain capture of the same size is no pod snapshot: it does not count against the cap.
+  std::filesystem::remove(old / "capture.json");
+  const auto taken = snapshots.report(slow_step_report(clock_, "host0", 10, 0));
+  ASSERT_TRUE(taken.ok());
+  EXPECT_FALSE(taken->run_name().empty()) << taken->detail();
+  snapshots.stop();
+}
+
+TEST_F(CoordinatorServiceTest, ATriggerReportMustComeFromTheAgentThatRegisteredTheWorkerItNames) {
+  podscope::v1::RegisterRequest elsewhere;
+  elsewhere.set_host_name("remote");
+  elsewhere.set_address("10.9.9.9:8466");
+  ASSERT_TRUE(registry_->register_worker(elsewhere, "address 10.9.9.9", clock_.now_ns()).ok());
+  // A forged report naming it, from this (loopback) caller, with no cool-down: refused, no snapshot.
+  podscope::v1::TriggerReport forged;
+  forged.set_host_name("remote");
+  forged.set_reason("slow_step");
+  forged.set_step_num(7);
+  forged.set_step_end_ns(clock_.now_ns());
+  forged.set_cooldown_ms(0);
+  grpc::ClientContext context;
+  podscope::v1::TriggerReportResponse response;
+  const grpc::Status status = podscope::v1::Coordinator::NewStub(channel_)->ReportTrigger(&context, forged, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
+  EXPECT_NE(status.error_message().find("registered by address 10.9.9.9, not by address 127.0.0.1"), std::string::npos)
+      << status.error_message();
+  EXPECT_TRUE(response.run_name().empty());
+}
+
+TEST_F(CoordinatorServiceTest, ANameBelongsToWhoRegisteredItEvenWhileItIsDownUntilForgotten) {
+  podscope::v1::RegisterRequest request;
+  request.set_host_name("worker-a");
+  request.set_address("10.0.0.1:8466");
+  const int64_t now = clock_.now_ns();
+  ASSERT_TRUE(registry_->register_worker(request, "agent-a.example", now).ok());
+  registry_->record_clock("worker-a", pod_capture::ClockMeasurement{.kind = pod_capture::ClockMeasurement::kMeasured},
+                          now);
+  // Long down, another identity claims it from another address: refused, and its heartbeats are not taken.
+  const int64_t later = now + 60'000'000'000;
+  podscope::v1::RegisterRequest takeover = request;
+  takeover.set_address("10.0.0.66:8466");
+  takeover.set_instance_id("intruder");
+  const absl::Status refused = registry_->register_worker(takeover, "intruder.example", later);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.message().find("belongs to agent-a.example"), std::string::npos) << refused.message();
+  EXPECT_FALSE(registry_->heartbeat("worker-a", "10.0.0.1:8466", "intruder.example", later));
+  // The real agent comes back, from anywhere.
+  request.set_address("10.0.0.2:8466");
+  EXPECT_TRUE(registry_->register_worker(request, "agent-a.example", later).ok());
+  // An operator frees the name; then anyone may take it.
+  EXPECT_EQ(registry_->owner("worker-a"), "agent-a.example");
+  EXPECT_TRUE(registry_->forget("worker-a"));
+  EXPECT_TRUE(registry_->register_worker(takeover, "intruder.example", later).ok());
+  EXPECT_FALSE(registry_->forget("host-never-registered"));
+}
+
+TEST_F(CoordinatorServiceTest, StaleRegistrationsExpireAndMakeRoomAndAReturningKnownAgentIsNeverBlocked) {
+  const int64_t now = clock_.now_ns();
+  // host0 proved itself (its clock was measured); SetUp's others never did.
+  registry_->record_clock("host0", pod_capture::ClockMeasurement{.kind = pod_capture::ClockMeasurement::kMeasured},
+                          now);
+  // Fill the registry with fakes that point at nothing: their pings fail.
+  for (size_t i = 3; i < kMaxWorkers; ++i) {
+    ASSERT_TRUE(register_as(channel_, "fake" + std::to_string(i), "127.0.0.1:" + std::to_string(1000 + i), "f").ok());
+    registry_->record_clock("fake" + std::to_string(i), pod_capture::ClockMeasurement{}, clock_.now_ns());
+  }
+  // A new agent still gets in: the stalest unreachable fake makes room.
+  EXPECT_TRUE(register_as(channel_, "newcomer", agents_[1]->address(), "n").ok());
+  EXPECT_EQ(registry_->list(clock_.now_ns()).size(), kMaxWorkers);
+  // Past the down window every registration that never proved itself is gone; host0, down, is kept.
+  const int64_t later = clock_.now_ns() + 5'000'000'000;
+  podscope::v1::RegisterRequest fresh;
+  fresh.set_address("127.0.0.1:1");
+  for (size_t i = 0; i + 1 < kMaxWorkers; ++i) {
+    fresh.set_host_name("live-fake" + std::to_string(i));
+    ASSERT_TRUE(registry_->register_worker(fresh, kLoopbackOwner, later).ok()) << i;
+  }
+  std::vector<std::string> names;
+  for (const auto& worker : registry_->list(later)) names.push_back(worker.host_name());
+  EXPECT_NE(std::find(names.begin(), names.end(), "host0"), names.end());
+  EXPECT_EQ(std::find(names.begin(), names.end(), "fake3"), names.end());
+  // Full of fresh registrations: a stranger is refused, the returning known agent is not.
+  fresh.set_host_name("stranger");
+  EXPECT_EQ(registry_->register_worker(fresh, kLoopbackOwner, later).code(), absl::StatusCode::kResourceExhausted);
+  podscope::v1::RegisterRequest returning;
+  returning.set_host_name("host0");
+  returning.set_address(agents_[0]->address());
+  EXPECT_TRUE(registry_->register_worker(returning, kLoopbackOwner, later).ok());
 }
 
 }  // namespace
@@ -313,6 +487,118 @@ TEST_F(CoordinatorServiceTest, TriggersOfTheSameJobAndStepMakeOnePodSnapshot) {
 
 namespace podscope::coordinator {
 namespace {
+
+// The coordinator's services over mutual TLS with the test certificates (tests/integration/test_certs.py): the
+// agents' certificate (server.pem) and the CLI's are allowed, the intruder's is signed by the same CA but is not.
+class CoordinatorOverTlsTest : public ::testing::Test {
+ protected:
+  // Made once: openssl's key generation is slow on a loaded box.
+  static void SetUpTestSuite() {
+    certs_ = fresh_dir("certs");
+    const std::string make = "python3 " PODSCOPE_SOURCE_DIR "/tests/integration/test_certs.py " + certs_.string();
+    ASSERT_EQ(std::system(make.c_str()), 0) << make;
+  }
+  static void TearDownTestSuite() { std::filesystem::remove_all(certs_); }
+  void SetUp() override {
+    settings_.repository_root = fresh_dir("tls_root");
+    tls_ = tls::TlsConfig{.cert = (certs_ / "server.pem").string(),
+                          .key = (certs_ / "server.key").string(),
+                          .client_ca = (certs_ / "ca.pem").string(),
+                          .allowed_clients = {"agent.podscope.test", "cli.podscope.test"}};
+    authorizer_ = std::make_unique<tls::CallAuthorizer>(tls_, *metrics_.registry(), prometheus::Labels{});
+    registry_ = std::make_unique<WorkerRegistry>(1'000'000'000, kMaxWorkers, grpc::InsecureChannelCredentials());
+    runner_ = std::make_unique<CaptureRunner>(*registry_, metrics_, clock_);
+    pod_snapshots_ = std::make_unique<PodSnapshots>(
+        *registry_, *runner_, PodSnapshotSettings{settings_.repository_root, 1000, 0, 2, 0, kPodSnapshotBytes}, clock_,
+        metrics_);
+    coordinator_ = std::make_unique<CoordinatorService>(*registry_, *runner_, settings_, clock_, metrics_,
+                                                        *pod_snapshots_, *authorizer_);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", tls::server_credentials(tls_), &port_);
+    builder.RegisterService(coordinator_.get());
+    server_ = builder.BuildAndStart();
+  }
+  void TearDown() override {
+    server_->Shutdown();
+    pod_snapshots_->stop();
+    std::filesystem::remove_all(settings_.repository_root);
+  }
+  // A stub presenting the test certificate `name`.
+  std::unique_ptr<podscope::v1::Coordinator::Stub> as(const std::string& name) const {
+    const tls::TlsConfig client{.cert = (certs_ / (name + ".pem")).string(),
+                                .key = (certs_ / (name + ".key")).string(),
+                                .ca = (certs_ / "ca.pem").string()};
+    return podscope::v1::Coordinator::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(port_), tls::channel_credentials(client)));
+  }
+  static grpc::Status register_worker(podscope::v1::Coordinator::Stub& stub, const std::string& host,
+                                      const std::string& address) {
+    podscope::v1::RegisterRequest request;
+    request.set_host_name(host);
+    request.set_address(address);
+    podscope::v1::RegisterResponse response;
+    grpc::ClientContext context;
+    return stub.Register(&context, request, &response);
+  }
+
+  Clock clock_;
+  CoordinatorSettings settings_;
+  CoordinatorMetrics metrics_;
+  static inline std::filesystem::path certs_;
+  tls::TlsConfig tls_;
+  std::unique_ptr<tls::CallAuthorizer> authorizer_;
+  std::unique_ptr<WorkerRegistry> registry_;
+  std::unique_ptr<CaptureRunner> runner_;
+  std::unique_ptr<PodSnapshots> pod_snapshots_;
+  std::unique_ptr<CoordinatorService> coordinator_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+TEST_F(CoordinatorOverTlsTest, ACertificateOutsideAllowedClientsCannotRegisterListOrTrigger) {
+  auto intruder = as("intruder");
+  const grpc::Status registered = register_worker(*intruder, "worker-x", "127.0.0.1:1");
+  EXPECT_EQ(registered.error_code(), grpc::StatusCode::PERMISSION_DENIED) << registered.error_message();
+  EXPECT_NE(registered.error_message().find("intruder.podscope.test"), std::string::npos);
+  grpc::ClientContext list_context;
+  podscope::v1::ListWorkersResponse workers;
+  EXPECT_EQ(intruder->ListWorkers(&list_context, {}, &workers).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  grpc::ClientContext trigger_context;
+  podscope::v1::TriggerReport report;
+  report.set_host_name("worker-x");
+  podscope::v1::TriggerReportResponse answer;
+  EXPECT_EQ(intruder->ReportTrigger(&trigger_context, report, &answer).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(registry_->list(clock_.now_ns()).empty());
+}
+
+TEST_F(CoordinatorOverTlsTest, ANameBelongsToTheCertificateThatRegisteredItUntilAnOperatorForgetsIt) {
+  auto agent = as("server");
+  auto cli = as("cli");
+  ASSERT_TRUE(register_worker(*agent, "worker-a", "127.0.0.1:7001").ok());
+  // Down (past the 1 s window), the name is still the agent's: another allowed certificate cannot take it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  const grpc::Status takeover = register_worker(*cli, "worker-a", "127.0.0.1:7666");
+  EXPECT_EQ(takeover.error_code(), grpc::StatusCode::PERMISSION_DENIED) << takeover.error_message();
+  EXPECT_NE(takeover.error_message().find("belongs to localhost,agent.podscope.test"), std::string::npos)
+      << takeover.error_message();
+  // Nor report a trigger in its name.
+  grpc::ClientContext trigger_context;
+  podscope::v1::TriggerReport report;
+  report.set_host_name("worker-a");
+  podscope::v1::TriggerReportResponse answer;
+  EXPECT_EQ(cli->ReportTrigger(&trigger_context, report, &answer).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(registry_->list(clock_.now_ns()).at(0).address(), "127.0.0.1:7001");
+  // The agent itself comes back; then an operator frees the name.
+  EXPECT_TRUE(register_worker(*agent, "worker-a", "127.0.0.1:7002").ok());
+  grpc::ClientContext forget_context;
+  podscope::v1::ForgetWorkerRequest forget;
+  forget.set_host_name("worker-a");
+  podscope::v1::ForgetWorkerResponse forgotten;
+  ASSERT_TRUE(cli->ForgetWorker(&forget_context, forget, &forgotten).ok());
+  EXPECT_EQ(forgotten.owner(), "localhost,agent.podscope.test");
+  EXPECT_TRUE(register_worker(*cli, "worker-a", "127.0.0.1:7666").ok());
+}
 
 TEST(WorkerRegistry, StaticWorkersAreUpWhileTheyAnswerPings) {
   testing::TimerThread timers;

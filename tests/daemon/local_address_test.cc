@@ -18,5 +18,15 @@ TEST(LocalAddress, AGivenHostIsKeptWithTheBoundPort) {
   EXPECT_EQ(local_address("localhost:8466", 8466), "localhost:8466");
 }
 
+TEST(IsThisHost, LoopbackAndTheHostsOwnInterfaceAddressesOnly) {
+  EXPECT_TRUE(is_this_host("127.0.0.1"));
+  EXPECT_TRUE(is_this_host("127.0.1.1"));
+  EXPECT_TRUE(is_this_host("::1"));
+  EXPECT_FALSE(is_this_host("192.0.2.1"));  // TEST-NET-1: never a local interface
+  EXPECT_FALSE(is_this_host("2001:db8::1"));
+  EXPECT_FALSE(is_this_host("localhost"));  // names are resolved first: only addresses are judged
+  EXPECT_FALSE(is_this_host(""));
+}
+
 }  // namespace
 }  // namespace podscope

@@ -36,6 +36,26 @@ TEST(OptionSet, YamlSetsEveryKind) {
   EXPECT_EQ(s.upstream, (std::vector<std::string>{"a:1", "b:2"}));
 }
 
+TEST(OptionSet, AQuoteLeftOpenIsAnErrorNamingItsLineNotAValueRunningToTheEnd) {
+  const std::pair<std::string, std::string> cases[] = {{"verbose: true\nlisten: \"127.0.0.1:1\n", "agent.yaml:2:"},
+                                                       {"verbose: true\nlisten: '127.0.0.1:1\n", "agent.yaml:2:"},
+                                                       {"verbose: true\nupstream:\n  - \"a:1\n", "agent.yaml:3:"}};
+  for (const auto& [yaml, line] : cases) {
+    Settings s;
+    OptionSet o = declare(s);
+    const absl::Status st = o.apply_yaml(yaml, "agent.yaml");
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << yaml;
+    EXPECT_NE(std::string(st.message()).find(line + " invalid YAML: a quoted value is never closed"), std::string::npos)
+        << st.message();
+  }
+  // Closed quotes, escaped quotes inside them included, are values like any other.
+  Settings s;
+  OptionSet o = declare(s);
+  ASSERT_TRUE(o.apply_yaml("listen: 'it''s:1'\nupstream: [\"a\\\"b:1\", c:2]\n", "agent.yaml").ok());
+  EXPECT_EQ(s.listen, "it's:1");
+  EXPECT_EQ(s.upstream, (std::vector<std::string>{"a\"b:1", "c:2"}));
+}
+
 TEST(OptionSet, UnknownKeyIsNamedWithItsLine) {
   Settings s;
   OptionSet o = declare(s);

@@ -12,6 +12,13 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::string_literals;
 
+TEST(PlainPathComponent, RejectsControlCharactersThatListingsAndLogsWouldShowAsSomethingElse) {
+  for (const std::string bad : {"run\nforged", "run\x1b[2J", "tab\there", "del\x7f", "cr\r"}) {
+    EXPECT_FALSE(is_plain_path_component(bad)) << bad.size() << " bytes";
+  }
+  EXPECT_TRUE(is_plain_path_component("Grüße_run"));
+}
+
 TEST(PlainPathComponent, AcceptsOneNameAndRejectsEverythingThatCouldLeaveADirectory) {
   EXPECT_TRUE(is_plain_path_component("2024_01_31_12_00_00"));
   EXPECT_TRUE(is_plain_path_component("host0_7001.xplane.pb"));

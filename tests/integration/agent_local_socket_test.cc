@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "podscope/v1/agent.grpc.pb.h"
+#include "proto/local/frame_codec.h"
+#include "proto/xspace/utf8.h"
 #include "tests/integration/agent_process.h"
 #include "tests/sanitized.h"
 
@@ -162,6 +164,81 @@ TEST(AgentLocalSocketFlood, ConnectionsBeyondThePerUidCapAreRefusedCountedAndLog
   EXPECT_LE(lines, 4u) << agent.output();
   for (int fd : kept) ::close(fd);
   for (int fd : refused) ::close(fd);
+}
+
+// Writes `msg` as one frame.
+void send_frame(int fd, const local::Message& msg) {
+  std::string frame;
+  std::visit([&frame](const auto& m) { local::encode_frame(m, frame); }, msg);
+  ASSERT_EQ(::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL), static_cast<ssize_t>(frame.size()));
+}
+
+// A client through its handshake: Hello, the agent's Welcome, then `registration`.
+int registered_client(const AgentProcess& agent, const local::RegisterMsg& registration) {
+  const int fd = connect_to(agent.socket_dir() + "/agent.sock");
+  send_frame(fd, local::HelloMsg{});
+  char welcome[64];
+  EXPECT_GT(::recv(fd, welcome, sizeof(welcome), 0), 0);
+  send_frame(fd, registration);
+  return fd;
+}
+
+TEST(AgentLocalSocketNames, AClientsNonUtf8AndControlCharacterNamesBreakNeitherMetricsNorStatusNorLogs) {
+  AgentProcess agent({});
+  local::RegisterMsg registration;
+  registration.pid = static_cast<int32_t>(getpid());
+  registration.program = "train\x1b[2J\xff\xfe.py";
+  registration.job = std::string("job\xc3\x28\n\x80 forged log line\x00", 30);
+  registration.cores = {0};
+  const int fd = registered_client(agent, registration);
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  send_frame(fd, local::StepsMsg{{{0, 1, now - 1'000'000, now, 0, 0}}});
+  ASSERT_TRUE(wait_for_metric(agent, "podscope_local_connections", "", 1, 5s));
+
+  // /metrics stays valid for Prometheus: promtool reads it whole.
+  std::string body;
+  for (int i = 0; i < 100 && body.find("training_job=") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(50ms);
+    body = testing::http_get(agent.metrics_port(), "/metrics");
+  }
+  ASSERT_NE(body.find("training_job="), std::string::npos) << body;
+  EXPECT_EQ(xspace::valid_utf8(body), body);
+  const std::string scrape = AgentProcess::make_temp_dir() + "/metrics.txt";
+  std::ofstream(scrape) << body;
+  const testing::CommandResult promtool = testing::run_command("promtool check metrics < " + scrape + " 2>&1");
+  EXPECT_EQ(promtool.output.find("invalid"), std::string::npos) << promtool.output;
+
+  // GetStatus and `podscope status` answer while the client is connected.
+  auto stub = podscope::v1::Agent::NewStub(agent.channel());
+  grpc::ClientContext context;
+  podscope::v1::AgentStatus status;
+  const grpc::Status got = stub->GetStatus(&context, {}, &status);
+  ASSERT_TRUE(got.ok()) << got.error_message();
+  const testing::CommandResult cli = testing::run_command(
+      std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope status --service_addr " + agent.grpc_address());
+  EXPECT_EQ(cli.exit_code, 0) << cli.output;
+  EXPECT_NE(cli.output.find("train?[2J"), std::string::npos) << cli.output;
+  // No log line carries the client's newline or ESC.
+  agent.read_some(200);
+  EXPECT_EQ(agent.output().find("\x1b"), std::string::npos);
+  EXPECT_EQ(agent.output().find("\n\x80 forged"), std::string::npos);
+  EXPECT_EQ(agent.output().find("\n? forged"), std::string::npos);
+  ::close(fd);
+}
+
+TEST(AgentLocalSocketNames, ADroppedEventsCountNoWindowCouldHaveIsRefusedNotCounted) {
+  AgentProcess agent({});
+  local::RegisterMsg registration;
+  registration.pid = static_cast<int32_t>(getpid());
+  registration.program = "liar";
+  const int fd = registered_client(agent, registration);
+  send_frame(fd, local::CaptureDoneMsg{1, UINT64_MAX});
+  EXPECT_TRUE(closed_by_agent(fd, 5s));
+  EXPECT_TRUE(wait_for_metric(agent, "podscope_local_connections_refused_total", "reason=\"malformed\"", 1, 5s));
+  agent.read_some(200);
+  EXPECT_NE(agent.output().find("capture_done.dropped_events"), std::string::npos) << agent.output();
+  ::close(fd);
 }
 
 TEST(AgentLocalSocketFlood, ConnectionThatDoesNotRegisterIsClosedAfterTheHandshakeTimeout) {

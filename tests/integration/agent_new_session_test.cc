@@ -3,6 +3,7 @@
 // agent refusing to become a proxy to addresses outside allowed_fanout_targets; over mutual TLS, the agent dialling
 // the workers with its own identity and allowed_clients deciding who may start it.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -12,7 +13,9 @@
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,11 +52,11 @@ NewSessionOutcome new_session(const AgentProcess& agent, const testing::TfCaptur
 // A TCP listener that stands for an address inside the agent's network a client must not reach through it.
 class Bystander {
  public:
-  Bystander() {
+  explicit Bystander(const char* ip = "127.0.0.1") {
     fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     sockaddr_in address{};
     address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    inet_pton(AF_INET, ip, &address.sin_addr);
     socklen_t length = sizeof(address);
     if (bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 || listen(fd_, 16) != 0 ||
         getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
@@ -133,6 +136,72 @@ TEST(AgentNewSession, AHostOutsideAllowedFanoutTargetsIsRefusedWithNothingContac
   fs::remove_all(root);
 }
 
+TEST(AgentNewSession, GrpcTargetSchemesAreNoHostsAndNothingIsDialled) {
+  const std::string root = AgentProcess::make_temp_dir();
+  AgentProcess agent({"--repository_root", root, "--allowed_fanout_targets", "127.0.0.*:*"});
+  Bystander bystander;
+  const std::string port = std::to_string(bystander.port());
+  const testing::TfCapture capture = testing::tf_capture(100, root, "schemes");
+  for (const std::string& target :
+       {"ipv4:127.0.0.1:" + port, "dns:///127.0.0.1:" + port, "dns:127.0.0.1:" + port,
+        "unix:" + agent.socket_dir() + "/agent.sock", std::string("unix-abstract:podscope")}) {
+    const NewSessionOutcome out = new_session(agent, capture, {agent.grpc_address(), target});
+    EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << target;
+    EXPECT_NE(out.status.error_message().find("not a host:port address"), std::string::npos)
+        << out.status.error_message();
+  }
+  EXPECT_FALSE(bystander.contacted(std::chrono::milliseconds(300))) << "the agent dialled a gRPC target form";
+  EXPECT_TRUE(fs::is_empty(root));
+  fs::remove_all(root);
+}
+
+TEST(AgentNewSession, ANameIsJudgedByTheAddressItResolvesToNotByItsText) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: the agent gets its own /etc/hosts in a mount namespace";
+  const std::string root = AgentProcess::make_temp_dir();
+  // 127.0.0.evil.example reads like the allowed 127.0.0.* but leads to 127.0.1.1, outside it.
+  const std::string hosts = root + "/hosts";
+  std::ofstream(hosts) << "127.0.0.1 localhost\n127.0.1.1 127.0.0.evil.example\n127.0.0.2 inside.example\n";
+  Bystander outside("127.0.1.1");
+  AgentProcess agent({"--repository_root", root, "--allowed_fanout_targets", "127.0.0.*:*"}, true,
+                     testing::AgentEnvironment{.variables = {}, .open_file_limit = 0, .hosts_file = hosts});
+  const std::string port = std::to_string(agent.grpc_port());
+  AgentProcess inside({"--listen", "127.0.0.2:" + port, "--host_name", "inside"});
+  const testing::TfCapture capture = testing::tf_capture(200, root, "names");
+
+  const NewSessionOutcome refused =
+      new_session(agent, capture, {"127.0.0.evil.example:" + std::to_string(outside.port())});
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << refused.status.error_message();
+  EXPECT_FALSE(outside.contacted(std::chrono::milliseconds(300))) << "the agent dialled a name outside the patterns";
+
+  // A name that leads inside the patterns is captured, and its files carry the name the request gave.
+  const NewSessionOutcome out = new_session(agent, capture, {"inside.example:" + port});
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_FALSE(out.response.empty_trace()) << out.response.error_message();
+  EXPECT_TRUE(fs::exists(fs::path(root) / "names" / ("inside.example_" + port + ".xplane.pb")));
+  fs::remove_all(root);
+}
+
+TEST(AgentNewSession, AHostListLongerThanMaxFanoutHostsIsRefusedAtOnceWithNothingContacted) {
+  const std::string root = AgentProcess::make_temp_dir();
+  AgentProcess agent({"--repository_root", root, "--host_name", "worker-0"});
+  Bystander bystander;
+  const std::string target = "127.0.0.1:" + std::to_string(bystander.port());
+  const testing::TfCapture capture = testing::tf_capture(100, root, "many");
+  // 20,000 hosts against the default bound of 4096: refused before anything is resolved or dialled.
+  const std::vector<std::string> many(20'000, target);
+  const auto start = std::chrono::steady_clock::now();
+  const NewSessionOutcome out = new_session(agent, capture, many);
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << out.status.error_message();
+  EXPECT_NE(out.status.error_message().find("max_fanout_hosts (4096)"), std::string::npos)
+      << out.status.error_message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_FALSE(bystander.contacted(std::chrono::milliseconds(300)));
+  EXPECT_TRUE(fs::is_empty(root));
+  const std::string metrics = testing::http_get(agent.metrics_port(), "/metrics");
+  EXPECT_NE(metrics.find("podscope_fanout_refused_total{host=\"worker-0\"} 1"), std::string::npos) << metrics;
+  fs::remove_all(root);
+}
+
 TEST(AgentNewSession, AllowedFanoutTargetsPatternsOpenOtherPorts) {
   const std::string root = AgentProcess::make_temp_dir();
   AgentProcess other({"--host_name", "worker-1"});
@@ -169,6 +238,16 @@ TEST(AgentNewSession, AnAllowedFanoutTargetThatIsNoHostPortPatternExitsTwo) {
 
 namespace podscope {
 namespace {
+
+// Whether the agent printed a line matching `pattern` within 10 s.
+bool wait_for_output(AgentProcess& agent, const std::regex& pattern) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!std::regex_search(agent.output(), pattern)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    agent.read_some(100);
+  }
+  return true;
+}
 
 // A channel to `agent` presenting the test certificate `name` (tests/integration/test_certs.py).
 std::shared_ptr<grpc::Channel> tls_channel(const AgentProcess& agent, const fs::path& certs, const std::string& name) {
@@ -220,6 +299,83 @@ TEST(AgentNewSession, OverMutualTlsTheAgentCapturesTheOtherWorkersWithItsOwnIden
     const std::string file = "127.0.0.1_" + std::to_string(worker->grpc_port()) + ".xplane.pb";
     EXPECT_TRUE(fs::exists(run / file)) << file;
   }
+  // The worker's audit line names who asked, and through which agent.
+  EXPECT_TRUE(
+      wait_for_output(second, std::regex("audit: Profile by cli\\.podscope\\.test via \\S*agent\\.podscope\\.test")))
+      << second.output();
+  fs::remove_all(root);
+}
+
+// Test certificates and the TLS flags of an agent that allows `allowed_clients`.
+std::vector<std::string> tls_agent_args(const fs::path& certs, const std::string& allowed_clients) {
+  return {"--tls_cert",
+          (certs / "server.pem").string(),
+          "--tls_key",
+          (certs / "server.key").string(),
+          "--tls_client_ca",
+          (certs / "ca.pem").string(),
+          "--allowed_clients",
+          allowed_clients,
+          "--allowed_fanout_targets",
+          "127.0.0.1:*"};
+}
+
+std::string make_certs(const std::string& root) {
+  const fs::path certs = fs::path(root) / "certs";
+  const std::string make = "python3 " PODSCOPE_SOURCE_DIR "/tests/integration/test_certs.py " + certs.string();
+  EXPECT_EQ(std::system(make.c_str()), 0) << make;
+  return certs.string();
+}
+
+TEST(AgentNewSession, OverMutualTlsALoopbackCallerWithoutCertificateCannotMakeOneAgentCaptureAnother) {
+  const std::string root = AgentProcess::make_temp_dir();
+  const fs::path certs = make_certs(root);
+  std::vector<std::string> first_args = tls_agent_args(certs, "cli.podscope.test,agent.podscope.test");
+  first_args.insert(first_args.end(), {"--repository_root", root, "--plaintext_listen", "127.0.0.1:0"});
+  AgentProcess first(first_args);
+  AgentProcess second(tls_agent_args(certs, "cli.podscope.test,agent.podscope.test"));
+  std::smatch m;
+  const std::regex plaintext_line("plaintext=127\\.0\\.0\\.1:(\\d+)");
+  ASSERT_TRUE(std::regex_search(first.output(), m, plaintext_line)) << first.output();
+  const std::string plaintext = "127.0.0.1:" + m[1].str();
+  const auto plaintext_channel = grpc::CreateChannel(plaintext, grpc::InsecureChannelCredentials());
+  const testing::TfCapture capture = testing::tf_capture(200, root, "plaintext_run");
+
+  // The caller could not call the second agent itself (no certificate): the first does not do it for it.
+  const testing::RawReply refused = testing::call_with_bytes(
+      plaintext_channel, kNewSession,
+      testing::tf_new_session_request(capture, {first.grpc_address(), second.grpc_address()}), 60);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << refused.status.error_message();
+  EXPECT_NE(refused.status.error_message().find(second.grpc_address()), std::string::npos);
+  // Its own node, which it reaches on the plaintext port anyway, it may capture.
+  const testing::RawReply own = testing::call_with_bytes(
+      plaintext_channel, kNewSession, testing::tf_new_session_request(capture, {first.grpc_address()}), 60);
+  ASSERT_TRUE(own.status.ok()) << own.status.error_message();
+  second.read_some(300);
+  EXPECT_EQ(second.output().find("audit: Profile"), std::string::npos) << second.output();
+  fs::remove_all(root);
+}
+
+TEST(AgentNewSession, AWorkerDecidesOnTheCallerTheFanOutCarriesNotOnTheAgentThatDials) {
+  const std::string root = AgentProcess::make_temp_dir();
+  const fs::path certs = make_certs(root);
+  std::vector<std::string> first_args = tls_agent_args(certs, "cli.podscope.test,agent.podscope.test");
+  first_args.insert(first_args.end(), {"--repository_root", root});
+  AgentProcess first(first_args);
+  // The second lets the agents in, but not the CLI's certificate.
+  AgentProcess second(tls_agent_args(certs, "agent.podscope.test"));
+  const testing::TfCapture capture = testing::tf_capture(200, root, "forwarded");
+  const testing::RawReply reply = testing::call_with_bytes(
+      tls_channel(first, certs, "cli"), kNewSession,
+      testing::tf_new_session_request(capture, {first.grpc_address(), second.grpc_address()}), 60);
+  ASSERT_TRUE(reply.status.ok()) << reply.status.error_message();
+  EXPECT_TRUE(
+      wait_for_output(second, std::regex("refused Profile from cli\\.podscope\\.test via \\S*agent\\.podscope\\.test")))
+      << second.output();
+  EXPECT_EQ(second.output().find("audit: Profile"), std::string::npos) << second.output();
+  const fs::path run = fs::path(root) / "forwarded";
+  EXPECT_TRUE(fs::exists(run / ("127.0.0.1_" + std::to_string(first.grpc_port()) + ".xplane.pb")));
+  EXPECT_FALSE(fs::exists(run / ("127.0.0.1_" + std::to_string(second.grpc_port()) + ".xplane.pb")));
   fs::remove_all(root);
 }
 

@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -31,6 +33,8 @@ inline std::string agent_binary() { return std::string(PODSCOPE_BINARY_DIR) + "/
 struct AgentEnvironment {
   std::vector<std::string> variables;  // "NAME=value", over the test's own environment
   rlim_t open_file_limit = 0;          // soft and hard RLIMIT_NOFILE; 0 keeps the test's
+  // A file the agent sees as /etc/hosts (in a mount namespace of its own; needs root): names resolve as a test says.
+  std::string hosts_file;
 };
 
 class AgentProcess {
@@ -74,6 +78,11 @@ class AgentProcess {
       prctl(PR_SET_PDEATHSIG, SIGKILL);  // a test killed on its timeout leaves no agent behind
       dup2(out[1], STDERR_FILENO);
       dup2(out[1], STDOUT_FILENO);
+      if (!environment.hosts_file.empty() &&
+          (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+           mount(environment.hosts_file.c_str(), "/etc/hosts", nullptr, MS_BIND, nullptr) != 0)) {
+        _exit(125);
+      }
       if (environment.open_file_limit > 0) {
         const rlimit limit{environment.open_file_limit, environment.open_file_limit};
         if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(126);

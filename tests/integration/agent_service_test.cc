@@ -764,6 +764,34 @@ TEST(AgentProcessLifecycle, SighupReloadsTheConfigFile) {
   fs::remove_all(dir);
 }
 
+TEST(AgentProcessLifecycle, SighupWithATlsCertThatCannotBeReadIsRefusedNamingIt) {
+  const std::string dir = AgentProcess::make_temp_dir();
+  std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 2000\n";
+  AgentProcess agent({"--config", dir + "/agent.yaml"});
+  std::ofstream(dir + "/agent.yaml") << "tls_cert: " << dir << "/missing.pem\ntls_key: " << dir << "/missing.key\n";
+  agent.signal(SIGHUP);
+  bool refused = false;
+  for (int i = 0; i < 100 && !refused; ++i) {
+    agent.read_some(50);
+    refused = agent.output().find("reload refused, keeping the running config: tls_cert \"" + dir +
+                                  "/missing.pem\": cannot be read") != std::string::npos;
+  }
+  EXPECT_TRUE(refused) << agent.output();
+  EXPECT_FALSE(agent.exited());
+  fs::remove_all(dir);
+}
+
+TEST(AgentProcessLifecycle, ABadLogLevelInTheConfigFileNamesItsLine) {
+  const std::string dir = AgentProcess::make_temp_dir();
+  std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 1000\nlog_level: loud\n";
+  AgentProcess agent({"--config", dir + "/agent.yaml"}, /*wait_ready=*/false);
+  const std::optional<int> status = agent.wait_exit(std::chrono::seconds(5));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(WEXITSTATUS(*status), 2);
+  EXPECT_NE(agent.output().find("agent.yaml:2: key 'log_level'"), std::string::npos) << agent.output();
+  fs::remove_all(dir);
+}
+
 TEST(AgentProcessLifecycle, SighupWithABadConfigKeepsTheRunningOneSaysWhyAndCountsIt) {
   const std::string dir = AgentProcess::make_temp_dir();
   std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 2000\n";

@@ -68,6 +68,11 @@ class TlsTest(unittest.TestCase):
         code, out = self.capture(address, *self.cli_tls_args("other_ca_cli"))  # a certificate of another CA
         self.assertEqual(code, 1, out)
         self.assertNotIn("allowed_clients", out)
+        # The failed handshakes are logged (at most a line a second) and each one counted.
+        agent.wait_for(r"TLS handshake failed: ")
+        failed = metric_value(scrape(metrics_address), r'podscope_tls_handshakes_failed_total\{host="tlshost"\}')
+        self.assertIsNotNone(failed)
+        self.assertGreaterEqual(failed, 3)
 
         code, out = self.capture(address, *self.cli_tls_args("intruder"))
         self.assertEqual(code, 1, out)

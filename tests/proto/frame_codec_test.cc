@@ -133,6 +133,15 @@ TEST(FrameCodec, CaptureControlRoundTrips) {
   EXPECT_EQ(std::get<CaptureOpenMsg>(round_trip(CaptureOpenMsg{3, 100, 200})).end_ns, 200);
   EXPECT_EQ(std::get<CaptureCloseMsg>(round_trip(CaptureCloseMsg{3})).session, 3u);
   EXPECT_EQ(std::get<CaptureDoneMsg>(round_trip(CaptureDoneMsg{3, 17})).dropped_events, 17u);
+  EXPECT_EQ(std::get<CaptureDoneMsg>(round_trip(CaptureDoneMsg{3, kMaxDroppedEvents})).dropped_events,
+            kMaxDroppedEvents);
+}
+
+TEST(FrameCodec, ADroppedEventsCountNoWindowCouldReachIsMalformed) {
+  std::string frame, error;
+  encode_frame(CaptureDoneMsg{3, UINT64_MAX}, frame);
+  EXPECT_FALSE(decode_payload(FrameType::kCaptureDone, std::string_view(frame).substr(kFrameHeaderBytes), error));
+  EXPECT_NE(error.find("capture_done.dropped_events: 18446744073709551615"), std::string::npos) << error;
 }
 
 TEST(FrameCodec, NegotiationFramesRoundTrip) {

@@ -54,5 +54,25 @@ TEST(CallerAllowed, EmptyListAdmitsEveryCertificateAndPlaintextPortIsTrusted) {
   EXPECT_FALSE(caller_allowed(PeerCertificate{.over_tls = true}, {"cli.example"}));
 }
 
+TEST(ForwardedIdentity, CarriesTheCallersCertificateNamesOrNoCertificate) {
+  const PeerCertificate cli{.over_tls = true,
+                            .sans = {"cli.example", "spiffe://example/cli"},
+                            .dns_and_uri = {"cli.example", "spiffe://example/cli"}};
+  EXPECT_EQ(forwarded_identity(cli), "tls:cli.example,spiffe://example/cli");
+  const PeerCertificate back = forwarded_certificate(forwarded_identity(cli));
+  EXPECT_TRUE(back.over_tls);
+  EXPECT_TRUE(caller_allowed(back, {"spiffe://example/cli"}));
+  EXPECT_FALSE(caller_allowed(back, {"other.example"}));
+  EXPECT_EQ(peer_identity(back), "cli.example,spiffe://example/cli");
+  // No certificate (the loopback plaintext port), or anything that is not "tls:...", names no certificate.
+  EXPECT_EQ(forwarded_identity(PeerCertificate{}), kLocalPlaintextIdentity);
+  for (const std::string value : {std::string(kLocalPlaintextIdentity), std::string("cli.example"), std::string()}) {
+    EXPECT_FALSE(forwarded_certificate(value).over_tls) << value;
+  }
+  // A name cannot smuggle a second name or a control character through the metadata.
+  const PeerCertificate odd{.over_tls = true, .sans = {"a,b\n"}, .dns_and_uri = {"a,b\n"}};
+  EXPECT_EQ(forwarded_identity(odd), "tls:a?b?");
+}
+
 }  // namespace
 }  // namespace podscope::tls

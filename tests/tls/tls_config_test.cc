@@ -8,6 +8,10 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include "tls/tls_metrics.h"
 
@@ -86,6 +90,50 @@ TEST(CertificateFiles, NotAfterIsReadFromThePemFileAndUnreadableFilesAreNamed) {
   const absl::Status absent =
       check_tls_files(TlsConfig{.cert = (dir / "server.pem").string(), .key = (dir / "absent.key").string()});
   EXPECT_EQ(absent.message(), "tls_key \"" + (dir / "absent.key").string() + "\": cannot be read");
+  std::filesystem::remove_all(dir);
+}
+
+// Writes a self-signed certificate and its key that expired a day ago (openssl's CLI makes none in the past).
+void write_expired_certificate(const std::filesystem::path& cert, const std::filesystem::path& key) {
+  EVP_PKEY* pkey = EVP_EC_gen("P-256");
+  X509* x509 = X509_new();
+  ASN1_INTEGER_set(X509_get_serialNumber(x509), 4001);
+  X509_gmtime_adj(X509_getm_notBefore(x509), -2 * 86400);
+  X509_gmtime_adj(X509_getm_notAfter(x509), -86400);
+  X509_set_pubkey(x509, pkey);
+  X509_NAME_add_entry_by_txt(X509_get_subject_name(x509), "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("expired"), -1, -1, 0);
+  X509_set_issuer_name(x509, X509_get_subject_name(x509));
+  X509_sign(x509, pkey, EVP_sha256());
+  FILE* out = std::fopen(cert.c_str(), "w");
+  PEM_write_X509(out, x509);
+  std::fclose(out);
+  out = std::fopen(key.c_str(), "w");
+  PEM_write_PrivateKey(out, pkey, nullptr, nullptr, 0, nullptr, nullptr);
+  std::fclose(out);
+  X509_free(x509);
+  EVP_PKEY_free(pkey);
+}
+
+TEST(CertificateFiles, AKeyThatIsNotTheCertificatesOrAnExpiredCertificateIsRefusedBeforeServing) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("podscope_tls_pair_" + std::to_string(getpid()));
+  const std::string make = "python3 " PODSCOPE_SOURCE_DIR "/tests/integration/test_certs.py " + dir.string();
+  ASSERT_EQ(std::system(make.c_str()), 0) << make;
+  const absl::Status mismatched =
+      check_tls_files(TlsConfig{.cert = (dir / "server.pem").string(), .key = (dir / "cli.key").string()});
+  EXPECT_EQ(mismatched.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(mismatched.message().find("is not the private key of tls_cert"), std::string::npos) << mismatched;
+
+  write_expired_certificate(dir / "expired.pem", dir / "expired.key");
+  const absl::Status expired =
+      check_tls_files(TlsConfig{.cert = (dir / "expired.pem").string(), .key = (dir / "expired.key").string()});
+  EXPECT_EQ(expired.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(expired.message().find("expired on"), std::string::npos) << expired;
+
+  const absl::Status not_a_key =
+      check_tls_files(TlsConfig{.cert = (dir / "server.pem").string(), .key = (dir / "ca.pem").string()});
+  EXPECT_NE(not_a_key.message().find("no PEM private key"), std::string::npos) << not_a_key;
   std::filesystem::remove_all(dir);
 }
 
