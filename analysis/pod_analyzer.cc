@@ -4,6 +4,7 @@
 #include <charconv>
 #include <set>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "analysis/all_reduce_analysis.h"
@@ -166,7 +167,7 @@ class PodAssembly {
     std::vector<MergedEndpoint> endpoints;
     for (const auto& [core_id, identity] : identities_) {
       const TracedCore& core = core_of(core_id);
-      std::set<int64_t> steps;
+      absl::flat_hash_set<int64_t> steps;
       for (const StepBreakdown* s : kept_steps_[core_id]) steps.insert(s->span.step_num);
       for (const CollectiveInstance& c : core.trace.collectives) {
         if (steps.contains(c.step_num)) collectives.push_back({core_id, &c});

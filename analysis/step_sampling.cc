@@ -25,11 +25,14 @@ std::vector<bool> steps_shown(const std::vector<int64_t>& duration_ns, const std
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(slowest), order.end(),
                     [&](size_t a, size_t b) { return duration_ns[a] != duration_ns[b] ? duration_ns[a] > duration_ns[b] : a < b; });
   for (size_t i = 0; i < slowest && count < max_shown / 2; ++i) show(order[i]);
-  // The rest evenly spaced: the first and the last step included.
-  const size_t spaced = max_shown - count;
-  for (size_t k = 0; k < spaced && count < max_shown; ++k) {
-    show(spaced == 1 ? 0 : k * (n - 1) / (spaced - 1));
+  // The rest evenly spaced over the steps not yet shown, their first and last included: exactly max_shown in all.
+  std::vector<size_t> rest;
+  rest.reserve(n - count);
+  for (size_t i = 0; i < n; ++i) {
+    if (!shown[i]) rest.push_back(i);
   }
+  const size_t spaced = max_shown - count;
+  for (size_t k = 0; k < spaced; ++k) show(rest[spaced == 1 ? 0 : k * (rest.size() - 1) / (spaced - 1)]);
   return shown;
 }
 

@@ -9,7 +9,7 @@
 
 namespace podscope::analysis {
 
-inline constexpr size_t kMaxStepsShown = 200;
+inline constexpr size_t kMaxStepsShown = 100;
 // The pod summary lists this many of the slowest channel transfers; their steps are always shown.
 inline constexpr size_t kSlowestChannelsListed = 5;
 

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <numeric>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -318,34 +320,46 @@ class CanonicalStages {
 };
 
 // Each call's children: the calls of the raw stages whose parent is its raw stage and that overlap it (with a
-// fresh id per call, exactly the calls nested in it; with one id per stage, those running within it). A
-// stage's calls by start, with the longest of them, bound the search.
+// fresh id per call, exactly the calls nested in it; with one id per stage, those running within it). A stage's
+// calls by start, with the longest of them, bound the search. One sort of the calls and one of the stage links:
+// no container per stage.
 void link_stage_children(const absl::flat_hash_map<int64_t, RawStage>& raw, const std::vector<int64_t>& raw_id_of_call,
                          std::vector<IteratorCall>& calls) {
-  absl::flat_hash_map<int64_t, std::vector<uint32_t>> calls_of_stage;
-  for (uint32_t c = 0; c < calls.size(); ++c) calls_of_stage[raw_id_of_call[c]].push_back(c);
-  absl::flat_hash_map<int64_t, int64_t> longest_call_ps;
-  for (auto& [id, of_stage] : calls_of_stage) {
-    std::sort(of_stage.begin(), of_stage.end(),
-              [&](uint32_t a, uint32_t b) { return calls[a].start_ps < calls[b].start_ps; });
-    int64_t& longest = longest_call_ps[id];
-    for (uint32_t c : of_stage) longest = std::max(longest, calls[c].end_ps - calls[c].start_ps);
+  std::vector<uint32_t> by_stage(calls.size());
+  std::iota(by_stage.begin(), by_stage.end(), 0u);
+  std::sort(by_stage.begin(), by_stage.end(), [&](uint32_t a, uint32_t b) {
+    return std::tie(raw_id_of_call[a], calls[a].start_ps) < std::tie(raw_id_of_call[b], calls[b].start_ps);
+  });
+  struct StageCalls {
+    size_t begin = 0, end = 0;  // into by_stage
+    int64_t longest_ps = 0;
+  };
+  absl::flat_hash_map<int64_t, StageCalls> of_stage;
+  of_stage.reserve(raw.size());
+  for (size_t i = 0; i < by_stage.size(); ++i) {
+    const IteratorCall& call = calls[by_stage[i]];
+    StageCalls& stage = of_stage.try_emplace(raw_id_of_call[by_stage[i]], StageCalls{i, i, 0}).first->second;
+    stage.end = i + 1;
+    stage.longest_ps = std::max(stage.longest_ps, call.end_ps - call.start_ps);
   }
-  absl::flat_hash_map<int64_t, std::vector<int64_t>> child_stages;
+  std::vector<std::pair<int64_t, int64_t>> links;  // (parent stage, child stage)
+  links.reserve(raw.size());
   for (const auto& [id, stage] : raw) {
-    if (stage.parent != 0 && stage.parent != id) child_stages[stage.parent].push_back(id);
+    if (stage.parent != 0 && stage.parent != id) links.emplace_back(stage.parent, id);
   }
-  for (auto& [parent, children] : child_stages) std::sort(children.begin(), children.end());
+  std::sort(links.begin(), links.end());
   for (uint32_t p = 0; p < calls.size(); ++p) {
-    const auto children = child_stages.find(raw_id_of_call[p]);
-    if (children == child_stages.end()) continue;
+    const int64_t parent_stage = raw_id_of_call[p];
+    auto link = std::lower_bound(links.begin(), links.end(), std::pair<int64_t, int64_t>{parent_stage, INT64_MIN});
     IteratorCall& parent = calls[p];
-    for (int64_t stage : children->second) {
-      const std::vector<uint32_t>& of_stage = calls_of_stage[stage];
-      const int64_t earliest_start = parent.start_ps - longest_call_ps[stage];
-      auto it = std::lower_bound(of_stage.begin(), of_stage.end(), earliest_start,
+    for (; link != links.end() && link->first == parent_stage; ++link) {
+      const StageCalls& child = of_stage.at(link->second);
+      const int64_t earliest_start = parent.start_ps - child.longest_ps;
+      auto it = std::lower_bound(by_stage.begin() + static_cast<std::ptrdiff_t>(child.begin),
+                                 by_stage.begin() + static_cast<std::ptrdiff_t>(child.end), earliest_start,
                                  [&](uint32_t c, int64_t t) { return calls[c].start_ps < t; });
-      for (; it != of_stage.end() && calls[*it].start_ps < parent.end_ps; ++it) {
+      const auto stage_end = by_stage.begin() + static_cast<std::ptrdiff_t>(child.end);
+      for (; it != stage_end && calls[*it].start_ps < parent.end_ps; ++it) {
         if (calls[*it].end_ps > parent.start_ps) parent.children.push_back(*it);
       }
     }
