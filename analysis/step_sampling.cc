@@ -22,8 +22,9 @@ std::vector<bool> steps_shown(const std::vector<int64_t>& duration_ns, const std
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   const size_t slowest = std::min(n, max_shown / 2);
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(slowest), order.end(),
-                    [&](size_t a, size_t b) { return duration_ns[a] != duration_ns[b] ? duration_ns[a] > duration_ns[b] : a < b; });
+  std::partial_sort(
+      order.begin(), order.begin() + static_cast<std::ptrdiff_t>(slowest), order.end(),
+      [&](size_t a, size_t b) { return duration_ns[a] != duration_ns[b] ? duration_ns[a] > duration_ns[b] : a < b; });
   for (size_t i = 0; i < slowest && count < max_shown / 2; ++i) show(order[i]);
   // The rest evenly spaced over the steps not yet shown, their first and last included: exactly max_shown in all.
   std::vector<size_t> rest;

@@ -13,8 +13,7 @@ std::string render_summary_text(const podscope::v1::PodAnalysis& analysis) {
   std::string out;
   const auto& counts = analysis.counts();
   absl::StrAppendFormat(&out, "pod analysis: %d cores, %d steps, %d files, %d events\n", analysis.cores_size(),
-                        counts.steps(), counts.files(),
-                        counts.events());
+                        counts.steps(), counts.files(), counts.events());
   for (const auto& core : analysis.cores()) {
     absl::StrAppendFormat(&out, "core %u (%s, %s): %u steps, average step %.3f ms, bottleneck %s\n", core.core_id(),
                           core.host_name(), core.plane_name(), core.step_count(), core.average_step_us() / 1e3,

@@ -338,9 +338,8 @@ uint64_t budget_dropped_events(const fs::path& dir) {
         f,
         [&](const tp::XPlane& plane) {
           if (plane.name().starts_with(podscope::xspace::kCustomPlanePrefix)) {
-            dropped += static_cast<uint64_t>(podscope::xspace::XPlaneReader(plane)
-                                                 .int_stat(podscope::xspace::kDroppedEventsStat)
-                                                 .value_or(0));
+            dropped += static_cast<uint64_t>(
+                podscope::xspace::XPlaneReader(plane).int_stat(podscope::xspace::kDroppedEventsStat).value_or(0));
           }
           return absl::OkStatus();
         },
@@ -368,10 +367,11 @@ ModeFigures report(const std::string& name, const fs::path& dir, int repeat) {
               static_cast<unsigned long long>(budget_dropped_events(dir)), repeat);
   for (size_t m = 0; m < kModeCount; ++m) {
     const Figures& f = figures[m];
-    std::printf("  %-26s %7.3f s CPU (%7.3f s wall) = %5.2fx parse  %10.0f events/s  peak %8.1f MiB = %.2fx input "
-                "= %.2fx parse's\n",
-                kModes[m].label, f.cpu_seconds, f.seconds, f.cpu_seconds / parse.cpu_seconds,
-                parse.events / f.cpu_seconds, heap_mb(f), heap_mb(f) / mb, heap_mb(f) / heap_mb(parse));
+    std::printf(
+        "  %-26s %7.3f s CPU (%7.3f s wall) = %5.2fx parse  %10.0f events/s  peak %8.1f MiB = %.2fx input "
+        "= %.2fx parse's\n",
+        kModes[m].label, f.cpu_seconds, f.seconds, f.cpu_seconds / parse.cpu_seconds, parse.events / f.cpu_seconds,
+        heap_mb(f), heap_mb(f) / mb, heap_mb(f) / heap_mb(parse));
   }
   const Figures& pod_viewer = figures[1];
   const Figures& in_memory = figures[kModeCount - 2];
@@ -489,16 +489,16 @@ std::vector<std::pair<std::string, fs::path>> capture_fast_trainer(const fs::pat
   const fs::path pod = work / "fast_trainer";
   fs::create_directories(pod);
   const fs::path socket = pod / "agent.sock";
-  Process agent = start_process({(bin / "podscope-agent").string(), "--listen", "127.0.0.1:0", "--metrics_listen",
-                                 "127.0.0.1:0", "--host_name", "host0", "--socket", socket.string(),
-                                 "--sample_interval_ms", "200"},
-                                pod / "agent.log");
+  Process agent =
+      start_process({(bin / "podscope-agent").string(), "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0",
+                     "--host_name", "host0", "--socket", socket.string(), "--sample_interval_ms", "200"},
+                    pod / "agent.log");
   const std::string grpc = wait_for_log(pod / "agent.log", std::regex("listening grpc=(\\S+)"));
-  Process trainer = start_process(
-      {(bin / "ring_trainer").string(), "--spawn", "--world", "2", "--base_port", std::to_string(free_port()),
-       "--steps", "0", "--matrix", "64", "--grad_bytes", "65536", "--progress_every", "1000", "--agent_sockets",
-       socket.string() + "," + socket.string()},
-      pod / "trainer.log");
+  Process trainer =
+      start_process({(bin / "ring_trainer").string(), "--spawn", "--world", "2", "--base_port",
+                     std::to_string(free_port()), "--steps", "0", "--matrix", "64", "--grad_bytes", "65536",
+                     "--progress_every", "1000", "--agent_sockets", socket.string() + "," + socket.string()},
+                    pod / "trainer.log");
   wait_for_log(pod / "trainer.log", std::regex("(: step [0-9]+)"));  // training, a first 1000 steps done
   std::vector<std::pair<std::string, fs::path>> out;
   for (int s : seconds) {

@@ -301,10 +301,12 @@ TEST(TfDataStats, StageParentLinksThatLoopEndAtARoot) {
   plane.set_name(std::string(xspace::kCustomPlanePrefix) + "0");
   XPlaneBuilder b(&plane);
   auto line = b.line_named(xspace::kInputPipelineLineName);
-  line.add_event("a", kT0, 10 * kUs).add(xspace::kInputStageIdStat, int64_t{5}).add(xspace::kInputStageParentIdStat,
-                                                                                      int64_t{6});
-  line.add_event("b", kT0, 20 * kUs).add(xspace::kInputStageIdStat, int64_t{6}).add(xspace::kInputStageParentIdStat,
-                                                                                      int64_t{5});
+  line.add_event("a", kT0, 10 * kUs)
+      .add(xspace::kInputStageIdStat, int64_t{5})
+      .add(xspace::kInputStageParentIdStat, int64_t{6});
+  line.add_event("b", kT0, 20 * kUs)
+      .add(xspace::kInputStageIdStat, int64_t{6})
+      .add(xspace::kInputStageParentIdStat, int64_t{5});
   const PlaneTfDataStats result = input_stages_to_tf_data_stats(plane);
   EXPECT_EQ(result.stats.input_pipelines_size(), 1);
   EXPECT_EQ(result.stats.iterator_metadata_size(), 2);
