@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <limits>
+#include <map>
 #include <string>
+#include <string_view>
+
+#include "absl/container/flat_hash_map.h"
 
 namespace podscope::analysis {
 
@@ -44,7 +48,7 @@ std::vector<podscope::v1::ReplicaGroup> parse_replica_groups(std::string_view te
 AllReduceResult analyze_all_reduces(const std::vector<CoreCollective>& collectives) {
   AllReduceResult result;
   // (step, match key) -> the occurrences on every core.
-  std::map<std::pair<int64_t, std::string>, std::vector<const CoreCollective*>> matched;
+  absl::flat_hash_map<std::pair<int64_t, std::string_view>, std::vector<const CoreCollective*>> matched;
   for (const CoreCollective& c : collectives) {
     matched[{c.instance->step_num, c.instance->match_key}].push_back(&c);
   }
@@ -61,9 +65,9 @@ AllReduceResult analyze_all_reduces(const std::vector<CoreCollective>& collectiv
     uint32_t occurrences = 0;
     int64_t total_ns = 0;
     uint64_t bytes = 0;
-    std::string replica_group;
+    std::string_view replica_group;
   };
-  std::map<int64_t, std::map<std::string, OpAccumulator>> by_step;
+  std::map<int64_t, std::map<std::string_view, OpAccumulator>> by_step;
   for (const CoreCollective& c : collectives) {
     OpAccumulator& acc = by_step[c.instance->step_num][c.instance->name];
     ++acc.occurrences;
@@ -75,7 +79,7 @@ AllReduceResult analyze_all_reduces(const std::vector<CoreCollective>& collectiv
     auto& out = result.ops_by_step[step];
     for (const auto& [name, acc] : ops) {
       podscope::v1::AllReduceOpInfo info;
-      info.set_name(name);
+      info.set_name(std::string(name));
       info.set_occurrences(acc.occurrences);
       info.set_duration_us(static_cast<double>(acc.total_ns) / acc.occurrences / 1e3);
       info.set_data_size(acc.bytes);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <set>
+#include <string_view>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 
@@ -21,33 +23,42 @@ struct Transfer {
 
 ChannelResult analyze_channels(std::vector<MergedEndpoint> endpoints, double peak_link_bandwidth_bytes_per_s) {
   ChannelResult result;
-  std::sort(endpoints.begin(), endpoints.end(),
-            [](const MergedEndpoint& a, const MergedEndpoint& b) { return a.endpoint.start_ns < b.endpoint.start_ns; });
-  // (step, channel) -> sends and recv-dones in start order.
-  std::map<std::pair<int64_t, int64_t>,
-           std::pair<std::vector<const MergedEndpoint*>, std::vector<const MergedEndpoint*>>>
-      by_channel;
-  for (const MergedEndpoint& e : endpoints) {
-    auto& sides = by_channel[{e.endpoint.step_num, e.endpoint.channel_id}];
-    (e.endpoint.is_send ? sides.first : sides.second).push_back(&e);
-  }
-
-  for (const auto& [key, sides] : by_channel) {
-    const auto& [sends, recvs] = sides;
-    const size_t pairs = std::min(sends.size(), recvs.size());
-    result.unpaired_sends += static_cast<uint32_t>(sends.size() - pairs);
-    result.unpaired_recv_dones += static_cast<uint32_t>(recvs.size() - pairs);
+  // By (step, channel), then sends before recv-dones, each side in start order: one sort, then one walk over the
+  // groups (no container per channel).
+  auto key_of = [](const MergedEndpoint& e) {
+    return std::make_tuple(e.endpoint.step_num, e.endpoint.channel_id, !e.endpoint.is_send, e.endpoint.start_ns);
+  };
+  std::stable_sort(endpoints.begin(), endpoints.end(),
+                   [&](const MergedEndpoint& a, const MergedEndpoint& b) { return key_of(a) < key_of(b); });
+  for (size_t begin = 0; begin < endpoints.size();) {
+    const int64_t step = endpoints[begin].endpoint.step_num;
+    const int64_t channel = endpoints[begin].endpoint.channel_id;
+    size_t end = begin;
+    while (end < endpoints.size() && endpoints[end].endpoint.step_num == step &&
+           endpoints[end].endpoint.channel_id == channel) {
+      ++end;
+    }
+    size_t recv_begin = begin;
+    while (recv_begin < end && endpoints[recv_begin].endpoint.is_send) ++recv_begin;
+    const std::pair<int64_t, int64_t> key{step, channel};
+    const auto* sends = endpoints.data() + begin;
+    const auto* recvs = endpoints.data() + recv_begin;
+    const size_t send_count = recv_begin - begin, recv_count = end - recv_begin;
+    begin = end;
+    const size_t pairs = std::min(send_count, recv_count);
+    result.unpaired_sends += static_cast<uint32_t>(send_count - pairs);
+    result.unpaired_recv_dones += static_cast<uint32_t>(recv_count - pairs);
     if (pairs == 0) continue;
 
     podscope::v1::ChannelInfo info;
     info.set_channel_id(key.second);
     std::set<uint32_t> src_cores, dst_cores;
-    std::set<std::string> names;
+    std::set<std::string_view> names;
     int64_t total_duration = 0, total_delay = 0;
     uint64_t bytes = 0;
     for (size_t i = 0; i < pairs; ++i) {
-      const MergedEndpoint& send = *sends[i];
-      const MergedEndpoint& recv = *recvs[i];
+      const MergedEndpoint& send = sends[i];
+      const MergedEndpoint& recv = recvs[i];
       const int64_t duration = recv.endpoint.end_ns - send.endpoint.start_ns;
       const int64_t delay = std::max<int64_t>(0, send.endpoint.start_ns - recv.endpoint.start_ns);
       if (duration < 0) {
@@ -76,7 +87,7 @@ ChannelResult analyze_channels(std::vector<MergedEndpoint> endpoints, double pea
     }
     for (uint32_t c : src_cores) info.add_src_core_ids(c);
     for (uint32_t c : dst_cores) info.add_dst_core_ids(c);
-    for (const auto& n : names) info.add_hlo_names(n);
+    for (std::string_view n : names) info.add_hlo_names(std::string(n));
     result.channels_by_step[key.first].push_back(std::move(info));
   }
   return result;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "analysis/step_sampling.h"
 
 namespace podscope::analysis {
 namespace {
@@ -100,14 +101,26 @@ PerGenericStepDetails step_details(int64_t step_num, const StepAcrossCores& s) {
   return d;
 }
 
+// The step-time graph's steps: all of them up to kMaxStepsShown, else the slowest and the rest evenly spaced.
+void add_shown_step_details(const std::vector<PerGenericStepDetails>& details, InputPipelineAnalysisResult& out) {
+  std::vector<int64_t> step_ns;
+  step_ns.reserve(details.size());
+  for (const PerGenericStepDetails& d : details) step_ns.push_back(static_cast<int64_t>(d.step_time_ms() * 1e6));
+  const std::vector<bool> shown = steps_shown(step_ns);
+  for (size_t i = 0; i < details.size(); ++i) {
+    if (shown[i]) pack(details[i], *out.add_step_details());
+  }
+  out.set_step_count(static_cast<uint32_t>(details.size()));
+}
+
 // The device side: per step, summaries, shares and the verdict.
 void fill_device_side(const StepModel& model, InputPipelineAnalysisResult& out) {
   std::vector<double> step_ms, input_pct, unknown, wait, h2d, input, output, compute, d2d, collectives, host_compute,
       prepare, compile;
   int64_t total_ns = 0, input_ns = 0, output_ns = 0, unknown_ns = 0, compute_ns = 0;
+  std::vector<PerGenericStepDetails> details;
   for (const auto& [step_num, s] : steps_across_cores(model)) {
-    const PerGenericStepDetails d = step_details(step_num, s);
-    pack(d, *out.add_step_details());
+    const PerGenericStepDetails& d = details.emplace_back(step_details(step_num, s));
     const GenericBreakdown g = generic_breakdown(s.step->type_ns);
     step_ms.push_back(d.step_time_ms());
     input_pct.push_back(percent(g.input_ns(), s.step->duration_ns()));
@@ -128,6 +141,7 @@ void fill_device_side(const StepModel& model, InputPipelineAnalysisResult& out) 
     unknown_ns += g.unknown_ns;
     compute_ns += g.device_compute_ns;
   }
+  add_shown_step_details(details, out);
   *out.mutable_step_time_summary() = summarize(step_ms);
   *out.mutable_input_percent_summary() = summarize(input_pct);
   out.set_input_percent(percent(input_ns, total_ns));
@@ -358,6 +372,10 @@ std::string render_input_pipeline_text(const InputPipelineAnalysisResult& r) {
                           t.standard_deviation(), t.minimum(), t.maximum());
     absl::StrAppendFormat(&text, "input %%:   avg %.1f, stddev %.1f, min %.1f, max %.1f\n", p.average(),
                           p.standard_deviation(), p.minimum(), p.maximum());
+    if (static_cast<uint32_t>(r.step_details_size()) < r.step_count()) {
+      absl::StrAppendFormat(&text, "\nshowing %d of the %u steps: the slowest, the rest evenly spaced\n",
+                            r.step_details_size(), r.step_count());
+    }
     absl::StrAppend(&text, "\n  step     time ms  input ms  wait range across cores ms  slowest core\n");
     for (const auto& any : r.step_details()) {
       PerGenericStepDetails d;

@@ -118,7 +118,8 @@ void rank_top_device_ops(const StepModel& model, OverviewPage& page) {
   }
 }
 
-// Shares of the steps shown (slowest core per step) for kernel launch, collectives and all others.
+// Shares of the step time (slowest core per step, every step) for kernel launch, collectives and all others: the
+// ratios of their averages over the steps to the average step time.
 struct StepShares {
   double kernel_launch = 0;
   double collectives = 0;
@@ -127,15 +128,12 @@ struct StepShares {
 };
 
 StepShares step_shares(const tensorflow::profiler::InputPipelineAnalysisResult& input) {
-  double total = 0, launch = 0, collectives = 0, others = 0;
-  for (const auto& any : input.step_details()) {
-    PerGenericStepDetails d;
-    if (!any.UnpackTo(&d)) continue;
-    total += d.step_time_ms();
-    launch += d.host_prepare_ms();
-    collectives += d.device_collectives_ms();
-    others += d.unknown_time_ms();
-  }
+  tensorflow::profiler::GenericStepTimeBreakdown breakdown;
+  if (input.step_details().empty() || !input.step_time_breakdown().UnpackTo(&breakdown)) return {};
+  const double total = input.step_time_summary().average();
+  const double launch = breakdown.host_prepare_ms_summary().average();
+  const double collectives = breakdown.device_collectives_ms_summary().average();
+  const double others = breakdown.unknown_time_ms_summary().average();
   return {percent(launch, total), percent(collectives, total), percent(others, total), total > 0};
 }
 
@@ -240,7 +238,7 @@ std::string render_overview_text(const OverviewPage& page) {
   if (input.step_details_size() > 0) {
     const auto& t = input.step_time_summary();
     absl::StrAppendFormat(&text, "average step time: %.3f ms (stddev %.3f, min %.3f, max %.3f) over %d steps\n",
-                          t.average(), t.standard_deviation(), t.minimum(), t.maximum(), input.step_details_size());
+                          t.average(), t.standard_deviation(), t.minimum(), t.maximum(), input.step_count());
   } else {
     absl::StrAppend(&text, a.remark_text().empty() ? "step time: unknown" : a.remark_text(), "\n");
   }

@@ -4,11 +4,13 @@
 #include <charconv>
 #include <set>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "analysis/all_reduce_analysis.h"
 #include "analysis/channel_analysis.h"
 #include "analysis/step_category.h"
+#include "analysis/step_sampling.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 
@@ -165,7 +167,7 @@ class PodAssembly {
     std::vector<MergedEndpoint> endpoints;
     for (const auto& [core_id, identity] : identities_) {
       const TracedCore& core = core_of(core_id);
-      std::set<int64_t> steps;
+      absl::flat_hash_set<int64_t> steps;
       for (const StepBreakdown* s : kept_steps_[core_id]) steps.insert(s->span.step_num);
       for (const CollectiveInstance& c : core.trace.collectives) {
         if (steps.contains(c.step_num)) collectives.push_back({core_id, &c});
@@ -216,25 +218,16 @@ class PodAssembly {
     }
     db().set_device_type(absl::StrJoin(device_kinds_, ","));
 
+    const std::vector<bool> shown = shown_steps(records);
     int64_t pod_total_ns = 0, pod_sync_ns = 0;
+    size_t step_index = 0;
     for (const auto& [step_num, cores] : records) {
-      auto* map = db().mutable_pod_stats_sequence()->add_pod_stats_map();
-      map->set_step_num(static_cast<uint32_t>(step_num));
+      podscope::v1::PodStatsMap* map =
+          shown[step_index++] ? db().mutable_pod_stats_sequence()->add_pod_stats_map() : nullptr;
+      if (map != nullptr) map->set_step_num(static_cast<uint32_t>(step_num));
       for (const auto& [core_id, d] : cores) {
-        const CoreIdentity& identity = identities_.at(core_id);
-        podscope::v1::PodStatsRecord& r = (*map->mutable_pod_stats_per_core())[core_id];
-        r.set_host_name(identity.host_name);
-        r.set_chip_id(identity.chip_id);
-        r.set_node_id(identity.node_id);
-        r.set_step_num(static_cast<uint32_t>(step_num));
         const int64_t total = sum(d);
-        r.set_total_duration_us(static_cast<double>(total) / 1e3);
-        for (int id = 1; id <= kMaxStepCategoryId; ++id) {
-          (*r.mutable_step_breakdown_us())[id] = static_cast<double>(d[id]) / 1e3;
-        }
-        r.set_bottleneck(std::string(step_category_info(largest_category(d)).display_name));
-        (*map->mutable_core_id_to_replica_id_map())[core_id] = replica_of[core_id];
-
+        if (map != nullptr) add_record(*map, static_cast<uint32_t>(step_num), core_id, d, replica_of[core_id]);
         step_times_[step_num][core_id] = {
             total, at(d, StepCategory::kHighFlopsCompute) + at(d, StepCategory::kLowFlopsCompute),
             at(d, StepCategory::kAllReduceSync)};
@@ -244,6 +237,7 @@ class PodAssembly {
         pod_total_ns += total;
         pod_sync_ns += at(d, StepCategory::kAllReduceSync);
       }
+      if (map == nullptr) continue;
       if (auto it = channels_.channels_by_step.find(step_num); it != channels_.channels_by_step.end()) {
         for (auto& c : it->second) *map->add_channel_db() = std::move(c);
       }
@@ -251,7 +245,50 @@ class PodAssembly {
         for (const auto& op : it->second) *map->add_all_reduce_op_db() = op;
       }
     }
+    counts().set_steps(static_cast<uint32_t>(records.size()));
+    counts().set_steps_shown(static_cast<uint32_t>(db().pod_stats_sequence().pod_stats_map_size()));
     out_.set_all_reduce_sync_share(pod_total_ns > 0 ? static_cast<double>(pod_sync_ns) / pod_total_ns : 0.0);
+  }
+
+  // The steps the pod viewer's per-step records show: those holding the slowest channels (the summary names
+  // them), the slowest steps (by their slowest core) and the rest evenly spaced.
+  std::vector<bool> shown_steps(const std::map<int64_t, std::map<uint32_t, CategoryDurations>>& records) const {
+    std::vector<int64_t> step_ns;
+    std::map<int64_t, size_t> index_of;
+    for (const auto& [step_num, cores] : records) {
+      int64_t slowest = 0;
+      for (const auto& [core_id, d] : cores) slowest = std::max(slowest, sum(d));
+      index_of[step_num] = step_ns.size();
+      step_ns.push_back(slowest);
+    }
+    std::vector<std::pair<double, int64_t>> channels;  // (duration, step)
+    for (const auto& [step_num, infos] : channels_.channels_by_step) {
+      for (const auto& c : infos) channels.emplace_back(c.duration_us(), step_num);
+    }
+    const size_t listed = std::min(kSlowestChannelsListed, channels.size());
+    std::partial_sort(channels.begin(), channels.begin() + static_cast<std::ptrdiff_t>(listed), channels.end(),
+                      [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::vector<size_t> must_show;
+    for (size_t i = 0; i < listed; ++i) {
+      if (auto it = index_of.find(channels[i].second); it != index_of.end()) must_show.push_back(it->second);
+    }
+    return steps_shown(step_ns, must_show);
+  }
+
+  void add_record(podscope::v1::PodStatsMap& map, uint32_t step_num, uint32_t core_id, const CategoryDurations& d,
+                  uint32_t replica_id) {
+    const CoreIdentity& identity = identities_.at(core_id);
+    podscope::v1::PodStatsRecord& r = (*map.mutable_pod_stats_per_core())[core_id];
+    r.set_host_name(identity.host_name);
+    r.set_chip_id(identity.chip_id);
+    r.set_node_id(identity.node_id);
+    r.set_step_num(step_num);
+    r.set_total_duration_us(static_cast<double>(sum(d)) / 1e3);
+    for (int id = 1; id <= kMaxStepCategoryId; ++id) {
+      (*r.mutable_step_breakdown_us())[id] = static_cast<double>(d[id]) / 1e3;
+    }
+    r.set_bottleneck(std::string(step_category_info(largest_category(d)).display_name));
+    (*map.mutable_core_id_to_replica_id_map())[core_id] = replica_id;
   }
 
   // One row of cores per host (we know no physical coordinates): a device plane is a chip of one core, at

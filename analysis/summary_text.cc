@@ -5,18 +5,15 @@
 #include "absl/strings/str_format.h"
 #include "analysis/renderers.h"
 #include "analysis/step_category.h"
+#include "analysis/step_sampling.h"
 
 namespace podscope::analysis {
-namespace {
-constexpr size_t kSlowestChannels = 5;
-}
 
 std::string render_summary_text(const podscope::v1::PodAnalysis& analysis) {
   std::string out;
   const auto& counts = analysis.counts();
   absl::StrAppendFormat(&out, "pod analysis: %d cores, %d steps, %d files, %d events\n", analysis.cores_size(),
-                        analysis.pod_viewer().pod_stats_sequence().pod_stats_map_size(), counts.files(),
-                        counts.events());
+                        counts.steps(), counts.files(), counts.events());
   for (const auto& core : analysis.cores()) {
     absl::StrAppendFormat(&out, "core %u (%s, %s): %u steps, average step %.3f ms, bottleneck %s\n", core.core_id(),
                           core.host_name(), core.plane_name(), core.step_count(), core.average_step_us() / 1e3,
@@ -55,7 +52,7 @@ std::string render_summary_text(const podscope::v1::PodAnalysis& analysis) {
   // Stable: equally slow channels stay in step and channel order.
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return channels[a]->duration_us() > channels[b]->duration_us(); });
-  for (size_t i = 0; i < std::min(kSlowestChannels, order.size()); ++i) {
+  for (size_t i = 0; i < std::min(kSlowestChannelsListed, order.size()); ++i) {
     const auto& c = *channels[order[i]];
     absl::StrAppendFormat(&out, "slow channel %d (step %u, core %u -> %u): %.1f us, %u bytes, send delay %.1f us\n",
                           c.channel_id(), channel_steps[order[i]], c.src_core_ids_size() ? c.src_core_ids(0) : 0,
@@ -65,6 +62,12 @@ std::string render_summary_text(const podscope::v1::PodAnalysis& analysis) {
   absl::StrAppendFormat(&out, "all-reduce sync share of the pod: %.1f%%\n", 100.0 * analysis.all_reduce_sync_share());
   for (const auto& w : analysis.pod_viewer().diagnostics().warnings()) absl::StrAppend(&out, "warning: ", w, "\n");
   for (const auto& i : analysis.pod_viewer().diagnostics().info()) absl::StrAppend(&out, "note: ", i, "\n");
+  if (counts.steps_shown() < counts.steps()) {
+    absl::StrAppendFormat(&out,
+                          "note: the per-step records show %u of the %u steps (the slowest, those of the slowest "
+                          "channels, the rest evenly spaced); every figure above counts them all\n",
+                          counts.steps_shown(), counts.steps());
+  }
   return out;
 }
 

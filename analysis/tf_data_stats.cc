@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <numeric>
 #include <optional>
-#include <set>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "proto/xspace/names.h"
@@ -265,58 +267,139 @@ std::string stage_path(const std::map<int64_t, IteratorMetadata>& metadata, cons
   return path;
 }
 
+// What one stage id says of itself: its parent stage id, name and category (as its first call has them).
+struct RawStage {
+  int64_t parent = 0;
+  std::string_view name;
+  std::optional<std::string_view> category;
+};
+
+// A stage as the user named it: the same name under the same parent stage is one stage, whether the program gave
+// its calls one id (a stage object reused) or a fresh id per call (the client library's spans). Maps every raw id
+// to the first raw id of its (canonical parent, name); parent links that loop or run deeper than the bound stop
+// the walk, the stage they reach counting as a root.
+class CanonicalStages {
+ public:
+  explicit CanonicalStages(const absl::flat_hash_map<int64_t, RawStage>& raw) : raw_(raw) {}
+
+  int64_t of(int64_t raw_id) {
+    if (const auto it = canonical_.find(raw_id); it != canonical_.end()) return it->second;
+    // The chain up to a stage already known (or a root), then down again.
+    std::vector<int64_t> chain = {raw_id};
+    int64_t above = 0;
+    for (int depth = 0; depth < kMaxIteratorDepth; ++depth) {
+      const int64_t parent = raw_.at(chain.back()).parent;
+      if (parent == 0 || !raw_.contains(parent)) {
+        above = parent;
+        break;
+      }
+      if (const auto it = canonical_.find(parent); it != canonical_.end()) {
+        above = it->second;
+        break;
+      }
+      if (std::find(chain.begin(), chain.end(), parent) != chain.end()) break;  // a loop: the top is a root
+      chain.push_back(parent);
+    }
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      const auto [named, inserted] = by_parent_and_name_.try_emplace({above, raw_.at(*it).name}, *it);
+      canonical_[*it] = named->second;
+      if (inserted) canonical_parent_[*it] = above;
+      above = named->second;
+    }
+    return canonical_.at(raw_id);
+  }
+
+  // The parent of a canonical stage (0 for a root).
+  int64_t parent_of(int64_t canonical_id) const { return canonical_parent_.at(canonical_id); }
+
+ private:
+  const absl::flat_hash_map<int64_t, RawStage>& raw_;
+  absl::flat_hash_map<int64_t, int64_t> canonical_;
+  absl::flat_hash_map<int64_t, int64_t> canonical_parent_;
+  absl::flat_hash_map<std::pair<int64_t, std::string_view>, int64_t> by_parent_and_name_;
+};
+
+// Each call's children: the calls of the raw stages whose parent is its raw stage and that overlap it (with a
+// fresh id per call, exactly the calls nested in it; with one id per stage, those running within it). A stage's
+// calls by start, with the longest of them, bound the search. One sort of the calls and one of the stage links:
+// no container per stage.
+void link_stage_children(const absl::flat_hash_map<int64_t, RawStage>& raw, const std::vector<int64_t>& raw_id_of_call,
+                         std::vector<IteratorCall>& calls) {
+  std::vector<uint32_t> by_stage(calls.size());
+  std::iota(by_stage.begin(), by_stage.end(), 0u);
+  std::sort(by_stage.begin(), by_stage.end(), [&](uint32_t a, uint32_t b) {
+    return std::tie(raw_id_of_call[a], calls[a].start_ps) < std::tie(raw_id_of_call[b], calls[b].start_ps);
+  });
+  struct StageCalls {
+    size_t begin = 0, end = 0;  // into by_stage
+    int64_t longest_ps = 0;
+  };
+  absl::flat_hash_map<int64_t, StageCalls> of_stage;
+  of_stage.reserve(raw.size());
+  for (size_t i = 0; i < by_stage.size(); ++i) {
+    const IteratorCall& call = calls[by_stage[i]];
+    StageCalls& stage = of_stage.try_emplace(raw_id_of_call[by_stage[i]], StageCalls{i, i, 0}).first->second;
+    stage.end = i + 1;
+    stage.longest_ps = std::max(stage.longest_ps, call.end_ps - call.start_ps);
+  }
+  std::vector<std::pair<int64_t, int64_t>> links;  // (parent stage, child stage)
+  links.reserve(raw.size());
+  for (const auto& [id, stage] : raw) {
+    if (stage.parent != 0 && stage.parent != id) links.emplace_back(stage.parent, id);
+  }
+  std::sort(links.begin(), links.end());
+  for (uint32_t p = 0; p < calls.size(); ++p) {
+    const int64_t parent_stage = raw_id_of_call[p];
+    auto link = std::lower_bound(links.begin(), links.end(), std::pair<int64_t, int64_t>{parent_stage, INT64_MIN});
+    IteratorCall& parent = calls[p];
+    for (; link != links.end() && link->first == parent_stage; ++link) {
+      const StageCalls& child = of_stage.at(link->second);
+      const int64_t earliest_start = parent.start_ps - child.longest_ps;
+      auto it = std::lower_bound(by_stage.begin() + static_cast<std::ptrdiff_t>(child.begin),
+                                 by_stage.begin() + static_cast<std::ptrdiff_t>(child.end), earliest_start,
+                                 [&](uint32_t c, int64_t t) { return calls[c].start_ps < t; });
+      const auto stage_end = by_stage.begin() + static_cast<std::ptrdiff_t>(child.end);
+      for (; it != stage_end && calls[*it].start_ps < parent.end_ps; ++it) {
+        if (calls[*it].end_ps > parent.start_ps) parent.children.push_back(*it);
+      }
+    }
+  }
+}
+
 PlaneCalls stage_calls(const XPlane& plane) {
   PlaneCalls out;
   const xspace::XPlaneReader reader(plane);
   const XLine* line = reader.find_line(xspace::kInputPipelineLineName);
   if (line == nullptr) return out;
-  std::map<int64_t, std::vector<uint32_t>> calls_of_stage;
+  absl::flat_hash_map<int64_t, RawStage> raw;
+  std::vector<int64_t> raw_id_of_call;
   reader.for_each_event(*line, [&](const xspace::XEventView& e) {
     const std::optional<int64_t> id = e.int_stat(xspace::kInputStageIdStat);
     if (!id || *id == 0) return;  // 0 is "no parent"
-    const int64_t parent = e.int_stat(xspace::kInputStageParentIdStat).value_or(0);
-    const auto index = static_cast<uint32_t>(out.calls.size());
     out.calls.push_back({*id, e.offset_ps(), e.offset_ps() + e.duration_ps(), {}});
-    calls_of_stage[*id].push_back(index);
-    if (parent == 0) out.root_calls[*id].push_back(index);
-    auto [it, inserted] = out.metadata.try_emplace(*id);
+    raw_id_of_call.push_back(*id);
+    auto [it, inserted] = raw.try_emplace(*id);
     if (!inserted) return;
-    it->second.set_id(*id);
-    it->second.set_parent_id(parent);
-    it->second.set_name(std::string(e.name()));
-    if (auto category = e.str_stat(xspace::kInputStageCategoryStat)) {
-      (*it->second.mutable_params())[std::string(kStageCategoryParam)] = std::string(*category);
-    }
+    it->second.parent = e.int_stat(xspace::kInputStageParentIdStat).value_or(0);
+    it->second.name = e.name();
+    it->second.category = e.str_stat(xspace::kInputStageCategoryStat);
   });
-  for (auto& [id, m] : out.metadata) m.set_long_name(stage_path(out.metadata, m));
+  link_stage_children(raw, raw_id_of_call, out.calls);
 
-  // Each call's children: the calls of its child stages that overlap it. A stage's calls by start, with the
-  // longest of them, bound the search.
-  std::map<int64_t, int64_t> longest_call_ps;
-  for (auto& [id, calls] : calls_of_stage) {
-    std::sort(calls.begin(), calls.end(),
-              [&](uint32_t a, uint32_t b) { return out.calls[a].start_ps < out.calls[b].start_ps; });
-    for (uint32_t c : calls) {
-      longest_call_ps[id] = std::max(longest_call_ps[id], out.calls[c].end_ps - out.calls[c].start_ps);
-    }
+  CanonicalStages canonical(raw);
+  for (uint32_t c = 0; c < out.calls.size(); ++c) {
+    const int64_t id = canonical.of(raw_id_of_call[c]);
+    out.calls[c].iterator_id = id;
+    if (canonical.parent_of(id) == 0) out.root_calls[id].push_back(c);
+    auto [it, inserted] = out.metadata.try_emplace(id);
+    if (!inserted) continue;
+    const RawStage& stage = raw.at(id);
+    it->second.set_id(id);
+    it->second.set_parent_id(canonical.parent_of(id));
+    it->second.set_name(std::string(stage.name));
+    if (stage.category) (*it->second.mutable_params())[std::string(kStageCategoryParam)] = std::string(*stage.category);
   }
-  std::map<int64_t, std::vector<int64_t>> child_stages;
-  for (const auto& [id, m] : out.metadata) {
-    if (m.parent_id() != 0 && m.parent_id() != id) child_stages[m.parent_id()].push_back(id);
-  }
-  for (IteratorCall& parent : out.calls) {
-    const auto children = child_stages.find(parent.iterator_id);
-    if (children == child_stages.end()) continue;
-    for (int64_t stage : children->second) {
-      const std::vector<uint32_t>& calls = calls_of_stage[stage];
-      const int64_t earliest_start = parent.start_ps - longest_call_ps[stage];
-      auto it = std::lower_bound(calls.begin(), calls.end(), earliest_start,
-                                 [&](uint32_t c, int64_t t) { return out.calls[c].start_ps < t; });
-      for (; it != calls.end() && out.calls[*it].start_ps < parent.end_ps; ++it) {
-        if (out.calls[*it].end_ps > parent.start_ps) parent.children.push_back(*it);
-      }
-    }
-  }
+  for (auto& [id, m] : out.metadata) m.set_long_name(stage_path(out.metadata, m));
   return out;
 }
 
@@ -461,13 +544,20 @@ void merge_into(TfDataStats& into, TfDataStats from) {
     if (m.parent_id() != 0) m.set_parent_id(id_of(m.parent_id()));
     (*into.mutable_iterator_metadata())[m.id()] = std::move(m);
   }
-  std::set<std::string> names;
+  absl::flat_hash_set<std::string> names;
   for (const auto& [id, pipeline] : into.input_pipelines()) names.insert(pipeline.metadata().name());
+  // Per name, the copy number to try next: numbering stays linear however many pipelines share a name.
+  absl::flat_hash_map<std::string, int> next_copy;
   for (auto& [root_id, pipeline] : *from.mutable_input_pipelines()) {
     pipeline.mutable_metadata()->set_id(id_of(root_id));
     // Two files of one host both have a Host:0: the second becomes Host:0 #2.
-    std::string name = pipeline.metadata().name();
-    for (int copy = 2; names.contains(name); ++copy) name = absl::StrCat(pipeline.metadata().name(), " #", copy);
+    const std::string& base = pipeline.metadata().name();
+    std::string name = base;
+    if (names.contains(name)) {
+      int& copy = next_copy.try_emplace(base, 2).first->second;
+      do name = absl::StrCat(base, " #", copy++);
+      while (names.contains(name));
+    }
     names.insert(name);
     pipeline.mutable_metadata()->set_name(std::move(name));
     for (InputPipelineStat& call : *pipeline.mutable_stats()) {
@@ -659,6 +749,10 @@ CombinedTfDataStats combine_tf_data_stats(std::vector<HostTfDataStats> hosts) {
 std::string tf_data_stats_to_text(const CombinedTfDataStats& combined) {
   std::string text = absl::StrCat("tf.data bottleneck analysis\n", combined.summary(), "\n");
   std::map<std::string, const TfDataStats*> hosts;  // in name order
+  std::map<std::pair<std::string_view, std::string_view>, std::vector<const TfDataBottleneckAnalysis*>> bottlenecks;
+  for (const TfDataBottleneckAnalysis& b : combined.bottleneck_analysis()) {
+    bottlenecks[{b.host(), b.input_pipeline()}].push_back(&b);
+  }
   for (const auto& [host, stats] : combined.tf_data_stats()) hosts[host] = &stats;
   for (const auto& [host, stats] : hosts) {
     absl::StrAppend(&text, "host ", host, "\n");
@@ -668,11 +762,12 @@ std::string tf_data_stats_to_text(const CombinedTfDataStats& combined) {
       absl::StrAppend(&text, "  pipeline ", name, ": calls ", p->num_calls(), "; latency avg ",
                       format_ps(p->avg_latency_ps()), ", min ", format_ps(p->min_latency_ps()), ", max ",
                       format_ps(p->max_latency_ps()), "; slow calls (> 50 us) ", p->num_slow_calls(), "\n");
-      for (const TfDataBottleneckAnalysis& b : combined.bottleneck_analysis()) {
-        if (b.host() != host || b.input_pipeline() != name) continue;
-        absl::StrAppend(&text, "    bottleneck of the slowest call: ", b.iterator_name(), " (", b.iterator_long_name(),
-                        "), self time ", format_ps(b.iterator_latency_ps()), "\n", "    suggestion: ", b.suggestion(),
-                        "\n");
+      const auto found = bottlenecks.find({host, name});
+      if (found == bottlenecks.end()) continue;
+      for (const TfDataBottleneckAnalysis* b : found->second) {
+        absl::StrAppend(&text, "    bottleneck of the slowest call: ", b->iterator_name(), " (",
+                        b->iterator_long_name(), "), self time ", format_ps(b->iterator_latency_ps()), "\n",
+                        "    suggestion: ", b->suggestion(), "\n");
       }
     }
   }

@@ -1,28 +1,44 @@
 // Pod analysis throughput and peak memory, end to end (read *.xplane.pb + every tool + all outputs written), without
 // the file writes, and each tool alone (the pod viewer, the step tools, tf.data, kernel stats, the memory profile,
-// op stats), beside a plain protobuf parse of the same files measured in the same run. The generated pod gives every
-// tool work (annotated hosts with input stages; TensorFlow GPU hosts with kernels, their ops and launches, tf.data
-// events, executor ops and allocator events). Each measurement runs in a fresh child process (this binary
-// re-executed) so its peak RSS is its own (counted from the child's RSS before it starts measuring). Figures are
-// printed as ratios to the baseline.
+// op stats), beside a plain protobuf parse of the same files measured in the same run. Two kinds of input:
+//   - a generated pod that gives every tool work (annotated hosts with input stages; TensorFlow GPU hosts with
+//     kernels, their ops and launches, tf.data events, executor ops and allocator events);
+//   - real captures of a fast trainer: the bench starts a podscope-agent and two ring_trainer ranks (--matrix 64
+//     --grad_bytes 65536, thousands of steps a second each) and captures them with `podscope capture` for each of
+//     --real-captures seconds (the capture's wall time is printed), or takes --tf-file. The events each capture's
+//     memory budget dropped are printed beside its figures (the ratios are per kept event: parse and analysis read
+//     the same file); across the capture lengths it prints k of CPU ~ events^k per mode (1 = linear).
+// Each measurement runs in a fresh child process (this binary re-executed) so its peak RSS is its own (counted from
+// the child's RSS before it starts measuring). Figures are printed as ratios to the baseline. Everything it starts
+// is stopped and its work directory (the agent's socket included) removed.
 //
 //   analysis_bench [--cores 64] [--events-per-core 200000] [--cores-per-file 8] [--repeat 5] [--tf-file PATH]
-//                  [--keep]
+//                  [--real-captures 1,2,4 | none] [--keep]
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "bench/pod_bench.h"
 #include "analysis/input_pipeline.h"
 #include "analysis/kernel_stats.h"
@@ -35,6 +51,7 @@
 #include "analysis/tf_data_stats.h"
 #include "analysis/tool_pages.h"
 #include "proto/xspace/names.h"
+#include "proto/xspace/xplane_reader.h"
 #include "tests/analysis/synthetic_pod.h"
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xspace_stream_reader.h"
@@ -312,10 +329,32 @@ constexpr Mode kModes[] = {
 };
 constexpr size_t kModeCount = sizeof(kModes) / sizeof(kModes[0]);
 
-void report(const std::string& name, const fs::path& dir, int repeat) {
+// Events the capture memory budget dropped, summed over the annotated planes of the run's files (their stats only:
+// no line is parsed).
+uint64_t budget_dropped_events(const fs::path& dir) {
+  uint64_t dropped = 0;
+  for (const auto& f : xspace_files(dir)) {
+    const absl::Status status = podscope::xspace::read_xspace_planes(
+        f,
+        [&](const tp::XPlane& plane) {
+          if (plane.name().starts_with(podscope::xspace::kCustomPlanePrefix)) {
+            dropped += static_cast<uint64_t>(
+                podscope::xspace::XPlaneReader(plane).int_stat(podscope::xspace::kDroppedEventsStat).value_or(0));
+          }
+          return absl::OkStatus();
+        },
+        nullptr, [](std::string_view, std::string_view) { return false; });
+    if (!status.ok()) throw std::runtime_error(std::string(status.message()));
+  }
+  return dropped;
+}
+
+using ModeFigures = std::array<Figures, kModeCount>;
+
+ModeFigures report(const std::string& name, const fs::path& dir, int repeat) {
   const uint64_t bytes = input_bytes(dir);
   // Interleaved so that a slow spell of the machine hits every mode alike.
-  Figures figures[kModeCount];
+  ModeFigures figures;
   for (int i = 0; i < repeat; ++i) {
     for (size_t m = 0; m < kModeCount; ++m)
       keep_best(figures[m], run_child("analysis_bench", kModes[m].name, dir), i == 0);
@@ -323,25 +362,177 @@ void report(const std::string& name, const fs::path& dir, int repeat) {
   const Figures& parse = figures[0];
   const double mb = static_cast<double>(bytes) / (1 << 20);
   auto heap_mb = [](const Figures& f) { return static_cast<double>(f.peak_rss_kb) / 1024; };
-  std::printf("\n== %s: %.1f MiB of XSpace, %llu events (best of %d runs)\n", name.c_str(), mb,
-              static_cast<unsigned long long>(parse.events), repeat);
+  std::printf("\n== %s: %.1f MiB of XSpace, %llu events, %llu dropped by the capture budget (best of %d runs)\n",
+              name.c_str(), mb, static_cast<unsigned long long>(parse.events),
+              static_cast<unsigned long long>(budget_dropped_events(dir)), repeat);
   for (size_t m = 0; m < kModeCount; ++m) {
     const Figures& f = figures[m];
-    std::printf("  %-26s %7.3f s CPU (%7.3f s wall) = %5.2fx parse  %10.0f events/s  peak %8.1f MiB = %.2fx input\n",
-                kModes[m].label, f.cpu_seconds, f.seconds, f.cpu_seconds / parse.cpu_seconds,
-                parse.events / f.cpu_seconds, heap_mb(f), heap_mb(f) / mb);
+    std::printf(
+        "  %-26s %7.3f s CPU (%7.3f s wall) = %5.2fx parse  %10.0f events/s  peak %8.1f MiB = %.2fx input "
+        "= %.2fx parse's\n",
+        kModes[m].label, f.cpu_seconds, f.seconds, f.cpu_seconds / parse.cpu_seconds, parse.events / f.cpu_seconds,
+        heap_mb(f), heap_mb(f) / mb, heap_mb(f) / heap_mb(parse));
   }
   const Figures& pod_viewer = figures[1];
   const Figures& in_memory = figures[kModeCount - 2];
   const Figures& end_to_end = figures[kModeCount - 1];
+  uint64_t output_bytes = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (!e.path().filename().string().ends_with(".xplane.pb")) output_bytes += e.file_size();
+  }
   std::printf(
       "  every tool but the pod viewer: %.3f s CPU (%.2fx parse); file writes: %.3f s CPU\n"
       "  analysis / parse CPU time: %.2fx end to end, %.2fx without file writes (target <= 2x); analysis peak / "
-      "input: %.2fx (target <= 1x)\n",
+      "input: %.2fx, / the parse's peak: %.2fx (target <= 1x)\n"
+      "  outputs written: %.1f MiB = %.2fx input\n",
       in_memory.cpu_seconds - pod_viewer.cpu_seconds,
       (in_memory.cpu_seconds - pod_viewer.cpu_seconds) / parse.cpu_seconds,
       end_to_end.cpu_seconds - in_memory.cpu_seconds, end_to_end.cpu_seconds / parse.cpu_seconds,
-      in_memory.cpu_seconds / parse.cpu_seconds, heap_mb(end_to_end) / mb);
+      in_memory.cpu_seconds / parse.cpu_seconds, heap_mb(end_to_end) / mb, heap_mb(end_to_end) / heap_mb(parse),
+      static_cast<double>(output_bytes) / (1 << 20), static_cast<double>(output_bytes) / static_cast<double>(bytes));
+  return figures;
+}
+
+// k of CPU ~ events^k over the captures (least squares in log-log), per mode, and CPU per event per capture.
+void report_scaling(const std::vector<std::pair<std::string, ModeFigures>>& runs) {
+  if (runs.size() < 2) return;
+  std::printf("\n== scaling over the real captures: CPU ~ events^k (1 = linear), and us of CPU per event\n");
+  for (size_t m = 0; m < kModeCount; ++m) {
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    std::string per_event;
+    for (const auto& [name, figures] : runs) {
+      const double x = std::log(static_cast<double>(figures[0].events));
+      const double y = std::log(figures[m].cpu_seconds);
+      sx += x, sy += y, sxx += x * x, sxy += x * y;
+      per_event += absl::StrFormat("  %s %.3f", name, 1e6 * figures[m].cpu_seconds / figures[0].events);
+    }
+    const double n = static_cast<double>(runs.size());
+    const double k = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+    std::printf("  %-26s k = %.2f; us/event:%s\n", kModes[m].label, k, per_event.c_str());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Real captures of a fast trainer.
+
+struct Process {
+  pid_t pid = -1;
+  // SIGTERM, then SIGKILL after 5 s.
+  void stop() {
+    if (pid <= 0) return;
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 50; ++i) {
+      if (waitpid(pid, nullptr, WNOHANG) == pid) {
+        pid = -1;
+        return;
+      }
+      usleep(100'000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+  ~Process() { stop(); }
+};
+
+// Starts `args` with stdout and stderr into `log`; it dies with the bench.
+Process start_process(const std::vector<std::string>& args, const fs::path& log) {
+  Process p;
+  p.pid = fork();
+  if (p.pid < 0) throw std::runtime_error("fork failed");
+  if (p.pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+      close(fd);
+    }
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return p;
+}
+
+// The first match of `pattern`'s group 1 in `log`, waiting up to 20 s.
+std::string wait_for_log(const fs::path& log, const std::regex& pattern) {
+  for (int i = 0; i < 400; ++i) {
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::smatch m;
+    if (std::regex_search(text, m, pattern)) return m[1];
+    usleep(50'000);
+  }
+  throw std::runtime_error("no match in " + log.string());
+}
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// A podscope-agent and two fast ring_trainer ranks reporting to it; each capture of `seconds` lands, its host
+// file alone, in `work`/real_<seconds>s. Returns those directories.
+std::vector<std::pair<std::string, fs::path>> capture_fast_trainer(const fs::path& work,
+                                                                   const std::vector<int>& seconds) {
+  const fs::path bin = fs::path(PODSCOPE_BINARY_DIR) / "bin";
+  const fs::path pod = work / "fast_trainer";
+  fs::create_directories(pod);
+  const fs::path socket = pod / "agent.sock";
+  Process agent =
+      start_process({(bin / "podscope-agent").string(), "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0",
+                     "--host_name", "host0", "--socket", socket.string(), "--sample_interval_ms", "200"},
+                    pod / "agent.log");
+  const std::string grpc = wait_for_log(pod / "agent.log", std::regex("listening grpc=(\\S+)"));
+  Process trainer =
+      start_process({(bin / "ring_trainer").string(), "--spawn", "--world", "2", "--base_port",
+                     std::to_string(free_port()), "--steps", "0", "--matrix", "64", "--grad_bytes", "65536",
+                     "--progress_every", "1000", "--agent_sockets", socket.string() + "," + socket.string()},
+                    pod / "trainer.log");
+  wait_for_log(pod / "trainer.log", std::regex("(: step [0-9]+)"));  // training, a first 1000 steps done
+  std::vector<std::pair<std::string, fs::path>> out;
+  for (int s : seconds) {
+    const fs::path logdir = pod / ("logdir_" + std::to_string(s));
+    const auto start = Clock::now();
+    Process capture = start_process({(bin / "podscope").string(), "capture", "--service_addr", grpc, "--logdir",
+                                     logdir.string(), "--duration_ms", std::to_string(s * 1000)},
+                                    pod / ("capture_" + std::to_string(s) + ".log"));
+    int status = 0;
+    waitpid(capture.pid, &status, 0);
+    capture.pid = -1;
+    const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("podscope capture failed");
+    const fs::path dir = work / ("real_" + std::to_string(s) + "s");
+    fs::create_directories(dir);
+    for (const auto& run : fs::directory_iterator(logdir / "plugins" / "profile")) {
+      for (const auto& f : xspace_files(run.path())) fs::copy_file(f, dir / f.filename());
+    }
+    std::printf("captured %d s of two fast ring_trainer ranks: `podscope capture` (analysis included) took %.1f s\n", s,
+                wall);
+    out.emplace_back(std::to_string(s) + " s", dir);
+  }
+  trainer.stop();
+  agent.stop();
+  return out;
+}
+
+std::vector<int> parse_seconds(const std::string& list) {
+  std::vector<int> out;
+  if (list == "none") return out;
+  std::stringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(std::stoi(item));
+  return out;
 }
 
 }  // namespace
@@ -355,7 +546,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   int cores = 64, events_per_core = 200'000, cores_per_file = 8, repeat = 5;
-  std::string tf_file;
+  std::string tf_file, real_captures = "1,2,4";
   bool keep = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -367,6 +558,7 @@ int main(int argc, char** argv) {
     else if (arg == "--events-per-core") events_per_core = std::stoi(next());
     else if (arg == "--cores-per-file") cores_per_file = std::stoi(next());
     else if (arg == "--tf-file") tf_file = next();
+    else if (arg == "--real-captures") real_captures = next();
     else if (arg == "--repeat") repeat = std::max(1, std::stoi(next()));
     else if (arg == "--keep") keep = true;
     else {
@@ -374,8 +566,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // figures appear as they are measured
   const fs::path work = fs::temp_directory_path() / ("podscope_analysis_bench_" + std::to_string(getpid()));
   try {
+    // The captures first, while the machine is quiet, then every measurement.
+    const auto captures = capture_fast_trainer(work, parse_seconds(real_captures));
     const fs::path pod = work / "pod";
     const auto start = Clock::now();
     write_synthetic_pod(pod, cores, events_per_core, cores_per_file, /*every_tool=*/true);
@@ -383,11 +578,16 @@ int main(int argc, char** argv) {
                 std::chrono::duration<double>(Clock::now() - start).count());
     report("synthetic pod, " + std::to_string(cores) + " cores x " + std::to_string(events_per_core) + " events", pod,
            repeat);
+    std::vector<std::pair<std::string, ModeFigures>> real;
+    for (const auto& [name, dir] : captures) {
+      real.emplace_back(name, report("real capture, two fast ring_trainer ranks, " + name, dir, repeat));
+    }
+    report_scaling(real);
     if (!tf_file.empty()) {
       const fs::path tf = work / "tf";
       fs::create_directories(tf);
       fs::copy_file(tf_file, tf / fs::path(tf_file).filename());
-      report("TensorFlow file " + fs::path(tf_file).filename().string(), tf, repeat);
+      report("file " + fs::path(tf_file).filename().string(), tf, repeat);
     }
   } catch (const std::exception& e) {
     std::cerr << "analysis_bench: " << e.what() << "\n";

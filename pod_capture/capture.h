@@ -89,6 +89,8 @@ struct CaptureResult {
   std::optional<int64_t> start_skew_ns;  // max − min of the hosts' actual starts in coordinator time
   std::vector<HostCapture> hosts;
   std::vector<std::string> warnings;
+  // How long the pod analysis of the written files took (set once it ran; capture.json is written again then).
+  std::optional<int64_t> analyzed_in_ms;
   // 0: every host returned data; 3: some did; 1: none did.
   int exit_code() const;
 };

@@ -1,6 +1,9 @@
 #include "pod_capture/pod_run.h"
 
+#include <chrono>
+
 #include "analysis/runner/analysis_runner.h"
+#include "daemon/atomic_file.h"
 #include "daemon/run_name.h"
 #include "daemon/unique_directory.h"
 #include "pod_capture/run_directory.h"
@@ -24,10 +27,18 @@ void apply_known_facts(const std::vector<PodAgent>& agents, CaptureResult& resul
   }
 }
 
-// Runs the pod analysis over a run with data (its files land beside the host files) and adds its summary.
+// Runs the pod analysis over a run with data (its files land beside the host files), records how long it took in
+// capture.json and adds its summary.
 void analyze(PodRunOutcome& outcome) {
   if (outcome.exit_code() == 1) return;
+  const auto start = std::chrono::steady_clock::now();
   auto analysis = analysis::analyze_run_directory(outcome.run_dir);
+  outcome.capture.analyzed_in_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  if (absl::Status s = write_file_atomically(outcome.run_dir / "capture.json", capture_json(outcome.capture));
+      !s.ok()) {
+    outcome.summary_text += "Warning: capture.json without the analysis time: " + std::string(s.message()) + "\n";
+  }
   if (!analysis.ok()) {
     outcome.analysis_error = std::string(analysis.status().message());
     outcome.summary_text += "Warning: pod analysis failed: " + outcome.analysis_error + "\n";

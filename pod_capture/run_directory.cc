@@ -128,6 +128,7 @@ std::string capture_json(const CaptureResult& result) {
   out += ",\n  \"attempts\": " + std::to_string(result.attempts);
   out += ",\n  \"kept_attempt\": " + std::to_string(result.kept_attempt);
   out += ",\n  \"start_time_ns\": " + std::to_string(result.start_ns);
+  if (result.analyzed_in_ms) out += ",\n  \"analyzed_in_ms\": " + std::to_string(*result.analyzed_in_ms);
   out += ",\n  \"start_skew_ns\": " + (result.start_skew_ns ? std::to_string(*result.start_skew_ns) : "null");
   out += ",\n  \"exit_code\": " + std::to_string(result.exit_code());
   // Sent as TensorFlow's client sends it and ignored, as TensorFlow's servers ignore it: each agent's

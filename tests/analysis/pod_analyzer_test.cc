@@ -1,12 +1,17 @@
 // The pod analysis on synthetic ring-all-reduce pods with a known truth: stragglers and their sync,
-// infeed-bound steps, clock merging of channels, unpaired endpoints, edge trimming, matching without ids.
+// infeed-bound steps, clock merging of channels, unpaired endpoints, edge trimming, matching without ids, per-step
+// records bounded.
 #include "analysis/pod_analyzer.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+#include "analysis/renderers.h"
 #include "analysis/step_category.h"
+#include "analysis/step_sampling.h"
 #include "proto/xspace/names.h"
 #include "tests/analysis/synthetic_pod.h"
 
@@ -69,6 +74,45 @@ TEST(PodAnalyzerTest, StragglerHoldsOthersInAllReduceSync) {
   EXPECT_NEAR(analysis.stragglers(0).mean_excess_us(), 20'000, 1);
   EXPECT_NEAR(analysis.stragglers(0).mean_cost_to_others_us(), 3 * 20'000, 3);
   EXPECT_GT(analysis.all_reduce_sync_share(), 0.2);
+}
+
+// A fast trainer's thousands of steps: the per-step records show kMaxStepsShown of them, the slowest among them,
+// while the averages, stragglers and counts take every step.
+TEST(PodAnalyzerTest, PerStepRecordsAreBoundedWhileFiguresCountEveryStep) {
+  SyntheticPodSpec spec;
+  spec.steps = 3 * static_cast<int>(kMaxStepsShown);
+  spec.compute_ns = 1'000'000;
+  spec.all_reduce_compute_ns = 100'000;
+  spec.gap_ns = 10'000;
+  spec.straggler_rank = 2;
+  spec.straggler_delay_ns = 500'000;
+  const auto analysis = analyze(spec);
+  EXPECT_EQ(analysis.counts().steps(), static_cast<uint32_t>(spec.steps));
+  EXPECT_EQ(analysis.counts().steps_shown(), static_cast<uint32_t>(kMaxStepsShown));
+  EXPECT_EQ(analysis.pod_viewer().pod_stats_sequence().pod_stats_map_size(), static_cast<int>(kMaxStepsShown));
+  for (const auto& core : analysis.cores()) EXPECT_EQ(core.step_count(), static_cast<uint32_t>(spec.steps));
+  ASSERT_EQ(analysis.stragglers_size(), 1);
+  EXPECT_EQ(analysis.stragglers(0).straggling_steps(), static_cast<uint32_t>(spec.steps));
+  // Shown in step order, first and last step included.
+  const auto& maps = analysis.pod_viewer().pod_stats_sequence().pod_stats_map();
+  for (int i = 1; i < maps.size(); ++i) EXPECT_LT(maps[i - 1].step_num(), maps[i].step_num());
+  const std::string summary = render_summary_text(analysis);
+  EXPECT_NE(summary.find(absl::StrCat(spec.steps, " steps")), std::string::npos) << summary;
+  EXPECT_NE(summary.find(absl::StrCat("show ", kMaxStepsShown, " of the ", spec.steps, " steps")), std::string::npos)
+      << summary;
+}
+
+TEST(StepSamplingTest, ShowsTheSlowestAndSpacesTheRest) {
+  std::vector<int64_t> ns(1000, 10);
+  ns[123] = 500;
+  ns[777] = 400;
+  const std::vector<bool> shown = steps_shown(ns, {456}, 10);
+  EXPECT_EQ(std::count(shown.begin(), shown.end(), true), 10);
+  EXPECT_TRUE(shown[123]);
+  EXPECT_TRUE(shown[777]);
+  EXPECT_TRUE(shown[456]);
+  EXPECT_TRUE(shown[0]);
+  EXPECT_EQ(steps_shown(std::vector<int64_t>(7, 1), {}, 10), std::vector<bool>(7, true));
 }
 
 TEST(PodAnalyzerTest, BalancedPodHasNoStraggler) {

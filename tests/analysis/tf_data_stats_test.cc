@@ -257,6 +257,61 @@ TEST(TfDataStats, InputStagesFormTheTreeByTheirParentLinks) {
   EXPECT_NE(combined.bottleneck_analysis(0).suggestion().find("Read in parallel"), std::string::npos);
 }
 
+// The client library gives every stage call a fresh id: a batch per step is still one pipeline, its stages one
+// iterator each, and each call's children exactly the calls nested in it by their parent id.
+TEST(TfDataStats, FreshIdsPerCallFormOnePipelinePerRootStageName) {
+  XPlane plane;
+  plane.set_name(std::string(xspace::kCustomPlanePrefix) + "2");
+  plane.set_id(2);
+  XPlaneBuilder b(&plane);
+  auto line = b.line_named(xspace::kInputPipelineLineName);
+  constexpr int kBatches = 3000;
+  int64_t next_id = 1;
+  for (int i = 0; i < kBatches; ++i) {
+    const int64_t start = kT0 + i * 100 * kUs;
+    const int64_t batch = next_id++, read = next_id++;
+    const int64_t read_us = i == 1234 ? 80 : 20;
+    line.add_event("input_batch", start, (read_us + 10) * kUs)
+        .add(xspace::kInputStageCategoryStat, "enqueue")
+        .add(xspace::kInputStageIdStat, batch)
+        .add(xspace::kInputStageParentIdStat, int64_t{0});
+    line.add_event("read_batch", start + 5 * kUs, read_us * kUs)
+        .add(xspace::kInputStageCategoryStat, "read")
+        .add(xspace::kInputStageIdStat, read)
+        .add(xspace::kInputStageParentIdStat, batch);
+  }
+  const PlaneTfDataStats result = input_stages_to_tf_data_stats(plane);
+  const InputPipelineStats& pipeline = only_pipeline(result.stats);
+  EXPECT_EQ(pipeline.metadata().name(), "input_batch (core 2)");
+  EXPECT_EQ(pipeline.num_calls(), kBatches);
+  EXPECT_EQ(pipeline.max_latency_ps(), 90 * kPsPerUs);
+  EXPECT_EQ(static_cast<size_t>(pipeline.stats_size()), kSlowestTfDataCallsKept);
+  ASSERT_EQ(result.stats.iterator_metadata_size(), 2);
+  const auto& slowest = pipeline.stats(0);
+  const int64_t read_stage = slowest.bottleneck_iterator_id();
+  EXPECT_EQ(result.stats.iterator_metadata().at(read_stage).long_name(), "input_batch::read_batch");
+  EXPECT_EQ(slowest.iterator_stats().at(read_stage).num_calls(), 1);
+  EXPECT_EQ(slowest.iterator_stats().at(read_stage).self_time_ps(), 80 * kPsPerUs);
+  EXPECT_EQ(tf_data_stats_to_text(combine_tf_data_stats({{"h", result}})).find("#2"), std::string::npos);
+}
+
+// Parent links that loop end the walk up: the stage they reach is a root.
+TEST(TfDataStats, StageParentLinksThatLoopEndAtARoot) {
+  XPlane plane;
+  plane.set_name(std::string(xspace::kCustomPlanePrefix) + "0");
+  XPlaneBuilder b(&plane);
+  auto line = b.line_named(xspace::kInputPipelineLineName);
+  line.add_event("a", kT0, 10 * kUs)
+      .add(xspace::kInputStageIdStat, int64_t{5})
+      .add(xspace::kInputStageParentIdStat, int64_t{6});
+  line.add_event("b", kT0, 20 * kUs)
+      .add(xspace::kInputStageIdStat, int64_t{6})
+      .add(xspace::kInputStageParentIdStat, int64_t{5});
+  const PlaneTfDataStats result = input_stages_to_tf_data_stats(plane);
+  EXPECT_EQ(result.stats.input_pipelines_size(), 1);
+  EXPECT_EQ(result.stats.iterator_metadata_size(), 2);
+}
+
 TEST(TfDataStats, PipelinesOfOneHostWithCollidingIdsAreKeptApart) {
   const CombinedTfDataStats combined =
       combine_tf_data_stats({{"worker-1", input_stages_to_tf_data_stats(stage_plane(0, 70))},

@@ -96,6 +96,11 @@ TEST(RunPod, WritesTheRunAnalysesItAndSummarizesBoth) {
   EXPECT_TRUE(std::filesystem::exists(run_dir / "pod.trace.json.gz"));
   ASSERT_TRUE(std::filesystem::exists(run_dir / "pod_summary.txt")) << "the analysis writes beside the host files";
   EXPECT_TRUE(outcome->analysis_error.empty()) << outcome->analysis_error;
+  ASSERT_TRUE(outcome->capture.analyzed_in_ms.has_value());
+  EXPECT_NE(read_file(run_dir / "capture.json")
+                .find("\"analyzed_in_ms\": " + std::to_string(*outcome->capture.analyzed_in_ms)),
+            std::string::npos)
+      << "capture.json records the analysis time";
   EXPECT_NE(outcome->summary_text.find("(host0): ok"), std::string::npos) << outcome->summary_text;
   EXPECT_NE(outcome->summary_text.find("2 of 2 host(s) captured"), std::string::npos) << outcome->summary_text;
   EXPECT_NE(outcome->summary_text.find(read_file(run_dir / "pod_summary.txt")), std::string::npos)
