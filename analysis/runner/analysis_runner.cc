@@ -11,6 +11,7 @@
 #include "analysis/tf_data_stats.h"
 #include "analysis/tool_pages.h"
 #include "daemon/atomic_file.h"
+#include "kineto/trace_file.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 #include "proto/xspace/xspace_stream_reader.h"
@@ -28,12 +29,16 @@ absl::StatusOr<std::vector<std::filesystem::path>> list_xspace_files(const std::
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(run_dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && name.size() > kXSpaceSuffix.size() && name.ends_with(kXSpaceSuffix)) {
+    if (entry.is_regular_file() && ((name.size() > kXSpaceSuffix.size() && name.ends_with(kXSpaceSuffix)) ||
+                                    kineto::is_kineto_trace_file_name(name))) {
       files.push_back(entry.path());
     }
   }
   if (ec) return absl::InternalError("listing run directory " + run_dir.string() + ": " + ec.message());
-  if (files.empty()) return absl::NotFoundError("run directory " + run_dir.string() + " has no *.xplane.pb files");
+  if (files.empty()) {
+    return absl::NotFoundError("run directory " + run_dir.string() +
+                               " has no *.xplane.pb files and no torch.profiler traces (*.pt.trace.json[.gz])");
+  }
   // File order fixes the global core numbering of TF/JAX device planes.
   std::sort(files.begin(), files.end());
   return files;
@@ -137,16 +142,25 @@ absl::Status read_into(PlaneConsumers& consumers, size_t index, const std::files
   std::error_code ec;
   if (std::filesystem::file_size(file, ec) == 0 && !ec) return absl::DataLossError(file.string() + " is empty");
   xspace::XSpaceHeader header;
-  absl::Status status = xspace::read_xspace_planes(
-      file,
-      [&](const tensorflow::profiler::XPlane& plane) {
-        analyzer.add_plane(index, plane);
-        consumers.steps.add_plane(index, plane);
-        tf_data.add_plane(index, plane);
-        consumers.op_tools.add_plane(index, plane);
-        return absl::OkStatus();
-      },
-      &header, PlaneConsumers::wants_line);
+  const auto add_plane = [&](const tensorflow::profiler::XPlane& plane) {
+    analyzer.add_plane(index, plane);
+    consumers.steps.add_plane(index, plane);
+    tf_data.add_plane(index, plane);
+    consumers.op_tools.add_plane(index, plane);
+    return absl::OkStatus();
+  };
+  absl::Status status;
+  if (kineto::is_kineto_trace_file_name(file.filename().string())) {
+    // A torch.profiler trace converts to one rank's planes, then reads as an XSpace file does.
+    absl::StatusOr<tensorflow::profiler::XSpace> space = kineto::read_kineto_trace_file(file);
+    if (space.ok()) {
+      for (const tensorflow::profiler::XPlane& plane : space->planes()) status.Update(add_plane(plane));
+    } else {
+      status = space.status();
+    }
+  } else {
+    status = xspace::read_xspace_planes(file, add_plane, &header, PlaneConsumers::wants_line);
+  }
   // Kernels take their ops from their own file's launches, whether or not it broke part way.
   consumers.op_tools.kernel_stats.end_file();
   if (!status.ok()) return status;

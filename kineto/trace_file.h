@@ -1,0 +1,26 @@
+// Reading a torch.profiler trace file: `*.pt.trace.json` or its gzip (`*.pt.trace.json.gz`, as
+// tensorboard_trace_handler writes with use_gzip), bounded in size, converted by trace_converter.h. The JSON is
+// freed before the planes are built, so the file's text and its XSpace are never both held.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "tensorflow/xplane.pb.h"
+
+namespace podscope::kineto {
+
+// The largest trace (uncompressed) a reader accepts: a larger one, or a gzip that inflates past it, is refused
+// with an error naming the bound.
+inline constexpr uint64_t kMaxTraceBytes = uint64_t{4} << 30;
+
+// Whether a file name is a torch.profiler trace's.
+bool is_kineto_trace_file_name(std::string_view file_name);
+
+// Reads and converts one trace file; errors name the file.
+absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::filesystem::path& path,
+                                                                    uint64_t max_bytes = kMaxTraceBytes);
+
+}  // namespace podscope::kineto
