@@ -123,4 +123,18 @@ absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::f
   return space;
 }
 
+absl::Status read_run_file_planes(const std::filesystem::path& path,
+                                  const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
+                                  xspace::XSpaceHeader* header, const xspace::XLineFilter& keep_line) {
+  if (!is_kineto_trace_file_name(path.filename().string())) {
+    return xspace::read_xspace_planes(path, on_plane, header, keep_line);
+  }
+  absl::StatusOr<tensorflow::profiler::XSpace> space = read_kineto_trace_file(path);
+  if (!space.ok()) return space.status();
+  for (const tensorflow::profiler::XPlane& plane : space->planes()) {
+    if (absl::Status s = on_plane(plane); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace podscope::kineto

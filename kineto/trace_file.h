@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "proto/xspace/xspace_stream_reader.h"
 #include "tensorflow/xplane.pb.h"
 
 namespace podscope::kineto {
@@ -22,5 +24,11 @@ bool is_kineto_trace_file_name(std::string_view file_name);
 // Reads and converts one trace file; errors name the file.
 absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::filesystem::path& path,
                                                                     uint64_t max_bytes = kMaxTraceBytes);
+
+// The planes of a run directory's file, whichever kind it is: a torch.profiler trace, converted (every line is
+// handed over; its header stays empty), or an XSpace, streamed plane by plane as read_xspace_planes does.
+absl::Status read_run_file_planes(const std::filesystem::path& path,
+                                  const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
+                                  xspace::XSpaceHeader* header = nullptr, const xspace::XLineFilter& keep_line = nullptr);
 
 }  // namespace podscope::kineto

@@ -142,25 +142,16 @@ absl::Status read_into(PlaneConsumers& consumers, size_t index, const std::files
   std::error_code ec;
   if (std::filesystem::file_size(file, ec) == 0 && !ec) return absl::DataLossError(file.string() + " is empty");
   xspace::XSpaceHeader header;
-  const auto add_plane = [&](const tensorflow::profiler::XPlane& plane) {
-    analyzer.add_plane(index, plane);
-    consumers.steps.add_plane(index, plane);
-    tf_data.add_plane(index, plane);
-    consumers.op_tools.add_plane(index, plane);
-    return absl::OkStatus();
-  };
-  absl::Status status;
-  if (kineto::is_kineto_trace_file_name(file.filename().string())) {
-    // A torch.profiler trace converts to one rank's planes, then reads as an XSpace file does.
-    absl::StatusOr<tensorflow::profiler::XSpace> space = kineto::read_kineto_trace_file(file);
-    if (space.ok()) {
-      for (const tensorflow::profiler::XPlane& plane : space->planes()) status.Update(add_plane(plane));
-    } else {
-      status = space.status();
-    }
-  } else {
-    status = xspace::read_xspace_planes(file, add_plane, &header, PlaneConsumers::wants_line);
-  }
+  absl::Status status = kineto::read_run_file_planes(
+      file,
+      [&](const tensorflow::profiler::XPlane& plane) {
+        analyzer.add_plane(index, plane);
+        consumers.steps.add_plane(index, plane);
+        tf_data.add_plane(index, plane);
+        consumers.op_tools.add_plane(index, plane);
+        return absl::OkStatus();
+      },
+      &header, PlaneConsumers::wants_line);
   // Kernels take their ops from their own file's launches, whether or not it broke part way.
   consumers.op_tools.kernel_stats.end_file();
   if (!status.ok()) return status;
