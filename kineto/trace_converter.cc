@@ -27,7 +27,6 @@ constexpr std::string_view kContextIdStat = "context_id";
 constexpr std::string_view kStreamIdStat = "stream_id";
 constexpr std::string_view kDeviceIdStat = "device_id";
 constexpr std::string_view kCollectiveStat = "collective";
-constexpr std::string_view kExternalIdStat = "external_id";
 constexpr std::string_view kProcessGroupStat = "process_group";
 constexpr std::string_view kGroupSizeStat = "group_size";
 constexpr std::string_view kRankStat = "rank";
@@ -87,12 +86,15 @@ class Parser {
   explicit Parser(KinetoTrace& trace) : trace_(trace) {}
 
   absl::Status parse(std::string_view json, size_t padding) {
+    // Room for as many events as the text could hold (an event takes more than 48 bytes of JSON): pages are touched
+    // only as events fill them, and the vector never grows by copying itself, which would hold it twice.
+    trace_.events.reserve(json.size() / 48);
     od::parser parser;
     try {
       od::document doc = parser.iterate(json.data(), json.size(), json.size() + padding);
       bool has_events = false;
       for (od::field field : doc.get_object()) {
-        const std::string_view key = field.unescaped_key();
+        const od::raw_json_string key = field.key();
         if (key == "traceEvents") {
           has_events = true;
           parse_events(field.value().get_array());
@@ -121,10 +123,10 @@ class Parser {
 
   void parse_distributed_info(od::object info) {
     for (od::field field : info) {
-      const std::string_view key = field.unescaped_key();
+      const od::raw_json_string key = field.key();
       if (key == "rank") trace_.rank = field.value().get_int64();
       else if (key == "world_size") trace_.world_size = field.value().get_int64();
-      else if (key == "backend") trace_.backend = std::string(std::string_view(field.value().get_string()));
+      else if (key == "backend") trace_.backend = std::string(text_of(field.value()));
     }
   }
 
@@ -136,6 +138,17 @@ class Parser {
       if (!error_.ok()) return;
     }
     in_events_ = false;
+  }
+
+  // A string's text. Strings without escapes (nearly all) are read in place; unescaping every one would write a
+  // copy of them all into the parser's string buffer, as large again as the trace's strings.
+  static std::string_view text_of(od::value v) {
+    if (v.type() != od::json_type::string) throw simdjson::simdjson_error(simdjson::INCORRECT_TYPE);
+    const std::string_view raw = v.raw_json_token();
+    if (const size_t end = raw.find_first_of("\"\\", 1); end != std::string_view::npos && raw[end] == '"') {
+      return raw.substr(1, end - 1);
+    }
+    return v.get_string();
   }
 
   static int64_t int_of(od::value v) {
@@ -159,7 +172,7 @@ class Parser {
 
   void parse_args(od::object args, EventArgs& a, bool want_inputs) {
     for (od::field field : args) {
-      const std::string_view key = field.unescaped_key();
+      const od::raw_json_string key = field.key();
       od::value v = field.value();
       if (key == "External id") a.external_id = int_of(v);
       else if (key == "correlation") a.correlation = int_of(v);
@@ -174,11 +187,11 @@ class Parser {
       else if (key == "In msg nelems") a.in_nelems = int_of(v);
       else if (key == "Out msg nelems") a.out_nelems = int_of(v);
       else if (key == "Group size") a.group_size = int_of(v);
-      else if (key == "Collective name") a.collective_name = v.get_string();
-      else if (key == "dtype") a.dtype = v.get_string();
-      else if (key == "Process Group Name") a.process_group = v.get_string();
-      else if (key == "Process Group Ranks") a.process_group_ranks = v.get_string();
-      else if (key == "name" || key == "labels") a.label = v.get_string();
+      else if (key == "Collective name") a.collective_name = text_of(v);
+      else if (key == "dtype") a.dtype = text_of(v);
+      else if (key == "Process Group Name") a.process_group = text_of(v);
+      else if (key == "Process Group Ranks") a.process_group_ranks = text_of(v);
+      else if (key == "name" || key == "labels") a.label = text_of(v);
       else if (want_inputs && key == "Input Dims") a.first_input_elements = first_input_elements(v);
       else if (want_inputs && key == "Input type") a.first_input_type = first_string(v);
     }
@@ -198,7 +211,7 @@ class Parser {
   }
 
   static std::string_view first_string(od::value list) {
-    for (od::value e : list.get_array()) return e.get_string();
+    for (od::value e : list.get_array()) return text_of(e);
     return {};
   }
 
@@ -217,11 +230,11 @@ class Parser {
     double ts = 0, dur = 0;
     EventArgs args;
     for (od::field field : event) {
-      const std::string_view key = field.unescaped_key();
+      const od::raw_json_string key = field.key();
       od::value v = field.value();
-      if (key == "ph") ph = v.get_string();
-      else if (key == "cat") cat = v.get_string();
-      else if (key == "name") name = v.get_string();
+      if (key == "ph") ph = text_of(v);
+      else if (key == "cat") cat = text_of(v);
+      else if (key == "name") name = text_of(v);
       else if (key == "pid" || key == "tid") {
         // Kineto names its own spans' "processes" with strings ("Spans", "Traces"): they are no threads.
         if (v.type() == od::json_type::number) (key == "pid" ? pid : tid) = int_of(v);
@@ -258,7 +271,6 @@ class Parser {
     e.pid = *pid;
     e.tid = *tid;
     e.correlation = args.correlation;
-    e.external_id = args.external_id;
     switch (e.kind) {
       case EventKind::kKernel: add_kernel(e, args); break;
       case EventKind::kMemcpy:
@@ -278,6 +290,7 @@ class Parser {
     if (a.device >= 0) e.pid = a.device;
     if (a.stream >= 0) e.tid = a.stream;
     KernelLaunch k;
+    k.external_id = a.external_id;
     k.context = a.context;
     k.registers = a.registers;
     k.shared_memory = a.shared_memory;
@@ -292,6 +305,7 @@ class Parser {
   // tells its size.
   void add_collective(TraceEvent& e, std::string_view name, const EventArgs& a) {
     Collective c;
+    c.external_id = a.external_id;
     if (name == "record_param_comms") {
       if (a.collective_name.empty()) return;  // older PyTorch: no arguments to tell
       c.name = intern(a.collective_name);
@@ -474,11 +488,10 @@ class Builder {
       if (std::string_view xla = xla_collective_name(name(c->name)); !xla.empty()) event_name = xla;
     }
     auto stats = thread_line(p, e.pid, e.tid).add_event(event_name, e.start_ns, e.duration_ns);
-    if (e.external_id >= 0) stats.add(kExternalIdStat, e.external_id);
     if (auto n = number_after(name(e.name), kProfilerStepPrefix)) stats.add(xspace::kStepNumStat, *n);
     if (!c) return;
     add_collective_stats(stats, *c);
-    if (name(e.name) == "record_param_comms" && e.external_id >= 0) comms_by_external_id_[e.external_id] = e.detail;
+    if (name(e.name) == "record_param_comms" && c->external_id >= 0) comms_by_external_id_[c->external_id] = e.detail;
   }
 
   void add_collective_stats(xspace::XStatsBuilder& stats, const Collective& c) {
@@ -534,7 +547,7 @@ class Builder {
     if (collective.empty()) collective = nccl_kernel_collective(name(e.name));
     if (collective.empty()) return;
     // The record_param_comms that launched it shares its External id and says what it moved.
-    if (auto it = comms_by_external_id_.find(e.external_id); e.external_id >= 0 && it != comms_by_external_id_.end()) {
+    if (auto it = comms_by_external_id_.find(k.external_id); k.external_id >= 0 && it != comms_by_external_id_.end()) {
       add_collective_stats(stats, t_.collectives[it->second]);
       return;
     }

@@ -37,11 +37,11 @@ struct TraceEvent {
   int64_t pid = 0;  // host events: process; device events: device
   int64_t tid = 0;  // host events: thread; device events: stream
   int64_t correlation = -1;
-  int64_t external_id = -1;
   uint32_t detail = UINT32_MAX;  // index into KinetoTrace::kernels / copy_bytes / collectives, or none
 };
 
 struct KernelLaunch {
+  int64_t external_id = -1;  // the record_param_comms (or op) that launched it
   int64_t context = 0;
   int64_t registers = 0;
   int64_t shared_memory = 0;
@@ -52,6 +52,7 @@ struct KernelLaunch {
 
 // A collective as its host event (record_param_comms, nccl:* or gloo:* annotations) describes it.
 struct Collective {
+  int64_t external_id = -1;
   uint32_t name = UINT32_MAX;  // the collective ("allreduce"), interned
   int64_t bytes = -1;
   uint32_t process_group = UINT32_MAX;
