@@ -2,8 +2,8 @@
 // parse of the same file, measured in the same run, each in a fresh child process so its peak RSS is its own.
 // The trace is a real one (default: the shared 2-rank NCCL job's rank 0), uncompressed as Kineto wrote it, or with
 // its events repeated `--repeat` times, re-serialized without whitespace (denser than Kineto's indented text, so
-// a harsher case for memory over file size). Prints events/s on one core (CPU time) and peak memory over the file's size, with the
-// ratios to the plain parse.
+// a harsher case for memory over file size). Prints events/s on one core (CPU time) and peak memory over the file's
+// size, with the ratios to the plain parse.
 //   kineto_convert_bench [--trace PATH.pt.trace.json[.gz]] [--repeat 1] [--runs 5]
 #include <simdjson.h>
 

@@ -42,12 +42,30 @@ constexpr double kMaxAbsMicros = 4e15;
 
 // Kineto's "Input type" / record_param_comms "dtype" spellings → bytes per element (0: unknown).
 int64_t element_bytes(std::string_view type) {
-  static const absl::flat_hash_map<absl::string_view, int64_t> sizes = {
-      {"float", 4},    {"Float", 4},    {"double", 8},         {"Double", 8},         {"c10::Half", 2},
-      {"Half", 2},     {"BFloat16", 2}, {"c10::BFloat16", 2},  {"long", 8},           {"Long", 8},
-      {"long int", 8}, {"int", 4},      {"Int", 4},            {"short", 2},          {"Short", 2},
-      {"Byte", 1},     {"Char", 1},     {"unsigned char", 1},  {"signed char", 1},    {"bool", 1},
-      {"Bool", 1},     {"char", 1},     {"c10::complex<float>", 8}, {"ComplexFloat", 8}};
+  static const absl::flat_hash_map<absl::string_view, int64_t> sizes = {{"float", 4},
+                                                                        {"Float", 4},
+                                                                        {"double", 8},
+                                                                        {"Double", 8},
+                                                                        {"c10::Half", 2},
+                                                                        {"Half", 2},
+                                                                        {"BFloat16", 2},
+                                                                        {"c10::BFloat16", 2},
+                                                                        {"long", 8},
+                                                                        {"Long", 8},
+                                                                        {"long int", 8},
+                                                                        {"int", 4},
+                                                                        {"Int", 4},
+                                                                        {"short", 2},
+                                                                        {"Short", 2},
+                                                                        {"Byte", 1},
+                                                                        {"Char", 1},
+                                                                        {"unsigned char", 1},
+                                                                        {"signed char", 1},
+                                                                        {"bool", 1},
+                                                                        {"Bool", 1},
+                                                                        {"char", 1},
+                                                                        {"c10::complex<float>", 8},
+                                                                        {"ComplexFloat", 8}};
   const auto it = sizes.find(av(type));
   return it == sizes.end() ? 0 : it->second;
 }
@@ -420,8 +438,8 @@ class Builder {
 
   // The host step (index) an instant falls in.
   std::optional<size_t> step_at(int64_t t) const {
-    auto it = std::upper_bound(steps_.begin(), steps_.end(), t,
-                               [](int64_t v, const HostStep& s) { return v < s.start_ns; });
+    auto it =
+        std::upper_bound(steps_.begin(), steps_.end(), t, [](int64_t v, const HostStep& s) { return v < s.start_ns; });
     if (it == steps_.begin()) return std::nullopt;
     --it;
     if (t >= it->end_ns) return std::nullopt;
@@ -520,10 +538,10 @@ class Builder {
     auto stats = line.add_event(name(e.name), e.start_ns, e.duration_ns);
     if (e.kind == EventKind::kKernel) {
       const KernelLaunch& k = t_.kernels[e.detail];
-      add_ref_stat(p, *line.proto(), kKernelDetailsStat,
-                   absl::StrCat("regs:", k.registers, " static_shared:", k.shared_memory, " dynamic_shared:0 grid:",
-                                k.grid[0], ",", k.grid[1], ",", k.grid[2], " block:", k.block[0], ",", k.block[1],
-                                ",", k.block[2]));
+      add_ref_stat(
+          p, *line.proto(), kKernelDetailsStat,
+          absl::StrCat("regs:", k.registers, " static_shared:", k.shared_memory, " dynamic_shared:0 grid:", k.grid[0],
+                       ",", k.grid[1], ",", k.grid[2], " block:", k.block[0], ",", k.block[1], ",", k.block[2]));
       stats.add(kContextIdStat, k.context);
       add_nccl_stats(stats, e, k);
     } else if (const int64_t bytes = t_.copy_bytes[e.detail]; bytes >= 0) {
@@ -623,8 +641,8 @@ class Builder {
       if (std::string_view(plane_name).starts_with(xspace::kGpuPlanePrefix)) {
         p->stats().add(kDeviceIdStat, p->proto()->id());
       }
-      const bool core_plane = plane_name == xspace::kHostPlaneName ||
-                              std::string_view(plane_name).starts_with(xspace::kCustomPlanePrefix);
+      const bool core_plane =
+          plane_name == xspace::kHostPlaneName || std::string_view(plane_name).starts_with(xspace::kCustomPlanePrefix);
       if (!core_plane) continue;
       // Kineto does not record the host: the rank names it, so each rank is a host row of the pod.
       if (t_.rank >= 0) {
@@ -664,7 +682,9 @@ class Builder {
 }  // namespace
 
 std::string_view xla_collective_name(std::string_view c) {
-  auto starts = [&](std::string_view p) { return c.starts_with(p) || (c.starts_with("_") && c.substr(1).starts_with(p)); };
+  auto starts = [&](std::string_view p) {
+    return c.starts_with(p) || (c.starts_with("_") && c.substr(1).starts_with(p));
+  };
   if (starts("all_reduce") || starts("allreduce")) return xspace::kAllReduceEventName;
   if (starts("all_gather") || starts("allgather")) return "all-gather";
   if (starts("reduce_scatter") || starts("reducescatter")) return "reduce-scatter";
@@ -688,8 +708,8 @@ void build_xspace(KinetoTrace&& trace, tensorflow::profiler::XSpace& space) {
 
 absl::StatusOr<tensorflow::profiler::XSpace> convert_kineto_json(std::string_view json) {
   const simdjson::padded_string padded(json);
-  absl::StatusOr<KinetoTrace> trace = parse_kineto_trace(std::string_view(padded.data(), padded.size()),
-                                                         simdjson::SIMDJSON_PADDING);
+  absl::StatusOr<KinetoTrace> trace =
+      parse_kineto_trace(std::string_view(padded.data(), padded.size()), simdjson::SIMDJSON_PADDING);
   if (!trace.ok()) return trace.status();
   tensorflow::profiler::XSpace space;
   build_xspace(std::move(*trace), space);

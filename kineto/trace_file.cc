@@ -85,7 +85,8 @@ absl::StatusOr<PaddedBuffer> gunzip(const PaddedBuffer& gz, const std::filesyste
     if (rc == Z_STREAM_END) break;
     if (rc != Z_OK && rc != Z_BUF_ERROR) {
       inflateEnd(&z);
-      return absl::DataLossError(absl::StrCat(path.string(), ": gzip data is broken: ", z.msg ? z.msg : "inflate failed"));
+      return absl::DataLossError(
+          absl::StrCat(path.string(), ": gzip data is broken: ", z.msg ? z.msg : "inflate failed"));
     }
     if (rc == Z_BUF_ERROR && z.avail_in == 0) {
       inflateEnd(&z);
@@ -117,7 +118,8 @@ absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::f
   }
   absl::StatusOr<KinetoTrace> trace = parse_kineto_trace(raw->view(), simdjson::SIMDJSON_PADDING);
   raw = PaddedBuffer();  // the text goes before the planes come
-  if (!trace.ok()) return absl::Status(trace.status().code(), absl::StrCat(path.string(), ": ", trace.status().message()));
+  if (!trace.ok())
+    return absl::Status(trace.status().code(), absl::StrCat(path.string(), ": ", trace.status().message()));
   tensorflow::profiler::XSpace space;
   build_xspace(std::move(*trace), space);
   return space;
@@ -131,6 +133,7 @@ absl::Status read_run_file_planes(const std::filesystem::path& path,
   }
   absl::StatusOr<tensorflow::profiler::XSpace> space = read_kineto_trace_file(path);
   if (!space.ok()) return space.status();
+  if (header) header->warnings.assign(space->warnings().begin(), space->warnings().end());
   for (const tensorflow::profiler::XPlane& plane : space->planes()) {
     if (absl::Status s = on_plane(plane); !s.ok()) return s;
   }

@@ -26,9 +26,11 @@ absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::f
                                                                     uint64_t max_bytes = kMaxTraceBytes);
 
 // The planes of a run directory's file, whichever kind it is: a torch.profiler trace, converted (every line is
-// handed over; its header stays empty), or an XSpace, streamed plane by plane as read_xspace_planes does.
+// handed over; its header holds only the conversion's warnings), or an XSpace, streamed plane by plane as
+// read_xspace_planes does.
 absl::Status read_run_file_planes(const std::filesystem::path& path,
                                   const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
-                                  xspace::XSpaceHeader* header = nullptr, const xspace::XLineFilter& keep_line = nullptr);
+                                  xspace::XSpaceHeader* header = nullptr,
+                                  const xspace::XLineFilter& keep_line = nullptr);
 
 }  // namespace podscope::kineto

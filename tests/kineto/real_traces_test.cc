@@ -66,7 +66,8 @@ std::map<std::string, int64_t> kernel_ns_by_name(const fs::path& gz) {
 
 std::set<uint32_t> step_numbers(const analysis::AnalysisOutcome& outcome) {
   std::set<uint32_t> steps;
-  for (const auto& map : outcome.analysis.pod_viewer().pod_stats_sequence().pod_stats_map()) steps.insert(map.step_num());
+  for (const auto& map : outcome.analysis.pod_viewer().pod_stats_sequence().pod_stats_map())
+    steps.insert(map.step_num());
   return steps;
 }
 
@@ -77,7 +78,8 @@ double all_reduce_us(const analysis::AnalysisOutcome& outcome) {
     for (const auto& [core, record] : map.pod_stats_per_core()) {
       for (const int category : {static_cast<int>(analysis::StepCategory::kAllReduceCompute),
                                  static_cast<int>(analysis::StepCategory::kAllReduceSync)}) {
-        if (auto it = record.step_breakdown_us().find(category); it != record.step_breakdown_us().end()) us += it->second;
+        if (auto it = record.step_breakdown_us().find(category); it != record.step_breakdown_us().end())
+          us += it->second;
       }
     }
   }
@@ -155,7 +157,8 @@ TEST(KinetoRealTraces, GlooCpuOnlyRankIsItsRanksCoreWithAllReduces) {
 TEST(KinetoRealTraces, PodscopeAnalyzeRunsEveryToolOnADirectoryOfTraces) {
   RunDirectory run("cli");
   if (!run.add("sampled_rank-0.pt.trace.json.gz") || !run.add("sampled_rank-1.pt.trace.json.gz")) return;
-  const std::string command = std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope analyze " + run.path().string() + " 2>&1";
+  const std::string command =
+      std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope analyze " + run.path().string() + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string output;
@@ -163,8 +166,9 @@ TEST(KinetoRealTraces, PodscopeAnalyzeRunsEveryToolOnADirectoryOfTraces) {
   for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
   const int status = pclose(pipe);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
-  for (const char* written : {"pod_viewer.json", "report.html", "overview_page.json", "input_pipeline.json",
-                              "kernel_stats.json", "framework_op_stats.json", "memory_profile.json", "tf_data_stats.json"}) {
+  for (const char* written :
+       {"pod_viewer.json", "report.html", "overview_page.json", "input_pipeline.json", "kernel_stats.json",
+        "framework_op_stats.json", "memory_profile.json", "tf_data_stats.json"}) {
     EXPECT_TRUE(fs::exists(run.path() / written)) << written << "\n" << output;
   }
   EXPECT_EQ(output.find("no steps found"), std::string::npos) << output;
