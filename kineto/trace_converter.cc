@@ -432,7 +432,8 @@ class Builder {
       if (!optimizer) optimizer = e.name;
       if (e.name == *optimizer) ends.push_back(e.start_ns + e.duration_ns);
     }
-    for (size_t i = 1; i < ends.size(); ++i) steps_.push_back({static_cast<int64_t>(i), ends[i - 1], ends[i]});
+    for (size_t i = 1; i < ends.size(); ++i)
+      steps_.push_back({static_cast<int64_t>(i), ends[i - 1], std::max(ends[i - 1], ends[i])});
     if (!steps_.empty()) step_source_ = "Optimizer.step";
   }
 

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -16,6 +17,7 @@
 #include "analysis/runner/analysis_runner.h"
 #include "analysis/step_category.h"
 #include "kineto/trace_file.h"
+#include "tests/analysis/synthetic_pod.h"
 #include "tests/shared_testdata.h"
 
 namespace podscope::kineto {
@@ -154,6 +156,22 @@ TEST(KinetoRealTraces, GlooCpuOnlyRankIsItsRanksCoreWithAllReduces) {
   EXPECT_GT(all_reduce_us(*outcome), 0.0);
 }
 
+TEST(KinetoRealTraces, TracesAnalyseBesideXSpaceFiles) {
+  RunDirectory run("mixed");
+  if (!run.add("gloo_cpu_only_rank34.pt.trace.json.gz")) return;
+  analysis::testing::SyntheticPodSpec spec;
+  spec.ranks = 1;
+  std::ofstream(run.path() / "host0.xplane.pb", std::ios::binary)
+      << analysis::testing::make_synthetic_rank(spec, 0).SerializeAsString();
+  absl::StatusOr<analysis::AnalysisOutcome> outcome = analysis::analyze_run_files(run.path());
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_TRUE(outcome->bad_files.empty());
+  EXPECT_EQ(outcome->analysis.counts().files(), 2u);
+  std::set<uint32_t> cores;
+  for (const auto& core : outcome->analysis.cores()) cores.insert(core.core_id());
+  EXPECT_EQ(cores, (std::set<uint32_t>{0, 34}));
+}
+
 TEST(KinetoRealTraces, PodscopeAnalyzeRunsEveryToolOnADirectoryOfTraces) {
   RunDirectory run("cli");
   if (!run.add("sampled_rank-0.pt.trace.json.gz") || !run.add("sampled_rank-1.pt.trace.json.gz")) return;
@@ -166,9 +184,9 @@ TEST(KinetoRealTraces, PodscopeAnalyzeRunsEveryToolOnADirectoryOfTraces) {
   for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
   const int status = pclose(pipe);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
-  for (const char* written :
-       {"pod_viewer.json", "report.html", "overview_page.json", "input_pipeline.json", "kernel_stats.json",
-        "framework_op_stats.json", "memory_profile.json", "tf_data_stats.json"}) {
+  for (const char* written : {"pod_viewer.json", "report.html", "overview_page.json", "input_pipeline.json",
+                              "kernel_stats.json", "framework_op_stats.json", "memory_profile.json",
+                              "tf_data_stats.json", "pod.trace.json.gz", "pod.perfetto-trace"}) {
     EXPECT_TRUE(fs::exists(run.path() / written)) << written << "\n" << output;
   }
   EXPECT_EQ(output.find("no steps found"), std::string::npos) << output;
