@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "kineto/trace_file.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 #include "proto/xspace/xspace_stream_reader.h"
@@ -38,12 +39,16 @@ absl::StatusOr<std::vector<fs::path>> xspace_files(const fs::path& run_dir) {
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && name.size() > kXSpaceSuffix.size() && name.ends_with(kXSpaceSuffix)) {
+    if (entry.is_regular_file() && ((name.size() > kXSpaceSuffix.size() && name.ends_with(kXSpaceSuffix)) ||
+                                    kineto::is_kineto_trace_file_name(name))) {
       files.push_back(entry.path());
     }
   }
   if (ec) return absl::InternalError("listing run directory " + run_dir.string() + ": " + ec.message());
-  if (files.empty()) return absl::NotFoundError("run directory " + run_dir.string() + " has no *.xplane.pb files");
+  if (files.empty()) {
+    return absl::NotFoundError("run directory " + run_dir.string() +
+                               " has no *.xplane.pb files and no torch.profiler traces (*.pt.trace.json[.gz])");
+  }
   std::sort(files.begin(), files.end());  // the order the analysis numbers cores in
   return files;
 }
@@ -63,7 +68,7 @@ absl::StatusOr<RunFile> read_run_file(const fs::path& path, std::optional<int64_
   const auto keep_line = [&](std::string_view plane_name, std::string_view line_name) {
     return step && line_name == xspace::kStepsLineName && plane_name != xspace::kHostPlaneName;
   };
-  absl::Status status = xspace::read_xspace_planes(
+  absl::Status status = kineto::read_run_file_planes(
       path,
       [&](const XPlane& plane) {
         const xspace::XPlaneReader reader(plane);
@@ -94,7 +99,9 @@ absl::StatusOr<RunFile> read_run_file(const fs::path& path, std::optional<int64_
     file.host_name = header.hostnames.front();
   } else {
     const std::string name = path.filename().string();
-    file.host_name = name.substr(0, name.size() - kXSpaceSuffix.size());
+    const size_t stem =
+        name.ends_with(kXSpaceSuffix) ? name.size() - kXSpaceSuffix.size() : name.rfind(".pt.trace.json");
+    file.host_name = name.substr(0, stem);
   }
   for (const StepSpan& s : step_spans) {
     const int64_t plane_offset = s.plane_offset.value_or(file.clock_offset_ns);
@@ -241,7 +248,7 @@ absl::StatusOr<PodTraceFiles> write_run_traces(const fs::path& run_dir, const Tr
   auto writer = PodTraceWriter::open(run_dir, plan->stem, plan->time_base_ns, plan->window);
   if (!writer.ok()) return writer.status();
   for (const RunFile& file : files) {
-    absl::Status status = xspace::read_xspace_planes(file.path, [&](const XPlane& plane) {
+    absl::Status status = kineto::read_run_file_planes(file.path, [&](const XPlane& plane) {
       const xspace::XPlaneReader reader(plane);
       // A plane's own host name and offset win over its file's (as in the analysis).
       const auto own_host = reader.str_stat(xspace::kHostNameStat);

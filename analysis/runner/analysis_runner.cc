@@ -11,6 +11,7 @@
 #include "analysis/tf_data_stats.h"
 #include "analysis/tool_pages.h"
 #include "daemon/atomic_file.h"
+#include "kineto/trace_file.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 #include "proto/xspace/xspace_stream_reader.h"
@@ -28,12 +29,16 @@ absl::StatusOr<std::vector<std::filesystem::path>> list_xspace_files(const std::
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(run_dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && name.size() > kXSpaceSuffix.size() && name.ends_with(kXSpaceSuffix)) {
+    if (entry.is_regular_file() && ((name.size() > kXSpaceSuffix.size() && name.ends_with(kXSpaceSuffix)) ||
+                                    kineto::is_kineto_trace_file_name(name))) {
       files.push_back(entry.path());
     }
   }
   if (ec) return absl::InternalError("listing run directory " + run_dir.string() + ": " + ec.message());
-  if (files.empty()) return absl::NotFoundError("run directory " + run_dir.string() + " has no *.xplane.pb files");
+  if (files.empty()) {
+    return absl::NotFoundError("run directory " + run_dir.string() +
+                               " has no *.xplane.pb files and no torch.profiler traces (*.pt.trace.json[.gz])");
+  }
   // File order fixes the global core numbering of TF/JAX device planes.
   std::sort(files.begin(), files.end());
   return files;
@@ -137,7 +142,7 @@ absl::Status read_into(PlaneConsumers& consumers, size_t index, const std::files
   std::error_code ec;
   if (std::filesystem::file_size(file, ec) == 0 && !ec) return absl::DataLossError(file.string() + " is empty");
   xspace::XSpaceHeader header;
-  absl::Status status = xspace::read_xspace_planes(
+  absl::Status status = kineto::read_run_file_planes(
       file,
       [&](const tensorflow::profiler::XPlane& plane) {
         analyzer.add_plane(index, plane);

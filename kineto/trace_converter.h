@@ -1,0 +1,94 @@
+// Kineto's Chrome-JSON trace (what torch.profiler writes: `*.pt.trace.json`) → XPlanes laid out as podscope's
+// CUPTI converter and annotated processes lay them out, so every analysis tool reads a PyTorch rank as it reads
+// those (docs/kineto.md):
+//   /host:CPU              host threads, one line per thread: cpu_op, user_annotation and python_function events;
+//                          record_param_comms carries its collective, bytes, process group and ranks.
+//   /host:CUPTI            CUDA runtime and driver calls, one line per thread, with their correlation ids.
+//   /device:GPU:<device>   one line per stream, "Stream #<id>(<kinds>)": kernels with `kernel_details`, memcpy and
+//                          memset with their bytes, correlation ids; NCCL kernels carry their collective and the
+//                          stats of their record_param_comms; a `Steps` line from the host's steps.
+//   /device:CUSTOM:<rank>  ranks without GPU work (gloo on CPU): the host threads' events with their collectives
+//                          named as XLA names them ("all-reduce"...) and a `Steps` line: the rank is the core.
+// Times are Unix ns: Kineto's µs timestamps are relative to `baseTimeNanoseconds` when the trace has it.
+// Pure: bytes in, XSpace out. Parsing and building are two phases so that a caller can free the JSON before the
+// planes are built (the trace's memory and the XSpace's are never both held at their peak).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "tensorflow/xplane.pb.h"
+
+namespace podscope::kineto {
+
+// What a trace's events become, before they are laid out as planes.
+enum class EventKind : uint8_t { kHostOp, kRuntime, kKernel, kMemcpy, kMemset };
+
+// One event, compact: strings are interned in KinetoTrace::names.
+struct TraceEvent {
+  EventKind kind = EventKind::kHostOp;
+  uint32_t name = 0;
+  int64_t start_ns = 0;  // relative to the trace's base until built
+  int64_t duration_ns = 0;
+  int64_t pid = 0;  // host events: process; device events: device
+  int64_t tid = 0;  // host events: thread; device events: stream
+  int64_t correlation = -1;
+  uint32_t detail = UINT32_MAX;  // index into KinetoTrace::kernels / copy_bytes / collectives, or none
+};
+
+struct KernelLaunch {
+  int64_t external_id = -1;  // the record_param_comms (or op) that launched it
+  int64_t context = 0;
+  int64_t registers = 0;
+  int64_t shared_memory = 0;
+  int64_t grid[3] = {0, 0, 0};
+  int64_t block[3] = {0, 0, 0};
+  uint32_t collective = UINT32_MAX;  // the "Collective name" argument (interned) when Kineto gives one
+};
+
+// A collective as its host event (record_param_comms, nccl:* or gloo:* annotations) describes it.
+struct Collective {
+  int64_t external_id = -1;
+  uint32_t name = UINT32_MAX;  // the collective ("allreduce"), interned
+  int64_t bytes = -1;
+  uint32_t process_group = UINT32_MAX;
+  uint32_t ranks = UINT32_MAX;  // "0,1,2"
+  int64_t group_size = -1;
+};
+
+struct KinetoTrace {
+  std::vector<TraceEvent> events;
+  std::vector<std::string> names;
+  std::vector<KernelLaunch> kernels;
+  std::vector<int64_t> copy_bytes;
+  std::vector<Collective> collectives;
+  absl::flat_hash_map<std::pair<int64_t, int64_t>, std::string> thread_names;  // (pid, tid) → name
+  int64_t base_time_ns = 0;
+  int64_t rank = -1;
+  int64_t world_size = -1;
+  std::string backend;
+  // Events of kinds the converter leaves out (flows, instants, GPU-side annotations...), counted.
+  uint64_t skipped_events = 0;
+  // Events whose duration was negative (kept with duration 0).
+  uint64_t negative_durations = 0;
+};
+
+// Parses the JSON (simdjson needs `padding` readable bytes after its end: pass a buffer with
+// simdjson::SIMDJSON_PADDING spare bytes, as trace_file.h's reader does). Errors name what was wrong and, for an
+// event, its index.
+absl::StatusOr<KinetoTrace> parse_kineto_trace(std::string_view json, size_t padding);
+
+// Lays the parsed trace out as planes and appends them to `space`.
+void build_xspace(KinetoTrace&& trace, tensorflow::profiler::XSpace& space);
+
+// Both phases on a string that is not padded (tests, small traces): copies it once.
+absl::StatusOr<tensorflow::profiler::XSpace> convert_kineto_json(std::string_view json);
+
+// The collective as XLA names it ("all-reduce" for allreduce, all_reduce...), or "" when it has no XLA name.
+std::string_view xla_collective_name(std::string_view kineto_collective);
+
+}  // namespace podscope::kineto
