@@ -51,7 +51,7 @@ FlightRecording::FlightRecording(std::shared_ptr<ClientRegistry> registry, const
       snapshots_(counter(metrics, "podscope_flight_recorder_snapshots_total",
                          "Snapshots built from the flight recorder (GetSnapshot and window requests)", host_name_)),
       refused_(counter(metrics, "podscope_flight_recorder_snapshots_refused_total",
-                       "Snapshot requests refused because another snapshot was being built (one at a time)",
+                       "Snapshot requests refused after waiting for the builds before them (one at a time)",
                        host_name_)),
       held_seconds_(prometheus::BuildGauge()
                         .Name("podscope_flight_recorder_held_seconds")
@@ -94,18 +94,18 @@ absl::Status FlightRecording::stop() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_lock<std::mutex>> FlightRecording::claim_build_slot(WhenBuilding when_building) {
+absl::StatusOr<std::unique_lock<std::timed_mutex>> FlightRecording::claim_build_slot(WhenBuilding when_building) {
   if (when_building == WhenBuilding::kWait) return std::unique_lock(build_mu_);
-  std::unique_lock slot(build_mu_, std::try_to_lock);
+  std::unique_lock slot(build_mu_, kSnapshotQueueWait);
   if (slot.owns_lock()) return slot;
   refused_.Increment();
-  return absl::ResourceExhaustedError(
-      "the flight recorder is building another snapshot; it builds one at a time to bound its memory: retry when "
-      "that one is answered");
+  return absl::ResourceExhaustedError("the flight recorder builds one snapshot at a time, to bound its memory, and "
+                                      "others kept it busy for " +
+                                      std::to_string(kSnapshotQueueWait.count()) + " s: retry later");
 }
 
 absl::StatusOr<RecorderSnapshot> FlightRecording::snapshot_since_last(WhenBuilding when_building) {
-  absl::StatusOr<std::unique_lock<std::mutex>> slot = claim_build_slot(when_building);
+  absl::StatusOr<std::unique_lock<std::timed_mutex>> slot = claim_build_slot(when_building);
   if (!slot.ok()) return slot.status();
   std::lock_guard lock(mu_);
   if (!recorder_) return absl::NotFoundError("no continuous profiling session: the flight recorder is not recording");
@@ -129,7 +129,7 @@ absl::StatusOr<RecorderSnapshot> FlightRecording::last(int64_t duration_ms, When
   if (duration_ms <= 0) {
     return absl::InvalidArgumentError("last_ms " + std::to_string(duration_ms) + " must be positive");
   }
-  absl::StatusOr<std::unique_lock<std::mutex>> slot = claim_build_slot(when_building);
+  absl::StatusOr<std::unique_lock<std::timed_mutex>> slot = claim_build_slot(when_building);
   if (!slot.ok()) return slot.status();
   std::lock_guard lock(mu_);
   if (absl::Status s = check_recording(); !s.ok()) return s;
@@ -147,7 +147,7 @@ absl::StatusOr<RecorderSnapshot> FlightRecording::span(int64_t begin_ns, int64_t
     return absl::InvalidArgumentError("span [" + std::to_string(begin_ns) + ", " + std::to_string(end_ns) +
                                       "] ns is empty");
   }
-  absl::StatusOr<std::unique_lock<std::mutex>> slot = claim_build_slot(when_building);
+  absl::StatusOr<std::unique_lock<std::timed_mutex>> slot = claim_build_slot(when_building);
   if (!slot.ok()) return slot.status();
   std::lock_guard lock(mu_);
   if (absl::Status s = check_recording(); !s.ok()) return s;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -39,14 +40,16 @@ struct RecorderSnapshot {
   int64_t end_ns = 0;
   int64_t whole_since_ns = 0;  // begin_ns, or later where flight_recorder_max_mb had dropped older events
   tensorflow::profiler::XSpace space;
-  std::unique_lock<std::mutex> build_slot;
+  std::unique_lock<std::timed_mutex> build_slot;
 };
 
 // What a snapshot asked for while another is being built does.
 enum class WhenBuilding {
   kWait,    // the agent's own triggers: they wait their turn
-  kRefuse,  // a client's request: refused (RESOURCE_EXHAUSTED) and counted, so that callers cannot pile builds up
+  kQueue,  // a client's request: waits its turn up to kSnapshotQueueWait, then is refused (RESOURCE_EXHAUSTED) and
+           // counted; callers in parallel cannot pile builds up
 };
+inline constexpr std::chrono::seconds kSnapshotQueueWait{10};
 
 class FlightRecording {
  public:
@@ -81,8 +84,8 @@ class FlightRecording {
  private:
   // FAILED_PRECONDITION naming flight_recorder_seconds when not recording (mu_ held).
   absl::Status check_recording() const;
-  // The build slot, or RESOURCE_EXHAUSTED (counted) when refusing and another snapshot is being built.
-  absl::StatusOr<std::unique_lock<std::mutex>> claim_build_slot(WhenBuilding when_building);
+  // The build slot, or RESOURCE_EXHAUSTED (counted) when a queued request's wait ran out.
+  absl::StatusOr<std::unique_lock<std::timed_mutex>> claim_build_slot(WhenBuilding when_building);
   // Builds the span [begin_ns, end_ns] (agent clock) of `recorder`, asked from `asked_begin_ns` (mu_ held).
   RecorderSnapshot build(FlightRecorder& recorder, int64_t asked_begin_ns, int64_t begin_ns, int64_t end_ns);
   // Adds the warning that the snapshot holds less than asked, naming why, where it does.
@@ -97,7 +100,7 @@ class FlightRecording {
   std::unique_ptr<CaptureSource> look_back_;
   std::function<int64_t()> sample_now_;
 
-  std::mutex build_mu_;  // the build slot; taken before mu_
+  std::timed_mutex build_mu_;  // the build slot; taken before mu_
   std::atomic<bool> built_since_trim_ = false;
   mutable std::mutex mu_;
   std::shared_ptr<FlightRecorder> recorder_;

@@ -3,8 +3,10 @@
 // continuous-profiling calls, sent as bytes written from TensorFlow's field numbers, start, snapshot (each
 // snapshot holding what came after the previous one) and stop with TSL's status codes; a snapshot taken
 // during a Profile leaves the Profile whole and recording goes on after it; with the recorder off the window
-// call fails naming flight_recorder_seconds; under a flood the recorder stays under flight_recorder_max_mb and
-// counts what it dropped; slow steps freeze stored snapshots, kept within their limits and served by id.
+// call fails naming flight_recorder_seconds; under a flood the recorder stays under flight_recorder_max_mb,
+// counts what it dropped and says, in status and in the window, the span it holds whole (shorter than asked,
+// with a warning); a window that fits the cap comes back whole, without one; slow steps freeze stored
+// snapshots, kept within their limits and served by id.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -172,8 +174,10 @@ TEST(FlightRecorder, LastWindowReturnsTheRecentStepsOfEveryRankAtOnce) {
   ASSERT_TRUE(window.ok()) << window.status();
   EXPECT_LT(answered - asked, 3s);
   EXPECT_NEAR(static_cast<double>(window->end_ns() - window->start_ns()), 2e9, 1e6);
+  EXPECT_EQ(window->whole_since_ns(), window->start_ns()) << "two fast ranks' 2 s fit the default 64 MiB";
   XSpace space;
   ASSERT_TRUE(space.ParseFromString(window->xspace()));
+  for (const auto& w : space.warnings()) EXPECT_EQ(w.find("holds"), std::string::npos) << w;
   const auto steps = steps_by_core(space);
   ASSERT_EQ(steps.size(), 2u) << agent.output();
   for (const auto& [core, list] : steps) {
@@ -188,6 +192,12 @@ TEST(FlightRecorder, LastWindowReturnsTheRecentStepsOfEveryRankAtOnce) {
   EXPECT_TRUE(status.flight_recorder().on());
   EXPECT_EQ(status.flight_recorder().window_ms(), 10000);
   EXPECT_GT(status.flight_recorder().held_events(), 0u);
+  ASSERT_EQ(status.flight_recorder().processes_size(), 2);
+  for (const auto& p : status.flight_recorder().processes()) {
+    EXPECT_GE(p.held_seconds(), 2.0) << "pid " << p.pid() << ": recording since before the window";
+    EXPECT_LE(p.held_seconds(), 10.0) << "pid " << p.pid();
+    EXPECT_GT(p.held_events(), 0u);
+  }
 }
 
 TEST(FlightRecorder, ContinuousProfilingCallsAtTensorFlowsFieldNumbers) {
@@ -296,13 +306,26 @@ TEST(FlightRecorder, FloodStaysUnderTheMemoryCapAndCountsWhatItDropped) {
   EXPECT_LE(recorder.held_bytes(), recorder.max_bytes());
   EXPECT_EQ(recorder.max_bytes(), static_cast<uint64_t>(kCapMb) << 20);
   EXPECT_GT(recorder.held_events(), 1000u);
+  EXPECT_LE(static_cast<double>(recorder.held_bytes()) / static_cast<double>(recorder.held_events()), 48.0)
+      << "bytes held per event";
+  ASSERT_EQ(recorder.processes_size(), 2);
+  for (const auto& p : recorder.processes()) EXPECT_LT(p.held_seconds(), 60.0) << "pid " << p.pid();
 
-  // A snapshot of everything held is built within the cap too, and says what the cap dropped.
+  // A window longer than the cap holds says the span it holds whole, and warns.
   absl::StatusOr<podscope::v1::RecordedWindowResponse> window = recorded_window(agent, 60000);
   ASSERT_TRUE(window.ok()) << window.status();
+  EXPECT_GT(window->whole_since_ns(), window->start_ns());
   XSpace space;
   ASSERT_TRUE(space.ParseFromString(window->xspace()));
-  EXPECT_FALSE(steps_by_core(space).empty());
+  ASSERT_FALSE(steps_by_core(space).empty());
+  bool warned = false;
+  for (const auto& w : space.warnings())
+    warned |= w.find("holds") != std::string::npos && w.find("flight_recorder_max_mb") != std::string::npos;
+  EXPECT_TRUE(warned) << [&] {
+    std::string all;
+    for (const auto& w : space.warnings()) all += w + "\n";
+    return all;
+  }();
   EXPECT_TRUE(wait_for(
       [&] {
         const std::string metrics = testing::http_get(agent.metrics_port(), "/metrics");
