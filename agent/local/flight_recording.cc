@@ -175,17 +175,15 @@ void FlightRecording::publish_metrics() {
     std::lock_guard lock(mu_);
     if (recorder_) update_metrics(recorder_->state());
   }
-  return_built_memory();
+  if (built_since_trim_) return_built_memory();  // the builds that nobody returned (GetSnapshot, triggers)
 }
 
 void FlightRecording::return_built_memory() {
-  // A snapshot's build frees a heap of small objects that glibc keeps for reuse; once no build is under way,
-  // hand those pages back, so that the agent's size returns to what it holds.
-  std::unique_lock slot(build_mu_, std::try_to_lock);
-  if (!slot.owns_lock() || !built_since_trim_.exchange(false)) return;
+  // A snapshot's build frees a heap of small objects that glibc keeps, in the arena of the thread that built it,
+  // for reuse; builds run on whichever gRPC thread asked, so each would keep its own. Hand the pages back.
+  built_since_trim_ = false;
   malloc_trim(0);
 }
-
 void FlightRecording::update_metrics(const std::optional<FlightRecorderState>& state) {
   if (!state) return;
   held_bytes_.Set(static_cast<double>(state->held_bytes));

@@ -78,8 +78,11 @@ class FlightRecording {
   absl::StatusOr<RecorderSnapshot> span(int64_t begin_ns, int64_t end_ns, WhenBuilding when_building);
   // Empty when not recording.
   std::optional<FlightRecorderState> state() const;
-  // Sets the recorder's Prometheus gauges and counters from its state.
+  // Sets the recorder's Prometheus gauges and counters from its state, and returns the memory of finished
+  // builds.
   void publish_metrics();
+  // Returns the memory of finished builds to the system.
+  void return_built_memory();
 
  private:
   // FAILED_PRECONDITION naming flight_recorder_seconds when not recording (mu_ held).
@@ -91,8 +94,6 @@ class FlightRecording {
   // Adds the warning that the snapshot holds less than asked, naming why, where it does.
   void warn_if_short(const std::vector<LocalClientCapture>& captures, RecorderSnapshot& snapshot) const;
   void update_metrics(const std::optional<FlightRecorderState>& state);
-  // Returns the memory of finished builds to the system (build slot free).
-  void return_built_memory();
 
   std::shared_ptr<ClientRegistry> registry_;
   const Clock& clock_;

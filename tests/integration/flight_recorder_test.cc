@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -31,6 +32,7 @@
 #include "tests/integration/flood_process.h"
 #include "tests/integration/trainer_process.h"
 #include "tests/proto/wire_fields.h"
+#include "tests/sanitized.h"
 
 namespace podscope {
 namespace {
@@ -137,10 +139,11 @@ XSpace snapshot_space(const AgentProcess& agent) {
   return space;
 }
 
-absl::StatusOr<podscope::v1::RecordedWindowResponse> recorded_window(const AgentProcess& agent, int64_t last_ms) {
+absl::StatusOr<podscope::v1::RecordedWindowResponse> recorded_window(const AgentProcess& agent, int64_t last_ms,
+                                                                      std::chrono::seconds deadline = 10s) {
   auto stub = podscope::v1::Agent::NewStub(agent.channel());
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + 10s);
+  context.set_deadline(std::chrono::system_clock::now() + deadline);
   podscope::v1::RecordedWindowRequest request;
   request.set_last_ms(last_ms);
   podscope::v1::RecordedWindowResponse response;
@@ -333,6 +336,55 @@ TEST(FlightRecorder, FloodStaysUnderTheMemoryCapAndCountsWhatItDropped) {
         return at != std::string::npos && metrics.find("} 0\n", at) != metrics.find('}', at);
       },
       3s));
+}
+
+TEST(FlightRecorder, WindowsAskedInParallelAreBuiltOneAtATimeAndTheirMemoryIsReturned) {
+#ifdef PODSCOPE_SANITIZED
+  GTEST_SKIP() << "measures the agent's RSS, which ASan's shadow memory and quarantine inflate";
+#endif
+  AgentProcess agent({"--sample_interval_ms", "100", "--flight_recorder_seconds", "60", "--flight_recorder_max_mb",
+                      "8"});
+  const std::string socket = agent.socket_dir() + "/agent.sock";
+  testing::FloodProcess flood_a(socket, 0, 1, 9), flood_b(socket, 1, 1, 9);
+  ASSERT_TRUE(wait_for([&] { return agent_status(agent).flight_recorder().dropped_events() > 0; }, 30s))
+      << agent.output();
+  auto rss_kib = [&] { return testing::status_kib(agent.pid(), "VmRSS"); };
+  auto whole_window = [&] { return recorded_window(agent, 60000, 60s); };
+
+  // One window alone: what one build of the full recorder costs, then given back.
+  ASSERT_TRUE(whole_window().ok());
+  std::this_thread::sleep_for(2500ms);  // the agent returns a finished build's memory within a second
+  int64_t before_kib = rss_kib();
+  testing::reset_peak_rss(agent.pid());
+  ASSERT_TRUE(whole_window().ok());
+  const int64_t one_kib = testing::status_kib(agent.pid(), "VmHWM") - before_kib;
+  std::this_thread::sleep_for(2500ms);
+
+  // Eight at once: built in turn (or, past the queue's wait, refused and counted): the agent peaks at one build
+  // and the answers on their way, not eight builds.
+  before_kib = rss_kib();
+  testing::reset_peak_rss(agent.pid());
+  std::vector<absl::Status> answers(8);
+  {
+    std::vector<std::thread> callers;
+    for (auto& answer : answers) callers.emplace_back([&] { answer = whole_window().status(); });
+    for (auto& c : callers) c.join();
+  }
+  const int64_t eight_kib = testing::status_kib(agent.pid(), "VmHWM") - before_kib;
+  int built = 0;
+  for (const absl::Status& a : answers) {
+    EXPECT_TRUE(a.ok() || a.code() == absl::StatusCode::kResourceExhausted) << a;
+    built += a.ok();
+  }
+  EXPECT_GE(built, 1);
+  EXPECT_LE(eight_kib, 3 * one_kib + 32 * 1024)
+      << "one build grew the agent by " << one_kib / 1024 << " MiB, eight asked at once by " << eight_kib / 1024;
+  // And the memory comes back, but for what the heap keeps in pieces: the recorder is full, so what it holds
+  // does not grow meanwhile.
+  EXPECT_TRUE(wait_for([&] { return rss_kib() <= before_kib + one_kib / 2; }, 10s))
+      << "RSS " << rss_kib() / 1024 << " MiB, " << before_kib / 1024 << " MiB before the windows";
+  std::printf("full-recorder window (8 MiB cap): one build +%lld MiB peak, eight in parallel +%lld MiB, %d built\n",
+              static_cast<long long>(one_kib / 1024), static_cast<long long>(eight_kib / 1024), built);
 }
 
 absl::StatusOr<podscope::v1::RecordedWindowResponse> stored_snapshot(const AgentProcess& agent, const std::string& id) {
