@@ -61,10 +61,10 @@ podscope::local::InputStagesMsg stages_at(int64_t start_ns, int events) {
   for (int i = 0; i < events; ++i) {
     const bool root = i % 2 == 0;
     const uint64_t id = (uint64_t{1} << 40) | static_cast<uint64_t>(i);
-    batch.stages.push_back({root ? 3u : 4u,
-                            root ? podscope::local::InputStageCategory::kPreprocess
-                                 : podscope::local::InputStageCategory::kRead,
-                            id, root ? 0 : id - 1, start_ns + i * 10'000, root ? 9'000 : 4'000});
+    batch.stages.push_back(
+        {root ? 3u : 4u,
+         root ? podscope::local::InputStageCategory::kPreprocess : podscope::local::InputStageCategory::kRead, id,
+         root ? 0 : id - 1, start_ns + i * 10'000, root ? 9'000 : 4'000});
   }
   return batch;
 }
@@ -79,9 +79,9 @@ podscope::local::AllocationsMsg allocations_at(int64_t start_ns, int events) {
   for (int i = 0; i < events; ++i) {
     const bool allocate = i % 2 == 0;
     const uint64_t address = 0x7f3a'2000'0000 + static_cast<uint64_t>(i / 2 % 64) * 65536;
-    batch.allocations.push_back({allocate ? podscope::local::AllocationOp::kAllocate
-                                          : podscope::local::AllocationOp::kFree,
-                                 5, 6, address, allocate ? 65536 : 0, start_ns + i * 10'000});
+    batch.allocations.push_back(
+        {allocate ? podscope::local::AllocationOp::kAllocate : podscope::local::AllocationOp::kFree, 5, 6, address,
+         allocate ? 65536 : 0, start_ns + i * 10'000});
   }
   return batch;
 }

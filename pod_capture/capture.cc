@@ -263,7 +263,8 @@ void warn_of_short_windows(CaptureResult& result) {
     char held[32];
     std::snprintf(held, sizeof held, "%.3f", static_cast<double>(std::max<int64_t>(0, held_ns)) * 1e-6);
     result.warnings.push_back(host.host_name + " holds only the last " + held + " ms of the " +
-                              std::to_string(result.last_ms) + " ms asked whole (its flight recorder's window or memory cap, flight_recorder_seconds / "
+                              std::to_string(result.last_ms) +
+                              " ms asked whole (its flight recorder's window or memory cap, flight_recorder_seconds / "
                               "flight_recorder_max_mb, is too small for its event rate; see its XSpace's warnings)");
   }
 }

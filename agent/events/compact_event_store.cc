@@ -491,8 +491,8 @@ std::vector<HeldSpan> CompactEventStore::held_spans() const {
       span.newest_end_ns = std::max(span.newest_end_ns, chunk.last_end_ns);
       span.events += chunk.events;
     }
-    span.whole_since_ns = c->lost_end_ns >= c->lost_begin_ns ? std::max(span.oldest_start_ns, c->lost_end_ns)
-                                                             : span.oldest_start_ns;
+    span.whole_since_ns =
+        c->lost_end_ns >= c->lost_begin_ns ? std::max(span.oldest_start_ns, c->lost_end_ns) : span.oldest_start_ns;
     out.push_back(span);
   }
   return out;

@@ -99,9 +99,10 @@ absl::StatusOr<std::unique_lock<std::timed_mutex>> FlightRecording::claim_build_
   std::unique_lock slot(build_mu_, kSnapshotQueueWait);
   if (slot.owns_lock()) return slot;
   refused_.Increment();
-  return absl::ResourceExhaustedError("the flight recorder builds one snapshot at a time, to bound its memory, and "
-                                      "others kept it busy for " +
-                                      std::to_string(kSnapshotQueueWait.count()) + " s: retry later");
+  return absl::ResourceExhaustedError(
+      "the flight recorder builds one snapshot at a time, to bound its memory, and "
+      "others kept it busy for " +
+      std::to_string(kSnapshotQueueWait.count()) + " s: retry later");
 }
 
 absl::StatusOr<RecorderSnapshot> FlightRecording::snapshot_since_last(WhenBuilding when_building) {
@@ -196,11 +197,11 @@ void FlightRecording::update_metrics(const std::optional<FlightRecorderState>& s
   std::map<int32_t, prometheus::Gauge*> now_held;
   for (const RecordedClient& c : state->clients) {
     auto it = held_seconds_by_pid_.find(c.client.pid);
-    prometheus::Gauge* g = it != held_seconds_by_pid_.end()
-                               ? it->second
-                               : &held_seconds_.Add({{"host", host_name_},
-                                                     {"pid", std::to_string(c.client.pid)},
-                                                     {"program", c.client.program}});
+    prometheus::Gauge* g =
+        it != held_seconds_by_pid_.end()
+            ? it->second
+            : &held_seconds_.Add(
+                  {{"host", host_name_}, {"pid", std::to_string(c.client.pid)}, {"program", c.client.program}});
     g->Set(state->held_seconds(c));
     now_held[c.client.pid] = g;
   }
@@ -217,16 +218,16 @@ void FlightRecording::warn_if_short(const std::vector<LocalClientCapture>& captu
     const int64_t whole_since = c.events.lost_until_ns + clients_offset;
     if (whole_since <= snapshot.begin_ns) continue;
     snapshot.whole_since_ns = std::max(snapshot.whole_since_ns, std::min(whole_since, snapshot.end_ns));
-    dropped_by += (dropped_by.empty() ? "pid " : ", pid ") + std::to_string(c.client.pid) + " (" + c.client.program +
-                  ")";
+    dropped_by +=
+        (dropped_by.empty() ? "pid " : ", pid ") + std::to_string(c.client.pid) + " (" + c.client.program + ")";
   }
   const int64_t asked = snapshot.end_ns - snapshot.asked_begin_ns;
   const int64_t held = snapshot.end_ns - snapshot.whole_since_ns;
   // Shorter by more than a hundredth: rounding and the sampling pass's own time are no news.
   if (asked <= 0 || held >= asked - asked / 100) return;
   char text[96];
-  std::snprintf(text, sizeof text, "flight recorder: holds %.3f s of the %.3f s asked", static_cast<double>(held) * 1e-9,
-                static_cast<double>(asked) * 1e-9);
+  std::snprintf(text, sizeof text, "flight recorder: holds %.3f s of the %.3f s asked",
+                static_cast<double>(held) * 1e-9, static_cast<double>(asked) * 1e-9);
   std::string warning = text;
   if (snapshot.begin_ns > snapshot.asked_begin_ns) {
     warning += "; its window (flight_recorder_seconds) is " +

@@ -45,7 +45,7 @@ struct RecorderSnapshot {
 
 // What a snapshot asked for while another is being built does.
 enum class WhenBuilding {
-  kWait,    // the agent's own triggers: they wait their turn
+  kWait,   // the agent's own triggers: they wait their turn
   kQueue,  // a client's request: waits its turn up to kSnapshotQueueWait, then is refused (RESOURCE_EXHAUSTED) and
            // counted; callers in parallel cannot pile builds up
 };

@@ -140,7 +140,7 @@ XSpace snapshot_space(const AgentProcess& agent) {
 }
 
 absl::StatusOr<podscope::v1::RecordedWindowResponse> recorded_window(const AgentProcess& agent, int64_t last_ms,
-                                                                      std::chrono::seconds deadline = 10s) {
+                                                                     std::chrono::seconds deadline = 10s) {
   auto stub = podscope::v1::Agent::NewStub(agent.channel());
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + deadline);
@@ -342,8 +342,8 @@ TEST(FlightRecorder, WindowsAskedInParallelAreBuiltOneAtATimeAndTheirMemoryIsRet
 #ifdef PODSCOPE_SANITIZED
   GTEST_SKIP() << "measures the agent's RSS, which ASan's shadow memory and quarantine inflate";
 #endif
-  AgentProcess agent({"--sample_interval_ms", "100", "--flight_recorder_seconds", "60", "--flight_recorder_max_mb",
-                      "8"});
+  AgentProcess agent(
+      {"--sample_interval_ms", "100", "--flight_recorder_seconds", "60", "--flight_recorder_max_mb", "8"});
   const std::string socket = agent.socket_dir() + "/agent.sock";
   testing::FloodProcess flood_a(socket, 0, 1, 9), flood_b(socket, 1, 1, 9);
   ASSERT_TRUE(wait_for([&] { return agent_status(agent).flight_recorder().dropped_events() > 0; }, 30s))
