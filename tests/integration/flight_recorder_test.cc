@@ -379,9 +379,9 @@ TEST(FlightRecorder, WindowsAskedInParallelAreBuiltOneAtATimeAndTheirMemoryIsRet
   EXPECT_GE(built, 1);
   EXPECT_LE(eight_kib, 3 * one_kib + 32 * 1024)
       << "one build grew the agent by " << one_kib / 1024 << " MiB, eight asked at once by " << eight_kib / 1024;
-  // And the memory comes back, but for what the heap keeps in pieces: the recorder is full, so what it holds
-  // does not grow meanwhile.
-  EXPECT_TRUE(wait_for([&] { return rss_kib() <= before_kib + one_kib / 2; }, 10s))
+  // And the memory comes back: what the heap keeps in pieces (measured: 50 MiB quiet, 200 MiB with a build
+  // running beside the test) stays below one build's worth. The recorder is full: what it holds does not grow.
+  EXPECT_TRUE(wait_for([&] { return rss_kib() < before_kib + one_kib; }, 10s))
       << "RSS " << rss_kib() / 1024 << " MiB, " << before_kib / 1024 << " MiB before the windows";
   std::printf("full-recorder window (8 MiB cap): one build +%lld MiB peak, eight in parallel +%lld MiB, %d built\n",
               static_cast<long long>(one_kib / 1024), static_cast<long long>(eight_kib / 1024), built);
