@@ -153,6 +153,13 @@ void fill_flight_recorder_status(const AgentParts& parts, podscope::v1::FlightRe
   out.set_held_events(state->held_events);
   out.set_dropped_events(state->dropped_events);
   if (state->oldest_ns != 0) out.set_oldest_event_ns(parts.clock.from_system_ns(state->oldest_ns));
+  for (const RecordedClient& c : state->clients) {
+    podscope::v1::RecordedProcess* p = out.add_processes();
+    p->set_pid(c.client.pid);
+    p->set_program(c.client.program);
+    p->set_held_seconds(state->held_seconds(c));
+    p->set_held_events(c.events);
+  }
 }
 
 void fill_status(const AgentParts& parts, podscope::v1::AgentStatus& status) {

@@ -1,7 +1,9 @@
 // The agent's cost of the flight recorder per event, Google Benchmark, in one run against today's capture:
 //   BM_CaptureWindowAdd — a capture window holding a batch (CompactEventStore, earliest and latest kept)
 //   BM_RecorderAdd      — the recorder holding a batch (the same store keeping the latest, its time window
-//                         expired on every batch), in steady state: full, dropping its oldest chunks
+//                         expired on every batch), in steady state: full, dropping its oldest chunks; for
+//                         each record kind (steps and computes, input stages, allocation records) the bytes
+//                         held per held event (`held_bytes_per_event`, what the cap is charged)
 //   BM_RecorderSnapshot — a 2 s snapshot copied out of a recorder holding 30 s (per event copied)
 // Batches are what a client sends every 50 ms: a step and 9 computes per step, 1000 events, one name.
 // The client's own cost with the recorder on is the active annotation cost (client_annotation_bench's
@@ -49,26 +51,67 @@ void BM_CaptureWindowAdd(benchmark::State& state) {
 }
 BENCHMARK(BM_CaptureWindowAdd);
 
+// The same events as input stages: a root stage and a read stage nested in it, 10 µs apart.
+podscope::local::InputStagesMsg stages_at(int64_t start_ns, int events) {
+  podscope::local::InputStagesMsg batch;
+  batch.session = 1;
+  batch.core = 0;
+  batch.thread_id = 8;
+  batch.names = {{3, "input_batch"}, {4, "read_batch"}};
+  for (int i = 0; i < events; ++i) {
+    const bool root = i % 2 == 0;
+    const uint64_t id = (uint64_t{1} << 40) | static_cast<uint64_t>(i);
+    batch.stages.push_back(
+        {root ? 3u : 4u,
+         root ? podscope::local::InputStageCategory::kPreprocess : podscope::local::InputStageCategory::kRead, id,
+         root ? 0 : id - 1, start_ns + i * 10'000, root ? 9'000 : 4'000});
+  }
+  return batch;
+}
+
+// The same events as allocation records: an allocation and its free, of a 64 KiB buffer of a real heap.
+podscope::local::AllocationsMsg allocations_at(int64_t start_ns, int events) {
+  podscope::local::AllocationsMsg batch;
+  batch.session = 1;
+  batch.core = 0;
+  batch.thread_id = 9;
+  batch.names = {{5, "gpu_bfc"}, {6, "matmul"}};
+  for (int i = 0; i < events; ++i) {
+    const bool allocate = i % 2 == 0;
+    const uint64_t address = 0x7f3a'2000'0000 + static_cast<uint64_t>(i / 2 % 64) * 65536;
+    batch.allocations.push_back(
+        {allocate ? podscope::local::AllocationOp::kAllocate : podscope::local::AllocationOp::kFree, 5, 6, address,
+         allocate ? 65536 : 0, start_ns + i * 10'000});
+  }
+  return batch;
+}
+
 void BM_RecorderAdd(benchmark::State& state) {
   int64_t t = 1'000'000'000;
   podscope::agent::FlightRecorder recorder({30'000'000'000, size_t{64} << 20}, [&t] { return t; });
   podscope::agent::LocalClientInfo client;
   client.connection = 1;
   for (auto _ : state) {
-    recorder.add(client, batch_at(t, kBatch));
+    switch (state.range(0)) {
+      case 0: recorder.add(client, batch_at(t, kBatch)); break;
+      case 1: recorder.add(client, stages_at(t, kBatch)); break;
+      default: recorder.add(client, allocations_at(t, kBatch)); break;
+    }
     t += kBatch * 10'000;
   }
   const auto s = recorder.state();
   state.counters["held_events"] = static_cast<double>(s.held_events);
   state.counters["dropped_events"] = static_cast<double>(s.dropped_events);
   state.counters["held_MiB"] = static_cast<double>(s.held_bytes) / (1 << 20);
+  state.counters["held_bytes_per_event"] = static_cast<double>(s.held_bytes) / static_cast<double>(s.held_events);
   state.SetItemsProcessed(state.iterations() * kBatch);
 }
-BENCHMARK(BM_RecorderAdd);
+// 0: steps and computes, 1: input stages, 2: allocation records.
+BENCHMARK(BM_RecorderAdd)->Arg(0)->Arg(1)->Arg(2);
 
 void BM_RecorderSnapshot(benchmark::State& state) {
   int64_t t = 1'000'000'000;
-  // 30 s at 100 k events/s would not fit 64 MiB at a capture's charge: 1 k events/s, a ring_trainer's rate.
+  // 30 s of 1 k events/s: a slow ring_trainer rank's rate.
   podscope::agent::FlightRecorder recorder({30'000'000'000, size_t{64} << 20}, [&t] { return t; });
   podscope::agent::LocalClientInfo client;
   client.connection = 1;

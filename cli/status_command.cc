@@ -19,6 +19,12 @@ std::string flight_recorder_summary(const podscope::v1::FlightRecorderStatus& r)
                     std::to_string(r.held_events()) + " events in " + std::to_string(r.held_bytes() >> 20) + " of " +
                     std::to_string(r.max_bytes() >> 20) + " MiB";
   if (r.dropped_events() > 0) out += ", dropped " + std::to_string(r.dropped_events()) + " events at the cap";
+  for (const podscope::v1::RecordedProcess& p : r.processes()) {
+    char held[160];
+    std::snprintf(held, sizeof held, "; pid %d (%s): %.1f s held, %llu events", p.pid(), p.program().c_str(),
+                  p.held_seconds(), static_cast<unsigned long long>(p.held_events()));
+    out += held;
+  }
   out += "; " + std::to_string(r.snapshots_size()) + " stored snapshot(s) (" + std::to_string(r.snapshots_triggered()) +
          " triggered, " + std::to_string(r.snapshots_deleted()) + " deleted)";
   return out;

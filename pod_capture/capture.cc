@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 
 #include "proto/xspace/names.h"
@@ -20,15 +21,20 @@ bool is_retryable(const grpc::Status& status) {
 }
 
 // The earliest capture_start_ns any plane of the space records (the agent's clock).
-std::optional<int64_t> recorded_start(const tensorflow::profiler::XSpace& space) {
+// The earliest value of a host-level stat over the space's planes.
+std::optional<int64_t> earliest_stat(const tensorflow::profiler::XSpace& space, std::string_view stat) {
   std::optional<int64_t> out;
   for (const auto& plane : space.planes()) {
     const xspace::XPlaneReader reader(plane);
-    if (auto start = reader.int_stat(xspace::kCaptureStartStat)) {
-      if (!out || *start < *out) out = *start;
+    if (auto value = reader.int_stat(stat)) {
+      if (!out || *value < *out) out = *value;
     }
   }
   return out;
+}
+
+std::optional<int64_t> recorded_start(const tensorflow::profiler::XSpace& space) {
+  return earliest_stat(space, xspace::kCaptureStartStat);
 }
 
 template <typename Response>
@@ -176,6 +182,8 @@ void collect_answers(Attempt& attempt, AttemptOutcome& outcome, const std::vecto
     host.ok = true;
     ++attempt.with_data;
     if (auto start = recorded_start(host.space)) host.actual_start_merged_ns = *start - host.clock.estimate.offset_ns;
+    if (auto whole = earliest_stat(host.space, xspace::kRecordedWholeSinceStat))
+      host.recorded_whole_since_merged_ns = *whole - host.clock.estimate.offset_ns;
   }
 }
 
@@ -244,11 +252,29 @@ std::string after_attempt_message(const Attempt& attempt, size_t hosts, int atte
          " host(s) failed; retrying on every host with a new start time.";
 }
 
+// A window of the past: a host whose recorder holds less than asked (by more than a hundredth) says so.
+void warn_of_short_windows(CaptureResult& result) {
+  if (result.last_ms <= 0) return;
+  const int64_t asked_ns = result.last_ms * 1'000'000;
+  for (const auto& host : result.hosts) {
+    if (!host.ok || !host.recorded_whole_since_merged_ns) continue;
+    const int64_t held_ns = std::min(asked_ns, result.start_ns + asked_ns - *host.recorded_whole_since_merged_ns);
+    if (held_ns >= asked_ns - asked_ns / 100) continue;
+    char held[32];
+    std::snprintf(held, sizeof held, "%.3f", static_cast<double>(std::max<int64_t>(0, held_ns)) * 1e-6);
+    result.warnings.push_back(host.host_name + " holds only the last " + held + " ms of the " +
+                              std::to_string(result.last_ms) +
+                              " ms asked whole (its flight recorder's window or memory cap, flight_recorder_seconds / "
+                              "flight_recorder_max_mb, is too small for its event rate; see its XSpace's warnings)");
+  }
+}
+
 // The warnings and start skew of the kept attempt.
 void summarize_hosts(CaptureResult& result) {
   for (const auto& host : result.hosts) {
     if (host.clock_before.kind == ClockMeasurement::kNoPingRpc) result.warnings.push_back(host.clock_before.detail);
   }
+  warn_of_short_windows(result);
   std::optional<int64_t> first, last;
   for (const auto& host : result.hosts) {
     if (!host.actual_start_merged_ns) continue;

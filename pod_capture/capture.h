@@ -71,6 +71,8 @@ struct HostCapture {
   ClockMeasurement clock;          // both bursts pooled (combine_clocks): the offset the host's times are merged with
   int64_t requested_start_ns = 0;  // on the agent's clock
   std::optional<int64_t> actual_start_merged_ns;  // the agent's recorded start, in coordinator time
+  // A flight recorder window's: from when on the agent holds every annotated process whole, coordinator time.
+  std::optional<int64_t> recorded_whole_since_merged_ns;
   int attempts = 0;
   double clock_drift_ppm = 0;  // only the coordinator daemon's long series sets it
 };

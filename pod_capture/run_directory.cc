@@ -165,6 +165,19 @@ std::string capture_json(const CaptureResult& result) {
     out += ", \"requested_start_ns\": " + std::to_string(h.requested_start_ns);
     out += ", \"actual_start_ns\": " +
            (h.actual_start_merged_ns ? std::to_string(*h.actual_start_merged_ns) : std::string("null"));
+    if (result.last_ms > 0) {
+      // The span the host's flight recorder held whole: from here to the window's end.
+      const int64_t end_ns = result.start_ns + result.last_ms * 1'000'000;
+      out +=
+          ", \"recorded_whole_since_ns\": " +
+          (h.recorded_whole_since_merged_ns ? std::to_string(*h.recorded_whole_since_merged_ns) : std::string("null"));
+      out += ", \"recorded_held_ms\": " +
+             (h.recorded_whole_since_merged_ns
+                  ? std::to_string(
+                        std::clamp<int64_t>(end_ns - *h.recorded_whole_since_merged_ns, 0, result.last_ms * 1'000'000) /
+                        1'000'000)
+                  : std::string("null"));
+    }
     out += ", \"attempts\": " + std::to_string(h.attempts);
     out += ", \"budget_drops\": " + budget_drops_json(h.space) + "}";
   }

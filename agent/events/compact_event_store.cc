@@ -28,9 +28,12 @@ constexpr size_t kMaxVarint64Bytes = 10;
 constexpr size_t kMaxRecordBytes = 1 + 5 + 6 * kMaxVarint64Bytes;
 constexpr size_t kChunkBytes = 16 << 10;
 
-// Per-name and per-stream bookkeeping, charged like events so that a flood of distinct names is bounded too.
-constexpr size_t kNameOverheadBytes = 96;
-constexpr size_t kStreamBytes = 64;
+// What holding costs beyond the records, charged so that a flood of distinct names or threads is bounded too:
+// a name is kept twice (the list and the index: two strings, a hash slot and the list's slack), a stream once
+// in a list and once in a tree node, and a chunk and a client carry their own bookkeeping.
+constexpr size_t kNameOverheadBytes = 2 * sizeof(std::string) + 32;
+constexpr size_t kStreamBytes = sizeof(EventStream) + 64;
+constexpr size_t kClientBytes = 1024;
 
 // Where an event ends: a negative duration counts as none, and a client's end past INT64_MAX is the end of time.
 template <typename Event>
@@ -95,7 +98,8 @@ struct CompactEventStore::Chunk {
   std::unique_ptr<uint8_t[]> bytes = std::make_unique<uint8_t[]>(kChunkBytes);
   size_t used = 0;
   uint32_t events = 0;
-  size_t charged = 0;  // the chunk's bytes plus its events' costs
+  size_t charged = 0;   // the chunk's bytes and bookkeeping, plus its events' build reservations
+  size_t reserved = 0;  // of which build reservations
   int64_t last_start_ns = 0;
   int64_t first_start_ns = std::numeric_limits<int64_t>::max();
   int64_t last_end_ns = std::numeric_limits<int64_t>::min();  // the latest end of its events
@@ -134,6 +138,9 @@ struct CompactEventStore::Chunk {
   }
 };
 
+// A chunk as held: its bytes, its bookkeeping and its slot in the client's deque.
+const size_t CompactEventStore::kHeldChunkBytes = kChunkBytes + sizeof(CompactEventStore::Chunk) + 16;
+
 struct CompactEventStore::Client {
   std::vector<std::string> names{std::string()};
   absl::flat_hash_map<std::string, uint32_t> name_index;
@@ -162,8 +169,20 @@ CompactEventStore::~CompactEventStore() = default;
 
 CompactEventStore::Client& CompactEventStore::client(uint64_t id) {
   auto& c = clients_[id];
-  if (!c) c = std::make_unique<Client>();
+  if (!c) {
+    c = std::make_unique<Client>();
+    c->charged = kClientBytes;  // never refused: at most one per connection
+    charged_ += kClientBytes;
+    peak_charged_ = std::max(peak_charged_, charged_);
+  }
   return *c;
+}
+
+CompactEventStore::Clients::iterator CompactEventStore::forget(Clients::iterator it) {
+  const Client& c = *it->second;
+  charged_ -= c.charged;
+  for (const Chunk& chunk : c.chunks) reserved_ -= chunk.reserved;
+  return clients_.erase(it);
 }
 
 size_t CompactEventStore::fair_share() const { return budget_ / std::max<size_t>(1, clients_.size()); }
@@ -180,6 +199,7 @@ bool CompactEventStore::evict_one(Client& victim, const Client& requester) {
   lost_events_ += it->events;
   victim.charged -= it->charged;
   charged_ -= it->charged;
+  reserved_ -= it->reserved;
   victim.chunks.erase(it);
   return true;
 }
@@ -213,14 +233,15 @@ void CompactEventStore::start_chunk(Client& c) {
   } else {
     c.tail_started = true;
   }
-  chunk.charged = kChunkBytes;
-  c.charged += kChunkBytes;
-  charged_ += kChunkBytes;
+  chunk.charged = kHeldChunkBytes;
+  c.charged += kHeldChunkBytes;
+  charged_ += kHeldChunkBytes;
+  peak_charged_ = std::max(peak_charged_, charged_);
   c.chunks.push_back(std::move(chunk));
 }
 
 void CompactEventStore::append(Client& c, uint32_t stream, const local::EventMsg& e, uint32_t id, int32_t arg,
-                               size_t cost) {
+                               size_t reserve) {
   Chunk& chunk = c.chunks.back();
   uint8_t* p = chunk.bytes.get() + chunk.used;
   uint8_t flags = static_cast<uint8_t>(e.kind) & 0x0f;
@@ -243,9 +264,11 @@ void CompactEventStore::append(Client& c, uint32_t stream, const local::EventMsg
   chunk.first_start_ns = std::min(chunk.first_start_ns, e.start_ns);
   chunk.last_end_ns = std::max(chunk.last_end_ns, end_of(e));
   ++chunk.events;
-  chunk.charged += cost;
-  c.charged += cost;
-  charged_ += cost;
+  chunk.charged += reserve;
+  chunk.reserved += reserve;
+  c.charged += reserve;
+  charged_ += reserve;
+  reserved_ += reserve;
   peak_charged_ = std::max(peak_charged_, charged_);
 }
 
@@ -263,6 +286,7 @@ void CompactEventStore::add(uint64_t id, const local::EventsMsg& batch) {
     c.stream_index.emplace(std::make_pair(batch.core, batch.thread_id), stream);
     c.charged += kStreamBytes;  // never refused: at most one per batch
     charged_ += kStreamBytes;
+    peak_charged_ = std::max(peak_charged_, charged_);
   }
   absl::flat_hash_map<uint32_t, uint32_t> batch_names;  // the batch's id → the client's name index
   for (const auto& [bid, name] : batch.names) {
@@ -270,7 +294,7 @@ void CompactEventStore::add(uint64_t id, const local::EventsMsg& batch) {
       batch_names[bid] = it->second;
       continue;
     }
-    const size_t cost = name.size() * 2 + kNameOverheadBytes;
+    const size_t cost = (name.size() > 15 ? 2 * (name.size() + 1) : 0) + kNameOverheadBytes;
     if (!make_room(c, cost)) continue;
     const auto index = static_cast<uint32_t>(c.names.size());
     c.names.push_back(name);
@@ -289,9 +313,9 @@ void CompactEventStore::add(uint64_t id, const local::EventsMsg& batch) {
     ++c.received;
     const uint32_t event_id = id_is_name(e.kind) ? name_of(e.id) : e.id;
     const int32_t arg = arg_is_name(e.kind) ? static_cast<int32_t>(name_of(static_cast<uint32_t>(e.arg))) : e.arg;
-    const size_t cost = CaptureCost::of(e);
+    const size_t reserve = retention_ == Retention::kEarliestAndLatest ? CaptureCost::of(e) : 0;
     const bool new_chunk = c.chunks.empty() || c.chunks.back().used + kMaxRecordBytes > kChunkBytes;
-    if (!make_room(c, cost + (new_chunk ? kChunkBytes : 0))) {
+    if (!make_room(c, reserve + (new_chunk ? kHeldChunkBytes : 0))) {
       HeldEvent refused;
       refused.kind = e.kind;
       refused.stream = stream;
@@ -303,7 +327,7 @@ void CompactEventStore::add(uint64_t id, const local::EventsMsg& batch) {
     }
     // Making room may have dropped the chunk being written.
     if (c.chunks.empty() || c.chunks.back().used + kMaxRecordBytes > kChunkBytes) start_chunk(c);
-    append(c, stream, e, event_id, arg, cost);
+    append(c, stream, e, event_id, arg, reserve);
   }
 }
 
@@ -402,16 +426,17 @@ HeldClientEvents CompactEventStore::take(uint64_t id) {
   out.events.reserve(count);
   while (!c.chunks.empty()) {
     c.chunks.front().decode([&out](const HeldEvent& e) { out.events.push_back(e); });
+    reserved_ -= c.chunks.front().reserved;
     c.chunks.pop_front();
   }
   out.received_events = c.received;
   out.drops = c.lost;
+  if (c.lost_end_ns >= c.lost_begin_ns) out.lost_until_ns = c.lost_end_ns;
   drop_incomplete_steps(c, out);
 
   out.names = std::move(c.names);
   out.streams = std::move(c.streams);
-  charged_ -= c.charged;
-  clients_.erase(found);
+  forget(found);
   return out;
 }
 
@@ -428,6 +453,7 @@ HeldClientEvents CompactEventStore::copy(uint64_t id, int64_t begin_ns, int64_t 
   }
   drop_incomplete_steps(c, out);
   out.received_events = out.events.size() + out.dropped_events();
+  if (c.lost_end_ns >= c.lost_begin_ns) out.lost_until_ns = c.lost_end_ns;
   out.names = c.names;
   out.streams = c.streams;
   return out;
@@ -439,21 +465,37 @@ void CompactEventStore::expire_before(int64_t cutoff_ns) {
     while (!c.chunks.empty() && c.chunks.size() > 1 && c.chunks.front().last_end_ns < cutoff_ns) {
       c.charged -= c.chunks.front().charged;
       charged_ -= c.chunks.front().charged;
+      reserved_ -= c.chunks.front().reserved;
       c.chunks.pop_front();
     }
     // The chunk being written expires too once everything in it is old: the client has gone quiet.
-    if (c.chunks.size() == 1 && c.chunks.front().last_end_ns < cutoff_ns) {
-      charged_ -= c.charged;
-      it = clients_.erase(it);
-      continue;
-    }
-    if (c.chunks.empty() && c.received > 0) {
-      charged_ -= c.charged;
-      it = clients_.erase(it);
+    const bool quiet = c.chunks.size() == 1 && c.chunks.front().last_end_ns < cutoff_ns;
+    if (quiet || (c.chunks.empty() && c.received > 0)) {
+      it = forget(it);
       continue;
     }
     ++it;
   }
+}
+
+std::vector<HeldSpan> CompactEventStore::held_spans() const {
+  std::vector<HeldSpan> out;
+  for (const auto& [id, c] : clients_) {
+    if (c->chunks.empty()) continue;
+    HeldSpan span;
+    span.client = id;
+    span.oldest_start_ns = std::numeric_limits<int64_t>::max();
+    span.newest_end_ns = std::numeric_limits<int64_t>::min();
+    for (const Chunk& chunk : c->chunks) {
+      span.oldest_start_ns = std::min(span.oldest_start_ns, chunk.first_start_ns);
+      span.newest_end_ns = std::max(span.newest_end_ns, chunk.last_end_ns);
+      span.events += chunk.events;
+    }
+    span.whole_since_ns =
+        c->lost_end_ns >= c->lost_begin_ns ? std::max(span.oldest_start_ns, c->lost_end_ns) : span.oldest_start_ns;
+    out.push_back(span);
+  }
+  return out;
 }
 
 std::vector<uint64_t> CompactEventStore::client_ids() const {

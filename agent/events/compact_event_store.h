@@ -1,10 +1,13 @@
 // The events that annotated processes send, held compactly under one memory budget. A capture window holds
 // its clients' events here until it closes; the flight recorder holds the latest ones here continuously.
 //
-// Each event becomes one varint record (about 12-20 bytes, see compact_event_store.cc) in a chunk of its
-// client; the budget is charged for the record and for what the event will cost once it is built into an
-// XSpace and answered (CaptureCost), so that the whole capture — holding, build and response — stays
-// inside it. Clients share the budget fairly: one that is over its share loses its own chunks first.
+// Each event becomes one varint record (about 8-20 bytes, see compact_event_store.cc) in a chunk of its
+// client. The budget is charged for the bytes really held: the chunks (charged whole when started), names,
+// streams and each client's bookkeeping. A capture's store also reserves, per event, what the event will cost
+// once built into an XSpace and answered (CaptureCost), so that the whole capture — holding, build and
+// response — stays inside one budget; a flight recorder's store does not: its snapshots are built one at a
+// time outside it (FlightRecording). Clients share the budget fairly: one over its share loses its own
+// chunks first.
 // Losing a chunk loses whole steps, never part of one: take() drops every event of a step that lost any.
 #pragma once
 
@@ -25,8 +28,9 @@ namespace podscope::agent {
 
 // Which events survive when a client's share is full.
 enum class Retention {
-  kEarliestAndLatest,  // a capture: the first half of the share stays, the rest is a ring of the latest
-  kLatest,             // a flight recorder: a ring of the latest
+  kEarliestAndLatest,  // a capture: the first half of the share stays, the rest is a ring of the latest; the
+                       // build of each event is reserved too
+  kLatest,             // a flight recorder: a ring of the latest; only what is held is charged
 };
 
 // One held event, decoded. Names are indices into HeldClientEvents::names (0: none).
@@ -61,11 +65,24 @@ struct HeldClientEvents {
   std::vector<HeldEvent> events;       // in arrival order
   uint64_t received_events = 0;        // everything the client sent inside the window: held + dropped
   std::map<int32_t, CoreDrops> drops;  // cores that lost events; the steps count whole steps
+  // The end of the latest event the budget dropped (clients' clock): from then on the client's events are
+  // whole. INT64_MIN when the budget dropped none.
+  int64_t lost_until_ns = std::numeric_limits<int64_t>::min();
   uint64_t dropped_events() const;
   uint64_t dropped_steps() const;
 };
 
-// The store's charge for one held event, in bytes.
+// What one client's held events span, for saying what a recorder really holds.
+struct HeldSpan {
+  uint64_t client = 0;
+  int64_t oldest_start_ns = 0;  // the earliest start held (clients' clock)
+  // From when on nothing was lost: the end of the latest event the budget dropped, or oldest_start_ns.
+  int64_t whole_since_ns = 0;
+  int64_t newest_end_ns = 0;
+  uint64_t events = 0;
+};
+
+// What a capture reserves for one held event, in bytes, beyond the bytes held.
 struct CaptureCost {
   // What building and answering an event costs beyond its record: the decoded event, the XEvent and its
   // XStats as heap objects, and the serialized bytes twice (the response copy and gRPC's own).
@@ -106,9 +123,15 @@ class CompactEventStore {
   void expire_before(int64_t cutoff_ns);
   std::vector<uint64_t> client_ids() const;
 
+  // Per client: what its held events span, and from when on they are whole.
+  std::vector<HeldSpan> held_spans() const;
+
   size_t budget_bytes() const { return budget_; }
+  // Charged against the budget: the bytes held, plus a capture's build reservation.
   size_t charged_bytes() const { return charged_; }
   size_t peak_charged_bytes() const { return peak_charged_; }
+  // Bytes really held: chunks, names, streams and bookkeeping.
+  size_t held_bytes() const { return charged_ - reserved_; }
   // Bytes of the records themselves, the compactness figure.
   size_t record_bytes() const;
   uint64_t held_events() const;
@@ -120,14 +143,18 @@ class CompactEventStore {
  private:
   struct Chunk;
   struct Client;
+  using Clients = std::map<uint64_t, std::unique_ptr<Client>>;
+  static const size_t kHeldChunkBytes;
 
   Client& client(uint64_t id);
+  // Drops a client and gives back all it was charged.
+  Clients::iterator forget(Clients::iterator it);
   // Frees budget until `bytes` more fit, taking chunks from the client furthest over its share (or from
   // `requester` itself); false when nothing more can be freed.
   bool make_room(Client& requester, size_t bytes);
   bool evict_one(Client& victim, const Client& requester);
   void start_chunk(Client& c);
-  void append(Client& c, uint32_t stream, const local::EventMsg& e, uint32_t id, int32_t arg, size_t cost);
+  void append(Client& c, uint32_t stream, const local::EventMsg& e, uint32_t id, int32_t arg, size_t reserve);
   size_t fair_share() const;
   // Removes from `out` every event of a step that overlaps the span `c` lost events in, and anything else in
   // that span, counting them in out.drops.
@@ -138,9 +165,10 @@ class CompactEventStore {
   int64_t window_begin_ns_ = std::numeric_limits<int64_t>::min();
   int64_t window_end_ns_ = std::numeric_limits<int64_t>::max();
   size_t charged_ = 0;
+  size_t reserved_ = 0;  // the part of charged_ that is a capture's build reservation
   size_t peak_charged_ = 0;
   uint64_t lost_events_ = 0;
-  std::map<uint64_t, std::unique_ptr<Client>> clients_;
+  Clients clients_;
 };
 
 }  // namespace podscope::agent

@@ -46,12 +46,23 @@ FlightRecorderState FlightRecorder::state() const {
   FlightRecorderState s;
   s.window_ns = settings_.window_ns;
   s.max_bytes = settings_.max_bytes;
-  s.held_bytes = store_.charged_bytes();
+  s.held_bytes = store_.held_bytes();
   s.peak_held_bytes = store_.peak_charged_bytes();
   s.held_events = store_.held_events();
   s.dropped_events = store_.lost_events();
   s.oldest_ns = store_.oldest_start_ns();
+  s.now_ns = now_ns_();
+  for (const HeldSpan& span : store_.held_spans()) {
+    auto info = clients_.find(span.client);
+    if (info == clients_.end()) continue;
+    s.clients.push_back({info->second, span.oldest_start_ns, span.whole_since_ns, span.events});
+  }
   return s;
+}
+
+double FlightRecorderState::held_seconds(const RecordedClient& c) const {
+  const int64_t held = std::clamp<int64_t>(now_ns - c.whole_since_ns, 0, window_ns);
+  return static_cast<double>(held) * 1e-9;
 }
 
 }  // namespace podscope::agent

@@ -1,8 +1,8 @@
 // The flight recorder's rolling window of what annotated processes sent: every batch of every registered
 // client (while recording, clients stream continuously, see ClientRegistry::start_recording) is held in a
 // CompactEventStore that keeps the latest events, bounded by time (`window_ns`: older chunks age out) and by
-// memory (`max_bytes`, charged as a capture charges, so that building a snapshot of everything held stays
-// inside it too: oldest chunks are dropped first and counted). Snapshots copy a span out and leave it held.
+// memory (`max_bytes`, charged by the bytes really held: oldest chunks are dropped first, whole steps at a
+// time, and counted). Snapshots copy a span out and leave it held; FlightRecording builds them one at a time.
 #pragma once
 
 #include <cstdint>
@@ -21,14 +21,26 @@ struct FlightRecorderSettings {
   size_t max_bytes = size_t{64} << 20;
 };
 
+// What the recorder holds of one client.
+struct RecordedClient {
+  LocalClientInfo client;
+  int64_t oldest_ns = 0;       // its earliest event held, clients' clock
+  int64_t whole_since_ns = 0;  // from then on nothing of it was dropped by max_bytes (clients' clock)
+  uint64_t events = 0;
+};
+
 struct FlightRecorderState {
   int64_t window_ns = 0;
   size_t max_bytes = 0;
-  size_t held_bytes = 0;       // charged against max_bytes now
-  size_t peak_held_bytes = 0;  // the most ever charged
+  size_t held_bytes = 0;       // held, and charged against max_bytes, now
+  size_t peak_held_bytes = 0;  // the most ever held
   uint64_t held_events = 0;
   uint64_t dropped_events = 0;  // dropped by max_bytes since recording started (not those that aged out)
   int64_t oldest_ns = 0;        // the earliest event held, clients' clock; 0 when none
+  int64_t now_ns = 0;           // when this was read, clients' clock
+  std::vector<RecordedClient> clients;
+  // The seconds of `c` held whole now: from whole_since_ns to now, at most the window.
+  double held_seconds(const RecordedClient& c) const;
 };
 
 class FlightRecorder {

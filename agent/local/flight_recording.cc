@@ -1,6 +1,10 @@
 #include "agent/local/flight_recording.h"
 
+#include <malloc.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <limits>
 
 #include <prometheus/family.h>
 
@@ -45,7 +49,15 @@ FlightRecording::FlightRecording(std::shared_ptr<ClientRegistry> registry, const
                               "Events the flight recorder dropped, oldest first, to stay within flight_recorder_max_mb",
                               host_name_)),
       snapshots_(counter(metrics, "podscope_flight_recorder_snapshots_total",
-                         "Snapshots built from the flight recorder (GetSnapshot and window requests)", host_name_)) {}
+                         "Snapshots built from the flight recorder (GetSnapshot and window requests)", host_name_)),
+      refused_(counter(metrics, "podscope_flight_recorder_snapshots_refused_total",
+                       "Snapshot requests refused after waiting for the builds before them (one at a time)",
+                       host_name_)),
+      held_seconds_(prometheus::BuildGauge()
+                        .Name("podscope_flight_recorder_held_seconds")
+                        .Help("Seconds of an annotated process the flight recorder holds whole, up to now (at most "
+                              "flight_recorder_seconds; less where flight_recorder_max_mb dropped older events)")
+                        .Register(metrics)) {}
 
 FlightRecording::~FlightRecording() {
   if (recorder_) registry_->stop_recording();
@@ -74,6 +86,7 @@ absl::Status FlightRecording::stop() {
   registry_->stop_recording();
   update_metrics(recorder_->state());
   recorder_.reset();
+  update_metrics(FlightRecorderState{});
   window_seconds_.Set(0);
   held_bytes_.Set(0);
   held_events_.Set(0);
@@ -81,13 +94,29 @@ absl::Status FlightRecording::stop() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<RecorderSnapshot> FlightRecording::snapshot_since_last() {
+absl::StatusOr<std::unique_lock<std::timed_mutex>> FlightRecording::claim_build_slot(WhenBuilding when_building) {
+  if (when_building == WhenBuilding::kWait) return std::unique_lock(build_mu_);
+  std::unique_lock slot(build_mu_, kSnapshotQueueWait);
+  if (slot.owns_lock()) return slot;
+  refused_.Increment();
+  return absl::ResourceExhaustedError(
+      "the flight recorder builds one snapshot at a time, to bound its memory, and "
+      "others kept it busy for " +
+      std::to_string(kSnapshotQueueWait.count()) + " s: retry later");
+}
+
+absl::StatusOr<RecorderSnapshot> FlightRecording::snapshot_since_last(WhenBuilding when_building) {
+  absl::StatusOr<std::unique_lock<std::timed_mutex>> slot = claim_build_slot(when_building);
+  if (!slot.ok()) return slot.status();
   std::lock_guard lock(mu_);
   if (!recorder_) return absl::NotFoundError("no continuous profiling session: the flight recorder is not recording");
   const int64_t end = sample_now_();
-  const int64_t begin = std::max(last_snapshot_end_ns_, end - recorder_->settings().window_ns);
+  const int64_t asked_begin = last_snapshot_end_ns_;
+  const int64_t begin = std::max(asked_begin, end - recorder_->settings().window_ns);
   last_snapshot_end_ns_ = end;
-  return build(*recorder_, begin, end);
+  RecorderSnapshot snapshot = build(*recorder_, asked_begin, begin, end);
+  snapshot.build_slot = std::move(*slot);
+  return snapshot;
 }
 
 absl::Status FlightRecording::check_recording() const {
@@ -97,23 +126,30 @@ absl::Status FlightRecording::check_recording() const {
       "the agent with --flight_recorder_seconds=N");
 }
 
-absl::StatusOr<RecorderSnapshot> FlightRecording::last(int64_t duration_ms) {
+absl::StatusOr<RecorderSnapshot> FlightRecording::last(int64_t duration_ms, WhenBuilding when_building) {
   if (duration_ms <= 0) {
     return absl::InvalidArgumentError("last_ms " + std::to_string(duration_ms) + " must be positive");
   }
+  absl::StatusOr<std::unique_lock<std::timed_mutex>> slot = claim_build_slot(when_building);
+  if (!slot.ok()) return slot.status();
   std::lock_guard lock(mu_);
   if (absl::Status s = check_recording(); !s.ok()) return s;
   const int64_t end = sample_now_();
   const int64_t window_ns = recorder_->settings().window_ns;
-  const int64_t begin = end - std::min(duration_ms * 1'000'000, window_ns);
-  return build(*recorder_, begin, end);
+  const int64_t asked_ns = std::min<int64_t>(duration_ms, std::numeric_limits<int64_t>::max() / 1'000'000) * 1'000'000;
+  const int64_t begin = end - std::min(asked_ns, window_ns);
+  RecorderSnapshot snapshot = build(*recorder_, end - asked_ns, begin, end);
+  snapshot.build_slot = std::move(*slot);
+  return snapshot;
 }
 
-absl::StatusOr<RecorderSnapshot> FlightRecording::span(int64_t begin_ns, int64_t end_ns) {
+absl::StatusOr<RecorderSnapshot> FlightRecording::span(int64_t begin_ns, int64_t end_ns, WhenBuilding when_building) {
   if (end_ns <= begin_ns) {
     return absl::InvalidArgumentError("span [" + std::to_string(begin_ns) + ", " + std::to_string(end_ns) +
                                       "] ns is empty");
   }
+  absl::StatusOr<std::unique_lock<std::timed_mutex>> slot = claim_build_slot(when_building);
+  if (!slot.ok()) return slot.status();
   std::lock_guard lock(mu_);
   if (absl::Status s = check_recording(); !s.ok()) return s;
   const int64_t now = sample_now_();
@@ -124,7 +160,9 @@ absl::StatusOr<RecorderSnapshot> FlightRecording::span(int64_t begin_ns, int64_t
                                  "] ns is outside the flight recorder's window (it ends now, " + std::to_string(now) +
                                  ", and holds " + std::to_string(recorder_->settings().window_ns / 1'000'000) + " ms)");
   }
-  return build(*recorder_, begin, end);
+  RecorderSnapshot snapshot = build(*recorder_, begin_ns, begin, end);
+  snapshot.build_slot = std::move(*slot);
+  return snapshot;
 }
 
 std::optional<FlightRecorderState> FlightRecording::state() const {
@@ -134,10 +172,19 @@ std::optional<FlightRecorderState> FlightRecording::state() const {
 }
 
 void FlightRecording::publish_metrics() {
-  std::lock_guard lock(mu_);
-  if (recorder_) update_metrics(recorder_->state());
+  {
+    std::lock_guard lock(mu_);
+    if (recorder_) update_metrics(recorder_->state());
+  }
+  if (built_since_trim_) return_built_memory();  // the builds that nobody returned (GetSnapshot, triggers)
 }
 
+void FlightRecording::return_built_memory() {
+  // A snapshot's build frees a heap of small objects that glibc keeps, in the arena of the thread that built it,
+  // for reuse; builds run on whichever gRPC thread asked, so each would keep its own. Hand the pages back.
+  built_since_trim_ = false;
+  malloc_trim(0);
+}
 void FlightRecording::update_metrics(const std::optional<FlightRecorderState>& state) {
   if (!state) return;
   held_bytes_.Set(static_cast<double>(state->held_bytes));
@@ -146,17 +193,66 @@ void FlightRecording::update_metrics(const std::optional<FlightRecorderState>& s
     dropped_events_.Increment(static_cast<double>(state->dropped_events - dropped_reported_));
     dropped_reported_ = state->dropped_events;
   }
+  // One gauge per process held; a process no longer held loses its gauge.
+  std::map<int32_t, prometheus::Gauge*> now_held;
+  for (const RecordedClient& c : state->clients) {
+    auto it = held_seconds_by_pid_.find(c.client.pid);
+    prometheus::Gauge* g =
+        it != held_seconds_by_pid_.end()
+            ? it->second
+            : &held_seconds_.Add(
+                  {{"host", host_name_}, {"pid", std::to_string(c.client.pid)}, {"program", c.client.program}});
+    g->Set(state->held_seconds(c));
+    now_held[c.client.pid] = g;
+  }
+  for (const auto& [pid, g] : held_seconds_by_pid_)
+    if (!now_held.contains(pid)) held_seconds_.Remove(g);
+  held_seconds_by_pid_ = std::move(now_held);
 }
 
-RecorderSnapshot FlightRecording::build(FlightRecorder& recorder, int64_t begin_ns, int64_t end_ns) {
+void FlightRecording::warn_if_short(const std::vector<LocalClientCapture>& captures, RecorderSnapshot& snapshot) const {
+  const int64_t clients_offset = clock_.from_system_ns(0);
+  std::string dropped_by;
+  for (const LocalClientCapture& c : captures) {
+    if (c.events.lost_until_ns == std::numeric_limits<int64_t>::min()) continue;
+    const int64_t whole_since = c.events.lost_until_ns + clients_offset;
+    if (whole_since <= snapshot.begin_ns) continue;
+    snapshot.whole_since_ns = std::max(snapshot.whole_since_ns, std::min(whole_since, snapshot.end_ns));
+    dropped_by +=
+        (dropped_by.empty() ? "pid " : ", pid ") + std::to_string(c.client.pid) + " (" + c.client.program + ")";
+  }
+  const int64_t asked = snapshot.end_ns - snapshot.asked_begin_ns;
+  const int64_t held = snapshot.end_ns - snapshot.whole_since_ns;
+  // Shorter by more than a hundredth: rounding and the sampling pass's own time are no news.
+  if (asked <= 0 || held >= asked - asked / 100) return;
+  char text[96];
+  std::snprintf(text, sizeof text, "flight recorder: holds %.3f s of the %.3f s asked",
+                static_cast<double>(held) * 1e-9, static_cast<double>(asked) * 1e-9);
+  std::string warning = text;
+  if (snapshot.begin_ns > snapshot.asked_begin_ns) {
+    warning += "; its window (flight_recorder_seconds) is " +
+               std::to_string((snapshot.end_ns - snapshot.begin_ns) / 1'000'000) + " ms";
+  }
+  if (!dropped_by.empty()) {
+    warning += "; its memory cap (flight_recorder_max_mb) had dropped older events of " + dropped_by +
+               ": events before the held span were left out";
+  }
+  snapshot.space.add_warnings(warning);
+}
+
+RecorderSnapshot FlightRecording::build(FlightRecorder& recorder, int64_t asked_begin_ns, int64_t begin_ns,
+                                        int64_t end_ns) {
   RecorderSnapshot snapshot;
+  snapshot.asked_begin_ns = std::min(asked_begin_ns, begin_ns);
   snapshot.begin_ns = begin_ns;
   snapshot.end_ns = end_ns;
+  snapshot.whole_since_ns = begin_ns;
   tensorflow::profiler::XSpace& space = snapshot.space;
   space.add_hostnames(host_name_);
 
   const int64_t clients_offset = clock_.from_system_ns(0);
   std::vector<LocalClientCapture> captures = recorder.window(begin_ns - clients_offset, end_ns - clients_offset);
+  warn_if_short(captures, snapshot);
   for (LocalClientCapture& c : captures) {
     if (const uint64_t dropped = c.events.dropped_events(); dropped > 0) {
       space.add_warnings("local client pid " + std::to_string(c.client.pid) + " (" + c.client.program +
@@ -179,9 +275,11 @@ RecorderSnapshot FlightRecording::build(FlightRecorder& recorder, int64_t begin_
   xspace::XPlaneBuilder(xspace::find_or_add_plane(space, xspace::kHostPlaneName))
       .stats()
       .add(xspace::kCaptureStartStat, begin_ns)
-      .add(xspace::kCaptureEndStat, end_ns);
+      .add(xspace::kCaptureEndStat, end_ns)
+      .add(xspace::kRecordedWholeSinceStat, snapshot.whole_since_ns);
   space.add_warnings(std::string(kLeftOutWarning));
   snapshots_.Increment();
+  built_since_trim_ = true;
   update_metrics(recorder.state());
   return snapshot;
 }

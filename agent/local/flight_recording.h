@@ -7,12 +7,16 @@
 // capture; a capture's events are recorded too.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
@@ -27,12 +31,25 @@
 
 namespace podscope::agent {
 
-// A snapshot: the span it covers (agent clock) and its XSpace.
+// A snapshot: the span asked for and the span it covers (agent clock), from when on every annotated process's
+// events are held whole, and its XSpace. While it lives no other snapshot is built: keep it only as long as
+// answering needs it.
 struct RecorderSnapshot {
+  int64_t asked_begin_ns = 0;
   int64_t begin_ns = 0;
   int64_t end_ns = 0;
+  int64_t whole_since_ns = 0;  // begin_ns, or later where flight_recorder_max_mb had dropped older events
   tensorflow::profiler::XSpace space;
+  std::unique_lock<std::timed_mutex> build_slot;
 };
+
+// What a snapshot asked for while another is being built does.
+enum class WhenBuilding {
+  kWait,   // the agent's own triggers: they wait their turn
+  kQueue,  // a client's request: waits its turn up to kSnapshotQueueWait, then is refused (RESOURCE_EXHAUSTED) and
+           // counted; callers in parallel cannot pile builds up
+};
+inline constexpr std::chrono::seconds kSnapshotQueueWait{10};
 
 class FlightRecording {
  public:
@@ -47,25 +64,35 @@ class FlightRecording {
   absl::Status start(const FlightRecorderSettings& settings);
   // NOT_FOUND when not recording. What was recorded is dropped.
   absl::Status stop();
+  // Snapshots are built one at a time (each holds the build slot while it lives): `when_building` says what a
+  // request does meanwhile. Each says in a warning when it holds less than was asked.
+  //
   // What was recorded since the previous call (since recording started, the first time), bounded by the
   // window. NOT_FOUND when not recording.
-  absl::StatusOr<RecorderSnapshot> snapshot_since_last();
+  absl::StatusOr<RecorderSnapshot> snapshot_since_last(WhenBuilding when_building);
   // The last `duration_ms` (bounded by the window). FAILED_PRECONDITION naming flight_recorder_seconds when
   // not recording; INVALID_ARGUMENT for a duration <= 0.
-  absl::StatusOr<RecorderSnapshot> last(int64_t duration_ms);
+  absl::StatusOr<RecorderSnapshot> last(int64_t duration_ms, WhenBuilding when_building = WhenBuilding::kWait);
   // The span [begin_ns, end_ns] (agent clock), cut to what the window holds now. FAILED_PRECONDITION as last();
   // INVALID_ARGUMENT when the span is empty.
-  absl::StatusOr<RecorderSnapshot> span(int64_t begin_ns, int64_t end_ns);
+  absl::StatusOr<RecorderSnapshot> span(int64_t begin_ns, int64_t end_ns, WhenBuilding when_building);
   // Empty when not recording.
   std::optional<FlightRecorderState> state() const;
-  // Sets the recorder's Prometheus gauges and counters from its state.
+  // Sets the recorder's Prometheus gauges and counters from its state, and returns the memory of finished
+  // builds.
   void publish_metrics();
+  // Returns the memory of finished builds to the system.
+  void return_built_memory();
 
  private:
   // FAILED_PRECONDITION naming flight_recorder_seconds when not recording (mu_ held).
   absl::Status check_recording() const;
-  // Builds the span [begin_ns, end_ns] (agent clock) of `recorder`; one at a time (mu_ held).
-  RecorderSnapshot build(FlightRecorder& recorder, int64_t begin_ns, int64_t end_ns);
+  // The build slot, or RESOURCE_EXHAUSTED (counted) when a queued request's wait ran out.
+  absl::StatusOr<std::unique_lock<std::timed_mutex>> claim_build_slot(WhenBuilding when_building);
+  // Builds the span [begin_ns, end_ns] (agent clock) of `recorder`, asked from `asked_begin_ns` (mu_ held).
+  RecorderSnapshot build(FlightRecorder& recorder, int64_t asked_begin_ns, int64_t begin_ns, int64_t end_ns);
+  // Adds the warning that the snapshot holds less than asked, naming why, where it does.
+  void warn_if_short(const std::vector<LocalClientCapture>& captures, RecorderSnapshot& snapshot) const;
   void update_metrics(const std::optional<FlightRecorderState>& state);
 
   std::shared_ptr<ClientRegistry> registry_;
@@ -74,6 +101,8 @@ class FlightRecording {
   std::unique_ptr<CaptureSource> look_back_;
   std::function<int64_t()> sample_now_;
 
+  std::timed_mutex build_mu_;  // the build slot; taken before mu_
+  std::atomic<bool> built_since_trim_ = false;
   mutable std::mutex mu_;
   std::shared_ptr<FlightRecorder> recorder_;
   int64_t recording_since_ns_ = 0;  // agent clock
@@ -84,6 +113,9 @@ class FlightRecording {
   prometheus::Gauge& window_seconds_;
   prometheus::Counter& dropped_events_;
   prometheus::Counter& snapshots_;
+  prometheus::Counter& refused_;
+  prometheus::Family<prometheus::Gauge>& held_seconds_;
+  std::map<int32_t, prometheus::Gauge*> held_seconds_by_pid_;
   uint64_t dropped_reported_ = 0;
 };
 

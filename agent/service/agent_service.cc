@@ -33,13 +33,17 @@ grpc::Status AgentServiceImpl::GetRecordedWindow(grpc::ServerContext* context,
                                                  const podscope::v1::RecordedWindowRequest* request,
                                                  podscope::v1::RecordedWindowResponse* response) {
   if (grpc::Status allowed = authorizer_.authorize(*context, "GetRecordedWindow"); !allowed.ok()) return allowed;
-  absl::StatusOr<RecorderSnapshot> snapshot = request->end_ns() > 0
-                                                  ? recording_.span(request->start_ns(), request->end_ns())
-                                                  : recording_.last(request->last_ms());
-  if (!snapshot.ok()) return to_grpc_status(snapshot.status());
-  response->set_start_ns(snapshot->begin_ns);
-  response->set_end_ns(snapshot->end_ns);
-  snapshot->space.SerializeToString(response->mutable_xspace());
+  {
+    absl::StatusOr<RecorderSnapshot> snapshot =
+        request->end_ns() > 0 ? recording_.span(request->start_ns(), request->end_ns(), WhenBuilding::kQueue)
+                              : recording_.last(request->last_ms(), WhenBuilding::kQueue);
+    if (!snapshot.ok()) return to_grpc_status(snapshot.status());
+    response->set_start_ns(snapshot->begin_ns);
+    response->set_end_ns(snapshot->end_ns);
+    response->set_whole_since_ns(snapshot->whole_since_ns);
+    snapshot->space.SerializeToString(response->mutable_xspace());
+  }
+  recording_.return_built_memory();
   return grpc::Status::OK;
 }
 

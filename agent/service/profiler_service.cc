@@ -82,7 +82,7 @@ grpc::Status ProfilerServiceImpl::StartContinuousProfiling(grpc::ServerContext* 
 grpc::Status ProfilerServiceImpl::GetSnapshot(grpc::ServerContext* context, const tensorflow::GetSnapshotRequest*,
                                               tensorflow::ProfileResponse* response) {
   if (grpc::Status allowed = authorizer_.authorize(*context, "GetSnapshot"); !allowed.ok()) return allowed;
-  absl::StatusOr<RecorderSnapshot> snapshot = recording_.snapshot_since_last();
+  absl::StatusOr<RecorderSnapshot> snapshot = recording_.snapshot_since_last(WhenBuilding::kQueue);
   if (!snapshot.ok()) return to_grpc_status(snapshot.status());
   response->set_empty_trace(!xspace::has_events(snapshot->space));
   response->mutable_xspace()->Swap(&snapshot->space);

@@ -90,6 +90,8 @@ inline constexpr std::string_view kCoreCountStat = "core_count";
 inline constexpr std::string_view kMemorySizeStat = "memory_size";
 inline constexpr std::string_view kCaptureStartStat = "capture_start_ns";
 inline constexpr std::string_view kCaptureEndStat = "capture_end_ns";
+// A flight recorder window's: from when on (agent clock) every annotated process's events are held whole.
+inline constexpr std::string_view kRecordedWholeSinceStat = "recorded_whole_since_ns";
 inline constexpr std::string_view kClockOffsetStat = "clock_offset_ns";  // host clock − coordinator clock
 inline constexpr std::string_view kClockRttStat = "clock_rtt_ns";
 inline constexpr std::string_view kClockDriftStat = "clock_drift_ppm";

@@ -115,6 +115,10 @@ class PodSnapshotTest(unittest.TestCase):
             # host (measured 4-6 s there for `podscope analyze` of such a run alone).
             self.assertLessEqual(window["collected_in_ms"], 3000, window)
             self.assertLess(took, 20.0, out)
+            # 5 s of a rank fit an agent's recorder: every host says it holds all of them, and nothing warns.
+            for host in capture["hosts"]:
+                self.assertGreaterEqual(host["recorded_held_ms"], 4950, host)
+            self.assertEqual([w for w in capture["warnings"] if "holds only" in w], [], capture)
         cores = re.findall(r"core (\d+) \(.*?\): (\d+) steps, average step ([\d.]+) ms", out)
         self.assertEqual(sorted(int(c) for c, _, _ in cores), [0, 1, 2, 3], out)
         for core, steps, average_ms in cores:

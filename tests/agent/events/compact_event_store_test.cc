@@ -1,11 +1,13 @@
 // The compact event store on in-memory batches: what goes in comes out exactly; records stay small; when the
 // budget is full a capture keeps each client's earliest and latest steps whole and counts what it dropped;
 // a flooding client loses its own events before a modest one loses any; the flight recorder keeps the latest;
-// input stages are held, charged and dropped with the steps they fall in, like every other event.
+// input stages are held, charged and dropped with the steps they fall in, like every other event; a recorder is
+// charged only the bytes it holds, at most 48 per event of every kind.
 #include "agent/events/compact_event_store.h"
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -204,7 +206,7 @@ TEST(CompactEventStore, AFloodingClientLosesItsOwnEventsBeforeAModestOneLosesAny
 }
 
 TEST(CompactEventStore, TheFlightRecorderKeepsTheLatestSteps) {
-  CompactEventStore store(2 * kMiB, Retention::kLatest);
+  CompactEventStore store(kMiB / 8, Retention::kLatest);
   for (int64_t first = 0; first < 2000; first += 50) store.add(1, steps(0, first, 50, 9));
   const HeldClientEvents held = store.take(1);
   const auto per_step = events_per_step(held);
@@ -216,10 +218,13 @@ TEST(CompactEventStore, TheFlightRecorderKeepsTheLatestSteps) {
 }
 
 TEST(CompactEventStore, ACopyOfASpanLeavesEverythingHeldAndDropsOnlyIncompleteSteps) {
-  CompactEventStore store(2 * kMiB, Retention::kLatest);
+  CompactEventStore store(kMiB / 8, Retention::kLatest);
   for (int64_t s = 0; s < 3000; s += 100) store.add(1, steps(0, s, 100, 9));
   const uint64_t held = store.held_events();
   ASSERT_GT(store.lost_events(), 0u);
+  const std::vector<HeldSpan> spans = store.held_spans();
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_GE(spans[0].whole_since_ns, spans[0].oldest_start_ns);
   // Steps 2900..2949: whole, and still held afterwards.
   const HeldClientEvents copy =
       store.copy(1, kT0 + int64_t{2900} * 1'000'000, kT0 + int64_t{2949} * 1'000'000 + 900'000);
@@ -231,6 +236,55 @@ TEST(CompactEventStore, ACopyOfASpanLeavesEverythingHeldAndDropsOnlyIncompleteSt
   const HeldClientEvents all = store.copy(1, kT0, kT0 + int64_t{3000} * 1'000'000);
   for (const auto& [step, n] : events_per_step(all)) EXPECT_EQ(n, 10) << "step " << step;
   EXPECT_GT(all.dropped_events() + store.lost_events(), 0u);
+  EXPECT_GT(all.lost_until_ns, kT0) << "the copy says until when events were lost";
+  EXPECT_LE(all.lost_until_ns, spans[0].whole_since_ns);
+  for (const HeldEvent& e : all.events) EXPECT_GE(e.start_ns, all.lost_until_ns);
+}
+
+// Allocation records of one allocator thread: an allocation and its free per op, addresses of a real heap.
+local::AllocationsMsg allocations(int64_t first, int64_t count) {
+  local::AllocationsMsg b;
+  b.core = 0;
+  b.thread_id = 30;
+  b.names = {{5, "gpu_bfc"}, {6, "matmul"}};
+  for (int64_t s = first; s < first + count; ++s) {
+    const int64_t t = kT0 + s * 1'000'000 + 200'000;
+    const uint64_t address = 0x7f3a'2000'0000 + static_cast<uint64_t>(s % 64) * 65536;
+    b.allocations.push_back({local::AllocationOp::kAllocate, 5, 6, address, 65536, t});
+    b.allocations.push_back({local::AllocationOp::kFree, 5, 6, address, 0, t + 50'000});
+  }
+  return b;
+}
+
+TEST(CompactEventStore, ARecorderIsChargedWhatItHoldsAtMostFortyEightBytesAnEventOfEveryKind) {
+  struct Kind {
+    const char* name;
+    std::function<void(CompactEventStore&, int64_t first, int64_t count)> add;
+  };
+  const std::vector<Kind> kinds = {
+      {"steps and computes", [](CompactEventStore& s, int64_t f, int64_t n) { s.add(1, steps(0, f, n, 9)); }},
+      {"input stages", [](CompactEventStore& s, int64_t f, int64_t n) { s.add(1, input_stages(0, f, n)); }},
+      {"allocation records", [](CompactEventStore& s, int64_t f, int64_t n) { s.add(1, allocations(f, n)); }},
+  };
+  for (const Kind& kind : kinds) {
+    CompactEventStore store(64 * kMiB, Retention::kLatest);
+    for (int64_t first = 0; first < 50'000; first += 100) kind.add(store, first, 100);
+    ASSERT_GT(store.held_events(), 90'000u) << kind.name;
+    EXPECT_EQ(store.lost_events(), 0u) << kind.name;
+    EXPECT_EQ(store.charged_bytes(), store.held_bytes()) << kind.name << ": a recorder reserves nothing";
+    const double per_event = static_cast<double>(store.charged_bytes()) / static_cast<double>(store.held_events());
+    EXPECT_LE(per_event, 48.0) << kind.name;
+    EXPECT_GE(store.held_bytes(), store.record_bytes()) << kind.name;
+  }
+}
+
+TEST(CompactEventStore, ACaptureAlsoReservesTheBuildOfWhatItHolds) {
+  CompactEventStore store(64 * kMiB, Retention::kEarliestAndLatest);
+  store.add(1, steps(0, 0, 100, 9));
+  EXPECT_GE(store.charged_bytes() - store.held_bytes(), 1000 * CaptureCost::of({}));
+  store.take(1);
+  EXPECT_EQ(store.charged_bytes(), 0u);
+  EXPECT_EQ(store.held_bytes(), 0u);
 }
 
 TEST(CompactEventStore, ChunksThatEndedBeforeTheCutoffAgeOutUncountedAndAQuietClientIsForgotten) {
@@ -263,8 +317,10 @@ TEST(CompactEventStore, EventsWhollyOutsideTheWindowAreNeitherHeldNorCounted) {
 TEST(CompactEventStore, OtherDataIsChargedAndRefusedWhenItCannotFit) {
   CompactEventStore store(4 * kMiB, Retention::kEarliestAndLatest);
   EXPECT_TRUE(store.charge(1, 1 * kMiB));
+  const size_t charged = store.charged_bytes();
+  EXPECT_GE(charged, 1 * kMiB);
   EXPECT_FALSE(store.charge(1, 8 * kMiB));
-  EXPECT_EQ(store.charged_bytes(), 1 * kMiB);
+  EXPECT_EQ(store.charged_bytes(), charged);
 }
 
 }  // namespace
