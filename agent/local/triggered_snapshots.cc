@@ -194,7 +194,8 @@ void TriggeredSnapshots::freeze(const Trigger& trigger) {
                            << " not snapshot: it left the flight recorder's window before its turn to be frozen";
     return;
   }
-  absl::StatusOr<RecorderSnapshot> snapshot = recording_.span(trigger.end_ns - state->window_ns, trigger.end_ns);
+  absl::StatusOr<RecorderSnapshot> snapshot =
+      recording_.span(trigger.end_ns - state->window_ns, trigger.end_ns, WhenBuilding::kWait);
   if (!snapshot.ok()) {
     count(Outcome::kRecorderOff);
     return;
