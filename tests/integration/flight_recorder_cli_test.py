@@ -30,7 +30,7 @@ class FlightRecorderCli(unittest.TestCase):
             self.assertEqual(capture["duration_ms"], 2000, capture)
             # Every agent's window is in the CLI's hands within 3 s; the whole command adds the process start, the
             # files and the analysis, seconds of their own on a loaded 2-core host.
-            self.assertLessEqual(capture["recorded_window"]["collected_in_ms"], 3000, capture)
+            self.assertLessEqual(capture["collected_in_ms"], 3000, capture)
             self.assertLess(took, 20.0, out)
             # Every rank's steps cover at least 1.8 s of the 2 s asked for (the analysis trims partial edge steps).
             cores = re.findall(r"core (\d+) \(.*?\): (\d+) steps, average step ([\d.]+) ms", out)
