@@ -1,7 +1,9 @@
 #include "pod_capture/agent_connection.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "absl/strings/str_split.h"
 
@@ -56,57 +58,46 @@ std::unique_ptr<AgentConnection> connect_agent(const std::string& address,
   return agent;
 }
 
-namespace {
-
-// One agent's burst: `count` pings one after another, each sent as the previous one is answered.
-struct PingBurst {
-  size_t index = 0;
-  int sent = 0;
+ClockMeasurement measure_clock(AgentConnection& agent, const Clock& clock, int count, int timeout_ms) {
   ClockMeasurement out;
   std::vector<PingExchange> exchanges;
-  // The ping in flight.
-  std::unique_ptr<grpc::ClientContext> context;
-  podscope::v1::PingRequest request;
-  podscope::v1::PingResponse response;
-  grpc::Status status;
-  std::unique_ptr<grpc::ClientAsyncResponseReader<podscope::v1::PingResponse>> reader;
-
-  // Takes the answer to the ping in flight (received at t3_ns); false when the burst is over.
-  bool answered(const std::string& address, int64_t t3_ns, int count) {
+  for (int i = 0; i < count; ++i) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+    // The first ping may also wait for the connection; later ones may not, so a stuck agent costs one timeout.
+    if (i == 0) context.set_wait_for_ready(false);
+    podscope::v1::PingRequest request;
+    podscope::v1::PingResponse response;
+    const int64_t t0 = clock.now_ns();
+    request.set_client_send_ns(t0);
+    const grpc::Status status = agent.agent->Ping(&context, request, &response);
+    const int64_t t3 = clock.now_ns();
     if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
       out.kind = ClockMeasurement::kNoPingRpc;
-      out.detail = address + " has no podscope ping RPC (a plain TF profiler server?): clock offset taken as 0";
-      return false;
+      out.detail = agent.address + " has no podscope ping RPC (a plain TF profiler server?): clock offset taken as 0";
+      return out;
     }
-    if (status.ok()) {
-      exchanges.push_back({request.client_send_ns(), response.server_receive_ns(), response.server_send_ns(), t3_ns});
-    } else if (exchanges.empty()) {
-      // A stuck agent costs one timeout: its first ping failed, so no more are sent.
-      out.kind = ClockMeasurement::kUnreachable;
-      out.detail = address + ": ping failed: " + status.error_message();
-      return false;
+    if (!status.ok()) {
+      if (exchanges.empty()) {
+        out.kind = ClockMeasurement::kUnreachable;
+        out.detail = agent.address + ": ping failed: " + status.error_message();
+        return out;
+      }
+      continue;
     }
-    return sent < count;
+    exchanges.push_back({t0, response.server_receive_ns(), response.server_send_ns(), t3});
+    if (burst_settled(exchanges, kSettledExchanges)) break;
   }
-
-  void estimate(const std::string& address) {
-    if (out.kind == ClockMeasurement::kNoPingRpc || !out.detail.empty()) return;
-    auto estimate = estimate_offset(exchanges);
-    if (!estimate.ok()) {
-      out.kind = ClockMeasurement::kUnreachable;
-      out.detail = address + ": " + std::string(estimate.status().message());
-      return;
-    }
-    out.kind = ClockMeasurement::kMeasured;
-    out.estimate = *estimate;
-    out.exchanges = std::move(exchanges);
+  auto estimate = estimate_offset(exchanges);
+  if (!estimate.ok()) {
+    out.kind = ClockMeasurement::kUnreachable;
+    out.detail = agent.address + ": " + std::string(estimate.status().message());
+    return out;
   }
-};
-
-}  // namespace
-
-ClockMeasurement measure_clock(AgentConnection& agent, const Clock& clock, int count, int timeout_ms) {
-  return measure_clocks({&agent}, clock, count, timeout_ms, 1).front();
+  out.kind = ClockMeasurement::kMeasured;
+  out.estimate = *estimate;
+  out.exchanges = std::move(exchanges);
+  return out;
 }
 
 ClockMeasurement combine_clocks(const ClockMeasurement& before, const ClockMeasurement& after) {
@@ -120,49 +111,19 @@ ClockMeasurement combine_clocks(const ClockMeasurement& before, const ClockMeasu
 
 std::vector<ClockMeasurement> measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock, int count,
                                              int timeout_ms, int parallelism) {
-  grpc::CompletionQueue queue;
-  std::vector<PingBurst> bursts(agents.size());
-  auto send_ping = [&](PingBurst& burst) {
-    burst.context = std::make_unique<grpc::ClientContext>();
-    burst.context->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
-    burst.response.Clear();
-    ++burst.sent;
-    burst.request.set_client_send_ns(clock.now_ns());
-    burst.reader = agents[burst.index]->agent->AsyncPing(burst.context.get(), burst.request, &queue);
-    burst.reader->Finish(&burst.response, &burst.status, &burst);
+  std::vector<ClockMeasurement> out(agents.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < agents.size(); i = next++) out[i] = measure_clock(*agents[i], clock, count, timeout_ms);
   };
-  size_t started = 0;
-  auto start_next = [&] {
-    bursts[started].index = started;
-    send_ping(bursts[started++]);
-  };
-  size_t in_flight = std::min(agents.size(), static_cast<size_t>(std::max(1, parallelism)));
-  for (size_t i = 0; i < in_flight; ++i) start_next();
-  void* tag = nullptr;
-  bool ok = false;
-  while (in_flight > 0 && queue.Next(&tag, &ok)) {
-    const int64_t t3 = clock.now_ns();
-    PingBurst& burst = *static_cast<PingBurst*>(tag);
-    if (burst.answered(agents[burst.index]->address, t3, count)) {
-      send_ping(burst);
-      continue;
-    }
-    burst.reader.reset();
-    burst.context.reset();
-    if (started < agents.size()) {
-      start_next();
-    } else {
-      --in_flight;
-    }
-  }
-  queue.Shutdown();
-  while (queue.Next(&tag, &ok)) {}
-  std::vector<ClockMeasurement> out;
-  out.reserve(agents.size());
-  for (size_t i = 0; i < agents.size(); ++i) {
-    bursts[i].estimate(agents[i]->address);
-    out.push_back(std::move(bursts[i].out));
-  }
+  // No more ping threads than cores: a ping thread waiting for a core delays t0 or t3, and that delay lands
+  // in the offset (one-sided) rather than only in the RTT.
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads = std::min({agents.size(), static_cast<size_t>(std::max(1, parallelism)), cores});
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
   return out;
 }
 

@@ -40,9 +40,6 @@ struct AgentConnection {
 std::unique_ptr<AgentConnection> connect_agent(const std::string& address,
                                                std::shared_ptr<grpc::ChannelCredentials> credentials);
 
-// How many agents' clock-sync bursts run at once.
-inline constexpr int kClockSyncParallelism = 32;
-
 // What a clock-sync burst against one agent found.
 struct ClockMeasurement {
   enum Kind { kMeasured, kNoPingRpc, kUnreachable } kind = kUnreachable;
@@ -57,16 +54,15 @@ struct ClockMeasurement {
 // whichever burst was measured.
 ClockMeasurement combine_clocks(const ClockMeasurement& before, const ClockMeasurement& after);
 
-// `count` sequential pings (each bounded by `timeout_ms`; a first one that fails ends the burst), then
+// A burst ends early once this many of its exchanges are near its smallest RTT (burst_settled).
+inline constexpr size_t kSettledExchanges = 4;
+
+// Up to `count` sequential pings (each bounded by `timeout_ms`), fewer once the burst settles, then
 // estimate_offset.
 ClockMeasurement measure_clock(AgentConnection& agent, const Clock& clock, int count, int timeout_ms);
 
-// measure_clock for every agent, the bursts of up to `parallelism` agents at once, all driven from one thread
-// through one completion queue: a burst is a chain of round trips, so the agents' bursts overlap their waits,
-// and no ping waits for a thread of its own to be scheduled. Each ping's t3 is read as its answer is taken from
-// the queue; answers that queue behind others only lengthen their exchange's RTT, which the estimator's
-// near-minimal-RTT filter discards.
+// Measures every agent, up to `parallelism` at a time.
 std::vector<ClockMeasurement> measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock, int count,
-                                             int timeout_ms, int parallelism = kClockSyncParallelism);
+                                             int timeout_ms, int parallelism = 16);
 
 }  // namespace podscope::pod_capture
