@@ -62,7 +62,9 @@ Lateness lateness_of(std::vector<int64_t> starts, int64_t planned_ns) {
   Lateness out;
   if (starts.empty()) return out;
   std::sort(starts.begin(), starts.end());
-  auto at = [&](size_t percent) { return starts[std::min(starts.size() - 1, starts.size() * percent / 100)] - planned_ns; };
+  auto at = [&](size_t percent) {
+    return starts[std::min(starts.size() - 1, starts.size() * percent / 100)] - planned_ns;
+  };
   out.p50 = at(50);
   out.p99 = at(99);
   out.max = starts.back() - planned_ns;

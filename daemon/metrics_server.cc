@@ -54,8 +54,9 @@ const char* reason_phrase(int status) {
 
 // Every answer closes its connection: a scraper opens one per scrape, and no idle keep-alive holds a slot.
 std::string http_answer(int status, const char* content_type, const std::string& body, bool with_body) {
-  std::string out = "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) + "\r\nContent-Type: " +
-                    content_type + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
+  std::string out = "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) +
+                    "\r\nContent-Type: " + content_type + "\r\nContent-Length: " + std::to_string(body.size()) +
+                    "\r\nConnection: close\r\n\r\n";
   if (with_body) out += body;
   return out;
 }
@@ -72,8 +73,7 @@ absl::StatusOr<int> listen_on(const std::string& listen) {
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   hints.ai_family = host.empty() || host == "*" ? AF_INET : AF_UNSPEC;
   addrinfo* found = nullptr;
-  const int resolved =
-      getaddrinfo(host.empty() || host == "*" ? nullptr : host.c_str(), port.c_str(), &hints, &found);
+  const int resolved = getaddrinfo(host.empty() || host == "*" ? nullptr : host.c_str(), port.c_str(), &hints, &found);
   if (resolved != 0) return absl::InvalidArgumentError(gai_strerror(resolved));
   const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
@@ -121,8 +121,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::s
                                                                     std::vector<const HealthCheck*> health_checks) {
   absl::StatusOr<int> listen_fd = listen_on(listen);
   if (!listen_fd.ok()) {
-    return absl::UnavailableError("metrics_listen " + listen + ": cannot listen: " +
-                                  std::string(listen_fd.status().message()));
+    return absl::UnavailableError("metrics_listen " + listen +
+                                  ": cannot listen: " + std::string(listen_fd.status().message()));
   }
   std::unique_ptr<MetricsServer> server(new MetricsServer(std::move(registry), std::move(health_checks)));
   server->listen_fd_ = *listen_fd;
@@ -266,7 +266,8 @@ std::string MetricsServer::answer(const std::string& request_head) const {
   if (method != "GET" && method != "HEAD") {
     return http_answer(405, "text/plain; charset=utf-8", "only GET and HEAD\n", true);
   }
-  if (path == "/metrics") return http_answer(200, "text/plain; version=0.0.4; charset=utf-8", metrics_body(), with_body);
+  if (path == "/metrics")
+    return http_answer(200, "text/plain; version=0.0.4; charset=utf-8", metrics_body(), with_body);
   if (path == "/healthz") {
     int status = 200;
     const std::string body = health_body(status);
@@ -275,9 +276,7 @@ std::string MetricsServer::answer(const std::string& request_head) const {
   return http_answer(404, "text/plain; charset=utf-8", "not found\n", with_body);
 }
 
-std::string MetricsServer::metrics_body() const {
-  return prometheus::TextSerializer().Serialize(registry_->Collect());
-}
+std::string MetricsServer::metrics_body() const { return prometheus::TextSerializer().Serialize(registry_->Collect()); }
 
 std::string MetricsServer::health_body(int& status) const {
   std::string failing;

@@ -13,9 +13,8 @@ bool burst_settled(const std::vector<PingExchange>& exchanges, size_t enough) {
   int64_t min_rtt = exchanges.front().rtt_ns();
   for (const auto& e : exchanges) min_rtt = std::min(min_rtt, e.rtt_ns());
   const int64_t cutoff = near_minimal_rtt_cutoff(min_rtt);
-  const auto near = std::count_if(exchanges.begin(), exchanges.end(), [&](const PingExchange& e) {
-    return e.rtt_ns() >= 0 && e.rtt_ns() <= cutoff;
-  });
+  const auto near = std::count_if(exchanges.begin(), exchanges.end(),
+                                  [&](const PingExchange& e) { return e.rtt_ns() >= 0 && e.rtt_ns() <= cutoff; });
   return static_cast<size_t>(near) >= enough;
 }
 

@@ -47,10 +47,10 @@ TEST(ClockSync, AsymmetricPathErrorStaysWithinHalfRtt) {
 
 TEST(ClockSync, ABurstSettlesOnceEnoughExchangesAreNearItsSmallestRtt) {
   std::vector<PingExchange> burst;
-  burst.push_back(exchange(0, 1'000'000, 30'000, 5'000, 30'000));             // RTT 60 µs
-  burst.push_back(exchange(1'000'000, 1'000'000, 300'000, 5'000, 30'000));    // queued on the way up
-  burst.push_back(exchange(2'000'000, 1'000'000, 35'000, 5'000, 35'000));     // 70 µs: within 20 µs
-  burst.push_back(exchange(3'000'000, 1'000'000, 30'000, 5'000, 400'000));    // queued on the way back
+  burst.push_back(exchange(0, 1'000'000, 30'000, 5'000, 30'000));           // RTT 60 µs
+  burst.push_back(exchange(1'000'000, 1'000'000, 300'000, 5'000, 30'000));  // queued on the way up
+  burst.push_back(exchange(2'000'000, 1'000'000, 35'000, 5'000, 35'000));   // 70 µs: within 20 µs
+  burst.push_back(exchange(3'000'000, 1'000'000, 30'000, 5'000, 400'000));  // queued on the way back
   EXPECT_FALSE(burst_settled(burst, 4)) << "two of four near the smallest RTT";
   burst.push_back(exchange(4'000'000, 1'000'000, 31'000, 5'000, 31'000));
   EXPECT_FALSE(burst_settled(burst, 4));
