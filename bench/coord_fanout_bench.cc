@@ -4,7 +4,8 @@
 //     do, for N = 16, 64, 256, 1024;
 //   - P real podscope-agent processes on this host (--agent_processes, default 16).
 // Per row:
-//   sync               the opening clock-sync burst to every agent (16 pings each), and per agent
+//   sync               the opening clock-sync burst to every agent (up to 16 pings each), per agent, and the
+//                      pings per agent it took
 //   late p50/p99/max   each agent's actual start after the planned instant T (coordinator time), as percentiles;
 //                      skew is max − min
 //   baseline           the same figures for N independent timers sleeping until one CLOCK_REALTIME instant
@@ -190,6 +191,7 @@ double us(int64_t ns) { return static_cast<double>(ns) / 1e3; }
 struct FanoutRow {
   int n = 0;
   int64_t sync_ns = 0, margin_ms = 0, total_ns = 0, duration_ms = 0;
+  double pings_per_agent = 0;  // answered pings of the opening burst (it ends early once settled)
   Lateness late, baseline;
   int captured = 0;
 };
@@ -208,6 +210,9 @@ FanoutRow row_of(const podscope::pod_capture::CaptureResult& result, const std::
   row.total_ns = total_ns;
   row.duration_ms = result.duration_ms;
   row.late = lateness_of(starts, result.start_ns);
+  size_t pings = 0;
+  for (const auto& host : result.hosts) pings += host.clock_before.exchanges.size();
+  row.pings_per_agent = static_cast<double>(pings) / n;
   row.captured =
       static_cast<int>(std::count_if(result.hosts.begin(), result.hosts.end(), [](const auto& h) { return h.ok; }));
   return row;
@@ -265,7 +270,7 @@ FanoutRow process_fanout(int n, int64_t duration_ms) {
 }
 
 void print_header(const char* baseline) {
-  std::printf("%6s %9s %9s %6s | %-34s | %-34s | %8s %9s %9s\n", "N", "sync", "per agent", "margin",
+  std::printf("%6s %9s %9s %5s %6s | %-34s | %-34s | %8s %9s %9s\n", "N", "sync", "per agent", "pings", "margin",
               "start after T: p50 / p99 / max, skew", baseline, "total", "−duration", "captured");
 }
 
@@ -275,8 +280,8 @@ void print_row(const FanoutRow& r) {
     std::snprintf(text, sizeof text, "%6.3f / %6.3f / %6.3f, %6.3f ms", ms(l.p50), ms(l.p99), ms(l.max), ms(l.skew));
     return std::string(text);
   };
-  std::printf("%6d %6.1f ms %6.3f ms %3lld ms | %-34s | %-34s | %5.0f ms %6.0f ms %5d/%d\n", r.n, ms(r.sync_ns),
-              ms(r.sync_ns) / r.n, static_cast<long long>(r.margin_ms), lateness(r.late).c_str(),
+  std::printf("%6d %6.1f ms %6.3f ms %5.1f %3lld ms | %-34s | %-34s | %5.0f ms %6.0f ms %5d/%d\n", r.n, ms(r.sync_ns),
+              ms(r.sync_ns) / r.n, r.pings_per_agent, static_cast<long long>(r.margin_ms), lateness(r.late).c_str(),
               lateness(r.baseline).c_str(), ms(r.total_ns), ms(r.total_ns) - static_cast<double>(r.duration_ms),
               r.captured, r.n);
 }
