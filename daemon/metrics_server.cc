@@ -118,7 +118,8 @@ MetricsServer::MetricsServer(std::shared_ptr<prometheus::Registry> registry,
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& listen,
                                                                     std::shared_ptr<prometheus::Registry> registry,
-                                                                    std::vector<const HealthCheck*> health_checks) {
+                                                                    std::vector<const HealthCheck*> health_checks,
+                                                                    const prometheus::Labels& labels) {
   absl::StatusOr<int> listen_fd = listen_on(listen);
   if (!listen_fd.ok()) {
     return absl::UnavailableError("metrics_listen " + listen +
@@ -131,6 +132,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::s
   auto& closed = prometheus::BuildCounter()
                      .Name("podscope_metrics_connections_closed_total")
                      .Help("Connections to the metrics server closed at one of its bounds, by reason.")
+                     .Labels(labels)
                      .Register(*server->registry_);
   server->closed_ = {&closed.Add({{"reason", "request_timeout"}}), &closed.Add({{"reason", "write_timeout"}}),
                      &closed.Add({{"reason", "request_too_large"}}), &closed.Add({{"reason", "evicted_at_limit"}})};

@@ -23,10 +23,12 @@ namespace podscope {
 
 class MetricsServer {
  public:
-  // Binds `listen` ("host:port"; port 0 picks one). The registry and the checks must outlive the server.
+  // Binds `listen` ("host:port"; port 0 picks one). The registry and the checks must outlive the server; its own
+  // counters carry `labels` (the agent's host).
   static absl::StatusOr<std::unique_ptr<MetricsServer>> start(const std::string& listen,
                                                               std::shared_ptr<prometheus::Registry> registry,
-                                                              std::vector<const HealthCheck*> health_checks);
+                                                              std::vector<const HealthCheck*> health_checks,
+                                                              const prometheus::Labels& labels = {});
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
