@@ -164,7 +164,7 @@ absl::Status Agent::start_servers() {
                               .credentials = tls::channel_credentials(tls, tls::ServerVerification::kSkipForOwnPort)},
       parts_.clock, *parts_.registry, host_label);
   absl::StatusOr<std::unique_ptr<MetricsServer>> metrics_server =
-      MetricsServer::start(parts_.config.metrics_listen, parts_.registry, {grpc_self_check_.get()});
+      MetricsServer::start(parts_.config.metrics_listen, parts_.registry, {grpc_self_check_.get()}, host_label);
   if (!metrics_server.ok()) return metrics_server.status();
   metrics_server_ = std::move(*metrics_server);
   metrics_port_ = metrics_server_->port();

@@ -1,20 +1,23 @@
-// Fan-out benchmark: synchronized capture of N lightweight agents (real gRPC servers speaking
-// tensorflow.ProfilerService and podscope.v1.Agent, all in this process, channels pre-connected), for
-// N = 16, 64, 256, 1024. Prints a table:
-//   sync               the clock-sync burst to every agent before the capture (16 pings each)
-//   sync→started       from the end of that burst to the last agent's actual start (the start margin,
-//                      printed beside it, is most of it)
-//   start skew         max − min of the agents' actual starts, beside the baseline: N threads sleeping
-//                      until one CLOCK_REALTIME instant (clock_nanosleep TIMER_ABSTIME), max − min wake time
-//   late               the latest start after the common instant T (> 0: a request arrived after T)
-//   T→all back         from the common start instant to the last Profile answer (duration + gather)
-//   total              wall time of the whole capture (bursts + margin + duration + gather)
-// then the start skew at N = 64 over mutual TLS (certificates from tests/integration/test_certs.py, channels
-// pre-established, so the handshakes are done before the capture) beside plaintext, measured in the same run,
-// then the clock-sync error against the injected offsets, without and with emulated network jitter.
-// Usage: coord_fanout_bench [--duration_ms 1000] [--max_agents 1024]
-#include <pthread.h>
+// Fan-out benchmark: synchronized captures, measured as users see them, for
+//   - N lightweight agents (real gRPC servers speaking tensorflow.ProfilerService and podscope.v1.Agent, all in
+//     this process, channels pre-connected), each starting its capture on its own timer thread as separate agents
+//     do, for N = 16, 64, 256, 1024;
+//   - P real podscope-agent processes on this host (--agent_processes, default 16).
+// Per row:
+//   sync               the opening clock-sync burst to every agent (up to 16 pings each), per agent, and the
+//                      pings per agent it took
+//   late p50/p99/max   each agent's actual start after the planned instant T (coordinator time), as percentiles;
+//                      skew is max − min
+//   baseline           the same figures for N independent timers sleeping until one CLOCK_REALTIME instant
+//                      (clock_nanosleep TIMER_ABSTIME): N threads beside the in-process agents, N processes beside
+//                      the agent processes; the capture can be no more punctual than its agents' own timers
+//   total              wall time of the whole capture (bursts + margin + duration + gather), and beyond duration
+// then the start lateness at N = 64 over mutual TLS (certificates from tests/integration/test_certs.py, channels
+// pre-established) beside plaintext, measured in the same run, then the clock-sync error against the injected
+// offsets, without and with emulated network jitter.
+// Usage: coord_fanout_bench [--duration_ms 1000] [--max_agents 1024] [--agent_processes 16]
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include <unistd.h>
@@ -32,6 +35,7 @@
 #include <filesystem>
 
 #include "pod_capture/capture.h"
+#include "tests/integration/agent_process.h"
 #include "tests/pod_capture/lightweight_agent.h"
 #include "tls/credentials.h"
 
@@ -39,27 +43,79 @@ namespace {
 
 using podscope::Clock;
 using podscope::pod_capture::AgentConnection;
+using podscope::testing::AgentProcess;
 using podscope::testing::LightweightAgent;
 using podscope::testing::LightweightAgentOptions;
 using podscope::testing::TimerThread;
 
 int64_t now_ns() { return Clock().now_ns(); }
 
-// N threads sleep until one absolute instant; returns max − min of their wake times.
-int64_t bare_timer_skew_ns(int threads) {
+timespec timespec_of(int64_t ns) {
+  return {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+}
+
+// How late a set of starts came after the planned instant.
+struct Lateness {
+  int64_t p50 = 0, p99 = 0, max = 0, skew = 0;
+};
+
+Lateness lateness_of(std::vector<int64_t> starts, int64_t planned_ns) {
+  Lateness out;
+  if (starts.empty()) return out;
+  std::sort(starts.begin(), starts.end());
+  auto at = [&](size_t percent) {
+    return starts[std::min(starts.size() - 1, starts.size() * percent / 100)] - planned_ns;
+  };
+  out.p50 = at(50);
+  out.p99 = at(99);
+  out.max = starts.back() - planned_ns;
+  out.skew = starts.back() - starts.front();
+  return out;
+}
+
+// N threads, each sleeping on its own until one absolute instant: how late they woke.
+Lateness thread_timers(int threads) {
   std::vector<int64_t> woke(static_cast<size_t>(threads));
   const int64_t target = now_ns() + 200'000'000;
   std::vector<std::thread> pool;
   for (int i = 0; i < threads; ++i) {
     pool.emplace_back([&, i] {
-      timespec ts{static_cast<time_t>(target / 1'000'000'000), static_cast<long>(target % 1'000'000'000)};
+      const timespec ts = timespec_of(target);
       while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, nullptr) != 0) {}
       woke[static_cast<size_t>(i)] = now_ns();
     });
   }
   for (auto& t : pool) t.join();
-  const auto [lo, hi] = std::minmax_element(woke.begin(), woke.end());
-  return *hi - *lo;
+  return lateness_of(woke, target);
+}
+
+// N processes, each sleeping on its own until one absolute instant: how late they woke. A child does only
+// what is safe after fork in a threaded process (sleep, read the clock, write, _exit).
+Lateness process_timers(int processes) {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) std::exit(1);
+  const int64_t target = now_ns() + 300'000'000;
+  std::vector<pid_t> children;
+  for (int i = 0; i < processes; ++i) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const timespec ts = timespec_of(target);
+      while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, nullptr) != 0) {}
+      timespec woke{};
+      clock_gettime(CLOCK_REALTIME, &woke);
+      const int64_t woke_ns = woke.tv_sec * 1'000'000'000LL + woke.tv_nsec;
+      if (write(pipe_fds[1], &woke_ns, sizeof woke_ns) != sizeof woke_ns) _exit(1);
+      _exit(0);
+    }
+    children.push_back(pid);
+  }
+  close(pipe_fds[1]);
+  std::vector<int64_t> woke;
+  int64_t value = 0;
+  while (read(pipe_fds[0], &value, sizeof value) == sizeof value) woke.push_back(value);
+  close(pipe_fds[0]);
+  for (pid_t pid : children) waitpid(pid, nullptr, 0);
+  return lateness_of(woke, target);
 }
 
 // How the agents serve and the capture dials them.
@@ -84,7 +140,7 @@ Transport mutual_tls(const std::filesystem::path& dir) {
 }
 
 struct Fleet {
-  TimerThread timers;
+  std::vector<std::unique_ptr<TimerThread>> timers;  // one per agent: each starts on its own, as agents do
   std::vector<std::unique_ptr<LightweightAgent>> agents;
   std::vector<std::unique_ptr<AgentConnection>> connections;
   std::vector<int64_t> offsets;
@@ -101,7 +157,8 @@ struct Fleet {
       o.ping_response_delay_ns = one_way_ns;
       o.ping_jitter_ns = jitter_ns;
       offsets.push_back(o.clock_offset_ns);
-      agents.push_back(std::make_unique<LightweightAgent>(o, timers));
+      timers.push_back(std::make_unique<TimerThread>());
+      agents.push_back(std::make_unique<LightweightAgent>(o, *timers.back()));
       connections.push_back(podscope::pod_capture::connect_agent(agents.back()->address(), transport.channel));
     }
     for (auto& c : connections)
@@ -132,41 +189,101 @@ double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 double us(int64_t ns) { return static_cast<double>(ns) / 1e3; }
 
 struct FanoutRow {
-  int64_t sync_ns, sync_to_started_ns, margin_ms, skew_ns, baseline_ns, late_ns, all_back_ns, total_ns;
-  int captured;
+  int n = 0;
+  int64_t sync_ns = 0, margin_ms = 0, total_ns = 0, duration_ms = 0;
+  double pings_per_agent = 0;  // answered pings of the opening burst (it ends early once settled)
+  Lateness late, baseline;
+  int captured = 0;
 };
 
-// One synchronized capture of `n` agents served over `transport`.
-FanoutRow fanout(int n, int64_t duration_ms, const Transport& transport) {
-  Fleet fleet(n, 0, 0, static_cast<uint64_t>(n), transport);
+// The figures of one capture whose agents started at `starts` (coordinator time), taking `total_ns` in all.
+FanoutRow row_of(const podscope::pod_capture::CaptureResult& result, const std::vector<int64_t>& starts, int n,
+                 int64_t total_ns) {
+  if (starts.empty()) {
+    std::fprintf(stderr, "no agent started a capture at N = %d\n", n);
+    std::exit(1);
+  }
+  FanoutRow row;
+  row.n = n;
+  row.margin_ms = podscope::pod_capture::fanout_margin_ms(static_cast<size_t>(n));
+  row.sync_ns = result.start_ns - row.margin_ms * 1'000'000 - result.sync_begin_ns;
+  row.total_ns = total_ns;
+  row.duration_ms = result.duration_ms;
+  row.late = lateness_of(starts, result.start_ns);
+  size_t pings = 0;
+  for (const auto& host : result.hosts) pings += host.clock_before.exchanges.size();
+  row.pings_per_agent = static_cast<double>(pings) / n;
+  row.captured =
+      static_cast<int>(std::count_if(result.hosts.begin(), result.hosts.end(), [](const auto& h) { return h.ok; }));
+  return row;
+}
+
+podscope::pod_capture::CaptureSpec spec_of(int64_t duration_ms) {
   podscope::pod_capture::CaptureSpec spec;
   spec.duration_ms = duration_ms;
   spec.num_tracing_attempts = 1;
+  return spec;
+}
+
+// One synchronized capture of `n` in-process agents served over `transport`.
+FanoutRow fanout(int n, int64_t duration_ms, const Transport& transport) {
+  Fleet fleet(n, 0, 0, static_cast<uint64_t>(n), transport);
   const int64_t begin = now_ns();
-  auto result = podscope::pod_capture::run_capture(fleet.targets(), spec, Clock(), [](const std::string&) {});
+  const auto result =
+      podscope::pod_capture::run_capture(fleet.targets(), spec_of(duration_ms), Clock(), [](const std::string&) {});
   const int64_t total = now_ns() - begin;
   std::vector<int64_t> starts;
   for (auto& a : fleet.agents) {
     const auto s = a->actual_starts_system_ns();
     if (!s.empty()) starts.push_back(s.front());
   }
-  if (starts.empty()) {
-    std::fprintf(stderr, "no agent started a capture at N = %d\n", n);
-    std::exit(1);
+  FanoutRow row = row_of(result, starts, n, total);
+  row.baseline = thread_timers(n);
+  return row;
+}
+
+// One synchronized capture of `n` podscope-agent processes; their starts are the ones their host files record,
+// in coordinator time.
+FanoutRow process_fanout(int n, int64_t duration_ms) {
+  std::vector<std::unique_ptr<AgentProcess>> processes;
+  std::vector<std::unique_ptr<AgentConnection>> connections;
+  std::vector<AgentConnection*> targets;
+  for (int i = 0; i < n; ++i) {
+    processes.push_back(std::make_unique<AgentProcess>(
+        std::vector<std::string>{"--host_name", "agent" + std::to_string(i), "--sample_interval_ms", "1000"}));
+    connections.push_back(
+        podscope::pod_capture::connect_agent(processes.back()->grpc_address(), grpc::InsecureChannelCredentials()));
+    targets.push_back(connections.back().get());
   }
-  const auto [lo, hi] = std::minmax_element(starts.begin(), starts.end());
-  const int64_t margin_ms = podscope::pod_capture::fanout_margin_ms(static_cast<size_t>(n));
-  const int64_t sync_end = result.start_ns - margin_ms * 1'000'000;
-  return FanoutRow{.sync_ns = sync_end - result.sync_begin_ns,
-                   .sync_to_started_ns = *hi - sync_end,
-                   .margin_ms = margin_ms,
-                   .skew_ns = *hi - *lo,
-                   .baseline_ns = bare_timer_skew_ns(n),
-                   .late_ns = *hi - result.start_ns,
-                   .all_back_ns = result.gathered_ns - result.start_ns,
-                   .total_ns = total,
-                   .captured = static_cast<int>(
-                       std::count_if(result.hosts.begin(), result.hosts.end(), [](const auto& h) { return h.ok; }))};
+  for (auto& c : connections) c->channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  const int64_t begin = now_ns();
+  const auto result =
+      podscope::pod_capture::run_capture(targets, spec_of(duration_ms), Clock(), [](const std::string&) {});
+  const int64_t total = now_ns() - begin;
+  std::vector<int64_t> starts;
+  for (const auto& host : result.hosts) {
+    if (host.actual_start_merged_ns) starts.push_back(*host.actual_start_merged_ns);
+  }
+  FanoutRow row = row_of(result, starts, n, total);
+  row.baseline = process_timers(n);
+  return row;
+}
+
+void print_header(const char* baseline) {
+  std::printf("%6s %9s %9s %5s %6s | %-34s | %-34s | %8s %9s %9s\n", "N", "sync", "per agent", "pings", "margin",
+              "start after T: p50 / p99 / max, skew", baseline, "total", "−duration", "captured");
+}
+
+void print_row(const FanoutRow& r) {
+  auto lateness = [](const Lateness& l) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%6.3f / %6.3f / %6.3f, %6.3f ms", ms(l.p50), ms(l.p99), ms(l.max), ms(l.skew));
+    return std::string(text);
+  };
+  std::printf("%6d %6.1f ms %6.3f ms %5.1f %3lld ms | %-34s | %-34s | %5.0f ms %6.0f ms %5d/%d\n", r.n, ms(r.sync_ns),
+              ms(r.sync_ns) / r.n, r.pings_per_agent, static_cast<long long>(r.margin_ms), lateness(r.late).c_str(),
+              lateness(r.baseline).c_str(), ms(r.total_ns), ms(r.total_ns) - static_cast<double>(r.duration_ms),
+              r.captured, r.n);
 }
 
 double ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; }
@@ -177,16 +294,16 @@ void print_tls_comparison(int n, int64_t duration_ms) {
       std::filesystem::temp_directory_path() / ("podscope_bench_tls_" + std::to_string(getpid()));
   {
     const Transport tls = mutual_tls(cert_dir);  // its file watchers stop before the files go
-    std::printf("\nstart skew at N = %d, plaintext and mutual TLS (channels pre-established)\n", n);
-    std::printf("%-10s %8s %12s %15s %6s %11s %9s\n", "transport", "sync", "start skew", "bare-timer skew", "ratio",
-                "T→all back", "captured");
+    std::printf("\nN = %d in-process agents, plaintext then mutual TLS (channels pre-established)\n", n);
+    std::printf("%-10s", "transport");
+    print_header("N timer threads: p50 / p99 / max, skew");
     const FanoutRow plaintext = fanout(n, duration_ms, Transport{});
     const FanoutRow mtls = fanout(n, duration_ms, tls);
-    for (const auto& [name, r] : {std::pair{"plaintext", plaintext}, std::pair{"mTLS", mtls}}) {
-      std::printf("%-10s %5.1f ms %9.3f ms %12.3f ms %6.2f %8.0f ms %5d/%d\n", name, ms(r.sync_ns), ms(r.skew_ns),
-                  ms(r.baseline_ns), ratio(r.skew_ns, r.baseline_ns), ms(r.all_back_ns), r.captured, n);
-    }
-    std::printf("mTLS / plaintext: start skew %.2f, sync %.2f\n", ratio(mtls.skew_ns, plaintext.skew_ns),
+    std::printf("%-10s", "plaintext");
+    print_row(plaintext);
+    std::printf("%-10s", "mTLS");
+    print_row(mtls);
+    std::printf("mTLS / plaintext: start p99 %.2f, sync %.2f\n", ratio(mtls.late.p99, plaintext.late.p99),
                 ratio(mtls.sync_ns, plaintext.sync_ns));
   }
   std::filesystem::remove_all(cert_dir);
@@ -197,9 +314,11 @@ void print_tls_comparison(int n, int64_t duration_ms) {
 int main(int argc, char** argv) {
   int64_t duration_ms = 1000;
   int max_agents = 1024;
+  int agent_processes = 16;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--duration_ms") == 0) duration_ms = std::stoll(argv[i + 1]);
     if (std::strcmp(argv[i], "--max_agents") == 0) max_agents = std::stoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--agent_processes") == 0) agent_processes = std::stoi(argv[i + 1]);
   }
   // Each agent costs a listening socket and both ends of a connection.
   rlimit files{};
@@ -207,17 +326,18 @@ int main(int argc, char** argv) {
   files.rlim_cur = files.rlim_max;
   setrlimit(RLIMIT_NOFILE, &files);
 
-  std::printf("fan-out: %lld ms captures of N lightweight agents in one process, %u CPUs\n\n",
+  std::printf("fan-out: %lld ms captures, %u CPUs; times in ms after the planned start T\n\n",
               static_cast<long long>(duration_ms), std::thread::hardware_concurrency());
-  std::printf("%6s %10s %13s %8s %12s %15s %6s %10s %11s %9s %9s\n", "N", "sync", "sync→started", "margin",
-              "start skew", "bare-timer skew", "ratio", "late", "T→all back", "total", "captured");
+  std::printf("N lightweight agents in this process, each on its own timer thread\n");
+  print_header("N timer threads: p50 / p99 / max, skew");
   for (int n : {16, 64, 256, 1024}) {
     if (n > max_agents) break;
-    const FanoutRow r = fanout(n, duration_ms, Transport{});
-    std::printf("%6d %7.1f ms %10.1f ms %5lld ms %9.3f ms %12.3f ms %6.2f %7.3f ms %8.0f ms %6.0f ms %5d/%d\n", n,
-                ms(r.sync_ns), ms(r.sync_to_started_ns), static_cast<long long>(r.margin_ms), ms(r.skew_ns),
-                ms(r.baseline_ns), ratio(r.skew_ns, r.baseline_ns), ms(r.late_ns), ms(r.all_back_ns), ms(r.total_ns),
-                r.captured, n);
+    print_row(fanout(n, duration_ms, Transport{}));
+  }
+  if (agent_processes > 0) {
+    std::printf("\nN podscope-agent processes\n");
+    print_header("N timer processes: p50 / p99 / max, skew");
+    print_row(process_fanout(agent_processes, duration_ms));
   }
 
   print_tls_comparison(std::min(64, max_agents), duration_ms);

@@ -35,6 +35,21 @@ bool is_clean_registration(const podscope::v1::RegisterRequest& request) {
                      [](const auto& label) { return is_clean_text(label.first) && is_clean_text(label.second); });
 }
 
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+// The workers a capture goes to: those up, and those down but selected, which are tried with the rest (an agent
+// that is back answers; one that is not is named in the outcome, exit code 3) rather than failing the capture
+// or being left out unnamed.
+std::vector<std::string> workers_to_capture(const WorkerRegistry::Selection& selection) {
+  std::vector<std::string> out = selection.host_names;
+  out.insert(out.end(), selection.down.begin(), selection.down.end());
+  return out;
+}
+
 // Streams one file in chunks of kFileChunkBytes.
 bool stream_file(const std::filesystem::path& path, const std::string& relative,
                  grpc::ServerWriter<podscope::v1::CaptureChunk>* writer) {
@@ -200,23 +215,22 @@ grpc::Status CoordinatorService::Capture(grpc::ServerContext* context, const pod
   selector.jobs.assign(request->jobs().begin(), request->jobs().end());
   for (const auto& [k, v] : request->labels()) selector.labels[k] = v;
   const auto selection = registry_.select(selector, clock_.now_ns());
-  if (!selection.unknown.empty()) {
-    std::string names;
-    for (const auto& u : selection.unknown) names += (names.empty() ? "" : ", ") + u;
-    return invalid("unknown or down worker(s): " + names);
-  }
+  if (!selection.unknown.empty()) return invalid("unknown worker(s): " + joined(selection.unknown));
   if (selection.host_names.empty()) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no worker is up (or matches the selection)");
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "no worker is up (or matches the selection)" +
+                            (selection.down.empty() ? "" : "; down: " + joined(selection.down)));
   }
   auto progress = [writer](const std::string& line) {
     podscope::v1::CaptureChunk chunk;
     chunk.set_progress(line);
     writer->Write(chunk);
   };
+  if (!selection.down.empty()) progress("Down, tried with the rest: " + joined(selection.down));
   pod_capture::CaptureSpec spec = pod_capture::capture_spec_from(*request, /*session_id=*/"", clock_.now_ns());
   spec.clock_sync_pings = settings_.clock_sync_pings;
   const std::filesystem::path run_dir = capture_run_directory(settings_, spec.session_id);
-  auto outcome = runner_.run(selection.host_names, spec, run_dir, progress);
+  auto outcome = runner_.run(workers_to_capture(selection), spec, run_dir, progress);
   if (!outcome.ok()) return to_grpc_status(outcome.status());
   const bool streamed = stream_run(*outcome, writer);
   if (settings_.repository_root.empty()) std::filesystem::remove_all(outcome->run_dir);
@@ -259,12 +273,9 @@ grpc::Status ProfileAnalysisService::NewSession(grpc::ServerContext* context,
   WorkerSelector selector;
   selector.hosts.assign(request->hosts().begin(), request->hosts().end());
   const auto selection = registry_.select(selector, clock_.now_ns());
-  if (!selection.unknown.empty()) {
-    std::string names;
-    for (const auto& u : selection.unknown) names += (names.empty() ? "" : ", ") + u;
-    return invalid("NewSession: unknown or down host(s): " + names);
-  }
-  auto outcome = runner_.run(selection.host_names, spec, *repository / spec.session_id, [](const std::string&) {});
+  if (!selection.unknown.empty()) return invalid("NewSession: unknown host(s): " + joined(selection.unknown));
+  auto outcome =
+      runner_.run(workers_to_capture(selection), spec, *repository / spec.session_id, [](const std::string&) {});
   if (!outcome.ok()) return to_grpc_status(outcome.status());
   pod_capture::fill_new_session_response(*outcome, *response);
   return grpc::Status::OK;

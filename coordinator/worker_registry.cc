@@ -143,7 +143,6 @@ WorkerRegistry::Selection WorkerRegistry::select(const WorkerSelector& selector,
   std::lock_guard lock(mu_);
   Selection out;
   for (const auto& [name, worker] : workers_) {
-    if (!is_up(worker, now_ns)) continue;
     bool match = selector.empty();
     const auto& info = worker.info;
     for (const auto& h : selector.hosts) match |= (h == info.host_name() || h == info.address());
@@ -156,11 +155,11 @@ WorkerRegistry::Selection WorkerRegistry::select(const WorkerSelector& selector,
       }
       match |= all;
     }
-    if (match) out.host_names.push_back(name);
+    if (match) (is_up(worker, now_ns) ? out.host_names : out.down).push_back(name);
   }
   for (const auto& h : selector.hosts) {
     const bool known = std::any_of(workers_.begin(), workers_.end(), [&](const auto& entry) {
-      return (entry.first == h || entry.second.info.address() == h) && is_up(entry.second, now_ns);
+      return entry.first == h || entry.second.info.address() == h;
     });
     if (!known) out.unknown.push_back(h);
   }

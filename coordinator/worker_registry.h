@@ -54,10 +54,11 @@ class WorkerRegistry {
   void record_clock(const std::string& host_name, const pod_capture::ClockMeasurement& measurement, int64_t now_ns);
 
   std::vector<podscope::v1::WorkerInfo> list(int64_t now_ns) const;
-  // Host names of the workers that are up and match (all up workers for an empty selector), plus the
+  // Host names of the workers that match (every worker for an empty selector), up and down apart, plus the
   // host names or addresses in `selector.hosts` that match no worker.
   struct Selection {
-    std::vector<std::string> host_names;
+    std::vector<std::string> host_names;  // up
+    std::vector<std::string> down;
     std::vector<std::string> unknown;
   };
   Selection select(const WorkerSelector& selector, int64_t now_ns) const;

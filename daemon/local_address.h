@@ -1,5 +1,4 @@
-// Where a client on this host reaches one of the daemon's own servers: the self-check of the gRPC port and the
-// connection that wakes the metrics server at shutdown.
+// Where a client on this host reaches one of the daemon's own servers: the self-check of the gRPC port.
 #pragma once
 
 #include <string>

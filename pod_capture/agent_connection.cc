@@ -91,6 +91,7 @@ ClockMeasurement measure_clock(AgentConnection& agent, const Clock& clock, int c
       continue;
     }
     exchanges.push_back({t0, response.server_receive_ns(), response.server_send_ns(), t3});
+    if (burst_settled(exchanges, kSettledExchanges)) break;
   }
   auto estimate = estimate_offset(exchanges);
   if (!estimate.ok()) {

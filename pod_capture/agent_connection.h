@@ -57,7 +57,11 @@ struct ClockMeasurement {
 // whichever burst was measured.
 ClockMeasurement combine_clocks(const ClockMeasurement& before, const ClockMeasurement& after);
 
-// `count` sequential pings (each bounded by `timeout_ms`), then estimate_offset.
+// A burst ends early once this many of its exchanges are near its smallest RTT (burst_settled).
+inline constexpr size_t kSettledExchanges = 4;
+
+// Up to `count` sequential pings (each bounded by `timeout_ms`), fewer once the burst settles, then
+// estimate_offset.
 ClockMeasurement measure_clock(AgentConnection& agent, const Clock& clock, int count, int timeout_ms);
 
 // Measures every agent, up to `parallelism` at a time.

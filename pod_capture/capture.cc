@@ -128,6 +128,35 @@ AttemptOutcome recorded_windows(const std::vector<AgentConnection*>& agents,
   return out;
 }
 
+// The agents the opening clock-sync burst reached: only they are asked to capture and pinged again after.
+std::vector<size_t> reached(const std::vector<ClockMeasurement>& clocks) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < clocks.size(); ++i) {
+    if (clocks[i].kind != ClockMeasurement::kUnreachable) out.push_back(i);
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<T> pick(const std::vector<T>& all, const std::vector<size_t>& indices) {
+  std::vector<T> out;
+  out.reserve(indices.size());
+  for (size_t i : indices) out.push_back(all[i]);
+  return out;
+}
+
+// The answers of the asked agents (`asked[k]` answered `outcome`'s k-th) at their places among `hosts`.
+AttemptOutcome spread(AttemptOutcome outcome, const std::vector<size_t>& asked, size_t hosts) {
+  AttemptOutcome out;
+  out.statuses.resize(hosts);
+  out.responses.resize(hosts);
+  for (size_t k = 0; k < asked.size(); ++k) {
+    out.statuses[asked[k]] = std::move(outcome.statuses[k]);
+    out.responses[asked[k]] = std::move(outcome.responses[k]);
+  }
+  return out;
+}
+
 // One attempt: a clock-sync burst, Profile to every agent at a common start, the answers, a closing burst.
 struct Attempt {
   std::vector<HostCapture> hosts;
@@ -165,6 +194,12 @@ void collect_answers(Attempt& attempt, AttemptOutcome& outcome, const std::vecto
     HostCapture& host = attempt.hosts[i];
     host.clock_after = after[i];
     host.clock = combine_clocks(host.clock_before, host.clock_after);
+    if (host.clock_before.kind == ClockMeasurement::kUnreachable) {
+      // Not asked: an agent that does not answer a ping would hold the capture to its deadline.
+      host.error = "not asked to capture: unreachable at the clock sync (" + host.clock_before.detail + ")";
+      attempt.retry_worthy = true;
+      continue;
+    }
     const grpc::Status& status = outcome.statuses[i];
     if (!status.ok()) {
       host.error = std::string(last_ms > 0 ? "GetRecordedWindow" : "Profile") + " failed (" +
@@ -216,15 +251,21 @@ Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSp
     window_requests[i].set_start_ns(host.requested_start_ns);
     window_requests[i].set_end_ns(window_end_ns + before[i].estimate.offset_ns);
   }
-  // Per host: max(60 s, 2 × duration) after the start, plus the delay to the start.
   const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(delay_ms) +
-                        std::chrono::milliseconds(std::max<int64_t>(60'000, 2 * spec.duration_ms));
-  AttemptOutcome outcome = spec.last_ms > 0 ? recorded_windows(agents, window_requests, deadline, spec.max_in_flight)
-                                            : profile_all(agents, requests, deadline, spec.max_in_flight);
+                        std::chrono::milliseconds(answer_wait_ms(spec.duration_ms));
+  const std::vector<size_t> asked = reached(before);
+  AttemptOutcome outcome =
+      spec.last_ms > 0
+          ? recorded_windows(pick(agents, asked), pick(window_requests, asked), deadline, spec.max_in_flight)
+          : profile_all(pick(agents, asked), pick(requests, asked), deadline, spec.max_in_flight);
   attempt.gathered_ns = clock.now_ns();
   // As many pings as the opening burst: the merge offset is estimated from both (combine_clocks).
-  const auto after = measure_clocks(agents, clock, spec.clock_sync_pings, 1000);
-  collect_answers(attempt, outcome, after, spec.last_ms);
+  std::vector<ClockMeasurement> after = before;
+  const std::vector<ClockMeasurement> after_asked =
+      measure_clocks(pick(agents, asked), clock, spec.clock_sync_pings, 1000);
+  for (size_t k = 0; k < asked.size(); ++k) after[asked[k]] = after_asked[k];
+  AttemptOutcome by_host = spread(std::move(outcome), asked, agents.size());
+  collect_answers(attempt, by_host, after, spec.last_ms);
   return attempt;
 }
 
@@ -291,6 +332,8 @@ int CaptureResult::exit_code() const {
   if (with_data == 0) return 1;
   return with_data == static_cast<long>(hosts.size()) ? 0 : 3;
 }
+
+int64_t answer_wait_ms(int64_t duration_ms) { return 2 * duration_ms + 10'000; }
 
 int64_t fanout_margin_ms(size_t host_count) {
   // Issuing a call costs tens of µs on the client; 100 ms covers the network and a loaded scheduler.

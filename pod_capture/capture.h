@@ -99,6 +99,11 @@ struct CaptureResult {
 
 using ProgressFn = std::function<void(const std::string& line)>;
 
+// How long after its start a capture of `duration_ms` waits for an agent's answer: the window itself, as long
+// again for the agent to gather and send it, and 10 s for a loaded host. An agent that answers no later is
+// named with DEADLINE_EXCEEDED and the capture goes on with the rest.
+int64_t answer_wait_ms(int64_t duration_ms);
+
 // How far ahead of "now" the common start is put so every Profile call arrives before it.
 int64_t fanout_margin_ms(size_t host_count);
 

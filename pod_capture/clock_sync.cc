@@ -6,6 +6,18 @@
 
 namespace podscope::pod_capture {
 
+int64_t near_minimal_rtt_cutoff(int64_t min_rtt_ns) { return min_rtt_ns + std::max<int64_t>(min_rtt_ns / 10, 20'000); }
+
+bool burst_settled(const std::vector<PingExchange>& exchanges, size_t enough) {
+  if (exchanges.size() < enough) return false;
+  int64_t min_rtt = exchanges.front().rtt_ns();
+  for (const auto& e : exchanges) min_rtt = std::min(min_rtt, e.rtt_ns());
+  const int64_t cutoff = near_minimal_rtt_cutoff(min_rtt);
+  const auto near = std::count_if(exchanges.begin(), exchanges.end(),
+                                  [&](const PingExchange& e) { return e.rtt_ns() >= 0 && e.rtt_ns() <= cutoff; });
+  return static_cast<size_t>(near) >= enough;
+}
+
 absl::StatusOr<ClockEstimate> estimate_offset(const std::vector<PingExchange>& exchanges) {
   std::vector<PingExchange> valid;
   for (const auto& e : exchanges) {
@@ -17,7 +29,7 @@ absl::StatusOr<ClockEstimate> estimate_offset(const std::vector<PingExchange>& e
   std::sort(valid.begin(), valid.end(),
             [](const PingExchange& a, const PingExchange& b) { return a.rtt_ns() < b.rtt_ns(); });
   const int64_t min_rtt = valid.front().rtt_ns();
-  const int64_t cutoff = min_rtt + std::max<int64_t>(min_rtt / 10, 20'000);
+  const int64_t cutoff = near_minimal_rtt_cutoff(min_rtt);
   std::vector<int64_t> offsets;
   for (const auto& e : valid) {
     if (e.rtt_ns() > cutoff) break;

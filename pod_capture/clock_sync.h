@@ -29,10 +29,18 @@ struct ClockEstimate {
   int samples = 0;
 };
 
-// Estimates from a burst: the median offset of the exchanges whose RTT is within 10% (at least 20 µs) of
+// The largest RTT the estimate keeps beside a smallest one of `min_rtt_ns`: 10% more, at least 20 µs more.
+int64_t near_minimal_rtt_cutoff(int64_t min_rtt_ns);
+
+// Estimates from a burst: the median offset of the exchanges whose RTT is within near_minimal_rtt_cutoff of
 // the smallest one. Using only near-minimal RTTs discards exchanges delayed by queueing or scheduling in
 // one direction, which is what biases the offset.
 absl::StatusOr<ClockEstimate> estimate_offset(const std::vector<PingExchange>& exchanges);
+
+// True once a burst holds `enough` exchanges within near_minimal_rtt_cutoff of its smallest RTT: further pings
+// could only add exchanges the estimate would weigh like these, so a quiet path settles in a few pings while a
+// noisy one is pinged on.
+bool burst_settled(const std::vector<PingExchange>& exchanges, size_t enough);
 
 // A running drift estimate from a long series of offsets (least-squares slope of offset over time).
 // Two bursts seconds apart disagree by more than the drift they would measure, so the CLI never corrects

@@ -94,13 +94,14 @@ class RunReceiver {
   std::map<std::string, IncomingFile> files_;
 };
 
-// The whole stream may take every attempt: per attempt the capture's own deadline (capture.cc) plus the
-// delay and time to write and analyse.
+// The whole stream may take every attempt: per attempt the delay, the capture's own deadline (answer_wait_ms) and
+// its two clock-sync bursts; then once the time to write, analyse and send the run.
 std::chrono::system_clock::time_point stream_deadline(const podscope::v1::CaptureRequest& request) {
   // Only the spec's duration, delay and attempts matter here, not its run name.
   const CaptureSpec spec = capture_spec_from(request, /*session_id=*/"", /*now_ns=*/0);
-  const int64_t per_attempt_ms = std::max<int64_t>(60'000, 2 * spec.duration_ms) + spec.delay_ms + 10'000;
-  return std::chrono::system_clock::now() + std::chrono::milliseconds(spec.num_tracing_attempts * per_attempt_ms);
+  const int64_t per_attempt_ms = spec.delay_ms + answer_wait_ms(spec.duration_ms) + 2'000;
+  return std::chrono::system_clock::now() +
+         std::chrono::milliseconds(spec.num_tracing_attempts * per_attempt_ms + 60'000);
 }
 
 // Hands each chunk to the receiver (progress lines to `progress`) until the stream ends or a chunk is refused.

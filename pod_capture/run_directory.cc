@@ -95,8 +95,6 @@ std::string recorded_window_json(const CaptureResult& result) {
   append_json_string(out, result.trigger ? "triggered_snapshot" : "last_ms");
   out += ", \"start_ns\": " + std::to_string(result.start_ns);
   out += ", \"end_ns\": " + std::to_string(result.start_ns + result.last_ms * 1'000'000);
-  // From the opening clock-sync burst to every agent's answer: the past needs no waiting for the future.
-  out += ", \"collected_in_ms\": " + std::to_string((result.gathered_ns - result.sync_begin_ns) / 1'000'000);
   out +=
       ", \"left_out\": [\"upstream framework profiler servers (they cannot look back)\", "
       "\"device tracers (CUPTI is not run always-on)\"]";
@@ -128,6 +126,9 @@ std::string capture_json(const CaptureResult& result) {
   out += ",\n  \"attempts\": " + std::to_string(result.attempts);
   out += ",\n  \"kept_attempt\": " + std::to_string(result.kept_attempt);
   out += ",\n  \"start_time_ns\": " + std::to_string(result.start_ns);
+  // The kept attempt, from its opening clock-sync burst to the last agent's answer (a window of the past needs
+  // no waiting for the future).
+  out += ",\n  \"collected_in_ms\": " + std::to_string((result.gathered_ns - result.sync_begin_ns) / 1'000'000);
   if (result.analyzed_in_ms) out += ",\n  \"analyzed_in_ms\": " + std::to_string(*result.analyzed_in_ms);
   out += ",\n  \"start_skew_ns\": " + (result.start_skew_ns ? std::to_string(*result.start_skew_ns) : "null");
   out += ",\n  \"exit_code\": " + std::to_string(result.exit_code());

@@ -16,8 +16,9 @@ struct HttpResponse {
   std::string body;
 };
 
-// GET http://127.0.0.1:port/path; throws when the connection fails or the answer is not HTTP.
-inline HttpResponse http_fetch(int port, const std::string& path) {
+// Sends `request` as it is to 127.0.0.1:port and returns everything the server answers until it closes; throws when
+// the connection fails.
+inline std::string http_request(int port, const std::string& request) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -27,7 +28,6 @@ inline HttpResponse http_fetch(int port, const std::string& path) {
     close(fd);
     throw std::runtime_error("connect to HTTP port " + std::to_string(port) + " failed");
   }
-  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
   if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
     close(fd);
     throw std::runtime_error("write failed");
@@ -37,6 +37,12 @@ inline HttpResponse http_fetch(int port, const std::string& path) {
   ssize_t n;
   while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, static_cast<size_t>(n));
   close(fd);
+  return response;
+}
+
+// GET http://127.0.0.1:port/path; throws when the connection fails or the answer is not HTTP.
+inline HttpResponse http_fetch(int port, const std::string& path) {
+  const std::string response = http_request(port, "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
   const size_t body = response.find("\r\n\r\n");
   const size_t space = response.find(' ');
   if (response.rfind("HTTP/1.", 0) != 0 || body == std::string::npos || space == std::string::npos) {

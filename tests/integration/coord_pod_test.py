@@ -4,6 +4,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -205,7 +206,7 @@ class CoordinatorTest(unittest.TestCase):
                 code, out = podscope("capture", "--coordinator", pod.coordinator_addr, "--logdir", logdir,
                                      "--workers_list", "nosuchhost")
                 self.assertEqual(code, 1, out)
-                self.assertIn("unknown or down worker(s): nosuchhost", out)
+                self.assertIn("unknown worker(s): nosuchhost", out)
             # Monitoring through the coordinator goes to the workers it lists.
             code, out = podscope("capture", "--coordinator", pod.coordinator_addr, "--monitoring_level", "2",
                                  "--num_queries", "1", "--duration_ms", "200")
@@ -230,6 +231,44 @@ class CoordinatorTest(unittest.TestCase):
             self.assertRegex(metrics, r'podscope_coordinator_workers\{state="down"\} 1')
             self.assertRegex(metrics, r'podscope_coordinator_captures_total\{outcome="complete"\} 2')
             self.assertIn("podscope_coordinator_clock_offset_seconds", metrics)
+            # The down worker, named or among all, is tried with the rest and named: the others are captured.
+            with tempfile.TemporaryDirectory() as logdir:
+                for selection in (["--workers_list", "host0,host2"], []):
+                    code, out = podscope("capture", "--coordinator", pod.coordinator_addr, "--logdir", logdir,
+                                         "--duration_ms", "200", "--num_tracing_attempts", "1", *selection)
+                    self.assertEqual(code, 3, out)
+                    self.assertRegex(out, r"\(host2\): FAILED: not asked to capture: unreachable", out)
+                    self.assertRegex(out, r"\(host0\): ok", out)
+        finally:
+            pod.close()
+
+    def test_a_worker_that_never_answers_holds_a_capture_no_longer_than_its_own_deadline(self):
+        pod = Pod([0, 0, 0], coordinator=True)
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                code, out = podscope("status", "--coordinator", pod.coordinator_addr)
+                if out.count(" up") == 3 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            self.assertEqual(out.count(" up"), 3, out)
+            hung = pod.agents[2][0].proc.pid
+            os.killpg(hung, signal.SIGSTOP)  # its sockets stay open and it answers nothing: it is still "up"
+            try:
+                with tempfile.TemporaryDirectory() as logdir:
+                    start = time.monotonic()
+                    code, out = podscope("capture", "--coordinator", pod.coordinator_addr, "--logdir", logdir,
+                                         "--duration_ms", "1000", "--num_tracing_attempts", "1")
+                    took = time.monotonic() - start
+                    self.assertEqual(code, 3, out)
+                    self.assertRegex(out, r"\(host2\): FAILED: ", out)
+                    self.assertEqual(len([f for f in os.listdir(run_dir_of(logdir)) if f.endswith(".xplane.pb")]),
+                                     2)
+                    # 1 s of capture, a 1 s ping timeout, the transfer and the analysis, with room for a loaded
+                    # box; the Profile call's old fixed 60 s deadline made this 61 s.
+                    self.assertLess(took, 20.0, out)
+            finally:
+                os.killpg(hung, signal.SIGCONT)
         finally:
             pod.close()
 
@@ -242,11 +281,14 @@ class CoordinatorTest(unittest.TestCase):
             host, port = metrics_addr.rsplit(":", 1)
             with urllib.request.urlopen(f"http://{metrics_addr}/healthz", timeout=5) as answer:
                 self.assertEqual((answer.status, answer.read()), (200, b"ok\n"))
-            idle = [socket.create_connection((host, int(port))) for _ in range(3)]  # connected, never send a byte
+            # Connected, never send a byte: twice the server's connection limit.
+            idle = [socket.create_connection((host, int(port))) for _ in range(128)]
             start = time.monotonic()
             metrics = urllib.request.urlopen(f"http://{metrics_addr}/metrics", timeout=5).read().decode()
             took = time.monotonic() - start
-            self.assertLess(took, 1.0, f"scrape took {took:.2f} s with 3 idle connections held")
+            self.assertLess(took, 1.0, f"scrape took {took:.2f} s with 128 idle connections held")
+            self.assertRegex(metrics, r'podscope_metrics_connections_closed_total\{reason="evicted_at_limit"\} '
+                                      r'(6[4-9]|[7-9]\d|1\d\d)\b')
             self.assertIn("podscope_grpc_self_check_passing 1", metrics)
             self.assertIn("podscope_coordinator_workers", metrics)
             if shutil.which("promtool"):

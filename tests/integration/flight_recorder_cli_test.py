@@ -31,7 +31,7 @@ class FlightRecorderCli(unittest.TestCase):
             self.assertEqual(capture["duration_ms"], 2000, capture)
             # Every agent's window is in the CLI's hands within 3 s; the whole command adds the process start, the
             # files and the analysis, seconds of their own on a loaded 2-core host.
-            self.assertLessEqual(capture["recorded_window"]["collected_in_ms"], 3000, capture)
+            self.assertLessEqual(capture["collected_in_ms"], 3000, capture)
             # 2 s of two ranks fit the default 64 MiB: each host holds all of it, and no warning says otherwise.
             for host in capture["hosts"]:
                 self.assertGreaterEqual(host["recorded_held_ms"], 1980, host)

@@ -45,6 +45,22 @@ TEST(ClockSync, AsymmetricPathErrorStaysWithinHalfRtt) {
   EXPECT_LE(std::abs(estimate->offset_ns - 20'000'000), estimate->error_bound_ns);
 }
 
+TEST(ClockSync, ABurstSettlesOnceEnoughExchangesAreNearItsSmallestRtt) {
+  std::vector<PingExchange> burst;
+  burst.push_back(exchange(0, 1'000'000, 30'000, 5'000, 30'000));           // RTT 60 µs
+  burst.push_back(exchange(1'000'000, 1'000'000, 300'000, 5'000, 30'000));  // queued on the way up
+  burst.push_back(exchange(2'000'000, 1'000'000, 35'000, 5'000, 35'000));   // 70 µs: within 20 µs
+  burst.push_back(exchange(3'000'000, 1'000'000, 30'000, 5'000, 400'000));  // queued on the way back
+  EXPECT_FALSE(burst_settled(burst, 4)) << "two of four near the smallest RTT";
+  burst.push_back(exchange(4'000'000, 1'000'000, 31'000, 5'000, 31'000));
+  EXPECT_FALSE(burst_settled(burst, 4));
+  burst.push_back(exchange(5'000'000, 1'000'000, 29'000, 5'000, 32'000));
+  EXPECT_TRUE(burst_settled(burst, 4));
+  // A smaller RTT found later moves the cutoff: the earlier exchanges no longer count as near it.
+  burst.push_back(exchange(6'000'000, 1'000'000, 5'000, 5'000, 5'000));  // RTT 10 µs: cutoff 30 µs
+  EXPECT_FALSE(burst_settled(burst, 4));
+}
+
 ClockMeasurement measured(std::vector<PingExchange> burst) {
   ClockMeasurement m;
   m.kind = ClockMeasurement::kMeasured;
