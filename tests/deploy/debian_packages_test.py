@@ -148,9 +148,14 @@ class DebianPackagesTest(unittest.TestCase):
             postinst = f.read()
         self.assertIn("systemd-sysusers /usr/lib/sysusers.d/podscope-agent.conf", postinst)
         self.assertIn("[ -d /run/systemd/system ]", postinst)
-        # The library's scripts are cpack's ldconfig calls.
-        with open(self.control_file("libpodscope", "postinst")) as f:
-            self.assertIn("ldconfig", f.read())
+        # The library runs ldconfig as cpack arranges it: a postinst calling it (CMake 3), or a dpkg trigger
+        # activating it (CMake 4 writes `activate-noawait ldconfig` in a triggers file instead).
+        ldconfig = [self.control_file("libpodscope", name) for name in ("postinst", "triggers")]
+        ldconfig = [path for path in ldconfig if path]
+        self.assertTrue(ldconfig, "libpodscope has neither a postinst nor a triggers file")
+        for path in ldconfig:
+            with open(path) as f:
+                self.assertIn("ldconfig", f.read(), path)
 
     def test_units_verify_with_their_commands_in_the_extracted_root(self):
         if not shutil.which("systemd-analyze"):
