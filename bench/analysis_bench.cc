@@ -96,20 +96,6 @@ int measure_parse(const fs::path& dir) {
   return 0;
 }
 
-// What every analysis mode prints: its figures since `start`.
-struct Measurement {
-  long rss_before = proc_status_kb("VmRSS");
-  double cpu_start = cpu_seconds();
-  Clock::time_point start = Clock::now();
-
-  int print(uint64_t events) const {
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    std::cout << seconds << " " << cpu_seconds() - cpu_start << " " << events << " "
-              << proc_status_kb("VmHWM") - rss_before << "\n";
-    return 0;
-  }
-};
-
 // Streams the files' planes (only the lines `wants_line` keeps) into `add_plane`, file by file.
 template <typename AddPlane, typename FileDone>
 bool stream_planes(const fs::path& dir, const podscope::xspace::XLineFilter& wants_line, AddPlane&& add_plane,

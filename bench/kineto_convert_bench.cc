@@ -22,20 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace podscope::bench;
-using Clock = std::chrono::steady_clock;
-
-struct Measurement {
-  long rss_before = proc_status_kb("VmRSS");
-  double cpu_start = cpu_seconds();
-  Clock::time_point start = Clock::now();
-
-  int print(uint64_t events) const {
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    std::cout << seconds << " " << cpu_seconds() - cpu_start << " " << events << " "
-              << proc_status_kb("VmHWM") - rss_before << "\n";
-    return 0;
-  }
-};
 
 // The baseline: load the file and parse it whole with simdjson's DOM parser, counting the events.
 int measure_parse(const fs::path& file) {

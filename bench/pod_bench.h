@@ -8,13 +8,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <algorithm>
 #include <vector>
 
 #include "proto/xspace/xplane_builder.h"
@@ -54,6 +56,21 @@ inline double cpu_seconds() {
   auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
+
+// What a measured child prints for its parent (run_child): wall and CPU seconds since it was made, the events it
+// handled, and its peak RSS growth in kB.
+struct Measurement {
+  long rss_before = proc_status_kb("VmRSS");
+  double cpu_start = cpu_seconds();
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+
+  int print(uint64_t events) const {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::cout << seconds << " " << cpu_seconds() - cpu_start << " " << events << " "
+              << proc_status_kb("VmHWM") - rss_before << "\n";
+    return 0;
+  }
+};
 
 // Runs this program again as `program --measure MODE DIR` and reads the figures it prints.
 inline Figures run_child(const char* program, const std::string& mode, const std::filesystem::path& dir) {

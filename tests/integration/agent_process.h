@@ -4,8 +4,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -15,12 +15,14 @@
 #include <chrono>
 #include <climits>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <regex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -189,6 +191,16 @@ class AgentProcess {
 
 // GET http://127.0.0.1:port/path; the body, or throws.
 std::string http_get(int port, const std::string& path);
+
+// Polls `pred` every 20 ms until it holds or `timeout` passed; whether it held.
+inline bool wait_for(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
 
 // A /proc/<pid>/status field in KiB (VmRSS, VmHWM), -1 when absent.
 inline int64_t status_kib(pid_t pid, const std::string& field) {

@@ -41,15 +41,7 @@ using namespace std::chrono_literals;
 using tensorflow::profiler::XSpace;
 using testing::AgentProcess;
 using testing::TrainerProcess;
-
-bool wait_for(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
-}
+using testing::wait_for;
 
 podscope::v1::AgentStatus agent_status(const AgentProcess& agent) {
   auto stub = podscope::v1::Agent::NewStub(agent.channel());

@@ -29,6 +29,7 @@ using namespace std::chrono_literals;
 using tensorflow::profiler::XSpace;
 using testing::AgentProcess;
 using testing::TrainerProcess;
+using testing::wait_for;
 
 XSpace profile(const AgentProcess& agent, uint64_t duration_ms) {
   auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
@@ -52,15 +53,6 @@ std::vector<int32_t> client_pids(const AgentProcess& agent) {
   std::vector<int32_t> pids;
   for (const auto& c : status.clients()) pids.push_back(c.pid());
   return pids;
-}
-
-bool wait_for(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
 }
 
 std::vector<std::unique_ptr<TrainerProcess>> start_ranks(int world, const std::string& socket,

@@ -30,17 +30,9 @@ namespace {
 using namespace std::chrono_literals;
 using testing::AgentProcess;
 using testing::TrainerProcess;
+using testing::wait_for;
 
 constexpr int64_t kSettleNs = 500'000'000;  // TriggeredSnapshotSettings::settle_ms
-
-bool wait_for(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return pred();
-}
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
