@@ -32,14 +32,15 @@ bool matches(std::string_view pattern, std::string_view text, char barrier = '\0
   return p == pattern.size();
 }
 
+// inet_pton reads a C string: text after a NUL byte would pass unseen.
 bool is_ipv4(const std::string& host) {
   in_addr out{};
-  return inet_pton(AF_INET, host.c_str(), &out) == 1;
+  return host.find('\0') == std::string::npos && inet_pton(AF_INET, host.c_str(), &out) == 1;
 }
 
 bool is_ipv6(const std::string& host) {
   in6_addr out{};
-  return inet_pton(AF_INET6, host.c_str(), &out) == 1;
+  return host.find('\0') == std::string::npos && inet_pton(AF_INET6, host.c_str(), &out) == 1;
 }
 
 // Letters, digits, '-' and '_' in dot-separated non-empty labels, at most 253 characters.

@@ -242,6 +242,11 @@ TEST(FanoutHost, OnlyHostColonPortIsAHostNoGrpcTargetScheme) {
     const absl::StatusOr<FanoutHost> host = parsed(bad);
     EXPECT_EQ(host.status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
+  // An address followed by a NUL byte and a path, as the fan-out fuzzer sent it: the text after the NUL counts.
+  using namespace std::string_view_literals;
+  for (const std::string_view bad : {"127.0.0.27\0podscope/a@6:8466"sv, "[::1\0/x]:8466"sv}) {
+    EXPECT_EQ(parsed(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
 }
 
 TEST(FanoutTargets, AddressPatternsMatchResolvedAddressesAndNamePatternsWholeNames) {
