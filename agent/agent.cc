@@ -199,45 +199,31 @@ void Agent::refuse_reload(std::string_view reason) {
 }
 
 void Agent::reload(const AgentConfig& config) {
-  auto warn_restart = [](std::string_view key, const std::string& before, const std::string& after) {
-    if (before != after) {
-      PODSCOPE_LOG(kWarning) << "reload: " << key << " changed from '" << before << "' to '" << after
-                             << "'; takes effect after a restart";
+  AgentConfig reread = config;
+  OptionSet running, fresh;
+  declare_agent_options(parts_.config, running);
+  declare_agent_options(reread, fresh);
+  const ReloadOutcome outcome = reload_options(running, fresh);
+  for (const ReloadOutcome::Change& c : outcome.refused) {
+    PODSCOPE_LOG(kWarning) << "reload: " << c.key << " changed from '" << c.before << "' to '" << c.after
+                           << "'; refused, the running value stays: it takes effect after a restart";
+    parts_.request_metrics->reload_options_refused.Increment();
+  }
+  // The options declared Reload::kApplied, now in parts_.config, put in force.
+  const AgentConfig& in_force = parts_.config;
+  if (absl::StatusOr<LogLevel> level = parse_log_level(in_force.log_level); level.ok()) set_log_level(*level);
+  parts_.sampler->set_interval(std::chrono::milliseconds(in_force.sample_interval_ms));
+  parts_.captures->set_limits(capture_limits(in_force));
+  std::string applied;
+  for (const ReloadOutcome::Change& c : outcome.applied) {
+    applied += " " + c.key + "=" + c.after;
+    if (c.key == "repository_root") {
+      PODSCOPE_LOG(kWarning) << "reload: captures are written under repository_root '" << c.after
+                             << "'; triggered snapshots stay under '" << c.before << "' until a restart";
     }
-  };
-  warn_restart("listen", parts_.config.listen, config.listen);
-  warn_restart("metrics_listen", parts_.config.metrics_listen, config.metrics_listen);
-  warn_restart("socket", parts_.config.socket, config.socket);
-  warn_restart("host_name", parts_.config.host_name, config.host_name);
-  auto joined = [](const std::vector<std::string>& list) {
-    std::string out;
-    for (const std::string& item : list) out += (out.empty() ? "" : ",") + item;
-    return out;
-  };
-  warn_restart("allowed_fanout_targets", joined(parts_.config.allowed_fanout_targets),
-               joined(config.allowed_fanout_targets));
-  warn_restart("clock_offset_ns", std::to_string(parts_.config.clock_offset_ns),
-               std::to_string(config.clock_offset_ns));
-  // The TLS files themselves are re-read every tls_refresh_s; which files, and who may capture, need a restart.
-  const tls::TlsConfig& tls = parts_.config.tls;
-  warn_restart("tls_cert", tls.cert, config.tls.cert);
-  warn_restart("tls_key", tls.key, config.tls.key);
-  warn_restart("tls_client_ca", tls.client_ca, config.tls.client_ca);
-  warn_restart("tls_ca", tls.ca, config.tls.ca);
-  warn_restart("allowed_clients", joined(tls.allowed_clients), joined(config.tls.allowed_clients));
-  warn_restart("plaintext_listen", tls.plaintext_listen, config.tls.plaintext_listen);
-  if (absl::StatusOr<LogLevel> level = parse_log_level(config.log_level); level.ok()) set_log_level(*level);
-  parts_.sampler->set_interval(std::chrono::milliseconds(config.sample_interval_ms));
-  parts_.captures->set_limits(capture_limits(config));
-  parts_.config.log_level = config.log_level;
-  parts_.config.sample_interval_ms = config.sample_interval_ms;
-  parts_.config.max_duration_ms = config.max_duration_ms;
-  parts_.config.repository_root = config.repository_root;
-  parts_.config.capture_memory_limit_mb = config.capture_memory_limit_mb;
-  PODSCOPE_LOG(kInfo) << "reloaded: sample_interval_ms=" << config.sample_interval_ms
-                      << " max_duration_ms=" << config.max_duration_ms << " repository_root='" << config.repository_root
-                      << "' capture_memory_limit_mb=" << config.capture_memory_limit_mb
-                      << " log_level=" << config.log_level;
+  }
+  PODSCOPE_LOG(kInfo) << "reloaded:" << (applied.empty() ? " nothing changed" : applied) << " ("
+                      << outcome.refused.size() << " changed options refused)";
 }
 
 }  // namespace podscope::agent

@@ -37,8 +37,8 @@ class Agent {
   absl::Status start();
   // Ends a running capture (it is answered), stops everything and releases the ports; bounded (< 3 s).
   void shutdown();
-  // Applies what can change without a restart (log level, sampling period, limits, repository root);
-  // logs a warning for keys that need one.
+  // Puts in force the changed options declared Reload::kApplied (log level, sampling period, capture limits,
+  // repository root); refuses every other change with a warning naming the option, and counts it.
   void reload(const AgentConfig& config);
   // A reload whose config is invalid: the running config stays; logged with the reason and counted.
   void refuse_reload(std::string_view reason);

@@ -9,6 +9,8 @@
 
 namespace podscope::agent {
 
+// A reload applies the options declared Reload::kApplied (Agent::reload puts them in force); it refuses a change of
+// any other, naming it, and keeps its running value.
 void declare_agent_options(AgentConfig& c, OptionSet& o) {
   // --- core agent ---
   o.add_string("listen", &c.listen,
@@ -17,10 +19,12 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
   o.add_string("host_name", &c.host_name, "host name reported in captures and metrics (empty: the kernel's)");
   o.add_string("socket", &c.socket, "Unix socket that annotated training processes connect to");
   o.add_string("repository_root", &c.repository_root,
-               "directory captures may be written under (empty: never write files, only return data)");
-  o.add_int("sample_interval_ms", &c.sample_interval_ms, "host sampling period in milliseconds", 10, 60000);
+               "directory captures may be written under (empty: never write files, only return data)",
+               Reload::kApplied);
+  o.add_int("sample_interval_ms", &c.sample_interval_ms, "host sampling period in milliseconds", 10, 60000,
+            Reload::kApplied);
   o.add_int("max_duration_ms", &c.max_duration_ms, "longest capture or monitor a client may ask for", 1,
-            24LL * 3600 * 1000);
+            24LL * 3600 * 1000, Reload::kApplied);
   o.add_int("max_request_mb", &c.max_request_mb,
             "largest gRPC request accepted, in MiB (ours and TensorFlow's are a few KiB); larger: RESOURCE_EXHAUSTED",
             1, 2047);
@@ -31,11 +35,11 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
   o.add_int("capture_memory_limit_mb", &c.capture_memory_limit_mb,
             "memory one capture may take, in MiB: its events, their XSpace and the response; past it whole steps are "
             "dropped (each client keeps its earliest and latest), counted in the capture's warnings and metrics",
-            16, 1 << 20);
+            16, 1 << 20, Reload::kApplied);
   o.add_int("clock_offset_ns", &c.clock_offset_ns, "test hook: shifts every timestamp this agent reports",
             -LLONG_MAX / 4, LLONG_MAX / 4);
   o.hide("clock_offset_ns");
-  o.add_string("log_level", &c.log_level, "debug, info, warning or error");
+  o.add_string("log_level", &c.log_level, "debug, info, warning or error", Reload::kApplied);
   o.add_check("log_level", [&c] { return parse_log_level(c.log_level).status(); });
 
   // --- flight recorder ---

@@ -2,7 +2,9 @@
 // self-contained offline report.html. Pure functions: strings out, no files.
 #pragma once
 
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "google/protobuf/message.h"
@@ -36,20 +38,17 @@ absl::StatusOr<std::string> to_deterministic_json(const google::protobuf::Messag
 // all-reduce sync share.
 std::string render_summary_text(const podscope::v1::PodAnalysis& analysis);
 
-// What report.html shows: a tab per tool.
-struct ReportContents {
-  const podscope::v1::PodAnalysis& pod;
-  const tensorflow::profiler::OverviewPage& overview;
-  const tensorflow::profiler::InputPipelineAnalysisResult& input_pipeline;
-  const tensorflow::profiler::CombinedTfDataStats& tf_data;
-  const tensorflow::profiler::KernelStatsDb& kernel_stats;
-  const tensorflow::profiler::MemoryProfile& memory_profile;
-  const tensorflow::profiler::TfStatsDatabase& op_stats;
+// One tab of report.html: a tool's result, drawn by the page's code for `id` (its section is "tab-<id>").
+struct ReportTab {
+  std::string_view id;
+  std::string_view title;
+  const google::protobuf::Message* result;
 };
 
-// One HTML file with inline data, style and script: works offline, loads nothing. Tabs: overview (with the
-// step-time graph), input pipeline, tf.data, pod viewer, kernel stats, op stats, memory; the kernel and op tables
-// sort by any column. Long tables are cut to what a page shows (the full results are the tools' own files).
-absl::StatusOr<std::string> render_report_html(const ReportContents& contents, const std::string& title);
+// One HTML file with inline data, style and script: works offline, loads nothing. One tab per entry of `tabs`, in
+// that order, the first shown; the page has drawings for the tabs overview (with the step-time graph), input,
+// tfdata, pod, kernels, opstats and memory, and any other id is an error. The kernel and op tables sort by any
+// column. Long tables are cut to what a page shows (the full results are the tools' own files).
+absl::StatusOr<std::string> render_report_html(std::span<const ReportTab> tabs, const std::string& title);
 
 }  // namespace podscope::analysis

@@ -1,5 +1,6 @@
 // report.html: every tool's result as inline JSON plus a small script that draws a tab per tool with SVG charts
 // and tables. No external scripts, styles, fonts or images, so it opens offline.
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -26,40 +27,7 @@ table.sortable th{cursor:pointer}th.sorted-asc:after{content:" \\25b2"}th.sorted
 </style></head><body>
 <h1>@TITLE@</h1>
 <nav id="tabs"></nav>
-<section id="tab-overview" data-title="Overview">
-<h2>Performance summary</h2><div id="ov-summary"></div>
-<h2>Step-time graph</h2><div class="legend" id="ov-legend"></div><div id="ov-steps"></div>
-<h2>Recommendation</h2><div id="ov-recommendation"></div>
-<h2>Top device ops</h2><div id="ov-topops"></div>
-<h2>Run environment</h2><div id="ov-environment"></div>
-</section>
-<section id="tab-input" data-title="Input pipeline">
-<div id="ip-verdict"></div>
-<h2>Device side</h2><div id="ip-summary"></div>
-<h2>Hosts</h2><div id="ip-hosts"></div>
-<h2>Host side: where input time goes</h2><div id="ip-breakdown"></div><div id="ip-ops"></div>
-</section>
-<section id="tab-tfdata" data-title="tf.data">
-<div id="tf-summary"></div>
-<h2>Bottlenecks</h2><div id="tf-bottlenecks"></div>
-<h2>Pipelines</h2><div id="tf-pipelines"></div>
-</section>
-<section id="tab-pod" data-title="Pod viewer">
-<div id="overview"></div>
-<h2>Step breakdown per core</h2>
-<label>Step <select id="step"></select></label>
-<div class="legend" id="legend"></div>
-<div id="breakdown"></div>
-<h2>All-reduce sync vs compute</h2><div id="allreduce"></div>
-<h2>Channel latency</h2><div id="channels"></div>
-<h2>Heat view</h2><label>Category <select id="category"></select></label><div id="heat"></div>
-<h2>Top ops</h2><div id="topops"></div>
-</section>
-<section id="tab-kernels" data-title="Kernel stats"><div id="ks-summary"></div><div id="ks-table"></div></section>
-<section id="tab-opstats" data-title="Op stats"><div id="os-summary"></div>
-<h2>Device ops</h2><div id="os-device"></div><h2>Host ops</h2><div id="os-host"></div></section>
-<section id="tab-memory" data-title="Memory"><div id="mem"></div></section>
-<script id="data" type="application/json">@DATA@</script>
+@SECTIONS@<script id="data" type="application/json">@DATA@</script>
 <script>
 "use strict";
 const all = JSON.parse(document.getElementById("data").textContent);
@@ -254,7 +222,7 @@ function drawTabs() {
     const b = html("button", s.dataset.title, nav); b.dataset.tab = s.id; b.id = "button-" + s.id;
     b.addEventListener("click", () => show(s.id));
   }
-  show("tab-overview");
+  if (sections.length > 0) show(sections[0].id);
 }
 
 const stepParts = [["hostWaitInputMs", "Input (host wait)", "#d62728"], ["hostToDeviceMs", "Host to device", "#ff9896"],
@@ -436,15 +404,7 @@ function drawMemory() {
 }
 
 drawTabs();
-drawOverview();
-drawInputPipeline();
-drawTfData();
-drawKernels();
-drawOpStats();
-drawMemory();
-drawStatic();
-drawBreakdown();
-drawHeat();
+@DRAW@
 </script></body></html>
 )HTML";
 
@@ -499,30 +459,104 @@ tensorflow::profiler::MemoryProfile report_memory(const tensorflow::profiler::Me
   return out;
 }
 
+// What a tab shows of its tool's result: all of it, or what shown() keeps.
+template <typename Result, Result (*cut)(const Result&)>
+std::unique_ptr<google::protobuf::Message> shown_part(const google::protobuf::Message& result) {
+  const auto* typed = dynamic_cast<const Result*>(&result);
+  return typed == nullptr ? nullptr : std::make_unique<Result>(cut(*typed));
+}
+
+// The page's drawing of each tab: its section's body, the key its data has in the page's data, the script that
+// draws it, and what of the result it shows (null: all of it).
+struct TabPage {
+  std::string_view id;
+  std::string_view data_key;
+  std::string_view body;
+  std::string_view draw;
+  std::unique_ptr<google::protobuf::Message> (*shown)(const google::protobuf::Message&);
+};
+constexpr TabPage kTabPages[] = {
+    {"overview", "overview", R"HTML(
+<h2>Performance summary</h2><div id="ov-summary"></div>
+<h2>Step-time graph</h2><div class="legend" id="ov-legend"></div><div id="ov-steps"></div>
+<h2>Recommendation</h2><div id="ov-recommendation"></div>
+<h2>Top device ops</h2><div id="ov-topops"></div>
+<h2>Run environment</h2><div id="ov-environment"></div>
+)HTML",
+     "drawOverview();", nullptr},
+    {"input", "inputPipeline", R"HTML(
+<div id="ip-verdict"></div>
+<h2>Device side</h2><div id="ip-summary"></div>
+<h2>Hosts</h2><div id="ip-hosts"></div>
+<h2>Host side: where input time goes</h2><div id="ip-breakdown"></div><div id="ip-ops"></div>
+)HTML",
+     "drawInputPipeline();", nullptr},
+    {"tfdata", "tfData", R"HTML(
+<div id="tf-summary"></div>
+<h2>Bottlenecks</h2><div id="tf-bottlenecks"></div>
+<h2>Pipelines</h2><div id="tf-pipelines"></div>
+)HTML",
+     "drawTfData();", nullptr},
+    {"pod", "pod", R"HTML(
+<div id="overview"></div>
+<h2>Step breakdown per core</h2>
+<label>Step <select id="step"></select></label>
+<div class="legend" id="legend"></div>
+<div id="breakdown"></div>
+<h2>All-reduce sync vs compute</h2><div id="allreduce"></div>
+<h2>Channel latency</h2><div id="channels"></div>
+<h2>Heat view</h2><label>Category <select id="category"></select></label><div id="heat"></div>
+<h2>Top ops</h2><div id="topops"></div>
+)HTML",
+     "drawStatic();\ndrawBreakdown();\ndrawHeat();", nullptr},
+    {"kernels", "kernelStats", R"HTML(<div id="ks-summary"></div><div id="ks-table"></div>)HTML", "drawKernels();",
+     &shown_part<tensorflow::profiler::KernelStatsDb, report_kernels>},
+    {"opstats", "opStats", R"HTML(<div id="os-summary"></div>
+<h2>Device ops</h2><div id="os-device"></div><h2>Host ops</h2><div id="os-host"></div>)HTML",
+     "drawOpStats();", &shown_part<tensorflow::profiler::TfStatsDatabase, report_op_stats>},
+    {"memory", "memoryProfile", R"HTML(<div id="mem"></div>)HTML", "drawMemory();",
+     &shown_part<tensorflow::profiler::MemoryProfile, report_memory>},
+};
+
+const TabPage* page_of(std::string_view id) {
+  for (const TabPage& page : kTabPages)
+    if (page.id == id) return &page;
+  return nullptr;
+}
+
+std::string escape_html(const std::string& text) {
+  return absl::StrReplaceAll(text, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
+}
+
 }  // namespace
 
-absl::StatusOr<std::string> render_report_html(const ReportContents& contents, const std::string& title) {
-  const tensorflow::profiler::KernelStatsDb kernels = report_kernels(contents.kernel_stats);
-  const tensorflow::profiler::MemoryProfile memory = report_memory(contents.memory_profile);
-  const tensorflow::profiler::TfStatsDatabase op_stats = report_op_stats(contents.op_stats);
-  const std::pair<std::string_view, const google::protobuf::Message*> parts[] = {
-      {"pod", &contents.pod},        {"overview", &contents.overview}, {"inputPipeline", &contents.input_pipeline},
-      {"tfData", &contents.tf_data}, {"kernelStats", &kernels},        {"memoryProfile", &memory},
-      {"opStats", &op_stats}};
-  std::string json = "{";
-  for (const auto& [key, message] : parts) {
-    auto part = to_deterministic_json(*message, /*add_whitespace=*/false, /*always_print_primitive_fields=*/true);
+absl::StatusOr<std::string> render_report_html(std::span<const ReportTab> tabs, const std::string& title) {
+  std::string sections, draw, json = "{";
+  for (const ReportTab& tab : tabs) {
+    const TabPage* page = page_of(tab.id);
+    if (page == nullptr)
+      return absl::InvalidArgumentError("report.html has no page for tab '" + std::string(tab.id) + "'");
+    sections.append("<section id=\"tab-")
+        .append(tab.id)
+        .append("\" data-title=\"")
+        .append(escape_html(std::string(tab.title)));
+    sections.append("\">").append(page->body).append("</section>\n");
+    draw.append(page->draw).append("\n");
+    std::unique_ptr<google::protobuf::Message> shown = page->shown ? page->shown(*tab.result) : nullptr;
+    if (page->shown && !shown)
+      return absl::InvalidArgumentError("report.html's tab '" + std::string(tab.id) + "' was handed another result");
+    auto part = to_deterministic_json(shown ? *shown : *tab.result, /*add_whitespace=*/false,
+                                      /*always_print_primitive_fields=*/true);
     if (!part.ok()) return part.status();
     if (json.size() > 1) json += ",";
-    json.append("\"").append(key).append("\":").append(*part);
+    json.append("\"").append(page->data_key).append("\":").append(*part);
   }
   json += "}";
   // Inside <script>, "</" could close the element early; JSON allows "<" escaped as \u003c.
   const std::string safe_json = absl::StrReplaceAll(json, {{"<", "\\u003c"}});
-  const std::string safe_title =
-      absl::StrReplaceAll(title, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
-  return absl::StrReplaceAll(absl::string_view(kTemplate.data(), kTemplate.size()),
-                             {{"@TITLE@", safe_title}, {"@DATA@", safe_json}});
+  return absl::StrReplaceAll(
+      absl::string_view(kTemplate.data(), kTemplate.size()),
+      {{"@TITLE@", escape_html(title)}, {"@SECTIONS@", sections}, {"@DRAW@", draw}, {"@DATA@", safe_json}});
 }
 
 }  // namespace podscope::analysis

@@ -47,6 +47,7 @@
 #include "analysis/overview_page.h"
 #include "analysis/renderers.h"
 #include "analysis/runner/analysis_runner.h"
+#include "analysis/runner/tools.h"
 #include "analysis/step_model.h"
 #include "analysis/tf_data_stats.h"
 #include "analysis/tool_pages.h"
@@ -135,10 +136,7 @@ size_t render_pod_viewer_outputs(const podscope::v1::PodAnalysis& analysis) {
 size_t render_pod_outputs(const podscope::v1::PodAnalysis& analysis) {
   return render_pod_viewer_outputs(analysis) +
          podscope::analysis::render_report_html(
-             {analysis, tp::OverviewPage::default_instance(), tp::InputPipelineAnalysisResult::default_instance(),
-              tp::CombinedTfDataStats::default_instance(), tp::KernelStatsDb::default_instance(),
-              tp::MemoryProfile::default_instance(), tp::TfStatsDatabase::default_instance()},
-             "bench")
+             std::vector<podscope::analysis::ReportTab>{{"pod", "Pod viewer", &analysis}}, "bench")
              ->size();
 }
 
@@ -182,10 +180,7 @@ int measure_analysis_in_memory(const fs::path& dir) {
   }
   const auto& o = *outcome;
   size_t rendered = render_pod_viewer_outputs(o.analysis) + render_step_tool_outputs(o.overview_page, o.input_pipeline);
-  rendered += podscope::analysis::render_report_html({o.analysis, o.overview_page, o.input_pipeline, o.tf_data_stats,
-                                                      o.kernel_stats.db, o.memory_profile.profile, o.op_stats.db},
-                                                     "bench")
-                  ->size();
+  rendered += podscope::analysis::render_report_html(podscope::analysis::report_tabs(o), "bench")->size();
   rendered += render_tool_files(o.tf_data_stats) + render_tool_files(o.kernel_stats.db) +
               render_tool_files(o.op_stats.db) + o.memory_profile.profile.SerializeAsString().size() +
               podscope::analysis::render_memory_profile_json(o.memory_profile.profile)->size();

@@ -3,34 +3,20 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
+#include <string>
+#include <vector>
 
-#include "analysis/input_pipeline.h"
-#include "analysis/overview_page.h"
 #include "analysis/runner/analysis_runner.h"
-#include "analysis/tool_pages.h"
+#include "analysis/runner/tools.h"
 #include "pod_capture/pod_trace.h"
 
 namespace podscope::cli {
 namespace {
 
-constexpr std::string_view kOverviewTool = "overview";
-constexpr std::string_view kInputPipelineTool = "input_pipeline";
-constexpr std::string_view kTfDataTool = "tf_data";
-constexpr std::string_view kKernelStatsTool = "kernel_stats";
-constexpr std::string_view kMemoryTool = "memory";
-constexpr std::string_view kOpStatsTool = "op_stats";
-constexpr std::string_view kPodTool = "pod";
-
-// The terminal page of the tool asked for.
-std::string tool_page(const std::string& tool, const analysis::AnalysisOutcome& outcome) {
-  if (tool == kOverviewTool) return analysis::render_overview_text(outcome.overview_page);
-  if (tool == kInputPipelineTool) return analysis::render_input_pipeline_text(outcome.input_pipeline);
-  if (tool == kTfDataTool) return outcome.tf_data_text;
-  if (tool == kKernelStatsTool) return analysis::render_kernel_stats_page(outcome.kernel_stats);
-  if (tool == kMemoryTool) return analysis::render_memory_profile_page(outcome.memory_profile);
-  if (tool == kOpStatsTool) return analysis::render_op_stats_page(outcome.op_stats);
-  if (tool == kPodTool) return outcome.summary_text;
-  return analysis::render_overview_text(outcome.overview_page) + "\n" + outcome.summary_text;
+// The page of the tool asked for; without one, the default page.
+std::string tool_page(const std::string& name, const analysis::AnalysisOutcome& outcome) {
+  const analysis::Tool* tool = analysis::find_tool(name);
+  return tool != nullptr ? tool->page(outcome) : analysis::default_page(outcome);
 }
 
 }  // namespace
@@ -40,13 +26,17 @@ void add_analyze_flags(CLI::App& command, AnalyzeFlags& flags) {
   command.add_option("--trace-window", flags.trace_window,
                      "Write small traces of a window instead of the whole run's: A:B (ms from the capture's "
                      "start) or step:N");
+  std::vector<std::string> names;
+  std::string listed;
+  for (const analysis::Tool& tool : analysis::analysis_tools()) {
+    names.emplace_back(tool.name);
+    listed.append(listed.empty() ? "" : ", ").append(tool.name);
+    if (!tool.description.empty()) listed.append(" (").append(tool.description).append(")");
+  }
   command
       .add_option("--tool", flags.tool,
-                  "Print this tool's page: overview, input_pipeline, tf_data (tf.data bottlenecks), kernel_stats, "
-                  "memory, op_stats (framework ops) or pod (default: the overview, then the pod summary)")
-      ->check(CLI::IsMember({std::string(kOverviewTool), std::string(kInputPipelineTool), std::string(kTfDataTool),
-                             std::string(kKernelStatsTool), std::string(kMemoryTool), std::string(kOpStatsTool),
-                             std::string(kPodTool)}));
+                  "Print this tool's page: " + listed + " (default: the overview, then the pod summary)")
+      ->check(CLI::IsMember(names));
 }
 
 int run_analyze_command(const AnalyzeFlags& flags) {

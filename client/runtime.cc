@@ -43,9 +43,31 @@ constexpr bool same_value(auto a, auto b) { return static_cast<uint8_t>(a) == st
 static_assert(same_value(InputStageCategory::kRead, local::InputStageCategory::kRead) &&
               same_value(InputStageCategory::kPreprocess, local::InputStageCategory::kPreprocess) &&
               same_value(InputStageCategory::kEnqueue, local::InputStageCategory::kEnqueue));
-static_assert(same_value(detail::Kind::kInputStage, local::EventKind::kInputStage) &&
-              same_value(detail::Kind::kAllocation, local::EventKind::kAllocation) &&
-              same_value(detail::Kind::kDeallocation, local::EventKind::kDeallocation));
+constexpr std::pair<detail::Kind, local::EventKind> kKindsOnWire[] = {
+    {detail::Kind::kStep, local::EventKind::kStep},
+    {detail::Kind::kInfeed, local::EventKind::kInfeed},
+    {detail::Kind::kOutfeed, local::EventKind::kOutfeed},
+    {detail::Kind::kCompute, local::EventKind::kCompute},
+    {detail::Kind::kAllReduce, local::EventKind::kAllReduce},
+    {detail::Kind::kSend, local::EventKind::kSend},
+    {detail::Kind::kRecvDone, local::EventKind::kRecvDone},
+    {detail::Kind::kFreeForm, local::EventKind::kFreeForm},
+    {detail::Kind::kInputStage, local::EventKind::kInputStage},
+    {detail::Kind::kAllocation, local::EventKind::kAllocation},
+    {detail::Kind::kDeallocation, local::EventKind::kDeallocation},
+};
+static_assert(
+    [] {
+      if (std::size(kKindsOnWire) != std::size(local::kEventKinds)) return false;
+      for (size_t i = 0; i < std::size(kKindsOnWire); ++i)
+        if (!same_value(kKindsOnWire[i].first, kKindsOnWire[i].second) ||
+            kKindsOnWire[i].second != local::kEventKinds[i].kind)
+          return false;
+      return true;
+    }(),
+    "every public kind travels as the wire kind of its name, and every wire kind has one");
+// The name id of a step begun without a name.
+constexpr NameId kUnnamedStepId = 1;
 
 // What one annotating thread keeps: its ring, its core, and the step tallies.
 struct ThreadState {
@@ -105,8 +127,8 @@ Runtime& Runtime::instance() {
 }
 
 Runtime::Runtime() {
-  names_.emplace_back("");  // id 0: none
-  intern("train");          // id 1: the step name
+  names_.emplace_back("");                                    // id 0: none
+  intern(local::traits_of(local::EventKind::kStep).unnamed);  // kUnnamedStepId
 }
 
 void Runtime::start(const Options& options, bool implicit) {
@@ -412,14 +434,10 @@ void Runtime::add_event(const RawEvent& e, ThreadRing& ring, std::vector<CoreBat
   m.start_ns = start;
   m.duration_ns = duration;
   m.value = e.value;
-  uint32_t name_id = 0;
-  if (kind == detail::Kind::kStep || kind == detail::Kind::kCompute || kind == detail::Kind::kFreeForm) {
-    name_id = e.id == 0 && kind == detail::Kind::kStep ? 1 : e.id;
-    m.id = name_id;
-  } else if (kind == detail::Kind::kAllReduce) {
-    name_id = e.arg;
-  }
-  define_name(name_id, batch.names);
+  if (kind == detail::Kind::kStep && m.id == 0) m.id = kUnnamedStepId;
+  const local::EventKindTraits& traits = local::traits_of(m.kind);
+  if (local::is_name_id(traits.id)) define_name(m.id, batch.names);
+  if (local::is_name_id(traits.arg)) define_name(static_cast<uint32_t>(m.arg), batch.names);
   batch.events.push_back(m);
   if (kind == detail::Kind::kStep) {
     last_step_ = &steps_.back();

@@ -121,13 +121,30 @@ std::function<absl::Status(const YAML::Node&)> from_scalar(std::function<absl::S
   };
 }
 
+// Binds an option's value accessors to its target.
+template <typename T>
+void bind_value(OptionSet::Option& o, T* target, std::function<std::string(const T&)> text) {
+  o.value = [target] { return std::any(*target); };
+  o.value_text = [target, text = std::move(text)] { return text(*target); };
+  o.holds = [target](const std::any& v) { return *target == std::any_cast<const T&>(v); };
+  o.assign = [target](const std::any& v) { *target = std::any_cast<const T&>(v); };
+}
+
+std::string double_text(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
 }  // namespace
 
-void OptionSet::add_string(std::string key, std::string* target, std::string help) {
+void OptionSet::add_string(std::string key, std::string* target, std::string help, Reload reload) {
   Option o;
   o.key = std::move(key);
   o.help = std::move(help);
+  o.reload = reload;
   o.default_text = *target;
+  bind_value<std::string>(o, target, [](const std::string& v) { return v; });
   o.from_text = [target](std::string_view v) {
     *target = std::string(v);
     return absl::OkStatus();
@@ -136,11 +153,13 @@ void OptionSet::add_string(std::string key, std::string* target, std::string hel
   options_.push_back(std::move(o));
 }
 
-void OptionSet::add_int(std::string key, int64_t* target, std::string help, int64_t min, int64_t max) {
+void OptionSet::add_int(std::string key, int64_t* target, std::string help, int64_t min, int64_t max, Reload reload) {
   Option o;
   o.key = std::move(key);
   o.help = std::move(help);
+  o.reload = reload;
   o.default_text = std::to_string(*target);
+  bind_value<int64_t>(o, target, [](const int64_t& v) { return std::to_string(v); });
   o.from_text = [target, min, max](std::string_view v) -> absl::Status {
     absl::StatusOr<int64_t> parsed = parse_int(v);
     if (!parsed.ok()) return parsed.status();
@@ -155,13 +174,13 @@ void OptionSet::add_int(std::string key, int64_t* target, std::string help, int6
   options_.push_back(std::move(o));
 }
 
-void OptionSet::add_double(std::string key, double* target, std::string help, double min, double max) {
+void OptionSet::add_double(std::string key, double* target, std::string help, double min, double max, Reload reload) {
   Option o;
   o.key = std::move(key);
   o.help = std::move(help);
-  std::ostringstream text;
-  text << *target;
-  o.default_text = text.str();
+  o.reload = reload;
+  o.default_text = double_text(*target);
+  bind_value<double>(o, target, [](const double& v) { return double_text(v); });
   o.from_text = [target, min, max](std::string_view v) -> absl::Status {
     absl::StatusOr<double> parsed = parse_double(v);
     if (!parsed.ok()) return parsed.status();
@@ -177,11 +196,13 @@ void OptionSet::add_double(std::string key, double* target, std::string help, do
   options_.push_back(std::move(o));
 }
 
-void OptionSet::add_bool(std::string key, bool* target, std::string help) {
+void OptionSet::add_bool(std::string key, bool* target, std::string help, Reload reload) {
   Option o;
   o.key = std::move(key);
   o.help = std::move(help);
+  o.reload = reload;
   o.default_text = *target ? "true" : "false";
+  bind_value<bool>(o, target, [](const bool& v) { return std::string(v ? "true" : "false"); });
   o.is_bool = true;
   o.from_text = [target](std::string_view v) -> absl::Status {
     absl::StatusOr<bool> parsed = parse_bool(v);
@@ -193,11 +214,13 @@ void OptionSet::add_bool(std::string key, bool* target, std::string help) {
   options_.push_back(std::move(o));
 }
 
-void OptionSet::add_list(std::string key, std::vector<std::string>* target, std::string help) {
+void OptionSet::add_list(std::string key, std::vector<std::string>* target, std::string help, Reload reload) {
   Option o;
   o.key = std::move(key);
   o.help = std::move(help);
+  o.reload = reload;
   o.default_text = join(*target);
+  bind_value<std::vector<std::string>>(o, target, [](const std::vector<std::string>& v) { return join(v); });
   o.from_text = [target](std::string_view v) {
     *target = split_list(v);
     return absl::OkStatus();
@@ -307,6 +330,24 @@ absl::Status OptionSet::apply_flag(std::string_view key, std::string_view value)
     return absl::InvalidArgumentError("flag --" + std::string(key) + ": " + std::string(s.message()));
   }
   return absl::OkStatus();
+}
+
+ReloadOutcome reload_options(OptionSet& running, const OptionSet& fresh) {
+  ReloadOutcome outcome;
+  const std::vector<OptionSet::Option>& before = running.options();
+  const std::vector<OptionSet::Option>& after = fresh.options();
+  for (size_t i = 0; i < before.size() && i < after.size(); ++i) {
+    const std::any fresh_value = after[i].value();
+    if (before[i].holds(fresh_value)) continue;
+    ReloadOutcome::Change change{before[i].key, before[i].value_text(), after[i].value_text()};
+    if (before[i].reload == Reload::kApplied) {
+      before[i].assign(fresh_value);
+      outcome.applied.push_back(std::move(change));
+    } else {
+      outcome.refused.push_back(std::move(change));
+    }
+  }
+  return outcome;
 }
 
 absl::Status apply_command_line(const CommandLine& command_line, OptionSet& options) {

@@ -42,32 +42,11 @@ int64_t end_of(const Event& e) {
 }
 
 // Whether an event's id / arg is a name the batch defines.
-bool id_is_name(EventKind kind) {
-  return kind == EventKind::kStep || kind == EventKind::kCompute || kind == EventKind::kFreeForm ||
-         kind == EventKind::kInputStage || kind == EventKind::kAllocation || kind == EventKind::kDeallocation;
-}
-bool arg_is_name(EventKind kind) {
-  return kind == EventKind::kAllReduce || kind == EventKind::kAllocation || kind == EventKind::kDeallocation;
-}
+bool id_is_name(EventKind kind) { return local::is_name_id(local::traits_of(kind).id); }
+bool arg_is_name(EventKind kind) { return local::is_name_id(local::traits_of(kind).arg); }
 
-size_t stats_of(EventKind kind) {
-  switch (kind) {
-    case EventKind::kStep: return 1;
-    case EventKind::kInfeed:
-    case EventKind::kOutfeed: return 2;
-    case EventKind::kCompute: return 3;
-    case EventKind::kAllReduce: return 4;
-    case EventKind::kSend:
-    case EventKind::kRecvDone: return 5;
-    case EventKind::kFreeForm: return 1;
-    case EventKind::kInputStage:
-      return 5;  // step_num, the ids, and the category: a string, charged twice
-    // The allocator's totals, address, sizes, and its name and the op: strings, charged twice.
-    case EventKind::kAllocation:
-    case EventKind::kDeallocation: return 11;
-  }
-  return 5;
-}
+// The record's flags byte keeps the kind in its low four bits.
+static_assert(std::size(local::kEventKinds) < 16);
 
 }  // namespace
 
@@ -78,7 +57,7 @@ size_t CaptureCost::of(const local::EventMsg& event) {
   constexpr size_t kDecodedBytes = sizeof(HeldEvent);
   constexpr size_t kEventObjectBytes = 72, kStatObjectBytes = 56;
   constexpr size_t kEventSerializedBytes = 20, kStatSerializedBytes = 8;
-  const size_t stats = stats_of(event.kind);
+  const size_t stats = local::traits_of(event.kind).stats;
   return kDecodedBytes + kEventObjectBytes + stats * kStatObjectBytes +
          2 * (kEventSerializedBytes + stats * kStatSerializedBytes);
 }

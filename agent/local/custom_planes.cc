@@ -32,25 +32,25 @@ std::string_view name_of(const HeldClientEvents& client, uint32_t index) {
   return index < client.names.size() ? std::string_view(client.names[index]) : std::string_view();
 }
 
+// An event's name: its name id's (or its kind's name for none), else its kind's fixed name.
 std::string_view op_name(const PlacedEvent& p) {
+  const local::EventKindTraits& traits = local::traits_of(p.event->kind);
+  if (traits.id == local::EventField::kNameId) {
+    auto n = name_of(*p.client, p.event->id);
+    return n.empty() ? traits.unnamed : n;
+  }
   switch (p.event->kind) {
     case EventKind::kInfeed: return xspace::kInfeedEventName;
     case EventKind::kOutfeed: return xspace::kOutfeedEventName;
     case EventKind::kAllReduce: return xspace::kAllReduceEventName;
     case EventKind::kSend: return xspace::kSendEventName;
     case EventKind::kRecvDone: return xspace::kRecvDoneEventName;
-    case EventKind::kCompute: {
-      auto n = name_of(*p.client, p.event->id);
-      return n.empty() ? std::string_view("compute") : n;
-    }
-    case EventKind::kStep:
-    case EventKind::kFreeForm:
-    case EventKind::kInputStage: {
-      auto n = name_of(*p.client, p.event->id);
-      return n.empty() ? std::string_view("annotation") : n;
-    }
     case EventKind::kAllocation: return xspace::kMemoryAllocationEventName;
     case EventKind::kDeallocation: return xspace::kMemoryDeallocationEventName;
+    case EventKind::kStep:
+    case EventKind::kCompute:
+    case EventKind::kFreeForm:
+    case EventKind::kInputStage: break;  // named by their id, above
   }
   return "annotation";
 }
@@ -123,18 +123,10 @@ void add_core_events(int32_t core, std::vector<PlacedEvent>& events, xspace::XPl
   // Event metadata ids by (client, kind and name index): one hash lookup of the name per distinct op.
   std::map<std::tuple<const HeldClientEvents*, EventKind, uint32_t>, int64_t> metadata_ids;
   auto metadata_id = [&](const PlacedEvent& p) {
-    const bool named = p.event->kind == EventKind::kCompute || p.event->kind == EventKind::kFreeForm ||
-                       p.event->kind == EventKind::kStep || p.event->kind == EventKind::kInputStage;
+    const bool named = local::traits_of(p.event->kind).id == local::EventField::kNameId;
     auto key = std::make_tuple(p.client, p.event->kind, named ? p.event->id : 0u);
     auto it = metadata_ids.find(key);
-    if (it == metadata_ids.end()) {
-      std::string_view name = op_name(p);
-      if (p.event->kind == EventKind::kStep) {
-        name = name_of(*p.client, p.event->id);
-        if (name.empty()) name = "train";
-      }
-      it = metadata_ids.emplace(key, builder.event_metadata_id(name)).first;
-    }
+    if (it == metadata_ids.end()) it = metadata_ids.emplace(key, builder.event_metadata_id(op_name(p))).first;
     return it->second;
   };
   std::optional<xspace::XLineBuilder> steps_line;

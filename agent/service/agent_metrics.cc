@@ -29,6 +29,13 @@ RequestMetrics::RequestMetrics(prometheus::Registry& registry, const std::string
                           .Labels({{"host", host_name}})
                           .Register(registry)
                           .Add({})),
+      reload_options_refused(prometheus::BuildCounter()
+                                 .Name("podscope_config_reload_options_refused_total")
+                                 .Help("Changed options a SIGHUP reload refused, keeping their running value, because "
+                                       "they take effect only after a restart (each is named in the log).")
+                                 .Labels({{"host", host_name}})
+                                 .Register(registry)
+                                 .Add({})),
       monitors_served(prometheus::BuildCounter()
                           .Name("podscope_monitors_total")
                           .Help("Monitor requests answered.")

@@ -13,8 +13,9 @@ struct RequestMetrics {
   RequestMetrics(prometheus::Registry& registry, const std::string& host_name);
   prometheus::Counter& captures_served;
   prometheus::Counter& captures_refused;
-  prometheus::Counter& monitors_refused;  // over max_concurrent_monitors
-  prometheus::Counter& reloads_refused;   // SIGHUP with an invalid config
+  prometheus::Counter& monitors_refused;        // over max_concurrent_monitors
+  prometheus::Counter& reloads_refused;         // SIGHUP with an invalid config
+  prometheus::Counter& reload_options_refused;  // changed options a valid reload left as they run (need a restart)
   prometheus::Counter& monitors_served;
   prometheus::Counter& pod_sessions_served;  // NewSession pod runs
   prometheus::Counter& fanouts_refused;      // NewSession naming a host outside allowed_fanout_targets

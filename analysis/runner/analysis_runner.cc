@@ -1,19 +1,16 @@
 #include "analysis/runner/analysis_runner.h"
 
 #include <algorithm>
-#include <functional>
-#include <optional>
+#include <memory>
 
 #include "analysis/input_pipeline.h"
 #include "analysis/overview_page.h"
 #include "analysis/renderers.h"
+#include "analysis/runner/tools.h"
 #include "analysis/step_model.h"
-#include "analysis/tf_data_stats.h"
 #include "analysis/tool_pages.h"
 #include "daemon/atomic_file.h"
 #include "kineto/trace_file.h"
-#include "proto/xspace/names.h"
-#include "proto/xspace/xplane_reader.h"
 #include "proto/xspace/xspace_stream_reader.h"
 
 namespace podscope::analysis {
@@ -44,93 +41,24 @@ absl::StatusOr<std::vector<std::filesystem::path>> list_xspace_files(const std::
   return files;
 }
 
-// The op-level tools, each folding the planes in as they pass.
-struct OpToolBuilders {
-  KernelStatsBuilder kernel_stats;
-  MemoryProfileBuilder memory_profile;
-  OpStatsBuilder op_stats;
-
-  static bool wants_line(std::string_view plane_name, std::string_view line_name) {
-    return KernelStatsBuilder::wants_line(plane_name, line_name) ||
-           MemoryProfileBuilder::wants_line(plane_name, line_name) || OpStatsBuilder::wants_line(plane_name, line_name);
-  }
-  void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) {
-    kernel_stats.add_plane(plane);
-    memory_profile.add_plane(file_index, plane);
-    op_stats.add_plane(plane);
-  }
-};
-
-// The tf.data bottleneck analysis' share of the reading: the input stages of annotated planes as they stream
-// by, and a file's host plane with its lines only when its metadata names tf.data iterators.
-class TfDataCollector {
- public:
-  static bool wants_line(std::string_view plane_name, std::string_view line_name) {
-    return plane_name.starts_with(xspace::kCustomPlanePrefix) && line_name == xspace::kInputPipelineLineName;
-  }
-
-  void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) {
-    if (plane.name() == xspace::kHostPlaneName) {
-      FileHost& file = file_host(file_index);
-      if (auto name = host_name_of(plane)) file.host_name = std::move(name);
-      if (names_tf_data_iterators(plane)) planes_.push_back({file_index, std::nullopt, xplane_to_tf_data_stats(plane)});
-      return;
-    }
-    if (!std::string_view(plane.name()).starts_with(xspace::kCustomPlanePrefix)) return;
-    PlaneTfDataStats stats = input_stages_to_tf_data_stats(plane);
-    if (!stats.stats.input_pipelines().empty()) planes_.push_back({file_index, host_name_of(plane), std::move(stats)});
-  }
-
-  // The XSpace's own `hostnames`, used when the host plane has no host_name stat.
-  void add_hostnames(size_t file_index, const std::vector<std::string>& hostnames) {
-    FileHost& file = file_host(file_index);
-    if (!file.host_name && !hostnames.empty()) file.host_name = hostnames.front();
-  }
-
-  tensorflow::profiler::CombinedTfDataStats finish() && {
-    std::vector<HostTfDataStats> hosts;
-    for (PlaneSource& p : planes_) {
-      const std::optional<std::string>& file_host_name = file_host(p.file_index).host_name;
-      std::string host = p.host_name ? *p.host_name : file_host_name.value_or("host" + std::to_string(p.file_index));
-      hosts.push_back({std::move(host), std::move(p.stats)});
-    }
-    return combine_tf_data_stats(std::move(hosts));
-  }
-
- private:
-  struct FileHost {
-    std::optional<std::string> host_name;
-  };
-  struct PlaneSource {
-    size_t file_index = 0;
-    std::optional<std::string> host_name;  // the plane's own
-    PlaneTfDataStats stats;
-  };
-
-  static std::optional<std::string> host_name_of(const tensorflow::profiler::XPlane& plane) {
-    const auto name = xspace::XPlaneReader(plane).str_stat(xspace::kHostNameStat);
-    return name ? std::optional<std::string>(std::string(*name)) : std::nullopt;
-  }
-
-  FileHost& file_host(size_t file_index) {
-    if (files_.size() <= file_index) files_.resize(file_index + 1);
-    return files_[file_index];
-  }
-
-  std::vector<FileHost> files_;
-  std::vector<PlaneSource> planes_;
-};
-
-// Everything that reads the planes as they stream past.
+// Everything that reads the planes as they stream past: the pod analyzer, the step model, and the builder of every
+// tool that reads the planes itself (ToolInput::kPlanes), in table order.
 struct PlaneConsumers {
   PodAnalyzer pod;
   StepModelBuilder steps;
-  TfDataCollector tf_data;
-  OpToolBuilders op_tools;
+  std::vector<std::unique_ptr<PlaneToolBuilder>> tools;
+
+  explicit PlaneConsumers(const PodAnalyzerOptions& options) : pod(options) {
+    for (const Tool& tool : analysis_tools())
+      if (tool.reads == ToolInput::kPlanes) tools.push_back(tool.builder());
+  }
 
   static bool wants_line(std::string_view plane_name, std::string_view line_name) {
-    return PodAnalyzer::wants_line(plane_name, line_name) || StepModelBuilder::wants_line(plane_name, line_name) ||
-           TfDataCollector::wants_line(plane_name, line_name) || OpToolBuilders::wants_line(plane_name, line_name);
+    if (PodAnalyzer::wants_line(plane_name, line_name) || StepModelBuilder::wants_line(plane_name, line_name))
+      return true;
+    for (const Tool& tool : analysis_tools())
+      if (tool.reads == ToolInput::kPlanes && tool.wants_line(plane_name, line_name)) return true;
+    return false;
   }
 };
 
@@ -138,7 +66,6 @@ struct PlaneConsumers {
 // (a truncated capture still has whole planes); the error names the file and where it broke.
 absl::Status read_into(PlaneConsumers& consumers, size_t index, const std::filesystem::path& file) {
   PodAnalyzer& analyzer = consumers.pod;
-  TfDataCollector& tf_data = consumers.tf_data;
   std::error_code ec;
   if (std::filesystem::file_size(file, ec) == 0 && !ec) return absl::DataLossError(file.string() + " is empty");
   xspace::XSpaceHeader header;
@@ -147,13 +74,11 @@ absl::Status read_into(PlaneConsumers& consumers, size_t index, const std::files
       [&](const tensorflow::profiler::XPlane& plane) {
         analyzer.add_plane(index, plane);
         consumers.steps.add_plane(index, plane);
-        tf_data.add_plane(index, plane);
-        consumers.op_tools.add_plane(index, plane);
+        for (auto& tool : consumers.tools) tool->add_plane(index, plane);
         return absl::OkStatus();
       },
       &header, PlaneConsumers::wants_line);
-  // Kernels take their ops from their own file's launches, whether or not it broke part way.
-  consumers.op_tools.kernel_stats.end_file();
+  for (auto& tool : consumers.tools) tool->end_file(index, status.ok() ? &header : nullptr);
   if (!status.ok()) return status;
   // Device planes without steps of their own take them from the host plane's step markers, which the step model
   // read as the host plane passed.
@@ -161,11 +86,10 @@ absl::Status read_into(PlaneConsumers& consumers, size_t index, const std::files
   analyzer.add_hostnames(index, header.hostnames);
   consumers.steps.add_hostnames(index, header.hostnames);
   consumers.steps.end_file(index);
-  tf_data.add_hostnames(index, header.hostnames);
   return absl::OkStatus();
 }
 
-// The step tools from the step model.
+// The step tools from the step model: the overview embeds the input pipeline's analysis.
 void run_step_tools(StepModel model, AnalysisOutcome& outcome) {
   outcome.input_pipeline = step_model_to_input_pipeline(model);
   outcome.overview_page = step_model_to_overview_page(model, outcome.input_pipeline);
@@ -181,66 +105,20 @@ absl::Status write_output(const std::filesystem::path& run_dir, std::string_view
   return absl::OkStatus();
 }
 
-absl::Status render_and_write(const std::filesystem::path& run_dir, const AnalysisOptions& options,
-                              AnalysisOutcome& outcome) {
+// Every tool's files, then report.html with a tab per tool.
+absl::Status write_outputs(const std::filesystem::path& run_dir, const AnalysisOptions& options,
+                           AnalysisOutcome& outcome) {
+  for (const Tool& tool : analysis_tools()) {
+    for (ToolFile& file : tool.files(outcome)) {
+      if (!file.content.ok()) return file.content.status();
+      if (absl::Status s = write_output(run_dir, file.name, *file.content, outcome); !s.ok()) return s;
+    }
+  }
   const std::string title =
       options.report_title.empty() ? "podscope pod analysis: " + run_dir.filename().string() : options.report_title;
-  auto legacy_json = render_pod_viewer_json(outcome.analysis);
-  if (!legacy_json.ok()) return legacy_json.status();
-  auto proto_json = render_pod_viewer_proto_json(outcome.analysis);
-  if (!proto_json.ok()) return proto_json.status();
-  auto html =
-      render_report_html({outcome.analysis, outcome.overview_page, outcome.input_pipeline, outcome.tf_data_stats,
-                          outcome.kernel_stats.db, outcome.memory_profile.profile, outcome.op_stats.db},
-                         title);
+  absl::StatusOr<std::string> html = render_report_html(report_tabs(outcome), title);
   if (!html.ok()) return html.status();
-  const std::string pod_viewer_pb = serialize_deterministically(outcome.analysis.pod_viewer());
-  const std::string analysis_pb = serialize_deterministically(outcome.analysis);
-  const std::pair<std::string_view, const std::string*> outputs[] = {{"pod_viewer.json", &*legacy_json},
-                                                                     {"pod_viewer.pb", &pod_viewer_pb},
-                                                                     {"pod_viewer.pb.json", &*proto_json},
-                                                                     {"pod_analysis.pb", &analysis_pb},
-                                                                     {"report.html", &*html},
-                                                                     {"pod_summary.txt", &outcome.summary_text}};
-  for (const auto& [name, content] : outputs) {
-    if (absl::Status s = write_output(run_dir, name, *content, outcome); !s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
-
-// Each tool's result as <tool>.pb (its XProf message) and <tool>.json (every field, zeros included, as XProf
-// prints its tools' JSON).
-absl::Status write_tool_files(const std::filesystem::path& run_dir, AnalysisOutcome& outcome) {
-  struct ToolFiles {
-    std::string_view name;
-    const google::protobuf::Message* message;
-    std::function<absl::StatusOr<std::string>()> json;
-  };
-  auto printed = [](const google::protobuf::Message& message, bool add_whitespace) {
-    return [&message, add_whitespace] {
-      return to_deterministic_json(message, add_whitespace, /*always_print_primitive_fields=*/true);
-    };
-  };
-  const ToolFiles tools[] = {
-      {"overview_page", &outcome.overview_page, printed(outcome.overview_page, true)},
-      {"input_pipeline", &outcome.input_pipeline, printed(outcome.input_pipeline, true)},
-      {"tf_data_stats", &outcome.tf_data_stats, printed(outcome.tf_data_stats, true)},
-      {"kernel_stats", &outcome.kernel_stats.db, printed(outcome.kernel_stats.db, false)},
-      {"framework_op_stats", &outcome.op_stats.db, printed(outcome.op_stats.db, false)},
-      // One allocator at a time: printing the whole profile at once would dominate the analysis' peak memory.
-      {"memory_profile", &outcome.memory_profile.profile,
-       [&outcome] { return render_memory_profile_json(outcome.memory_profile.profile); }}};
-  for (const ToolFiles& tool : tools) {
-    absl::StatusOr<std::string> json = tool.json();
-    if (!json.ok()) return json.status();
-    if (absl::Status s =
-            write_output(run_dir, std::string(tool.name) + ".pb", serialize_deterministically(*tool.message), outcome);
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = write_output(run_dir, std::string(tool.name) + ".json", *json, outcome); !s.ok()) return s;
-  }
-  return absl::OkStatus();
+  return write_output(run_dir, "report.html", *html, outcome);
 }
 
 }  // namespace
@@ -249,8 +127,7 @@ absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::pat
                                                       const AnalysisOptions& options) {
   absl::StatusOr<AnalysisOutcome> outcome = analyze_run_files(run_dir, options.analyzer);
   if (!outcome.ok()) return outcome.status();
-  if (absl::Status s = render_and_write(run_dir, options, *outcome); !s.ok()) return s;
-  if (absl::Status s = write_tool_files(run_dir, *outcome); !s.ok()) return s;
+  if (absl::Status s = write_outputs(run_dir, options, *outcome); !s.ok()) return s;
   return outcome;
 }
 
@@ -259,7 +136,7 @@ absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& r
   absl::StatusOr<std::vector<std::filesystem::path>> files = list_xspace_files(run_dir);
   if (!files.ok()) return files.status();
   AnalysisOutcome outcome;
-  PlaneConsumers consumers{PodAnalyzer(options), StepModelBuilder(), TfDataCollector(), OpToolBuilders()};
+  PlaneConsumers consumers(options);
   for (size_t i = 0; i < files->size(); ++i) {
     if (absl::Status s = read_into(consumers, i, (*files)[i]); !s.ok()) outcome.bad_files.emplace_back(s.message());
   }
@@ -270,11 +147,7 @@ absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& r
   }
   outcome.analysis = std::move(consumers.pod).finish();
   run_step_tools(std::move(consumers.steps).finish(), outcome);
-  outcome.tf_data_stats = std::move(consumers.tf_data).finish();
-  outcome.tf_data_text = tf_data_stats_to_text(outcome.tf_data_stats);
-  outcome.kernel_stats = std::move(consumers.op_tools.kernel_stats).finish();
-  outcome.memory_profile = std::move(consumers.op_tools.memory_profile).finish();
-  outcome.op_stats = std::move(consumers.op_tools.op_stats).finish();
+  for (auto& tool : consumers.tools) std::move(*tool).finish(outcome);
   outcome.summary_text = render_summary_text(outcome.analysis);
   outcome.summary_text += render_op_tool_warnings(outcome.kernel_stats, outcome.memory_profile, outcome.op_stats);
   for (const auto& bad : outcome.bad_files) outcome.summary_text += "warning: file skipped: " + bad + "\n";

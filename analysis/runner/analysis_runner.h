@@ -1,12 +1,8 @@
-// The file-touching shell around the pod analysis: reads every *.xplane.pb of a run directory one plane
-// at a time (clock offsets and host names come from each file's /host:CPU plane), analyses the pod, and
-// writes pod_viewer.json, pod_viewer.pb, pod_viewer.pb.json, pod_analysis.pb, pod_summary.txt and
-// report.html atomically into the same directory; in the same pass the step model gives the step tools, written
-// as overview_page.pb/.json and input_pipeline.pb/.json, and the tf.data bottleneck analysis gives
-// tf_data_stats.pb/.json, and the op-level tools' kernel_stats.pb/.json and
-// memory_profile.pb/.json (XProf's KernelStatsDb and MemoryProfile) and framework_op_stats.pb/.json (XProf's
-// TfStatsDatabase). Used by `podscope analyze RUN_DIR` and after every
-// capture. See docs/analysis.md.
+// The file-touching shell around the pod analysis: reads every *.xplane.pb (and torch.profiler trace) of a run
+// directory one plane at a time (clock offsets and host names come from each file's /host:CPU plane), feeds the
+// pod analyzer, the step model and every tool of the tool table (tools.h), and writes each tool's files and
+// report.html, a tab per tool, atomically into the same directory. Used by `podscope analyze RUN_DIR` and after
+// every capture. See docs/analysis.md.
 #pragma once
 
 #include <filesystem>

@@ -6,6 +6,7 @@
 // See docs/local_protocol.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <iterator>
 #include <optional>
@@ -83,26 +84,113 @@ static_assert(
     }(),
     "kVersions rows are versions 1, 2, 3, ... in order");
 
-// What an annotation recorded. The agent names events after these (XLA spelling, see proto/xspace/names.h).
+// What an annotation recorded. The agent names events after these (XLA spelling, see proto/xspace/names.h);
+// what each kind's fields mean is its row of kEventKinds below.
 enum class EventKind : uint8_t {
-  kStep = 1,       // value = step_num, id = name id
-  kInfeed = 2,     // value = bytes
-  kOutfeed = 3,    // value = bytes
-  kCompute = 4,    // id = name id, value = flops, value2 = bytes
-  kAllReduce = 5,  // id = all_reduce_id, value = bytes, arg = replica-group name id
-  kSend = 6,       // id = channel_id, arg = destination core, value = bytes
-  kRecvDone = 7,   // id = channel_id, arg = source core, value = bytes
-  kFreeForm = 8,   // id = name id
-  // Never in an Events frame: an input stage arrives in an InputStages frame and is held as an event of this
-  // kind, id = name id, arg = category, value = stage id, value2 = parent stage id.
+  kStep = 1,
+  kInfeed = 2,
+  kOutfeed = 3,
+  kCompute = 4,
+  kAllReduce = 5,
+  kSend = 6,
+  kRecvDone = 7,
+  kFreeForm = 8,
   kInputStage = 9,
-  // Never in an Events frame either: allocation records arrive in an Allocations frame and are held as events
-  // of these kinds, id = allocator name id, arg = op name id, value = bytes (0 for a free), value2 = address.
   kAllocation = 10,
   kDeallocation = 11,
 };
-// The last kind an Events frame may carry.
-inline constexpr uint8_t kMaxEventKind = 8;
+
+// What one of an event's fields (`id`, `arg`, `value`, `value2`) holds.
+enum class EventField : uint8_t {
+  kUnused,
+  kNameId,           // the event's name: a name id of its batch
+  kReplicaGroupId,   // a name id of its batch: the replica group's name
+  kAllocatorNameId,  // a name id of its batch: the allocator's name ("GPU_0_bfc")
+  kOpNameId,         // a name id of its batch: the op an allocation was made for (0: not known)
+  kStepNum,
+  kBytes,
+  kFlops,
+  kAllReduceId,
+  kChannelId,
+  kDestinationCore,
+  kSourceCore,
+  kInputStageCategory,  // an InputStageCategory
+  kStageId,
+  kParentStageId,
+  kAddress,
+};
+// Whether a field holds a name id, which the batch that carries the event defines.
+constexpr bool is_name_id(EventField field) {
+  return field == EventField::kNameId || field == EventField::kReplicaGroupId ||
+         field == EventField::kAllocatorNameId || field == EventField::kOpNameId;
+}
+
+// One kind's contract, read by the client (which fills the fields), the agent's event store (which holds them and
+// charges their cost) and the agent's client planes (which write them as an XEvent and its stats).
+struct EventKindTraits {
+  EventKind kind;
+  EventField id, arg, value, value2;
+  // Whether an Events frame carries it; the other kinds arrive in frames of their own (InputStages, Allocations)
+  // and are held as events of their kind.
+  bool in_events_frame;
+  // The stats its XEvent carries, a string stat counting twice: what the agent charges per held event.
+  uint8_t stats;
+  // Its event's name when its name id names nothing (kinds named by `id` only); the other kinds have one fixed
+  // name each (proto/xspace/names.h).
+  std::string_view unnamed;
+};
+// One row per kind, in order: id, arg, value, value2, carried by an Events frame, stats, name when unnamed.
+inline constexpr auto kEventKinds = [] {
+  using F = EventField;
+  return std::array{
+      EventKindTraits{EventKind::kStep, F::kNameId, F::kUnused, F::kStepNum, F::kUnused, true, 1, "train"},
+      EventKindTraits{EventKind::kInfeed, F::kUnused, F::kUnused, F::kBytes, F::kUnused, true, 2, ""},
+      EventKindTraits{EventKind::kOutfeed, F::kUnused, F::kUnused, F::kBytes, F::kUnused, true, 2, ""},
+      EventKindTraits{EventKind::kCompute, F::kNameId, F::kUnused, F::kFlops, F::kBytes, true, 3, "compute"},
+      EventKindTraits{EventKind::kAllReduce, F::kAllReduceId, F::kReplicaGroupId, F::kBytes, F::kUnused, true, 4, ""},
+      EventKindTraits{EventKind::kSend, F::kChannelId, F::kDestinationCore, F::kBytes, F::kUnused, true, 5, ""},
+      EventKindTraits{EventKind::kRecvDone, F::kChannelId, F::kSourceCore, F::kBytes, F::kUnused, true, 5, ""},
+      EventKindTraits{EventKind::kFreeForm, F::kNameId, F::kUnused, F::kUnused, F::kUnused, true, 1, "annotation"},
+      // Stats: step_num, the two stage ids, and the category (a string).
+      EventKindTraits{EventKind::kInputStage, F::kNameId, F::kInputStageCategory, F::kStageId, F::kParentStageId, false,
+                      5, "annotation"},
+      // Stats: the allocator's totals, the address, the sizes, and the allocator's and op's names (strings).
+      EventKindTraits{EventKind::kAllocation, F::kAllocatorNameId, F::kOpNameId, F::kBytes, F::kAddress, false, 11, ""},
+      EventKindTraits{EventKind::kDeallocation, F::kAllocatorNameId, F::kOpNameId, F::kUnused, F::kAddress, false, 11,
+                      ""}};
+}();
+static_assert(
+    [] {
+      for (size_t i = 0; i < std::size(kEventKinds); ++i)
+        if (static_cast<size_t>(kEventKinds[i].kind) != i + 1) return false;
+      return true;
+    }(),
+    "kEventKinds has one row per kind, kinds 1, 2, 3, ... in order");
+static_assert(
+    [] {
+      for (const EventKindTraits& t : kEventKinds)
+        if ((t.id == EventField::kNameId) != !t.unnamed.empty()) return false;
+      return true;
+    }(),
+    "a kind named by its id has a name for when the id names nothing, and only such a kind");
+
+// The row of `kind`, one of kEventKinds.
+constexpr const EventKindTraits& traits_of(EventKind kind) { return kEventKinds[static_cast<size_t>(kind) - 1]; }
+
+// The last kind an Events frame may carry: the kinds it carries come first.
+inline constexpr uint8_t kMaxEventKind = [] {
+  uint8_t last = 0;
+  for (const EventKindTraits& t : kEventKinds)
+    if (t.in_events_frame) last = static_cast<uint8_t>(t.kind);
+  return last;
+}();
+static_assert(
+    [] {
+      for (const EventKindTraits& t : kEventKinds)
+        if (t.in_events_frame != (static_cast<uint8_t>(t.kind) <= kMaxEventKind)) return false;
+      return true;
+    }(),
+    "the kinds an Events frame carries are 1 to kMaxEventKind");
 
 // The first frame of every connection since version 2: the versions the client speaks. Its layout, and
 // those of Welcome and Refused, are the same in every version, so any two ends can negotiate.

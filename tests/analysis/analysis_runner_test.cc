@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "analysis/renderers.h"
+#include "analysis/runner/tools.h"
 #include "analysis/step_category.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -138,6 +139,40 @@ TEST_F(RunDirectory, WritesEveryOutputInTheLegacySchema) {
   EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));  // only the SVG namespace name
   EXPECT_EQ(html.find("https://"), std::string::npos);
   EXPECT_EQ(html.find("<script src"), std::string::npos);
+}
+
+TEST_F(RunDirectory, EveryToolOfTheToolTableWritesItsFilesShowsItsTabAndHasAPage) {
+  write_pod(SyntheticPodSpec{});
+  auto outcome = analyze_run_directory(dir_);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  const std::string html = read(dir_ / "report.html");
+  std::set<std::string> names;
+  size_t files = 0;
+  for (const Tool& tool : analysis_tools()) {
+    EXPECT_TRUE(names.insert(std::string(tool.name)).second) << "two tools named " << tool.name;
+    EXPECT_EQ(find_tool(tool.name), &tool);
+    EXPECT_EQ(tool.reads == ToolInput::kPlanes, tool.builder != nullptr && tool.wants_line != nullptr) << tool.name;
+    for (const ToolFile& file : tool.files(*outcome)) {
+      EXPECT_TRUE(fs::exists(dir_ / file.name)) << tool.name << ": " << file.name;
+      ++files;
+    }
+    EXPECT_NE(html.find("<section id=\"tab-" + std::string(tool.tab_id) + "\" data-title=\"" +
+                        std::string(tool.tab_title) + "\">"),
+              std::string::npos)
+        << tool.name;
+    EXPECT_FALSE(tool.page(*outcome).empty()) << tool.name;
+  }
+  EXPECT_EQ(outcome->written_files.size(), files + 1) << "every tool's files, then report.html";
+  EXPECT_EQ(outcome->written_files.back().filename(), "report.html");
+  EXPECT_EQ(find_tool("no such tool"), nullptr);
+}
+
+TEST(ReportHtml, ATabThePageCannotDrawIsAnErrorNamingIt) {
+  const podscope::v1::PodAnalysis pod;
+  const ReportTab tabs[] = {{"pod", "Pod viewer", &pod}, {"flamegraph", "Flame graph", &pod}};
+  const absl::StatusOr<std::string> html = render_report_html(tabs, "t");
+  ASSERT_FALSE(html.ok());
+  EXPECT_NE(html.status().message().find("'flamegraph'"), std::string::npos) << html.status();
 }
 
 TEST_F(RunDirectory, TensorFlowFileGivesABreakdownForEveryGpuWithAStep) {

@@ -8,28 +8,19 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "tests/cli/command_flags.h"
 
 namespace podscope::cli {
 namespace {
 
 CaptureFlags parse(std::vector<std::string> args) {
-  CLI::App app{"podscope"};
-  CaptureFlags flags;
-  add_capture_flags(*app.add_subcommand("capture"), flags);
-  args.insert(args.begin(), "capture");
-  std::reverse(args.begin(), args.end());  // CLI11 takes a vector last argument first
-  app.parse(args);
-  return flags;
+  return testing::parse_flags("capture", &add_capture_flags, std::move(args));
 }
 
-std::string capture_help() {
-  CLI::App app{"podscope"};
-  CaptureFlags flags;
-  auto* capture = app.add_subcommand("capture");
-  add_capture_flags(*capture, flags);
-  return capture->help();
-}
+std::string capture_help() { return testing::help_of("capture", &add_capture_flags); }
 
 struct CommandResult {
   int exit_code;

@@ -167,5 +167,38 @@ TEST(OptionSet, EndlessConfigSourceIsRefusedWithoutReadingItAll) {
   EXPECT_NE(st.message().find("larger than"), std::string::npos) << st.message();
 }
 
+TEST(OptionSet, AReloadAppliesOnlyTheOptionsDeclaredSoAndListsEveryChange) {
+  struct Config {
+    std::string listen = "0.0.0.0:1";
+    int64_t interval_ms = 1000;
+    double factor = 2.0;
+    std::vector<std::string> upstream;
+  };
+  auto declare_config = [](Config& c, OptionSet& o) {
+    o.add_string("listen", &c.listen, "address");
+    o.add_int("sample_interval_ms", &c.interval_ms, "period", 10, 60000, Reload::kApplied);
+    o.add_double("factor", &c.factor, "factor", 1, 10);
+    o.add_list("upstream", &c.upstream, "servers", Reload::kApplied);
+  };
+  Config running, fresh;
+  OptionSet running_options, fresh_options;
+  declare_config(running, running_options);
+  declare_config(fresh, fresh_options);
+  ASSERT_TRUE(fresh_options.apply_yaml("listen: 127.0.0.1:2\nsample_interval_ms: 250\nupstream: [a:1]\n", "x").ok());
+  const ReloadOutcome outcome = reload_options(running_options, fresh_options);
+  ASSERT_EQ(outcome.refused.size(), 1u);
+  EXPECT_EQ(outcome.refused[0].key, "listen");
+  EXPECT_EQ(outcome.refused[0].before, "0.0.0.0:1");
+  EXPECT_EQ(outcome.refused[0].after, "127.0.0.1:2");
+  EXPECT_EQ(running.listen, "0.0.0.0:1") << "a refused option keeps its running value";
+  ASSERT_EQ(outcome.applied.size(), 2u);
+  EXPECT_EQ(outcome.applied[0].key, "sample_interval_ms");
+  EXPECT_EQ(outcome.applied[0].after, "250");
+  EXPECT_EQ(outcome.applied[1].key, "upstream");
+  EXPECT_EQ(running.interval_ms, 250);
+  EXPECT_EQ(running.upstream, std::vector<std::string>{"a:1"});
+  EXPECT_EQ(running.factor, 2.0) << "an unchanged option is neither applied nor refused";
+}
+
 }  // namespace
 }  // namespace podscope

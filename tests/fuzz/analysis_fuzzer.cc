@@ -69,7 +69,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)render_op_stats_page(op_stats);
   (void)render_op_tool_warnings(kernel_stats, memory_profile, op_stats);
 
-  (void)render_report_html(
-      {analysis, overview, input_pipeline, tf_data, kernel_stats.db, memory_profile.profile, op_stats.db}, "fuzz");
+  const ReportTab tabs[] = {{"overview", "Overview", &overview},
+                            {"input", "Input pipeline", &input_pipeline},
+                            {"tfdata", "tf.data", &tf_data},
+                            {"pod", "Pod viewer", &analysis},
+                            {"kernels", "Kernel stats", &kernel_stats.db},
+                            {"opstats", "Op stats", &op_stats.db},
+                            {"memory", "Memory", &memory_profile.profile}};
+  (void)render_report_html(tabs, "fuzz");
   return 0;
 }

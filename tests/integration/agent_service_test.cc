@@ -764,6 +764,33 @@ TEST(AgentProcessLifecycle, SighupReloadsTheConfigFile) {
   fs::remove_all(dir);
 }
 
+TEST(AgentProcessLifecycle, SighupRefusesAnOptionThatNeedsARestartNamingItAndAppliesTheOthers) {
+  const std::string dir = AgentProcess::make_temp_dir();
+  std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 1000\n";
+  AgentProcess agent({"--config", dir + "/agent.yaml"});
+  std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 2000\nmax_concurrent_monitors: 3\n";
+  agent.signal(SIGHUP);
+  bool reloaded = false;
+  for (int i = 0; i < 100 && !reloaded; ++i) {
+    agent.read_some(50);
+    reloaded = agent.output().find("reloaded:") != std::string::npos;
+  }
+  ASSERT_TRUE(reloaded) << agent.output();
+  EXPECT_NE(agent.output().find("reload: max_concurrent_monitors changed from '16' to '3'; refused, the running "
+                                "value stays: it takes effect after a restart"),
+            std::string::npos)
+      << agent.output();
+  EXPECT_NE(agent.output().find("reloaded: max_duration_ms=2000 (1 changed options refused)"), std::string::npos)
+      << agent.output();
+  EXPECT_TRUE(profile(agent, request_ms(1500)).status.ok()) << "max_duration_ms is applied";
+  const std::string metrics = testing::http_get(agent.metrics_port(), "/metrics");
+  const size_t counter = metrics.find("podscope_config_reload_options_refused_total{host=");
+  ASSERT_NE(counter, std::string::npos) << metrics;
+  const std::string line = metrics.substr(counter, metrics.find('\n', counter) - counter);
+  EXPECT_TRUE(line.ends_with("} 1")) << line;
+  fs::remove_all(dir);
+}
+
 TEST(AgentProcessLifecycle, SighupWithATlsCertThatCannotBeReadIsRefusedNamingIt) {
   const std::string dir = AgentProcess::make_temp_dir();
   std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 2000\n";
