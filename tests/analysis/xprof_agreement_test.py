@@ -1,6 +1,6 @@
 """Our numbers next to XProf's (the PyPI `xprof` package's own converters) on the TensorFlow file of
-../shared/testdata: average step time, input %, the input-bound verdict, the top 10 framework ops by self time and
-the kernel totals per kernel. Where they agree, within 2 % or 0.1 ms; where they differ, the difference is the one
+../shared/testdata: average step time, input %, the input-bound verdict, the 16-bit share of device compute, the
+top 10 framework ops by self time and the kernel totals per kernel. Where they agree, within 2 % or 0.1 ms; where they differ, the difference is the one
 docs/analysis.md ("Our numbers next to XProf's") explains, checked here so that a change on either side shows.
 Runs in the `tf` framework environment."""
 import collections
@@ -72,6 +72,14 @@ class XProfAgreementTest(unittest.TestCase):
         self.assertEqual(len(rows), 1)
         self.assertTrue(close(ours, rows[0]["stepTimeMs"]), (ours, rows[0]["stepTimeMs"]))
         self.assertTrue(close(ours, float(props["steptime_ms_average"])))
+
+    def test_sixteen_bit_share_of_device_compute_agrees(self):
+        # Both read TensorFlow's `shape` stat (the op's tensor types) before the kernel's name.
+        props = self.theirs["overview_page"][0]["p"]
+        ours = self.ours["overview_page"]["analysis"]
+        for bits in ("16", "32"):
+            theirs = float(props[f"device_compute_{bits}bit_percent"].rstrip("%"))
+            self.assertAlmostEqual(ours[f"deviceCompute{bits}bitPercent"], theirs, delta=0.1, msg=bits)
 
     def test_input_time_is_what_xprof_leaves_as_all_others(self):
         # XProf drops host events on a host with devices: the device-idle time in which TensorFlow's host waited
