@@ -151,5 +151,68 @@ class XProfAgreementTest(unittest.TestCase):
         self.assertEqual(set(ours) - set(theirs), set())
 
 
+
+class LiveTensorFlowAgreementTest(unittest.TestCase):
+    """A live TensorFlow 2.21 profile: tf_profiled_loop.py on CPU, its file read by both."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.mkdtemp(prefix="podscope_xprof_live_")
+        done = subprocess.run(["python", os.path.join(HERE, "tf_profiled_loop.py"), cls.work], capture_output=True,
+                              text=True, timeout=240)
+        assert done.returncode == 0, done.stdout + done.stderr
+        profile = os.path.join(cls.work, "plugins/profile")
+        run_dir = os.path.join(profile, os.listdir(profile)[0])
+        (host_file,) = [os.path.join(run_dir, f) for f in os.listdir(run_dir) if f.endswith(".xplane.pb")]
+        from xprof.convert import raw_to_tool_data
+        theirs_dir = os.path.join(cls.work, "xprof")
+        os.makedirs(theirs_dir)
+        copy = shutil.copy(host_file, theirs_dir)
+        cls.theirs = {}
+        for tool in ("overview_page", "framework_op_stats"):
+            data, _ = raw_to_tool_data.xspace_to_tool_data([copy], tool, {"use_saved_result": False})
+            cls.theirs[tool] = json.loads(data)
+        done = subprocess.run([os.path.join(BIN, "podscope"), "analyze", run_dir], capture_output=True, text=True,
+                              timeout=300)
+        cls.analyze_output = done.stdout + done.stderr
+        cls.ours = {}
+        for name in ("overview_page", "framework_op_stats"):
+            with open(os.path.join(run_dir, f"{name}.json")) as f:
+                cls.ours[name] = json.load(f)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.work, ignore_errors=True)
+
+    def test_host_ops_agree_apart_from_tf_data_iterators(self):
+        theirs = [r for r in rows_of(self.theirs["framework_op_stats"][1])
+                  if r["host_or_device"] == "Host" and not r["operation"].startswith("Iterator::")]
+        ours = [r for r in self.ours["framework_op_stats"]["withoutIdle"]["tfStatsRecord"]
+                if r["hostOrDevice"] == "Host"]
+        self.assertGreater(len(ours), 50)
+        self.assertEqual({r["opName"] for r in ours}, {r["operation"] for r in theirs})
+        self.assertEqual([r["opName"] for r in ours[:10]], [r["operation"] for r in theirs[:10]])
+        by_name = {r["operation"]: r for r in theirs}
+        for o in ours:
+            t = by_name[o["opName"]]
+            self.assertEqual(int(o["occurrences"]), t["occurrences"], o["opName"])
+            self.assertTrue(close(o["totalSelfTimeInUs"] / 1000, t["total_self_time"] / 1000), (o, t))
+
+    def test_xprof_finds_the_steps_of_a_trace_without_devices(self):
+        table = next(t for t in self.theirs["overview_page"] if any(c["id"] == "stepTimeMs" for c in t["cols"]))
+        # 40 steps, XProf leaves out the first and the last.
+        self.assertGreaterEqual(len(rows_of(table)), 30)
+        self.assertGreater(float(table["p"]["steptime_ms_average"]), 0)
+
+    @unittest.expectedFailure
+    def test_our_steps_of_a_trace_without_devices_agree(self):
+        # Ours builds steps per device plane; a TensorFlow run on CPU has only /host:CPU, so our step tools say
+        # "no steps found" where XProf shows the steps its markers start (docs/analysis.md). When ours finds
+        # them, this passes and the expectedFailure must go.
+        table = next(t for t in self.theirs["overview_page"] if any(c["id"] == "stepTimeMs" for c in t["cols"]))
+        summary = self.ours["overview_page"]["inputAnalysis"].get("stepTimeSummary", {})
+        self.assertTrue(close(summary.get("average", 0), float(table["p"]["steptime_ms_average"])),
+                        self.analyze_output)
+
 if __name__ == "__main__":
     unittest.main()
