@@ -1,6 +1,7 @@
-"""XProf and Perfetto's trace format judge what podscope writes. Two runs: the annotated demo pod
-(scripts/demo_pod.sh: a coordinator, 4 agents, 4 ring_trainer ranks, a capture through the coordinator) and the
-TensorFlow file of ../shared/testdata analysed by `podscope analyze`. XProf is the PyPI package's own code: its
+"""XProf and Perfetto's trace format judge what podscope writes. Three runs: the annotated demo pod
+(scripts/demo_pod.sh: a coordinator, 4 agents, 4 ring_trainer ranks, a capture through the coordinator), the
+TensorFlow file of ../shared/testdata and a live TensorFlow profile (tests/analysis/tf_profiled_loop.py, TensorFlow's
+own profiler), both analysed by `podscope analyze`. XProf is the PyPI package's own code: its
 converters (xprof.convert.raw_to_tool_data) and its server (`xprof --logdir`). pod.perfetto-trace is decoded by
 protobuf with perfetto_trace.proto, written from the field numbers of Perfetto's published protos, and the host
 files with our xplane.proto, both compiled here by protoc. Runs in the `tf` framework environment."""
@@ -23,6 +24,7 @@ BIN = os.environ.get("PODSCOPE_BIN", os.path.join(SOURCE_DIR, "build/bin"))
 TESTDATA = os.environ.get("PODSCOPE_SHARED_TESTDATA", os.path.join(SOURCE_DIR, "../shared/testdata"))
 TF_FILE = "tf_bert_8gpu_host0.xplane.pb"
 TF_RUN = "tf_bert"
+LIVE_TF_RUN = "tf_live"
 TOOLS = ("overview_page", "input_pipeline_analyzer", "framework_op_stats", "kernel_stats", "memory_profile",
          "trace_viewer", "pod_viewer")
 
@@ -58,6 +60,15 @@ def setUpModule():
     demo = subprocess.run(["bash", os.path.join(SOURCE_DIR, "scripts/demo_pod.sh"), os.path.dirname(BIN)], env=env,
                           capture_output=True, text=True, timeout=300)
     assert demo.returncode == 0, demo.stdout + demo.stderr
+    live_logdir = os.path.join(LOGDIR, "live_tf")
+    live = subprocess.run(["python", os.path.join(SOURCE_DIR, "tests/analysis/tf_profiled_loop.py"), live_logdir],
+                          capture_output=True, text=True, timeout=240)
+    assert live.returncode == 0, live.stdout + live.stderr
+    (live_run,) = os.listdir(os.path.join(live_logdir, "plugins/profile"))
+    live_run_dir = os.path.join(LOGDIR, "logdir/plugins/profile", LIVE_TF_RUN)
+    shutil.move(os.path.join(live_logdir, "plugins/profile", live_run), live_run_dir)
+    code, out = podscope("analyze", live_run_dir)
+    assert code == 0, out
     if os.path.exists(os.path.join(TESTDATA, TF_FILE)):
         tf_run = os.path.join(LOGDIR, "logdir/plugins/profile", TF_RUN)
         os.makedirs(tf_run)
@@ -78,7 +89,11 @@ def run_dirs():
 
 
 def demo_run_dir():
-    return next(d for name, d in run_dirs().items() if name != TF_RUN)
+    return next(d for name, d in run_dirs().items() if name not in (TF_RUN, LIVE_TF_RUN))
+
+
+def live_tf_run_dir():
+    return run_dirs()[LIVE_TF_RUN]
 
 
 def tf_run_dir(test):
@@ -137,6 +152,9 @@ class XProfConvertersTest(unittest.TestCase):
 
     def test_every_tool_reads_the_tensorflow_run(self):
         self.check_every_tool(tf_run_dir(self))
+
+    def test_every_tool_reads_the_live_tensorflow_run(self):
+        self.check_every_tool(live_tf_run_dir())
 
     def test_xprofs_overview_and_input_pipeline_show_the_annotated_steps(self):
         run_dir = demo_run_dir()
@@ -275,13 +293,16 @@ class PerfettoTraceTest(unittest.TestCase):
                         if name not in ("send", "recv-done"):
                             continue
                         stats = {stat_names[s.metadata_id]: s.int64_value for s in ev.stats}
-                        key = (stats.get("step_num"), stats["channel_id"], stats["src_core"], stats["dst_core"])
+                        if "step_num" not in stats:  # outside every step (the capture's edges): no channel
+                            continue
+                        key = (stats["step_num"], stats["channel_id"], stats["src_core"], stats["dst_core"])
                         endpoints[key][name == "recv-done"] += 1
         self.assertEqual(counts[event_type.TYPE_SLICE_BEGIN], slices, "one slice per event of the host files")
         self.assertEqual(counts[event_type.TYPE_SLICE_END], slices)
         self.assertEqual(counts[event_type.TYPE_COUNTER], counter_values)
 
-        # Flows: one per send that has its recv-done, from the send to the recv-done, and on our channels.
+        # Flows: one per send that has its recv-done in the same step (the pairing of our channel analysis), from
+        # the send to the recv-done, and on our channels.
         paired = {flow for flow in flow_starts if flow in flow_ends}
         self.assertEqual(len(paired), sum(min(sends, recvs) for sends, recvs in endpoints.values()))
         for flow in paired:
@@ -300,6 +321,10 @@ class PerfettoTraceTest(unittest.TestCase):
     def test_the_tensorflow_runs_trace(self):
         counts, _ = self.check_trace(tf_run_dir(self))
         self.assertGreater(counts[PROTOS[0].TrackEvent.TYPE_SLICE_BEGIN], 10000)
+
+    def test_the_live_tensorflow_runs_trace(self):
+        counts, _ = self.check_trace(live_tf_run_dir())
+        self.assertGreater(counts[PROTOS[0].TrackEvent.TYPE_SLICE_BEGIN], 1000)
 
 
 if __name__ == "__main__":
