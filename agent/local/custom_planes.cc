@@ -226,7 +226,9 @@ void add_host_step_markers(int32_t core, const std::vector<PlacedEvent>& events,
   std::vector<const PlacedEvent*> step_events;
   for (const auto& p : events) {
     if (p.event->kind != EventKind::kStep) continue;
-    steps.push_back({p.event->value, p.start_ns, xspace::saturating_add(p.start_ns, p.event->duration_ns)});
+    const int64_t end = xspace::saturating_add(p.start_ns, p.event->duration_ns);
+    if (end <= p.start_ns) continue;  // an empty or negative step holds nothing
+    steps.push_back({p.event->value, p.start_ns, end});
     step_events.push_back(&p);
   }
   if (steps.empty()) return;
@@ -240,6 +242,7 @@ void add_host_step_markers(int32_t core, const std::vector<PlacedEvent>& events,
     if (it == steps.begin() || p.start_ns >= std::prev(it)->end_ns) continue;
     const StepSpan& step = *std::prev(it);
     const int64_t end = std::min(step.end_ns, xspace::saturating_add(p.start_ns, p.event->duration_ns));
+    if (end <= p.start_ns) continue;
     auto& segment = segments[static_cast<size_t>(std::distance(steps.begin(), std::prev(it)))];
     add_to_union(is_input_time(*p.event) ? segment.input : segment.ops, p.start_ns, end);
   }

@@ -41,7 +41,7 @@ LocalClientCapture capture_for_core(int32_t core) {
   local::EventsMsg b;
   b.core = core;
   b.thread_id = 55;
-  b.names = {{1, "train"}, {7, "matmul"}, {8, "{0,1}"}};
+  b.names = {{1, "train"}, {7, "matmul"}, {8, "{0,1}"}, {9, "skewed"}};
   b.events = {
       {EventKind::kStep, 1, 0, kT0, 10'000, 4, 0},
       {EventKind::kInfeed, 0, 0, kT0 + 100, 1000, 512, 0},
@@ -51,6 +51,7 @@ LocalClientCapture capture_for_core(int32_t core) {
       {EventKind::kRecvDone, static_cast<uint32_t>(2 - core), 1 - core, kT0 + 4500, 2500, 4096, 0},
       {EventKind::kStep, 1, 0, kT0 + 10'000, 10'000, 5, 0},
       {EventKind::kOutfeed, 0, 0, kT0 + 19'000, 500, 16, 0},
+      {EventKind::kCompute, 9, 0, kT0 + 15'000, -500, 0, 0},    // a negative duration: in no op segment
       {EventKind::kFreeForm, 99, 0, kT0 + 25'000, 100, 0, 0},   // outside every step
       {EventKind::kSend, 1, 1, kT0 - 1'000'000, 100, 4096, 0},  // before the window
   };
