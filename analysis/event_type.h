@@ -45,7 +45,7 @@ inline constexpr bool is_device_event_type(EventType type) {
   return type == EventType::kDeviceCollectives || type >= EventType::kDeviceToDevice;
 }
 
-// The type of a device op of kind `kind`. Compute is 16-bit by XProf's rule: the `tensor_shapes` stat, when
+// The type of a device op of kind `kind`. Compute is 16-bit by XProf's rule: the `shape` stat (tensor shapes), when
 // present, names a half type; otherwise the op's name says half or fp16.
 EventType device_event_type(OpKind kind, std::string_view op_name, std::string_view tensor_shapes);
 

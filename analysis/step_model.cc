@@ -18,7 +18,8 @@ using tensorflow::profiler::XPlane;
 using xspace::XEventView;
 using xspace::XPlaneReader;
 
-constexpr std::string_view kTensorShapesStat = "tensor_shapes";
+// XProf's kTensorShapes: a TF op's input shapes with their types, e.g. "(half[4,384];half[])".
+constexpr std::string_view kTensorShapesStat = "shape";
 constexpr std::string_view kBytesAccessedStat = "bytes_accessed";
 constexpr std::string_view kCorrelationIdStat = "correlation_id";
 

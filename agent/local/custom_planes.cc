@@ -190,6 +190,80 @@ void add_core_events(int32_t core, std::vector<PlacedEvent>& events, xspace::XPl
   }
 }
 
+// XProf's overview and input pipeline tools ignore `/device:CUSTOM:` planes and read a host-only program's steps
+// from /host:CPU: a root event (stat `_r` = 1) with a `step_num`, and the events nested in it on the same line,
+// which its step grouping gives the step's group. So each core also gets a host line with, per step, a marker
+// named as the step, and in it the union of the core's op time in the step (host compute for XProf) and the union
+// of its input time (infeed and root input stages, marked with XProf's input stage stat: waiting for input). An
+// event belongs to the step it starts in and is cut at the step's end. Our analysis takes steps from the Steps
+// line, never from these markers, and gives the segments no type (they carry no group or correlation id).
+struct StepSegments {
+  std::vector<std::pair<int64_t, int64_t>> ops, input;  // [start, end), by start
+};
+
+void add_to_union(std::vector<std::pair<int64_t, int64_t>>& segments, int64_t start, int64_t end) {
+  if (!segments.empty() && start <= segments.back().second) {
+    segments.back().second = std::max(segments.back().second, end);
+  } else {
+    segments.emplace_back(start, end);
+  }
+}
+
+bool is_input_time(const HeldEvent& e) {
+  return e.kind == EventKind::kInfeed || (e.kind == EventKind::kInputStage && e.value2 == 0);
+}
+
+void add_host_step_markers(int32_t core, const std::vector<PlacedEvent>& events, tensorflow::profiler::XSpace& space) {
+  std::vector<StepSpan> steps;
+  std::vector<const PlacedEvent*> step_events;
+  for (const auto& p : events) {
+    if (p.event->kind != EventKind::kStep) continue;
+    const int64_t end = xspace::saturating_add(p.start_ns, p.event->duration_ns);
+    if (end <= p.start_ns) continue;  // an empty or negative step holds nothing
+    steps.push_back({p.event->value, p.start_ns, end});
+    step_events.push_back(&p);
+  }
+  if (steps.empty()) return;
+  std::vector<StepSegments> segments(steps.size());
+  for (const auto& p : events) {  // by start, so each union grows at its end
+    if (p.event->kind == EventKind::kStep || p.event->kind == EventKind::kFreeForm ||
+        (p.event->kind == EventKind::kInputStage && !is_input_time(*p.event)))
+      continue;
+    auto it = std::upper_bound(steps.begin(), steps.end(), p.start_ns,
+                               [](int64_t t, const StepSpan& s) { return t < s.start_ns; });
+    if (it == steps.begin() || p.start_ns >= std::prev(it)->end_ns) continue;
+    const StepSpan& step = *std::prev(it);
+    const int64_t end = std::min(step.end_ns, xspace::saturating_add(p.start_ns, p.event->duration_ns));
+    if (end <= p.start_ns) continue;
+    auto& segment = segments[static_cast<size_t>(std::distance(steps.begin(), std::prev(it)))];
+    add_to_union(is_input_time(*p.event) ? segment.input : segment.ops, p.start_ns, end);
+  }
+  xspace::XPlaneBuilder host(xspace::find_or_add_plane(space, xspace::kHostPlaneName));
+  xspace::XLineBuilder line = host.line_named(std::string(xspace::kHostStepMarkersLinePrefix) + std::to_string(core));
+  const int64_t ops_id = host.event_metadata_id(xspace::kHostStepOpsEventName);
+  const int64_t input_id = host.event_metadata_id(xspace::kHostStepInputEventName);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    std::string_view name = name_of(*step_events[i]->client, step_events[i]->event->id);
+    line.add_event(name.empty() ? std::string_view("train") : name, steps[i].start_ns,
+                   steps[i].end_ns - steps[i].start_ns)
+        .add(xspace::kStepNumStat, steps[i].step_num)
+        .add(xspace::kRootEventStat, int64_t{1});
+    // The two unions merged by start: XProf nests the events of a line in their order.
+    const auto& ops = segments[i].ops;
+    const auto& input = segments[i].input;
+    for (size_t o = 0, n = 0; o < ops.size() || n < input.size();) {
+      if (n == input.size() || (o < ops.size() && ops[o].first <= input[n].first)) {
+        line.add_event(ops_id, ops[o].first, ops[o].second - ops[o].first);
+        ++o;
+      } else {
+        line.add_event(input_id, input[n].first, input[n].second - input[n].first)
+            .add(xspace::kInputPipelineStageNameStat, xspace::kHostStepInputEventName);
+        ++n;
+      }
+    }
+  }
+}
+
 bool is_memory_event(const HeldEvent& e) {
   return e.kind == EventKind::kAllocation || e.kind == EventKind::kDeallocation;
 }
@@ -294,6 +368,7 @@ void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Cl
           .add(xspace::kDroppedStepsStat, static_cast<int64_t>(d.steps));
     }
     add_core_events(core, events, builder);
+    add_host_step_markers(core, events, space);
     std::vector<PlacedEvent>().swap(events);  // the next core's build reuses this memory
   }
   add_memory_events(memory, space);

@@ -30,6 +30,16 @@ inline constexpr std::string_view kRecvDoneEventName = "recv-done";
 // `test` (also `train_step`...), and TF's `TraceContext` (HostEventType::kTraceContext).
 inline constexpr std::string_view kHostStepMarkerPrefixes[] = {"train", "test", "TraceContext"};
 
+// What XProf's host-side step grouping reads, written on the host plane for each annotated core (XProf ignores
+// `/device:CUSTOM:` planes): a line "Step markers core <core>" holding per step a root event (kRootEventStat = 1,
+// XProf's `_r`, with a step_num) named as the step, and nested in it the core's op time and input time in the
+// step as segments; the input segments carry XProf's input stage stat, which makes them waiting for input.
+inline constexpr std::string_view kHostStepMarkersLinePrefix = "Step markers core ";
+inline constexpr std::string_view kHostStepOpsEventName = "annotated ops";
+inline constexpr std::string_view kHostStepInputEventName = "annotated input";
+inline constexpr std::string_view kRootEventStat = "_r";
+inline constexpr std::string_view kInputPipelineStageNameStat = "_ipl_stage_name";
+
 // Input-pipeline stages that an annotated process declared (a DataLoader's read, decode, copy...): events on
 // this line of its `/device:CUSTOM:<core>` plane, named by the stage, each with its category (one of the
 // kInputStageCategories), and its id and its parent's id (0: a root stage), which form the stage tree.

@@ -41,7 +41,7 @@ LocalClientCapture capture_for_core(int32_t core) {
   local::EventsMsg b;
   b.core = core;
   b.thread_id = 55;
-  b.names = {{1, "train"}, {7, "matmul"}, {8, "{0,1}"}};
+  b.names = {{1, "train"}, {7, "matmul"}, {8, "{0,1}"}, {9, "skewed"}};
   b.events = {
       {EventKind::kStep, 1, 0, kT0, 10'000, 4, 0},
       {EventKind::kInfeed, 0, 0, kT0 + 100, 1000, 512, 0},
@@ -51,6 +51,7 @@ LocalClientCapture capture_for_core(int32_t core) {
       {EventKind::kRecvDone, static_cast<uint32_t>(2 - core), 1 - core, kT0 + 4500, 2500, 4096, 0},
       {EventKind::kStep, 1, 0, kT0 + 10'000, 10'000, 5, 0},
       {EventKind::kOutfeed, 0, 0, kT0 + 19'000, 500, 16, 0},
+      {EventKind::kCompute, 9, 0, kT0 + 15'000, -500, 0, 0},    // a negative duration: in no op segment
       {EventKind::kFreeForm, 99, 0, kT0 + 25'000, 100, 0, 0},   // outside every step
       {EventKind::kSend, 1, 1, kT0 - 1'000'000, 100, 4096, 0},  // before the window
   };
@@ -62,7 +63,7 @@ TEST(CustomPlanes, OnePlanePerCoreWithXlaNamesAndStats) {
   tensorflow::profiler::XSpace space;
   const Clock clock(/*offset_ns=*/1000);
   add_custom_planes({capture_for_core(0), capture_for_core(1)}, clock, {kT0, kT0 + 1'000'000}, space);
-  ASSERT_EQ(space.planes_size(), 2);
+  ASSERT_EQ(space.planes_size(), 3);  // the two cores, and the host plane with their step markers
   const auto* plane = xspace::find_plane(space, "/device:CUSTOM:1");
   ASSERT_NE(plane, nullptr);
   EXPECT_EQ(plane->id(), 1);
@@ -113,6 +114,37 @@ TEST(CustomPlanes, OnePlanePerCoreWithXlaNamesAndStats) {
   EXPECT_EQ(count["infeed"], 1);
   EXPECT_EQ(count["outfeed"], 1);
   EXPECT_TRUE(space.warnings().empty());
+}
+
+// XProf reads a host-only program's steps from root events on /host:CPU and the events nested in them.
+TEST(CustomPlanes, EachCoresStepsAreAlsoHostRootEventsHoldingTheirOpAndInputTime) {
+  tensorflow::profiler::XSpace space;
+  add_custom_planes({capture_for_core(0), capture_for_core(1)}, Clock(0), {kT0, kT0 + 1'000'000}, space);
+  const auto* host = xspace::find_plane(space, xspace::kHostPlaneName);
+  ASSERT_NE(host, nullptr);
+  XPlaneReader reader(*host);
+  for (int core : {0, 1}) {
+    const auto* line = reader.find_line(std::string(xspace::kHostStepMarkersLinePrefix) + std::to_string(core));
+    ASSERT_NE(line, nullptr) << core;
+    std::vector<std::tuple<std::string, int64_t, int64_t, std::optional<int64_t>>> events;
+    reader.for_each_event(*line, [&](const XEventView& e) {
+      EXPECT_EQ(e.int_stat(xspace::kRootEventStat).has_value(), e.name() == "train");
+      if (e.name() == xspace::kHostStepInputEventName) {
+        EXPECT_EQ(e.str_stat(xspace::kInputPipelineStageNameStat), xspace::kHostStepInputEventName);
+      }
+      events.emplace_back(std::string(e.name()), e.start_ns() - kT0, e.end_ns() - kT0,
+                          e.int_stat(xspace::kStepNumStat));
+    });
+    // In start order, each step's marker first: step 4's infeed is input; matmul is one op segment, the all-reduce
+    // and the channel ops overlapping it another; step 5's outfeed is op time; the free-form event is neither.
+    using E = decltype(events)::value_type;
+    EXPECT_EQ(events, (std::vector<E>{{"train", 0, 10'000, 4},
+                                      {"annotated input", 100, 1100, std::nullopt},
+                                      {"annotated ops", 1200, 4200, std::nullopt},
+                                      {"annotated ops", 4300, 9300, std::nullopt},
+                                      {"train", 10'000, 20'000, 5},
+                                      {"annotated ops", 19'000, 19'500, std::nullopt}}));
+  }
 }
 
 TEST(CustomPlanes, InputStagesOfEveryThreadGoToTheInputPipelineLineWithTheirTree) {

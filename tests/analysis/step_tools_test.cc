@@ -192,7 +192,7 @@ TEST(StepToolsTest, RealTensorFlowFileGivesFiniteOverviewAndInputPipeline) {
 }
 
 // XProf's precision rule on kernels as TensorFlow writes them (kernel_details, a launch-parameter string, says
-// nothing about precision): the `tensor_shapes` stat decides when present, else the kernel's name.
+// nothing about precision): the `shape` stat (its tensor shapes) decides when present, else the kernel's name.
 TEST(OverviewPageTest, SixteenBitComputeFromTensorShapesElseKernelName) {
   XSpace space;
   XPlaneBuilder gpu(space.add_planes());
@@ -203,8 +203,8 @@ TEST(OverviewPageTest, SixteenBitComputeFromTensorShapesElseKernelName) {
       .add("kernel_details",
            std::string_view("regs:128 static_shared:0 dynamic_shared:49152 grid:64,8,1 block:256,1,1"));
   stream.add_event("volta_fp16_s884gemm_fp16_64x64_nn", kT0 + 2 * kMs, 3 * kMs)
-      .add("tensor_shapes", std::string_view("(float[4,384];float[])"));
-  stream.add_event("fused_add", kT0 + 5 * kMs, 5 * kMs).add("tensor_shapes", std::string_view("(half[4,384,4096])"));
+      .add("shape", std::string_view("(float[4,384];float[])"));
+  stream.add_event("fused_add", kT0 + 5 * kMs, 5 * kMs).add("shape", std::string_view("(half[4,384,4096])"));
   const StepModel model = step_model_from_xspaces({&space});
   const auto page = step_model_to_overview_page(model, step_model_to_input_pipeline(model));
   EXPECT_NEAR(page.analysis().device_compute_16bit_percent(), 70.0, 1e-9);
