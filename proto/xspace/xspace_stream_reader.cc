@@ -12,6 +12,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/stubs/common.h"
 #include "google/protobuf/wire_format_lite.h"
 
 namespace podscope::xspace {
@@ -110,6 +111,131 @@ bool parse_plane(google::protobuf::io::CodedInputStream& input, tensorflow::prof
   return plane.MergeFromString(other_fields);
 }
 
+
+// The XSpace schema as the structure check needs it: which length-delimited fields of a message are messages
+// (and of which kind) or strings. Everything else is skipped by its wire type.
+enum class Kind { kSpace, kPlane, kLine, kEvent, kStat, kEventMetadataEntry, kEventMetadata, kStatMetadataEntry,
+                  kStatMetadata };
+enum class Payload { kOpaque, kString, kMessage };
+
+struct FieldShape {
+  Payload payload = Payload::kOpaque;
+  Kind kind = Kind::kSpace;  // for kMessage
+};
+
+FieldShape shape_of(Kind kind, int field) {
+  auto message = [](Kind k) { return FieldShape{Payload::kMessage, k}; };
+  const FieldShape string{Payload::kString};
+  switch (kind) {
+    case Kind::kSpace:
+      return field == 1 ? message(Kind::kPlane) : field <= 4 ? string : FieldShape{};
+    case Kind::kPlane:
+      switch (field) {
+        case 2: return string;
+        case 3: return message(Kind::kLine);
+        case 4: return message(Kind::kEventMetadataEntry);
+        case 5: return message(Kind::kStatMetadataEntry);
+        case 6: return message(Kind::kStat);
+        default: return {};
+      }
+    case Kind::kLine:
+      return field == 2 || field == 11 ? string : field == 4 ? message(Kind::kEvent) : FieldShape{};
+    case Kind::kEvent:
+      return field == 4 ? message(Kind::kStat) : FieldShape{};
+    case Kind::kStat:
+      return field == 5 ? string : FieldShape{};
+    case Kind::kEventMetadataEntry:
+      return field == 2 ? message(Kind::kEventMetadata) : FieldShape{};
+    case Kind::kEventMetadata:
+      return field == 2 || field == 4 ? string : field == 5 ? message(Kind::kStat) : FieldShape{};
+    case Kind::kStatMetadataEntry:
+      return field == 2 ? message(Kind::kStatMetadata) : FieldShape{};
+    case Kind::kStatMetadata:
+      return field == 2 || field == 3 ? string : FieldShape{};
+  }
+  return {};
+}
+
+// Walks the whole file's wire structure without building a message: every tag, varint and declared length (64-bit,
+// so a length of 2^40 is not read as its low 32 bits), each length within what holds it, the schema's strings valid
+// UTF-8 (which protobuf's parser requires of proto3 strings), and the file ending where its last field does. A file
+// that passes parses plane by plane; one that does not is refused before any of its planes reaches a reader, so a
+// truncated or lying file contributes nothing. Returns what broke, or empty.
+class StructureCheck {
+ public:
+  explicit StructureCheck(google::protobuf::io::CodedInputStream& input) : input_(input) {}
+
+  std::string check(Kind kind) {
+    while (true) {
+      const uint32_t tag = input_.ReadTag();
+      if (tag == 0) return input_.BytesUntilLimit() == 0 ? "" : "a zero tag inside a message";
+      const int field = WireFormatLite::GetTagFieldNumber(tag);
+      switch (WireFormatLite::GetTagWireType(tag)) {
+        case WireFormatLite::WIRETYPE_VARINT: {
+          uint64_t value = 0;
+          if (!input_.ReadVarint64(&value)) return "truncated varint";
+          break;
+        }
+        case WireFormatLite::WIRETYPE_FIXED64:
+          if (!input_.Skip(8)) return "truncated 8-byte field";
+          break;
+        case WireFormatLite::WIRETYPE_FIXED32:
+          if (!input_.Skip(4)) return "truncated 4-byte field";
+          break;
+        case WireFormatLite::WIRETYPE_LENGTH_DELIMITED:
+          if (std::string broken = check_length_delimited(shape_of(kind, field)); !broken.empty()) return broken;
+          break;
+        default:
+          return "field " + std::to_string(field) + " has wire type " +
+                 std::to_string(WireFormatLite::GetTagWireType(tag)) + ", which no XSpace message uses";
+      }
+    }
+  }
+
+ private:
+  std::string check_length_delimited(const FieldShape& shape) {
+    uint64_t length = 0;
+    if (!input_.ReadVarint64(&length)) return "truncated length";
+    const int room = input_.BytesUntilLimit();
+    if (length > static_cast<uint64_t>(room)) {
+      return "declared length " + std::to_string(length) + " runs past the " + std::to_string(room) +
+             " bytes that hold it (past the end of the file, or of the message it is in)";
+    }
+    switch (shape.payload) {
+      case Payload::kOpaque:
+        return input_.Skip(static_cast<int>(length)) ? "" : "truncated field";
+      case Payload::kString:
+        if (!input_.ReadString(&scratch_, static_cast<int>(length))) return "truncated string";
+        return google::protobuf::internal::IsStructurallyValidUTF8(scratch_.data(), static_cast<int>(length))
+                   ? ""
+                   : "a string field holds invalid UTF-8";
+      case Payload::kMessage: {
+        const auto limit = input_.PushLimit(static_cast<int>(length));
+        std::string broken = check(shape.kind);
+        if (broken.empty() && input_.BytesUntilLimit() != 0) broken = "a message ends before its declared length";
+        input_.PopLimit(limit);
+        return broken;
+      }
+    }
+    return "";
+  }
+
+  google::protobuf::io::CodedInputStream& input_;
+  std::string scratch_;
+};
+
+// The structure check over the whole file (`size` bytes), read through its own stream: what broke and at which
+// byte, or empty.
+std::string check_structure(int fd, int size) {
+  google::protobuf::io::FileInputStream file(fd);
+  google::protobuf::io::CodedInputStream input(&file);
+  input.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  input.PushLimit(size);
+  std::string broken = StructureCheck(input).check(Kind::kSpace);
+  if (broken.empty() && file.GetErrno() != 0) broken = std::strerror(file.GetErrno());
+  return broken.empty() ? broken : broken + " at byte " + std::to_string(input.CurrentPosition());
+}
+
 }  // namespace
 
 absl::Status read_xspace_planes(const std::filesystem::path& path,
@@ -124,6 +250,17 @@ absl::Status read_xspace_planes(const std::filesystem::path& path,
     return absl::NotFoundError("cannot stat XSpace file " + path.string() + ": " + std::strerror(errno));
   }
   const int64_t file_size = file_stat.st_size;
+  if (file_size > std::numeric_limits<int>::max()) {
+    return absl::DataLossError("XSpace file " + path.string() + " has " + std::to_string(file_size) +
+                               " bytes, past protobuf's 2 GiB limit");
+  }
+  if (std::string broken = check_structure(fd.get(), static_cast<int>(file_size)); !broken.empty()) {
+    return absl::DataLossError("XSpace file " + path.string() + " is not a valid XSpace: " + broken +
+                               "; none of its planes was read");
+  }
+  if (::lseek(fd.get(), 0, SEEK_SET) != 0) {
+    return absl::DataLossError("cannot rewind XSpace file " + path.string() + ": " + std::strerror(errno));
+  }
   google::protobuf::io::FileInputStream file(fd.get());
   google::protobuf::io::CodedInputStream input(&file);
   // A single plane may be far larger than protobuf's default message limit.
@@ -134,7 +271,8 @@ absl::Status read_xspace_planes(const std::filesystem::path& path,
   };
 
   // A declared length is checked against what is left of the file before anything is allocated for it: a few
-  // hostile bytes must not make the reader reserve gigabytes.
+  // hostile bytes must not make the reader reserve gigabytes. The structure check found every length fitting; this
+  // holds for a file that changed since.
   auto fits_in_file = [&](uint32_t length) { return int64_t{length} <= file_size - input.CurrentPosition(); };
 
   while (true) {
