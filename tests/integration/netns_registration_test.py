@@ -7,6 +7,7 @@ Skips with a message where namespaces are refused (not root, no CAP_NET_ADMIN)."
 import os
 import re
 import sys
+import tempfile
 import time
 import unittest
 import urllib.request
@@ -43,9 +44,10 @@ class NetnsRegistrationTest(unittest.TestCase):
         except PermissionError as e:
             self.tearDown()
             raise unittest.SkipTest(f"network namespaces refused here ({e}); netns registration test not run")
+        self.tmp = tempfile.TemporaryDirectory(prefix="podscope_netns_registration_")
         self.coordinator = self.start(
             [f"{BIN}/podscope-coordinator", "--listen", "0.0.0.0:0", "--metrics_listen", "127.0.0.1:0",
-             "--repository_root", f"/tmp/{self.first.name}_repo", "--heartbeat_interval_ms", "200",
+             "--repository_root", os.path.join(self.tmp.name, "repo"), "--heartbeat_interval_ms", "200",
              "--clock_sync_interval_ms", "500"])
         m = self.coordinator.wait_for(r"listening grpc=\S+:(\d+) metrics=(\S+)")
         self.port, self.metrics = m.group(1), m.group(2)
@@ -56,6 +58,8 @@ class NetnsRegistrationTest(unittest.TestCase):
             d.stop()
         for ns in self.namespaces:
             ns.close()
+        if hasattr(self, "tmp"):
+            self.tmp.cleanup()
 
     def start(self, argv):
         d = Daemon(argv)
@@ -67,8 +71,8 @@ class NetnsRegistrationTest(unittest.TestCase):
         gateway = ns.inside_ip.rsplit(".", 1)[0] + ".1"
         return self.start(
             ["ip", "netns", "exec", ns.name, f"{BIN}/podscope-agent", "--listen", f"{ns.inside_ip}:0",
-             "--metrics_listen", f"{ns.inside_ip}:0", "--host_name", NAME, "--socket", f"/tmp/{ns.name}.sock",
-             "--coordinator", f"{gateway}:{self.port}"])
+             "--metrics_listen", f"{ns.inside_ip}:0", "--host_name", NAME, "--socket",
+             os.path.join(self.tmp.name, f"{ns.name}.sock"), "--coordinator", f"{gateway}:{self.port}"])
 
     def listed(self, pattern):
         return wait_until(lambda: re.search(pattern, coordinator_status(self.local_address)), 20, pattern)
@@ -96,7 +100,7 @@ class NetnsRegistrationTest(unittest.TestCase):
         self.assertRegex(metrics, r'podscope_coordinator_registrations_refused_total\{reason="address_taken"\} [1-9]')
         # A capture of the name gets nothing of the second host: the worker is down and named so.
         code, out = podscope("capture", "--coordinator", self.local_address, "--logdir",
-                             f"/tmp/{self.first.name}_logdir", "--duration_ms", "300", "--workers_list", NAME)
+                             os.path.join(self.tmp.name, "logdir"), "--duration_ms", "300", "--workers_list", NAME)
         self.assertNotEqual(code, 0, out)
         self.assertNotIn(self.second.inside_ip, out)
 
