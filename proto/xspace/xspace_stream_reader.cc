@@ -1,6 +1,7 @@
 #include "proto/xspace/xspace_stream_reader.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -156,84 +157,93 @@ FieldShape shape_of(Kind kind, int field) {
   return {};
 }
 
-// Walks the whole file's wire structure without building a message: every tag, varint and declared length (64-bit,
-// so a length of 2^40 is not read as its low 32 bits), each length within what holds it, the schema's strings valid
-// UTF-8 (which protobuf's parser requires of proto3 strings), and the file ending where its last field does. A file
-// that passes parses plane by plane; one that does not is refused before any of its planes reaches a reader, so a
-// truncated or lying file contributes nothing. Returns what broke, or empty.
+// Walks the whole file's wire structure in place (the file mapped, nothing built): every tag, varint and declared
+// length (64-bit, so a length of 2^40 is not read as its low 32 bits), each length within what holds it, the
+// schema's strings valid UTF-8 (which protobuf's parser requires of proto3 strings), and the file ending where its
+// last field does. A file that passes parses plane by plane; one that does not is refused before any of its planes
+// reaches a reader, so a truncated or lying file contributes nothing.
 class StructureCheck {
  public:
-  explicit StructureCheck(google::protobuf::io::CodedInputStream& input) : input_(input) {}
+  explicit StructureCheck(const uint8_t* file) : file_(file) {}
 
-  std::string check(Kind kind) {
-    while (true) {
-      const uint32_t tag = input_.ReadTag();
-      if (tag == 0) return input_.BytesUntilLimit() == 0 ? "" : "a zero tag inside a message";
-      const int field = WireFormatLite::GetTagFieldNumber(tag);
-      switch (WireFormatLite::GetTagWireType(tag)) {
+  // What broke and at which byte, or empty.
+  std::string check(Kind kind, const uint8_t* p, const uint8_t* end) const {
+    while (p < end) {
+      uint64_t tag = 0;
+      if (!read_varint(p, end, tag)) return at(p, "truncated tag");
+      const uint64_t field = tag >> 3;
+      if (field == 0 || tag > std::numeric_limits<uint32_t>::max()) return at(p, "an invalid tag");
+      switch (tag & 7) {
         case WireFormatLite::WIRETYPE_VARINT: {
           uint64_t value = 0;
-          if (!input_.ReadVarint64(&value)) return "truncated varint";
+          if (!read_varint(p, end, value)) return at(p, "truncated varint");
           break;
         }
         case WireFormatLite::WIRETYPE_FIXED64:
-          if (!input_.Skip(8)) return "truncated 8-byte field";
+          if (end - p < 8) return at(p, "truncated 8-byte field");
+          p += 8;
           break;
         case WireFormatLite::WIRETYPE_FIXED32:
-          if (!input_.Skip(4)) return "truncated 4-byte field";
+          if (end - p < 4) return at(p, "truncated 4-byte field");
+          p += 4;
           break;
-        case WireFormatLite::WIRETYPE_LENGTH_DELIMITED:
-          if (std::string broken = check_length_delimited(shape_of(kind, field)); !broken.empty()) return broken;
+        case WireFormatLite::WIRETYPE_LENGTH_DELIMITED: {
+          uint64_t length = 0;
+          if (!read_varint(p, end, length)) return at(p, "truncated length");
+          const auto room = static_cast<uint64_t>(end - p);
+          if (length > room) {
+            return at(p, "declared length " + std::to_string(length) + " runs past the " + std::to_string(room) +
+                             " bytes that hold it (past the end of the file, or of the message it is in)");
+          }
+          const uint8_t* field_end = p + length;
+          const FieldShape shape = shape_of(kind, static_cast<int>(field));
+          if (shape.payload == Payload::kString &&
+              !google::protobuf::internal::IsStructurallyValidUTF8(reinterpret_cast<const char*>(p),
+                                                                  static_cast<int>(length))) {
+            return at(p, "a string field holds invalid UTF-8");
+          }
+          if (shape.payload == Payload::kMessage) {
+            if (std::string broken = check(shape.kind, p, field_end); !broken.empty()) return broken;
+          }
+          p = field_end;
           break;
+        }
         default:
-          return "field " + std::to_string(field) + " has wire type " +
-                 std::to_string(WireFormatLite::GetTagWireType(tag)) + ", which no XSpace message uses";
-      }
-    }
-  }
-
- private:
-  std::string check_length_delimited(const FieldShape& shape) {
-    uint64_t length = 0;
-    if (!input_.ReadVarint64(&length)) return "truncated length";
-    const int room = input_.BytesUntilLimit();
-    if (length > static_cast<uint64_t>(room)) {
-      return "declared length " + std::to_string(length) + " runs past the " + std::to_string(room) +
-             " bytes that hold it (past the end of the file, or of the message it is in)";
-    }
-    switch (shape.payload) {
-      case Payload::kOpaque:
-        return input_.Skip(static_cast<int>(length)) ? "" : "truncated field";
-      case Payload::kString:
-        if (!input_.ReadString(&scratch_, static_cast<int>(length))) return "truncated string";
-        return google::protobuf::internal::IsStructurallyValidUTF8(scratch_.data(), static_cast<int>(length))
-                   ? ""
-                   : "a string field holds invalid UTF-8";
-      case Payload::kMessage: {
-        const auto limit = input_.PushLimit(static_cast<int>(length));
-        std::string broken = check(shape.kind);
-        if (broken.empty() && input_.BytesUntilLimit() != 0) broken = "a message ends before its declared length";
-        input_.PopLimit(limit);
-        return broken;
+          return at(p, "field " + std::to_string(field) + " has wire type " + std::to_string(tag & 7) +
+                           ", which no XSpace message uses");
       }
     }
     return "";
   }
 
-  google::protobuf::io::CodedInputStream& input_;
-  std::string scratch_;
+ private:
+  static bool read_varint(const uint8_t*& p, const uint8_t* end, uint64_t& value) {
+    value = 0;
+    for (int shift = 0; shift < 64 && p < end; shift += 7) {
+      const uint8_t byte = *p++;
+      value |= uint64_t{byte & 0x7Fu} << shift;
+      if ((byte & 0x80) == 0) return true;
+    }
+    return false;
+  }
+  std::string at(const uint8_t* p, const std::string& what) const {
+    return what + " at byte " + std::to_string(p - file_);
+  }
+
+  const uint8_t* file_;
 };
 
-// The structure check over the whole file (`size` bytes), read through its own stream: what broke and at which
-// byte, or empty.
-std::string check_structure(int fd, int size) {
-  google::protobuf::io::FileInputStream file(fd);
-  google::protobuf::io::CodedInputStream input(&file);
-  input.SetTotalBytesLimit(std::numeric_limits<int>::max());
-  input.PushLimit(size);
-  std::string broken = StructureCheck(input).check(Kind::kSpace);
-  if (broken.empty() && file.GetErrno() != 0) broken = std::strerror(file.GetErrno());
-  return broken.empty() ? broken : broken + " at byte " + std::to_string(input.CurrentPosition());
+// The structure check over the whole file (`size` bytes), mapped read-only: what broke, or empty. Run files are
+// written to a temporary file and renamed, so the inode mapped here never shrinks under the walk.
+std::string check_structure(int fd, size_t size) {
+  if (size == 0) return "";
+  void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (mapped == MAP_FAILED) return std::string("cannot map the file: ") + std::strerror(errno);
+  ::madvise(mapped, size, MADV_SEQUENTIAL);
+  const auto* bytes = static_cast<const uint8_t*>(mapped);
+  std::string broken = StructureCheck(bytes).check(Kind::kSpace, bytes, bytes + size);
+  ::munmap(mapped, size);
+  return broken;
 }
 
 }  // namespace
@@ -254,12 +264,9 @@ absl::Status read_xspace_planes(const std::filesystem::path& path,
     return absl::DataLossError("XSpace file " + path.string() + " has " + std::to_string(file_size) +
                                " bytes, past protobuf's 2 GiB limit");
   }
-  if (std::string broken = check_structure(fd.get(), static_cast<int>(file_size)); !broken.empty()) {
+  if (std::string broken = check_structure(fd.get(), static_cast<size_t>(file_size)); !broken.empty()) {
     return absl::DataLossError("XSpace file " + path.string() + " is not a valid XSpace: " + broken +
                                "; none of its planes was read");
-  }
-  if (::lseek(fd.get(), 0, SEEK_SET) != 0) {
-    return absl::DataLossError("cannot rewind XSpace file " + path.string() + ": " + std::strerror(errno));
   }
   google::protobuf::io::FileInputStream file(fd.get());
   google::protobuf::io::CodedInputStream input(&file);
