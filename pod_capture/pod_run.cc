@@ -87,7 +87,8 @@ CaptureSpec capture_spec_from(const tensorflow::NewProfileSessionRequest& reques
 
 void fill_new_session_response(const PodRunOutcome& outcome, tensorflow::NewProfileSessionResponse& response) {
   response.set_empty_trace(outcome.capture.exit_code() == 1);
-  if (outcome.analysis_outputs_lost) response.set_error_message("pod analysis failed: " + outcome.analysis_error + "\n");
+  if (outcome.analysis_outputs_lost)
+    response.set_error_message("pod analysis failed: " + outcome.analysis_error + "\n");
   if (outcome.capture.exit_code() == 0) return;
   std::string errors = response.error_message();
   for (const HostCapture& host : outcome.capture.hosts) {

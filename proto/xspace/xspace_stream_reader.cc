@@ -112,11 +112,19 @@ bool parse_plane(google::protobuf::io::CodedInputStream& input, tensorflow::prof
   return plane.MergeFromString(other_fields);
 }
 
-
 // The XSpace schema as the structure check needs it: which length-delimited fields of a message are messages
 // (and of which kind) or strings. Everything else is skipped by its wire type.
-enum class Kind { kSpace, kPlane, kLine, kEvent, kStat, kEventMetadataEntry, kEventMetadata, kStatMetadataEntry,
-                  kStatMetadata };
+enum class Kind {
+  kSpace,
+  kPlane,
+  kLine,
+  kEvent,
+  kStat,
+  kEventMetadataEntry,
+  kEventMetadata,
+  kStatMetadataEntry,
+  kStatMetadata
+};
 enum class Payload { kOpaque, kString, kMessage };
 
 struct FieldShape {
@@ -128,8 +136,7 @@ FieldShape shape_of(Kind kind, int field) {
   auto message = [](Kind k) { return FieldShape{Payload::kMessage, k}; };
   const FieldShape string{Payload::kString};
   switch (kind) {
-    case Kind::kSpace:
-      return field == 1 ? message(Kind::kPlane) : field <= 4 ? string : FieldShape{};
+    case Kind::kSpace: return field == 1 ? message(Kind::kPlane) : field <= 4 ? string : FieldShape{};
     case Kind::kPlane:
       switch (field) {
         case 2: return string;
@@ -139,20 +146,14 @@ FieldShape shape_of(Kind kind, int field) {
         case 6: return message(Kind::kStat);
         default: return {};
       }
-    case Kind::kLine:
-      return field == 2 || field == 11 ? string : field == 4 ? message(Kind::kEvent) : FieldShape{};
-    case Kind::kEvent:
-      return field == 4 ? message(Kind::kStat) : FieldShape{};
-    case Kind::kStat:
-      return field == 5 ? string : FieldShape{};
-    case Kind::kEventMetadataEntry:
-      return field == 2 ? message(Kind::kEventMetadata) : FieldShape{};
+    case Kind::kLine: return field == 2 || field == 11 ? string : field == 4 ? message(Kind::kEvent) : FieldShape{};
+    case Kind::kEvent: return field == 4 ? message(Kind::kStat) : FieldShape{};
+    case Kind::kStat: return field == 5 ? string : FieldShape{};
+    case Kind::kEventMetadataEntry: return field == 2 ? message(Kind::kEventMetadata) : FieldShape{};
     case Kind::kEventMetadata:
       return field == 2 || field == 4 ? string : field == 5 ? message(Kind::kStat) : FieldShape{};
-    case Kind::kStatMetadataEntry:
-      return field == 2 ? message(Kind::kStatMetadata) : FieldShape{};
-    case Kind::kStatMetadata:
-      return field == 2 || field == 3 ? string : FieldShape{};
+    case Kind::kStatMetadataEntry: return field == 2 ? message(Kind::kStatMetadata) : FieldShape{};
+    case Kind::kStatMetadata: return field == 2 || field == 3 ? string : FieldShape{};
   }
   return {};
 }
@@ -197,9 +198,8 @@ class StructureCheck {
           }
           const uint8_t* field_end = p + length;
           const FieldShape shape = shape_of(kind, static_cast<int>(field));
-          if (shape.payload == Payload::kString &&
-              !google::protobuf::internal::IsStructurallyValidUTF8(reinterpret_cast<const char*>(p),
-                                                                  static_cast<int>(length))) {
+          if (shape.payload == Payload::kString && !google::protobuf::internal::IsStructurallyValidUTF8(
+                                                       reinterpret_cast<const char*>(p), static_cast<int>(length))) {
             return at(p, "a string field holds invalid UTF-8");
           }
           if (shape.payload == Payload::kMessage) {

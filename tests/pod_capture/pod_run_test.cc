@@ -225,7 +225,8 @@ TEST(RunPod, AFullDiskFailsTheRunNamingWhyAndLeavesNoOutputThatLooksWhole) {
     const struct {
       const char* where;
       uintmax_t room;
-    } cases[] = {{"the capture's files", capture_bytes / 2}, {"the analysis outputs", capture_bytes + analysis_bytes / 2}};
+    } cases[] = {{"the capture's files", capture_bytes / 2},
+                 {"the analysis outputs", capture_bytes + analysis_bytes / 2}};
     for (const auto& c : cases) {
       SCOPED_TRACE(std::string("the disk fills in ") + c.where);
       disk.leave_room(c.room);
