@@ -125,7 +125,7 @@ enum class Kind {
   kStatMetadataEntry,
   kStatMetadata
 };
-enum class Payload { kOpaque, kString, kMessage };
+enum class Payload { kOpaque, kString, kPackedVarints, kMessage };
 
 struct FieldShape {
   Payload payload = Payload::kOpaque;
@@ -151,7 +151,10 @@ FieldShape shape_of(Kind kind, int field) {
     case Kind::kStat: return field == 5 ? string : FieldShape{};
     case Kind::kEventMetadataEntry: return field == 2 ? message(Kind::kEventMetadata) : FieldShape{};
     case Kind::kEventMetadata:
-      return field == 2 || field == 4 ? string : field == 5 ? message(Kind::kStat) : FieldShape{};
+      return field == 2 || field == 4 ? string
+             : field == 5             ? message(Kind::kStat)
+             : field == 6             ? FieldShape{Payload::kPackedVarints}  // child_id
+                                      : FieldShape{};
     case Kind::kStatMetadataEntry: return field == 2 ? message(Kind::kStatMetadata) : FieldShape{};
     case Kind::kStatMetadata: return field == 2 || field == 3 ? string : FieldShape{};
   }
@@ -204,6 +207,10 @@ class StructureCheck {
           }
           if (shape.payload == Payload::kMessage) {
             if (std::string broken = check(shape.kind, p, field_end); !broken.empty()) return broken;
+          }
+          for (const uint8_t* v = p; shape.payload == Payload::kPackedVarints && v < field_end;) {
+            uint64_t value = 0;
+            if (!read_varint(v, field_end, value)) return at(v, "a packed varint runs past its field");
           }
           p = field_end;
           break;
