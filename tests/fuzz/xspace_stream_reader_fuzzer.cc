@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "google/protobuf/stubs/logging.h"
 #include "proto/xspace/xspace_stream_reader.h"
 
 namespace {
@@ -26,6 +27,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const int fd = memfd_create("xspace", 0);
   if (fd < 0 || ftruncate(fd, 0) != 0 || pwrite(fd, data, size, 0) != static_cast<ssize_t>(size)) return 0;
   const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  // protobuf logs every invalid UTF-8 string its whole parse meets: noise for a fuzzer.
+  static const bool quiet = [] {
+    google::protobuf::SetLogHandler(nullptr);
+    return true;
+  }();
+  (void)quiet;
   podscope::xspace::XSpaceHeader header;
   int planes = 0;
   auto count_plane = [&planes](const tensorflow::profiler::XPlane& plane) {
