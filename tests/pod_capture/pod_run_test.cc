@@ -4,9 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/mount.h>
 #include <sys/resource.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -19,6 +17,7 @@
 #include "proto/xspace/xplane_reader.h"
 #include "tests/pod_capture/lightweight_agent.h"
 #include "tests/pod_capture/lightweight_pod.h"
+#include "tests/pod_capture/small_disk.h"
 
 namespace podscope::pod_capture {
 namespace {
@@ -122,42 +121,8 @@ bool is_analysis_output(const std::filesystem::path& path) {
 // What a file takes on a tmpfs: whole pages.
 uintmax_t pages_of(uintmax_t bytes) { return (bytes + 4095) / 4096 * 4096; }
 
-// A disk that fills up for real: a 16 MiB tmpfs of the test's own, filled but for the room a case asks. Needs the
-// right to mount (root); without it the test falls back to the file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored),
-// under which a write past the limit fails as one on a full disk does (EFBIG instead of ENOSPC).
-class SmallDisk {
- public:
-  explicit SmallDisk(std::filesystem::path dir) : dir_(std::move(dir)) {
-    std::filesystem::create_directories(dir_);
-    mounted_ = ::mount("tmpfs", dir_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=16m") == 0;
-  }
-  ~SmallDisk() {
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-    std::filesystem::remove_all(dir_);
-  }
-  bool mounted() const { return mounted_; }
-  const std::filesystem::path& dir() const { return dir_; }
-
-  // Fills the tmpfs but for `room` bytes.
-  void leave_room(uintmax_t room) {
-    std::filesystem::remove(dir_ / "filler");
-    struct statvfs fs {};
-    ASSERT_EQ(::statvfs(dir_.c_str(), &fs), 0);
-    const uintmax_t free_bytes = uintmax_t{fs.f_bavail} * fs.f_frsize;
-    ASSERT_GT(free_bytes, room);
-    std::ofstream filler(dir_ / "filler", std::ios::binary);
-    const std::string page(4096, 'x');
-    for (uintmax_t n = 0; n + room < free_bytes; n += page.size()) filler << page;
-    filler.close();
-    ASSERT_TRUE(filler.good());
-  }
-
- private:
-  std::filesystem::path dir_;
-  bool mounted_ = false;
-};
-
-// Writes larger than `bytes` fail (EFBIG) while it lives.
+// Where no tmpfs can be mounted: writes past `bytes` fail while it lives (SIGXFSZ ignored), as on a full disk
+// (EFBIG instead of ENOSPC).
 class FileSizeLimit {
  public:
   explicit FileSizeLimit(rlim_t bytes) {
@@ -219,7 +184,7 @@ TEST(RunPod, AFullDiskFailsTheRunNamingWhyAndLeavesNoOutputThatLooksWhole) {
   }
   std::filesystem::remove_all(sizing_dir.parent_path());
 
-  SmallDisk disk(fresh_dir("full_disk"));
+  testing::SmallDisk disk(fresh_dir("full_disk"));
   const auto run_dir = disk.dir() / "logdir" / "run";
   if (disk.mounted()) {
     const struct {
