@@ -30,7 +30,7 @@ void apply_known_facts(const std::vector<PodAgent>& agents, CaptureResult& resul
 // Runs the pod analysis over a run with data (its files land beside the host files), records how long it took in
 // capture.json and adds its summary.
 void analyze(PodRunOutcome& outcome) {
-  if (outcome.exit_code() == 1) return;
+  if (outcome.capture.exit_code() == 1) return;
   const auto start = std::chrono::steady_clock::now();
   auto analysis = analysis::analyze_run_directory(outcome.run_dir);
   outcome.capture.analyzed_in_ms =
@@ -41,7 +41,9 @@ void analyze(PodRunOutcome& outcome) {
   }
   if (!analysis.ok()) {
     outcome.analysis_error = std::string(analysis.status().message());
-    outcome.summary_text += "Warning: pod analysis failed: " + outcome.analysis_error + "\n";
+    outcome.analysis_outputs_lost = analysis.status().code() == absl::StatusCode::kAborted;
+    outcome.summary_text += std::string(outcome.analysis_outputs_lost ? "Error" : "Warning") +
+                            ": pod analysis failed: " + outcome.analysis_error + "\n";
     return;
   }
   outcome.summary_text += "\n" + analysis->summary_text + analysis->recommendation_text;
@@ -84,9 +86,11 @@ CaptureSpec capture_spec_from(const tensorflow::NewProfileSessionRequest& reques
 }
 
 void fill_new_session_response(const PodRunOutcome& outcome, tensorflow::NewProfileSessionResponse& response) {
-  response.set_empty_trace(outcome.exit_code() == 1);
-  if (outcome.exit_code() == 0) return;
-  std::string errors;
+  response.set_empty_trace(outcome.capture.exit_code() == 1);
+  if (outcome.analysis_outputs_lost)
+    response.set_error_message("pod analysis failed: " + outcome.analysis_error + "\n");
+  if (outcome.capture.exit_code() == 0) return;
+  std::string errors = response.error_message();
   for (const HostCapture& host : outcome.capture.hosts) {
     if (!host.ok) errors += host.address + ": " + host.error + "\n";
   }
@@ -105,8 +109,10 @@ absl::StatusOr<PodRunOutcome> run_pod(const std::vector<PodAgent>& agents, const
   outcome.capture = run_capture(connections_of(agents), spec, clock, progress);
   apply_known_facts(agents, outcome.capture);
   if (auto written = write_run_files(outcome.run_dir, outcome.capture); !written.ok()) {
-    return absl::Status(written.code(),
-                        std::string(written.message()) + " (files already in " + outcome.run_dir.string() + " stay)");
+    std::error_code ignored;
+    std::filesystem::remove_all(outcome.run_dir, ignored);
+    return absl::Status(written.code(), std::string(written.message()) + " (the run directory " +
+                                            outcome.run_dir.string() + " was removed: it would lack files)");
   }
   outcome.summary_text = capture_summary_text(outcome.capture, {});
   analyze(outcome);

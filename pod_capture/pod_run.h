@@ -40,11 +40,17 @@ struct PodRunOutcome {
   // naming why the analysis failed). It does not name the run directory: a client may keep its copy elsewhere.
   std::string summary_text;
   std::string analysis_error;  // empty when the analysis ran or nothing was captured
-  int exit_code() const { return capture.exit_code(); }
+  // The analysis outputs could not be written (a full disk): none was kept, the capture's own files were, and the
+  // run failed (exit code 1) as when those cannot be written.
+  bool analysis_outputs_lost = false;
+  int exit_code() const { return analysis_outputs_lost ? 1 : capture.exit_code(); }
 };
 
 // Captures the pod, writes the run into `run_dir` (created if missing) and, when any host returned data,
-// analyses it there. A failed analysis leaves the capture standing; an error only when a file cannot be written.
+// analyses it there. An analysis that cannot read the data leaves the capture standing (a warning); one whose
+// outputs cannot be written removes those it wrote and fails the run (analysis_outputs_lost). An error when the
+// capture's own files cannot be written: the run directory is removed then, so no run that looks whole but lacks
+// hosts is left behind.
 // NewSession's answer for a pod run: empty_trace when no host returned data, and each failed host's address and
 // error in error_message.
 void fill_new_session_response(const PodRunOutcome& outcome, tensorflow::NewProfileSessionResponse& response);

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <map>
 
@@ -64,11 +66,14 @@ class RunReceiver {
                                  std::to_string(piece.offset()) + ", expected " + std::to_string(file.size) + ")");
     }
     file.out.write(piece.data().data(), static_cast<std::streamsize>(piece.data().size()));
+    if (!file.out) return absl::InternalError("cannot write " + file.temp.string() + ": " + std::strerror(errno));
     file.size += piece.data().size();
     if (piece.last()) {
       file.out.close();
-      if (!file.out) return absl::InternalError("cannot write " + file.temp.string());
-      std::filesystem::rename(file.temp, target);
+      if (!file.out) return absl::InternalError("cannot write " + file.temp.string() + ": " + std::strerror(errno));
+      std::error_code ec;
+      std::filesystem::rename(file.temp, target, ec);
+      if (ec) return absl::InternalError("cannot rename " + file.temp.string() + ": " + ec.message());
     }
     return absl::OkStatus();
   }
@@ -81,6 +86,16 @@ class RunReceiver {
       std::error_code ec;
       std::filesystem::remove(file.temp, ec);
     }
+  }
+
+  // A run received in part would pass for a smaller whole one: its copy goes (the coordinator keeps the run in its
+  // own logdir). Returns what the caller is told.
+  std::string discard_run() {
+    discard_unfinished();
+    if (outcome_.run_dir.empty()) return "";
+    std::error_code ignored;
+    std::filesystem::remove_all(outcome_.run_dir, ignored);
+    return " (the partial copy " + outcome_.run_dir.string() + " was removed)";
   }
 
   bool have_summary() const { return have_summary_; }
@@ -141,7 +156,7 @@ absl::StatusOr<RemoteCaptureOutcome> capture_through_coordinator(const std::stri
   RunReceiver receiver(coordinator_address, logdir);
   if (absl::Status received = receive_run(*reader, receiver, progress); !received.ok()) {
     context.TryCancel();
-    return received;
+    return absl::Status(received.code(), std::string(received.message()) + receiver.discard_run());
   }
   const grpc::Status status = reader->Finish();
   if (!status.ok()) return to_absl_status(status, "capture through coordinator " + coordinator_address + " failed");

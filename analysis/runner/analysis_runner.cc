@@ -62,8 +62,8 @@ struct PlaneConsumers {
   }
 };
 
-// Feeds one file's planes to the analyzers. A file that breaks part way keeps the planes read before the break
-// (a truncated capture still has whole planes); the error names the file and where it broke.
+// Feeds one file's planes to the analyzers. A broken file (truncated, lengths that lie, an empty file) gives them
+// nothing: the reader checks a file's structure before its first plane. The error names the file and where it broke.
 absl::Status read_into(PlaneConsumers& consumers, size_t index, const std::filesystem::path& file) {
   PodAnalyzer& analyzer = consumers.pod;
   std::error_code ec;
@@ -127,8 +127,16 @@ absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::pat
                                                       const AnalysisOptions& options) {
   absl::StatusOr<AnalysisOutcome> outcome = analyze_run_files(run_dir, options.analyzer);
   if (!outcome.ok()) return outcome.status();
-  if (absl::Status s = write_outputs(run_dir, options, *outcome); !s.ok()) return s;
-  return outcome;
+  const absl::Status written = write_outputs(run_dir, options, *outcome);
+  if (written.ok()) return outcome;
+  // Some outputs beside others missing would pass for a whole analysis: none stays (a full disk is the usual
+  // cause, and `podscope analyze` writes them all again once there is room).
+  for (const std::filesystem::path& path : outcome->written_files) {
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+  }
+  return absl::AbortedError("the analysis outputs could not be written, none was kept: " +
+                            std::string(written.message()));
 }
 
 absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& run_dir,

@@ -40,8 +40,8 @@ struct AnalysisOutcome {
   // The tf.data tool's terminal page (`podscope analyze RUN --tool tf_data`).
   std::string tf_data_text;
   std::vector<std::filesystem::path> written_files;
-  // Files that could not be read (empty, or broken part way: the planes before the break are analysed), each
-  // naming the file and what was wrong; the other files were analysed.
+  // Files that could not be read (empty, truncated, or with lengths that lie: none of their planes is analysed),
+  // each naming the file and what was wrong; the other files were analysed.
   std::vector<std::string> bad_files;
   // The op-level tools, as written to their files (with the warnings they counted).
   KernelStatsResult kernel_stats;
@@ -50,7 +50,8 @@ struct AnalysisOutcome {
 };
 
 // Fails when the directory has no *.xplane.pb or none of them can be read (naming each); writes nothing then.
-// Files that cannot be read while others can are named in `bad_files` and in the summary.
+// Files that cannot be read while others can are named in `bad_files` and in the summary. When an output cannot
+// be written (a full disk), ABORTED naming it, and the outputs already written are removed: none stays.
 absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::path& run_dir,
                                                       const AnalysisOptions& options = {});
 

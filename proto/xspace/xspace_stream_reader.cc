@@ -1,6 +1,7 @@
 #include "proto/xspace/xspace_stream_reader.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/stubs/common.h"
 #include "google/protobuf/wire_format_lite.h"
 
 namespace podscope::xspace {
@@ -110,6 +112,147 @@ bool parse_plane(google::protobuf::io::CodedInputStream& input, tensorflow::prof
   return plane.MergeFromString(other_fields);
 }
 
+// The XSpace schema as the structure check needs it: which length-delimited fields of a message are messages
+// (and of which kind) or strings. Everything else is skipped by its wire type.
+enum class Kind {
+  kSpace,
+  kPlane,
+  kLine,
+  kEvent,
+  kStat,
+  kEventMetadataEntry,
+  kEventMetadata,
+  kStatMetadataEntry,
+  kStatMetadata
+};
+enum class Payload { kOpaque, kString, kPackedVarints, kMessage };
+
+struct FieldShape {
+  Payload payload = Payload::kOpaque;
+  Kind kind = Kind::kSpace;  // for kMessage
+};
+
+FieldShape shape_of(Kind kind, int field) {
+  auto message = [](Kind k) { return FieldShape{Payload::kMessage, k}; };
+  const FieldShape string{Payload::kString};
+  switch (kind) {
+    case Kind::kSpace: return field == 1 ? message(Kind::kPlane) : field <= 4 ? string : FieldShape{};
+    case Kind::kPlane:
+      switch (field) {
+        case 2: return string;
+        case 3: return message(Kind::kLine);
+        case 4: return message(Kind::kEventMetadataEntry);
+        case 5: return message(Kind::kStatMetadataEntry);
+        case 6: return message(Kind::kStat);
+        default: return {};
+      }
+    case Kind::kLine: return field == 2 || field == 11 ? string : field == 4 ? message(Kind::kEvent) : FieldShape{};
+    case Kind::kEvent: return field == 4 ? message(Kind::kStat) : FieldShape{};
+    case Kind::kStat: return field == 5 ? string : FieldShape{};
+    case Kind::kEventMetadataEntry: return field == 2 ? message(Kind::kEventMetadata) : FieldShape{};
+    case Kind::kEventMetadata:
+      return field == 2 || field == 4 ? string
+             : field == 5             ? message(Kind::kStat)
+             : field == 6             ? FieldShape{Payload::kPackedVarints}  // child_id
+                                      : FieldShape{};
+    case Kind::kStatMetadataEntry: return field == 2 ? message(Kind::kStatMetadata) : FieldShape{};
+    case Kind::kStatMetadata: return field == 2 || field == 3 ? string : FieldShape{};
+  }
+  return {};
+}
+
+// Walks the whole file's wire structure in place (the file mapped, nothing built): every tag, varint and declared
+// length (64-bit, so a length of 2^40 is not read as its low 32 bits), each length within what holds it, the
+// schema's strings valid UTF-8 (which protobuf's parser requires of proto3 strings), and the file ending where its
+// last field does. A file that passes parses plane by plane; one that does not is refused before any of its planes
+// reaches a reader, so a truncated or lying file contributes nothing.
+class StructureCheck {
+ public:
+  explicit StructureCheck(const uint8_t* file) : file_(file) {}
+
+  // What broke and at which byte, or empty.
+  std::string check(Kind kind, const uint8_t* p, const uint8_t* end) const {
+    while (p < end) {
+      uint64_t tag = 0;
+      if (!read_varint(p, end, tag)) return at(p, "truncated tag");
+      const uint64_t field = tag >> 3;
+      if (field == 0 || tag > std::numeric_limits<uint32_t>::max()) return at(p, "an invalid tag");
+      switch (tag & 7) {
+        case WireFormatLite::WIRETYPE_VARINT: {
+          uint64_t value = 0;
+          if (!read_varint(p, end, value)) return at(p, "truncated varint");
+          break;
+        }
+        case WireFormatLite::WIRETYPE_FIXED64:
+          if (end - p < 8) return at(p, "truncated 8-byte field");
+          p += 8;
+          break;
+        case WireFormatLite::WIRETYPE_FIXED32:
+          if (end - p < 4) return at(p, "truncated 4-byte field");
+          p += 4;
+          break;
+        case WireFormatLite::WIRETYPE_LENGTH_DELIMITED: {
+          uint64_t length = 0;
+          if (!read_varint(p, end, length)) return at(p, "truncated length");
+          const auto room = static_cast<uint64_t>(end - p);
+          if (length > room) {
+            return at(p, "declared length " + std::to_string(length) + " runs past the " + std::to_string(room) +
+                             " bytes that hold it (past the end of the file, or of the message it is in)");
+          }
+          const uint8_t* field_end = p + length;
+          const FieldShape shape = shape_of(kind, static_cast<int>(field));
+          if (shape.payload == Payload::kString && !google::protobuf::internal::IsStructurallyValidUTF8(
+                                                       reinterpret_cast<const char*>(p), static_cast<int>(length))) {
+            return at(p, "a string field holds invalid UTF-8");
+          }
+          if (shape.payload == Payload::kMessage) {
+            if (std::string broken = check(shape.kind, p, field_end); !broken.empty()) return broken;
+          }
+          for (const uint8_t* v = p; shape.payload == Payload::kPackedVarints && v < field_end;) {
+            uint64_t value = 0;
+            if (!read_varint(v, field_end, value)) return at(v, "a packed varint runs past its field");
+          }
+          p = field_end;
+          break;
+        }
+        default:
+          return at(p, "field " + std::to_string(field) + " has wire type " + std::to_string(tag & 7) +
+                           ", which no XSpace message uses");
+      }
+    }
+    return "";
+  }
+
+ private:
+  static bool read_varint(const uint8_t*& p, const uint8_t* end, uint64_t& value) {
+    value = 0;
+    for (int shift = 0; shift < 64 && p < end; shift += 7) {
+      const uint8_t byte = *p++;
+      value |= uint64_t{byte & 0x7Fu} << shift;
+      if ((byte & 0x80) == 0) return true;
+    }
+    return false;
+  }
+  std::string at(const uint8_t* p, const std::string& what) const {
+    return what + " at byte " + std::to_string(p - file_);
+  }
+
+  const uint8_t* file_;
+};
+
+// The structure check over the whole file (`size` bytes), mapped read-only: what broke, or empty. Run files are
+// written to a temporary file and renamed, so the inode mapped here never shrinks under the walk.
+std::string check_structure(int fd, size_t size) {
+  if (size == 0) return "";
+  void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (mapped == MAP_FAILED) return std::string("cannot map the file: ") + std::strerror(errno);
+  ::madvise(mapped, size, MADV_SEQUENTIAL);
+  const auto* bytes = static_cast<const uint8_t*>(mapped);
+  std::string broken = StructureCheck(bytes).check(Kind::kSpace, bytes, bytes + size);
+  ::munmap(mapped, size);
+  return broken;
+}
+
 }  // namespace
 
 absl::Status read_xspace_planes(const std::filesystem::path& path,
@@ -124,6 +267,14 @@ absl::Status read_xspace_planes(const std::filesystem::path& path,
     return absl::NotFoundError("cannot stat XSpace file " + path.string() + ": " + std::strerror(errno));
   }
   const int64_t file_size = file_stat.st_size;
+  if (file_size > std::numeric_limits<int>::max()) {
+    return absl::DataLossError("XSpace file " + path.string() + " has " + std::to_string(file_size) +
+                               " bytes, past protobuf's 2 GiB limit");
+  }
+  if (std::string broken = check_structure(fd.get(), static_cast<size_t>(file_size)); !broken.empty()) {
+    return absl::DataLossError("XSpace file " + path.string() + " is not a valid XSpace: " + broken +
+                               "; none of its planes was read");
+  }
   google::protobuf::io::FileInputStream file(fd.get());
   google::protobuf::io::CodedInputStream input(&file);
   // A single plane may be far larger than protobuf's default message limit.
@@ -134,7 +285,8 @@ absl::Status read_xspace_planes(const std::filesystem::path& path,
   };
 
   // A declared length is checked against what is left of the file before anything is allocated for it: a few
-  // hostile bytes must not make the reader reserve gigabytes.
+  // hostile bytes must not make the reader reserve gigabytes. The structure check found every length fitting; this
+  // holds for a file that changed since.
   auto fits_in_file = [&](uint32_t length) { return int64_t{length} <= file_size - input.CurrentPosition(); };
 
   while (true) {

@@ -26,8 +26,10 @@ struct XSpaceHeader {
 using XLineFilter = std::function<bool(std::string_view plane_name, std::string_view line_name)>;
 
 // Calls `on_plane` for every plane in file order; the plane is freed when it returns. Lines that
-// `keep_line` rejects are left out without parsing their events. Stops at the first error, from the file
-// (named with the byte offset where the wire format broke) or from `on_plane`.
+// `keep_line` rejects are left out without parsing their events. The file's whole wire structure is checked first
+// (every declared length within what holds it, read as 64 bits; strings valid UTF-8; the file ending where its last
+// field does): a truncated file, or one whose lengths lie, is DataLoss naming the file and the byte where it broke,
+// and `on_plane` is called for none of its planes. Otherwise stops at the first error from `on_plane`.
 absl::Status read_xspace_planes(const std::filesystem::path& path,
                                 const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
                                 XSpaceHeader* header = nullptr, const XLineFilter& keep_line = nullptr);

@@ -309,6 +309,31 @@ TEST_F(RunDirectory, CorruptAndEmptyFilesAreNamedAndTheGoodOnesAnalysed) {
   EXPECT_TRUE(fs::exists(dir_ / "pod_viewer.json"));
 }
 
+// A host file cut after its first planes, and one whose last plane claims 2^40 bytes, are named and add nothing:
+// the analysis equals that of the good files alone.
+TEST_F(RunDirectory, TruncatedAndLyingFilesAreNamedAndContributeNothing) {
+  write_pod(SyntheticPodSpec{});
+  fs::remove(dir_ / "host3.xplane.pb");
+  const auto good_only = analyze_run_files(dir_);
+  ASSERT_TRUE(good_only.ok()) << good_only.status();
+  write_pod(SyntheticPodSpec{});
+  const std::string host3 = read(dir_ / "host3.xplane.pb");
+  std::ofstream(dir_ / "host3.xplane.pb", std::ios::binary) << host3.substr(0, host3.size() * 3 / 4);
+  std::ofstream(dir_ / "host4.xplane.pb", std::ios::binary)
+      << read(dir_ / "host0.xplane.pb") + std::string{'\x0a', '\x80', '\x80', '\x80', '\x80', '\x80', '\x20'};
+  const auto outcome = analyze_run_files(dir_);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  ASSERT_EQ(outcome->bad_files.size(), 2u);
+  EXPECT_NE(outcome->bad_files[0].find("host3.xplane.pb"), std::string::npos) << outcome->bad_files[0];
+  EXPECT_NE(outcome->bad_files[1].find("host4.xplane.pb"), std::string::npos) << outcome->bad_files[1];
+  EXPECT_NE(outcome->bad_files[1].find("declared length 1099511627776"), std::string::npos) << outcome->bad_files[1];
+  EXPECT_NE(outcome->summary_text.find("warning: file skipped: "), std::string::npos) << outcome->summary_text;
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(outcome->analysis.pod_viewer(),
+                                                                 good_only->analysis.pod_viewer()));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(outcome->overview_page, good_only->overview_page));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(outcome->op_stats.db, good_only->op_stats.db));
+}
+
 TEST_F(RunDirectory, OnlyBadFilesIsAnErrorNamingEachAndNothingIsWritten) {
   {
     std::ofstream out(dir_ / "host9.xplane.pb", std::ios::binary);

@@ -15,6 +15,7 @@
 #include "pod_capture/remote_capture.h"
 #include "pod_capture/run_directory.h"
 #include "tests/pod_capture/lightweight_agent.h"
+#include "tests/pod_capture/small_disk.h"
 
 namespace podscope::coordinator {
 namespace {
@@ -133,6 +134,25 @@ TEST_F(CoordinatorServiceTest, CapturesAJobAndStreamsTheRunIntoTheClientsLogdir)
       pod_capture::run_directory(settings_.repository_root, outcome->run_dir.filename()) / "capture.json"));
   EXPECT_NE(outcome->summary_text.find("(host1): ok"), std::string::npos) << outcome->summary_text;
   std::filesystem::remove_all(logdir);
+}
+
+// The client's logdir fills while the run streams in: the capture fails naming why, and the partial copy goes (a
+// run lacking files would pass for a smaller whole one); the coordinator keeps its own.
+TEST_F(CoordinatorServiceTest, AClientDiskThatFillsLeavesNoPartialCopyOfTheRun) {
+  testing::SmallDisk disk(fresh_dir("full_client_disk"));
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root): the client's disk cannot fill alone";
+  disk.leave_room(8192);
+  podscope::v1::CaptureRequest request;
+  request.set_duration_ms(200);
+  request.add_jobs("train");
+  auto outcome = pod_capture::capture_through_coordinator(address(), grpc::InsecureChannelCredentials(), request,
+                                                          disk.dir() / "logdir", [](const std::string&) {});
+  ASSERT_FALSE(outcome.ok()) << outcome->summary_text;
+  EXPECT_NE(std::string(outcome.status().message()).find("No space left on device"), std::string::npos)
+      << outcome.status();
+  EXPECT_NE(std::string(outcome.status().message()).find("was removed"), std::string::npos) << outcome.status();
+  const auto runs = disk.dir() / "logdir" / "plugins" / "profile";
+  EXPECT_TRUE(!std::filesystem::exists(runs) || std::filesystem::is_empty(runs)) << "a partial copy stayed";
 }
 
 TEST_F(CoordinatorServiceTest, UnknownWorkerIsAnInvalidArgumentNamingIt) {

@@ -3,9 +3,12 @@
 #include "pod_capture/pod_run.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "daemon/run_name.h"
@@ -14,6 +17,7 @@
 #include "proto/xspace/xplane_reader.h"
 #include "tests/pod_capture/lightweight_agent.h"
 #include "tests/pod_capture/lightweight_pod.h"
+#include "tests/pod_capture/small_disk.h"
 
 namespace podscope::pod_capture {
 namespace {
@@ -106,6 +110,114 @@ TEST(RunPod, WritesTheRunAnalysesItAndSummarizesBoth) {
   EXPECT_NE(outcome->summary_text.find(read_file(run_dir / "pod_summary.txt")), std::string::npos)
       << "the analysis summary follows the capture summary";
   std::filesystem::remove_all(run_dir.parent_path());
+}
+
+// The analysis' outputs: what a run directory holds beyond the capture's own files.
+bool is_analysis_output(const std::filesystem::path& path) {
+  const std::string name = path.filename().string();
+  return !name.ends_with(".xplane.pb") && name != "capture.json" && !name.starts_with("pod.");
+}
+
+// What a file takes on a tmpfs: whole pages.
+uintmax_t pages_of(uintmax_t bytes) { return (bytes + 4095) / 4096 * 4096; }
+
+// Where no tmpfs can be mounted: writes past `bytes` fail while it lives (SIGXFSZ ignored), as on a full disk
+// (EFBIG instead of ENOSPC).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &saved_);
+    saved_handler_ = ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{bytes, saved_.rlim_max};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved_);
+    ::signal(SIGXFSZ, saved_handler_);
+  }
+
+ private:
+  rlimit saved_{};
+  sighandler_t saved_handler_ = SIG_DFL;
+};
+
+// What a failed run must leave: nothing when the capture's own files could not all be written; else those files,
+// whole, and not one analysis output (a few of them would pass for a whole analysis); never a temporary file.
+void expect_no_output_that_looks_whole(const absl::StatusOr<PodRunOutcome>& outcome,
+                                       const std::filesystem::path& run_dir, const std::string& why) {
+  if (!outcome.ok()) {
+    EXPECT_NE(std::string(outcome.status().message()).find(why), std::string::npos) << outcome.status();
+    EXPECT_NE(std::string(outcome.status().message()).find("was removed"), std::string::npos) << outcome.status();
+    EXPECT_FALSE(std::filesystem::exists(run_dir)) << "a run lacking files would pass for a smaller whole one";
+    return;
+  }
+  EXPECT_EQ(outcome->exit_code(), 1) << outcome->summary_text;
+  EXPECT_TRUE(outcome->analysis_outputs_lost);
+  EXPECT_NE(outcome->summary_text.find("Error: pod analysis failed: the analysis outputs could not be written"),
+            std::string::npos)
+      << outcome->summary_text;
+  EXPECT_NE(outcome->summary_text.find(why), std::string::npos) << outcome->summary_text;
+  EXPECT_TRUE(std::filesystem::exists(run_dir / "capture.json"));
+  for (const auto& entry : std::filesystem::directory_iterator(run_dir)) {
+    EXPECT_FALSE(is_analysis_output(entry.path())) << entry.path() << " stayed beside missing outputs";
+    EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << entry.path();
+  }
+}
+
+// A disk that fills while the run is written (in the capture's files, then in the analysis outputs): the run fails
+// naming why, and leaves nothing that passes for a whole run or a whole analysis.
+TEST(RunPod, AFullDiskFailsTheRunNamingWhyAndLeavesNoOutputThatLooksWhole) {
+  Pod pod;
+  pod.add({.host_name = "host0"});
+  pod.add({.host_name = "host1"});
+  // One run with room to spare says what the capture's files and the analysis' outputs take.
+  const auto sizing_dir = fresh_dir("sizing") / "run";
+  auto sized = run_pod(pod.members, quick_spec("sizing"), sizing_dir, Clock(), [](const std::string&) {});
+  ASSERT_TRUE(sized.ok()) << sized.status();
+  ASSERT_EQ(sized->exit_code(), 0) << sized->summary_text;
+  uintmax_t capture_bytes = 0, analysis_bytes = 0, largest_capture_file = 0, largest_output = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(sizing_dir)) {
+    const uintmax_t size = entry.file_size();
+    (is_analysis_output(entry.path()) ? analysis_bytes : capture_bytes) += pages_of(size);
+    uintmax_t& largest = is_analysis_output(entry.path()) ? largest_output : largest_capture_file;
+    largest = std::max(largest, size);
+  }
+  std::filesystem::remove_all(sizing_dir.parent_path());
+
+  testing::SmallDisk disk(fresh_dir("full_disk"));
+  const auto run_dir = disk.dir() / "logdir" / "run";
+  if (disk.mounted()) {
+    const struct {
+      const char* where;
+      uintmax_t room;
+    } cases[] = {{"the capture's files", capture_bytes / 2},
+                 {"the analysis outputs", capture_bytes + analysis_bytes / 2}};
+    for (const auto& c : cases) {
+      SCOPED_TRACE(std::string("the disk fills in ") + c.where);
+      disk.leave_room(c.room);
+      auto outcome = run_pod(pod.members, quick_spec("full"), run_dir, Clock(), [](const std::string&) {});
+      expect_no_output_that_looks_whole(outcome, run_dir, "No space left on device");
+      if (c.room < capture_bytes) EXPECT_FALSE(outcome.ok()) << "the capture's files did not fit";
+      std::filesystem::remove_all(run_dir);
+    }
+    return;
+  }
+  std::cout << "cannot mount a tmpfs here (needs root): the disk fills through the file-size limit instead\n";
+  {
+    FileSizeLimit limit(largest_capture_file / 2);
+    auto outcome = run_pod(pod.members, quick_spec("too_large"), run_dir, Clock(), [](const std::string&) {});
+    expect_no_output_that_looks_whole(outcome, run_dir, "File too large");
+    EXPECT_FALSE(outcome.ok());
+  }
+  std::filesystem::remove_all(run_dir);
+  if (largest_output <= largest_capture_file + 4096) {
+    GTEST_SKIP() << "no analysis output is larger than every capture file here: the file-size limit cannot fail the "
+                    "analysis alone (a mounted tmpfs can)";
+  }
+  FileSizeLimit limit((largest_capture_file + largest_output) / 2);
+  auto outcome = run_pod(pod.members, quick_spec("too_large"), run_dir, Clock(), [](const std::string&) {});
+  expect_no_output_that_looks_whole(outcome, run_dir, "File too large");
+  EXPECT_TRUE(outcome.ok()) << outcome.status();
 }
 
 TEST(RunPod, WhatTheCallerKnowsOfAWorkerGoesIntoItsFile) {

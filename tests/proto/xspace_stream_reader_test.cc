@@ -87,13 +87,54 @@ TEST_F(StreamReaderTest, RejectedLinesAreLeftOutAndTheRestKept) {
   EXPECT_EQ(planes[1].event_metadata_size(), space_.planes(1).event_metadata_size());
 }
 
-TEST_F(StreamReaderTest, TruncatedFileIsDataLossNamingTheFile) {
+// Cut anywhere, even after the first whole plane, a file gives no plane at all: a reader never sums part of it.
+TEST_F(StreamReaderTest, TruncatedFileIsDataLossNamingTheFileAndGivesNoPlane) {
   const auto size = fs::file_size(path_);
-  fs::resize_file(path_, size - 5);
-  const absl::Status status =
-      read_xspace_planes(path_, [](const tensorflow::profiler::XPlane&) { return absl::OkStatus(); });
-  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
-  EXPECT_NE(std::string(status.message()).find(path_.string()), std::string::npos) << status;
+  for (const uintmax_t cut : {uintmax_t{5}, size / 2, size - space_.planes(0).ByteSizeLong() - 1}) {
+    SCOPED_TRACE("cut " + std::to_string(cut) + " of " + std::to_string(size) + " bytes");
+    std::ofstream(path_, std::ios::binary) << space_.SerializeAsString();
+    fs::resize_file(path_, size - cut);
+    int planes = 0;
+    const absl::Status status = read_xspace_planes(path_, [&](const tensorflow::profiler::XPlane&) {
+      ++planes;
+      return absl::OkStatus();
+    });
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+    EXPECT_NE(std::string(status.message()).find(path_.string()), std::string::npos) << status;
+    EXPECT_EQ(planes, 0);
+  }
+}
+
+// Whole planes, then a plane whose length varint says 2^40 bytes: read as 32 bits it would be 0, an empty plane
+// that parses. It is refused, and the whole planes before it are not read either.
+TEST_F(StreamReaderTest, APlaneLengthOf2To40IsDataLossAndNoPlaneIsRead) {
+  std::string bytes = space_.SerializeAsString();
+  bytes += std::string{'\x0a', '\x80', '\x80', '\x80', '\x80', '\x80', '\x20'};  // field 1, varint 2^40
+  std::ofstream(path_, std::ios::binary) << bytes;
+  int planes = 0;
+  const absl::Status status = read_xspace_planes(path_, [&](const tensorflow::profiler::XPlane&) {
+    ++planes;
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(std::string(status.message()).find("declared length 1099511627776"), std::string::npos) << status;
+  EXPECT_EQ(planes, 0);
+}
+
+// A line whose declared length runs past its plane, and a zero byte where a tag should be: both refused.
+TEST_F(StreamReaderTest, LengthsThatLieInsideAPlaneAndZeroTagsAreDataLoss) {
+  tensorflow::profiler::XPlane plane;
+  plane.set_name("/host:CPU");
+  std::string plane_bytes = plane.SerializeAsString();
+  plane_bytes += std::string{'\x1a', '\x7f', '\x12', '\x01', 'x'};  // lines: 127 bytes declared, 3 there
+  std::string lying_line = std::string{'\x0a', static_cast<char>(plane_bytes.size())} + plane_bytes;
+  std::string zero_tag = space_.SerializeAsString() + std::string{'\0', '\x22', '\x01', 'h'};
+  for (const std::string& bytes : {lying_line, zero_tag}) {
+    std::ofstream(path_, std::ios::binary) << bytes;
+    const absl::Status status =
+        read_xspace_planes(path_, [](const tensorflow::profiler::XPlane&) { return absl::OkStatus(); });
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  }
 }
 
 TEST_F(StreamReaderTest, CallbackErrorStopsTheRead) {
@@ -131,7 +172,7 @@ TEST(StreamReader, DeclaredLengthBeyondTheFileIsDataLossWithoutAllocatingIt) {
       return absl::OkStatus();
     });
     EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
-    EXPECT_NE(std::string(status.message()).find("runs past the end of the file"), std::string::npos) << status;
+    EXPECT_NE(std::string(status.message()).find("runs past the 9 bytes that hold it"), std::string::npos) << status;
     EXPECT_EQ(planes, 0);
   }
   fs::remove(path);
