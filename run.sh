@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The two Quick start commands: `./run.sh demo` (a local demo pod, captured and analysed) and `./run.sh test` (the
-# whole suite: the build's tests, then the fuzz targets' deterministic smoke runs in an instrumented clang build).
+# whole suite: the framework test environments, made once and cached in build/venv; the build's tests; then the fuzz
+# targets' deterministic smoke runs in an instrumented clang build).
 # `./run.sh test-sanitize` runs the whole suite in that instrumented build (ASan + UBSan), for hostile-input work.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -31,6 +32,7 @@ case "${1:-}" in
     ;;
   test)
     build
+    bash scripts/python_envs.sh build
     bash scripts/check_format.sh
     ctest --test-dir build --output-on-failure --timeout 600 -j"$(nproc)"
     sanitized_build fuzzers

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every Debian package podscope needs to build, test and run its demo, when missing.
-# The one list of dependencies: build tools, libraries, and the tools tests drive (promtool, chromium, ip).
+# The one list of dependencies: build tools, libraries, and the tools tests drive (promtool, chromium, ip, python3's
+# venv for the framework test environments, whose packages come from PyPI: python/requirements/).
 set -euo pipefail
 
 packages=(
@@ -14,7 +15,7 @@ packages=(
   zlib1g-dev libzstd-dev libsystemd-dev libsimdjson-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # tools the tests and the demo run
-  prometheus python3 python3-websocket chromium iproute2 systemd procps
+  prometheus python3 python3-venv python3-websocket chromium iproute2 systemd procps
 )
 
 missing=()
