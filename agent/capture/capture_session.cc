@@ -225,14 +225,19 @@ std::string CaptureSessions::gather(const CapturePlan& plan, const tensorflow::P
   return end_reason;
 }
 
-int64_t CaptureSessions::plan_window(const CapturePlan& plan, const tensorflow::ProfileRequest& request, int64_t now,
-                                     tensorflow::profiler::XSpace& space) {
-  int64_t start_ns = std::max(plan.start_ns, now);
+StartLead CaptureSessions::start_lead() const {
   StartLead lead;
   for (const CaptureSource* s : sources_) {
     StartLead l = s->start_lead();
     if (l.ns > lead.ns) lead = std::move(l);
   }
+  return lead;
+}
+
+int64_t CaptureSessions::plan_window(const CapturePlan& plan, const tensorflow::ProfileRequest& request, int64_t now,
+                                     tensorflow::profiler::XSpace& space) {
+  int64_t start_ns = std::max(plan.start_ns, now);
+  const StartLead lead = start_lead();
   if (lead.ns > 0 && start_ns < now + lead.ns) {
     const int64_t delay_ms = (now + lead.ns - std::max(plan.start_ns, now)) / 1'000'000;
     start_ns = now + lead.ns;

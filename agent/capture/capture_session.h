@@ -86,6 +86,9 @@ class CaptureSessions {
   // Waits `duration_ms` unless shutdown or `cancelled` come first; false when interrupted.
   bool wait_for(int64_t duration_ms, const std::function<bool()>& cancelled);
 
+  // The longest lead any source asks for now (StartLead): how far ahead a capture must be requested.
+  StartLead start_lead() const;
+
   std::string running_session() const;
   uint64_t captures_served() const;
 

@@ -44,7 +44,9 @@ std::string seconds_text(int64_t ns) {
 
 KinetoCaptureSource::KinetoCaptureSource(std::shared_ptr<KinetoProcesses> processes, const Clock& clock)
     : processes_(std::move(processes)), clock_(clock), directory_(make_trace_directory(directory_error_)) {
-  if (!directory_error_.empty()) PODSCOPE_LOG(kWarning) << directory_error_;
+  if (!directory_error_.empty()) {
+    PODSCOPE_LOG(kWarning) << directory_error_;
+  }
 }
 
 KinetoCaptureSource::~KinetoCaptureSource() {
@@ -66,6 +68,7 @@ void KinetoCaptureSource::plan(const CaptureWindow& window) {
   requested_.clear();
   plan_warning_.clear();
   closed_ns_ = 0;
+  planned_start_ns_ = window.start_ns;
   planned_end_ns_ = window.planned_end_ns;
   memory_limit_bytes_ = window.memory_limit_bytes;
   const std::vector<KinetoProcess> live = processes_->live(clock_.now_ns());
@@ -94,21 +97,22 @@ void KinetoCaptureSource::close(int64_t end_ns) { closed_ns_ = end_ns; }
 void KinetoCaptureSource::collect(tensorflow::profiler::XSpace& space) {
   if (!plan_warning_.empty()) space.add_warnings(plan_warning_);
   // A window cut short still waits for the traces of the whole planned window: Kineto stops on its own.
-  const int64_t deadline = std::max(planned_end_ns_, closed_ns_) + kDeliveryWaitNs;
+  const int64_t wait_ns = kDeliveryWaitNs + (planned_end_ns_ - planned_start_ns_) / 2;
+  const int64_t deadline = std::max(planned_end_ns_, closed_ns_) + wait_ns;
   for (const Requested& r : requested_) {
     if (processes_->handoff(r.pid) != TraceHandoff::kHanded) {
       space.add_warnings("Kineto process " + std::to_string(r.pid) +
                          " did not poll for its trace request before the window started: not traced");
       continue;
     }
-    if (std::string warning = take_trace(r, deadline, space); !warning.empty()) space.add_warnings(warning);
+    if (std::string warning = take_trace(r, deadline, wait_ns, space); !warning.empty()) space.add_warnings(warning);
   }
   processes_->withdraw_all();
   requested_.clear();
   remove_leftovers();
 }
 
-std::string KinetoCaptureSource::take_trace(const Requested& r, int64_t deadline_ns,
+std::string KinetoCaptureSource::take_trace(const Requested& r, int64_t deadline_ns, int64_t wait_ns,
                                             tensorflow::profiler::XSpace& space) {
   const std::filesystem::path file = r.log_file;
   const std::string who = "Kineto process " + std::to_string(r.pid);
@@ -116,7 +120,7 @@ std::string KinetoCaptureSource::take_trace(const Requested& r, int64_t deadline
   struct stat st {};
   while (::lstat(file.c_str(), &st) != 0) {
     if (clock_.now_ns() >= deadline_ns) {
-      return who + " delivered no trace within " + seconds_text(kDeliveryWaitNs) + " of the window's end";
+      return who + " delivered no trace within " + seconds_text(wait_ns) + " of the window's end";
     }
     std::this_thread::sleep_for(kDeliveryPoll);
   }

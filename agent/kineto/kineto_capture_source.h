@@ -23,8 +23,9 @@ class KinetoCaptureSource final : public CaptureSource {
   // Kineto takes up to about a second after a poll to act on the config it got: the margin on top of the
   // poll interval.
   static constexpr int64_t kConfigApplyMarginNs = int64_t{2} * 1'000'000'000;
-  // How long past the window's end a process has to write its trace.
-  static constexpr int64_t kDeliveryWaitNs = int64_t{20} * 1'000'000'000;
+  // How long past the window's end a process has to write its trace: this plus half the window's length, within
+  // what a capture's caller waits (pod captures: twice the duration plus 10 s).
+  static constexpr int64_t kDeliveryWaitNs = int64_t{8} * 1'000'000'000;
 
   // Makes the trace directory (an error leaves the source inert: status and warnings say so).
   KinetoCaptureSource(std::shared_ptr<KinetoProcesses> processes, const Clock& clock);
@@ -45,7 +46,7 @@ class KinetoCaptureSource final : public CaptureSource {
     std::string log_file;
   };
   // Waits for one process's trace and merges it; returns a warning, empty when merged.
-  std::string take_trace(const Requested& r, int64_t deadline_ns, tensorflow::profiler::XSpace& space);
+  std::string take_trace(const Requested& r, int64_t deadline_ns, int64_t wait_ns, tensorflow::profiler::XSpace& space);
   void remove_leftovers() const;
 
   std::shared_ptr<KinetoProcesses> processes_;
@@ -55,6 +56,7 @@ class KinetoCaptureSource final : public CaptureSource {
   uint64_t sequence_ = 0;
 
   // The planned window.
+  int64_t planned_start_ns_ = 0;
   int64_t planned_end_ns_ = 0;
   int64_t closed_ns_ = 0;
   size_t memory_limit_bytes_ = 0;
