@@ -308,7 +308,9 @@ class PollingProcess {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     std::string log_file = keys.at("ACTIVITIES_LOG_FILE");
-    log_file.insert(log_file.find(".json"), "_" + std::to_string(pid_));
+    std::string pid_suffix = "_";
+    pid_suffix += std::to_string(pid_);
+    log_file.insert(log_file.find(".json"), pid_suffix);
     // Ten 10 ms ops from the window's start, on the host clock in µs since baseTimeNanoseconds.
     const int64_t base_ns = start_ms * 1'000'000 - 1'000'000'000;
     std::string events;
