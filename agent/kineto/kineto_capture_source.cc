@@ -31,6 +31,8 @@ std::filesystem::path make_trace_directory(std::string& error) {
   // Processes of any user write into it (sticky: none can remove another's file); none can list it.
   if (::chmod(pattern, 01733) != 0) {
     error = std::string("cannot open the Kineto trace directory to other users: ") + std::strerror(errno);
+    ::rmdir(pattern);
+    return {};
   }
   return pattern;
 }
@@ -43,11 +45,7 @@ std::string seconds_text(int64_t ns) {
 }  // namespace
 
 KinetoCaptureSource::KinetoCaptureSource(std::shared_ptr<KinetoProcesses> processes, const Clock& clock)
-    : processes_(std::move(processes)), clock_(clock), directory_(make_trace_directory(directory_error_)) {
-  if (!directory_error_.empty()) {
-    PODSCOPE_LOG(kWarning) << directory_error_;
-  }
-}
+    : processes_(std::move(processes)), clock_(clock) {}
 
 KinetoCaptureSource::~KinetoCaptureSource() {
   if (directory_.empty()) return;
@@ -74,8 +72,14 @@ void KinetoCaptureSource::plan(const CaptureWindow& window) {
   const std::vector<KinetoProcess> live = processes_->live(clock_.now_ns());
   if (live.empty()) return;
   if (directory_.empty()) {
-    plan_warning_ = "Kineto processes not traced: " + directory_error_;
-    return;
+    // Made for the first capture that has PyTorch processes to trace; kept until the agent stops.
+    std::string error;
+    directory_ = make_trace_directory(error);
+    if (directory_.empty()) {
+      PODSCOPE_LOG(kWarning) << error;
+      plan_warning_ = "Kineto processes not traced: " + error;
+      return;
+    }
   }
   remove_leftovers();
   ++sequence_;
