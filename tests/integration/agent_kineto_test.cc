@@ -155,8 +155,9 @@ TEST(AgentKineto, HostileDatagramsAreCountedAndDroppedWhileTheAgentServesOn) {
   no_pids[ipc::kHeaderBytes + 4] = 0;
   attack("bad_pids", no_pids, 3);
   // A flood of all of them, as fast as the socket takes it.
-  const std::vector<std::pair<std::string, std::string>> kinds = {
-      {"short", poll.substr(0, 20)}, {"oversized", std::string(5000, 'y')}, {"unknown_type", ipc::encode_message("x", "")}};
+  const std::vector<std::pair<std::string, std::string>> kinds = {{"short", poll.substr(0, 20)},
+                                                                  {"oversized", std::string(5000, 'y')},
+                                                                  {"unknown_type", ipc::encode_message("x", "")}};
   const int64_t rss_before = testing::status_kib(k.agent.pid(), "VmRSS");
   for (int round = 0; round < 20000; ++round) {
     const auto& [reason, bytes] = kinds[static_cast<size_t>(round) % kinds.size()];
@@ -243,12 +244,14 @@ TEST(AgentKineto, PollingProcessesAreListedInStatusAndMetrics) {
   ASSERT_TRUE(testing::wait_for(
       [&] {
         return testing::http_get(k.agent.metrics_port(), "/metrics")
-                   .find("podscope_kineto_process_last_poll_seconds{host=\"kineto-host\",ancestors=\"7000,1\","
-                         "job_id=\"55\",pid=\"7001\"}") != std::string::npos;
+                   .find(
+                       "podscope_kineto_process_last_poll_seconds{host=\"kineto-host\",ancestors=\"7000,1\","
+                       "job_id=\"55\",pid=\"7001\"}") != std::string::npos;
       },
       std::chrono::seconds(5)));
-  EXPECT_NE(testing::http_get(k.agent.metrics_port(), "/metrics").find("podscope_kineto_processes{host=\"kineto-host\"} 1"),
-            std::string::npos);
+  EXPECT_NE(
+      testing::http_get(k.agent.metrics_port(), "/metrics").find("podscope_kineto_processes{host=\"kineto-host\"} 1"),
+      std::string::npos);
 }
 
 TEST(AgentKineto, ATakenEndpointIsReportedAndTheAgentGoesOn) {
@@ -319,10 +322,11 @@ class PollingProcess {
       events += R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": )" + std::to_string(pid_) +
                 R"(, "tid": 1, "ts": )" + std::to_string(1'000'000 + i * 20'000) + R"(, "dur": 10000})";
     }
-    const std::string trace = R"({"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": 3, "world_size": 4},
-      "trace_id": ")" + keys.at("REQUEST_TRACE_ID") +
-                              R"(", "baseTimeNanoseconds": )" + std::to_string(base_ns) +
-                              R"(, "traceEvents": [)" + events + "]}";
+    const std::string trace =
+        R"({"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": 3, "world_size": 4},
+      "trace_id": ")" +
+        keys.at("REQUEST_TRACE_ID") + R"(", "baseTimeNanoseconds": )" + std::to_string(base_ns) +
+        R"(, "traceEvents": [)" + events + "]}";
     { std::ofstream(log_file + ".tmp") << trace; }
     fs::rename(log_file + ".tmp", log_file);
   }
@@ -340,8 +344,8 @@ TEST(AgentKineto, ACaptureRequestsEveryPollingProcessesTraceMergesTheDeliveredAn
   KinetoAgent k;
   PollingProcess delivering(k.dir, 51001, /*delivers=*/true);
   PollingProcess silent(k.dir, 51002, /*delivers=*/false);
-  ASSERT_TRUE(testing::wait_for([&] { return status_of(k.agent).kineto().processes_size() == 2; },
-                                std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      testing::wait_for([&] { return status_of(k.agent).kineto().processes_size() == 2; }, std::chrono::seconds(10)));
   // Both have polled twice: the agent knows their interval.
   ASSERT_TRUE(testing::wait_for(
       [&] {
@@ -388,11 +392,13 @@ TEST(AgentKineto, ACaptureRequestsEveryPollingProcessesTraceMergesTheDeliveredAn
   size_t events = 0;
   for (const auto& line : rank->lines()) events += static_cast<size_t>(line.events_size());
   EXPECT_EQ(events, 10u);
-  EXPECT_FALSE(fs::exists(fs::path(handed.at("ACTIVITIES_LOG_FILE")).replace_filename(
-      fs::path(handed.at("ACTIVITIES_LOG_FILE")).stem().string() + "_51001.json")));
+  EXPECT_FALSE(
+      fs::exists(fs::path(handed.at("ACTIVITIES_LOG_FILE"))
+                     .replace_filename(fs::path(handed.at("ACTIVITIES_LOG_FILE")).stem().string() + "_51001.json")));
   // The silent one is named, the rest kept.
   bool named = false;
-  for (const auto& w : space.warnings()) named |= w.find("Kineto process 51002 delivered no trace") != std::string::npos;
+  for (const auto& w : space.warnings())
+    named |= w.find("Kineto process 51002 delivered no trace") != std::string::npos;
   EXPECT_TRUE(named);
 }
 
