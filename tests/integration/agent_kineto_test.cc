@@ -384,7 +384,10 @@ TEST(AgentKineto, ACaptureRequestsEveryPollingProcessesTraceMergesTheDeliveredAn
   const xspace::XPlaneReader host(*xspace::find_plane(space, xspace::kHostPlaneName));
   const auto capture_start = host.int_stat(xspace::kCaptureStartStat);
   ASSERT_TRUE(capture_start.has_value());
-  EXPECT_NEAR(static_cast<double>(*capture_start) / 1e6, static_cast<double>(start_ms), 50.0);
+  // The window opens at a sampling pass once the planned start has come: late by the scheduler's delay only (a
+  // loaded 2-core box's can reach seconds).
+  EXPECT_GE(*capture_start / 1'000'000, start_ms);
+  EXPECT_LT(*capture_start / 1'000'000, start_ms + 3000);
 
   // The delivered trace is merged: rank 3's ops on its own core, its file deleted.
   const tensorflow::profiler::XPlane* rank = xspace::find_plane(space, "/device:CUSTOM:3");
@@ -399,6 +402,56 @@ TEST(AgentKineto, ACaptureRequestsEveryPollingProcessesTraceMergesTheDeliveredAn
   bool named = false;
   for (const auto& w : space.warnings())
     named |= w.find("Kineto process 51002 delivered no trace") != std::string::npos;
+  EXPECT_TRUE(named);
+}
+
+}  // namespace
+}  // namespace podscope
+
+namespace podscope {
+namespace {
+
+TEST(AgentKineto, ACaptureCutShortAnswersAtOnceWithoutWaitingForTraces) {
+  KinetoAgent k;
+  PollingProcess silent(k.dir, 52001, /*delivers=*/false);
+  ASSERT_TRUE(testing::wait_for(
+      [&] {
+        const auto s = status_of(k.agent);
+        return s.kineto().processes_size() == 1 && s.kineto().processes(0).poll_interval_ms() > 0;
+      },
+      std::chrono::seconds(10)));
+  auto stub = tensorflow::ProfilerService::NewStub(k.agent.channel());
+  tensorflow::ProfileResponse response;
+  grpc::Status answered;
+  std::thread profile([&] {
+    tensorflow::ProfileRequest request;
+    request.set_duration_ms(30000);
+    request.set_session_id("cut");
+    request.set_emit_xspace(true);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    answered = stub->Profile(&context, request, &response);
+  });
+  // Once the window has started (the request handed says when), end it.
+  ASSERT_TRUE(testing::wait_for([&] { return !silent.config().empty(); }, std::chrono::seconds(10)));
+  const int64_t start_ms = std::stoll(config_keys(silent.config()).at("PROFILE_START_TIME"));
+  ASSERT_TRUE(
+      testing::wait_for([&] { return Clock().now_ns() / 1'000'000 > start_ms + 300; }, std::chrono::seconds(10)));
+  const auto terminated = std::chrono::steady_clock::now();
+  {
+    grpc::ClientContext context;
+    tensorflow::TerminateRequest request;
+    request.set_session_id("cut");
+    tensorflow::TerminateResponse ignored;
+    ASSERT_TRUE(stub->Terminate(&context, request, &ignored).ok());
+  }
+  profile.join();
+  ASSERT_TRUE(answered.ok()) << answered.error_message();
+  EXPECT_LT(std::chrono::steady_clock::now() - terminated, std::chrono::seconds(3));
+  bool named = false;
+  for (const auto& w : response.xspace().warnings()) {
+    named |= w.find("Kineto process 52001: the window was cut short") != std::string::npos;
+  }
   EXPECT_TRUE(named);
 }
 
