@@ -15,12 +15,15 @@ from coord_pod import BIN, Daemon, podscope, run_dir_of
 
 class KinetoTorchTest(unittest.TestCase):
     def setUp(self):
+        # Cleanups run even when setUp fails half-way (tearDown would not).
         self.tmp = tempfile.TemporaryDirectory(prefix="podscope_kineto_torch_")
+        self.addCleanup(self.tmp.cleanup)
         self.sockets = os.path.join(self.tmp.name, "sockets")
         os.mkdir(self.sockets)
         self.agent = Daemon([f"{BIN}/podscope-agent", "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0",
                              "--host_name", "torch-host", "--socket", os.path.join(self.sockets, "agent.sock"),
                              "--kineto_endpoint", os.path.join(self.sockets, "dynolog")])
+        self.addCleanup(self.agent.stop)
         self.address = self.agent.wait_for(r"listening grpc=(\S+)").group(1)
         self.agent.wait_for(r"kineto_endpoint: serving")
         # Kineto reads its own settings from KINETO_CONFIG: poll every second instead of every 5 s.
@@ -30,6 +33,7 @@ class KinetoTorchTest(unittest.TestCase):
         env = dict(os.environ, KINETO_USE_DAEMON="1", KINETO_IPC_SOCKET_DIR=self.sockets, KINETO_CONFIG=config)
         self.worker = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "kineto_torch_worker.py"),
                                         "120"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.addCleanup(self.stop_worker)
         # Kineto logs on the same stream before the loop starts.
         lines = []
         while not lines or not lines[-1].startswith("ready"):
@@ -41,12 +45,12 @@ class KinetoTorchTest(unittest.TestCase):
         self.drain = threading.Thread(target=lambda: self.worker.stdout.read(), daemon=True)
         self.drain.start()
 
-    def tearDown(self):
+    def stop_worker(self):
         self.worker.kill()
         self.worker.wait()
-        self.drain.join(5)
-        self.agent.stop()
-        self.tmp.cleanup()
+        if hasattr(self, "drain"):
+            self.drain.join(5)
+        self.worker.stdout.close()
 
     def status(self):
         code, out = podscope("status", "--service_addr", self.address)
