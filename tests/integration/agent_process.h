@@ -52,6 +52,8 @@ class AgentProcess {
     };
     if (!has("--listen")) args.insert(args.end(), {"--listen", "127.0.0.1:0"});
     if (!has("--metrics_listen")) args.insert(args.end(), {"--metrics_listen", "127.0.0.1:0"});
+    // Kineto's default endpoint is one per host: a test agent takes it only when a test asks.
+    if (!has("--kineto_endpoint")) args.insert(args.end(), {"--kineto_endpoint", ""});
     if (!has("--socket")) {
       socket_dir_ = make_temp_dir();
       args.insert(args.end(), {"--socket", socket_dir_ + "/agent.sock"});
