@@ -8,7 +8,7 @@
 #include "analysis/overview_page.h"
 #include "analysis/runner/analysis_runner.h"
 #include "analysis/tool_pages.h"
-#include "pod_capture/pod_trace.h"
+#include "trace_writers/pod_trace.h"
 
 namespace podscope::cli {
 namespace {

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "daemon/run_name.h"
-#include "pod_capture/merged_trace.h"
+#include "trace_writers/merged_trace.h"
 #include "pod_capture/monitor.h"
 #include "pod_capture/run_directory.h"
 #include "proto/xspace/names.h"

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "agent/lifecycle_component.h"
-#include "agent/local/flight_recording.h"
+#include "agent/recorder/flight_recording.h"
 
 namespace podscope::agent {
 

@@ -33,7 +33,7 @@
 #include "absl/status/statusor.h"
 #include "agent/lifecycle_component.h"
 #include "agent/local/client_registry.h"
-#include "agent/local/flight_recording.h"
+#include "agent/recorder/flight_recording.h"
 #include "agent/steps/slow_step_detector.h"
 #include "daemon/clock.h"
 #include "podscope/v1/agent.pb.h"

@@ -1,4 +1,4 @@
-#include "pod_capture/pod_trace.h"
+#include "trace_writers/pod_trace.h"
 
 #include <algorithm>
 #include <charconv>

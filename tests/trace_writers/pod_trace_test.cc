@@ -1,6 +1,6 @@
 // The pod trace files written from a run directory: pod.perfetto-trace decoded with the tests' own reading
 // of Perfetto's messages, pod.trace.json.gz parsed for exact nesting, and the windowed traces.
-#include "pod_capture/pod_trace.h"
+#include "trace_writers/pod_trace.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -18,7 +18,7 @@
 #include "proto/xspace/xplane_builder.h"
 #include "tests/pod_capture/lightweight_pod.h"
 #include "tests/analysis/synthetic_pod.h"
-#include "tests/pod_capture/perfetto_trace_reader.h"
+#include "tests/trace_writers/perfetto_trace_reader.h"
 
 namespace podscope::pod_capture {
 namespace {
