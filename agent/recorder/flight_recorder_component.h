@@ -8,7 +8,7 @@
 #include <optional>
 #include <thread>
 
-#include "agent/lifecycle_component.h"
+#include "daemon/lifecycle_component.h"
 #include "agent/recorder/flight_recording.h"
 
 namespace podscope::agent {

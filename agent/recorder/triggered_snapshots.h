@@ -31,7 +31,7 @@
 #include <prometheus/registry.h>
 
 #include "absl/status/statusor.h"
-#include "agent/lifecycle_component.h"
+#include "daemon/lifecycle_component.h"
 #include "agent/local/client_registry.h"
 #include "agent/recorder/flight_recording.h"
 #include "agent/steps/slow_step_detector.h"
