@@ -21,6 +21,7 @@
 #include "proto/xspace/xplane_reader.h"
 #include "tests/pod_capture/lightweight_agent.h"
 #include "tests/pod_capture/lightweight_pod.h"
+#include "tests/trace_writers/gzip_reader.h"
 
 namespace podscope::pod_capture {
 namespace {

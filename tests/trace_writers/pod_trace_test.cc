@@ -16,8 +16,8 @@
 
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
-#include "tests/pod_capture/lightweight_pod.h"
 #include "tests/analysis/synthetic_pod.h"
+#include "tests/trace_writers/gzip_reader.h"
 #include "tests/trace_writers/perfetto_trace_reader.h"
 
 namespace podscope::pod_capture {
