@@ -131,10 +131,10 @@ std::unique_ptr<LifecycleComponent> make_triggered_snapshots(AgentParts& parts) 
 
 std::unique_ptr<grpc::Service> make_agent_service(AgentParts& parts) {
   auto fill_status = [&parts](podscope::v1::AgentStatus& s) {
-    fill_agent_status({parts.host_name, parts.start_time_ns, parts.clock, parts.collectors, *parts.clock_health,
-                       *parts.captures, *parts.recording, *parts.triggered_snapshots, *parts.local_clients,
-                       *parts.local_socket_counters},
-                      s);
+    fill_agent_status(
+        {parts.host_name, parts.start_time_ns, parts.clock, parts.collectors, *parts.clock_health, *parts.captures,
+         *parts.recording, *parts.triggered_snapshots, *parts.local_clients, *parts.local_socket_counters},
+        s);
   };
   return std::make_unique<AgentServiceImpl>(parts.clock, std::move(fill_status), *parts.recording,
                                             *parts.triggered_snapshots, *parts.authorizer);
