@@ -496,38 +496,29 @@ void Runtime::queue_steps() {
   last_step_ = nullptr;
 }
 
-void Runtime::queue_events(local::EventsMsg& batch) {
+template <typename Batch, typename Record>
+void Runtime::queue_batch(Batch& batch, std::vector<Record>& records) {
   // An agent slower than the application: drop whole batches (counted) rather than grow without bound.
   if (link_->queued_bytes() > kMaxQueuedEventBytes) {
-    unsent_drops_.fetch_add(batch.events.size(), std::memory_order_relaxed);
+    unsent_drops_.fetch_add(records.size(), std::memory_order_relaxed);
   } else if (link_->connected()) {
     link_->queue(batch);
   }
-  batch.events.clear();
+  records.clear();
   batch.names.clear();
+}
+
+void Runtime::queue_events(local::EventsMsg& batch) {
+  queue_batch(batch, batch.events);
   last_event_ = nullptr;
 }
 
 void Runtime::queue_input_stages(local::InputStagesMsg& batch) {
-  if (link_->queued_bytes() > kMaxQueuedEventBytes) {
-    unsent_drops_.fetch_add(batch.stages.size(), std::memory_order_relaxed);
-  } else if (link_->connected()) {
-    link_->queue(batch);
-  }
-  batch.stages.clear();
-  batch.names.clear();
+  queue_batch(batch, batch.stages);
   last_input_stage_ = nullptr;
 }
 
-void Runtime::queue_allocations(local::AllocationsMsg& batch) {
-  if (link_->queued_bytes() > kMaxQueuedEventBytes) {
-    unsent_drops_.fetch_add(batch.allocations.size(), std::memory_order_relaxed);
-  } else if (link_->connected()) {
-    link_->queue(batch);
-  }
-  batch.allocations.clear();
-  batch.names.clear();
-}
+void Runtime::queue_allocations(local::AllocationsMsg& batch) { queue_batch(batch, batch.allocations); }
 
 }  // namespace client
 
