@@ -1,7 +1,5 @@
 #include "agent/agent.h"
 
-#include <climits>
-
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -9,23 +7,11 @@
 #include "agent/collectors/sampler.h"
 #include "agent/series/series_store.h"
 #include "agent/service/agent_metrics.h"
-#include "daemon/local_address.h"
 #include "daemon/log.h"
-#include "tls/credentials.h"
 
 namespace podscope::agent {
 
-// What the gRPC server may buffer for requests in flight, and the threads it serves them on (Monitors are held
-// below this by max_concurrent_monitors, so a Profile always finds one).
-constexpr size_t kGrpcMemoryQuotaBytes = 32u << 20;
-constexpr int kGrpcMaxThreads = 64;
 namespace {
-
-// "0.0.0.0:0" with the bound port 41234 → "0.0.0.0:41234".
-std::string with_port(const std::string& address, int port) {
-  const size_t colon = address.rfind(':');
-  return (colon == std::string::npos ? address : address.substr(0, colon)) + ":" + std::to_string(port);
-}
 
 template <typename... Ts>
 struct Overloaded : Ts... {
@@ -110,75 +96,40 @@ absl::Status Agent::start() {
     pthread_setname_np(pthread_self(), "podscope-io");
     parts_.io.run();
   });
-  grpc_self_check_->start();
   started_ = true;
   for (auto& component : lifecycle_) {
     if (absl::Status s = component->start(); !s.ok()) {
       return absl::Status(s.code(), std::string(component->name()) + ": " + std::string(s.message()));
     }
   }
-  PODSCOPE_LOG(kInfo) << "podscope-agent listening grpc=" << with_port(parts_.config.listen, parts_.grpc_port)
-                      << " metrics=" << with_port(parts_.config.metrics_listen, metrics_port_)
-                      << (plaintext_port_ != 0
-                              ? " plaintext=" + with_port(parts_.config.tls.plaintext_listen, plaintext_port_)
-                              : std::string())
-                      << (parts_.config.tls.serves_tls() ? " tls" : "") << " host=" << parts_.host_name;
+  PODSCOPE_LOG(kInfo) << "podscope-agent listening " << servers_->listening() << " host=" << parts_.host_name;
   return absl::OkStatus();
 }
 
-// The gRPC server with every service of the table (TLS as configured, and the plaintext loopback port when asked
-// for), its self-check, and the metrics server.
+// The gRPC server with every service of the table, its self-check and the metrics server.
 absl::Status Agent::start_servers() {
-  const tls::TlsConfig& tls = parts_.config.tls;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(parts_.config.listen, tls::server_credentials(tls), &parts_.grpc_port);
-  if (!tls.plaintext_listen.empty()) {
-    builder.AddListeningPort(tls.plaintext_listen, grpc::InsecureServerCredentials(), &plaintext_port_);
-  }
-  // A second agent on the same port must fail to start, not share the traffic (gRPC sets SO_REUSEPORT by default).
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  // Requests are small; a large one is refused from its declared length. The quota bounds what gRPC buffers for
-  // requests in flight (a receive limit alone still buffers the whole message first) and the threads it runs them
-  // on. A long capture's XSpace can pass 1 GiB: responses may be as large as gRPC can carry.
-  builder.SetMaxReceiveMessageSize(static_cast<int>(parts_.config.max_request_mb << 20));
-  builder.SetMaxSendMessageSize(INT_MAX);
-  grpc::ResourceQuota quota("podscope-agent");
-  quota.Resize(kGrpcMemoryQuotaBytes);
-  quota.SetMaxThreads(kGrpcMaxThreads);
-  builder.SetResourceQuota(quota);
-  for (const auto& service : services_) builder.RegisterService(service.get());
-  server_ = builder.BuildAndStart();
-  if (server_ == nullptr || parts_.grpc_port == 0) {
-    server_.reset();
-    return absl::UnavailableError("listen " + parts_.config.listen +
-                                  ": cannot bind the gRPC port (in use or bad address)");
-  }
-  if (!tls.plaintext_listen.empty() && plaintext_port_ == 0) {
-    return absl::UnavailableError("plaintext_listen " + tls.plaintext_listen + ": cannot bind (in use or bad address)");
-  }
-  const prometheus::Labels host_label{{"host", parts_.host_name}};
-  tls_metrics_ = std::make_unique<tls::TlsMetrics>(tls, with_port(parts_.config.listen, parts_.grpc_port),
-                                                   *parts_.registry, host_label);
-  grpc_self_check_ = std::make_unique<GrpcSelfCheck>(
-      GrpcSelfCheck::Settings{.target = local_address(parts_.config.listen, parts_.grpc_port),
-                              .credentials = tls::channel_credentials(tls, tls::ServerVerification::kSkipForOwnPort)},
-      parts_.clock, *parts_.registry, host_label);
-  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics_server =
-      MetricsServer::start(parts_.config.metrics_listen, parts_.registry, {grpc_self_check_.get()}, host_label);
-  if (!metrics_server.ok()) return metrics_server.status();
-  metrics_server_ = std::move(*metrics_server);
-  metrics_port_ = metrics_server_->port();
+  std::vector<grpc::Service*> services;
+  for (const auto& service : services_) services.push_back(service.get());
+  tls::DaemonServerSettings settings{.listen = parts_.config.listen,
+                                     .metrics_listen = parts_.config.metrics_listen,
+                                     .tls = parts_.config.tls,
+                                     .max_request_bytes = static_cast<size_t>(parts_.config.max_request_mb) << 20,
+                                     .services = std::move(services),
+                                     .labels = {{"host", parts_.host_name}}};
+  absl::StatusOr<std::unique_ptr<tls::DaemonServers>> servers =
+      tls::DaemonServers::start(std::move(settings), parts_.clock, parts_.registry);
+  if (!servers.ok()) return servers.status();
+  servers_ = std::move(*servers);
+  parts_.grpc_port = servers_->grpc_port();
   return absl::OkStatus();
 }
 
 void Agent::shutdown() {
   if (stopped_) return;
   stopped_ = true;
-  // A server that is shutting down answers NOT_SERVING: that is no failure of the port.
-  if (grpc_self_check_ != nullptr) grpc_self_check_->stop();
   // The running capture is closed, gathered and answered; then the server drains what is in flight.
   parts_.captures->shutdown(/*wait_ms=*/2000);
-  if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  if (servers_ != nullptr) servers_->shutdown(std::chrono::milliseconds(500));
   for (auto it = lifecycle_.rbegin(); it != lifecycle_.rend(); ++it) {
     if (started_) (*it)->stop();
   }
@@ -189,8 +140,7 @@ void Agent::shutdown() {
   parts_.io.stop();
   for (auto& t : io_threads_) t.join();
   io_threads_.clear();
-  metrics_server_.reset();
-  if (server_ != nullptr) server_->Wait();
+  servers_.reset();
 }
 
 void Agent::refuse_reload(std::string_view reason) {

@@ -17,9 +17,7 @@
 #include "absl/status/status.h"
 #include "agent/agent_config.h"
 #include "agent/components.h"
-#include "daemon/grpc_self_check.h"
-#include "daemon/metrics_server.h"
-#include "tls/tls_metrics.h"
+#include "tls/daemon_servers.h"
 
 namespace podscope::agent {
 
@@ -47,10 +45,10 @@ class Agent {
 
   // The gRPC port failed its loopback self-check several times in a row (it no longer accepts connections): the
   // systemd watchdog pings stop so the agent is restarted.
-  bool grpc_wedged() const { return grpc_self_check_ != nullptr && grpc_self_check_->wedged(); }
+  bool grpc_wedged() const { return servers_ != nullptr && !servers_->serving(); }
 
   int grpc_port() const { return parts_.grpc_port; }
-  int metrics_port() const { return metrics_port_; }
+  int metrics_port() const { return servers_ != nullptr ? servers_->metrics_port() : 0; }
 
  private:
   void build(const ComponentEntry& entry);
@@ -63,15 +61,10 @@ class Agent {
   std::vector<std::unique_ptr<CaptureSource>> sources_;
   std::vector<std::unique_ptr<grpc::Service>> services_;
   std::vector<std::unique_ptr<LifecycleComponent>> lifecycle_;
-  std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<GrpcSelfCheck> grpc_self_check_;
-  std::unique_ptr<tls::TlsMetrics> tls_metrics_;
-  std::unique_ptr<MetricsServer> metrics_server_;
+  std::unique_ptr<tls::DaemonServers> servers_;
   std::vector<std::thread> io_threads_;
   struct PeriodicTask;
   std::vector<std::unique_ptr<PeriodicTask>> periodic_;
-  int metrics_port_ = 0;
-  int plaintext_port_ = 0;  // plaintext_listen's bound port; 0 without it
   bool started_ = false;
   bool stopped_ = false;
 };

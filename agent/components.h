@@ -23,7 +23,7 @@
 #include "agent/capture/capture_source.h"
 #include "agent/collectors/collector.h"
 #include "agent/devices/device_utilization.h"
-#include "agent/lifecycle_component.h"
+#include "daemon/lifecycle_component.h"
 #include "agent/steps/step_tracker.h"
 #include "daemon/clock.h"
 #include "tls/call_authorizer.h"

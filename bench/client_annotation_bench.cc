@@ -93,7 +93,7 @@ void BM_TickRead(benchmark::State& state) {
 BENCHMARK(BM_TickRead);
 
 void BM_SpanInactive(benchmark::State& state) {
-  const uint8_t saved = podscope::detail::g_level.exchange(0);
+  const uint8_t saved = podscope::detail::g_level.exchange(podscope::detail::kNoAgent);
   for (auto _ : state) {
     auto span = podscope::send(7, 1, 4096);
     benchmark::DoNotOptimize(span);
@@ -115,7 +115,8 @@ void start_capture() {
     return a;
   }();
   (void)agent;
-  while (podscope::detail::g_level.load() != 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (podscope::detail::g_level.load() != podscope::detail::kCapturing)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   { auto first = podscope::send(7, 1, 4096); }
 }
 
@@ -155,7 +156,7 @@ constexpr uint64_t kParentStageId = (uint64_t{1} << 40) | 1;
 
 void BM_InputStageInactive(benchmark::State& state) {
   const podscope::NameId name = podscope::intern("read_shard");
-  const uint8_t saved = podscope::detail::g_level.exchange(0);
+  const uint8_t saved = podscope::detail::g_level.exchange(podscope::detail::kNoAgent);
   for (auto _ : state) {
     auto stage = podscope::input_stage(name, podscope::InputStageCategory::kRead, kParentStageId);
     benchmark::DoNotOptimize(stage);
@@ -185,7 +186,7 @@ BENCHMARK(BM_RootInputStageActive)->Iterations(1 << 21);
 
 void BM_AllocInactive(benchmark::State& state) {
   const podscope::NameId pool = podscope::intern("host_pinned");
-  const uint8_t saved = podscope::detail::g_level.exchange(0);
+  const uint8_t saved = podscope::detail::g_level.exchange(podscope::detail::kNoAgent);
   uint64_t address = 0x7f00'0000'0000;
   for (auto _ : state) {
     podscope::alloc(4096, address, pool);

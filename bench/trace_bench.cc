@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "bench/pod_bench.h"
-#include "pod_capture/perfetto_trace.h"
-#include "pod_capture/pod_trace.h"
+#include "trace_writers/perfetto_trace.h"
+#include "trace_writers/pod_trace.h"
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xspace_stream_reader.h"
 #include "tests/analysis/synthetic_pod.h"

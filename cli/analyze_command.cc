@@ -8,7 +8,7 @@
 
 #include "analysis/runner/analysis_runner.h"
 #include "analysis/runner/tools.h"
-#include "pod_capture/pod_trace.h"
+#include "trace_writers/pod_trace.h"
 
 namespace podscope::cli {
 namespace {

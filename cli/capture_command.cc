@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "cli/coordinator_client.h"
 #include "cli/terminate_on_interrupt.h"
 #include "pod_capture/monitor.h"
 #include "pod_capture/pod_run.h"
@@ -82,23 +83,19 @@ absl::StatusOr<std::vector<std::string>> target_addresses(const CaptureFlags& fl
 
 // The up workers a coordinator lists (all, or those named in --workers_list).
 absl::StatusOr<std::vector<std::string>> workers_of_coordinator(const CaptureFlags& flags) {
-  const std::string address = pod_capture::strip_grpc_scheme(flags.coordinator);
-  auto stub = podscope::v1::Coordinator::NewStub(grpc::CreateChannel(address, tls::channel_credentials(flags.tls)));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  podscope::v1::ListWorkersResponse response;
-  const grpc::Status status = stub->ListWorkers(&context, podscope::v1::ListWorkersRequest(), &response);
-  if (!status.ok()) {
-    return absl::UnavailableError("coordinator " + address + " unreachable: " + status.error_message());
-  }
+  absl::StatusOr<podscope::v1::ListWorkersResponse> response =
+      list_workers(flags.coordinator, flags.tls, std::chrono::seconds(10));
+  if (!response.ok()) return response.status();
   const std::vector<std::string> wanted = absl::StrSplit(flags.workers_list, ',', absl::SkipWhitespace());
   std::vector<std::string> out;
-  for (const auto& worker : response.workers()) {
+  for (const auto& worker : response->workers()) {
     const bool named = wanted.empty() || std::find(wanted.begin(), wanted.end(), worker.host_name()) != wanted.end();
     if (worker.up() && named) out.push_back(worker.address());
   }
-  if (out.empty())
-    return absl::FailedPreconditionError("coordinator " + address + " lists no matching worker that is up");
+  if (out.empty()) {
+    return absl::FailedPreconditionError("coordinator " + pod_capture::strip_grpc_scheme(flags.coordinator) +
+                                         " lists no matching worker that is up");
+  }
   return out;
 }
 

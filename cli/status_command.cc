@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/coordinator_client.h"
 #include "pod_capture/agent_connection.h"
 #include "podscope/v1/coordinator.grpc.pb.h"
 #include "tls/credentials.h"
@@ -150,18 +151,15 @@ int status_from_agents(const std::string& list, const tls::TlsConfig& tls) {
 }
 
 int status_from_coordinator(const std::string& given_address, const tls::TlsConfig& tls) {
-  const std::string address = pod_capture::strip_grpc_scheme(given_address);
-  auto stub = podscope::v1::Coordinator::NewStub(grpc::CreateChannel(address, tls::channel_credentials(tls)));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  podscope::v1::ListWorkersResponse response;
-  const grpc::Status rpc = stub->ListWorkers(&context, podscope::v1::ListWorkersRequest(), &response);
-  if (!rpc.ok()) {
-    std::cerr << "podscope status: coordinator " << address << " unreachable: " << rpc.error_message() << "\n";
+  absl::StatusOr<podscope::v1::ListWorkersResponse> response =
+      list_workers(given_address, tls, std::chrono::seconds(5));
+  if (!response.ok()) {
+    std::cerr << "podscope status: " << response.status().message() << "\n";
     return 1;
   }
-  std::cout << response.workers_size() << " worker(s) known to " << address << "\n";
-  for (const auto& w : response.workers()) {
+  std::cout << response->workers_size() << " worker(s) known to " << pod_capture::strip_grpc_scheme(given_address)
+            << "\n";
+  for (const auto& w : response->workers()) {
     std::cout << "  " << w.host_name() << " " << w.address() << " " << (w.up() ? "up" : "DOWN");
     if (!w.job().empty()) std::cout << " job " << w.job();
     if (w.clock_rtt_ns() > 0) {

@@ -97,7 +97,12 @@ enum class Kind : uint8_t {
   kAllocation,
   kDeallocation
 };
-// 0: no agent; 1: agent connected, no capture (step-level spans only); 2: capture window open.
+// How much the annotations record, as the agent link stands (g_level holds one of these).
+enum CaptureLevel : uint8_t {
+  kNoAgent = 0,        // nothing
+  kStepSpansOnly = 1,  // an agent is connected, no capture window: the step-level spans (steps, infeed, all-reduce)
+  kCapturing = 2,      // a capture window is open: everything
+};
 extern std::atomic<uint8_t> g_level;
 inline uint64_t now_tick() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -108,8 +113,8 @@ inline uint64_t now_tick() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 #endif
 }
-inline uint8_t level_needed(Kind k) {
-  return (k == Kind::kStep || k == Kind::kInfeed || k == Kind::kAllReduce) ? 1 : 2;
+inline CaptureLevel level_needed(Kind k) {
+  return (k == Kind::kStep || k == Kind::kInfeed || k == Kind::kAllReduce) ? kStepSpansOnly : kCapturing;
 }
 // A new input-stage id, unique in the process and never 0 (only called while a capture records).
 uint64_t new_input_stage_id();
@@ -213,11 +218,11 @@ enum class InputStageCategory : uint8_t { kRead = 0, kPreprocess = 1, kEnqueue =
 // captures only: otherwise one relaxed atomic load. A block freed in a capture that did not see it allocated
 // is counted by the agent, never subtracted.
 inline void alloc(int64_t bytes, uint64_t address, NameId allocator, NameId op = 0) {
-  if (detail::g_level.load(std::memory_order_relaxed) >= 2)
+  if (detail::g_level.load(std::memory_order_relaxed) >= detail::kCapturing)
     detail::record_allocation(detail::Kind::kAllocation, bytes, address, allocator, op);
 }
 inline void free(uint64_t address, NameId allocator) {
-  if (detail::g_level.load(std::memory_order_relaxed) >= 2)
+  if (detail::g_level.load(std::memory_order_relaxed) >= detail::kCapturing)
     detail::record_allocation(detail::Kind::kDeallocation, 0, address, allocator, 0);
 }
 

@@ -12,7 +12,7 @@
 
 namespace podscope {
 namespace detail {
-std::atomic<uint8_t> g_level{0};
+std::atomic<uint8_t> g_level{kNoAgent};
 }  // namespace detail
 
 namespace client {
@@ -177,7 +177,7 @@ void Runtime::stop() {
     if (!started_ || stopping_.exchange(true)) return;
   }
   if (thread_.joinable()) thread_.join();
-  detail::g_level.store(0, std::memory_order_relaxed);
+  detail::g_level.store(detail::kNoAgent, std::memory_order_relaxed);
 }
 
 NameId Runtime::intern(std::string_view name) {
@@ -250,12 +250,13 @@ void Runtime::run() {
     if (link_->take_new_connection()) {  // a version is agreed: register before anything else
       link_->queue(register_msg());
       window_open_ = false;
-      detail::g_level.store(1, std::memory_order_relaxed);
+      detail::g_level.store(detail::kStepSpansOnly, std::memory_order_relaxed);
       connected_.store(true, std::memory_order_relaxed);
     }
     if (link_->connected() && take_reregister()) link_->queue(register_msg());
     if (!link_->connected()) {
-      if (detail::g_level.load(std::memory_order_relaxed) != 0) detail::g_level.store(0, std::memory_order_relaxed);
+      if (detail::g_level.load(std::memory_order_relaxed) != detail::kNoAgent)
+        detail::g_level.store(detail::kNoAgent, std::memory_order_relaxed);
       connected_.store(false, std::memory_order_relaxed);
       if (window_open_ && !recording()) collect_device_planes(/*discard=*/true);  // device tracers stop with the agent
       window_open_ = false;
@@ -276,7 +277,7 @@ void Runtime::run() {
     if (last_round) break;
     if (stopping) {
       // Flush what is queued, bounded: the application is exiting.
-      detail::g_level.store(0, std::memory_order_relaxed);
+      detail::g_level.store(detail::kNoAgent, std::memory_order_relaxed);
       drain_rings();
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
       while (link_->connected() && link_->queued_bytes() > 0 && std::chrono::steady_clock::now() < deadline) {
@@ -296,11 +297,11 @@ void Runtime::handle(const local::Message& msg) {
     session_ = open->session;
     window_open_ = true;
     dropped_at_open_ = total_dropped();
-    detail::g_level.store(2, std::memory_order_relaxed);
+    detail::g_level.store(detail::kCapturing, std::memory_order_relaxed);
     if (!recording()) notify_window_opened();
   } else if (const auto* close = std::get_if<local::CaptureCloseMsg>(&msg)) {
     if (!window_open_ || closing_ || close->session != session_) return;
-    detail::g_level.store(1, std::memory_order_relaxed);
+    detail::g_level.store(detail::kStepSpansOnly, std::memory_order_relaxed);
     closing_ = true;
     close_tick_ = detail::now_tick();
     close_deadline_ = std::chrono::steady_clock::now() + kStepEndWait;
@@ -513,38 +514,29 @@ void Runtime::queue_steps() {
   last_step_ = nullptr;
 }
 
-void Runtime::queue_events(local::EventsMsg& batch) {
+template <typename Batch, typename Record>
+void Runtime::queue_batch(Batch& batch, std::vector<Record>& records) {
   // An agent slower than the application: drop whole batches (counted) rather than grow without bound.
   if (link_->queued_bytes() > kMaxQueuedEventBytes) {
-    unsent_drops_.fetch_add(batch.events.size(), std::memory_order_relaxed);
+    unsent_drops_.fetch_add(records.size(), std::memory_order_relaxed);
   } else if (link_->connected()) {
     link_->queue(batch);
   }
-  batch.events.clear();
+  records.clear();
   batch.names.clear();
+}
+
+void Runtime::queue_events(local::EventsMsg& batch) {
+  queue_batch(batch, batch.events);
   last_event_ = nullptr;
 }
 
 void Runtime::queue_input_stages(local::InputStagesMsg& batch) {
-  if (link_->queued_bytes() > kMaxQueuedEventBytes) {
-    unsent_drops_.fetch_add(batch.stages.size(), std::memory_order_relaxed);
-  } else if (link_->connected()) {
-    link_->queue(batch);
-  }
-  batch.stages.clear();
-  batch.names.clear();
+  queue_batch(batch, batch.stages);
   last_input_stage_ = nullptr;
 }
 
-void Runtime::queue_allocations(local::AllocationsMsg& batch) {
-  if (link_->queued_bytes() > kMaxQueuedEventBytes) {
-    unsent_drops_.fetch_add(batch.allocations.size(), std::memory_order_relaxed);
-  } else if (link_->connected()) {
-    link_->queue(batch);
-  }
-  batch.allocations.clear();
-  batch.names.clear();
-}
+void Runtime::queue_allocations(local::AllocationsMsg& batch) { queue_batch(batch, batch.allocations); }
 
 }  // namespace client
 
@@ -596,7 +588,7 @@ void finish(const SpanData& span, uint64_t end_tick) {
   if (span.kind == Kind::kAllReduce) t.all_reduce_ticks += ticks;
   if (span.kind == Kind::kStep && t.ring) t.ring->open_step_tick.store(0, std::memory_order_relaxed);
   const uint8_t level = g_level.load(std::memory_order_relaxed);
-  if (level < level_needed(span.kind) || (level < 2 && span.kind != Kind::kStep)) return;
+  if (level < level_needed(span.kind) || (level < kCapturing && span.kind != Kind::kStep)) return;
   client::ThreadRing* ring = client::ring_of(t);
   if (!ring) {
     client::Runtime::instance().count_ringless_drop();

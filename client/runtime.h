@@ -60,6 +60,10 @@ class Runtime {
   void add_allocation(const RawEvent& e, int64_t time_ns, CoreBatches& batches);
   // The name `name_id` into a batch's names, once per batch.
   void define_name(uint32_t name_id, std::vector<std::pair<uint32_t, std::string>>& names);
+  // Sends one of the three batch frames (its `records` then cleared with its names); an agent that does not read
+  // fast enough loses whole batches, counted.
+  template <typename Batch, typename Record>
+  void queue_batch(Batch& batch, std::vector<Record>& records);
   void queue_events(local::EventsMsg& batch);
   void queue_input_stages(local::InputStagesMsg& batch);
   void queue_allocations(local::AllocationsMsg& batch);

@@ -1,6 +1,5 @@
 #include "coordinator/coordinator_daemon.h"
 
-#include "daemon/local_address.h"
 #include "daemon/log.h"
 #include "tls/credentials.h"
 
@@ -78,59 +77,26 @@ absl::Status CoordinatorDaemon::start() {
       *registry_, *runner_, settings_, clock_, metrics_, *pod_snapshots_, *authorizer_, [this] { tracker_->wake(); });
   analysis_service_ = std::make_unique<ProfileAnalysisService>(*registry_, *runner_, settings_, clock_, *authorizer_);
 
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(config_.listen, tls::server_credentials(config_.tls), &grpc_port_);
-  int plaintext_port = 0;
-  if (!config_.tls.plaintext_listen.empty()) {
-    builder.AddListeningPort(config_.tls.plaintext_listen, grpc::InsecureServerCredentials(), &plaintext_port);
-  }
-  // A second coordinator on the same port must fail to start, not share the traffic (gRPC's SO_REUSEPORT default).
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.RegisterService(coordinator_service_.get());
-  builder.RegisterService(analysis_service_.get());
-  builder.RegisterService(&health_service_);
-  builder.SetMaxSendMessageSize(-1);
-  server_ = builder.BuildAndStart();
-  if (!server_ || grpc_port_ == 0) return absl::UnavailableError("cannot listen on " + config_.listen);
-  if (!config_.tls.plaintext_listen.empty() && plaintext_port == 0) {
-    return absl::UnavailableError("plaintext_listen " + config_.tls.plaintext_listen + ": cannot bind");
-  }
-  const auto with_port = [](const std::string& listen, int port) {
-    return listen.substr(0, listen.rfind(':')) + ":" + std::to_string(port);
-  };
-  tls_metrics_ = std::make_unique<tls::TlsMetrics>(config_.tls, with_port(config_.listen, grpc_port_),
-                                                   *metrics_.registry(), prometheus::Labels{});
-  grpc_self_check_ = std::make_unique<GrpcSelfCheck>(
-      GrpcSelfCheck::Settings{
-          .target = local_address(config_.listen, grpc_port_),
-          .credentials = tls::channel_credentials(config_.tls, tls::ServerVerification::kSkipForOwnPort)},
-      clock_, *metrics_.registry(), prometheus::Labels{});
-  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics_server =
-      MetricsServer::start(config_.metrics_listen, metrics_.registry(), {grpc_self_check_.get()});
-  if (!metrics_server.ok()) return metrics_server.status();
-  metrics_server_ = std::move(*metrics_server);
-  metrics_port_ = metrics_server_->port();
-  grpc_self_check_->start();
-  PODSCOPE_LOG(kInfo) << "podscope-coordinator listening grpc=" << with_port(config_.listen, grpc_port_)
-                      << " metrics=" << with_port(config_.metrics_listen, metrics_port_)
-                      << (plaintext_port != 0 ? " plaintext=" + with_port(config_.tls.plaintext_listen, plaintext_port)
-                                              : std::string())
-                      << (config_.tls.serves_tls() ? " tls" : "") << " (" << config_.workers.size()
+  absl::StatusOr<std::unique_ptr<tls::DaemonServers>> servers =
+      tls::DaemonServers::start({.listen = config_.listen,
+                                 .metrics_listen = config_.metrics_listen,
+                                 .tls = config_.tls,
+                                 .services = {coordinator_service_.get(), analysis_service_.get(), &health_service_},
+                                 .labels = {}},
+                                clock_, metrics_.registry());
+  if (!servers.ok()) return servers.status();
+  servers_ = std::move(*servers);
+  PODSCOPE_LOG(kInfo) << "podscope-coordinator listening " << servers_->listening() << " (" << config_.workers.size()
                       << " static worker(s))";
   return absl::OkStatus();
 }
 
 void CoordinatorDaemon::shutdown() {
-  // A server that is shutting down answers NOT_SERVING: that is no failure of the port.
-  if (grpc_self_check_) grpc_self_check_->stop();
   // The server first: its Register handler wakes the tracker.
-  if (server_) {
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    server_.reset();
-  }
+  if (servers_) servers_->shutdown(std::chrono::seconds(2));
   if (pod_snapshots_) pod_snapshots_->stop();
   tracker_.reset();
-  metrics_server_.reset();
+  servers_.reset();
 }
 
 }  // namespace podscope::coordinator

@@ -14,12 +14,10 @@
 #include "coordinator/coordinator_service.h"
 #include "coordinator/pod_snapshots.h"
 #include "daemon/grpc_health_service.h"
-#include "daemon/grpc_self_check.h"
-#include "daemon/metrics_server.h"
 #include "daemon/options.h"
 #include "tls/call_authorizer.h"
+#include "tls/daemon_servers.h"
 #include "tls/tls_config.h"
-#include "tls/tls_metrics.h"
 
 namespace podscope::coordinator {
 
@@ -48,8 +46,10 @@ class CoordinatorDaemon {
   ~CoordinatorDaemon();
   absl::Status start();
   void shutdown();
-  int grpc_port() const { return grpc_port_; }
-  int metrics_port() const { return metrics_port_; }
+  int grpc_port() const { return servers_ != nullptr ? servers_->grpc_port() : 0; }
+  int metrics_port() const { return servers_ != nullptr ? servers_->metrics_port() : 0; }
+  // The gRPC port passes its loopback self-check: the systemd watchdog is fed only then.
+  bool serving() const { return servers_ != nullptr && servers_->serving(); }
 
  private:
   CoordinatorConfig config_;
@@ -58,18 +58,13 @@ class CoordinatorDaemon {
   std::unique_ptr<WorkerRegistry> registry_;
   CoordinatorMetrics metrics_;
   std::unique_ptr<tls::CallAuthorizer> authorizer_;
-  std::unique_ptr<tls::TlsMetrics> tls_metrics_;
   std::unique_ptr<CaptureRunner> runner_;
   std::unique_ptr<PodSnapshots> pod_snapshots_;
   std::unique_ptr<CoordinatorService> coordinator_service_;
   std::unique_ptr<ProfileAnalysisService> analysis_service_;
   GrpcHealthService health_service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<GrpcSelfCheck> grpc_self_check_;
-  std::unique_ptr<MetricsServer> metrics_server_;
   std::unique_ptr<ClockTracker> tracker_;
-  int grpc_port_ = 0;
-  int metrics_port_ = 0;
+  std::unique_ptr<tls::DaemonServers> servers_;
 };
 
 }  // namespace podscope::coordinator

@@ -31,9 +31,16 @@ int main(int argc, char** argv) {
   }
   const podscope::SystemdNotifier systemd;
   systemd.ready("serving grpc port " + std::to_string(daemon.grpc_port()));
+  // Under a WatchdogSec the main thread pings while the gRPC port passes its self-check, as the agent does: a port
+  // that no longer accepts connections stops the pings, and systemd restarts the coordinator.
+  const std::chrono::milliseconds watchdog = systemd.watchdog_interval();
   // SIGHUP has nothing to reload beyond what a restart does; it is logged and ignored.
   while (true) {
-    const int signal = signals.wait();
+    const int signal = watchdog.count() > 0 ? signals.wait_for(watchdog) : signals.wait();
+    if (signal == 0) {
+      if (daemon.serving()) systemd.watchdog();
+      continue;
+    }
     if (signal != SIGHUP) break;
     PODSCOPE_LOG(kInfo) << "SIGHUP ignored: restart the coordinator to change its options";
   }

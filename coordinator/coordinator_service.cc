@@ -98,15 +98,10 @@ bool stream_run(const pod_capture::PodRunOutcome& outcome, grpc::ServerWriter<po
 }  // namespace
 
 absl::StatusOr<std::filesystem::path> confine_to_root(const std::filesystem::path& root, const std::string& requested) {
-  if (root.empty()) {
-    return absl::FailedPreconditionError("the coordinator has no repository_root configured: it writes no files");
-  }
-  absl::StatusOr<std::filesystem::path> path = resolve_within_root(root, requested);
-  if (path.status().code() == absl::StatusCode::kPermissionDenied) {
-    return absl::InvalidArgumentError("repository_root is outside the coordinator's root: " +
-                                      std::string(path.status().message()));
-  }
-  return path;
+  return podscope::confine_to_root(root, requested,
+                                   {.no_root = "the coordinator has no repository_root configured: it writes no files",
+                                    .outside_code = absl::StatusCode::kInvalidArgument,
+                                    .outside_prefix = "repository_root is outside the coordinator's root: "});
 }
 
 absl::StatusOr<pod_capture::PodRunOutcome> CaptureRunner::run(const std::vector<std::string>& host_names,

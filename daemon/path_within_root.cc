@@ -55,4 +55,16 @@ absl::StatusOr<fs::path> resolve_within_root(const fs::path& root, const fs::pat
   return resolved;
 }
 
+absl::StatusOr<fs::path> confine_to_root(const fs::path& root, const fs::path& requested,
+                                         const ConfinementRefusals& refusals) {
+  if (root.empty()) return absl::FailedPreconditionError(std::string(refusals.no_root));
+  absl::StatusOr<fs::path> resolved = resolve_within_root(root, requested);
+  if (absl::IsPermissionDenied(resolved.status())) {
+    std::string message(refusals.outside_prefix);
+    message.append(std::string(resolved.status().message()));
+    return absl::Status(refusals.outside_code, message);
+  }
+  return resolved;
+}
+
 }  // namespace podscope

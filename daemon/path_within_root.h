@@ -20,4 +20,15 @@ bool is_plain_path_component(std::string_view name);
 absl::StatusOr<std::filesystem::path> resolve_within_root(const std::filesystem::path& root,
                                                           const std::filesystem::path& requested);
 
+// How a daemon words the refusals of confine_to_root for its callers.
+struct ConfinementRefusals {
+  std::string_view no_root;         // FailedPrecondition when no root is configured: the daemon writes no files
+  absl::StatusCode outside_code;    // when the path resolves outside the root...
+  std::string_view outside_prefix;  // ...this, then resolve_within_root's message naming both paths
+};
+// The one check of a client-requested directory: a root must be configured, and `requested` resolves inside it.
+absl::StatusOr<std::filesystem::path> confine_to_root(const std::filesystem::path& root,
+                                                      const std::filesystem::path& requested,
+                                                      const ConfinementRefusals& refusals);
+
 }  // namespace podscope

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "daemon/atomic_file.h"
-#include "pod_capture/json_text.h"
-#include "pod_capture/pod_trace.h"
+#include "trace_writers/json_text.h"
+#include "trace_writers/pod_trace.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xplane_reader.h"

@@ -68,20 +68,15 @@ std::string capture_file_host(const tensorflow::ProfileRequest& request, const s
 
 absl::StatusOr<std::string> resolve_capture_file(const std::string& configured_root, const std::string& requested_dir,
                                                  const std::string& session_id, const std::string& host_name) {
-  if (configured_root.empty()) {
-    return absl::FailedPreconditionError(
-        "not written to disk: the agent has no --repository_root; the data is in "
-        "the response only");
-  }
-  if (!is_plain_path_component(host_name)) {
+  if (!configured_root.empty() && !is_plain_path_component(host_name)) {
     return absl::InvalidArgumentError("not written to disk: host name '" + host_name +
                                       "' is not a plain file name (no '/', not '.' or '..')");
   }
-  absl::StatusOr<fs::path> resolved = resolve_within_root(configured_root, fs::path(requested_dir) / session_id);
-  if (resolved.status().code() == absl::StatusCode::kPermissionDenied) {
-    return absl::PermissionDeniedError("not written to disk, outside --repository_root: repository path " +
-                                       std::string(resolved.status().message()));
-  }
+  absl::StatusOr<fs::path> resolved = confine_to_root(
+      configured_root, fs::path(requested_dir) / session_id,
+      {.no_root = "not written to disk: the agent has no --repository_root; the data is in the response only",
+       .outside_code = absl::StatusCode::kPermissionDenied,
+       .outside_prefix = "not written to disk, outside --repository_root: repository path "});
   if (!resolved.ok()) return resolved.status();
   // A session id used before (by this host) gets the first free suffix: an earlier capture is never overwritten.
   const std::string file_name = host_name + ".xplane.pb";

@@ -127,19 +127,15 @@ std::shared_ptr<grpc::ChannelCredentials> PodSessions::credentials_for(const tls
 absl::StatusOr<std::string> PodSessions::run_directory(const tensorflow::NewProfileSessionRequest& request,
                                                        const std::string& session_id) const {
   const std::string root = repository_root_();
-  if (root.empty()) {
-    return absl::FailedPreconditionError(
-        "this agent has no repository_root, so it writes no captures: start it with --repository_root DIR (or "
-        "`repository_root: DIR` in its config) with TensorBoard's logdir inside DIR");
-  }
-  if (!is_plain_path_component(session_id)) {
+  if (!root.empty() && !is_plain_path_component(session_id)) {
     return absl::InvalidArgumentError("NewSession: session_id '" + session_id + "' is not a plain name");
   }
-  absl::StatusOr<std::filesystem::path> repository = resolve_within_root(root, request.repository_root());
-  if (absl::IsPermissionDenied(repository.status())) {
-    return absl::InvalidArgumentError("NewSession: repository_root is outside the agent's --repository_root: " +
-                                      std::string(repository.status().message()));
-  }
+  absl::StatusOr<std::filesystem::path> repository = confine_to_root(
+      root, request.repository_root(),
+      {.no_root = "this agent has no repository_root, so it writes no captures: start it with --repository_root DIR "
+                  "(or `repository_root: DIR` in its config) with TensorBoard's logdir inside DIR",
+       .outside_code = absl::StatusCode::kInvalidArgument,
+       .outside_prefix = "NewSession: repository_root is outside the agent's --repository_root: "});
   if (!repository.ok()) return repository.status();
   return (*repository / session_id).string();
 }

@@ -56,7 +56,7 @@ absl::Status parse_proc_stat(std::string_view text, std::string_view path, CpuTi
 }
 
 CpuCollector::CpuCollector(std::string path)
-    : file_(std::move(path)), seconds_per_jiffy_(1.0 / static_cast<double>(sysconf(_SC_CLK_TCK))) {
+    : ProcFileCollector(std::move(path)), seconds_per_jiffy_(1.0 / static_cast<double>(sysconf(_SC_CLK_TCK))) {
   cores_.reserve(1024);
 }
 
@@ -76,17 +76,8 @@ void CpuCollector::declare_core(Core& core, SampleSink& sink) {
                                    .track = "CPU " + cpu + " utilization"});
 }
 
-void CpuCollector::sample(int64_t now_ns, SampleSink& sink) {
-  std::string_view text;
-  if (absl::Status s = file_.read(text); !s.ok()) {
-    state_.set(absl::IsNotFound(s) ? CollectorState::State::kUnavailable : CollectorState::State::kDegraded,
-               std::string(s.message()));
-    return;
-  }
-  if (absl::Status s = parse_proc_stat(text, file_.path(), total_, parsed_); !s.ok()) {
-    state_.set(CollectorState::State::kDegraded, std::string(s.message()));
-    return;
-  }
+absl::Status CpuCollector::record(std::string_view text, int64_t now_ns, SampleSink& sink) {
+  if (absl::Status s = parse_proc_stat(text, path(), total_, parsed_); !s.ok()) return s;
   if (!host_declared_) {
     host_utilization_ = sink.declare({.metric = "podscope_host_cpu_utilization_ratio",
                                       .help = "Share of the last sampling period all cores together were busy.",
@@ -126,7 +117,7 @@ void CpuCollector::sample(int64_t now_ns, SampleSink& sink) {
     std::lock_guard lock(totals_mu_);
     totals_ = {total_.total() - total_.idle(), total_.total(), static_cast<int>(parsed_.size())};
   }
-  state_.set(CollectorState::State::kOk);
+  return absl::OkStatus();
 }
 
 CpuCollector::Totals CpuCollector::totals() const {

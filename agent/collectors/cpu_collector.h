@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "agent/collectors/collector.h"
+#include "agent/collectors/proc_file_collector.h"
 #include "agent/collectors/proc_text.h"
 
 namespace podscope::agent {
@@ -28,13 +28,10 @@ struct CpuTimes {
 absl::Status parse_proc_stat(std::string_view text, std::string_view path, CpuTimes& total,
                              std::vector<CpuTimes>& cores);
 
-class CpuCollector final : public Collector {
+class CpuCollector final : public ProcFileCollector {
  public:
   explicit CpuCollector(std::string path = "/proc/stat");
   std::string_view name() const override { return "cpu"; }
-  CollectorState status() const override { return state_.get(); }
-  CollectorState::State state() const override { return state_.state(); }
-  void sample(int64_t now_ns, SampleSink& sink) override;
 
   // Busy and total jiffies of the whole host at the last pass (Monitor derives utilization from two).
   struct Totals {
@@ -44,6 +41,7 @@ class CpuCollector final : public Collector {
   Totals totals() const;
 
  private:
+  absl::Status record(std::string_view text, int64_t now_ns, SampleSink& sink) override;
   struct Core {
     int cpu = -1;
     std::array<SeriesId, 8> seconds{};
@@ -53,9 +51,7 @@ class CpuCollector final : public Collector {
   };
   void declare_core(Core& core, SampleSink& sink);
 
-  ProcFile file_;
   double seconds_per_jiffy_;
-  CollectorStateCell state_;
   CpuTimes total_;
   std::vector<CpuTimes> parsed_;
   std::vector<Core> cores_;

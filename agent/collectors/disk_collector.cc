@@ -67,19 +67,10 @@ absl::Status parse_diskstats(std::string_view text, std::string_view path, std::
   return absl::OkStatus();
 }
 
-DiskCollector::DiskCollector(std::string path) : file_(std::move(path)) {}
+DiskCollector::DiskCollector(std::string path) : ProcFileCollector(std::move(path)) {}
 
-void DiskCollector::sample(int64_t now_ns, SampleSink& sink) {
-  std::string_view text;
-  if (absl::Status s = file_.read(text); !s.ok()) {
-    state_.set(absl::IsNotFound(s) ? CollectorState::State::kUnavailable : CollectorState::State::kDegraded,
-               std::string(s.message()));
-    return;
-  }
-  if (absl::Status s = parse_diskstats(text, file_.path(), parsed_); !s.ok()) {
-    state_.set(CollectorState::State::kDegraded, std::string(s.message()));
-    return;
-  }
+absl::Status DiskCollector::record(std::string_view text, int64_t now_ns, SampleSink& sink) {
+  if (absl::Status s = parse_diskstats(text, path(), parsed_); !s.ok()) return s;
   for (const DiskCounters& counters : parsed_) {
     Device* dev = nullptr;
     for (Device& d : devices_) {
@@ -101,7 +92,7 @@ void DiskCollector::sample(int64_t now_ns, SampleSink& sink) {
     }
     for (size_t m = 0; m < kMetrics.size(); ++m) sink.record(dev->ids[m], now_ns, counters.values[m]);
   }
-  state_.set(CollectorState::State::kOk);
+  return absl::OkStatus();
 }
 
 }  // namespace podscope::agent

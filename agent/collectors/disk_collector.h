@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "agent/collectors/collector.h"
+#include "agent/collectors/proc_file_collector.h"
 #include "agent/collectors/proc_text.h"
 
 namespace podscope::agent {
@@ -24,21 +24,17 @@ bool is_ignored_disk(std::string_view device);
 
 absl::Status parse_diskstats(std::string_view text, std::string_view path, std::vector<DiskCounters>& out);
 
-class DiskCollector final : public Collector {
+class DiskCollector final : public ProcFileCollector {
  public:
   explicit DiskCollector(std::string path = "/proc/diskstats");
   std::string_view name() const override { return "disk"; }
-  CollectorState status() const override { return state_.get(); }
-  CollectorState::State state() const override { return state_.state(); }
-  void sample(int64_t now_ns, SampleSink& sink) override;
 
  private:
+  absl::Status record(std::string_view text, int64_t now_ns, SampleSink& sink) override;
   struct Device {
     std::string name;
     std::array<SeriesId, 5> ids{};
   };
-  ProcFile file_;
-  CollectorStateCell state_;
   std::vector<DiskCounters> parsed_;
   std::vector<Device> devices_;
 };

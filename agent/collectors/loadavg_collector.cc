@@ -17,20 +17,11 @@ absl::Status parse_loadavg(std::string_view text, std::string_view path, std::ar
   return absl::OkStatus();
 }
 
-LoadAvgCollector::LoadAvgCollector(std::string path) : file_(std::move(path)) {}
+LoadAvgCollector::LoadAvgCollector(std::string path) : ProcFileCollector(std::move(path)) {}
 
-void LoadAvgCollector::sample(int64_t now_ns, SampleSink& sink) {
-  std::string_view text;
-  if (absl::Status s = file_.read(text); !s.ok()) {
-    state_.set(absl::IsNotFound(s) ? CollectorState::State::kUnavailable : CollectorState::State::kDegraded,
-               std::string(s.message()));
-    return;
-  }
+absl::Status LoadAvgCollector::record(std::string_view text, int64_t now_ns, SampleSink& sink) {
   std::array<double, 3> load{};
-  if (absl::Status s = parse_loadavg(text, file_.path(), load); !s.ok()) {
-    state_.set(CollectorState::State::kDegraded, std::string(s.message()));
-    return;
-  }
+  if (absl::Status s = parse_loadavg(text, path(), load); !s.ok()) return s;
   if (!declared_) {
     constexpr std::array<std::string_view, 3> kNames = {"podscope_load1", "podscope_load5", "podscope_load15"};
     constexpr std::array<std::string_view, 3> kMinutes = {"1", "5", "15"};
@@ -41,7 +32,7 @@ void LoadAvgCollector::sample(int64_t now_ns, SampleSink& sink) {
     declared_ = true;
   }
   for (size_t i = 0; i < 3; ++i) sink.record(ids_[i], now_ns, load[i]);
-  state_.set(CollectorState::State::kOk);
+  return absl::OkStatus();
 }
 
 }  // namespace podscope::agent

@@ -41,19 +41,10 @@ absl::Status parse_meminfo(std::string_view text, std::string_view path, MemInfo
   return absl::OkStatus();
 }
 
-MemoryCollector::MemoryCollector(std::string path) : file_(std::move(path)) {}
+MemoryCollector::MemoryCollector(std::string path) : ProcFileCollector(std::move(path)) {}
 
-void MemoryCollector::sample(int64_t now_ns, SampleSink& sink) {
-  std::string_view text;
-  if (absl::Status s = file_.read(text); !s.ok()) {
-    state_.set(absl::IsNotFound(s) ? CollectorState::State::kUnavailable : CollectorState::State::kDegraded,
-               std::string(s.message()));
-    return;
-  }
-  if (absl::Status s = parse_meminfo(text, file_.path(), info_); !s.ok()) {
-    state_.set(CollectorState::State::kDegraded, std::string(s.message()));
-    return;
-  }
+absl::Status MemoryCollector::record(std::string_view text, int64_t now_ns, SampleSink& sink) {
+  if (absl::Status s = parse_meminfo(text, path(), info_); !s.ok()) return s;
   if (!declared_) {
     for (size_t i = 0; i < ids_.size(); ++i) {
       ids_[i] = sink.declare({.metric = std::string(kMetricNames[i]),
@@ -74,7 +65,7 @@ void MemoryCollector::sample(int64_t now_ns, SampleSink& sink) {
                                 : std::max<int64_t>(info_.bytes[1], 0) + std::max<int64_t>(info_.bytes[3], 0) +
                                       std::max<int64_t>(info_.bytes[4], 0);
   sink.record(used_, now_ns, static_cast<double>(info_.bytes[0] - available));
-  state_.set(CollectorState::State::kOk);
+  return absl::OkStatus();
 }
 
 }  // namespace podscope::agent

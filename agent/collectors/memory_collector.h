@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "agent/collectors/collector.h"
+#include "agent/collectors/proc_file_collector.h"
 #include "agent/collectors/proc_text.h"
 
 namespace podscope::agent {
@@ -21,17 +21,13 @@ inline constexpr std::array<std::string_view, 7> kMemInfoFields = {"MemTotal", "
 
 absl::Status parse_meminfo(std::string_view text, std::string_view path, MemInfo& info);
 
-class MemoryCollector final : public Collector {
+class MemoryCollector final : public ProcFileCollector {
  public:
   explicit MemoryCollector(std::string path = "/proc/meminfo");
   std::string_view name() const override { return "memory"; }
-  CollectorState status() const override { return state_.get(); }
-  CollectorState::State state() const override { return state_.state(); }
-  void sample(int64_t now_ns, SampleSink& sink) override;
 
  private:
-  ProcFile file_;
-  CollectorStateCell state_;
+  absl::Status record(std::string_view text, int64_t now_ns, SampleSink& sink) override;
   MemInfo info_;
   bool declared_ = false;
   std::array<SeriesId, 7> ids_{};

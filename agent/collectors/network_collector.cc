@@ -52,19 +52,10 @@ absl::Status parse_net_dev(std::string_view text, std::string_view path, std::ve
   return absl::OkStatus();
 }
 
-NetworkCollector::NetworkCollector(std::string path) : file_(std::move(path)) {}
+NetworkCollector::NetworkCollector(std::string path) : ProcFileCollector(std::move(path)) {}
 
-void NetworkCollector::sample(int64_t now_ns, SampleSink& sink) {
-  std::string_view text;
-  if (absl::Status s = file_.read(text); !s.ok()) {
-    state_.set(absl::IsNotFound(s) ? CollectorState::State::kUnavailable : CollectorState::State::kDegraded,
-               std::string(s.message()));
-    return;
-  }
-  if (absl::Status s = parse_net_dev(text, file_.path(), parsed_); !s.ok()) {
-    state_.set(CollectorState::State::kDegraded, std::string(s.message()));
-    return;
-  }
+absl::Status NetworkCollector::record(std::string_view text, int64_t now_ns, SampleSink& sink) {
+  if (absl::Status s = parse_net_dev(text, path(), parsed_); !s.ok()) return s;
   for (const InterfaceCounters& counters : parsed_) {
     Interface* iface = nullptr;
     for (Interface& i : interfaces_) {
@@ -88,7 +79,7 @@ void NetworkCollector::sample(int64_t now_ns, SampleSink& sink) {
       sink.record(iface->ids[m], now_ns, static_cast<double>(counters.values[m]));
     }
   }
-  state_.set(CollectorState::State::kOk);
+  return absl::OkStatus();
 }
 
 }  // namespace podscope::agent

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "agent/collectors/collector.h"
+#include "agent/collectors/proc_file_collector.h"
 #include "agent/collectors/proc_text.h"
 
 namespace podscope::agent {
@@ -21,21 +21,17 @@ struct InterfaceCounters {
 // Parses /proc/net/dev text into `out` (reused between calls; names point into `text`).
 absl::Status parse_net_dev(std::string_view text, std::string_view path, std::vector<InterfaceCounters>& out);
 
-class NetworkCollector final : public Collector {
+class NetworkCollector final : public ProcFileCollector {
  public:
   explicit NetworkCollector(std::string path = "/proc/net/dev");
   std::string_view name() const override { return "network"; }
-  CollectorState status() const override { return state_.get(); }
-  CollectorState::State state() const override { return state_.state(); }
-  void sample(int64_t now_ns, SampleSink& sink) override;
 
  private:
+  absl::Status record(std::string_view text, int64_t now_ns, SampleSink& sink) override;
   struct Interface {
     std::string name;
     std::array<SeriesId, 8> ids{};
   };
-  ProcFile file_;
-  CollectorStateCell state_;
   std::vector<InterfaceCounters> parsed_;
   std::vector<Interface> interfaces_;
 };

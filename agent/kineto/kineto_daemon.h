@@ -20,7 +20,7 @@
 #include <prometheus/registry.h>
 
 #include "agent/kineto/kineto_processes.h"
-#include "agent/lifecycle_component.h"
+#include "daemon/lifecycle_component.h"
 #include "daemon/clock.h"
 #include "kineto/ipc/fabric_endpoint.h"
 #include "kineto/ipc/fabric_message.h"

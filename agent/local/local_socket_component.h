@@ -11,7 +11,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "agent/lifecycle_component.h"
+#include "daemon/lifecycle_component.h"
 #include "agent/local/client_registry.h"
 #include "agent/local/local_socket_counters.h"
 #include "agent/local/local_socket_policy.h"

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "agent/capture/capture_source.h"
-#include "agent/local/flight_recording.h"
-#include "agent/local/triggered_snapshots.h"
+#include "agent/recorder/flight_recording.h"
+#include "agent/recorder/triggered_snapshots.h"
 #include "podscope/v1/agent.grpc.pb.h"
 #include "daemon/clock.h"
 #include "tls/call_authorizer.h"

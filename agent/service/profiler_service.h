@@ -9,7 +9,7 @@
 
 #include "agent/capture/capture_session.h"
 #include "agent/capture/monitor_report.h"
-#include "agent/local/flight_recording.h"
+#include "agent/recorder/flight_recording.h"
 #include "agent/service/agent_metrics.h"
 #include "tls/call_authorizer.h"
 #include "tensorflow/profiler_service.grpc.pb.h"

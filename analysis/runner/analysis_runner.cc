@@ -18,7 +18,9 @@ namespace {
 
 constexpr std::string_view kXSpaceSuffix = ".xplane.pb";
 
-absl::StatusOr<std::vector<std::filesystem::path>> list_xspace_files(const std::filesystem::path& run_dir) {
+}  // namespace
+
+absl::StatusOr<std::vector<std::filesystem::path>> list_run_files(const std::filesystem::path& run_dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(run_dir, ec)) {
     return absl::NotFoundError("run directory " + run_dir.string() + " does not exist or is not a directory");
@@ -40,6 +42,8 @@ absl::StatusOr<std::vector<std::filesystem::path>> list_xspace_files(const std::
   std::sort(files.begin(), files.end());
   return files;
 }
+
+namespace {
 
 // Everything that reads the planes as they stream past: the pod analyzer, the step model, and the builder of every
 // tool that reads the planes itself (ToolInput::kPlanes), in table order.
@@ -141,7 +145,7 @@ absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::pat
 
 absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& run_dir,
                                                   const PodAnalyzerOptions& options) {
-  absl::StatusOr<std::vector<std::filesystem::path>> files = list_xspace_files(run_dir);
+  absl::StatusOr<std::vector<std::filesystem::path>> files = list_run_files(run_dir);
   if (!files.ok()) return files.status();
   AnalysisOutcome outcome;
   PlaneConsumers consumers(options);

@@ -55,6 +55,11 @@ struct AnalysisOutcome {
 absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::path& run_dir,
                                                       const AnalysisOptions& options = {});
 
+// The profile files of a run directory (*.xplane.pb and torch.profiler's *.pt.trace.json[.gz]), sorted by name:
+// the order that fixes the global core numbering of TF/JAX device planes, for every reader of a run. NotFound when
+// the directory is missing or holds none.
+absl::StatusOr<std::vector<std::filesystem::path>> list_run_files(const std::filesystem::path& run_dir);
+
 // The reading and analysing part of analyze_run_directory (same failures), writing nothing: `written_files` stays
 // empty.
 absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& run_dir,

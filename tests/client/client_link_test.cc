@@ -36,7 +36,7 @@ class ClientLinkTest : public ::testing::Test {
   }
   void TearDown() override { shutdown(); }
 
-  static bool capturing() { return detail::g_level.load() == 2; }
+  static bool capturing() { return detail::g_level.load() == detail::kCapturing; }
 
   testing::TempDir dir_;
   MiniAgent agent_{dir_.file("agent.sock")};
@@ -83,7 +83,7 @@ TEST_F(ClientLinkTest, TinyStepsAtFullSpeedTravelInFramesTheAgentAccepts) {
   ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 3s));
   // Steps are recorded from the level the agent's answer to the registration sets; on a loaded machine that
   // answer can arrive after the agent counts the client, and steps before it are not recorded at all.
-  ASSERT_TRUE(MiniAgent::wait_for([] { return detail::g_level.load() >= 1; }, 3s));
+  ASSERT_TRUE(MiniAgent::wait_for([] { return detail::g_level.load() >= detail::kStepSpansOnly; }, 3s));
   const uint64_t connection = agent_.registry().clients()[0].connection;
   constexpr int64_t kSteps = 100'000;
   const uint64_t dropped_before = dropped_events();

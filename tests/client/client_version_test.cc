@@ -32,7 +32,7 @@ class ClientVersionTest : public ::testing::Test {
   }
   void TearDown() override { shutdown(); }
 
-  static bool capturing() { return detail::g_level.load() == 2; }
+  static bool capturing() { return detail::g_level.load() == detail::kCapturing; }
   static void annotate_steps(int64_t first, int64_t count) {
     for (int64_t s = first; s < first + count; ++s) {
       auto step_span = step(s);

@@ -21,6 +21,7 @@
 #include "agent/local/local_clients_source.h"
 #include "agent/local/local_socket_server.h"
 #include "daemon/clock.h"
+#include "tests/scratch_directory.h"
 
 namespace podscope::testing {
 
@@ -106,21 +107,6 @@ class MiniAgent {
   std::map<int32_t, std::vector<local::StepMsg>> steps_;
 };
 
-// A fresh directory under /tmp, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = "/tmp/podscope-test-XXXXXX";
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using TempDir = ScratchDirectory;
 
 }  // namespace podscope::testing

@@ -39,5 +39,23 @@ TEST(ResolveWithinRoot, RejectsAPathWithANul) {
   fs::remove_all(root);
 }
 
+TEST(ConfineToRoot, RefusesWithoutARootAndOutsideItInTheDaemonsWords) {
+  const ConfinementRefusals refusals{
+      .no_root = "no root here", .outside_code = absl::StatusCode::kInvalidArgument, .outside_prefix = "outside: "};
+  const auto no_root = confine_to_root("", "run", refusals);
+  EXPECT_EQ(no_root.status(), absl::FailedPreconditionError("no root here"));
+  const fs::path root = fs::temp_directory_path() / ("podscope-confine-" + std::to_string(getpid()));
+  fs::create_directories(root);
+  const auto inside = confine_to_root(root, "tb/run", refusals);
+  ASSERT_TRUE(inside.ok()) << inside.status();
+  EXPECT_EQ(*inside, fs::weakly_canonical(root) / "tb" / "run");
+  const auto outside = confine_to_root(root, "../elsewhere", refusals);
+  EXPECT_EQ(outside.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(outside.status().message()).rfind("outside: '../elsewhere' resolves to", 0), 0u)
+      << outside.status();
+  EXPECT_EQ(confine_to_root(root, fs::path("a\0b"s), refusals).status().code(), absl::StatusCode::kInvalidArgument);
+  fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace podscope

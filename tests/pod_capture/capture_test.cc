@@ -14,13 +14,15 @@
 #include <thread>
 
 #include "daemon/run_name.h"
-#include "pod_capture/merged_trace.h"
+#include "trace_writers/merged_trace.h"
 #include "pod_capture/monitor.h"
 #include "pod_capture/run_directory.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 #include "tests/pod_capture/lightweight_agent.h"
 #include "tests/pod_capture/lightweight_pod.h"
+#include "tests/scratch_directory.h"
+#include "tests/trace_writers/gzip_reader.h"
 
 namespace podscope::pod_capture {
 namespace {
@@ -30,14 +32,6 @@ using testing::LightweightAgentOptions;
 using testing::TimerThread;
 using Pod = testing::LightweightPod;
 using testing::gunzip_file;
-
-std::filesystem::path fresh_dir(const std::string& name) {
-  auto dir =
-      std::filesystem::temp_directory_path() / ("podscope_capture_test_" + name + "_" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
 
 CaptureSpec quick_spec(int64_t duration_ms = 300) {
   CaptureSpec spec;
@@ -88,7 +82,8 @@ TEST(Capture, SynchronizesFourHostsWithSkewedClocksAndMergesTheirSteps) {
   ASSERT_TRUE(result.start_skew_ns.has_value());
   EXPECT_LT(*result.start_skew_ns, 2'000'000);
 
-  const auto logdir = fresh_dir("sync");
+  const testing::ScratchDirectory scratch("capture_sync");
+  const std::filesystem::path& logdir = scratch.path();
   auto run_dir = write_run_directory(logdir, result);
   ASSERT_TRUE(run_dir.ok()) << run_dir.status();
   EXPECT_EQ(*run_dir, logdir / "plugins" / "profile" / result.session_id);
@@ -127,7 +122,6 @@ TEST(Capture, SynchronizesFourHostsWithSkewedClocksAndMergesTheirSteps) {
     ++compared;
   }
   EXPECT_GE(compared, 10);
-  std::filesystem::remove_all(logdir);
 }
 
 TEST(Capture, PlainTensorFlowServerGetsOffsetZeroAndAWarning) {
@@ -188,7 +182,8 @@ TEST(Capture, HostKilledMidCaptureIsNamedAndTheOthersAreWritten) {
   EXPECT_TRUE(result.hosts[0].ok);
   EXPECT_FALSE(result.hosts[1].ok);
   EXPECT_NE(result.hosts[1].error.find("Profile failed"), std::string::npos) << result.hosts[1].error;
-  const auto logdir = fresh_dir("killed");
+  const testing::ScratchDirectory scratch("capture_killed");
+  const std::filesystem::path& logdir = scratch.path();
   auto run_dir = write_run_directory(logdir, result);
   ASSERT_TRUE(run_dir.ok());
   EXPECT_TRUE(std::filesystem::exists(*run_dir / (pod.connections[0]->file_stem + ".xplane.pb")));
@@ -198,7 +193,6 @@ TEST(Capture, HostKilledMidCaptureIsNamedAndTheOthersAreWritten) {
   EXPECT_NE(summary.find(pod.connections[1]->file_stem + " (" + pod.connections[1]->file_stem + "): FAILED"),
             std::string::npos)
       << summary;
-  std::filesystem::remove_all(logdir);
 }
 
 TEST(Capture, NothingListeningIsRetriedThenReportedClearly) {

@@ -1,15 +1,10 @@
-// A pod of lightweight agents (real gRPC servers on loopback), each with its connection, for pod-capture tests;
-// and reading back a gzip file the capture wrote.
+// A pod of lightweight agents (real gRPC servers on loopback), each with its connection, for pod-capture tests.
 #pragma once
 
-#include <zlib.h>
-
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "pod_capture/agent_connection.h"
 #include "pod_capture/pod_run.h"
 #include "tests/pod_capture/lightweight_agent.h"
@@ -33,16 +28,5 @@ struct LightweightPod {
     return out;
   }
 };
-
-inline std::string gunzip_file(const std::filesystem::path& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
-  EXPECT_NE(file, nullptr) << path;
-  std::string out;
-  char buf[65536];
-  int n;
-  while ((n = gzread(file, buf, sizeof buf)) > 0) out.append(buf, n);
-  gzclose(file);
-  return out;
-}
 
 }  // namespace podscope::testing

@@ -1,4 +1,4 @@
-#include "pod_capture/json_text.h"
+#include "trace_writers/json_text.h"
 
 #include <cstdio>
 

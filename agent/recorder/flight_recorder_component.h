@@ -8,8 +8,8 @@
 #include <optional>
 #include <thread>
 
-#include "agent/lifecycle_component.h"
-#include "agent/local/flight_recording.h"
+#include "daemon/lifecycle_component.h"
+#include "agent/recorder/flight_recording.h"
 
 namespace podscope::agent {
 

@@ -1,4 +1,4 @@
-#include "agent/devices/upstream_source.h"
+#include "agent/capture/upstream_source.h"
 
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>

@@ -14,9 +14,9 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "pod_capture/merged_trace.h"
-#include "pod_capture/perfetto_trace.h"
-#include "pod_capture/streamed_file.h"
+#include "trace_writers/merged_trace.h"
+#include "trace_writers/perfetto_trace.h"
+#include "trace_writers/streamed_file.h"
 
 namespace podscope::pod_capture {
 

@@ -16,9 +16,9 @@
 #include <optional>
 #include <string>
 
-#include "pod_capture/merged_trace.h"
-#include "pod_capture/proto_wire.h"
-#include "pod_capture/streamed_file.h"
+#include "trace_writers/merged_trace.h"
+#include "trace_writers/proto_wire.h"
+#include "trace_writers/streamed_file.h"
 #include "tensorflow/xplane.pb.h"
 
 namespace podscope::pod_capture {

@@ -1,4 +1,4 @@
-#include "agent/local/flight_recorder_component.h"
+#include "agent/recorder/flight_recorder_component.h"
 
 #include <chrono>
 

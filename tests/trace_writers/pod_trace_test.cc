@@ -1,6 +1,6 @@
 // The pod trace files written from a run directory: pod.perfetto-trace decoded with the tests' own reading
 // of Perfetto's messages, pod.trace.json.gz parsed for exact nesting, and the windowed traces.
-#include "pod_capture/pod_trace.h"
+#include "trace_writers/pod_trace.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -16,9 +16,10 @@
 
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
-#include "tests/pod_capture/lightweight_pod.h"
 #include "tests/analysis/synthetic_pod.h"
-#include "tests/pod_capture/perfetto_trace_reader.h"
+#include "tests/scratch_directory.h"
+#include "tests/trace_writers/gzip_reader.h"
+#include "tests/trace_writers/perfetto_trace_reader.h"
 
 namespace podscope::pod_capture {
 namespace {
@@ -29,13 +30,6 @@ namespace fs = std::filesystem;
 using analysis::testing::SyntheticPodSpec;
 using testing::DecodedEvent;
 using testing::DecodedTrace;
-
-fs::path fresh_dir(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("podscope_pod_trace_test_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 SyntheticPodSpec four_rank_spec() {
   SyntheticPodSpec spec;
@@ -101,7 +95,8 @@ std::vector<std::string> unbalanced_tracks(const DecodedTrace& trace) {
 }
 
 TEST(PodTrace, PerfettoTraceHoldsEveryEventOnDescribedTracksWithOneFlowPerTransfer) {
-  const auto dir = fresh_dir("whole");
+  const podscope::testing::ScratchDirectory scratch("pod_trace_whole");
+  const fs::path& dir = scratch.path();
   const SyntheticPodSpec spec = four_rank_spec();
   const InputCounts input = write_run(dir, spec);
 
@@ -181,11 +176,11 @@ TEST(PodTrace, PerfettoTraceHoldsEveryEventOnDescribedTracksWithOneFlowPerTransf
 
   const std::string command = "protoc --decode_raw < " + files->perfetto.string() + " > /dev/null";
   EXPECT_EQ(std::system(command.c_str()), 0) << "protoc --decode_raw rejects the file";
-  fs::remove_all(dir);
 }
 
 TEST(PodTrace, OverlappingEventsThatDoNotNestGetAnOverflowTrack) {
-  const auto dir = fresh_dir("overlap");
+  const podscope::testing::ScratchDirectory scratch("pod_trace_overlap");
+  const fs::path& dir = scratch.path();
   tensorflow::profiler::XSpace space;
   xspace::XPlaneBuilder plane(xspace::find_or_add_plane(space, "/device:CUSTOM:0", 0));
   auto line = plane.line(1, "Ops");
@@ -210,7 +205,6 @@ TEST(PodTrace, OverlappingEventsThatDoNotNestGetAnOverflowTrack) {
   EXPECT_EQ(track_of["c"], "Ops (overlap 2)");
   EXPECT_EQ(track_of["d"], "Ops");
   EXPECT_TRUE(unbalanced_tracks(trace).empty());
-  fs::remove_all(dir);
 }
 
 // An X event of the JSON trace: ts and dur as a reader parses them (doubles), and exactly (ns).
@@ -234,7 +228,8 @@ std::vector<JsonSlice> json_slices(const std::string& json) {
 }
 
 TEST(PodTrace, JsonTimesAreRelativeToARecordedBaseSoEveryNestedSliceNests) {
-  const auto dir = fresh_dir("json");
+  const podscope::testing::ScratchDirectory scratch("pod_trace_json");
+  const fs::path& dir = scratch.path();
   // Parents with children that end 1 ns before them, at Unix-epoch times where an absolute µs double
   // is only good to 0.25 µs.
   tensorflow::profiler::XSpace space;
@@ -274,11 +269,11 @@ TEST(PodTrace, JsonTimesAreRelativeToARecordedBaseSoEveryNestedSliceNests) {
   }
   EXPECT_EQ(not_nested, 0);
   EXPECT_EQ(slices[0].ts_ns, 1000) << "relative to the capture start";
-  fs::remove_all(dir);
 }
 
 TEST(PodTrace, StepWindowWritesOnlyThatStepsEvents) {
-  const auto dir = fresh_dir("window");
+  const podscope::testing::ScratchDirectory scratch("pod_trace_window");
+  const fs::path& dir = scratch.path();
   const SyntheticPodSpec spec = four_rank_spec();
   const InputCounts input = write_run(dir, spec);
   auto selection = parse_trace_selection("step:1");
@@ -308,7 +303,6 @@ TEST(PodTrace, StepWindowWritesOnlyThatStepsEvents) {
   EXPECT_LT(ms_files->counts.slices, files->counts.slices);
 
   EXPECT_FALSE(write_run_traces(dir, *parse_trace_selection("step:99")).ok());
-  fs::remove_all(dir);
 }
 
 TEST(PodTrace, TraceWindowTextIsMillisecondsOrAStep) {

@@ -1,4 +1,4 @@
-#include "agent/local/flight_recording.h"
+#include "agent/recorder/flight_recording.h"
 
 #include <malloc.h>
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "pod_capture/streamed_file.h"
+#include "trace_writers/streamed_file.h"
 #include "tensorflow/xplane.pb.h"
 
 namespace podscope::pod_capture {

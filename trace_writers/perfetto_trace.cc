@@ -1,4 +1,4 @@
-#include "pod_capture/perfetto_trace.h"
+#include "trace_writers/perfetto_trace.h"
 
 #include <algorithm>
 #include <tuple>
@@ -8,8 +8,8 @@
 #include "absl/hash/hash.h"
 #include "analysis/core_trace.h"
 #include "analysis/op_classifier.h"
-#include "pod_capture/perfetto_fields.h"
-#include "pod_capture/proto_wire.h"
+#include "trace_writers/perfetto_fields.h"
+#include "trace_writers/proto_wire.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 

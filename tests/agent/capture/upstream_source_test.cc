@@ -1,6 +1,6 @@
 // UpstreamSource against stand-in framework profiler servers that speak tensorflow.ProfilerService and
 // return the real TensorFlow XSpace from ../shared/testdata (tests/shared_testdata.h).
-#include "agent/devices/upstream_source.h"
+#include "agent/capture/upstream_source.h"
 
 #include <grpcpp/grpcpp.h>
 

@@ -1,8 +1,8 @@
-#include "pod_capture/merged_trace.h"
+#include "trace_writers/merged_trace.h"
 
 #include <cstdio>
 
-#include "pod_capture/json_text.h"
+#include "trace_writers/json_text.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 

@@ -1,4 +1,4 @@
-#include "pod_capture/streamed_file.h"
+#include "trace_writers/streamed_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

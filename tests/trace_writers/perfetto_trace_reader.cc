@@ -1,4 +1,4 @@
-#include "tests/pod_capture/perfetto_trace_reader.h"
+#include "tests/trace_writers/perfetto_trace_reader.h"
 
 #include <cstring>
 #include <fstream>

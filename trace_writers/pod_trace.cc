@@ -1,4 +1,4 @@
-#include "pod_capture/pod_trace.h"
+#include "trace_writers/pod_trace.h"
 
 #include <algorithm>
 #include <charconv>
@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "analysis/runner/analysis_runner.h"
 #include "kineto/trace_file.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
@@ -33,25 +34,6 @@ struct StepExtent {
   int64_t end_ns = std::numeric_limits<int64_t>::min();
   bool found() const { return start_ns <= end_ns; }
 };
-
-absl::StatusOr<std::vector<fs::path>> xspace_files(const fs::path& run_dir) {
-  std::error_code ec;
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && ((name.size() > kXSpaceSuffix.size() && name.ends_with(kXSpaceSuffix)) ||
-                                    kineto::is_kineto_trace_file_name(name))) {
-      files.push_back(entry.path());
-    }
-  }
-  if (ec) return absl::InternalError("listing run directory " + run_dir.string() + ": " + ec.message());
-  if (files.empty()) {
-    return absl::NotFoundError("run directory " + run_dir.string() +
-                               " has no *.xplane.pb files and no torch.profiler traces (*.pt.trace.json[.gz])");
-  }
-  std::sort(files.begin(), files.end());  // the order the analysis numbers cores in
-  return files;
-}
 
 // Reads the plane stats of `path` (and, for `step`, its device planes' Steps lines, extending `extent`).
 absl::StatusOr<RunFile> read_run_file(const fs::path& path, std::optional<int64_t> step, StepExtent& extent) {
@@ -226,7 +208,7 @@ absl::StatusOr<TraceSelection> parse_trace_selection(std::string_view text) {
 }
 
 absl::StatusOr<PodTraceFiles> write_run_traces(const fs::path& run_dir, const TraceSelection& selection) {
-  auto paths = xspace_files(run_dir);
+  auto paths = analysis::list_run_files(run_dir);
   if (!paths.ok()) return paths.status();
   const std::optional<int64_t> step =
       selection.kind == TraceSelection::Kind::kStep ? std::optional(selection.step_num) : std::nullopt;

@@ -1,4 +1,4 @@
-#include "agent/local/triggered_snapshots.h"
+#include "agent/recorder/triggered_snapshots.h"
 
 #include <google/protobuf/text_format.h>
 

@@ -13,7 +13,7 @@
 
 #include <grpcpp/security/credentials.h>
 
-#include "agent/lifecycle_component.h"
+#include "daemon/lifecycle_component.h"
 #include "podscope/v1/coordinator.grpc.pb.h"
 
 namespace podscope::agent {

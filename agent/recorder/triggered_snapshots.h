@@ -31,9 +31,9 @@
 #include <prometheus/registry.h>
 
 #include "absl/status/statusor.h"
-#include "agent/lifecycle_component.h"
+#include "daemon/lifecycle_component.h"
 #include "agent/local/client_registry.h"
-#include "agent/local/flight_recording.h"
+#include "agent/recorder/flight_recording.h"
 #include "agent/steps/slow_step_detector.h"
 #include "daemon/clock.h"
 #include "podscope/v1/agent.pb.h"

@@ -1,4 +1,4 @@
-#include "agent/service/coordinator_registration.h"
+#include "agent/registration/coordinator_registration.h"
 
 #include <grpcpp/grpcpp.h>
 
