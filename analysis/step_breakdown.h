@@ -7,14 +7,9 @@
 #include <vector>
 
 #include "analysis/op_classifier.h"
+#include "analysis/step_spans.h"
 
 namespace podscope::analysis {
-
-struct StepSpan {
-  int64_t step_num = 0;
-  int64_t start_ns = 0;
-  int64_t end_ns = 0;
-};
 
 struct OpInterval {
   int64_t start_ns = 0;

@@ -71,8 +71,7 @@ class TfDataCollector {
 
   void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) {
     if (plane.name() == xspace::kHostPlaneName) {
-      FileHost& file = file_host(file_index);
-      if (auto name = host_name_of(plane)) file.host_name = std::move(name);
+      file_host(file_index).add_host_plane(plane);
       if (names_tf_data_iterators(plane)) planes_.push_back({file_index, std::nullopt, xplane_to_tf_data_stats(plane)});
       return;
     }
@@ -81,26 +80,21 @@ class TfDataCollector {
     if (!stats.stats.input_pipelines().empty()) planes_.push_back({file_index, host_name_of(plane), std::move(stats)});
   }
 
-  // The XSpace's own `hostnames`, used when the host plane has no host_name stat.
-  void add_hostnames(size_t file_index, const std::vector<std::string>& hostnames) {
-    FileHost& file = file_host(file_index);
-    if (!file.host_name && !hostnames.empty()) file.host_name = hostnames.front();
+  // The XSpace's own `hostnames` and the file's stem, which name the host when its host plane does not.
+  void add_file_names(size_t file_index, const std::vector<std::string>& hostnames, std::string_view file_stem) {
+    file_host(file_index).add_file_names(hostnames, file_stem);
   }
 
   tensorflow::profiler::CombinedTfDataStats finish() && {
     std::vector<HostTfDataStats> hosts;
     for (PlaneSource& p : planes_) {
-      const std::optional<std::string>& file_host_name = file_host(p.file_index).host_name;
-      std::string host = p.host_name ? *p.host_name : file_host_name.value_or("host" + std::to_string(p.file_index));
+      std::string host = p.host_name ? *p.host_name : file_host(p.file_index).host_name();
       hosts.push_back({std::move(host), std::move(p.stats)});
     }
     return combine_tf_data_stats(std::move(hosts));
   }
 
  private:
-  struct FileHost {
-    std::optional<std::string> host_name;
-  };
   struct PlaneSource {
     size_t file_index = 0;
     std::optional<std::string> host_name;  // the plane's own
@@ -112,12 +106,12 @@ class TfDataCollector {
     return name ? std::optional<std::string>(std::string(*name)) : std::nullopt;
   }
 
-  FileHost& file_host(size_t file_index) {
+  FileSteps& file_host(size_t file_index) {
     if (files_.size() <= file_index) files_.resize(file_index + 1);
     return files_[file_index];
   }
 
-  std::vector<FileHost> files_;
+  std::vector<FileSteps> files_;
   std::vector<PlaneSource> planes_;
 };
 
@@ -154,14 +148,16 @@ absl::Status read_into(PlaneConsumers& consumers, size_t index, const std::files
       &header, PlaneConsumers::wants_line);
   // Kernels take their ops from their own file's launches, whether or not it broke part way.
   consumers.op_tools.kernel_stats.end_file();
+  // The file's names, whether or not it broke part way: its stem names the host when its planes do not.
+  const std::string stem = kineto::run_file_stem(file.filename().string());
+  analyzer.add_file_names(index, header.hostnames, stem);
+  consumers.steps.add_file_names(index, header.hostnames, stem);
+  tf_data.add_file_names(index, header.hostnames, stem);
   if (!status.ok()) return status;
   // Device planes without steps of their own take them from the host plane's step markers, which the step model
   // read as the host plane passed.
   if (analyzer.awaits_host_markers(index)) analyzer.add_host_markers(index, consumers.steps.host_step_markers(index));
-  analyzer.add_hostnames(index, header.hostnames);
-  consumers.steps.add_hostnames(index, header.hostnames);
   consumers.steps.end_file(index);
-  tf_data.add_hostnames(index, header.hostnames);
   return absl::OkStatus();
 }
 
