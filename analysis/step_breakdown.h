@@ -1,5 +1,6 @@
-// Breaks one core's time into op kinds per step: a sweep over the core's op intervals where, at every
-// instant, the time goes to the highest-priority op kind active then (OpKind order), or to idle.
+// Breaks one core's time into op kinds per step: the priority sweep (priority_sweep.h) over the core's op
+// intervals, where at every instant the time goes to the highest-priority op kind active then (OpKind order),
+// or to idle.
 #pragma once
 
 #include <array>

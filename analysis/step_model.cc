@@ -216,34 +216,6 @@ void fill_gaps_with_host_activity(CoreSteps& core, const std::vector<TypedInterv
   }
 }
 
-// Sorts by start. Intervals arrive line after line, each line already by start: its sorted runs are merged rather
-// than the whole sorted again (intervals in no order fall back to a sort).
-void sort_by_start(std::vector<TypedInterval>& intervals) {
-  auto by_start = [](const TypedInterval& a, const TypedInterval& b) { return a.start_ns < b.start_ns; };
-  constexpr size_t kMostRuns = 64;
-  std::vector<size_t> runs = {0};
-  for (size_t i = 1; i < intervals.size(); ++i) {
-    if (intervals[i].start_ns < intervals[i - 1].start_ns) runs.push_back(i);
-    if (runs.size() > kMostRuns) {
-      std::sort(intervals.begin(), intervals.end(), by_start);
-      return;
-    }
-  }
-  runs.push_back(intervals.size());
-  while (runs.size() > 2) {
-    std::vector<size_t> merged = {0};
-    for (size_t r = 0; r + 1 < runs.size(); r += 2) {
-      const size_t end = r + 2 < runs.size() ? runs[r + 2] : runs[r + 1];
-      if (r + 2 < runs.size()) {
-        std::inplace_merge(intervals.begin() + static_cast<ptrdiff_t>(runs[r]),
-                           intervals.begin() + static_cast<ptrdiff_t>(runs[r + 1]),
-                           intervals.begin() + static_cast<ptrdiff_t>(end), by_start);
-      }
-      merged.push_back(end);
-    }
-    runs = std::move(merged);
-  }
-}
 
 // Reads one device plane in one pass over its lines: its input stages, and each op typed (XProf's event
 // types), summed per op and kept as an interval for the breakdown, its step noted (the plane's own steps).
@@ -418,92 +390,18 @@ double DeviceCapability::peak_flops_per_s() const {
 }
 
 std::vector<TypedInterval> disjoint_by_priority(std::vector<TypedInterval>& intervals) {
-  sort_by_start(intervals);
-  std::vector<TypedInterval> segments;
-  std::array<int, kEventTypeCount> active{};
-  int active_count = 0;
-  auto winning_type = [&]() {
-    for (int t = kEventTypeCount - 1; t > 0; --t) {
-      if (active[t] > 0) return static_cast<EventType>(t);
-    }
-    return EventType::kUnknown;
-  };
-  // Emits [cursor, t) as the type winning now, merged with the segment before when it continues it.
-  int64_t cursor = 0;
-  auto advance_to = [&](int64_t t) {
-    if (active_count > 0 && t > cursor) {
-      const EventType type = winning_type();
-      if (!segments.empty() && segments.back().end_ns == cursor && segments.back().type == type) {
-        segments.back().end_ns = t;
-      } else {
-        segments.push_back({cursor, t, type});
-      }
-    }
-    cursor = std::max(cursor, t);
-  };
-  struct OpenEnd {
-    int64_t time_ns;
-    int type;
-  };
-  std::vector<OpenEnd> open_ends;
-  auto later_end = [](const OpenEnd& a, const OpenEnd& b) { return a.time_ns > b.time_ns; };
-  auto close_ends_until = [&](int64_t t) {
-    while (!open_ends.empty() && open_ends.front().time_ns <= t) {
-      advance_to(open_ends.front().time_ns);
-      --active[open_ends.front().type];
-      --active_count;
-      std::pop_heap(open_ends.begin(), open_ends.end(), later_end);
-      open_ends.pop_back();
-    }
-  };
-  for (const TypedInterval& e : intervals) {
-    if (e.end_ns <= e.start_ns) continue;
-    close_ends_until(e.start_ns);
-    if (active_count == 0) cursor = e.start_ns;
-    advance_to(e.start_ns);
-    const int type = static_cast<int>(e.type);
-    ++active[type];
-    ++active_count;
-    open_ends.push_back({e.end_ns, type});
-    std::push_heap(open_ends.begin(), open_ends.end(), later_end);
-  }
-  close_ends_until(std::numeric_limits<int64_t>::max());
-  return segments;
+  return analysis::disjoint_by_priority(intervals, &TypedInterval::type, kEventTypesByPriority);
 }
 
 std::vector<EventTypeDurations> distribute_segments(const std::vector<TypedInterval>& segments,
                                                     const std::vector<TimeSpan>& windows, std::vector<int64_t>* busy_ns,
                                                     std::vector<TimeSpan>* gaps) {
-  std::vector<EventTypeDurations> result(windows.size(), EventTypeDurations{});
-  if (busy_ns) busy_ns->assign(windows.size(), 0);
-  if (windows.empty()) return result;
-  auto add_gap = [&](int64_t begin, int64_t end) {
-    if (!gaps || end <= begin) return;
-    if (!gaps->empty() && gaps->back().end_ns == begin) {
-      gaps->back().end_ns = end;
-    } else {
-      gaps->push_back({begin, end});
-    }
-  };
-  // The first segment that can reach the first window; segments and windows then advance together.
-  auto segment = std::lower_bound(segments.begin(), segments.end(), windows.front().start_ns,
-                                  [](const TypedInterval& s, int64_t t) { return s.end_ns <= t; });
+  std::vector<EventTypeDurations> result = distribute_by_kind<kEventTypeCount>(segments, &TypedInterval::type, windows, busy_ns, gaps);
+  // Time no segment covers is unknown too.
   for (size_t w = 0; w < windows.size(); ++w) {
-    const TimeSpan& window = windows[w];
-    while (segment != segments.end() && segment->end_ns <= window.start_ns) ++segment;
-    int64_t covered_until = window.start_ns;
-    for (auto s = segment; s != segments.end() && s->start_ns < window.end_ns; ++s) {
-      const int64_t begin = std::max(s->start_ns, window.start_ns);
-      const int64_t end = std::min(s->end_ns, window.end_ns);
-      add_gap(covered_until, begin);
-      result[w][static_cast<int>(s->type)] += end - begin;
-      if (busy_ns) (*busy_ns)[w] += end - begin;
-      covered_until = end;
-    }
-    add_gap(covered_until, window.end_ns);
     int64_t typed = 0;
     for (int t = 1; t < kEventTypeCount; ++t) typed += result[w][t];
-    result[w][0] = window.end_ns - window.start_ns - typed;
+    result[w][0] = windows[w].end_ns - windows[w].start_ns - typed;
   }
   return result;
 }

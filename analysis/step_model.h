@@ -16,6 +16,7 @@
 
 #include "analysis/event_type.h"
 #include "analysis/op_classifier.h"
+#include "analysis/priority_sweep.h"
 #include "analysis/step_breakdown.h"
 #include "analysis/step_spans.h"
 #include "tensorflow/xplane.pb.h"
@@ -30,11 +31,6 @@ struct TypedInterval {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   EventType type = EventType::kUnknown;
-};
-
-struct TimeSpan {
-  int64_t start_ns = 0;
-  int64_t end_ns = 0;
 };
 
 // XProf's input-op categories.
