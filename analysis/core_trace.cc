@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
+#include "analysis/step_model.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 
@@ -112,7 +113,7 @@ class CoreTracer {
       steps = std::move(*marker_steps_).take_steps();
       if (!steps.empty()) trace_.source = marker_source_;
     }
-    trace_.steps = break_down_steps(ops_, steps);
+    trace_.steps = break_down_steps(ops_, steps, &trace_.idle_gaps);
     by_metadata_.for_each([&](int64_t md, MetadataEntry& entry) {
       entry.total.name = std::string(plane_.event_name(md));
       trace_.op_totals.push_back(std::move(entry.total));
@@ -235,6 +236,21 @@ std::optional<ChannelEndpoint> ChannelEndpointFinder::find(const XEventView& e) 
   if (!step) step = steps_.step_of(e.start_ns(), steps_.group_id_stat() ? e.int_stat(xspace::kGroupIdStat) : std::nullopt);
   if (!step) return std::nullopt;
   return channel_endpoint(e, kind, *step);
+}
+
+void fill_idle_with_host_work(CoreTrace& trace, const std::vector<TypedInterval>& host_segments) {
+  const std::vector<EventTypeDurations> in_gaps = distribute_segments(host_segments, trace.idle_gaps);
+  size_t step = 0;
+  for (size_t g = 0; g < trace.idle_gaps.size(); ++g) {
+    while (step < trace.steps.size() && trace.steps[step].span.end_ns <= trace.idle_gaps[g].start_ns) ++step;
+    if (step == trace.steps.size()) break;
+    const GenericBreakdown host = generic_breakdown(in_gaps[g]);
+    StepBreakdown& s = trace.steps[step];
+    s.kernel_launch_ns += host.host_prepare_ns;
+    s.host_compute_ns += host.host_compute_ns;
+    s.compilation_ns += host.host_compile_ns;
+  }
+  trace.idle_gaps = {};
 }
 
 CoreTrace trace_core(const tensorflow::profiler::XPlane& plane, PlaneKind kind,

@@ -57,6 +57,8 @@ struct CoreTrace {
   std::optional<std::string> host_name;  // the plane's own host_name stat, if any
   StepSource source = StepSource::kNone;
   std::vector<StepBreakdown> steps;  // sorted by start
+  // Within its steps, where no op ran (by start), until its file's host work fills them (fill_idle_with_host_work).
+  std::vector<TimeSpan> idle_gaps;
   std::vector<CollectiveInstance> collectives;
   std::vector<ChannelEndpoint> channel_endpoints;
   std::vector<OpTotal> op_totals;
@@ -85,5 +87,11 @@ class ChannelEndpointFinder {
 // caller passes them), its ops (classified), and their breakdown.
 CoreTrace trace_core(const tensorflow::profiler::XPlane& plane, PlaneKind kind,
                      const HostStepMarkers& host_step_markers = {});
+
+// Host work of the core's file (disjoint typed segments by start: the step model's host segments, step_model.h)
+// fills the core's idle gaps: each step's kernel launch, host compute and compilation time, as the step model
+// attributes them. The gaps are dropped.
+struct TypedInterval;
+void fill_idle_with_host_work(CoreTrace& trace, const std::vector<TypedInterval>& host_segments);
 
 }  // namespace podscope::analysis

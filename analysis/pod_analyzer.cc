@@ -10,6 +10,7 @@
 #include "analysis/all_reduce_analysis.h"
 #include "analysis/channel_analysis.h"
 #include "analysis/step_category.h"
+#include "analysis/step_model.h"
 #include "analysis/step_sampling.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
@@ -60,7 +61,10 @@ CategoryDurations categorize(const StepBreakdown& step, int64_t sync_ns) {
   at(d, StepCategory::kHostToDevice) = op(OpKind::kHostToDevice);
   at(d, StepCategory::kDeviceToHost) = op(OpKind::kDeviceToHost);
   at(d, StepCategory::kDeviceToDevice) = op(OpKind::kDeviceToDevice);
-  at(d, StepCategory::kIdle) = step.idle_ns;
+  at(d, StepCategory::kKernelLaunch) = step.kernel_launch_ns;
+  at(d, StepCategory::kHostCompute) = step.host_compute_ns;
+  at(d, StepCategory::kCompilation) = step.compilation_ns;
+  at(d, StepCategory::kIdle) = step.idle_ns - step.kernel_launch_ns - step.host_compute_ns - step.compilation_ns;
   return d;
 }
 
@@ -450,6 +454,12 @@ void PodAnalyzer::add_host_markers(size_t file_index, const HostStepMarkers& mar
   });
 }
 
+void PodAnalyzer::add_host_work(size_t file_index, const std::vector<TypedInterval>& host_segments) {
+  for (TracedCore& core : cores_) {
+    if (core.file_index == file_index) fill_idle_with_host_work(core.trace, host_segments);
+  }
+}
+
 PodAnalysis PodAnalyzer::finish() && {
   PodAssembly assembly(files_, cores_, options_);
   return std::move(assembly).build();
@@ -462,10 +472,16 @@ PodAnalysis analyze_pod(const std::vector<const tensorflow::profiler::XSpace*>& 
     analyzer.add_file_names(i, {spaces[i]->hostnames().begin(), spaces[i]->hostnames().end()},
                             FileSteps::in_memory_stem(i));
     for (const auto& plane : spaces[i]->planes()) analyzer.add_plane(i, plane);
-    if (!analyzer.awaits_host_markers(i)) continue;
+    HostActivity host;
     for (const auto& plane : spaces[i]->planes()) {
-      if (plane.name() == xspace::kHostPlaneName) analyzer.add_host_markers(i, read_host_step_markers(plane));
+      if (plane.name() == xspace::kHostPlaneName || plane.name() == xspace::kCuptiHostPlaneName) {
+        add_host_activity_from_plane(plane, host);
+      }
+      if (plane.name() == xspace::kHostPlaneName && analyzer.awaits_host_markers(i)) {
+        analyzer.add_host_markers(i, read_host_step_markers(plane));
+      }
     }
+    analyzer.add_host_work(i, disjoint_by_priority(host.intervals));
   }
   return std::move(analyzer).finish();
 }

@@ -57,6 +57,9 @@ class PodAnalyzer {
   // Steps from the host plane's step markers for the planes awaiting them (see trace_core); without
   // markers they stay without steps.
   void add_host_markers(size_t file_index, const HostStepMarkers& markers);
+  // After the file's markers: its host work (the step model's host segments of the file, step_model.h) fills its
+  // cores' idle time (kernel launch, host compute, compilation).
+  void add_host_work(size_t file_index, const std::vector<TypedInterval>& host_segments);
   // The XSpace's own `hostnames` and the file's stem, which name the host when its host plane does not.
   void add_file_names(size_t file_index, const std::vector<std::string>& hostnames, std::string_view file_stem);
 

@@ -490,12 +490,12 @@ const HostStepMarkers& StepModelBuilder::host_step_markers(size_t file_index) {
   return file(file_index).steps.host_markers();
 }
 
-void StepModelBuilder::end_file(size_t file_index) {
+std::vector<TypedInterval> StepModelBuilder::end_file(size_t file_index) {
   FileState& state = file(file_index);
-  if (state.ended) return;
+  if (state.ended) return {};
   state.ended = true;
   state.host_name = state.steps.host_name();
-  const std::vector<TypedInterval> host_segments = disjoint_by_priority(state.host.intervals);
+  std::vector<TypedInterval> host_segments = disjoint_by_priority(state.host.intervals);
   state.host.intervals = {};
   for (auto& [core_file, core] : pending_cores_) {
     if (core_file != file_index) continue;
@@ -513,6 +513,7 @@ void StepModelBuilder::end_file(size_t file_index) {
     cores_.push_back(std::move(entry));
   }
   std::erase_if(pending_cores_, [&](const auto& pending) { return pending.first == file_index; });
+  return host_segments;
 }
 
 void StepModelBuilder::take_steps_from_markers(CoreSteps& core, const HostStepMarkers& markers) {

@@ -167,7 +167,8 @@ class StepModelBuilder {
   const HostStepMarkers& host_step_markers(size_t file_index);
   // Every plane of the file was added: its cores take their steps and idle time from its host activity, which is
   // then dropped (so the builder holds one file's host activity at a time). finish() ends files not ended.
-  void end_file(size_t file_index);
+  // Returns the file's host work as disjoint typed segments (for the pod viewer's cores of the file).
+  std::vector<TypedInterval> end_file(size_t file_index);
   StepModel finish() &&;
 
  private:

@@ -157,7 +157,8 @@ absl::Status read_into(PlaneConsumers& consumers, size_t index, const std::files
   // Device planes without steps of their own take them from the host plane's step markers, which the step model
   // read as the host plane passed.
   if (analyzer.awaits_host_markers(index)) analyzer.add_host_markers(index, consumers.steps.host_step_markers(index));
-  consumers.steps.end_file(index);
+  // The host work the step model read fills the pod viewer's idle time as it fills the step tools'.
+  analyzer.add_host_work(index, consumers.steps.end_file(index));
   return absl::OkStatus();
 }
 

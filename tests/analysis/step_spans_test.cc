@@ -8,12 +8,15 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 
+#include "analysis/event_type.h"
 #include "analysis/pod_analyzer.h"
 #include "analysis/runner/analysis_runner.h"
+#include "analysis/step_category.h"
 #include "analysis/step_model.h"
 #include "analysis/step_spans.h"
 #include "proto/xspace/names.h"
@@ -45,23 +48,31 @@ std::vector<const XSpace*> pointers(const std::vector<XSpace>& spaces) {
   return out;
 }
 
-// The pod viewer's records (the steps it shows) and the number of step numbers it analysed.
-CoreStepDurations pod_viewer_steps(const podscope::v1::PodAnalysis& analysis) {
+// The pod viewer's records (the steps it shows): their durations, or the time of one category.
+CoreStepDurations pod_viewer_steps(const podscope::v1::PodAnalysis& analysis,
+                                   std::optional<StepCategory> category = std::nullopt) {
   std::map<uint32_t, std::string> plane_of;
   for (const auto& core : analysis.cores()) plane_of[core.core_id()] = core.host_name() + core.plane_name();
   CoreStepDurations steps;
   for (const auto& map : analysis.pod_viewer().pod_stats_sequence().pod_stats_map()) {
     for (const auto& [core_id, record] : map.pod_stats_per_core()) {
-      steps[{plane_of.at(core_id), map.step_num()}] = std::llround(record.total_duration_us() * 1e3);
+      const auto part = category ? record.step_breakdown_us().find(static_cast<int>(*category))
+                                 : record.step_breakdown_us().end();
+      const double us = !category ? record.total_duration_us()
+                                  : (part == record.step_breakdown_us().end() ? -1 : part->second);
+      steps[{plane_of.at(core_id), map.step_num()}] = std::llround(us * 1e3);
     }
   }
   return steps;
 }
 
-CoreStepDurations step_model_steps(const StepModel& model) {
+// The step model's steps: their durations, or the time of one event type.
+CoreStepDurations step_model_steps(const StepModel& model, std::optional<EventType> type = std::nullopt) {
   CoreStepDurations steps;
   for (const ModelCore& core : model.cores) {
-    for (const StepTime& s : core.trace.steps) steps[{core.name, s.step_num}] = s.duration_ns();
+    for (const StepTime& s : core.trace.steps) {
+      steps[{core.name, s.step_num}] = type ? at(s.type_ns, *type) : s.duration_ns();
+    }
   }
   return steps;
 }
@@ -82,7 +93,8 @@ CoreStepDurations trace_window_steps(const std::vector<XSpace>& spaces) {
 }
 
 // The three readers agree: the same (core, step) pairs with the same durations (the pod viewer's records only for
-// the steps it shows, its step count for all); returns how many steps they found.
+// the steps it shows, its step count for all), and the pod viewer's kernel launch time is the step tools'; returns
+// how many steps they found.
 size_t expect_readers_agree(const std::vector<XSpace>& spaces) {
   const auto analysis = analyze_pod(pointers(spaces));
   const StepModel model = step_model_from_xspaces(pointers(spaces));
@@ -97,6 +109,10 @@ size_t expect_readers_agree(const std::vector<XSpace>& spaces) {
       continue;
     }
     EXPECT_EQ(duration, it->second) << key.first << " step " << key.second;
+  }
+  const CoreStepDurations launches = step_model_steps(model, EventType::kHostPrepare);
+  for (const auto& [key, launch] : pod_viewer_steps(analysis, StepCategory::kKernelLaunch)) {
+    EXPECT_NEAR(launch, launches.at(key), 1) << key.first << " step " << key.second;
   }
   std::set<int64_t> numbers;
   for (const auto& [key, duration] : tools) numbers.insert(key.second);
@@ -156,6 +172,12 @@ TEST(OneStepModelTest, NvtxStepRangesOfARealCudaCaptureGiveItsSteps) {
   EXPECT_EQ(outcome->analysis.counts().steps(), gpu.trace.steps.size());
   EXPECT_EQ(outcome->summary_text.find("without steps"), std::string::npos) << outcome->summary_text;
   EXPECT_GT(outcome->input_pipeline.step_time_summary().average(), 0);
+  // The launches on /host:CUPTI fill the GPU's idle time in the pod viewer as in the overview.
+  double launch_us = 0;
+  for (const auto& core : outcome->analysis.cores()) {
+    launch_us += core.average_breakdown_us().at(static_cast<int>(StepCategory::kKernelLaunch));
+  }
+  EXPECT_GT(launch_us, 0);
 }
 
 // NVTX ranges named step* count as steps on NVTX lines only (train* counts on any line, as TensorFlow's markers);
