@@ -233,7 +233,8 @@ std::optional<ChannelEndpoint> ChannelEndpointFinder::find(const XEventView& e) 
   const OpKind kind = classify_op(e.name(), line_name, false);
   if (kind != OpKind::kSend && kind != OpKind::kRecvDone) return std::nullopt;
   auto step = e.int_stat(xspace::kStepNumStat);
-  if (!step) step = steps_.step_of(e.start_ns(), steps_.group_id_stat() ? e.int_stat(xspace::kGroupIdStat) : std::nullopt);
+  if (!step)
+    step = steps_.step_of(e.start_ns(), steps_.group_id_stat() ? e.int_stat(xspace::kGroupIdStat) : std::nullopt);
   if (!step) return std::nullopt;
   return channel_endpoint(e, kind, *step);
 }

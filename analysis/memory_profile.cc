@@ -239,9 +239,8 @@ void MemoryProfileBuilder::summarize_peak(const std::vector<Activity>& acts, con
   summary.set_memory_capacity(at_peak.bytes_reserved + at_peak.bytes_allocated + at_peak.bytes_available);
 }
 
-std::vector<MemoryProfileBuilder::PeakRow> MemoryProfileBuilder::rows_live_at_peak(const std::vector<Activity>& acts,
-                                                                                   size_t peak,
-                                                                                   PerAllocatorMemoryProfile& profile) const {
+std::vector<MemoryProfileBuilder::PeakRow> MemoryProfileBuilder::rows_live_at_peak(
+    const std::vector<Activity>& acts, size_t peak, PerAllocatorMemoryProfile& profile) const {
   absl::flat_hash_map<uint64_t, size_t> live;  // address → index of its allocation
   for (size_t i = 0; i <= peak; ++i) {
     if (acts[i].allocation) {
@@ -283,7 +282,8 @@ void MemoryProfileBuilder::add_active_allocations(const std::vector<PeakRow>& ro
     if (rows[i].snapshot_index >= 0) {
       row.set_snapshot_index(profile.memory_profile_snapshots_size());
       row.set_special_index(-1);
-      *profile.add_memory_profile_snapshots() = snapshot_of(acts[static_cast<size_t>(rows[i].snapshot_index)], origin_ns);
+      *profile.add_memory_profile_snapshots() =
+          snapshot_of(acts[static_cast<size_t>(rows[i].snapshot_index)], origin_ns);
     } else {
       row.set_snapshot_index(-1);
       row.set_special_index(rows[i].special_index);

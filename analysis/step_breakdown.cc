@@ -1,6 +1,5 @@
 #include "analysis/step_breakdown.h"
 
-
 namespace podscope::analysis {
 
 std::vector<StepBreakdown> break_down_steps(std::vector<OpInterval>& ops, const std::vector<StepSpan>& steps,

@@ -216,7 +216,6 @@ void fill_gaps_with_host_activity(CoreSteps& core, const std::vector<TypedInterv
   }
 }
 
-
 // Reads one device plane in one pass over its lines: its input stages, and each op typed (XProf's event
 // types), summed per op and kept as an interval for the breakdown, its step noted (the plane's own steps).
 class CoreStepReader {
@@ -396,7 +395,8 @@ std::vector<TypedInterval> disjoint_by_priority(std::vector<TypedInterval>& inte
 std::vector<EventTypeDurations> distribute_segments(const std::vector<TypedInterval>& segments,
                                                     const std::vector<TimeSpan>& windows, std::vector<int64_t>* busy_ns,
                                                     std::vector<TimeSpan>* gaps) {
-  std::vector<EventTypeDurations> result = distribute_by_kind<kEventTypeCount>(segments, &TypedInterval::type, windows, busy_ns, gaps);
+  std::vector<EventTypeDurations> result =
+      distribute_by_kind<kEventTypeCount>(segments, &TypedInterval::type, windows, busy_ns, gaps);
   // Time no segment covers is unknown too.
   for (size_t w = 0; w < windows.size(); ++w) {
     int64_t typed = 0;

@@ -200,7 +200,8 @@ int measure_pod_viewer(const fs::path& dir) {
   const bool ok = stream_planes(
       dir, podscope::analysis::PodAnalyzer::wants_line,
       [&](size_t i, const auto& plane) { analyzer.add_plane(i, plane); },
-      [&](size_t i, const podscope::xspace::XSpaceHeader& header) { analyzer.add_file_names(i, header.hostnames, podscope::analysis::FileSteps::in_memory_stem(i));
+      [&](size_t i, const podscope::xspace::XSpaceHeader& header) {
+        analyzer.add_file_names(i, header.hostnames, podscope::analysis::FileSteps::in_memory_stem(i));
       });
   if (!ok) return 1;
   const auto analysis = std::move(analyzer).finish();
@@ -215,7 +216,8 @@ int measure_step_tools(const fs::path& dir) {
   const bool ok = stream_planes(
       dir, podscope::analysis::StepModelBuilder::wants_line,
       [&](size_t i, const auto& plane) { builder.add_plane(i, plane); },
-      [&](size_t i, const podscope::xspace::XSpaceHeader& header) { builder.add_file_names(i, header.hostnames, podscope::analysis::FileSteps::in_memory_stem(i));
+      [&](size_t i, const podscope::xspace::XSpaceHeader& header) {
+        builder.add_file_names(i, header.hostnames, podscope::analysis::FileSteps::in_memory_stem(i));
       });
   if (!ok) return 1;
   const podscope::analysis::StepModel model = std::move(builder).finish();

@@ -108,9 +108,10 @@ bool is_kineto_trace_file_name(std::string_view name) {
 }
 
 std::string run_file_stem(std::string_view name) {
-  for (const std::string_view suffix : {std::string_view(".xplane.pb"), std::string_view(".pt.trace.json.gz"),
-                                        std::string_view(".pt.trace.json")}) {
-    if (name.size() > suffix.size() && name.ends_with(suffix)) return std::string(name.substr(0, name.size() - suffix.size()));
+  for (const std::string_view suffix :
+       {std::string_view(".xplane.pb"), std::string_view(".pt.trace.json.gz"), std::string_view(".pt.trace.json")}) {
+    if (name.size() > suffix.size() && name.ends_with(suffix))
+      return std::string(name.substr(0, name.size() - suffix.size()));
   }
   return std::string(name);
 }

@@ -61,7 +61,8 @@ class FirstEvent {
   void add_plane(const xspace::XPlaneReader& plane) {
     std::optional<int64_t> first;
     for (const auto& line : plane.proto().lines()) {
-      plane.for_each_event(line, [&](const xspace::XEventView& e) { first = std::min(first.value_or(e.start_ns()), e.start_ns()); });
+      plane.for_each_event(
+          line, [&](const xspace::XEventView& e) { first = std::min(first.value_or(e.start_ns()), e.start_ns()); });
     }
     if (first) firsts_.push_back({*first, plane.int_stat(xspace::kClockOffsetStat)});
   }

@@ -175,40 +175,40 @@ class CorePlaneWriter {
     const HeldEvent& e = *p.event;
     const int32_t core = core_;
     const StatIds& ids = ids_;
-  switch (e.kind) {
-    case EventKind::kInfeed:
-    case EventKind::kOutfeed:
-      if (e.value != 0) stats.add(ids.bytes, e.value);
-      break;
-    case EventKind::kCompute:
-      if (e.value != 0) stats.add(ids.flops, e.value);
-      if (e.value2 != 0) stats.add(ids.bytes, e.value2);
-      break;
-    case EventKind::kAllReduce: {
-      stats.add(ids.all_reduce_id, static_cast<int64_t>(e.id));
-      stats.add(ids.bytes, e.value);
-      auto group = name_of(*p.client, static_cast<uint32_t>(e.arg));
-      if (!group.empty()) stats.add(xspace::kReplicaGroupStat, group);
-      break;
+    switch (e.kind) {
+      case EventKind::kInfeed:
+      case EventKind::kOutfeed:
+        if (e.value != 0) stats.add(ids.bytes, e.value);
+        break;
+      case EventKind::kCompute:
+        if (e.value != 0) stats.add(ids.flops, e.value);
+        if (e.value2 != 0) stats.add(ids.bytes, e.value2);
+        break;
+      case EventKind::kAllReduce: {
+        stats.add(ids.all_reduce_id, static_cast<int64_t>(e.id));
+        stats.add(ids.bytes, e.value);
+        auto group = name_of(*p.client, static_cast<uint32_t>(e.arg));
+        if (!group.empty()) stats.add(xspace::kReplicaGroupStat, group);
+        break;
+      }
+      case EventKind::kSend:
+        stats.add(ids.channel_id, static_cast<int64_t>(e.id));
+        stats.add(ids.bytes, e.value);
+        stats.add(ids.src_core, static_cast<int64_t>(core));
+        stats.add(ids.dst_core, static_cast<int64_t>(e.arg));
+        break;
+      case EventKind::kRecvDone:
+        stats.add(ids.channel_id, static_cast<int64_t>(e.id));
+        stats.add(ids.bytes, e.value);
+        stats.add(ids.src_core, static_cast<int64_t>(e.arg));
+        stats.add(ids.dst_core, static_cast<int64_t>(core));
+        break;
+      case EventKind::kInputStage: add_input_stage_stats(e, stats); break;
+      case EventKind::kStep:
+      case EventKind::kFreeForm:
+      case EventKind::kAllocation:  // on the host plane, see add_memory_events
+      case EventKind::kDeallocation: break;
     }
-    case EventKind::kSend:
-      stats.add(ids.channel_id, static_cast<int64_t>(e.id));
-      stats.add(ids.bytes, e.value);
-      stats.add(ids.src_core, static_cast<int64_t>(core));
-      stats.add(ids.dst_core, static_cast<int64_t>(e.arg));
-      break;
-    case EventKind::kRecvDone:
-      stats.add(ids.channel_id, static_cast<int64_t>(e.id));
-      stats.add(ids.bytes, e.value);
-      stats.add(ids.src_core, static_cast<int64_t>(e.arg));
-      stats.add(ids.dst_core, static_cast<int64_t>(core));
-      break;
-    case EventKind::kInputStage: add_input_stage_stats(e, stats); break;
-    case EventKind::kStep:
-    case EventKind::kFreeForm:
-    case EventKind::kAllocation:  // on the host plane, see add_memory_events
-    case EventKind::kDeallocation: break;
-  }
   }
 
   const int32_t core_;

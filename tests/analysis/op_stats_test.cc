@@ -230,7 +230,8 @@ TEST(OpStatsTest, TensorFlowFileOpSelfTimesSumToEachGpusStreamTime) {
   const absl::Status status = xspace::read_xspace_planes(
       *tf_file,
       [&](const XPlane& plane) {
-        if (plane.name().starts_with(xspace::kGpuPlanePrefix)) stream_time[plane.name()] = testing::stream_time_of(plane);
+        if (plane.name().starts_with(xspace::kGpuPlanePrefix))
+          stream_time[plane.name()] = testing::stream_time_of(plane);
         builder.add_plane(plane);
         return absl::OkStatus();
       },

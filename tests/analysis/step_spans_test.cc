@@ -56,10 +56,10 @@ CoreStepDurations pod_viewer_steps(const podscope::v1::PodAnalysis& analysis,
   CoreStepDurations steps;
   for (const auto& map : analysis.pod_viewer().pod_stats_sequence().pod_stats_map()) {
     for (const auto& [core_id, record] : map.pod_stats_per_core()) {
-      const auto part = category ? record.step_breakdown_us().find(static_cast<int>(*category))
-                                 : record.step_breakdown_us().end();
-      const double us = !category ? record.total_duration_us()
-                                  : (part == record.step_breakdown_us().end() ? -1 : part->second);
+      const auto part =
+          category ? record.step_breakdown_us().find(static_cast<int>(*category)) : record.step_breakdown_us().end();
+      const double us =
+          !category ? record.total_duration_us() : (part == record.step_breakdown_us().end() ? -1 : part->second);
       steps[{plane_of.at(core_id), map.step_num()}] = std::llround(us * 1e3);
     }
   }

@@ -112,8 +112,9 @@ TEST(StepToolsTest, NoStepsGivesUnknownBecauseNamingTheStepSources) {
 // A GPU step of 10 ms: kernel launches 0–2 ms while the GPU idles, a half-precision kernel 2–3 ms with 3 GFLOP, a
 // 32-bit kernel 3–10 ms.
 // A synchronous pod of two cores whose roles alternate (step 0: core 0 computes 8 ms and waits in the all-reduce
-// for the rest of its step, core 1 computes 2 ms; step 1 swapped): every step of the graph is the same pod step, the cores'
-// mean breakdown (5 ms compute, 4.5 ms collectives), with the spread of the cores' step times (9 and 10 ms) beside it.
+// for the rest of its step, core 1 computes 2 ms; step 1 swapped): every step of the graph is the same pod step, the
+// cores' mean breakdown (5 ms compute, 4.5 ms collectives), with the spread of the cores' step times (9 and 10 ms)
+// beside it.
 TEST(InputPipelineTest, APodsStepIsItsCoresMeanBreakdownWithTheSpreadBeside) {
   std::vector<XSpace> spaces(2);
   for (int core = 0; core < 2; ++core) {
