@@ -1,6 +1,7 @@
 // The one step model: the pod viewer (trace_core), the step tools (core_steps_from_plane) and the trace window's
 // reader (FileStepSpans) find the same steps of the same cores with the same durations, on the real TensorFlow
-// file, the synthetic pod and a real CUDA program's capture whose steps are NVTX ranges.
+// file, the synthetic pod, a real capture of a ring all-reduce pod and a real CUDA program's capture whose steps
+// are NVTX ranges.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -136,6 +137,14 @@ TEST(OneStepModelTest, ReadersAgreeOnTheSyntheticPodWithEdgeStepsCut) {
   spec.cut_edge_steps = false;
   spec.gpu_plane = true;
   EXPECT_EQ(expect_readers_agree(testing::make_synthetic_pod(spec)), 4u * 5u);
+}
+
+// tests/data/analysis/ring_trainer_offsets: a real capture of 4 ring_trainer ranks by 4 agents.
+TEST(OneStepModelTest, ReadersAgreeOnARealCaptureOfFourRanks) {
+  const fs::path run = fs::path(PODSCOPE_SOURCE_DIR) / "tests/data/analysis/ring_trainer_offsets";
+  std::vector<XSpace> spaces;
+  for (int i = 0; i < 4; ++i) spaces.push_back(read_space(run / ("host" + std::to_string(i) + ".xplane.pb")));
+  EXPECT_GT(expect_readers_agree(spaces), 4u);
 }
 
 TEST(OneStepModelTest, ReadersAgreeOnTheCudaProgramsNvtxSteps) {
