@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
-#include "analysis/step_model.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 

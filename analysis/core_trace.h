@@ -12,6 +12,7 @@
 
 #include "analysis/op_classifier.h"
 #include "analysis/step_breakdown.h"
+#include "analysis/step_model.h"
 #include "analysis/step_spans.h"
 #include "proto/xspace/xplane_reader.h"
 #include "tensorflow/xplane.pb.h"
@@ -91,7 +92,6 @@ CoreTrace trace_core(const tensorflow::profiler::XPlane& plane, PlaneKind kind,
 // Host work of the core's file (disjoint typed segments by start: the step model's host segments, step_model.h)
 // fills the core's idle gaps: each step's kernel launch, host compute and compilation time, as the step model
 // attributes them. The gaps are dropped.
-struct TypedInterval;
 void fill_idle_with_host_work(CoreTrace& trace, const std::vector<TypedInterval>& host_segments);
 
 }  // namespace podscope::analysis
