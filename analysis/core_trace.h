@@ -12,6 +12,8 @@
 
 #include "analysis/op_classifier.h"
 #include "analysis/step_breakdown.h"
+#include "analysis/step_model.h"
+#include "analysis/step_spans.h"
 #include "proto/xspace/xplane_reader.h"
 #include "tensorflow/xplane.pb.h"
 
@@ -54,37 +56,23 @@ struct CoreTrace {
   std::string plane_name;
   PlaneKind kind = PlaneKind::kCustom;
   std::optional<std::string> host_name;  // the plane's own host_name stat, if any
-  std::vector<StepBreakdown> steps;      // sorted by start
+  StepSource source = StepSource::kNone;
+  std::vector<StepBreakdown> steps;  // sorted by start
+  // Within its steps, where no op ran (by start), until its file's host work fills them (fill_idle_with_host_work).
+  std::vector<TimeSpan> idle_gaps;
   std::vector<CollectiveInstance> collectives;
   std::vector<ChannelEndpoint> channel_endpoints;
   std::vector<OpTotal> op_totals;
   uint64_t event_count = 0;
 };
 
-// The kind of a device plane by its name, or nullopt for planes that are not device planes.
-std::optional<PlaneKind> device_plane_kind(std::string_view plane_name);
-
-// The steps of a device plane's Steps line, numbered by `step_num`, `group_id`, or a name / `step_name` that
-// is a number; normalized (normalize_steps).
-std::vector<StepSpan> read_steps_line(const xspace::XPlaneReader& plane);
-
-// Sorts steps by start and cuts overlapping ones at the start of the next (overlapping step events would
-// count the same time twice); drops empty ones.
-void normalize_steps(std::vector<StepSpan>& steps);
-
-// The host step markers of a `/host:CPU` plane (events on any of its lines whose name starts with
-// `train`, `test` or `TraceContext`), numbered by their `step_num`, `iter_num` or `step_id` stat; a
-// marker without one is numbered one past the marker before it (the first: 0). Sorted by start; a marker
-// nested inside another is dropped, overlapping ones are cut at the start of the next.
-std::vector<StepSpan> read_host_step_markers(const tensorflow::profiler::XPlane& host_plane);
-
 // The channel endpoint an op of kind `kind` in step `step_num` is, if it is one: a send or recv-done
 // (XLA spelling, ".N" suffix allowed) with a channel id.
 std::optional<ChannelEndpoint> channel_endpoint(const xspace::XEventView& event, OpKind kind, int64_t step_num);
 
 // Tells, event by event, which events of a device plane are channel endpoints and of which step, as
-// trace_core identifies them (by `step_num`, `group_id` or the plane's Steps line; steps from host
-// markers are not known here), for writers that stream a plane without tracing it.
+// trace_core identifies them (by `step_num`, else the plane's own steps: its Steps line or `group_id`; steps
+// from host markers are not known here), for writers that stream a plane without tracing it.
 class ChannelEndpointFinder {
  public:
   ChannelEndpointFinder(const tensorflow::profiler::XPlane& plane, PlaneKind kind);
@@ -93,17 +81,17 @@ class ChannelEndpointFinder {
  private:
   xspace::XPlaneReader reader_;
   PlaneKind kind_;
-  std::vector<StepSpan> steps_;
-  std::optional<int64_t> group_id_stat_;
+  DeviceStepSpans steps_;
 };
 
-// Reads one device plane: its steps, its ops (classified), and their breakdown. Steps come from the
-// Steps line; a plane without one (raw TF/JAX device planes) gets a step per `group_id` of its ops,
-// spanning from the first to the last op of the group, numbered by the group id. When its ops carry no
-// group id either, the same file's `host_step_markers` make the steps: each op belongs to the last
-// marker that started at or before it (the device runs behind the host that launched its work), and a
-// step spans from its first op to its last.
+// Reads one device plane: its steps (step_spans.h: its own, else the file's `host_step_markers` when the
+// caller passes them), its ops (classified), and their breakdown.
 CoreTrace trace_core(const tensorflow::profiler::XPlane& plane, PlaneKind kind,
-                     const std::vector<StepSpan>& host_step_markers = {});
+                     const HostStepMarkers& host_step_markers = {});
+
+// Host work of the core's file (disjoint typed segments by start: the step model's host segments, step_model.h)
+// fills the core's idle gaps: each step's kernel launch, host compute and compilation time, as the step model
+// attributes them. The gaps are dropped.
+void fill_idle_with_host_work(CoreTrace& trace, const std::vector<TypedInterval>& host_segments);
 
 }  // namespace podscope::analysis

@@ -33,6 +33,12 @@ enum class EventType : int {
   kDeviceWaitHost,
 };
 inline constexpr int kEventTypeCount = 18;
+// Every type, the highest priority first (priority_sweep.h).
+inline constexpr std::array<EventType, kEventTypeCount> kEventTypesByPriority = [] {
+  std::array<EventType, kEventTypeCount> types{};
+  for (int t = 0; t < kEventTypeCount; ++t) types[t] = static_cast<EventType>(kEventTypeCount - 1 - t);
+  return types;
+}();
 
 using EventTypeDurations = std::array<int64_t, kEventTypeCount>;
 

@@ -43,47 +43,59 @@ void pack(const Message& message, google::protobuf::Any& any) {
   any.set_value(message.SerializeAsString());
 }
 
-// One step number across the cores that have it.
+// One step number across the cores that have it: the pod's step, as XProf shows a step of several cores (one
+// step, aggregated), with the spread across its cores beside it.
 struct StepAcrossCores {
-  const ModelCore* shown = nullptr;
-  const StepTime* step = nullptr;
+  EventTypeDurations sum_ns{};  // per type, summed over the cores
+  uint32_t cores = 0;
+  const ModelCore* slowest = nullptr;
+  int64_t min_step_ns = 0;
+  int64_t max_step_ns = 0;
   int64_t min_wait_ns = 0;
   int64_t max_wait_ns = 0;
-  uint32_t cores = 0;
+
+  void add(const ModelCore& core, const StepTime& step) {
+    const int64_t wait = at(step.type_ns, EventType::kHostWaitInput);
+    if (cores == 0 || step.duration_ns() > max_step_ns) slowest = &core;
+    if (cores == 0) {
+      min_wait_ns = max_wait_ns = wait;
+      min_step_ns = max_step_ns = step.duration_ns();
+    } else {
+      min_wait_ns = std::min(min_wait_ns, wait);
+      max_wait_ns = std::max(max_wait_ns, wait);
+      min_step_ns = std::min(min_step_ns, step.duration_ns());
+      max_step_ns = std::max(max_step_ns, step.duration_ns());
+    }
+    for (int t = 0; t < kEventTypeCount; ++t) sum_ns[t] += step.type_ns[t];
+    ++cores;
+  }
+  // Each type's mean over the cores: the breakdown of the pod's step, which sums to its step time.
+  EventTypeDurations mean_ns() const {
+    EventTypeDurations mean{};
+    for (int t = 0; t < kEventTypeCount; ++t) mean[t] = sum_ns[t] / cores;
+    return mean;
+  }
+  int64_t duration_ns() const {
+    int64_t total = 0;
+    for (const int64_t ns : mean_ns()) total += ns;
+    return total;
+  }
 };
 
 std::map<int64_t, StepAcrossCores> steps_across_cores(const StepModel& model) {
   std::map<int64_t, StepAcrossCores> steps;
   for (const ModelCore& core : model.cores) {
-    for (const StepTime& step : core.trace.steps) {
-      StepAcrossCores& s = steps[step.step_num];
-      const int64_t wait = at(step.type_ns, EventType::kHostWaitInput);
-      const int64_t input = generic_breakdown(step.type_ns).input_ns();
-      if (s.cores == 0) {
-        s.min_wait_ns = s.max_wait_ns = wait;
-      } else {
-        s.min_wait_ns = std::min(s.min_wait_ns, wait);
-        s.max_wait_ns = std::max(s.max_wait_ns, wait);
-      }
-      ++s.cores;
-      const bool slower =
-          s.step == nullptr || step.duration_ns() > s.step->duration_ns() ||
-          (step.duration_ns() == s.step->duration_ns() && input > generic_breakdown(s.step->type_ns).input_ns());
-      if (slower) {
-        s.shown = &core;
-        s.step = &step;
-      }
-    }
+    for (const StepTime& step : core.trace.steps) steps[step.step_num].add(core, step);
   }
   return steps;
 }
 
 PerGenericStepDetails step_details(int64_t step_num, const StepAcrossCores& s) {
-  const GenericBreakdown g = generic_breakdown(s.step->type_ns);
+  const GenericBreakdown g = generic_breakdown(s.mean_ns());
   PerGenericStepDetails d;
   d.set_step_number(static_cast<int32_t>(step_num));
   d.set_step_name(std::to_string(step_num));
-  d.set_step_time_ms(ms(s.step->duration_ns()));
+  d.set_step_time_ms(ms(s.duration_ns()));
   d.set_unknown_time_ms(ms(g.unknown_ns));
   d.set_host_wait_input_ms(ms(g.host_wait_input_ns));
   d.set_host_to_device_ms(ms(g.host_to_device_ns));
@@ -94,10 +106,12 @@ PerGenericStepDetails step_details(int64_t step_num, const StepAcrossCores& s) {
   d.set_host_compute_ms(ms(g.host_compute_ns));
   d.set_host_prepare_ms(ms(g.host_prepare_ns));
   d.set_host_compile_ms(ms(g.host_compile_ns));
-  d.set_core_name(s.shown->name);
+  d.set_core_name(s.slowest->name);
   d.set_min_core_wait_input_ms(ms(s.min_wait_ns));
   d.set_max_core_wait_input_ms(ms(s.max_wait_ns));
   d.set_core_count(s.cores);
+  d.set_min_core_step_time_ms(ms(s.min_step_ns));
+  d.set_max_core_step_time_ms(ms(s.max_step_ns));
   return d;
 }
 
@@ -121,9 +135,9 @@ void fill_device_side(const StepModel& model, InputPipelineAnalysisResult& out) 
   std::vector<PerGenericStepDetails> details;
   for (const auto& [step_num, s] : steps_across_cores(model)) {
     const PerGenericStepDetails& d = details.emplace_back(step_details(step_num, s));
-    const GenericBreakdown g = generic_breakdown(s.step->type_ns);
+    const GenericBreakdown g = generic_breakdown(s.mean_ns());
     step_ms.push_back(d.step_time_ms());
-    input_pct.push_back(percent(g.input_ns(), s.step->duration_ns()));
+    input_pct.push_back(percent(g.input_ns(), s.duration_ns()));
     unknown.push_back(d.unknown_time_ms());
     wait.push_back(d.host_wait_input_ms());
     h2d.push_back(d.host_to_device_ms());
@@ -135,7 +149,7 @@ void fill_device_side(const StepModel& model, InputPipelineAnalysisResult& out) 
     host_compute.push_back(d.host_compute_ms());
     prepare.push_back(d.host_prepare_ms());
     compile.push_back(d.host_compile_ms());
-    total_ns += s.step->duration_ns();
+    total_ns += s.duration_ns();
     input_ns += g.input_ns();
     output_ns += g.output_ns;
     unknown_ns += g.unknown_ns;

@@ -55,17 +55,6 @@ std::string_view data_type_name(int64_t value) {
 int64_t in_use(const MemoryAggregationStats& s) { return s.stack_reserved_bytes() + s.heap_allocated_bytes(); }
 
 // A row of the peak table: identical allocations (same sizes, op, region, type and shape) are one row.
-struct PeakRow {
-  int64_t snapshot_index = -1;  // into the allocator's activities, or -1 for a special row
-  int64_t special_index = -1;
-  MemoryActivityMetadata metadata;
-
-  auto sort_key() const {
-    return std::tuple<int64_t, int64_t, const std::string&, const std::string&, const std::string&, const std::string&>(
-        -metadata.allocation_bytes(), -metadata.requested_bytes(), metadata.tf_op_name(), metadata.region_type(),
-        metadata.data_type(), metadata.tensor_shape());
-  }
-};
 
 MemoryActivityMetadata special_row(std::string_view name, std::string_view region, int64_t bytes, int64_t step) {
   MemoryActivityMetadata m;
@@ -182,13 +171,21 @@ PerAllocatorMemoryProfile MemoryProfileBuilder::profile_of(Allocator& allocator,
   std::vector<Activity>& acts = allocator.activities;
   std::stable_sort(acts.begin(), acts.end(),
                    [](const Activity& a, const Activity& b) { return a.time_ns < b.time_ns; });
+  const Peaks peaks = complete_activities(acts);
+  PerAllocatorMemoryProfile profile;
+  summarize_peak(acts, peaks, origin_ns, profile);
+  add_active_allocations(rows_live_at_peak(acts, peaks.window_peak, profile), acts, origin_ns, profile);
+  std::vector<MemoryProfileSnapshot> timeline;
+  timeline.reserve(acts.size());
+  for (const Activity& a : acts) timeline.push_back(snapshot_of(a, origin_ns));
+  downsample_timeline(timeline, max_timeline_points, *profile.mutable_sampled_timeline_snapshots());
+  return profile;
+}
 
-  // Phase 1: step ids where the event had none (the one after the last stated), deallocations described by the
-  // allocation they free, the in-window peak (the last of equal ones) and the lifetime peak.
+MemoryProfileBuilder::Peaks MemoryProfileBuilder::complete_activities(std::vector<Activity>& acts) {
   absl::flat_hash_map<uint64_t, size_t> live;  // address → index of its allocation
   int64_t last_step = -1;
-  size_t peak = 0;
-  int64_t lifetime_peak = 0;
+  Peaks peaks;
   for (size_t i = 0; i < acts.size(); ++i) {
     Activity& a = acts[i];
     if (a.step_id < 0) {
@@ -211,35 +208,40 @@ PerAllocatorMemoryProfile MemoryProfileBuilder::profile_of(Allocator& allocator,
     } else {
       ++warnings_.unknown_address_deallocations;
     }
-    if (a.bytes_reserved + a.bytes_allocated >= acts[peak].bytes_reserved + acts[peak].bytes_allocated) peak = i;
-    lifetime_peak = std::max(lifetime_peak, a.peak_bytes_in_use);
+    const Activity& peak = acts[peaks.window_peak];
+    if (a.bytes_reserved + a.bytes_allocated >= peak.bytes_reserved + peak.bytes_allocated) peaks.window_peak = i;
+    peaks.lifetime_peak_bytes = std::max(peaks.lifetime_peak_bytes, a.peak_bytes_in_use);
   }
+  return peaks;
+}
 
-  auto snapshot_of = [&](const Activity& a) {
-    MemoryProfileSnapshot s;
-    s.set_time_offset_ps((a.time_ns - origin_ns) * 1000);
-    MemoryAggregationStats& stats = *s.mutable_aggregation_stats();
-    stats.set_stack_reserved_bytes(a.bytes_reserved);
-    stats.set_heap_allocated_bytes(a.bytes_allocated);
-    stats.set_free_memory_bytes(a.bytes_available);
-    stats.set_fragmentation(a.fragmentation);
-    stats.set_peak_bytes_in_use(a.peak_bytes_in_use);
-    *s.mutable_activity_metadata() = metadata_of(a);
-    return s;
-  };
+MemoryProfileSnapshot MemoryProfileBuilder::snapshot_of(const Activity& a, int64_t origin_ns) const {
+  MemoryProfileSnapshot s;
+  s.set_time_offset_ps((a.time_ns - origin_ns) * 1000);
+  MemoryAggregationStats& stats = *s.mutable_aggregation_stats();
+  stats.set_stack_reserved_bytes(a.bytes_reserved);
+  stats.set_heap_allocated_bytes(a.bytes_allocated);
+  stats.set_free_memory_bytes(a.bytes_available);
+  stats.set_fragmentation(a.fragmentation);
+  stats.set_peak_bytes_in_use(a.peak_bytes_in_use);
+  *s.mutable_activity_metadata() = metadata_of(a);
+  return s;
+}
 
-  PerAllocatorMemoryProfile profile;
-  const Activity& at_peak = acts[peak];
+void MemoryProfileBuilder::summarize_peak(const std::vector<Activity>& acts, const Peaks& peaks, int64_t origin_ns,
+                                          PerAllocatorMemoryProfile& profile) const {
+  const Activity& at_peak = acts[peaks.window_peak];
   auto& summary = *profile.mutable_profile_summary();
-  summary.set_peak_bytes_usage_lifetime(lifetime_peak);
-  *summary.mutable_peak_stats() = snapshot_of(at_peak).aggregation_stats();
+  summary.set_peak_bytes_usage_lifetime(peaks.lifetime_peak_bytes);
+  *summary.mutable_peak_stats() = snapshot_of(at_peak, origin_ns).aggregation_stats();
   summary.mutable_peak_stats()->set_peak_bytes_in_use(at_peak.bytes_reserved + at_peak.bytes_allocated);
   summary.set_peak_stats_time_ps((at_peak.time_ns - origin_ns) * 1000);
   summary.set_memory_capacity(at_peak.bytes_reserved + at_peak.bytes_allocated + at_peak.bytes_available);
+}
 
-  // Phase 2: what was live at the peak, matched by address up to it; heap the window's allocations do not account
-  // for was allocated before the window (or preallocated and unused).
-  live.clear();
+std::vector<MemoryProfileBuilder::PeakRow> MemoryProfileBuilder::rows_live_at_peak(
+    const std::vector<Activity>& acts, size_t peak, PerAllocatorMemoryProfile& profile) const {
+  absl::flat_hash_map<uint64_t, size_t> live;  // address → index of its allocation
   for (size_t i = 0; i <= peak; ++i) {
     if (acts[i].allocation) {
       live[acts[i].address] = i;
@@ -247,6 +249,7 @@ PerAllocatorMemoryProfile MemoryProfileBuilder::profile_of(Allocator& allocator,
       live.erase(acts[i].address);
     }
   }
+  const Activity& at_peak = acts[peak];
   std::vector<PeakRow> rows;
   int64_t live_bytes = 0;
   for (const auto& [address, index] : live) {
@@ -264,8 +267,11 @@ PerAllocatorMemoryProfile MemoryProfileBuilder::profile_of(Allocator& allocator,
     rows.push_back({-1, i, profile.special_allocations(i)});
   }
   std::sort(rows.begin(), rows.end(), [](const PeakRow& a, const PeakRow& b) { return a.sort_key() < b.sort_key(); });
+  return rows;
+}
 
-  // Phase 3: the rows, identical ones folded, each pointing at the one snapshot it keeps.
+void MemoryProfileBuilder::add_active_allocations(const std::vector<PeakRow>& rows, const std::vector<Activity>& acts,
+                                                  int64_t origin_ns, PerAllocatorMemoryProfile& profile) const {
   for (size_t i = 0; i < rows.size();) {
     size_t j = i + 1;
     while (j < rows.size() && rows[j].snapshot_index >= 0 && rows[i].snapshot_index >= 0 &&
@@ -276,7 +282,8 @@ PerAllocatorMemoryProfile MemoryProfileBuilder::profile_of(Allocator& allocator,
     if (rows[i].snapshot_index >= 0) {
       row.set_snapshot_index(profile.memory_profile_snapshots_size());
       row.set_special_index(-1);
-      *profile.add_memory_profile_snapshots() = snapshot_of(acts[static_cast<size_t>(rows[i].snapshot_index)]);
+      *profile.add_memory_profile_snapshots() =
+          snapshot_of(acts[static_cast<size_t>(rows[i].snapshot_index)], origin_ns);
     } else {
       row.set_snapshot_index(-1);
       row.set_special_index(rows[i].special_index);
@@ -284,12 +291,6 @@ PerAllocatorMemoryProfile MemoryProfileBuilder::profile_of(Allocator& allocator,
     row.set_num_occurrences(static_cast<int64_t>(j - i));
     i = j;
   }
-
-  std::vector<MemoryProfileSnapshot> timeline;
-  timeline.reserve(acts.size());
-  for (const Activity& a : acts) timeline.push_back(snapshot_of(a));
-  downsample_timeline(timeline, max_timeline_points, *profile.mutable_sampled_timeline_snapshots());
-  return profile;
 }
 
 MemoryProfileResult MemoryProfileBuilder::finish(size_t max_timeline_points) && {

@@ -85,9 +85,42 @@ class MemoryProfileBuilder {
     }
   };
 
+  // The in-window peak (the last of equal ones: an index into the activities) and the lifetime peak.
+  struct Peaks {
+    size_t window_peak = 0;
+    int64_t lifetime_peak_bytes = 0;
+  };
+  // A row of what was live at the peak: an allocation (its activity) or a special row.
+  struct PeakRow {
+    int64_t snapshot_index = -1;  // into the allocator's activities, or -1 for a special row
+    int64_t special_index = -1;
+    tensorflow::profiler::MemoryActivityMetadata metadata;
+
+    auto sort_key() const {
+      return std::tuple<int64_t, int64_t, const std::string&, const std::string&, const std::string&,
+                        const std::string&>(-metadata.allocation_bytes(), -metadata.requested_bytes(),
+                                            metadata.tf_op_name(), metadata.region_type(), metadata.data_type(),
+                                            metadata.tensor_shape());
+    }
+  };
+
   uint32_t intern(std::string_view text);
+  // One allocator's profile: its activities completed, its peak summarized, what was live at the peak, the timeline.
   tensorflow::profiler::PerAllocatorMemoryProfile profile_of(Allocator& allocator, int64_t origin_ns,
                                                              size_t max_timeline_points);
+  // Activities by time: step ids where the event had none (the one after the last stated), deallocations described
+  // by the allocation they free; and the peaks.
+  Peaks complete_activities(std::vector<Activity>& acts);
+  void summarize_peak(const std::vector<Activity>& acts, const Peaks& peaks, int64_t origin_ns,
+                      tensorflow::profiler::PerAllocatorMemoryProfile& profile) const;
+  // What was live at the peak, matched by address up to it, sorted; heap the window's allocations do not account
+  // for was allocated before the window (or preallocated and unused): a special row, as the stack is.
+  std::vector<PeakRow> rows_live_at_peak(const std::vector<Activity>& acts, size_t peak,
+                                         tensorflow::profiler::PerAllocatorMemoryProfile& profile) const;
+  // The rows, identical ones folded, each pointing at the one snapshot it keeps.
+  void add_active_allocations(const std::vector<PeakRow>& rows, const std::vector<Activity>& acts, int64_t origin_ns,
+                              tensorflow::profiler::PerAllocatorMemoryProfile& profile) const;
+  tensorflow::profiler::MemoryProfileSnapshot snapshot_of(const Activity& a, int64_t origin_ns) const;
   tensorflow::profiler::MemoryActivityMetadata metadata_of(const Activity& a) const;
 
   std::map<Source, Allocator> allocators_;

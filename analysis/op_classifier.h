@@ -2,6 +2,7 @@
 // See docs/analysis.md for the table and the overlap priority.
 #pragma once
 
+#include <array>
 #include <string_view>
 
 namespace podscope::analysis {
@@ -24,6 +25,12 @@ enum class OpKind : int {
   kDeviceToDevice,
 };
 inline constexpr int kOpKindCount = 10;
+// Every kind, the highest priority first (priority_sweep.h): declaration order.
+inline constexpr std::array<OpKind, kOpKindCount> kOpKindsByPriority = [] {
+  std::array<OpKind, kOpKindCount> kinds{};
+  for (int k = 0; k < kOpKindCount; ++k) kinds[k] = static_cast<OpKind>(k);
+  return kinds;
+}();
 
 // Lines that hold a plane's ops: GPU "Stream #N(...)" lines, the TPU "XLA Ops" line, every line of an
 // annotated core except Steps, counters and its input pipeline (host-side stages, read by the step model).

@@ -352,12 +352,23 @@ OpStatsResult OpStatsBuilder::finish(size_t max_records_per_side) && {
   result.warnings = warnings_;
   result.peak_flops_per_s = peak_flops_per_s_;
   result.peak_memory_bytes_per_s = peak_memory_bytes_per_s_;
+  sum_sides(result);
+  const size_t first_idle = add_idle_rows(result);
+  fill_tables(result, first_idle, max_records_per_side);
+  result.db.set_device_type(device_type_);
+  result.planes = std::move(planes_);
+  return result;
+}
+
+void OpStatsBuilder::sum_sides(OpStatsResult& result) const {
   for (const PlaneOpTime& p : planes_) {
     (p.device ? result.device_idle_ns : result.host_idle_ns) += p.span_ns - p.busy_ns;
   }
   for (const OpTotals& op : ops_) (op.device ? result.device_self_ns : result.host_self_ns) += op.self_ns;
+}
 
-  // The idle rows, one per side that had ops, sorted among the others by their time.
+size_t OpStatsBuilder::add_idle_rows(const OpStatsResult& result) {
+  // One per side that had ops, sorted among the others by their time.
   const size_t first_idle = ops_.size();
   for (bool device : {true, false}) {
     const int64_t idle = device ? result.device_idle_ns : result.host_idle_ns;
@@ -367,6 +378,10 @@ OpStatsResult OpStatsBuilder::finish(size_t max_records_per_side) && {
     row.total_ns = row.self_ns = idle;
     ops_.push_back(std::move(row));
   }
+  return first_idle;
+}
+
+std::vector<size_t> OpStatsBuilder::rank_order() const {
   std::vector<size_t> order(ops_.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   const auto device_first_longest_first = [this](size_t a, size_t b) {
@@ -376,14 +391,17 @@ OpStatsResult OpStatsBuilder::finish(size_t max_records_per_side) && {
            std::make_tuple(!y.device, -y.self_ns, std::string_view(y.type), std::string_view(y.name));
   };
   std::sort(order.begin(), order.end(), device_first_longest_first);
+  return order;
+}
 
+void OpStatsBuilder::fill_tables(OpStatsResult& result, size_t first_idle, size_t max_records_per_side) const {
   TfStatsTable& with_idle = *result.db.mutable_with_idle();
   TfStatsTable& without_idle = *result.db.mutable_without_idle();
   size_t kept[2] = {0, 0};  // host, device
   uint64_t cut[2] = {0, 0};
   double cumulative_with_idle = 0, cumulative_without_idle = 0;
   bool device_side = true;  // the side of the rows so far: the device's come first
-  for (const size_t i : order) {
+  for (const size_t i : rank_order()) {
     const OpTotals& op = ops_[i];
     const bool idle_row = i >= first_idle;
     if (op.device != device_side) {
@@ -397,54 +415,55 @@ OpStatsResult OpStatsBuilder::finish(size_t max_records_per_side) && {
     if (!idle_row) ++kept[op.device];
     const int64_t side_self = op.device ? result.device_self_ns : result.host_self_ns;
     const int64_t side_idle = op.device ? result.device_idle_ns : result.host_idle_ns;
-    const auto fill = [&](TfStatsTable& table, double fraction, double& cumulative) {
-      TfStatsRecord& r = *table.add_tf_stats_record();
-      r.set_rank(static_cast<uint64_t>(table.tf_stats_record_size()));
-      r.set_host_or_device(std::string(op.device ? kDeviceSide : kHostSide));
-      r.set_op_type(op.type);
-      r.set_op_name(op.name);
-      r.set_occurrences(static_cast<int64_t>(op.occurrences));
-      r.set_total_time_in_us(us(op.total_ns));
-      r.set_total_self_time_in_us(us(op.self_ns));
-      if (op.occurrences > 0) {
-        r.set_avg_time_in_us(us(op.total_ns) / static_cast<double>(op.occurrences));
-        r.set_avg_self_time_in_us(us(op.self_ns) / static_cast<double>(op.occurrences));
-      }
-      cumulative += fraction;
-      if (op.device) {
-        r.set_device_total_self_time_as_fraction(fraction);
-        r.set_device_cumulative_total_self_time_as_fraction(cumulative);
-      } else {
-        r.set_host_total_self_time_as_fraction(fraction);
-        r.set_host_cumulative_total_self_time_as_fraction(cumulative);
-      }
-      if (op.total_ns > 0) {
-        const double seconds = static_cast<double>(op.total_ns) / 1e9;
-        r.set_measured_flop_rate(op.flops / seconds / 1e9);
-        r.set_model_flop_rate(op.flops / seconds / 1e9);
-        r.set_measured_memory_bw(op.bytes / seconds / (1 << 30));
-        r.set_gpu_tensorcore_utilization(static_cast<double>(op.tensor_core_ns) / static_cast<double>(op.total_ns));
-      }
-      if (op.bytes > 0) r.set_operational_intensity(op.flops / op.bytes);
-      r.set_bound_by(std::string(op.device && !idle_row
-                                     ? bound_by(op.flops, op.bytes, peak_flops_per_s_, peak_memory_bytes_per_s_)
-                                     : kUnknownOpType));
-      r.set_flops_v2(op.flops);
-      r.set_bytes_accessed(static_cast<uint64_t>(std::max(0.0, op.bytes)));
-    };
     const int64_t with_idle_total = side_self + side_idle;
-    fill(with_idle, with_idle_total > 0 ? static_cast<double>(op.self_ns) / static_cast<double>(with_idle_total) : 0,
-         cumulative_with_idle);
+    add_record(with_idle, op, idle_row,
+               with_idle_total > 0 ? static_cast<double>(op.self_ns) / static_cast<double>(with_idle_total) : 0,
+               cumulative_with_idle);
     if (!idle_row) {
-      fill(without_idle, side_self > 0 ? static_cast<double>(op.self_ns) / static_cast<double>(side_self) : 0,
-           cumulative_without_idle);
+      add_record(without_idle, op, idle_row,
+                 side_self > 0 ? static_cast<double>(op.self_ns) / static_cast<double>(side_self) : 0,
+                 cumulative_without_idle);
     }
   }
-  result.db.set_device_type(device_type_);
   result.db.set_device_records_cut(cut[1]);
   result.db.set_host_records_cut(cut[0]);
-  result.planes = std::move(planes_);
-  return result;
+}
+
+void OpStatsBuilder::add_record(TfStatsTable& table, const OpTotals& op, bool idle_row, double fraction,
+                                double& cumulative) const {
+  TfStatsRecord& r = *table.add_tf_stats_record();
+  r.set_rank(static_cast<uint64_t>(table.tf_stats_record_size()));
+  r.set_host_or_device(std::string(op.device ? kDeviceSide : kHostSide));
+  r.set_op_type(op.type);
+  r.set_op_name(op.name);
+  r.set_occurrences(static_cast<int64_t>(op.occurrences));
+  r.set_total_time_in_us(us(op.total_ns));
+  r.set_total_self_time_in_us(us(op.self_ns));
+  if (op.occurrences > 0) {
+    r.set_avg_time_in_us(us(op.total_ns) / static_cast<double>(op.occurrences));
+    r.set_avg_self_time_in_us(us(op.self_ns) / static_cast<double>(op.occurrences));
+  }
+  cumulative += fraction;
+  if (op.device) {
+    r.set_device_total_self_time_as_fraction(fraction);
+    r.set_device_cumulative_total_self_time_as_fraction(cumulative);
+  } else {
+    r.set_host_total_self_time_as_fraction(fraction);
+    r.set_host_cumulative_total_self_time_as_fraction(cumulative);
+  }
+  if (op.total_ns > 0) {
+    const double seconds = static_cast<double>(op.total_ns) / 1e9;
+    r.set_measured_flop_rate(op.flops / seconds / 1e9);
+    r.set_model_flop_rate(op.flops / seconds / 1e9);
+    r.set_measured_memory_bw(op.bytes / seconds / (1 << 30));
+    r.set_gpu_tensorcore_utilization(static_cast<double>(op.tensor_core_ns) / static_cast<double>(op.total_ns));
+  }
+  if (op.bytes > 0) r.set_operational_intensity(op.flops / op.bytes);
+  r.set_bound_by(std::string(op.device && !idle_row
+                                 ? bound_by(op.flops, op.bytes, peak_flops_per_s_, peak_memory_bytes_per_s_)
+                                 : kUnknownOpType));
+  r.set_flops_v2(op.flops);
+  r.set_bytes_accessed(static_cast<uint64_t>(std::max(0.0, op.bytes)));
 }
 
 OpStatsResult xspace_to_op_stats(const tensorflow::profiler::XSpace& space) {

@@ -101,6 +101,14 @@ class OpStatsBuilder {
     bool malformed = false;
   };
   class PlanePass;
+  // finish()'s phases: each side's self and idle time, an IDLE row per side (returns the first one's index), the
+  // rows in rank order (device first, longest first), both tables with their fractions and cuts.
+  void sum_sides(OpStatsResult& result) const;
+  size_t add_idle_rows(const OpStatsResult& result);
+  std::vector<size_t> rank_order() const;
+  void fill_tables(OpStatsResult& result, size_t first_idle, size_t max_records_per_side) const;
+  void add_record(tensorflow::profiler::TfStatsTable& table, const OpTotals& op, bool idle_row, double fraction,
+                  double& cumulative) const;
 
   size_t slot_of(bool device, std::string_view type, std::string_view name);
   const StatOp& stat_op(bool device, std::string_view text);

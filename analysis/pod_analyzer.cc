@@ -10,6 +10,7 @@
 #include "analysis/all_reduce_analysis.h"
 #include "analysis/channel_analysis.h"
 #include "analysis/step_category.h"
+#include "analysis/step_model.h"
 #include "analysis/step_sampling.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
@@ -60,7 +61,10 @@ CategoryDurations categorize(const StepBreakdown& step, int64_t sync_ns) {
   at(d, StepCategory::kHostToDevice) = op(OpKind::kHostToDevice);
   at(d, StepCategory::kDeviceToHost) = op(OpKind::kDeviceToHost);
   at(d, StepCategory::kDeviceToDevice) = op(OpKind::kDeviceToDevice);
-  at(d, StepCategory::kIdle) = step.idle_ns;
+  at(d, StepCategory::kKernelLaunch) = step.kernel_launch_ns;
+  at(d, StepCategory::kHostCompute) = step.host_compute_ns;
+  at(d, StepCategory::kCompilation) = step.compilation_ns;
+  at(d, StepCategory::kIdle) = step.idle_ns - step.kernel_launch_ns - step.host_compute_ns - step.compilation_ns;
   return d;
 }
 
@@ -129,8 +133,7 @@ class PodAssembly {
         id.chip_id = static_cast<int32_t>(*ordinal);
       }
       id.node_id = static_cast<int32_t>(core.file_index);
-      id.host_name =
-          core.trace.host_name ? *core.trace.host_name : ctx.host_name.value_or(absl::StrCat("host", core.file_index));
+      id.host_name = core.trace.host_name ? *core.trace.host_name : ctx.steps.host_name();
       if (identities_.contains(id.core_id)) {
         warnings_.push_back(absl::StrCat("core id ", id.core_id, " of plane ", core.trace.plane_name, " in file ",
                                          core.file_index, " is already taken by another plane; plane skipped"));
@@ -150,9 +153,7 @@ class PodAssembly {
       const TracedCore& core = core_of(core_id);
       const HostFileContext& ctx = files_[core.file_index];
       for (const StepBreakdown& step : core.trace.steps) {
-        const bool cut_at_start = ctx.capture_start_ns && step.span.start_ns <= *ctx.capture_start_ns;
-        const bool cut_at_end = ctx.capture_end_ns && step.span.end_ns >= *ctx.capture_end_ns;
-        if (cut_at_start || cut_at_end) {
+        if (ctx.steps.cut_by_window(step.span.start_ns, step.span.end_ns)) {
           counts().set_partial_steps_trimmed(counts().partial_steps_trimmed() + 1);
           continue;
         }
@@ -413,20 +414,16 @@ bool PodAnalyzer::wants_line(std::string_view plane_name, std::string_view line_
   return kind && (line_name == xspace::kStepsLineName || is_op_line(*kind, line_name));
 }
 
-void PodAnalyzer::add_hostnames(size_t file_index, const std::vector<std::string>& hostnames) {
-  HostFileContext& ctx = file(file_index);
-  if (!ctx.host_name && !hostnames.empty()) ctx.host_name = hostnames.front();
+void PodAnalyzer::add_file_names(size_t file_index, const std::vector<std::string>& hostnames,
+                                 std::string_view file_stem) {
+  file(file_index).steps.add_file_names(hostnames, file_stem);
 }
 
 void PodAnalyzer::add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) {
   HostFileContext& ctx = file(file_index);
   if (plane.name() == xspace::kHostPlaneName) {
-    const xspace::XPlaneReader host(plane);
-    // The host plane's stat wins over the XSpace's hostnames.
-    if (auto name = host.str_stat(xspace::kHostNameStat)) ctx.host_name = std::string(*name);
-    if (auto offset = host.int_stat(xspace::kClockOffsetStat)) ctx.clock_offset_ns = offset;
-    ctx.capture_start_ns = host.int_stat(xspace::kCaptureStartStat);
-    ctx.capture_end_ns = host.int_stat(xspace::kCaptureEndStat);
+    ctx.steps.add_host_plane(plane);
+    if (auto offset = xspace::XPlaneReader(plane).int_stat(xspace::kClockOffsetStat)) ctx.clock_offset_ns = offset;
     return;
   }
   const auto kind = device_plane_kind(plane.name());
@@ -434,11 +431,11 @@ void PodAnalyzer::add_plane(size_t file_index, const tensorflow::profiler::XPlan
   if (!ctx.clock_offset_ns) ctx.clock_offset_ns = xspace::XPlaneReader(plane).int_stat(xspace::kClockOffsetStat);
   cores_.push_back({file_index, trace_core(plane, *kind)});
   const CoreTrace& trace = cores_.back().trace;
-  if (!trace.steps.empty() && !ctx.device_steps_seen) {
-    ctx.device_steps_seen = true;
+  ctx.steps.add_device_plane_source(trace.source);
+  if (ctx.steps.device_steps_seen()) {
     std::erase_if(awaiting_host_markers_,
                   [&](const AwaitingHostMarkers& w) { return cores_[w.core_index].file_index == file_index; });
-  } else if (trace.steps.empty() && trace.event_count > 0 && !ctx.device_steps_seen) {
+  } else if (trace.event_count > 0) {
     awaiting_host_markers_.push_back({cores_.size() - 1, *kind, plane});
   }
 }
@@ -448,13 +445,19 @@ bool PodAnalyzer::awaits_host_markers(size_t file_index) const {
                      [&](const AwaitingHostMarkers& w) { return cores_[w.core_index].file_index == file_index; });
 }
 
-void PodAnalyzer::add_host_markers(size_t file_index, const std::vector<StepSpan>& markers) {
+void PodAnalyzer::add_host_markers(size_t file_index, const HostStepMarkers& markers) {
   std::erase_if(awaiting_host_markers_, [&](const AwaitingHostMarkers& waiting) {
     TracedCore& core = cores_[waiting.core_index];
     if (core.file_index != file_index) return false;
-    if (!markers.empty()) core.trace = trace_core(waiting.plane, waiting.kind, markers);
+    if (!markers.markers.empty()) core.trace = trace_core(waiting.plane, waiting.kind, markers);
     return true;
   });
+}
+
+void PodAnalyzer::add_host_work(size_t file_index, const std::vector<TypedInterval>& host_segments) {
+  for (TracedCore& core : cores_) {
+    if (core.file_index == file_index) fill_idle_with_host_work(core.trace, host_segments);
+  }
 }
 
 PodAnalysis PodAnalyzer::finish() && {
@@ -466,12 +469,19 @@ PodAnalysis analyze_pod(const std::vector<const tensorflow::profiler::XSpace*>& 
                         const PodAnalyzerOptions& options) {
   PodAnalyzer analyzer(options);
   for (size_t i = 0; i < spaces.size(); ++i) {
-    analyzer.add_hostnames(i, {spaces[i]->hostnames().begin(), spaces[i]->hostnames().end()});
+    analyzer.add_file_names(i, {spaces[i]->hostnames().begin(), spaces[i]->hostnames().end()},
+                            FileSteps::in_memory_stem(i));
     for (const auto& plane : spaces[i]->planes()) analyzer.add_plane(i, plane);
-    if (!analyzer.awaits_host_markers(i)) continue;
+    HostActivity host;
     for (const auto& plane : spaces[i]->planes()) {
-      if (plane.name() == xspace::kHostPlaneName) analyzer.add_host_markers(i, read_host_step_markers(plane));
+      if (plane.name() == xspace::kHostPlaneName || plane.name() == xspace::kCuptiHostPlaneName) {
+        add_host_activity_from_plane(plane, host);
+      }
+      if (plane.name() == xspace::kHostPlaneName && analyzer.awaits_host_markers(i)) {
+        analyzer.add_host_markers(i, read_host_step_markers(plane));
+      }
     }
+    analyzer.add_host_work(i, disjoint_by_priority(host.intervals));
   }
   return std::move(analyzer).finish();
 }

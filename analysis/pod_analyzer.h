@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "analysis/core_trace.h"
+#include "analysis/step_spans.h"
 #include "analysis/straggler_analysis.h"
 #include "podscope/v1/pod_analysis.pb.h"
 #include "tensorflow/xplane.pb.h"
@@ -27,14 +28,9 @@ struct PodAnalyzerOptions {
 
 // What one host file says about itself (all from plane stats; see proto/xspace/names.h).
 struct HostFileContext {
-  std::optional<std::string> host_name;
+  FileSteps steps;  // its host name, capture window and which of its steps count
   // From /host:CPU; else from any device plane that carries it (the coordinator stamps every plane).
   std::optional<int64_t> clock_offset_ns;
-  std::optional<int64_t> capture_start_ns;
-  std::optional<int64_t> capture_end_ns;
-  // A device plane of this file had steps of its own (Steps line or group ids): TF grouped this file's
-  // events, so its host markers are already in those steps and a plane without steps had no step work.
-  bool device_steps_seen = false;
 };
 
 // A device plane's trace and the file it came from.
@@ -60,9 +56,12 @@ class PodAnalyzer {
   bool awaits_host_markers(size_t file_index) const;
   // Steps from the host plane's step markers for the planes awaiting them (see trace_core); without
   // markers they stay without steps.
-  void add_host_markers(size_t file_index, const std::vector<StepSpan>& markers);
-  // The XSpace's own `hostnames`, used when the host plane has no host_name stat.
-  void add_hostnames(size_t file_index, const std::vector<std::string>& hostnames);
+  void add_host_markers(size_t file_index, const HostStepMarkers& markers);
+  // After the file's markers: its host work (the step model's host segments of the file, step_model.h) fills its
+  // cores' idle time (kernel launch, host compute, compilation).
+  void add_host_work(size_t file_index, const std::vector<TypedInterval>& host_segments);
+  // The XSpace's own `hostnames` and the file's stem, which name the host when its host plane does not.
+  void add_file_names(size_t file_index, const std::vector<std::string>& hostnames, std::string_view file_stem);
 
   podscope::v1::PodAnalysis finish() &&;
 

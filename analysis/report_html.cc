@@ -250,7 +250,10 @@ function drawOverview() {
   }
   const details = ip.stepDetails || [];
   drawBars(document.getElementById("ov-steps"),
-           details.map(d => ({label: "step " + (d.stepNumber || 0), d: d})),
+           // A pod's step is its cores' mean breakdown; the spread of their step times is beside it.
+           details.map(d => ({label: "step " + (d.stepNumber || 0) + ((d.coreCount || 0) > 1
+                                ? " (" + d.coreCount + " cores: " + num(d.minCoreStepTimeMs) + "–" + num(d.maxCoreStepTimeMs) + " ms)"
+                                : ""), d: d})),
            r => stepParts.map(([key, name, color]) => ({name: name, value: 1000 * (Number(r.d[key]) || 0), color: color})));
   const rec = ov.recommendation || {};
   const recDiv = document.getElementById("ov-recommendation");

@@ -18,6 +18,9 @@ constexpr std::array<StepCategoryInfo, kMaxStepCategoryId> kCategories = {{
     {C::kDeviceToHost, "deviceToHostDurationUs", "Device to host"},
     {C::kDeviceToDevice, "deviceToDeviceDurationUs", "Device to device"},
     {C::kIdle, "idleDurationUs", "Idle"},
+    {C::kKernelLaunch, "kernelLaunchDurationUs", "Kernel launch"},
+    {C::kHostCompute, "hostComputeDurationUs", "Host compute"},
+    {C::kCompilation, "compilationDurationUs", "Compilation"},
 }};
 
 constexpr std::array<StepCategory, 2> kDeviceCompute = {C::kHighFlopsCompute, C::kLowFlopsCompute};
@@ -26,14 +29,17 @@ constexpr std::array<StepCategory, 1> kDeviceToDevice = {C::kDeviceToDevice};
 constexpr std::array<StepCategory, 2> kInput = {C::kHostInfeed, C::kHostToDevice};
 constexpr std::array<StepCategory, 2> kOutput = {C::kHostOutfeed, C::kDeviceToHost};
 constexpr std::array<StepCategory, 1> kOthers = {C::kIdle};
+constexpr std::array<StepCategory, 1> kKernelLaunch = {C::kKernelLaunch};
+constexpr std::array<StepCategory, 1> kHostCompute = {C::kHostCompute};
+constexpr std::array<StepCategory, 1> kCompilation = {C::kCompilation};
 
 const std::array<GenericCategory, 9> kGeneric = {{
     {"deviceComputeUs", "Device compute", kDeviceCompute},
     {"deviceCollectiveCommunicationUs", "Device collective communication", kCollective},
-    {"kernelLaunchUs", "Kernel launch", {}},
-    {"hostComputeUs", "Host compute", {}},
+    {"kernelLaunchUs", "Kernel launch", kKernelLaunch},
+    {"hostComputeUs", "Host compute", kHostCompute},
     {"deviceToDeviceUs", "Device to device", kDeviceToDevice},
-    {"compilationUs", "Compilation", {}},
+    {"compilationUs", "Compilation", kCompilation},
     {"inputUs", "Input", kInput},
     {"outputUs", "Output", kOutput},
     {"allOthersUs", "All others", kOthers},

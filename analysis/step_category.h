@@ -21,9 +21,14 @@ enum class StepCategory : int {
   kHostToDevice = 9,
   kDeviceToHost = 10,
   kDeviceToDevice = 11,
-  kIdle = 12,
+  kIdle = 12,  // no op ran and no host work fills the time
+  // The device's idle time that host work fills (the step model's host events: kernel launches, host compute,
+  // compilation), as XProf's GPU step breakdown attributes it.
+  kKernelLaunch = 13,
+  kHostCompute = 14,
+  kCompilation = 15,
 };
-inline constexpr int kMaxStepCategoryId = 12;
+inline constexpr int kMaxStepCategoryId = 15;
 
 struct StepCategoryInfo {
   StepCategory category;
@@ -44,9 +49,7 @@ inline int64_t at(const CategoryDurations& d, StepCategory c) { return d[static_
 // The category with the most time (ties go to the lower id).
 StepCategory largest_category(const CategoryDurations& durations);
 
-// The generic GPU step categories (as XProf's GPU step breakdown names them), each a sum of ours. Kernel
-// launch, host compute and compilation need host-side attribution of device idle time, which we do not
-// do: they are reported as 0 and the idle time stays in "all others".
+// The generic GPU step categories (as XProf's GPU step breakdown names them), each a sum of ours.
 struct GenericCategory {
   std::string_view json_key;
   std::string_view display_name;

@@ -5,7 +5,6 @@
 #include <set>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/str_cat.h"
 #include "analysis/core_trace.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
@@ -157,26 +156,6 @@ const tensorflow::profiler::XStat* find_stat(
   return nullptr;
 }
 
-struct GroupSpan {
-  int64_t start_ns = 0;
-  int64_t end_ns = 0;
-};
-
-void extend(std::map<int64_t, GroupSpan>& groups, int64_t group, int64_t start, int64_t end) {
-  auto [it, first] = groups.try_emplace(group, GroupSpan{start, end});
-  if (!first) {
-    it->second.start_ns = std::min(it->second.start_ns, start);
-    it->second.end_ns = std::max(it->second.end_ns, end);
-  }
-}
-
-std::vector<StepSpan> steps_of_groups(const std::map<int64_t, GroupSpan>& groups) {
-  std::vector<StepSpan> steps;
-  for (const auto& [group, span] : groups) steps.push_back({group, span.start_ns, span.end_ns});
-  normalize_steps(steps);
-  return steps;
-}
-
 // Breaks a core's typed events down into its steps, and notes the gaps where nothing ran.
 void break_down_core(std::vector<TypedInterval>& events, const std::vector<StepSpan>& steps, CoreSteps& core) {
   std::vector<TimeSpan> windows;
@@ -213,20 +192,6 @@ int64_t read_batch_size(const XPlaneReader& plane) {
   return batch_size;
 }
 
-// The step each unstepped event belongs to: the last host marker that started at or before it (the device runs
-// behind the host that launched its work); a step spans from its first event to its last.
-std::vector<StepSpan> steps_from_markers(const std::vector<TypedInterval>& events,
-                                         const std::vector<StepSpan>& markers) {
-  std::map<int64_t, GroupSpan> groups;
-  for (const TypedInterval& e : events) {
-    auto it = std::upper_bound(markers.begin(), markers.end(), e.start_ns,
-                               [](int64_t t, const StepSpan& s) { return t < s.start_ns; });
-    if (it == markers.begin()) continue;
-    extend(groups, std::prev(it)->step_num, e.start_ns, e.end_ns);
-  }
-  return steps_of_groups(groups);
-}
-
 // Host activity from other planes (disjoint segments by priority) fills the device's idle gaps (device events win
 // over host events; within the gaps, host events by their priorities); host busy time counts host activity of both.
 void fill_gaps_with_host_activity(CoreSteps& core, const std::vector<TypedInterval>& host_segments) {
@@ -252,34 +217,117 @@ void fill_gaps_with_host_activity(CoreSteps& core, const std::vector<TypedInterv
   }
 }
 
-// Sorts by start. Intervals arrive line after line, each line already by start: its sorted runs are merged rather
-// than the whole sorted again (intervals in no order fall back to a sort).
-void sort_by_start(std::vector<TypedInterval>& intervals) {
-  auto by_start = [](const TypedInterval& a, const TypedInterval& b) { return a.start_ns < b.start_ns; };
-  constexpr size_t kMostRuns = 64;
-  std::vector<size_t> runs = {0};
-  for (size_t i = 1; i < intervals.size(); ++i) {
-    if (intervals[i].start_ns < intervals[i - 1].start_ns) runs.push_back(i);
-    if (runs.size() > kMostRuns) {
-      std::sort(intervals.begin(), intervals.end(), by_start);
-      return;
-    }
+// Reads one device plane in one pass over its lines: its input stages, and each op typed (XProf's event
+// types), summed per op and kept as an interval for the breakdown, its step noted (the plane's own steps).
+class CoreStepReader {
+ public:
+  CoreStepReader(const XPlane& plane_proto, PlaneKind kind) : plane_(plane_proto), kind_(kind), own_steps_(plane_) {
+    core_.plane_id = plane_proto.id();
+    core_.plane_name = plane_proto.name();
+    core_.kind = kind;
+    if (auto host = plane_.str_stat(xspace::kHostNameStat)) core_.host_name = std::string(*host);
+    core_.capability = read_device_capability(plane_);
+    core_.batch_size = read_batch_size(plane_);
+    ids_.flops = plane_.stat_id(xspace::kFlopsStat).value_or(DeviceOpStatIds::kAbsent);
+    ids_.bytes_accessed = plane_.stat_id(kBytesAccessedStat).value_or(DeviceOpStatIds::kAbsent);
+    ids_.tensor_shapes = plane_.stat_id(kTensorShapesStat).value_or(DeviceOpStatIds::kAbsent);
+    ids_.group_id = own_steps_.group_id_stat().value_or(DeviceOpStatIds::kAbsent);
   }
-  runs.push_back(intervals.size());
-  while (runs.size() > 2) {
-    std::vector<size_t> merged = {0};
-    for (size_t r = 0; r + 1 < runs.size(); r += 2) {
-      const size_t end = r + 2 < runs.size() ? runs[r + 2] : runs[r + 1];
-      if (r + 2 < runs.size()) {
-        std::inplace_merge(intervals.begin() + static_cast<ptrdiff_t>(runs[r]),
-                           intervals.begin() + static_cast<ptrdiff_t>(runs[r + 1]),
-                           intervals.begin() + static_cast<ptrdiff_t>(end), by_start);
+
+  void read_lines() {
+    for (const auto& line : plane_.proto().lines()) {
+      if (kind_ == PlaneKind::kCustom && line.name() == xspace::kInputPipelineLineName) {
+        for (auto& stage : read_input_stages(plane_, line, events_)) core_.input_stages.push_back(std::move(stage));
+        continue;
       }
-      merged.push_back(end);
+      if (!is_op_line(kind_, line.name())) continue;
+      NestingTracker nesting;
+      events_.reserve(events_.size() + static_cast<size_t>(line.events_size()));
+      plane_.for_each_event(line, [&](const XEventView& e) { add_op(e, nesting); });
     }
-    runs = std::move(merged);
   }
-}
+
+  // The plane's steps broken down; a plane without steps of its own keeps its events for its file's markers.
+  CoreSteps finish() && {
+    core_.source = own_steps_.source();
+    std::vector<StepSpan> steps = std::move(own_steps_).take_steps();
+    if (steps.empty()) {
+      core_.unstepped = std::move(events_);
+    } else {
+      break_down_core(events_, steps, core_);
+    }
+    return std::move(core_);
+  }
+
+ private:
+  // The stats an op's event is read for: its own, else its op's (metadata), in one pass over its stats.
+  struct OpStats {
+    const tensorflow::profiler::XStat* flops = nullptr;
+    const tensorflow::profiler::XStat* bytes_accessed = nullptr;
+    const tensorflow::profiler::XStat* tensor_shapes = nullptr;
+    const tensorflow::profiler::XStat* group = nullptr;
+  };
+
+  void add_op(const XEventView& e, NestingTracker& nesting) {
+    ++core_.event_count;
+    auto [it, created] = entries_.try_emplace(e.proto().metadata_id());
+    DeviceOpEntry& entry = it->second;
+    if (created) read_metadata_stats(e, entry);
+    const OpStats stats = op_stats(e, entry);
+    const double flops_value = stats.flops ? xspace::stat_as_double(*stats.flops).value_or(0) : 0;
+    if (created) {
+      entry.kind = classify_op(e.name(), e.line().name(), flops_value > 0);
+      entry.type = device_event_type(entry.kind, e.name(), "");
+      entry.slot = core_.ops.size();
+      core_.ops.push_back({std::string(e.name()), entry.kind});
+    }
+    EventType type = entry.type;
+    if (stats.tensor_shapes && (type == EventType::kDeviceCompute32 || type == EventType::kDeviceCompute16)) {
+      if (auto shapes = plane_.str_of(stats.tensor_shapes)) type = device_event_type(entry.kind, e.name(), *shapes);
+    }
+    const int64_t start = e.start_ns();
+    const int64_t end = e.end_ns();
+    events_.push_back({start, end, type});
+    DeviceOpTotal& total = core_.ops[entry.slot];
+    ++total.occurrences;
+    total.self_ns += end - start;
+    total.flops += flops_value;
+    if (stats.bytes_accessed) total.bytes_accessed += xspace::stat_as_double(*stats.bytes_accessed).value_or(0);
+    nesting.add(start, end, entry.slot, [&](size_t slot) -> int64_t& { return core_.ops[slot].self_ns; });
+    if (stats.group) own_steps_.add_op(start, end, xspace::stat_as_int(*stats.group));
+  }
+
+  void read_metadata_stats(const XEventView& e, DeviceOpEntry& entry) const {
+    if (const auto* metadata = plane_.event_metadata(e.proto().metadata_id())) {
+      entry.flops = find_stat(metadata->stats(), ids_.flops);
+      entry.bytes_accessed = find_stat(metadata->stats(), ids_.bytes_accessed);
+      entry.tensor_shapes = find_stat(metadata->stats(), ids_.tensor_shapes);
+    }
+  }
+
+  OpStats op_stats(const XEventView& e, const DeviceOpEntry& entry) const {
+    OpStats stats;
+    for (const auto& stat : e.proto().stats()) {
+      const int64_t id = stat.metadata_id();
+      if (id == ids_.flops && !stats.flops) stats.flops = &stat;
+      else if (id == ids_.bytes_accessed && !stats.bytes_accessed) stats.bytes_accessed = &stat;
+      else if (id == ids_.tensor_shapes && !stats.tensor_shapes) stats.tensor_shapes = &stat;
+      else if (id == ids_.group_id && !stats.group) stats.group = &stat;
+    }
+    if (!stats.flops) stats.flops = entry.flops;
+    if (!stats.bytes_accessed) stats.bytes_accessed = entry.bytes_accessed;
+    if (!stats.tensor_shapes) stats.tensor_shapes = entry.tensor_shapes;
+    return stats;
+  }
+
+  const XPlaneReader plane_;
+  const PlaneKind kind_;
+  CoreSteps core_;
+  DeviceStepSpans own_steps_;
+  DeviceOpStatIds ids_;
+  std::vector<TypedInterval> events_;
+  absl::flat_hash_map<int64_t, DeviceOpEntry> entries_;
+};
 
 }  // namespace
 
@@ -341,103 +389,20 @@ double DeviceCapability::peak_flops_per_s() const {
   return 2.0 * units * static_cast<double>(core_count) * clock_rate_khz * 1e3;
 }
 
-std::string_view step_source_name(StepSource source) {
-  switch (source) {
-    case StepSource::kNone: return "none";
-    case StepSource::kStepsLine: return "Steps line";
-    case StepSource::kGroupIds: return "group_id of device ops";
-    case StepSource::kHostMarkers: return "host step markers";
-  }
-  return "none";
-}
-
 std::vector<TypedInterval> disjoint_by_priority(std::vector<TypedInterval>& intervals) {
-  sort_by_start(intervals);
-  std::vector<TypedInterval> segments;
-  std::array<int, kEventTypeCount> active{};
-  int active_count = 0;
-  auto winning_type = [&]() {
-    for (int t = kEventTypeCount - 1; t > 0; --t) {
-      if (active[t] > 0) return static_cast<EventType>(t);
-    }
-    return EventType::kUnknown;
-  };
-  // Emits [cursor, t) as the type winning now, merged with the segment before when it continues it.
-  int64_t cursor = 0;
-  auto advance_to = [&](int64_t t) {
-    if (active_count > 0 && t > cursor) {
-      const EventType type = winning_type();
-      if (!segments.empty() && segments.back().end_ns == cursor && segments.back().type == type) {
-        segments.back().end_ns = t;
-      } else {
-        segments.push_back({cursor, t, type});
-      }
-    }
-    cursor = std::max(cursor, t);
-  };
-  struct OpenEnd {
-    int64_t time_ns;
-    int type;
-  };
-  std::vector<OpenEnd> open_ends;
-  auto later_end = [](const OpenEnd& a, const OpenEnd& b) { return a.time_ns > b.time_ns; };
-  auto close_ends_until = [&](int64_t t) {
-    while (!open_ends.empty() && open_ends.front().time_ns <= t) {
-      advance_to(open_ends.front().time_ns);
-      --active[open_ends.front().type];
-      --active_count;
-      std::pop_heap(open_ends.begin(), open_ends.end(), later_end);
-      open_ends.pop_back();
-    }
-  };
-  for (const TypedInterval& e : intervals) {
-    if (e.end_ns <= e.start_ns) continue;
-    close_ends_until(e.start_ns);
-    if (active_count == 0) cursor = e.start_ns;
-    advance_to(e.start_ns);
-    const int type = static_cast<int>(e.type);
-    ++active[type];
-    ++active_count;
-    open_ends.push_back({e.end_ns, type});
-    std::push_heap(open_ends.begin(), open_ends.end(), later_end);
-  }
-  close_ends_until(std::numeric_limits<int64_t>::max());
-  return segments;
+  return analysis::disjoint_by_priority(intervals, &TypedInterval::type, kEventTypesByPriority);
 }
 
 std::vector<EventTypeDurations> distribute_segments(const std::vector<TypedInterval>& segments,
                                                     const std::vector<TimeSpan>& windows, std::vector<int64_t>* busy_ns,
                                                     std::vector<TimeSpan>* gaps) {
-  std::vector<EventTypeDurations> result(windows.size(), EventTypeDurations{});
-  if (busy_ns) busy_ns->assign(windows.size(), 0);
-  if (windows.empty()) return result;
-  auto add_gap = [&](int64_t begin, int64_t end) {
-    if (!gaps || end <= begin) return;
-    if (!gaps->empty() && gaps->back().end_ns == begin) {
-      gaps->back().end_ns = end;
-    } else {
-      gaps->push_back({begin, end});
-    }
-  };
-  // The first segment that can reach the first window; segments and windows then advance together.
-  auto segment = std::lower_bound(segments.begin(), segments.end(), windows.front().start_ns,
-                                  [](const TypedInterval& s, int64_t t) { return s.end_ns <= t; });
+  std::vector<EventTypeDurations> result =
+      distribute_by_kind<kEventTypeCount>(segments, &TypedInterval::type, windows, busy_ns, gaps);
+  // Time no segment covers is unknown too.
   for (size_t w = 0; w < windows.size(); ++w) {
-    const TimeSpan& window = windows[w];
-    while (segment != segments.end() && segment->end_ns <= window.start_ns) ++segment;
-    int64_t covered_until = window.start_ns;
-    for (auto s = segment; s != segments.end() && s->start_ns < window.end_ns; ++s) {
-      const int64_t begin = std::max(s->start_ns, window.start_ns);
-      const int64_t end = std::min(s->end_ns, window.end_ns);
-      add_gap(covered_until, begin);
-      result[w][static_cast<int>(s->type)] += end - begin;
-      if (busy_ns) (*busy_ns)[w] += end - begin;
-      covered_until = end;
-    }
-    add_gap(covered_until, window.end_ns);
     int64_t typed = 0;
     for (int t = 1; t < kEventTypeCount; ++t) typed += result[w][t];
-    result[w][0] = window.end_ns - window.start_ns - typed;
+    result[w][0] = windows[w].end_ns - windows[w].start_ns - typed;
   }
   return result;
 }
@@ -448,108 +413,14 @@ std::vector<EventTypeDurations> break_down_by_type(std::vector<TypedInterval>& i
   return distribute_segments(disjoint_by_priority(intervals), windows, busy_ns, gaps);
 }
 
-CoreSteps core_steps_from_plane(const XPlane& plane_proto, PlaneKind kind) {
-  const XPlaneReader plane(plane_proto);
-  CoreSteps core;
-  core.plane_id = plane_proto.id();
-  core.plane_name = plane_proto.name();
-  core.kind = kind;
-  if (auto host = plane.str_stat(xspace::kHostNameStat)) core.host_name = std::string(*host);
-  core.capability = read_device_capability(plane);
-
-  std::vector<StepSpan> steps = read_steps_line(plane);
-  core.batch_size = read_batch_size(plane);
-  DeviceOpStatIds ids;
-  ids.flops = plane.stat_id(xspace::kFlopsStat).value_or(DeviceOpStatIds::kAbsent);
-  ids.bytes_accessed = plane.stat_id(kBytesAccessedStat).value_or(DeviceOpStatIds::kAbsent);
-  ids.tensor_shapes = plane.stat_id(kTensorShapesStat).value_or(DeviceOpStatIds::kAbsent);
-  if (steps.empty()) ids.group_id = plane.stat_id(xspace::kGroupIdStat).value_or(DeviceOpStatIds::kAbsent);
-  std::map<int64_t, GroupSpan> groups;
-  std::vector<TypedInterval> events;
-  absl::flat_hash_map<int64_t, DeviceOpEntry> entries;
-
-  for (const auto& line : plane_proto.lines()) {
-    if (kind == PlaneKind::kCustom && line.name() == xspace::kInputPipelineLineName) {
-      for (auto& stage : read_input_stages(plane, line, events)) core.input_stages.push_back(std::move(stage));
-      continue;
-    }
-    if (!is_op_line(kind, line.name())) continue;
-    NestingTracker nesting;
-    events.reserve(events.size() + static_cast<size_t>(line.events_size()));
-    plane.for_each_event(line, [&](const XEventView& e) {
-      ++core.event_count;
-      auto [it, created] = entries.try_emplace(e.proto().metadata_id());
-      DeviceOpEntry& entry = it->second;
-      if (created) {
-        if (const auto* metadata = plane.event_metadata(e.proto().metadata_id())) {
-          entry.flops = find_stat(metadata->stats(), ids.flops);
-          entry.bytes_accessed = find_stat(metadata->stats(), ids.bytes_accessed);
-          entry.tensor_shapes = find_stat(metadata->stats(), ids.tensor_shapes);
-        }
-      }
-      // The event's own stats, else its op's, in one pass over the event's stats.
-      const tensorflow::profiler::XStat* flops = nullptr;
-      const tensorflow::profiler::XStat* bytes_accessed = nullptr;
-      const tensorflow::profiler::XStat* tensor_shapes = nullptr;
-      const tensorflow::profiler::XStat* group = nullptr;
-      for (const auto& stat : e.proto().stats()) {
-        const int64_t id = stat.metadata_id();
-        if (id == ids.flops && !flops) flops = &stat;
-        else if (id == ids.bytes_accessed && !bytes_accessed) bytes_accessed = &stat;
-        else if (id == ids.tensor_shapes && !tensor_shapes) tensor_shapes = &stat;
-        else if (id == ids.group_id && !group) group = &stat;
-      }
-      if (!flops) flops = entry.flops;
-      if (!bytes_accessed) bytes_accessed = entry.bytes_accessed;
-      if (!tensor_shapes) tensor_shapes = entry.tensor_shapes;
-      const double flops_value = flops ? xspace::stat_as_double(*flops).value_or(0) : 0;
-      if (created) {
-        entry.kind = classify_op(e.name(), line.name(), flops_value > 0);
-        entry.type = device_event_type(entry.kind, e.name(), "");
-        entry.slot = core.ops.size();
-        core.ops.push_back({std::string(e.name()), entry.kind});
-      }
-      EventType type = entry.type;
-      if (tensor_shapes && (type == EventType::kDeviceCompute32 || type == EventType::kDeviceCompute16)) {
-        if (auto shapes = plane.str_of(tensor_shapes)) type = device_event_type(entry.kind, e.name(), *shapes);
-      }
-      const int64_t start = e.start_ns();
-      const int64_t end = e.end_ns();
-      events.push_back({start, end, type});
-      DeviceOpTotal& total = core.ops[entry.slot];
-      ++total.occurrences;
-      total.self_ns += end - start;
-      total.flops += flops_value;
-      if (bytes_accessed) total.bytes_accessed += xspace::stat_as_double(*bytes_accessed).value_or(0);
-      nesting.add(start, end, entry.slot, [&](size_t slot) -> int64_t& { return core.ops[slot].self_ns; });
-      if (group) {
-        if (auto group_value = xspace::stat_as_int(*group)) extend(groups, *group_value, start, end);
-      }
-    });
-  }
-  if (!steps.empty()) {
-    core.source = StepSource::kStepsLine;
-  } else if (!groups.empty()) {
-    steps = steps_of_groups(groups);
-    core.source = StepSource::kGroupIds;
-  }
-  if (steps.empty()) {
-    core.unstepped = std::move(events);
-    return core;
-  }
-  break_down_core(events, steps, core);
-  return core;
+CoreSteps core_steps_from_plane(const XPlane& plane, PlaneKind kind) {
+  CoreStepReader reader(plane, kind);
+  reader.read_lines();
+  return std::move(reader).finish();
 }
 
 void add_host_activity_from_plane(const XPlane& plane_proto, HostActivity& activity) {
   const XPlaneReader plane(plane_proto);
-  if (plane_proto.name() == xspace::kHostPlaneName) {
-    if (auto name = plane.str_stat(xspace::kHostNameStat)) activity.host_name = std::string(*name);
-    activity.capture_start_ns = plane.int_stat(xspace::kCaptureStartStat);
-    activity.capture_end_ns = plane.int_stat(xspace::kCaptureEndStat);
-    for (const StepSpan& marker : read_host_step_markers(plane_proto)) activity.step_markers.push_back(marker);
-    normalize_steps(activity.step_markers);
-  }
   const auto correlation_stat = plane.stat_id(kCorrelationIdStat);
   const auto group_stat = plane.stat_id(xspace::kGroupIdStat);
   InputOpTable input_ops;
@@ -581,14 +452,6 @@ bool StepModel::has_steps() const {
   return std::any_of(cores.begin(), cores.end(), [](const ModelCore& c) { return !c.trace.steps.empty(); });
 }
 
-std::string no_steps_explanation() {
-  return "no steps found: looked for a `Steps` line on device planes (podscope's `Step` annotation writes one), "
-         "`group_id` stats on device ops (TensorFlow's step grouping), and step markers on /host:CPU (events named "
-         "train*, test* or TraceContext with a step_num, iter_num or step_id stat). To add one, annotate each "
-         "training step with podscope's `Step` (client library), or in TensorFlow run each step inside "
-         "tf.profiler.experimental.Trace(\"train\", step_num=step, _r=1)";
-}
-
 StepModelBuilder::FileState& StepModelBuilder::file(size_t file_index) {
   if (files_.size() <= file_index) files_.resize(file_index + 1);
   return files_[file_index];
@@ -603,56 +466,46 @@ bool StepModelBuilder::wants_line(std::string_view plane_name, std::string_view 
                   (*kind == PlaneKind::kCustom && line_name == xspace::kInputPipelineLineName));
 }
 
-void StepModelBuilder::add_hostnames(size_t file_index, const std::vector<std::string>& hostnames) {
-  FileState& state = file(file_index);
-  if (!state.xspace_host_name && !hostnames.empty()) state.xspace_host_name = hostnames.front();
+void StepModelBuilder::add_file_names(size_t file_index, const std::vector<std::string>& hostnames,
+                                      std::string_view file_stem) {
+  file(file_index).steps.add_file_names(hostnames, file_stem);
 }
 
 void StepModelBuilder::add_plane(size_t file_index, const XPlane& plane) {
   FileState& state = file(file_index);
   if (plane.name() == xspace::kHostPlaneName || plane.name() == xspace::kCuptiHostPlaneName) {
+    if (plane.name() == xspace::kHostPlaneName) {
+      state.steps.add_host_plane(plane);
+      state.steps.set_host_markers(read_host_step_markers(plane));
+    }
     add_host_activity_from_plane(plane, state.host);
     return;
   }
   if (const auto kind = device_plane_kind(plane.name())) {
     pending_cores_.emplace_back(file_index, core_steps_from_plane(plane, *kind));
+    state.steps.add_device_plane_source(pending_cores_.back().second.source);
   }
 }
 
-const std::vector<StepSpan>& StepModelBuilder::host_step_markers(size_t file_index) {
-  return file(file_index).host.step_markers;
+const HostStepMarkers& StepModelBuilder::host_step_markers(size_t file_index) {
+  return file(file_index).steps.host_markers();
 }
 
-void StepModelBuilder::end_file(size_t file_index) {
+std::vector<TypedInterval> StepModelBuilder::end_file(size_t file_index) {
   FileState& state = file(file_index);
-  if (state.ended) return;
+  if (state.ended) return {};
   state.ended = true;
-  state.host_name = state.host.host_name.value_or(state.xspace_host_name.value_or(absl::StrCat("host", file_index)));
-  const std::vector<TypedInterval> host_segments = disjoint_by_priority(state.host.intervals);
+  state.host_name = state.steps.host_name();
+  std::vector<TypedInterval> host_segments = disjoint_by_priority(state.host.intervals);
   state.host.intervals = {};
-  // Steps, then host activity into the idle gaps, then the steps cut by the window or without device work.
   for (auto& [core_file, core] : pending_cores_) {
     if (core_file != file_index) continue;
-    const HostActivity& host = state.host;
     ++device_planes_;
-    if (core.steps.empty() && !core.unstepped.empty() && !host.step_markers.empty()) {
-      const std::vector<StepSpan> steps = steps_from_markers(core.unstepped, host.step_markers);
-      if (!steps.empty()) {
-        core.source = StepSource::kHostMarkers;
-        break_down_core(core.unstepped, steps, core);
-      }
-    }
-    core.unstepped = {};
+    take_steps_from_markers(core, state.steps.markers_for_unstepped_planes());
     if (core.steps.empty()) ++planes_without_steps_;
     fill_gaps_with_host_activity(core, host_segments);
     core.idle_gaps = {};
-    std::erase_if(core.steps, [&](const StepTime& s) {
-      const bool cut = (host.capture_start_ns && s.start_ns <= *host.capture_start_ns) ||
-                       (host.capture_end_ns && s.end_ns >= *host.capture_end_ns);
-      if (cut) ++dropped_steps_[std::string(kDroppedAtWindowEdge)];
-      else if (s.device_busy_ns == 0) ++dropped_steps_[std::string(kDroppedNoDeviceWork)];
-      return cut || s.device_busy_ns == 0;
-    });
+    drop_partial_and_idle_steps(core, state.steps);
     ModelCore entry;
     entry.file_index = file_index;
     entry.host_name = core.host_name.value_or(state.host_name);
@@ -661,6 +514,29 @@ void StepModelBuilder::end_file(size_t file_index) {
     cores_.push_back(std::move(entry));
   }
   std::erase_if(pending_cores_, [&](const auto& pending) { return pending.first == file_index; });
+  return host_segments;
+}
+
+void StepModelBuilder::take_steps_from_markers(CoreSteps& core, const HostStepMarkers& markers) {
+  if (core.steps.empty() && !core.unstepped.empty() && !markers.markers.empty()) {
+    MarkerStepSpans by_markers(markers.markers);
+    for (const TypedInterval& e : core.unstepped) by_markers.add_op(e.start_ns, e.end_ns);
+    const std::vector<StepSpan> steps = std::move(by_markers).take_steps();
+    if (!steps.empty()) {
+      core.source = markers.source;
+      break_down_core(core.unstepped, steps, core);
+    }
+  }
+  core.unstepped = {};
+}
+
+void StepModelBuilder::drop_partial_and_idle_steps(CoreSteps& core, const FileSteps& file) {
+  std::erase_if(core.steps, [&](const StepTime& s) {
+    const bool cut = file.cut_by_window(s.start_ns, s.end_ns);
+    if (cut) ++dropped_steps_[std::string(kDroppedAtWindowEdge)];
+    else if (s.device_busy_ns == 0) ++dropped_steps_[std::string(kDroppedNoDeviceWork)];
+    return cut || s.device_busy_ns == 0;
+  });
 }
 
 StepModel StepModelBuilder::finish() && {
@@ -705,7 +581,8 @@ StepModel StepModelBuilder::finish() && {
 StepModel step_model_from_xspaces(const std::vector<const tensorflow::profiler::XSpace*>& spaces) {
   StepModelBuilder builder;
   for (size_t i = 0; i < spaces.size(); ++i) {
-    builder.add_hostnames(i, {spaces[i]->hostnames().begin(), spaces[i]->hostnames().end()});
+    builder.add_file_names(i, {spaces[i]->hostnames().begin(), spaces[i]->hostnames().end()},
+                           FileSteps::in_memory_stem(i));
     for (const auto& plane : spaces[i]->planes()) builder.add_plane(i, plane);
     builder.end_file(i);
   }

@@ -16,7 +16,9 @@
 
 #include "analysis/event_type.h"
 #include "analysis/op_classifier.h"
+#include "analysis/priority_sweep.h"
 #include "analysis/step_breakdown.h"
+#include "analysis/step_spans.h"
 #include "tensorflow/xplane.pb.h"
 
 namespace podscope::xspace {
@@ -29,11 +31,6 @@ struct TypedInterval {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   EventType type = EventType::kUnknown;
-};
-
-struct TimeSpan {
-  int64_t start_ns = 0;
-  int64_t end_ns = 0;
 };
 
 // XProf's input-op categories.
@@ -78,10 +75,6 @@ struct DeviceCapability {
 // The capability stats of a device plane (clock_rate, core_count, memory_bandwidth, compute_cap_major/minor).
 DeviceCapability read_device_capability(const xspace::XPlaneReader& plane);
 
-// Where a core's steps came from.
-enum class StepSource { kNone, kStepsLine, kGroupIds, kHostMarkers };
-std::string_view step_source_name(StepSource source);
-
 struct StepTime {
   int64_t step_num = 0;
   int64_t start_ns = 0;
@@ -111,21 +104,17 @@ struct CoreSteps {
   uint64_t event_count = 0;
 };
 
-// Reads one device plane: its steps (Steps line, else `group_id` of its ops), its typed events broken down per
-// step, its device-op and input-stage totals. A plane with neither keeps its events in `unstepped`.
+// Reads one device plane: its own steps (step_spans.h), its typed events broken down per step, its device-op and
+// input-stage totals. A plane without steps of its own keeps its events in `unstepped`.
 CoreSteps core_steps_from_plane(const tensorflow::profiler::XPlane& plane, PlaneKind kind);
 
 // What a file's host planes (/host:CPU, /host:CUPTI) yield.
 struct HostActivity {
-  std::optional<std::string> host_name;
-  std::optional<int64_t> capture_start_ns;
-  std::optional<int64_t> capture_end_ns;
   std::vector<TypedInterval> intervals;  // by start
   std::vector<InputOpTotal> input_ops;
-  std::vector<StepSpan> step_markers;
 };
 
-// Adds a host plane's step work, input ops and step markers to its file's activity.
+// Adds a host plane's step work and input ops to its file's activity.
 void add_host_activity_from_plane(const tensorflow::profiler::XPlane& plane, HostActivity& activity);
 
 // The intervals (any order; reordered by start) as disjoint segments by start: at every instant some interval is
@@ -166,32 +155,33 @@ struct StepModel {
   bool has_steps() const;
 };
 
-// Why a model has no steps, naming the step sources looked for and how to add one.
-std::string no_steps_explanation();
-
 class StepModelBuilder {
  public:
   // The lines the model reads: device planes' Steps, op and Input Pipeline lines; host planes' lines except
   // counters.
   static bool wants_line(std::string_view plane_name, std::string_view line_name);
   void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane);
-  // The XSpace's own `hostnames`, used when the host plane has no host_name stat.
-  void add_hostnames(size_t file_index, const std::vector<std::string>& hostnames);
+  // The XSpace's own `hostnames` and the file's stem, which name the host when its host plane does not.
+  void add_file_names(size_t file_index, const std::vector<std::string>& hostnames, std::string_view file_stem);
   // The step markers of the file's /host:CPU plane, until the file ends.
-  const std::vector<StepSpan>& host_step_markers(size_t file_index);
+  const HostStepMarkers& host_step_markers(size_t file_index);
   // Every plane of the file was added: its cores take their steps and idle time from its host activity, which is
   // then dropped (so the builder holds one file's host activity at a time). finish() ends files not ended.
-  void end_file(size_t file_index);
+  // Returns the file's host work as disjoint typed segments (for the pod viewer's cores of the file).
+  std::vector<TypedInterval> end_file(size_t file_index);
   StepModel finish() &&;
 
  private:
   struct FileState {
     HostActivity host;
-    std::optional<std::string> xspace_host_name;
+    FileSteps steps;
     std::string host_name;  // decided when the file ends
     bool ended = false;
   };
   FileState& file(size_t file_index);
+  // A core without steps of its own takes them from its file's markers; its unstepped events are dropped.
+  static void take_steps_from_markers(CoreSteps& core, const HostStepMarkers& markers);
+  void drop_partial_and_idle_steps(CoreSteps& core, const FileSteps& file);
 
   std::vector<FileState> files_;
   std::vector<std::pair<size_t, CoreSteps>> pending_cores_;  // of files not ended yet

@@ -195,7 +195,9 @@ int measure_pod_viewer(const fs::path& dir) {
   const bool ok = stream_planes(
       dir, podscope::analysis::PodAnalyzer::wants_line,
       [&](size_t i, const auto& plane) { analyzer.add_plane(i, plane); },
-      [&](size_t i, const podscope::xspace::XSpaceHeader& header) { analyzer.add_hostnames(i, header.hostnames); });
+      [&](size_t i, const podscope::xspace::XSpaceHeader& header) {
+        analyzer.add_file_names(i, header.hostnames, podscope::analysis::FileSteps::in_memory_stem(i));
+      });
   if (!ok) return 1;
   const auto analysis = std::move(analyzer).finish();
   if (render_pod_outputs(analysis) == 0) return 1;
@@ -209,7 +211,9 @@ int measure_step_tools(const fs::path& dir) {
   const bool ok = stream_planes(
       dir, podscope::analysis::StepModelBuilder::wants_line,
       [&](size_t i, const auto& plane) { builder.add_plane(i, plane); },
-      [&](size_t i, const podscope::xspace::XSpaceHeader& header) { builder.add_hostnames(i, header.hostnames); });
+      [&](size_t i, const podscope::xspace::XSpaceHeader& header) {
+        builder.add_file_names(i, header.hostnames, podscope::analysis::FileSteps::in_memory_stem(i));
+      });
   if (!ok) return 1;
   const podscope::analysis::StepModel model = std::move(builder).finish();
   const auto input_pipeline = podscope::analysis::step_model_to_input_pipeline(model);

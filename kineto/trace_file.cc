@@ -107,6 +107,15 @@ bool is_kineto_trace_file_name(std::string_view name) {
   return name.ends_with(".pt.trace.json") || name.ends_with(".pt.trace.json.gz");
 }
 
+std::string run_file_stem(std::string_view name) {
+  for (const std::string_view suffix :
+       {std::string_view(".xplane.pb"), std::string_view(".pt.trace.json.gz"), std::string_view(".pt.trace.json")}) {
+    if (name.size() > suffix.size() && name.ends_with(suffix))
+      return std::string(name.substr(0, name.size() - suffix.size()));
+  }
+  return std::string(name);
+}
+
 absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::filesystem::path& path,
                                                                     uint64_t max_bytes) {
   absl::StatusOr<PaddedBuffer> raw = read_whole(path, max_bytes);

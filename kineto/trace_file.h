@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -20,6 +21,10 @@ inline constexpr uint64_t kMaxTraceBytes = uint64_t{4} << 30;
 
 // Whether a file name is a torch.profiler trace's.
 bool is_kineto_trace_file_name(std::string_view file_name);
+
+// A run directory file's name without `.xplane.pb` or `.pt.trace.json[.gz]`: the host name of its planes when
+// neither its host plane nor its XSpace names one (analysis/step_spans.h, FileSteps::host_name).
+std::string run_file_stem(std::string_view file_name);
 
 // Reads and converts one trace file; errors name the file.
 absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::filesystem::path& path,

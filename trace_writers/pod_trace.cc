@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "analysis/runner/analysis_runner.h"
+#include "analysis/step_spans.h"
 #include "kineto/trace_file.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
@@ -26,6 +27,7 @@ struct RunFile {
   std::string host_name;
   int64_t clock_offset_ns = 0;
   std::optional<int64_t> capture_start_ns;  // coordinator clock
+  std::optional<int64_t> first_event_ns;    // coordinator clock; read only for a window in ms
 };
 
 // The first and last instant of one step over every core, coordinator clock.
@@ -35,60 +37,69 @@ struct StepExtent {
   bool found() const { return start_ns <= end_ns; }
 };
 
-// Reads the plane stats of `path` (and, for `step`, its device planes' Steps lines, extending `extent`).
-absl::StatusOr<RunFile> read_run_file(const fs::path& path, std::optional<int64_t> step, StepExtent& extent) {
+// The earliest event start of the planes read, per plane with its own clock offset when it has one.
+class FirstEvent {
+ public:
+  void add_plane(const xspace::XPlaneReader& plane) {
+    std::optional<int64_t> first;
+    for (const auto& line : plane.proto().lines()) {
+      plane.for_each_event(
+          line, [&](const xspace::XEventView& e) { first = std::min(first.value_or(e.start_ns()), e.start_ns()); });
+    }
+    if (first) firsts_.push_back({*first, plane.int_stat(xspace::kClockOffsetStat)});
+  }
+  std::optional<int64_t> coordinator_time(int64_t file_offset_ns) const {
+    std::optional<int64_t> earliest;
+    for (const auto& [time, offset] : firsts_) {
+      const int64_t t = time - offset.value_or(file_offset_ns);
+      earliest = std::min(earliest.value_or(t), t);
+    }
+    return earliest;
+  }
+
+ private:
+  std::vector<std::pair<int64_t, std::optional<int64_t>>> firsts_;
+};
+
+// Reads what `selection` needs of `path`: its host name and clock offset (plane stats); for a step, the step
+// spans of its device planes (analysis/step_spans.h, as the analysis finds them), extending `extent`; for a
+// window in ms, its first event.
+absl::StatusOr<RunFile> read_run_file(const fs::path& path, const TraceSelection& selection, StepExtent& extent) {
   RunFile file;
   file.path = path;
-  std::optional<std::string> host_name;
-  std::optional<int64_t> offset, host_plane_offset, capture_start;
-  struct StepSpan {
-    int64_t start_ns, end_ns;
-    std::optional<int64_t> plane_offset;
-  };
-  std::vector<StepSpan> step_spans;
+  analysis::FileStepSpans steps;
+  FirstEvent first_event;
+  std::optional<int64_t> device_offset;
   xspace::XSpaceHeader header;
   const auto keep_line = [&](std::string_view plane_name, std::string_view line_name) {
-    return step && line_name == xspace::kStepsLineName && plane_name != xspace::kHostPlaneName;
+    return selection.kind != TraceSelection::Kind::kWhole && analysis::FileStepSpans::wants_line(plane_name, line_name);
   };
   absl::Status status = kineto::read_run_file_planes(
       path,
       [&](const XPlane& plane) {
         const xspace::XPlaneReader reader(plane);
-        const auto plane_offset = reader.int_stat(xspace::kClockOffsetStat);
-        if (plane.name() == xspace::kHostPlaneName) {
-          if (auto name = reader.str_stat(xspace::kHostNameStat)) host_name = std::string(*name);
-          host_plane_offset = plane_offset;
-          capture_start = reader.int_stat(xspace::kCaptureStartStat);
-        } else if (!offset) {
-          offset = plane_offset;
+        if (plane.name() != xspace::kHostPlaneName && !device_offset) {
+          device_offset = reader.int_stat(xspace::kClockOffsetStat);
         }
-        if (const auto* line = step ? reader.find_line(xspace::kStepsLineName) : nullptr) {
-          reader.for_each_event(*line, [&](const xspace::XEventView& e) {
-            if (e.int_stat(xspace::kStepNumStat) == step) {
-              step_spans.push_back({e.start_ns(), e.end_ns(), plane_offset});
-            }
-          });
-        }
+        steps.add_plane(plane);
+        if (selection.kind == TraceSelection::Kind::kMilliseconds) first_event.add_plane(reader);
         return absl::OkStatus();
       },
       &header, keep_line);
   if (!status.ok()) return status;
-  file.clock_offset_ns = host_plane_offset.value_or(offset.value_or(0));
-  if (capture_start) file.capture_start_ns = *capture_start - file.clock_offset_ns;
-  if (host_name) {
-    file.host_name = *host_name;
-  } else if (!header.hostnames.empty()) {
-    file.host_name = header.hostnames.front();
-  } else {
-    const std::string name = path.filename().string();
-    const size_t stem =
-        name.ends_with(kXSpaceSuffix) ? name.size() - kXSpaceSuffix.size() : name.rfind(".pt.trace.json");
-    file.host_name = name.substr(0, stem);
-  }
-  for (const StepSpan& s : step_spans) {
-    const int64_t plane_offset = s.plane_offset.value_or(file.clock_offset_ns);
-    extent.start_ns = std::min(extent.start_ns, s.start_ns - plane_offset);
-    extent.end_ns = std::max(extent.end_ns, s.end_ns - plane_offset);
+  steps.add_file_names(header.hostnames, kineto::run_file_stem(path.filename().string()));
+  const analysis::FileStepSpans::Result found = std::move(steps).finish();
+  file.host_name = found.host_name;
+  file.clock_offset_ns = found.clock_offset_ns.value_or(device_offset.value_or(0));
+  if (found.capture_start_ns) file.capture_start_ns = *found.capture_start_ns - file.clock_offset_ns;
+  file.first_event_ns = first_event.coordinator_time(file.clock_offset_ns);
+  for (const auto& plane : found.planes) {
+    const int64_t plane_offset = plane.clock_offset_ns.value_or(file.clock_offset_ns);
+    for (const analysis::StepSpan& s : plane.steps) {
+      if (selection.kind != TraceSelection::Kind::kStep || s.step_num != selection.step_num) continue;
+      extent.start_ns = std::min(extent.start_ns, s.start_ns - plane_offset);
+      extent.end_ns = std::max(extent.end_ns, s.end_ns - plane_offset);
+    }
   }
   return file;
 }
@@ -115,9 +126,10 @@ struct Plan {
 
 absl::StatusOr<Plan> plan_for(const TraceSelection& selection, const std::vector<RunFile>& files,
                               const StepExtent& step) {
-  std::optional<int64_t> capture_start;
+  std::optional<int64_t> capture_start, first_event;
   for (const RunFile& f : files) {
     if (f.capture_start_ns) capture_start = std::min(capture_start.value_or(*f.capture_start_ns), *f.capture_start_ns);
+    if (f.first_event_ns) first_event = std::min(first_event.value_or(*f.first_event_ns), *f.first_event_ns);
   }
   Plan plan;
   switch (selection.kind) {
@@ -125,21 +137,22 @@ absl::StatusOr<Plan> plan_for(const TraceSelection& selection, const std::vector
       plan.time_base_ns = capture_start;
       plan.stem = kPodTraceStem;
       return plan;
-    case TraceSelection::Kind::kMilliseconds:
-      if (!capture_start) {
-        return absl::FailedPreconditionError(
-            "the run records no capture start (" + std::string(xspace::kCaptureStartStat) + " on " +
-            std::string(xspace::kHostPlaneName) + "), so a window in ms from it has no origin; use step:N");
-      }
-      plan.window = TraceWindow{*capture_start + static_cast<int64_t>(selection.from_ms * 1e6),
-                                *capture_start + static_cast<int64_t>(selection.to_ms * 1e6)};
+    case TraceSelection::Kind::kMilliseconds: {
+      // The capture's start as recorded (podscope's captures), else its first event (TensorFlow's files).
+      const std::optional<int64_t> origin = capture_start ? capture_start : first_event;
+      if (!origin) return absl::NotFoundError("the run holds no event, so a window in ms has nothing to show");
+      plan.window = TraceWindow{*origin + static_cast<int64_t>(selection.from_ms * 1e6),
+                                *origin + static_cast<int64_t>(selection.to_ms * 1e6)};
       plan.time_base_ns = plan.window->start_ns;
       plan.stem =
           std::string(kPodTraceStem) + "." + format_ms(selection.from_ms) + "-" + format_ms(selection.to_ms) + "ms";
       break;
+    }
     case TraceSelection::Kind::kStep:
       if (!step.found()) {
-        return absl::NotFoundError("step " + std::to_string(selection.step_num) + " is on no Steps line of the run");
+        return absl::NotFoundError("step " + std::to_string(selection.step_num) +
+                                   " is no whole step of any core of the run (steps from Steps lines, group ids, host "
+                                   "step markers or NVTX ranges; partial steps at the capture's edges are left out)");
       }
       plan.window = TraceWindow{step.start_ns, step.end_ns};
       plan.time_base_ns = step.start_ns;
@@ -210,13 +223,11 @@ absl::StatusOr<TraceSelection> parse_trace_selection(std::string_view text) {
 absl::StatusOr<PodTraceFiles> write_run_traces(const fs::path& run_dir, const TraceSelection& selection) {
   auto paths = analysis::list_run_files(run_dir);
   if (!paths.ok()) return paths.status();
-  const std::optional<int64_t> step =
-      selection.kind == TraceSelection::Kind::kStep ? std::optional(selection.step_num) : std::nullopt;
   std::vector<RunFile> files;
   std::vector<std::string> skipped;
   StepExtent extent;
   for (const fs::path& path : *paths) {
-    auto file = read_run_file(path, step, extent);
+    auto file = read_run_file(path, selection, extent);
     if (file.ok()) {
       files.push_back(std::move(*file));
     } else {

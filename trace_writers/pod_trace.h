@@ -53,7 +53,9 @@ class PodTraceWriter {
 };
 
 // Which part of a run `podscope analyze --trace-window` writes: all of it, a span of milliseconds from the
-// capture's start, or one step (from the first core's start of it to the last core's end, merged clocks).
+// capture's start (else, in files that record none, from the run's first event), or one step (from the first
+// core's start of it to the last core's end, merged clocks; the steps as the analysis finds them,
+// analysis/step_spans.h).
 struct TraceSelection {
   enum class Kind { kWhole, kMilliseconds, kStep };
   Kind kind = Kind::kWhole;
@@ -66,8 +68,8 @@ struct TraceSelection {
 absl::StatusOr<TraceSelection> parse_trace_selection(std::string_view text);
 
 // Reads every *.xplane.pb of `run_dir` plane by plane (a file's host name and clock offset from its planes'
-// stats, names in proto/xspace/names.h) and writes the trace files of `selection` into it: pod.* for the
-// whole run, pod.<A>-<B>ms.* or pod.step<N>.* for a window.
+// stats, names in proto/xspace/names.h; a file whose planes name no host is named by its stem) and writes the trace
+// files of `selection` into it: pod.* for the whole run, pod.<A>-<B>ms.* or pod.step<N>.* for a window.
 absl::StatusOr<PodTraceFiles> write_run_traces(const std::filesystem::path& run_dir, const TraceSelection& selection);
 
 }  // namespace podscope::pod_capture

@@ -110,49 +110,63 @@ void add_input_stage_stats(const HeldEvent& e, xspace::XStatsBuilder& stats) {
   stats.add(xspace::kInputStageParentIdStat, e.value2);
 }
 
-// Adds one core's events (sorted by start) to its plane: steps on the Steps line, the rest one line per thread.
-void add_core_events(int32_t core, std::vector<PlacedEvent>& events, xspace::XPlaneBuilder& builder) {
-  std::sort(events.begin(), events.end(),
-            [](const PlacedEvent& a, const PlacedEvent& b) { return a.start_ns < b.start_ns; });
+// The steps among one core's events (sorted by start), by start.
+std::vector<StepSpan> steps_of(const std::vector<PlacedEvent>& events) {
   std::vector<StepSpan> steps;
   for (const auto& p : events)
     if (p.event->kind == EventKind::kStep)
       steps.push_back({p.event->value, p.start_ns, p.start_ns + p.event->duration_ns});
+  return steps;
+}
 
-  const StatIds ids(builder);
-  // Event metadata ids by (client, kind and name index): one hash lookup of the name per distinct op.
-  std::map<std::tuple<const HeldClientEvents*, EventKind, uint32_t>, int64_t> metadata_ids;
-  auto metadata_id = [&](const PlacedEvent& p) {
-    const bool named = local::traits_of(p.event->kind).id == local::EventField::kNameId;
-    auto key = std::make_tuple(p.client, p.event->kind, named ? p.event->id : 0u);
-    auto it = metadata_ids.find(key);
-    if (it == metadata_ids.end()) it = metadata_ids.emplace(key, builder.event_metadata_id(op_name(p))).first;
-    return it->second;
-  };
-  std::optional<xspace::XLineBuilder> steps_line;
-  std::optional<xspace::XLineBuilder> input_pipeline_line;
-  std::map<std::pair<const HeldClientEvents*, uint32_t>, xspace::XLineBuilder> thread_lines;
-  auto thread_line = [&](const PlacedEvent& p) -> xspace::XLineBuilder& {
-    auto key = std::make_pair(p.client, p.event->stream);
-    auto it = thread_lines.find(key);
-    if (it == thread_lines.end()) {
-      const int64_t tid = p.client->streams[p.event->stream].thread_id;
-      it = thread_lines.emplace(key, builder.line(tid, "Thread " + std::to_string(tid))).first;
-    }
-    return it->second;
-  };
-  for (const auto& p : events) {
+// Writes one core's events into its plane: steps on the Steps line, input stages on the Input Pipeline line, the
+// rest one line per thread, each with its kind's stats and the step it ran in; lines and event metadata are made
+// as the events need them.
+class CorePlaneWriter {
+ public:
+  CorePlaneWriter(int32_t core, xspace::XPlaneBuilder& builder, std::vector<StepSpan> steps)
+      : core_(core), builder_(builder), ids_(builder), steps_(std::move(steps)) {}
+
+  void add(const PlacedEvent& p) {
     const HeldEvent& e = *p.event;
     if (e.kind == EventKind::kStep) {
-      if (!steps_line) steps_line = builder.line_named(xspace::kStepsLineName);
-      steps_line->add_event(metadata_id(p), p.start_ns, e.duration_ns).add(ids.step_num, e.value);
-      continue;
+      if (!steps_line_) steps_line_ = builder_.line_named(xspace::kStepsLineName);
+      steps_line_->add_event(metadata_id(p), p.start_ns, e.duration_ns).add(ids_.step_num, e.value);
+      return;
     }
-    if (e.kind == EventKind::kInputStage && !input_pipeline_line)
-      input_pipeline_line = builder.line_named(xspace::kInputPipelineLineName);
-    auto& line = e.kind == EventKind::kInputStage ? *input_pipeline_line : thread_line(p);
-    auto stats = line.add_event(metadata_id(p), p.start_ns, e.duration_ns);
-    if (auto step = step_at(steps, p.start_ns)) stats.add(ids.step_num, *step);
+    auto stats = line_of(p).add_event(metadata_id(p), p.start_ns, e.duration_ns);
+    if (auto step = step_at(steps_, p.start_ns)) stats.add(ids_.step_num, *step);
+    add_kind_stats(p, stats);
+  }
+
+ private:
+  // Event metadata ids by (client, kind and name index): one hash lookup of the name per distinct op.
+  int64_t metadata_id(const PlacedEvent& p) {
+    const bool named = local::traits_of(p.event->kind).id == local::EventField::kNameId;
+    auto key = std::make_tuple(p.client, p.event->kind, named ? p.event->id : 0u);
+    auto it = metadata_ids_.find(key);
+    if (it == metadata_ids_.end()) it = metadata_ids_.emplace(key, builder_.event_metadata_id(op_name(p))).first;
+    return it->second;
+  }
+
+  xspace::XLineBuilder& line_of(const PlacedEvent& p) {
+    if (p.event->kind == EventKind::kInputStage) {
+      if (!input_pipeline_line_) input_pipeline_line_ = builder_.line_named(xspace::kInputPipelineLineName);
+      return *input_pipeline_line_;
+    }
+    auto key = std::make_pair(p.client, p.event->stream);
+    auto it = thread_lines_.find(key);
+    if (it == thread_lines_.end()) {
+      const int64_t tid = p.client->streams[p.event->stream].thread_id;
+      it = thread_lines_.emplace(key, builder_.line(tid, "Thread " + std::to_string(tid))).first;
+    }
+    return it->second;
+  }
+
+  void add_kind_stats(const PlacedEvent& p, xspace::XStatsBuilder& stats) {
+    const HeldEvent& e = *p.event;
+    const int32_t core = core_;
+    const StatIds& ids = ids_;
     switch (e.kind) {
       case EventKind::kInfeed:
       case EventKind::kOutfeed:
@@ -188,6 +202,23 @@ void add_core_events(int32_t core, std::vector<PlacedEvent>& events, xspace::XPl
       case EventKind::kDeallocation: break;
     }
   }
+
+  const int32_t core_;
+  xspace::XPlaneBuilder& builder_;
+  const StatIds ids_;
+  const std::vector<StepSpan> steps_;
+  std::map<std::tuple<const HeldClientEvents*, EventKind, uint32_t>, int64_t> metadata_ids_;
+  std::optional<xspace::XLineBuilder> steps_line_;
+  std::optional<xspace::XLineBuilder> input_pipeline_line_;
+  std::map<std::pair<const HeldClientEvents*, uint32_t>, xspace::XLineBuilder> thread_lines_;
+};
+
+// Adds one core's events to its plane.
+void add_core_events(int32_t core, std::vector<PlacedEvent>& events, xspace::XPlaneBuilder& builder) {
+  std::sort(events.begin(), events.end(),
+            [](const PlacedEvent& a, const PlacedEvent& b) { return a.start_ns < b.start_ns; });
+  CorePlaneWriter writer(core, builder, steps_of(events));
+  for (const auto& p : events) writer.add(p);
 }
 
 // XProf's overview and input pipeline tools ignore `/device:CUSTOM:` planes and read a host-only program's steps

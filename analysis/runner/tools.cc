@@ -5,6 +5,7 @@
 
 #include "analysis/input_pipeline.h"
 #include "analysis/overview_page.h"
+#include "analysis/step_spans.h"
 #include "analysis/tf_data_stats.h"
 #include "analysis/tool_pages.h"
 #include "proto/xspace/names.h"
@@ -23,8 +24,7 @@ class TfDataBuilder final : public PlaneToolBuilder {
 
   void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) override {
     if (plane.name() == xspace::kHostPlaneName) {
-      FileHost& file = file_host(file_index);
-      if (auto name = host_name_of(plane)) file.host_name = std::move(name);
+      file_host(file_index).add_host_plane(plane);
       if (names_tf_data_iterators(plane)) planes_.push_back({file_index, std::nullopt, xplane_to_tf_data_stats(plane)});
       return;
     }
@@ -33,18 +33,14 @@ class TfDataBuilder final : public PlaneToolBuilder {
     if (!stats.stats.input_pipelines().empty()) planes_.push_back({file_index, host_name_of(plane), std::move(stats)});
   }
 
-  // The XSpace's own `hostnames`, used when the host plane has no host_name stat.
-  void end_file(size_t file_index, const xspace::XSpaceHeader* header) override {
-    if (header == nullptr) return;
-    FileHost& file = file_host(file_index);
-    if (!file.host_name && !header->hostnames.empty()) file.host_name = header->hostnames.front();
+  void end_file(size_t file_index, const std::vector<std::string>& hostnames, std::string_view file_stem) override {
+    file_host(file_index).add_file_names(hostnames, file_stem);
   }
 
   void finish(AnalysisOutcome& outcome) && override {
     std::vector<HostTfDataStats> hosts;
     for (PlaneSource& p : planes_) {
-      const std::optional<std::string>& file_host_name = file_host(p.file_index).host_name;
-      std::string host = p.host_name ? *p.host_name : file_host_name.value_or("host" + std::to_string(p.file_index));
+      std::string host = p.host_name ? *p.host_name : file_host(p.file_index).host_name();
       hosts.push_back({std::move(host), std::move(p.stats)});
     }
     outcome.tf_data_stats = combine_tf_data_stats(std::move(hosts));
@@ -52,9 +48,6 @@ class TfDataBuilder final : public PlaneToolBuilder {
   }
 
  private:
-  struct FileHost {
-    std::optional<std::string> host_name;
-  };
   struct PlaneSource {
     size_t file_index = 0;
     std::optional<std::string> host_name;  // the plane's own
@@ -66,12 +59,12 @@ class TfDataBuilder final : public PlaneToolBuilder {
     return name ? std::optional<std::string>(std::string(*name)) : std::nullopt;
   }
 
-  FileHost& file_host(size_t file_index) {
+  FileSteps& file_host(size_t file_index) {
     if (files_.size() <= file_index) files_.resize(file_index + 1);
     return files_[file_index];
   }
 
-  std::vector<FileHost> files_;
+  std::vector<FileSteps> files_;
   std::vector<PlaneSource> planes_;
 };
 
@@ -79,7 +72,7 @@ class KernelStatsToolBuilder final : public PlaneToolBuilder {
  public:
   void add_plane(size_t, const tensorflow::profiler::XPlane& plane) override { builder_.add_plane(plane); }
   // Kernels take their ops from their own file's launches, whether or not it broke part way.
-  void end_file(size_t, const xspace::XSpaceHeader*) override { builder_.end_file(); }
+  void end_file(size_t, const std::vector<std::string>&, std::string_view) override { builder_.end_file(); }
   void finish(AnalysisOutcome& outcome) && override { outcome.kernel_stats = std::move(builder_).finish(); }
 
  private:
@@ -89,7 +82,7 @@ class KernelStatsToolBuilder final : public PlaneToolBuilder {
 class OpStatsToolBuilder final : public PlaneToolBuilder {
  public:
   void add_plane(size_t, const tensorflow::profiler::XPlane& plane) override { builder_.add_plane(plane); }
-  void end_file(size_t, const xspace::XSpaceHeader*) override {}
+  void end_file(size_t, const std::vector<std::string>&, std::string_view) override {}
   void finish(AnalysisOutcome& outcome) && override { outcome.op_stats = std::move(builder_).finish(); }
 
  private:
@@ -101,7 +94,7 @@ class MemoryProfileToolBuilder final : public PlaneToolBuilder {
   void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) override {
     builder_.add_plane(file_index, plane);
   }
-  void end_file(size_t, const xspace::XSpaceHeader*) override {}
+  void end_file(size_t, const std::vector<std::string>&, std::string_view) override {}
   void finish(AnalysisOutcome& outcome) && override { outcome.memory_profile = std::move(builder_).finish(); }
 
  private:

@@ -32,8 +32,8 @@ class PlaneToolBuilder {
  public:
   virtual ~PlaneToolBuilder() = default;
   virtual void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) = 0;
-  // `header` is null when the file broke part way (the planes before the break were handed over).
-  virtual void end_file(size_t file_index, const xspace::XSpaceHeader* header) = 0;
+  // The file's names (the XSpace's `hostnames` and the file's stem, which name its host when its planes do not).
+  virtual void end_file(size_t file_index, const std::vector<std::string>& hostnames, std::string_view file_stem) = 0;
   virtual void finish(AnalysisOutcome& outcome) && = 0;
 };
 

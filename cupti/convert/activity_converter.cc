@@ -280,7 +280,7 @@ void ActivityConverter::add_memory(const CUpti_ActivityMemory4& m) {
 
 void ActivityConverter::add_nvtx_range(uint32_t thread_id, std::string_view name, int64_t start_ns, int64_t end_ns) {
   host_plane(xspace::kHostPlaneName, cpu_plane_)
-      .line_named("NVTX thread " + std::to_string(thread_id))
+      .line_named(std::string(xspace::kNvtxLinePrefix) + std::to_string(thread_id))
       .add_event(name, start_ns, end_ns > start_ns ? end_ns - start_ns : 0);
 }
 

@@ -29,6 +29,10 @@ inline constexpr std::string_view kRecvDoneEventName = "recv-done";
 // TF host step markers (TraceMe events on /host:CPU lines) start with one of these: Keras's `train` /
 // `test` (also `train_step`...), and TF's `TraceContext` (HostEventType::kTraceContext).
 inline constexpr std::string_view kHostStepMarkerPrefixes[] = {"train", "test", "TraceContext"};
+// NVTX ranges that libpodscope_cupti records land on `/host:CPU`, one line per thread ("NVTX thread <tid>"); a
+// CUDA program marks its steps with a range whose name starts with one of these (`step`, `train_step`...).
+inline constexpr std::string_view kNvtxLinePrefix = "NVTX thread ";
+inline constexpr std::string_view kNvtxStepRangePrefixes[] = {"train", "step"};
 
 // What XProf's host-side step grouping reads, written on the host plane for each annotated core (XProf ignores
 // `/device:CUSTOM:` planes): a line "Step markers core <core>" holding per step a root event (kRootEventStat = 1,

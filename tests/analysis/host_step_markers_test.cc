@@ -153,7 +153,9 @@ TEST(PodAnalyzerHostMarkersTest, MarkerNumbersFallBackToIterNumThenOrder) {
   line.add_event("TraceContext", kT0 + 10 * kMs, 10 * kMs);
   line.add_event("train_step", kT0 + 20 * kMs, 10 * kMs).add(xspace::kStepNumStat, int64_t{40});
   line.add_event("optimizer", kT0 + 30 * kMs, 10 * kMs).add(xspace::kStepNumStat, int64_t{41});  // not a marker
-  const auto markers = read_host_step_markers(plane);
+  const HostStepMarkers found = read_host_step_markers(plane);
+  EXPECT_EQ(found.source, StepSource::kHostMarkers);
+  const auto& markers = found.markers;
   ASSERT_EQ(markers.size(), 3u);
   EXPECT_EQ(markers[0].step_num, 4);
   EXPECT_EQ(markers[1].step_num, 5);

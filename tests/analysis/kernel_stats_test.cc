@@ -12,6 +12,7 @@
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xplane_reader.h"
 #include "proto/xspace/xspace_stream_reader.h"
+#include "tests/analysis/stream_time.h"
 #include "tests/shared_testdata.h"
 
 namespace podscope::analysis {
@@ -169,16 +170,6 @@ TEST(KernelStatsTest, OnlyStreamLinesOfGpuPlanesAreRead) {
   EXPECT_FALSE(KernelStatsBuilder::wants_line("/host:CPU", "Stream #12(Compute)"));
 }
 
-// Sum of the durations of every event on the plane's `(Compute...)` stream lines.
-uint64_t compute_stream_time_ns(const XPlane& plane) {
-  uint64_t total = 0;
-  for (const auto& line : plane.lines()) {
-    if (!line.name().starts_with("Stream #") || line.name().find("(Compute") == std::string::npos) continue;
-    for (const auto& e : line.events()) total += static_cast<uint64_t>(e.duration_ps() / 1000);
-  }
-  return total;
-}
-
 // One file of an annotated process with CUDA: its annotations on `/device:CUSTOM:0` (thread 42), its launch calls on
 // `/host:CUPTI` and its kernels on `/device:GPU:0`, correlated by id.
 struct AnnotatedCudaFile {
@@ -278,7 +269,7 @@ TEST(KernelStatsTest, TensorFlowFileKernelTotalsSumToTheComputeStreamTime) {
       *tf_file,
       [&](const XPlane& plane) {
         if (!plane.name().starts_with(xspace::kGpuPlanePrefix)) return absl::OkStatus();
-        stream_time[plane.name()] = compute_stream_time_ns(plane);
+        stream_time[plane.name()] = static_cast<uint64_t>(testing::stream_time_of(plane).compute_ns);
         const KernelStatsResult one = xplane_to_kernel_stats(plane);
         EXPECT_EQ(one.warnings.corrupt_kernel_details, 0u) << plane.name();
         uint64_t sum = 0;

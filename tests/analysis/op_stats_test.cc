@@ -13,6 +13,7 @@
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xplane_reader.h"
 #include "proto/xspace/xspace_stream_reader.h"
+#include "tests/analysis/stream_time.h"
 #include "tests/shared_testdata.h"
 
 namespace podscope::analysis {
@@ -221,33 +222,16 @@ TEST(OpStatsTest, KeepsTheLongestOpsPerSideAndCountsTheRestAsCut) {
   EXPECT_DOUBLE_EQ(table.tf_stats_record(0).device_total_self_time_as_fraction(), 50.0 / 150);
 }
 
-// Σ (end − start) of the events on the plane's stream lines, those on `(Compute)` streams apart.
-struct StreamTime {
-  int64_t compute_ns = 0;
-  int64_t other_ns = 0;
-};
-StreamTime stream_time_of(const XPlane& plane_proto) {
-  StreamTime time;
-  const xspace::XPlaneReader plane(plane_proto);
-  for (const auto& line : plane_proto.lines()) {
-    if (!line.name().starts_with("Stream #")) continue;
-    const bool compute = line.name().find("(Compute)") != std::string::npos;
-    plane.for_each_event(line, [&](const xspace::XEventView& e) {
-      (compute ? time.compute_ns : time.other_ns) += e.end_ns() - e.start_ns();
-    });
-  }
-  return time;
-}
-
 TEST(OpStatsTest, TensorFlowFileOpSelfTimesSumToEachGpusStreamTime) {
   const auto tf_file = podscope::testing::shared_testdata_file("tf_bert_8gpu_host0.xplane.pb");
   if (!tf_file) return;
-  std::map<std::string, StreamTime> stream_time;
+  std::map<std::string, testing::StreamTime> stream_time;
   OpStatsBuilder builder;
   const absl::Status status = xspace::read_xspace_planes(
       *tf_file,
       [&](const XPlane& plane) {
-        if (plane.name().starts_with(xspace::kGpuPlanePrefix)) stream_time[plane.name()] = stream_time_of(plane);
+        if (plane.name().starts_with(xspace::kGpuPlanePrefix))
+          stream_time[plane.name()] = testing::stream_time_of(plane);
         builder.add_plane(plane);
         return absl::OkStatus();
       },
@@ -259,7 +243,7 @@ TEST(OpStatsTest, TensorFlowFileOpSelfTimesSumToEachGpusStreamTime) {
   int64_t device_self = 0;
   for (const PlaneOpTime& plane : result.planes) {
     if (!plane.device) continue;
-    const StreamTime& streams = stream_time[plane.plane];
+    const testing::StreamTime& streams = stream_time[plane.plane];
     // Kernels do not nest: each op's self time is its kernels' time, so the ops of a GPU sum to its streams'.
     EXPECT_EQ(plane.self_ns, streams.compute_ns + streams.other_ns) << plane.plane;
     EXPECT_LE(plane.busy_ns, plane.self_ns) << plane.plane;

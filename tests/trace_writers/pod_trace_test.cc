@@ -9,15 +9,18 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <random>
 #include <regex>
 #include <set>
 
+#include "analysis/step_spans.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "tests/analysis/synthetic_pod.h"
 #include "tests/scratch_directory.h"
+#include "tests/shared_testdata.h"
 #include "tests/trace_writers/gzip_reader.h"
 #include "tests/trace_writers/perfetto_trace_reader.h"
 
@@ -303,6 +306,54 @@ TEST(PodTrace, StepWindowWritesOnlyThatStepsEvents) {
   EXPECT_LT(ms_files->counts.slices, files->counts.slices);
 
   EXPECT_FALSE(write_run_traces(dir, *parse_trace_selection("step:99")).ok());
+}
+
+// The TensorFlow file numbers its one step by `group_id` (no `step_num`, no recorded capture start): step:N
+// finds it as the analysis does (its first core's start to its last core's end), and A:B counts from the file's
+// first event.
+TEST(PodTrace, TraceWindowsWorkOnTheTensorFlowFile) {
+  const auto tf_file = podscope::testing::shared_testdata_file("tf_bert_8gpu_host0.xplane.pb");
+  if (!tf_file) return;
+  const podscope::testing::ScratchDirectory scratch("pod_trace_tf_window");
+  const fs::path& dir = scratch.path();
+  fs::copy_file(*tf_file, dir / tf_file->filename());
+  tensorflow::profiler::XSpace space;
+  {
+    std::ifstream in(*tf_file, std::ios::binary);
+    ASSERT_TRUE(space.ParseFromIstream(&in));
+  }
+  analysis::FileStepSpans reader;
+  for (const auto& plane : space.planes()) reader.add_plane(plane);
+  const auto found = std::move(reader).finish();
+  int64_t step_start = std::numeric_limits<int64_t>::max(), step_end = 0;
+  for (const auto& plane : found.planes) {
+    for (const auto& step : plane.steps) {
+      if (step.step_num != 0) continue;
+      step_start = std::min(step_start, step.start_ns);
+      step_end = std::max(step_end, step.end_ns);
+    }
+  }
+  ASSERT_LT(step_start, step_end) << "the analysis' step 0";
+
+  auto step_files = write_run_traces(dir, *parse_trace_selection("step:0"));
+  ASSERT_TRUE(step_files.ok()) << step_files.status();
+  EXPECT_EQ(step_files->perfetto, dir / "pod.step0.perfetto-trace");
+  const std::string json = gunzip_file(step_files->json);
+  EXPECT_NE(json.find("\"time_base_ns\":" + std::to_string(step_start) + "}"), std::string::npos);
+  EXPECT_GT(step_files->counts.slices, 0u);
+
+  auto ms_files = write_run_traces(dir, *parse_trace_selection("0:5"));
+  ASSERT_TRUE(ms_files.ok()) << ms_files.status();
+  EXPECT_EQ(ms_files->perfetto, dir / "pod.0-5ms.perfetto-trace");
+  EXPECT_GT(ms_files->counts.slices, 0u);
+  auto whole = write_run_traces(dir, TraceSelection{});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_LT(ms_files->counts.slices, whole->counts.slices);
+  EXPECT_LT(step_files->counts.slices, whole->counts.slices);
+
+  const auto missing = write_run_traces(dir, *parse_trace_selection("step:1"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("step 1"), std::string::npos) << missing.status();
 }
 
 TEST(PodTrace, TraceWindowTextIsMillisecondsOrAStep) {
