@@ -242,6 +242,7 @@ CoreTrace trace_core(const tensorflow::profiler::XPlane& plane_proto, PlaneKind 
   trace.plane_name = plane_proto.name();
   trace.kind = kind;
   if (auto host = plane.str_stat(xspace::kHostNameStat)) trace.host_name = std::string(*host);
+  trace.rank = plane.int_stat(xspace::kRankStat);
 
   std::vector<StepSpan> steps = read_steps_line(plane);
   // Without a Steps line, TF/JAX device ops grouped into steps (a `group_id` stat) make the steps.

@@ -54,6 +54,7 @@ struct CoreTrace {
   std::string plane_name;
   PlaneKind kind = PlaneKind::kCustom;
   std::optional<std::string> host_name;  // the plane's own host_name stat, if any
+  std::optional<int64_t> rank;           // the plane's own rank stat, if any
   std::vector<StepBreakdown> steps;      // sorted by start
   std::vector<CollectiveInstance> collectives;
   std::vector<ChannelEndpoint> channel_endpoints;

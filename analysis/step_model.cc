@@ -297,7 +297,9 @@ std::optional<InputCategory> host_input_category(std::string_view name) {
   if (name.starts_with("InfeedEnqueue") || name.find("MemcpyH2D") != std::string_view::npos) {
     return InputCategory::kEnqueue;
   }
-  if (name.starts_with("IteratorGetNext")) return InputCategory::kUnclassified;
+  if (name.starts_with("IteratorGetNext") || name.starts_with(xspace::kTorchDataLoaderPrefix)) {
+    return InputCategory::kUnclassified;
+  }
   if (!name.starts_with("Iterator::")) return std::nullopt;
   const size_t last = name.rfind("::");
   const std::string_view leaf = name.substr(last + 2);
