@@ -628,7 +628,14 @@ void StepModelBuilder::end_file(size_t file_index) {
   FileState& state = file(file_index);
   if (state.ended) return;
   state.ended = true;
-  state.host_name = state.host.host_name.value_or(state.xspace_host_name.value_or(absl::StrCat("host", file_index)));
+  // The file's host: its /host:CPU plane's name, else the XSpace's, else a device plane's own (a CPU-only PyTorch
+  // rank names only its core's plane).
+  std::optional<std::string> device_host_name;
+  for (const auto& [core_file, core] : pending_cores_) {
+    if (core_file == file_index && core.host_name && !device_host_name) device_host_name = core.host_name;
+  }
+  state.host_name = state.host.host_name.value_or(
+      state.xspace_host_name.value_or(device_host_name.value_or(absl::StrCat("host", file_index))));
   const std::vector<TypedInterval> host_segments = disjoint_by_priority(state.host.intervals);
   state.host.intervals = {};
   // Steps, then host activity into the idle gaps, then the steps cut by the window or without device work.

@@ -510,9 +510,13 @@ class Builder {
     if (!has_device_work && c && annotation) {
       if (std::string_view xla = xla_collective_name(name(c->name)); !xla.empty()) event_name = xla;
     }
-    if (!has_device_work && event_name.starts_with(xspace::kTorchDataLoaderPrefix)) return add_input_stage(e, p);
-    auto stats = thread_line(p, e.pid, e.tid).add_event(event_name, e.start_ns, e.duration_ns);
     const std::optional<int64_t> step_num = number_after(name(e.name), kProfilerStepPrefix);
+    if (!has_device_work) {
+      // A CPU-only rank's steps are its core's Steps line, not ops of the core.
+      if (step_num) return;
+      if (event_name.starts_with(xspace::kTorchDataLoaderPrefix)) return add_input_stage(e, p);
+    }
+    auto stats = thread_line(p, e.pid, e.tid).add_event(event_name, e.start_ns, e.duration_ns);
     if (step_num) stats.add(xspace::kStepNumStat, *step_num);
     // The host's work within a step is the step's host compute (TF groups its host events so, with the step's
     // id), which the step tools count where the device idles. The step marker too: between its ops the host thread
