@@ -60,7 +60,7 @@ class RandomRegression(Dataset):
 def extra_compute(ms, width):
     """Matrix products until `ms` of wall time have passed: a rank with more work than the others."""
     with torch.profiler.record_function("extra_compute"):
-        a = torch.randn(width, width)
+        a = torch.randn(2 * width, 2 * width)
         deadline = time.perf_counter() + ms / 1e3
         while time.perf_counter() < deadline:
             a = torch.tanh(a @ a)
@@ -108,10 +108,11 @@ def main():
                 break
     if profiler:
         profiler.stop()
+    world_size = dist.get_world_size()
     dist.barrier()
     dist.destroy_process_group()
     if rank == 0:
-        print(f"trained {step} steps on {dist.get_world_size() if dist.is_initialized() else 'all'} ranks", flush=True)
+        print(f"trained {step} steps on {world_size} ranks", flush=True)
 
 
 if __name__ == "__main__":
