@@ -98,6 +98,10 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
   o.add_list("upstream", &c.upstream,
              "host:port[,host:port] of framework profiler servers (TF/JAX) whose traces each capture merges");
   o.add_string("tpu_metrics_addr", &c.tpu_metrics_addr, "libtpu runtime metric service address (host:port)");
+  o.add_string("kineto_endpoint", &c.kineto_endpoint,
+               "where PyTorch processes started with KINETO_USE_DAEMON=1 poll for trace requests: a name (abstract "
+               "socket, Kineto's default 'dynolog') or an absolute path <dir>/dynolog (a socket file, for processes "
+               "with KINETO_IPC_SOCKET_DIR=<dir>); empty: off");
 
   // --- TensorBoard's worker-list capture (ProfileAnalysis.NewSession) ---
   o.add_list("allowed_fanout_targets", &c.allowed_fanout_targets,

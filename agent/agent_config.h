@@ -46,6 +46,7 @@ struct AgentConfig {
   // --- devices and upstream profiler servers ---
   std::vector<std::string> upstream;                // framework profiler servers (TF/JAX) to forward captures to
   std::string tpu_metrics_addr = "localhost:8431";  // libtpu's runtime metric service
+  std::string kineto_endpoint = "dynolog";          // the IPC fabric endpoint PyTorch's Kineto polls; "": off
 
   // --- TensorBoard's worker-list capture (ProfileAnalysis.NewSession) ---
   std::vector<std::string> allowed_fanout_targets;  // host:port patterns; empty: any host on this agent's gRPC port

@@ -13,6 +13,9 @@
 #include "agent/devices/tpu_metric_client.h"
 #include "agent/devices/tpu_runtime_collector.h"
 #include "agent/devices/upstream_source.h"
+#include "agent/kineto/kineto_capture_source.h"
+#include "agent/kineto/kineto_daemon.h"
+#include "agent/kineto/kineto_processes.h"
 #include "agent/local/client_registry.h"
 #include "agent/local/flight_recorder_component.h"
 #include "agent/local/flight_recording.h"
@@ -79,6 +82,11 @@ std::unique_ptr<CaptureSource> make_local_clients_source(AgentParts& parts) {
 std::unique_ptr<CaptureSource> make_upstream(AgentParts& parts) {
   if (parts.config.upstream.empty()) return nullptr;
   return std::make_unique<UpstreamSource>(parts.config.upstream);
+}
+
+std::unique_ptr<CaptureSource> make_kineto_source(AgentParts& parts) {
+  if (parts.config.kineto_endpoint.empty()) return nullptr;
+  return std::make_unique<KinetoCaptureSource>(parts.kineto_processes, parts.clock);
 }
 
 std::unique_ptr<CaptureSource> make_host_series(AgentParts& parts) {
@@ -162,6 +170,35 @@ void fill_flight_recorder_status(const AgentParts& parts, podscope::v1::FlightRe
   }
 }
 
+void fill_kineto_status(const AgentParts& parts, podscope::v1::KinetoStatus& out) {
+  if (parts.kineto_daemon == nullptr) return;
+  const KinetoEndpointStatus endpoint = parts.kineto_daemon->status();
+  out.set_endpoint(endpoint.endpoint);
+  switch (endpoint.state) {
+    case KinetoEndpointStatus::State::kOff: out.set_state(podscope::v1::KinetoStatus::OFF); break;
+    case KinetoEndpointStatus::State::kServing: out.set_state(podscope::v1::KinetoStatus::SERVING); break;
+    case KinetoEndpointStatus::State::kUnavailable: out.set_state(podscope::v1::KinetoStatus::UNAVAILABLE); break;
+  }
+  out.set_detail(endpoint.detail);
+  out.set_polls(endpoint.polls);
+  out.set_registrations(endpoint.registrations);
+  out.set_unanswered(endpoint.unanswered);
+  for (const auto& [reason, count] : endpoint.refused) {
+    podscope::v1::KinetoStatus::Refusals* r = out.add_refused();
+    r->set_reason(reason);
+    r->set_count(count);
+  }
+  for (const KinetoProcess& p : parts.kineto_processes->live(parts.clock.now_ns())) {
+    podscope::v1::KinetoProcess* k = out.add_processes();
+    k->set_pid(p.pid);
+    k->set_job_id(p.job_id);
+    for (int32_t a : p.ancestors) k->add_ancestors(a);
+    k->set_gpu(p.gpu);
+    k->set_last_poll_ns(p.last_poll_ns);
+    k->set_poll_interval_ms(p.poll_interval_ns / 1'000'000);
+  }
+}
+
 void fill_status(const AgentParts& parts, podscope::v1::AgentStatus& status) {
   status.set_host_name(parts.host_name);
   status.set_version(PODSCOPE_VERSION);
@@ -189,6 +226,7 @@ void fill_status(const AgentParts& parts, podscope::v1::AgentStatus& status) {
     for (int32_t core : c.cores) out->add_core_ids(core);
     out->set_dropped_events(c.dropped_events);
   }
+  fill_kineto_status(parts, *status.mutable_kineto());
   const LocalSocketCounts counts = parts.local_socket_counters->counts();
   podscope::v1::LocalSocketCounts* socket = status.mutable_local_socket();
   socket->set_connections(counts.connections);
@@ -201,8 +239,10 @@ void fill_status(const AgentParts& parts, podscope::v1::AgentStatus& status) {
 }
 
 std::unique_ptr<grpc::Service> make_agent_service(AgentParts& parts) {
+  CaptureSessions& captures = *parts.captures;
   return std::make_unique<AgentServiceImpl>(
-      parts.clock, [&parts](podscope::v1::AgentStatus& s) { fill_status(parts, s); }, *parts.recording,
+      parts.clock, [&parts](podscope::v1::AgentStatus& s) { fill_status(parts, s); },
+      [&captures] { return captures.start_lead(); }, *parts.recording,
       *parts.triggered_snapshots, *parts.authorizer);
 }
 
@@ -236,6 +276,13 @@ std::unique_ptr<LifecycleComponent> make_local_socket(AgentParts& parts) {
       parts.io, std::move(settings), *parts.local_clients, *parts.local_socket_counters, parts.clock,
       parts.step_tracker, *parts.step_metrics,
       [&parts](int32_t pid, const StepRecord& step) { parts.triggered_snapshots->observe_step(pid, step); });
+}
+
+std::unique_ptr<LifecycleComponent> make_kineto_endpoint(AgentParts& parts) {
+  auto daemon = std::make_unique<KinetoDaemon>(parts.config.kineto_endpoint, parts.kineto_processes, parts.clock,
+                                               *parts.registry, parts.host_name);
+  parts.kineto_daemon = daemon.get();
+  return daemon;
 }
 
 std::unique_ptr<LifecycleComponent> make_coordinator_registration(AgentParts& parts) {
@@ -280,6 +327,8 @@ constexpr ComponentEntry kComponents[] = {
     // Capture sources: every capture window opens, closes and gathers each of them, in this order.
     {"local_clients", "events, steps and device planes of annotated processes", &make_local_clients_source},
     {"upstream", "traces of framework profiler servers (TF/JAX) listed in `upstream`", &make_upstream},
+    {"kineto", "traces of PyTorch processes polling `kineto_endpoint`, requested for the window and merged",
+     &make_kineto_source},
     {"host_series", "the window's sampled series as counter tracks, host stats, collector warnings", &make_host_series},
     // The flight recorder, made before the services that answer from it.
     {"flight_recorder", "the rolling window of annotated processes' events (flight_recorder_seconds)",
@@ -299,6 +348,8 @@ constexpr ComponentEntry kComponents[] = {
      &make_health_service},
     // Lifecycle components: started once the servers serve, stopped in reverse order.
     {"local_socket", "the Unix socket annotated processes connect to (`socket`)", &make_local_socket},
+    {"kineto_endpoint", "dynolog's IPC fabric endpoint PyTorch's Kineto polls (`kineto_endpoint`)",
+     &make_kineto_endpoint},
     {"coordinator_registration", "registration and heartbeats with podscope-coordinator (`coordinator`)",
      &make_coordinator_registration},
 };
@@ -320,6 +371,7 @@ AgentParts::AgentParts(const AgentConfig& config)
       local_clients(std::make_shared<ClientRegistry>()),
       local_socket_counters(std::make_unique<LocalSocketCounters>(*registry, host_name)),
       step_metrics(std::make_unique<StepMetrics>(*registry, host_name)),
+      kineto_processes(std::make_shared<KinetoProcesses>()),
       channel_credentials(tls::channel_credentials(config.tls)),
       authorizer(
           std::make_unique<tls::CallAuthorizer>(config.tls, *registry, prometheus::Labels{{"host", host_name}})) {

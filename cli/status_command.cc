@@ -68,6 +68,34 @@ std::string local_socket_summary(const podscope::v1::LocalSocketCounts& socket) 
   return out + "; refused: " + (refused.empty() ? "none" : refused);
 }
 
+// "PyTorch (Kineto): serving abstract socket @dynolog, 2 process(es) polling; refused: 3 short" and a line per
+// process: "    pid 812 job 0 (ancestors 790,1), polled 1.2 s ago every 5.0 s".
+void print_kineto(const podscope::v1::KinetoStatus& kineto, int64_t now_ns) {
+  std::cout << "  PyTorch (Kineto): ";
+  if (kineto.state() != podscope::v1::KinetoStatus::SERVING) {
+    std::cout << (kineto.detail().empty() ? "off" : kineto.detail()) << "\n";
+    return;
+  }
+  std::string refused;
+  for (const auto& r : kineto.refused()) {
+    if (r.count() > 0) refused += (refused.empty() ? "" : ", ") + std::to_string(r.count()) + " " + r.reason();
+  }
+  std::cout << kineto.detail() << ", " << kineto.processes_size() << " process(es) polling; refused: "
+            << (refused.empty() ? "none" : refused) << "\n";
+  for (const auto& p : kineto.processes()) {
+    std::cout << "    pid " << p.pid() << " job " << p.job_id();
+    if (p.ancestors_size() > 0) {
+      std::cout << " (ancestors";
+      for (int i = 0; i < p.ancestors_size(); ++i) std::cout << (i == 0 ? " " : ",") << p.ancestors(i);
+      std::cout << ")";
+    }
+    if (p.gpu() >= 0) std::cout << " gpu " << p.gpu();
+    std::cout << ", polled " << ms(now_ns - p.last_poll_ns()) << " ago";
+    if (p.poll_interval_ms() > 0) std::cout << ", every " << p.poll_interval_ms() << " ms";
+    std::cout << "\n";
+  }
+}
+
 int status_from_agents(const std::string& list, const tls::TlsConfig& tls) {
   auto addresses = pod_capture::parse_service_addresses(list);
   if (!addresses.ok()) {
@@ -116,6 +144,7 @@ int status_from_agents(const std::string& list, const tls::TlsConfig& tls) {
       if (client.dropped_events() > 0) std::cout << ", dropped " << client.dropped_events() << " events";
       std::cout << "\n";
     }
+    print_kineto(status.kineto(), status.now_ns());
   }
   return failures == 0 ? 0 : (failures == static_cast<int>(addresses->size()) ? 1 : 3);
 }

@@ -91,6 +91,10 @@ ClockMeasurement measure_clock(AgentConnection& agent, const Clock& clock, int c
       continue;
     }
     exchanges.push_back({t0, response.server_receive_ns(), response.server_send_ns(), t3});
+    if (response.capture_start_lead_ms() > out.start_lead_ms) {
+      out.start_lead_ms = response.capture_start_lead_ms();
+      out.start_lead_reason = response.capture_start_lead_reason();
+    }
     if (burst_settled(exchanges, kSettledExchanges)) break;
   }
   auto estimate = estimate_offset(exchanges);

@@ -49,6 +49,10 @@ struct ClockMeasurement {
   ClockEstimate estimate;               // offset 0 unless kMeasured
   std::string detail;                   // why not measured
   std::vector<PingExchange> exchanges;  // the answered pings, so bursts can be pooled (combine_clocks)
+  // How far ahead the agent needs a capture requested, and why (PingResponse.capture_start_lead_ms): the
+  // longest any ping of the burst answered.
+  int64_t start_lead_ms = 0;
+  std::string start_lead_reason;
 };
 
 // One estimate from two bursts of the same agent (before and after a capture): all their pings together,

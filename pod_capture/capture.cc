@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
@@ -222,16 +225,32 @@ void collect_answers(Attempt& attempt, AttemptOutcome& outcome, const std::vecto
   }
 }
 
+// The longest start lead the agents asked for in their clock-sync answers, and why ("" when none).
+std::pair<int64_t, std::string> longest_start_lead(const std::vector<AgentConnection*>& agents,
+                                                   const std::vector<ClockMeasurement>& clocks) {
+  std::pair<int64_t, std::string> out{0, ""};
+  for (size_t i = 0; i < clocks.size(); ++i) {
+    if (clocks[i].start_lead_ms > out.first) {
+      out = {clocks[i].start_lead_ms, agents[i]->file_stem + ": " + clocks[i].start_lead_reason};
+    }
+  }
+  return out;
+}
+
 Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSpec& spec, int attempt_number,
-                    const Clock& clock) {
+                    const Clock& clock, const std::function<void(const std::string& lead)>& announce) {
   Attempt attempt;
   attempt.hosts.resize(agents.size());
   attempt.sync_begin_ns = clock.now_ns();
   const auto before = measure_clocks(agents, clock, spec.clock_sync_pings, 1000);
 
   // A window of the past ends now (or where the spec says) and starts last_ms before; a capture starts at least
-  // the fan-out margin ahead.
-  const int64_t delay_ms = spec.last_ms > 0 ? 0 : std::max<int64_t>(spec.delay_ms, fanout_margin_ms(agents.size()));
+  // the fan-out margin ahead, and the lead some agent asks for (PyTorch processes that poll) on top.
+  const auto [lead_ms, lead_reason] = longest_start_lead(agents, before);
+  const int64_t margin_ms = fanout_margin_ms(agents.size());
+  const int64_t delay_ms =
+      spec.last_ms > 0 ? 0 : std::max<int64_t>(spec.delay_ms, margin_ms + (lead_ms > 0 ? lead_ms + margin_ms : 0));
+  announce(lead_ms > 0 && spec.last_ms <= 0 ? " in " + std::to_string(delay_ms) + " ms (" + lead_reason + ")" : "");
   const int64_t window_end_ns = spec.window_end_ns > 0 ? spec.window_end_ns : clock.now_ns();
   attempt.start_ns =
       spec.last_ms > 0 ? window_end_ns - spec.last_ms * 1'000'000 : clock.now_ns() + delay_ms * 1'000'000;
@@ -350,10 +369,13 @@ CaptureResult run_capture(const std::vector<AgentConnection*>& agents, const Cap
   const int attempts = std::max(1, spec.num_tracing_attempts);
   long best_count = -1;
   for (int attempt_number = 1; attempt_number <= attempts; ++attempt_number) {
-    progress(spec.last_ms > 0 ? "Capturing the last " + std::to_string(spec.last_ms) + " ms the agents recorded."
-                              : "Starting to trace for " + std::to_string(spec.duration_ms) +
-                                    " ms. Remaining attempt(s): " + std::to_string(attempts - attempt_number));
-    Attempt attempt = run_attempt(agents, spec, attempt_number, clock);
+    // Announced after the clock-sync burst, which tells how far ahead the agents need the start.
+    const auto announce = [&](const std::string& lead) {
+      progress(spec.last_ms > 0 ? "Capturing the last " + std::to_string(spec.last_ms) + " ms the agents recorded."
+                                : "Starting to trace for " + std::to_string(spec.duration_ms) + " ms" + lead +
+                                      ". Remaining attempt(s): " + std::to_string(attempts - attempt_number));
+    };
+    Attempt attempt = run_attempt(agents, spec, attempt_number, clock, announce);
     result.attempts = attempt_number;
     if (attempt.with_data > best_count) {
       best_count = attempt.with_data;

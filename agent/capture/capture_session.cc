@@ -207,8 +207,9 @@ std::string CaptureSessions::gather(const CapturePlan& plan, const tensorflow::P
                        std::to_string((now - plan.start_ns) / 1'000'000) +
                        " ms in the past on the agent's clock; the capture started on arrival");
   }
+  const int64_t start_ns = plan_window(plan, request, now, space);
   std::unique_lock lock(mu_);
-  const bool reached_start = plan.start_ns <= now || wait_until(plan.start_ns, cancelled, lock);
+  const bool reached_start = start_ns <= now || wait_until(start_ns, cancelled, lock);
   std::string end_reason;
   if (reached_start) {
     lock.unlock();
@@ -222,6 +223,37 @@ std::string CaptureSessions::gather(const CapturePlan& plan, const tensorflow::P
   }
   for (std::string& w : warnings) space.add_warnings(std::move(w));
   return end_reason;
+}
+
+StartLead CaptureSessions::start_lead() const {
+  StartLead lead;
+  for (const CaptureSource* s : sources_) {
+    StartLead l = s->start_lead();
+    if (l.ns > lead.ns) lead = std::move(l);
+  }
+  return lead;
+}
+
+int64_t CaptureSessions::plan_window(const CapturePlan& plan, const tensorflow::ProfileRequest& request, int64_t now,
+                                     tensorflow::profiler::XSpace& space) {
+  int64_t start_ns = std::max(plan.start_ns, now);
+  const StartLead lead = start_lead();
+  if (lead.ns > 0 && start_ns < now + lead.ns) {
+    const int64_t delay_ms = (now + lead.ns - std::max(plan.start_ns, now)) / 1'000'000;
+    start_ns = now + lead.ns;
+    // The capture's first warning: the wait is the first thing its user notices.
+    space.add_warnings("capture started " + std::to_string(delay_ms) + " ms later than requested: " + lead.reason);
+    PODSCOPE_LOG(kInfo) << "capture " << plan.session_id << " starts in " << lead.ns / 1'000'000
+                        << " ms: " << lead.reason;
+  }
+  CaptureWindow window;
+  window.session_id = plan.session_id;
+  window.start_ns = start_ns;
+  window.planned_end_ns = start_ns + plan.duration_ms * 1'000'000;
+  window.request = request;
+  window.memory_limit_bytes = limits().memory_limit_bytes;
+  for (CaptureSource* s : sources_) s->plan(window);
+  return start_ns;
 }
 
 std::string CaptureSessions::run_window(const CapturePlan& plan, const tensorflow::ProfileRequest& request,

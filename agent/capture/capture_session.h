@@ -86,6 +86,9 @@ class CaptureSessions {
   // Waits `duration_ms` unless shutdown or `cancelled` come first; false when interrupted.
   bool wait_for(int64_t duration_ms, const std::function<bool()>& cancelled);
 
+  // The longest lead any source asks for now (StartLead): how far ahead a capture must be requested.
+  StartLead start_lead() const;
+
   std::string running_session() const;
   uint64_t captures_served() const;
 
@@ -98,6 +101,10 @@ class CaptureSessions {
   // Waits for the start, runs the window and adds the capture's own warnings; returns why it ended early ("").
   std::string gather(const CapturePlan& plan, const tensorflow::ProfileRequest& request, int64_t now,
                      const std::function<bool()>& cancelled, tensorflow::profiler::XSpace& space);
+  // Plans the window on every source: its start is the request's, or later by the longest lead a source asks
+  // for (noted as the capture's first warning). Returns the start.
+  int64_t plan_window(const CapturePlan& plan, const tensorflow::ProfileRequest& request, int64_t now,
+                      tensorflow::profiler::XSpace& space);
   // Opens every source at one sampling pass, waits for the end, closes them all at another and collects.
   std::string run_window(const CapturePlan& plan, const tensorflow::ProfileRequest& request,
                          const std::function<bool()>& cancelled, tensorflow::profiler::XSpace& space);

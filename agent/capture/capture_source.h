@@ -1,5 +1,5 @@
 // A capture source is one place a capture window gathers data from: the host series, the local annotated
-// processes, CUPTI injectors, upstream framework profiler servers. CaptureSession opens a window on every
+// processes, CUPTI injectors, upstream framework profiler servers, PyTorch (Kineto) processes. CaptureSession opens a window on every
 // source at the start, closes them all at the end (duration elapsed, Terminate, client cancel or agent
 // shutdown — all the same path), then asks each to add what it gathered to the XSpace.
 #pragma once
@@ -24,10 +24,21 @@ struct CaptureWindow {
   tensorflow::ProfileRequest request;  // as received, with defaults filled in (opts.version 0 → TF defaults)
 };
 
+struct StartLead {
+  int64_t ns = 0;  // 0: open() at the start is soon enough
+  std::string reason;
+};
+
 class CaptureSource {
  public:
   virtual ~CaptureSource() = default;
   virtual std::string_view name() const = 0;
+  // How long before a window's start this source must learn of it (processes that poll for work), and why. A
+  // capture starts at least this far after its request when any source asks for it, and says so.
+  virtual StartLead start_lead() const { return {}; }
+  // The window is planned: called once per capture, before the wait for its start, with the planned start and
+  // end. open() follows at the start, unless the capture ends before it.
+  virtual void plan(const CaptureWindow& /*window*/) {}
   // The window opens. Must return quickly (start remote work asynchronously).
   virtual void open(const CaptureWindow& window) = 0;
   // The window closes at `end_ns`. Must return quickly.

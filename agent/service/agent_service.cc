@@ -5,10 +5,11 @@
 namespace podscope::agent {
 
 AgentServiceImpl::AgentServiceImpl(const Clock& clock, std::function<void(podscope::v1::AgentStatus&)> fill_status,
-                                   FlightRecording& recording, const TriggeredSnapshots& snapshots,
-                                   tls::CallAuthorizer& authorizer)
+                                   std::function<StartLead()> start_lead, FlightRecording& recording,
+                                   const TriggeredSnapshots& snapshots, tls::CallAuthorizer& authorizer)
     : clock_(clock),
       fill_status_(std::move(fill_status)),
+      start_lead_(std::move(start_lead)),
       recording_(recording),
       snapshots_(snapshots),
       authorizer_(authorizer) {}
@@ -18,6 +19,11 @@ grpc::Status AgentServiceImpl::Ping(grpc::ServerContext*, const podscope::v1::Pi
   const int64_t received = clock_.now_ns();
   response->set_client_send_ns(request->client_send_ns());
   response->set_server_receive_ns(received);
+  const StartLead lead = start_lead_();
+  if (lead.ns > 0) {
+    response->set_capture_start_lead_ms(lead.ns / 1'000'000);
+    response->set_capture_start_lead_reason(lead.reason);
+  }
   response->set_server_send_ns(clock_.now_ns());
   return grpc::Status::OK;
 }

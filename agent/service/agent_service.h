@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "agent/capture/capture_source.h"
 #include "agent/local/flight_recording.h"
 #include "agent/local/triggered_snapshots.h"
 #include "podscope/v1/agent.grpc.pb.h"
@@ -19,8 +20,10 @@ namespace podscope::agent {
 class AgentServiceImpl final : public podscope::v1::Agent::Service {
  public:
   // `fill_status` writes everything the agent knows into a status (collectors, clock, capture, clients...).
+  // `start_lead` is the lead captures need now (CaptureSessions::start_lead), answered with every Ping.
   AgentServiceImpl(const Clock& clock, std::function<void(podscope::v1::AgentStatus&)> fill_status,
-                   FlightRecording& recording, const TriggeredSnapshots& snapshots, tls::CallAuthorizer& authorizer);
+                   std::function<StartLead()> start_lead, FlightRecording& recording,
+                   const TriggeredSnapshots& snapshots, tls::CallAuthorizer& authorizer);
 
   grpc::Status Ping(grpc::ServerContext* context, const podscope::v1::PingRequest* request,
                     podscope::v1::PingResponse* response) override;
@@ -34,6 +37,7 @@ class AgentServiceImpl final : public podscope::v1::Agent::Service {
  private:
   const Clock& clock_;
   std::function<void(podscope::v1::AgentStatus&)> fill_status_;
+  std::function<StartLead()> start_lead_;
   FlightRecording& recording_;
   const TriggeredSnapshots& snapshots_;
   tls::CallAuthorizer& authorizer_;

@@ -1,0 +1,157 @@
+#include "agent/kineto/kineto_capture_source.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <system_error>
+#include <thread>
+
+#include "daemon/log.h"
+#include "kineto/ipc/on_demand_config.h"
+#include "kineto/trace_file.h"
+#include "proto/xspace/xplane_builder.h"
+
+namespace podscope::agent {
+namespace {
+
+constexpr int64_t kNsPerMs = 1'000'000;
+constexpr auto kDeliveryPoll = std::chrono::milliseconds(50);
+
+// Kineto (recent versions) writes on-demand traces only under /tmp, unless KINETO_ONDEMAND_TRACE_DIR says
+// otherwise in the traced process.
+std::filesystem::path make_trace_directory(std::string& error) {
+  char pattern[] = "/tmp/podscope-kineto-XXXXXX";
+  if (::mkdtemp(pattern) == nullptr) {
+    error = std::string("cannot make the Kineto trace directory under /tmp: ") + std::strerror(errno);
+    return {};
+  }
+  // Processes of any user write into it (sticky: none can remove another's file); none can list it.
+  if (::chmod(pattern, 01733) != 0) {
+    error = std::string("cannot open the Kineto trace directory to other users: ") + std::strerror(errno);
+  }
+  return pattern;
+}
+
+std::string seconds_text(int64_t ns) {
+  const int64_t tenths = (ns + 50'000'000) / 100'000'000;
+  return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " s";
+}
+
+}  // namespace
+
+KinetoCaptureSource::KinetoCaptureSource(std::shared_ptr<KinetoProcesses> processes, const Clock& clock)
+    : processes_(std::move(processes)), clock_(clock), directory_(make_trace_directory(directory_error_)) {
+  if (!directory_error_.empty()) {
+    PODSCOPE_LOG(kWarning) << directory_error_;
+  }
+}
+
+KinetoCaptureSource::~KinetoCaptureSource() {
+  if (directory_.empty()) return;
+  std::error_code ignored;
+  std::filesystem::remove_all(directory_, ignored);
+}
+
+StartLead KinetoCaptureSource::start_lead() const {
+  const int64_t interval = processes_->longest_poll_interval_ns(clock_.now_ns());
+  if (interval == 0) return {};
+  return {interval + kConfigApplyMarginNs,
+          "PyTorch (Kineto) processes learn of a capture at their next poll, every " + seconds_text(interval) +
+              " here (ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS; docs/kineto.md tells how to shorten it)"};
+}
+
+void KinetoCaptureSource::plan(const CaptureWindow& window) {
+  processes_->withdraw_all();
+  requested_.clear();
+  plan_warning_.clear();
+  closed_ns_ = 0;
+  planned_start_ns_ = window.start_ns;
+  planned_end_ns_ = window.planned_end_ns;
+  memory_limit_bytes_ = window.memory_limit_bytes;
+  const std::vector<KinetoProcess> live = processes_->live(clock_.now_ns());
+  if (live.empty()) return;
+  if (directory_.empty()) {
+    plan_warning_ = "Kineto processes not traced: " + directory_error_;
+    return;
+  }
+  remove_leftovers();
+  ++sequence_;
+  for (const KinetoProcess& p : live) {
+    kineto::ipc::OnDemandTrace trace;
+    trace.log_file = (directory_ / ("trace" + std::to_string(sequence_) + ".json")).string();
+    trace.start_unix_ms = (window.start_ns - clock_.offset_ns()) / kNsPerMs;
+    trace.duration_ms = (window.planned_end_ns - window.start_ns) / kNsPerMs;
+    trace.trace_id = std::to_string(sequence_);
+    processes_->request_trace(p.pid, kineto::ipc::on_demand_config_text(trace));
+    requested_.push_back({p.pid, kineto::ipc::delivered_trace_path(trace.log_file, p.pid)});
+  }
+}
+
+void KinetoCaptureSource::open(const CaptureWindow&) {}
+
+void KinetoCaptureSource::close(int64_t end_ns) { closed_ns_ = end_ns; }
+
+void KinetoCaptureSource::collect(tensorflow::profiler::XSpace& space) {
+  if (!plan_warning_.empty()) space.add_warnings(plan_warning_);
+  // A window cut short still waits for the traces of the whole planned window: Kineto stops on its own.
+  const int64_t wait_ns = kDeliveryWaitNs + (planned_end_ns_ - planned_start_ns_) / 2;
+  const int64_t deadline = std::max(planned_end_ns_, closed_ns_) + wait_ns;
+  for (const Requested& r : requested_) {
+    if (processes_->handoff(r.pid) != TraceHandoff::kHanded) {
+      space.add_warnings("Kineto process " + std::to_string(r.pid) +
+                         " did not poll for its trace request before the window started: not traced");
+      continue;
+    }
+    if (std::string warning = take_trace(r, deadline, wait_ns, space); !warning.empty()) space.add_warnings(warning);
+  }
+  processes_->withdraw_all();
+  requested_.clear();
+  remove_leftovers();
+}
+
+std::string KinetoCaptureSource::take_trace(const Requested& r, int64_t deadline_ns, int64_t wait_ns,
+                                            tensorflow::profiler::XSpace& space) {
+  const std::filesystem::path file = r.log_file;
+  const std::string who = "Kineto process " + std::to_string(r.pid);
+  // Kineto renames its finished ".tmp" into place: the file appears whole.
+  struct stat st {};
+  while (::lstat(file.c_str(), &st) != 0) {
+    if (clock_.now_ns() >= deadline_ns) {
+      return who + " delivered no trace within " + seconds_text(wait_ns) + " of the window's end";
+    }
+    std::this_thread::sleep_for(kDeliveryPoll);
+  }
+  std::string warning;
+  if (!S_ISREG(st.st_mode)) {
+    warning = who + ": its trace " + file.string() + " is not a regular file; ignored";
+  } else {
+    absl::StatusOr<tensorflow::profiler::XSpace> converted =
+        kineto::read_kineto_trace_file(file, std::min<uint64_t>(memory_limit_bytes_, kineto::kMaxTraceBytes));
+    if (!converted.ok()) {
+      warning = who + ": " + std::string(converted.status().message());
+    } else {
+      for (const std::string& w : converted->warnings()) space.add_warnings(who + ": " + w);
+      converted->clear_warnings();
+      converted->clear_hostnames();
+      // Kineto stamps the host's system clock; the capture is on the agent's.
+      xspace::shift_timestamps(*converted, clock_.offset_ns());
+      xspace::merge_space(std::move(*converted), space);
+    }
+  }
+  std::error_code ignored;
+  std::filesystem::remove(file, ignored);
+  return warning;
+}
+
+void KinetoCaptureSource::remove_leftovers() const {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(directory_, error)) {
+    std::error_code ignored;
+    std::filesystem::remove(entry.path(), ignored);
+  }
+}
+
+}  // namespace podscope::agent
