@@ -15,8 +15,8 @@ wait for it in the gradient all-reduce) and --slow-loader-ms (each batch takes t
 """
 
 import argparse
-import os
 import time
+from contextlib import nullcontext
 
 import torch
 import torch.distributed as dist
@@ -66,6 +66,16 @@ def extra_compute(ms, width):
             a = torch.tanh(a @ a)
 
 
+def time_is_up(end_time, step):
+    """With --seconds: whether any rank is past its end, asked of all every 20 steps (outside the steps), so that
+    every rank stops after the same step."""
+    if end_time is None or step % 20 != 0:
+        return False
+    late = torch.tensor([1.0 if time.monotonic() >= end_time else 0.0])
+    dist.all_reduce(late, op=dist.ReduceOp.MAX)
+    return late.item() > 0
+
+
 def main():
     args = parse_args()
     torch.set_num_threads(1)  # one core per rank is plenty for this model
@@ -91,21 +101,28 @@ def main():
         steps = min(steps, 2 + args.trace_steps)
 
     end_time = time.monotonic() + args.seconds if args.steps <= 0 else None
+    batches = iter(loader)
     step = 0
-    while step < steps:
-        for x, y in loader:
+    while step < steps and not time_is_up(end_time, step):
+        # torch.profiler's schedule names each step ProfilerStep#<n>; a trace Kineto takes on demand (a daemon's
+        # request) has no schedule, so the step is named so here: every rank numbers its steps alike.
+        with nullcontext() if profiler else torch.profiler.record_function(f"ProfilerStep#{step + 1}"):
+            batch = next(batches, None)
+            if batch is None:  # a new epoch
+                batches = iter(loader)
+                batch = next(batches)
+            x, y = batch
             loss = nn.functional.mse_loss(model(x), y)
             if rank == args.slow_rank:
                 extra_compute(args.slow_ms, args.width)
             optimizer.zero_grad()
             loss.backward()  # DDP all-reduces the gradients here: every rank waits for the slowest
             optimizer.step()
-            step += 1
-            if profiler:
-                profiler.step()
-            if step >= steps or (end_time and time.monotonic() >= end_time):
-                steps = step
-                break
+        step += 1
+        if step == 1:
+            print(f"rank {rank}: training", flush=True)
+        if profiler:
+            profiler.step()
     if profiler:
         profiler.stop()
     world_size = dist.get_world_size()
