@@ -49,8 +49,9 @@ kineto::ProcessRank rank_from_environment(int32_t pid) {
   size_t read = 0;
   while (read < kMaxEnvironmentBytes && std::getline(in, entry, '\0')) {
     read += entry.size() + 1;
-    int64_t* field = entry.starts_with("RANK=") ? &rank.rank : entry.starts_with("WORLD_SIZE=") ? &rank.world_size
-                                                                                                 : nullptr;
+    int64_t* field = entry.starts_with("RANK=")         ? &rank.rank
+                     : entry.starts_with("WORLD_SIZE=") ? &rank.world_size
+                                                        : nullptr;
     if (!field) continue;
     const std::string_view value = std::string_view(entry).substr(entry.find('=') + 1);
     int64_t parsed = -1;
