@@ -242,8 +242,7 @@ std::unique_ptr<grpc::Service> make_agent_service(AgentParts& parts) {
   CaptureSessions& captures = *parts.captures;
   return std::make_unique<AgentServiceImpl>(
       parts.clock, [&parts](podscope::v1::AgentStatus& s) { fill_status(parts, s); },
-      [&captures] { return captures.start_lead(); }, *parts.recording,
-      *parts.triggered_snapshots, *parts.authorizer);
+      [&captures] { return captures.start_lead(); }, *parts.recording, *parts.triggered_snapshots, *parts.authorizer);
 }
 
 std::unique_ptr<grpc::Service> make_profiler_service(AgentParts& parts) {

@@ -80,8 +80,8 @@ void print_kineto(const podscope::v1::KinetoStatus& kineto, int64_t now_ns) {
   for (const auto& r : kineto.refused()) {
     if (r.count() > 0) refused += (refused.empty() ? "" : ", ") + std::to_string(r.count()) + " " + r.reason();
   }
-  std::cout << kineto.detail() << ", " << kineto.processes_size() << " process(es) polling; refused: "
-            << (refused.empty() ? "none" : refused) << "\n";
+  std::cout << kineto.detail() << ", " << kineto.processes_size()
+            << " process(es) polling; refused: " << (refused.empty() ? "none" : refused) << "\n";
   for (const auto& p : kineto.processes()) {
     std::cout << "    pid " << p.pid() << " job " << p.job_id();
     if (p.ancestors_size() > 0) {

@@ -1,6 +1,6 @@
 // A capture source is one place a capture window gathers data from: the host series, the local annotated
-// processes, CUPTI injectors, upstream framework profiler servers, PyTorch (Kineto) processes. CaptureSession opens a window on every
-// source at the start, closes them all at the end (duration elapsed, Terminate, client cancel or agent
+// processes, CUPTI injectors, upstream framework profiler servers, PyTorch (Kineto) processes. CaptureSession opens a
+// window on every source at the start, closes them all at the end (duration elapsed, Terminate, client cancel or agent
 // shutdown — all the same path), then asks each to add what it gathered to the XSpace.
 #pragma once
 

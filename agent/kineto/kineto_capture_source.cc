@@ -16,6 +16,7 @@
 #include "kineto/ipc/on_demand_config.h"
 #include "kineto/trace_file.h"
 #include "proto/xspace/xplane_builder.h"
+#include "proto/xspace/xplane_reader.h"
 
 namespace podscope::agent {
 namespace {
@@ -34,6 +35,8 @@ std::filesystem::path make_trace_directory(std::string& error) {
   // Processes of any user write into it (sticky: none can remove another's file); none can list it.
   if (::chmod(pattern, 01733) != 0) {
     error = std::string("cannot open the Kineto trace directory to other users: ") + std::strerror(errno);
+    ::rmdir(pattern);
+    return {};
   }
   return pattern;
 }
@@ -77,11 +80,7 @@ std::string seconds_text(int64_t ns) {
 }  // namespace
 
 KinetoCaptureSource::KinetoCaptureSource(std::shared_ptr<KinetoProcesses> processes, const Clock& clock)
-    : processes_(std::move(processes)), clock_(clock), directory_(make_trace_directory(directory_error_)) {
-  if (!directory_error_.empty()) {
-    PODSCOPE_LOG(kWarning) << directory_error_;
-  }
-}
+    : processes_(std::move(processes)), clock_(clock) {}
 
 KinetoCaptureSource::~KinetoCaptureSource() {
   if (directory_.empty()) return;
@@ -108,8 +107,14 @@ void KinetoCaptureSource::plan(const CaptureWindow& window) {
   const std::vector<KinetoProcess> live = processes_->live(clock_.now_ns());
   if (live.empty()) return;
   if (directory_.empty()) {
-    plan_warning_ = "Kineto processes not traced: " + directory_error_;
-    return;
+    // Made for the first capture that has PyTorch processes to trace; kept until the agent stops.
+    std::string error;
+    directory_ = make_trace_directory(error);
+    if (directory_.empty()) {
+      PODSCOPE_LOG(kWarning) << error;
+      plan_warning_ = "Kineto processes not traced: " + error;
+      return;
+    }
   }
   remove_leftovers();
   ++sequence_;
@@ -131,9 +136,11 @@ void KinetoCaptureSource::close(int64_t end_ns) { closed_ns_ = end_ns; }
 
 void KinetoCaptureSource::collect(tensorflow::profiler::XSpace& space) {
   if (!plan_warning_.empty()) space.add_warnings(plan_warning_);
-  // A window cut short still waits for the traces of the whole planned window: Kineto stops on its own.
-  const int64_t wait_ns = kDeliveryWaitNs + (planned_end_ns_ - planned_start_ns_) / 2;
-  const int64_t deadline = std::max(planned_end_ns_, closed_ns_) + wait_ns;
+  // Kineto traces the whole planned window whatever happens here: a window cut short (Terminate, a client gone,
+  // the agent stopping) takes only the traces already delivered and waits for none.
+  const bool cut_short = closed_ns_ > 0 && closed_ns_ < planned_end_ns_;
+  const int64_t wait_ns = cut_short ? 0 : kDeliveryWaitNs + (planned_end_ns_ - planned_start_ns_) / 2;
+  const int64_t deadline = cut_short ? closed_ns_ : std::max(planned_end_ns_, closed_ns_) + wait_ns;
   for (const Requested& r : requested_) {
     if (processes_->handoff(r.pid) != TraceHandoff::kHanded) {
       space.add_warnings("Kineto process " + std::to_string(r.pid) +
@@ -155,7 +162,8 @@ std::string KinetoCaptureSource::take_trace(const Requested& r, int64_t deadline
   struct stat st {};
   while (::lstat(file.c_str(), &st) != 0) {
     if (clock_.now_ns() >= deadline_ns) {
-      return who + " delivered no trace within " + seconds_text(wait_ns) + " of the window's end";
+      return wait_ns == 0 ? who + ": the window was cut short, its trace (of the whole planned window) not awaited"
+                          : who + " delivered no trace within " + seconds_text(wait_ns) + " of the window's end";
     }
     std::this_thread::sleep_for(kDeliveryPoll);
   }
@@ -167,6 +175,10 @@ std::string KinetoCaptureSource::take_trace(const Requested& r, int64_t deadline
         file, std::min<uint64_t>(memory_limit_bytes_, kineto::kMaxTraceBytes), rank_from_environment(r.pid));
     if (!converted.ok()) {
       warning = who + ": " + std::string(converted.status().message());
+    } else if (!xspace::has_events(*converted)) {
+      // An idle process (torchrun's launcher imports torch and polls too): its empty planes would only take the
+      // names of the ranks' planes.
+      warning = who + " traced no event in the window (idle: a launcher?); nothing merged";
     } else {
       for (const std::string& w : converted->warnings()) space.add_warnings(who + ": " + w);
       converted->clear_warnings();

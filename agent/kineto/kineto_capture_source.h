@@ -27,7 +27,6 @@ class KinetoCaptureSource final : public CaptureSource {
   // what a capture's caller waits (pod captures: twice the duration plus 10 s).
   static constexpr int64_t kDeliveryWaitNs = int64_t{8} * 1'000'000'000;
 
-  // Makes the trace directory (an error leaves the source inert: status and warnings say so).
   KinetoCaptureSource(std::shared_ptr<KinetoProcesses> processes, const Clock& clock);
   ~KinetoCaptureSource() override;  // removes the trace directory
 
@@ -37,8 +36,6 @@ class KinetoCaptureSource final : public CaptureSource {
   void open(const CaptureWindow& window) override;
   void close(int64_t end_ns) override;
   void collect(tensorflow::profiler::XSpace& space) override;
-
-  const std::filesystem::path& trace_directory() const { return directory_; }
 
  private:
   struct Requested {
@@ -51,8 +48,7 @@ class KinetoCaptureSource final : public CaptureSource {
 
   std::shared_ptr<KinetoProcesses> processes_;
   const Clock& clock_;
-  std::filesystem::path directory_;
-  std::string directory_error_;
+  std::filesystem::path directory_;  // made by the first plan() with processes to trace
   uint64_t sequence_ = 0;
 
   // The planned window.

@@ -81,7 +81,8 @@ void KinetoProcesses::withdraw_all() {
 }
 
 void KinetoProcesses::forget_silent(int64_t now_ns) {
-  std::erase_if(processes_, [now_ns](const auto& entry) { return now_ns - entry.second.last_poll_ns > kForgetAfterNs; });
+  std::erase_if(processes_,
+                [now_ns](const auto& entry) { return now_ns - entry.second.last_poll_ns > kForgetAfterNs; });
 }
 
 }  // namespace podscope::agent

@@ -22,8 +22,7 @@ std::string errno_text() { return std::strerror(errno); }
 bool socket_file_is_live(const FabricAddress& address) {
   const int probe = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (probe < 0) return false;
-  const bool live =
-      ::connect(probe, reinterpret_cast<const sockaddr*>(&address.address), address.length) == 0;
+  const bool live = ::connect(probe, reinterpret_cast<const sockaddr*>(&address.address), address.length) == 0;
   ::close(probe);
   return live;
 }

@@ -27,8 +27,8 @@ struct FabricAddress {
 absl::StatusOr<FabricAddress> fabric_address(std::string_view endpoint);
 
 struct Datagram {
-  std::string bytes;       // at most kMaxMessageBytes + 1: a longer datagram is cut, `length` says so
-  size_t length = 0;       // the datagram's full length
+  std::string bytes;  // at most kMaxMessageBytes + 1: a longer datagram is cut, `length` says so
+  size_t length = 0;  // the datagram's full length
   sockaddr_un from{};
   socklen_t from_length = 0;
 };

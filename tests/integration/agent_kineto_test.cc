@@ -155,8 +155,9 @@ TEST(AgentKineto, HostileDatagramsAreCountedAndDroppedWhileTheAgentServesOn) {
   no_pids[ipc::kHeaderBytes + 4] = 0;
   attack("bad_pids", no_pids, 3);
   // A flood of all of them, as fast as the socket takes it.
-  const std::vector<std::pair<std::string, std::string>> kinds = {
-      {"short", poll.substr(0, 20)}, {"oversized", std::string(5000, 'y')}, {"unknown_type", ipc::encode_message("x", "")}};
+  const std::vector<std::pair<std::string, std::string>> kinds = {{"short", poll.substr(0, 20)},
+                                                                  {"oversized", std::string(5000, 'y')},
+                                                                  {"unknown_type", ipc::encode_message("x", "")}};
   const int64_t rss_before = testing::status_kib(k.agent.pid(), "VmRSS");
   for (int round = 0; round < 20000; ++round) {
     const auto& [reason, bytes] = kinds[static_cast<size_t>(round) % kinds.size()];
@@ -243,12 +244,14 @@ TEST(AgentKineto, PollingProcessesAreListedInStatusAndMetrics) {
   ASSERT_TRUE(testing::wait_for(
       [&] {
         return testing::http_get(k.agent.metrics_port(), "/metrics")
-                   .find("podscope_kineto_process_last_poll_seconds{host=\"kineto-host\",ancestors=\"7000,1\","
-                         "job_id=\"55\",pid=\"7001\"}") != std::string::npos;
+                   .find(
+                       "podscope_kineto_process_last_poll_seconds{host=\"kineto-host\",ancestors=\"7000,1\","
+                       "job_id=\"55\",pid=\"7001\"}") != std::string::npos;
       },
       std::chrono::seconds(5)));
-  EXPECT_NE(testing::http_get(k.agent.metrics_port(), "/metrics").find("podscope_kineto_processes{host=\"kineto-host\"} 1"),
-            std::string::npos);
+  EXPECT_NE(
+      testing::http_get(k.agent.metrics_port(), "/metrics").find("podscope_kineto_processes{host=\"kineto-host\"} 1"),
+      std::string::npos);
 }
 
 TEST(AgentKineto, ATakenEndpointIsReportedAndTheAgentGoesOn) {
@@ -308,7 +311,9 @@ class PollingProcess {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     std::string log_file = keys.at("ACTIVITIES_LOG_FILE");
-    log_file.insert(log_file.find(".json"), "_" + std::to_string(pid_));
+    std::string pid_suffix = "_";
+    pid_suffix += std::to_string(pid_);
+    log_file.insert(log_file.find(".json"), pid_suffix);
     // Ten 10 ms ops from the window's start, on the host clock in µs since baseTimeNanoseconds.
     const int64_t base_ns = start_ms * 1'000'000 - 1'000'000'000;
     std::string events;
@@ -317,10 +322,11 @@ class PollingProcess {
       events += R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": )" + std::to_string(pid_) +
                 R"(, "tid": 1, "ts": )" + std::to_string(1'000'000 + i * 20'000) + R"(, "dur": 10000})";
     }
-    const std::string trace = R"({"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": 3, "world_size": 4},
-      "trace_id": ")" + keys.at("REQUEST_TRACE_ID") +
-                              R"(", "baseTimeNanoseconds": )" + std::to_string(base_ns) +
-                              R"(, "traceEvents": [)" + events + "]}";
+    const std::string trace =
+        R"({"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": 3, "world_size": 4},
+      "trace_id": ")" +
+        keys.at("REQUEST_TRACE_ID") + R"(", "baseTimeNanoseconds": )" + std::to_string(base_ns) +
+        R"(, "traceEvents": [)" + events + "]}";
     { std::ofstream(log_file + ".tmp") << trace; }
     fs::rename(log_file + ".tmp", log_file);
   }
@@ -338,8 +344,8 @@ TEST(AgentKineto, ACaptureRequestsEveryPollingProcessesTraceMergesTheDeliveredAn
   KinetoAgent k;
   PollingProcess delivering(k.dir, 51001, /*delivers=*/true);
   PollingProcess silent(k.dir, 51002, /*delivers=*/false);
-  ASSERT_TRUE(testing::wait_for([&] { return status_of(k.agent).kineto().processes_size() == 2; },
-                                std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      testing::wait_for([&] { return status_of(k.agent).kineto().processes_size() == 2; }, std::chrono::seconds(10)));
   // Both have polled twice: the agent knows their interval.
   ASSERT_TRUE(testing::wait_for(
       [&] {
@@ -378,7 +384,10 @@ TEST(AgentKineto, ACaptureRequestsEveryPollingProcessesTraceMergesTheDeliveredAn
   const xspace::XPlaneReader host(*xspace::find_plane(space, xspace::kHostPlaneName));
   const auto capture_start = host.int_stat(xspace::kCaptureStartStat);
   ASSERT_TRUE(capture_start.has_value());
-  EXPECT_NEAR(static_cast<double>(*capture_start) / 1e6, static_cast<double>(start_ms), 50.0);
+  // The window opens at a sampling pass once the planned start has come: late by the scheduler's delay only (a
+  // loaded 2-core box's can reach seconds).
+  EXPECT_GE(*capture_start / 1'000'000, start_ms);
+  EXPECT_LT(*capture_start / 1'000'000, start_ms + 3000);
 
   // The delivered trace is merged: rank 3's ops on its own core, its file deleted.
   const tensorflow::profiler::XPlane* rank = xspace::find_plane(space, "/device:CUSTOM:3");
@@ -386,11 +395,63 @@ TEST(AgentKineto, ACaptureRequestsEveryPollingProcessesTraceMergesTheDeliveredAn
   size_t events = 0;
   for (const auto& line : rank->lines()) events += static_cast<size_t>(line.events_size());
   EXPECT_EQ(events, 10u);
-  EXPECT_FALSE(fs::exists(fs::path(handed.at("ACTIVITIES_LOG_FILE")).replace_filename(
-      fs::path(handed.at("ACTIVITIES_LOG_FILE")).stem().string() + "_51001.json")));
+  EXPECT_FALSE(
+      fs::exists(fs::path(handed.at("ACTIVITIES_LOG_FILE"))
+                     .replace_filename(fs::path(handed.at("ACTIVITIES_LOG_FILE")).stem().string() + "_51001.json")));
   // The silent one is named, the rest kept.
   bool named = false;
-  for (const auto& w : space.warnings()) named |= w.find("Kineto process 51002 delivered no trace") != std::string::npos;
+  for (const auto& w : space.warnings())
+    named |= w.find("Kineto process 51002 delivered no trace") != std::string::npos;
+  EXPECT_TRUE(named);
+}
+
+}  // namespace
+}  // namespace podscope
+
+namespace podscope {
+namespace {
+
+TEST(AgentKineto, ACaptureCutShortAnswersAtOnceWithoutWaitingForTraces) {
+  KinetoAgent k;
+  PollingProcess silent(k.dir, 52001, /*delivers=*/false);
+  ASSERT_TRUE(testing::wait_for(
+      [&] {
+        const auto s = status_of(k.agent);
+        return s.kineto().processes_size() == 1 && s.kineto().processes(0).poll_interval_ms() > 0;
+      },
+      std::chrono::seconds(10)));
+  auto stub = tensorflow::ProfilerService::NewStub(k.agent.channel());
+  tensorflow::ProfileResponse response;
+  grpc::Status answered;
+  std::thread profile([&] {
+    tensorflow::ProfileRequest request;
+    request.set_duration_ms(30000);
+    request.set_session_id("cut");
+    request.set_emit_xspace(true);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    answered = stub->Profile(&context, request, &response);
+  });
+  // Once the window has started (the request handed says when), end it.
+  ASSERT_TRUE(testing::wait_for([&] { return !silent.config().empty(); }, std::chrono::seconds(10)));
+  const int64_t start_ms = std::stoll(config_keys(silent.config()).at("PROFILE_START_TIME"));
+  ASSERT_TRUE(
+      testing::wait_for([&] { return Clock().now_ns() / 1'000'000 > start_ms + 300; }, std::chrono::seconds(10)));
+  const auto terminated = std::chrono::steady_clock::now();
+  {
+    grpc::ClientContext context;
+    tensorflow::TerminateRequest request;
+    request.set_session_id("cut");
+    tensorflow::TerminateResponse ignored;
+    ASSERT_TRUE(stub->Terminate(&context, request, &ignored).ok());
+  }
+  profile.join();
+  ASSERT_TRUE(answered.ok()) << answered.error_message();
+  EXPECT_LT(std::chrono::steady_clock::now() - terminated, std::chrono::seconds(3));
+  bool named = false;
+  for (const auto& w : response.xspace().warnings()) {
+    named |= w.find("Kineto process 52001: the window was cut short") != std::string::npos;
+  }
   EXPECT_TRUE(named);
 }
 

@@ -126,7 +126,10 @@ TEST(FabricEndpoint, SocketFileStaleIsReplacedLiveIsTakenAndRemovedOnClose) {
   ASSERT_TRUE(std::filesystem::exists(server.file));
   EXPECT_TRUE(FabricEndpoint::bind(server).ok());
   // Not a socket: left alone.
-  { std::FILE* f = std::fopen(server.file.c_str(), "w"); std::fclose(f); }
+  {
+    std::FILE* f = std::fopen(server.file.c_str(), "w");
+    std::fclose(f);
+  }
   EXPECT_FALSE(FabricEndpoint::bind(server).ok());
   EXPECT_TRUE(std::filesystem::exists(server.file));
   std::filesystem::remove_all(dir);

@@ -10,7 +10,8 @@ namespace {
 
 std::string from_hex(std::string_view hex) {
   std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
   return out;
 }
 
@@ -20,8 +21,7 @@ std::string recorded_torch_poll() {
   std::string header = from_hex("2400000000000000");  // size 36
   std::string type(kTypeBytes, '\0');
   type.replace(0, 3, "req");
-  return header + type +
-         from_hex("03000000050000000000000000000000d11700005617000055170000486e0000436e0000");
+  return header + type + from_hex("03000000050000000000000000000000d11700005617000055170000486e0000436e0000");
 }
 
 Decoded decode(const std::string& bytes) { return decode_message(bytes, bytes.size()); }
@@ -121,7 +121,8 @@ TEST(FabricMessage, RefusesBadPidLists) {
     Poll p{2, 0, pids};
     std::string bytes = encode_poll(p);
     // Overwrite n.
-    for (int i = 0; i < 4; ++i) bytes[kHeaderBytes + 4 + i] = static_cast<char>((static_cast<uint32_t>(n) >> (8 * i)) & 0xff);
+    for (int i = 0; i < 4; ++i)
+      bytes[kHeaderBytes + 4 + i] = static_cast<char>((static_cast<uint32_t>(n) >> (8 * i)) & 0xff);
     return bytes;
   };
   EXPECT_EQ(refusal_of(poll_with(0, {}), kHeaderBytes + 16), Refusal::kBadPids);
