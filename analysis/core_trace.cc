@@ -86,6 +86,7 @@ class CoreTracer {
     trace_.plane_name = plane_proto.name();
     trace_.kind = kind;
     if (auto host = plane_.str_stat(xspace::kHostNameStat)) trace_.host_name = std::string(*host);
+    trace_.rank = plane_.int_stat(xspace::kRankStat);
     // Steps from the host markers, used only when the plane has none of its own.
     if (!host_step_markers.markers.empty()) {
       marker_steps_.emplace(host_step_markers.markers);

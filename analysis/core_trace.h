@@ -56,6 +56,7 @@ struct CoreTrace {
   std::string plane_name;
   PlaneKind kind = PlaneKind::kCustom;
   std::optional<std::string> host_name;  // the plane's own host_name stat, if any
+  std::optional<int64_t> rank;           // the plane's own rank stat, if any
   StepSource source = StepSource::kNone;
   std::vector<StepBreakdown> steps;  // sorted by start
   // Within its steps, where no op ran (by start), until its file's host work fills them (fill_idle_with_host_work).

@@ -39,7 +39,9 @@ EventType device_event_type(OpKind kind, std::string_view op_name, std::string_v
 
 std::optional<EventType> host_event_type(std::string_view plane_name, std::string_view name, bool has_correlation_id,
                                          bool grouped) {
-  if (name.starts_with("IteratorGetNext")) return EventType::kHostWaitInput;
+  if (name.starts_with("IteratorGetNext") || name.starts_with(xspace::kTorchDataLoaderPrefix)) {
+    return EventType::kHostWaitInput;
+  }
   if (name.starts_with("InfeedEnqueue") || contains(name, "MemcpyH2D") || contains(name, "MemcpyHtoD")) {
     return EventType::kHostToDevice;
   }

@@ -56,9 +56,9 @@ inline constexpr bool is_device_event_type(EventType type) {
 EventType device_event_type(OpKind kind, std::string_view op_name, std::string_view tensor_shapes);
 
 // The type of an event on a host plane (/host:CPU, /host:CUPTI), or nullopt for events that are not step work:
-// waits for input (IteratorGetNext*), kernel launches (CUDA launch API calls, events with a correlation id, TF
-// executor dispatch), host-to-device copies and infeed enqueues, other CUDA API calls (runtime), and, for events
-// TF grouped into a step (`grouped`), host compute.
+// waits for input (IteratorGetNext*, a PyTorch DataLoader's batches), kernel launches (CUDA launch API calls, events
+// with a correlation id, TF executor dispatch), host-to-device copies and infeed enqueues, other CUDA API calls
+// (runtime), and, for events TF grouped into a step (`grouped`), host compute.
 std::optional<EventType> host_event_type(std::string_view plane_name, std::string_view event_name,
                                          bool has_correlation_id, bool grouped);
 

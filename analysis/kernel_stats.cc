@@ -89,11 +89,13 @@ bool einsum_is_tensor_core_eligible(std::string_view equation) {
   return std::count(equation.begin(), equation.begin() + static_cast<std::ptrdiff_t>(arrow), ',') == 1;
 }
 
-// The TF op that launched the kernel, as the newest stat that says so states it.
-std::string_view tf_op_of(const XEventView& e) {
+// The name of the op that launched the kernel, as the newest stat that says so states it: a TF op's name out of
+// its full name, else a framework op named in full.
+std::string_view op_name_of_kernel(const XEventView& e) {
   for (std::string_view stat : {kTfOpStat, kLevel0Stat, kAnnotationStat}) {
-    if (auto text = e.str_stat(stat); text && !text->empty()) return *text;
+    if (auto text = e.str_stat(stat); text && !text->empty()) return op_name_of(*text);
   }
+  if (auto text = e.str_stat(xspace::kFrameworkOpStat); text && !text->empty()) return *text;
   return {};
 }
 
@@ -272,13 +274,13 @@ void KernelStatsBuilder::end_file() {
 }
 
 KernelStatsBuilder::Key KernelStatsBuilder::key_of(std::string_view kernel, std::string_view details,
-                                                   std::string_view tf_op, std::optional<std::string_view> equation) {
+                                                   std::string_view op_name, std::optional<std::string_view> equation) {
   Key key;
   if (std::optional<KernelLaunch> launch = parse_kernel_details(details)) key.launch = *launch;
   key.name = std::string(kernel);
   key.uses_tensor_core = kernel_name_suggests_tensor_core(key.name);
-  if (!tf_op.empty()) {
-    key.op_name = std::string(op_name_of(tf_op));
+  if (!op_name.empty()) {
+    key.op_name = std::string(op_name);
     // A kernel that uses tensor cores shows its op can, whether or not the op is on the list.
     key.op_tensor_core_eligible = key.uses_tensor_core || op_is_tensor_core_eligible(key.op_name) ||
                                   (equation && einsum_is_tensor_core_eligible(*equation));
@@ -304,20 +306,20 @@ void KernelStatsBuilder::add_gpu_plane(const XPlane& plane_proto) {
       if (e.duration_ns() <= 0) return;
       const std::optional<std::string_view> details = e.str_stat(kKernelDetailsStat);
       if (!details || details->empty()) return;  // a copy or a memset
-      const std::string_view tf_op = tf_op_of(e);
-      const std::optional<std::string_view> equation = tf_op.empty() ? std::nullopt : e.str_stat(kEquationStat);
+      const std::string_view op_name = op_name_of_kernel(e);
+      const std::optional<std::string_view> equation = op_name.empty() ? std::nullopt : e.str_stat(kEquationStat);
       auto [it, created] =
-          known.try_emplace(std::make_tuple(e.proto().metadata_id(), *details, tf_op, equation.value_or("")));
+          known.try_emplace(std::make_tuple(e.proto().metadata_id(), *details, op_name, equation.value_or("")));
       Known& k = it->second;
       if (created) {
-        k.key = key_of(e.name(), *details, tf_op, equation);
+        k.key = key_of(e.name(), *details, op_name, equation);
         k.corrupt_details = !parse_kernel_details(*details);
       }
       if (k.corrupt_details) ++warnings_.corrupt_kernel_details;
       const auto duration = static_cast<uint64_t>(e.duration_ns());
       ++launches_;
       kernel_time_ns_ += duration;
-      const std::optional<int64_t> correlation_id = tf_op.empty() ? e.int_stat(kCorrelationIdStat) : std::nullopt;
+      const std::optional<int64_t> correlation_id = op_name.empty() ? e.int_stat(kCorrelationIdStat) : std::nullopt;
       if (!correlation_id) {
         if (!k.totals) k.totals = &reports_[*k.key];
         add_launch(*k.totals, k.key->launch.occupancy_pct, duration);

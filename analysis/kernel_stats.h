@@ -3,7 +3,8 @@
 // KernelStatsDb. Planes are added one at a time (each plane's kernels are folded as it passes), so a
 // reader never holds more than one plane.
 //
-// A kernel's op: its TF op stat (`tf_op`, `level 0`, `annotation`), else the annotated op of its process that
+// A kernel's op: its TF op stat (`tf_op`, `level 0`, `annotation`), else its `framework_op` stat (the PyTorch op
+// that launched it, named in full: `aten::mm`), else the annotated op of its process that
 // launched it: the kernel's `correlation_id` is its launch's on `/host:CUPTI` (a `...Launch...` API call on the
 // line of the launching thread), and the innermost event on the same thread's line of a `/device:CUSTOM:` plane
 // of the same file that encloses the launch in time is the op. Those planes may come in any order, so kernels
@@ -139,7 +140,7 @@ class KernelStatsBuilder {
   void add_gpu_plane(const tensorflow::profiler::XPlane& plane);
   void add_cupti_plane(const tensorflow::profiler::XPlane& plane);
   void add_custom_plane(const tensorflow::profiler::XPlane& plane);
-  static Key key_of(std::string_view kernel, std::string_view details, std::string_view tf_op,
+  static Key key_of(std::string_view kernel, std::string_view details, std::string_view op_name,
                     std::optional<std::string_view> equation);
   void fold(Key key, uint64_t duration_ns);
   static void add_launch(Totals& totals, float occupancy_pct, uint64_t duration_ns);

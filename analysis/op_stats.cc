@@ -20,8 +20,10 @@ using tensorflow::profiler::XStat;
 using xspace::XEventView;
 using xspace::XPlaneReader;
 
-// The stats that name the op of an event, newest first (TF's GPU tracer; older files: `level 0`, `annotation`).
-constexpr std::string_view kOpStatNames[] = {"tf_op", "level 0", "annotation"};
+// The stats that name the op of an event, newest first (TF's GPU tracer; older files: `level 0`, `annotation`), then
+// the framework op named in full (PyTorch's, from a Kineto trace): the last one.
+constexpr std::string_view kOpStatNames[] = {"tf_op", "level 0", "annotation", xspace::kFrameworkOpStat};
+constexpr size_t kFrameworkOpStatIndex = std::size(kOpStatNames) - 1;
 constexpr std::string_view kBytesAccessedStat = "bytes_accessed";
 // Peaks some device planes state outright (XProf's device capability stats).
 constexpr std::string_view kPeakTeraflopsStat = "peak_teraflops_per_second";
@@ -60,6 +62,14 @@ std::optional<FrameworkOp> parse_op_stat(std::string_view text) {
   FrameworkOp parsed{op.substr(0, colon), op.substr(colon + 1)};
   if (parsed.name.empty() || !is_identifier(parsed.type)) return std::nullopt;
   return parsed;
+}
+
+// A framework op named in full: its name as is, its type the namespace before its first `::` (`aten` for
+// `aten::mm`), else unknown.
+FrameworkOp parse_framework_op(std::string_view text) {
+  const size_t nested = text.find("::");
+  if (nested == std::string_view::npos || nested == 0) return FrameworkOp{text, kUnknownOpType};
+  return FrameworkOp{text, text.substr(0, nested)};
 }
 
 // One op event of a line, for its self time.
@@ -136,11 +146,14 @@ size_t OpStatsBuilder::slot_of(bool device, std::string_view type, std::string_v
   return it->second;
 }
 
-const OpStatsBuilder::StatOp& OpStatsBuilder::stat_op(bool device, std::string_view text) {
-  auto& cache = device ? device_stat_ops_ : host_stat_ops_;
+const OpStatsBuilder::StatOp& OpStatsBuilder::stat_op(bool device, std::string_view text, bool framework) {
+  auto& cache = framework ? framework_stat_ops_[device] : device ? device_stat_ops_ : host_stat_ops_;
   if (auto it = cache.find(absl::string_view(text.data(), text.size())); it != cache.end()) return it->second;
   StatOp op;
-  if (std::optional<FrameworkOp> parsed = parse_op_stat(text)) {
+  if (framework) {
+    const FrameworkOp parsed = parse_framework_op(text);
+    op.slot = slot_of(device, parsed.type, parsed.name);
+  } else if (std::optional<FrameworkOp> parsed = parse_op_stat(text)) {
     op.slot = slot_of(device, parsed->type, parsed->name);
   } else {
     op.slot = slot_of(device, kUnknownOpType, text);
@@ -212,12 +225,17 @@ class OpStatsBuilder::PlanePass {
   }
 
  private:
+  // An op stat's text and whether it is the framework op stat.
+  struct OpText {
+    std::string_view text;
+    bool framework = false;
+  };
   // What an event metadata says, read once per plane.
   struct MetadataOp {
     // The op the event is when it has no op stat of its own (nullopt: none), its slot taken at its first use.
     std::optional<FrameworkOp> op;
     std::optional<size_t> slot;
-    const XStat* op_stat = nullptr;
+    std::optional<OpText> op_stat;
     const XStat* flops = nullptr;
     const XStat* bytes = nullptr;
     bool tensor_core = false;
@@ -251,9 +269,9 @@ class OpStatsBuilder::PlanePass {
     return text;
   }
   // The first op stat that names an op.
-  std::optional<std::string_view> op_text(const EventStats& stats) const {
-    for (const XStat* stat : stats.op) {
-      if (auto text = op_text(stat)) return text;
+  std::optional<OpText> op_text(const EventStats& stats) const {
+    for (size_t i = 0; i < std::size(kOpStatNames); ++i) {
+      if (auto text = op_text(stats.op[i])) return OpText{*text, i == kFrameworkOpStatIndex};
     }
     return std::nullopt;
   }
@@ -265,9 +283,7 @@ class OpStatsBuilder::PlanePass {
     const std::string_view name = e.name();
     if (const auto* metadata = plane_.event_metadata(e.proto().metadata_id())) {
       const EventStats stats = stats_of(metadata->stats());
-      for (const XStat* stat : stats.op) {
-        if (!m.op_stat) m.op_stat = stat;
-      }
+      m.op_stat = op_text(stats);
       m.flops = stats.flops;
       m.bytes = stats.bytes;
     }
@@ -290,10 +306,10 @@ class OpStatsBuilder::PlanePass {
     MetadataOp& m = metadata_op(e, line_name);
     const EventStats stats = stats_of(e.proto().stats());
     std::optional<size_t> slot;
-    std::optional<std::string_view> text = op_text(stats);
-    if (!text) text = op_text(m.op_stat);
+    std::optional<OpText> text = op_text(stats);
+    if (!text) text = m.op_stat;
     if (text) {
-      const StatOp& op = builder_.stat_op(device_, *text);
+      const StatOp& op = builder_.stat_op(device_, text->text, text->framework);
       if (op.malformed) ++builder_.warnings_.malformed_op_stats;
       slot = op.slot;
     } else if (m.op) {

@@ -111,13 +111,15 @@ class OpStatsBuilder {
                   double& cumulative) const;
 
   size_t slot_of(bool device, std::string_view type, std::string_view name);
-  const StatOp& stat_op(bool device, std::string_view text);
+  // `text` of a TF op stat (`name:Type`, an annotation), or, when `framework`, of a `framework_op` stat.
+  const StatOp& stat_op(bool device, std::string_view text, bool framework);
   void read_peaks(const tensorflow::profiler::XPlane& plane);
 
   std::vector<OpTotals> ops_;
   absl::flat_hash_map<std::string, size_t> slots_;  // side, type and name → ops_
   absl::flat_hash_map<std::string, StatOp> device_stat_ops_;
   absl::flat_hash_map<std::string, StatOp> host_stat_ops_;
+  absl::flat_hash_map<std::string, StatOp> framework_stat_ops_[2];  // [device]
   std::vector<PlaneOpTime> planes_;
   OpStatsWarnings warnings_;
   std::string device_type_;

@@ -21,7 +21,8 @@ namespace {
 using podscope::v1::PodAnalysis;
 
 // Global core ids of TF/JAX device planes: file index × 1000 + device ordinal, so one file's GPU:4 is
-// core 4 and the second file's is core 1004. Annotated planes keep the core id they declared (plane id).
+// core 4 and the second file's is core 1004. Annotated planes keep the core id they declared (plane id); a
+// device plane that states its rank (a PyTorch rank's GPU) is core `rank`.
 constexpr uint32_t kCoreIdsPerFile = 1000;
 
 std::optional<uint32_t> device_ordinal(std::string_view plane_name) {
@@ -125,9 +126,13 @@ class PodAssembly {
       CoreIdentity id;
       id.core_index = i;
       const auto ordinal = device_ordinal(core.trace.plane_name);
+      const std::optional<int64_t> rank = core.trace.rank;
       if (core.trace.kind == PlaneKind::kCustom || !ordinal) {
         id.core_id = static_cast<uint32_t>(core.trace.plane_id);
         id.chip_id = static_cast<int32_t>(core.trace.plane_id);
+      } else if (rank && *rank >= 0 && *rank < kCoreIdsPerFile) {
+        id.core_id = static_cast<uint32_t>(*rank);
+        id.chip_id = static_cast<int32_t>(*ordinal);
       } else {
         id.core_id = static_cast<uint32_t>(core.file_index) * kCoreIdsPerFile + *ordinal;
         id.chip_id = static_cast<int32_t>(*ordinal);

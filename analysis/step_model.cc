@@ -346,7 +346,9 @@ std::optional<InputCategory> host_input_category(std::string_view name) {
   if (name.starts_with("InfeedEnqueue") || name.find("MemcpyH2D") != std::string_view::npos) {
     return InputCategory::kEnqueue;
   }
-  if (name.starts_with("IteratorGetNext")) return InputCategory::kUnclassified;
+  if (name.starts_with("IteratorGetNext") || name.starts_with(xspace::kTorchDataLoaderPrefix)) {
+    return InputCategory::kUnclassified;
+  }
   if (!name.starts_with("Iterator::")) return std::nullopt;
   const size_t last = name.rfind("::");
   const std::string_view leaf = name.substr(last + 2);
@@ -495,6 +497,9 @@ std::vector<TypedInterval> StepModelBuilder::end_file(size_t file_index) {
   FileState& state = file(file_index);
   if (state.ended) return {};
   state.ended = true;
+  for (const auto& [core_file, core] : pending_cores_) {
+    if (core_file == file_index && core.host_name) state.steps.add_device_plane_host(*core.host_name);
+  }
   state.host_name = state.steps.host_name();
   std::vector<TypedInterval> host_segments = disjoint_by_priority(state.host.intervals);
   state.host.intervals = {};

@@ -209,9 +209,14 @@ void FileSteps::add_device_plane_source(StepSource source) {
   if (source == StepSource::kStepsLine || source == StepSource::kGroupIds) device_steps_seen_ = true;
 }
 
+void FileSteps::add_device_plane_host(std::string_view host_name) {
+  if (!device_plane_name_) device_plane_name_ = std::string(host_name);
+}
+
 std::string FileSteps::host_name() const {
   if (host_plane_name_) return *host_plane_name_;
   if (xspace_name_) return *xspace_name_;
+  if (device_plane_name_) return *device_plane_name_;
   return file_stem_;
 }
 

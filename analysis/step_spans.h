@@ -121,7 +121,9 @@ class FileSteps {
   void add_device_plane_source(StepSource source);
   bool device_steps_seen() const { return device_steps_seen_; }
 
-  // The host plane's host_name stat, else the XSpace's hostnames[0], else the file's stem.
+  // A device plane's own host_name stat (a CPU-only PyTorch rank names only its core's plane).
+  void add_device_plane_host(std::string_view host_name);
+  // The host plane's host_name stat, else the XSpace's hostnames[0], else a device plane's own, else the file's stem.
   std::string host_name() const;
   // The markers that give steps to this file's device planes without steps of their own: none once a device
   // plane of the file has steps of its own.
@@ -135,6 +137,7 @@ class FileSteps {
  private:
   std::optional<std::string> host_plane_name_;
   std::optional<std::string> xspace_name_;
+  std::optional<std::string> device_plane_name_;
   std::string file_stem_;
   std::optional<int64_t> capture_start_ns_;
   std::optional<int64_t> capture_end_ns_;

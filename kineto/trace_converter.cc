@@ -29,7 +29,6 @@ constexpr std::string_view kDeviceIdStat = "device_id";
 constexpr std::string_view kCollectiveStat = "collective";
 constexpr std::string_view kProcessGroupStat = "process_group";
 constexpr std::string_view kGroupSizeStat = "group_size";
-constexpr std::string_view kRankStat = "rank";
 constexpr std::string_view kWorldSizeStat = "world_size";
 constexpr std::string_view kBackendStat = "backend";
 constexpr std::string_view kStepSourceStat = "step_source";
@@ -295,10 +294,15 @@ class Parser {
       case EventKind::kMemset:
         if (args.device >= 0) e.pid = args.device;
         if (args.stream >= 0) e.tid = args.stream;
-        e.detail = static_cast<uint32_t>(trace_.copy_bytes.size());
-        trace_.copy_bytes.push_back(args.bytes);
+        e.detail = static_cast<uint32_t>(trace_.copies.size());
+        trace_.copies.push_back({args.bytes, args.external_id});
         break;
-      case EventKind::kHostOp: add_collective(e, name, args); break;
+      case EventKind::kHostOp:
+        if (args.external_id >= 0 && cat != "python_function") {
+          trace_.ops_by_external_id.try_emplace(args.external_id, e.name);
+        }
+        add_collective(e, name, args);
+        break;
       case EventKind::kRuntime: break;
     }
     trace_.events.push_back(e);
@@ -506,11 +510,33 @@ class Builder {
     if (!has_device_work && c && annotation) {
       if (std::string_view xla = xla_collective_name(name(c->name)); !xla.empty()) event_name = xla;
     }
+    const std::optional<int64_t> step_num = number_after(name(e.name), kProfilerStepPrefix);
+    if (!has_device_work) {
+      // A CPU-only rank's steps are its core's Steps line, not ops of the core.
+      if (step_num) return;
+      if (event_name.starts_with(xspace::kTorchDataLoaderPrefix)) return add_input_stage(e, p);
+    }
     auto stats = thread_line(p, e.pid, e.tid).add_event(event_name, e.start_ns, e.duration_ns);
-    if (auto n = number_after(name(e.name), kProfilerStepPrefix)) stats.add(xspace::kStepNumStat, *n);
+    if (step_num) stats.add(xspace::kStepNumStat, *step_num);
+    // The host's work within a step is the step's host compute (TF groups its host events so, with the step's
+    // id), which the step tools count where the device idles. The step marker too: between its ops the host thread
+    // runs the step's Python, which torch.profiler records only with `with_stack`.
+    if (has_device_work) {
+      if (const std::optional<size_t> step = step_at(e.start_ns)) stats.add(xspace::kGroupIdStat, steps_[*step].number);
+    }
     if (!c) return;
     add_collective_stats(stats, *c);
     if (name(e.name) == "record_param_comms" && c->external_id >= 0) comms_by_external_id_[c->external_id] = e.detail;
+  }
+
+  // A CPU-only rank's DataLoader calls are its core's input: root stages of its `Input Pipeline` line, as the step
+  // tools read annotated input stages (each call a stage of its own).
+  void add_input_stage(const TraceEvent& e, xspace::XPlaneBuilder& p) {
+    if (!input_line_) input_line_ = p.line_named(xspace::kInputPipelineLineName).proto();
+    xspace::XLineBuilder(input_line_, &p)
+        .add_event(name(e.name), e.start_ns, e.duration_ns)
+        .add(xspace::kInputStageIdStat, ++input_stages_)
+        .add(xspace::kInputStageParentIdStat, int64_t{0});
   }
 
   void add_collective_stats(xspace::XStatsBuilder& stats, const Collective& c) {
@@ -545,12 +571,23 @@ class Builder {
                        ",", k.grid[1], ",", k.grid[2], " block:", k.block[0], ",", k.block[1], ",", k.block[2]));
       stats.add(kContextIdStat, k.context);
       add_nccl_stats(stats, e, k);
-    } else if (const int64_t bytes = t_.copy_bytes[e.detail]; bytes >= 0) {
-      stats.add(xspace::kBytesStat, bytes);
+      add_framework_op(p, *line.proto(), k.external_id);
+    } else {
+      const DeviceCopy& copy = t_.copies[e.detail];
+      if (copy.bytes >= 0) stats.add(xspace::kBytesStat, copy.bytes);
+      add_framework_op(p, *line.proto(), copy.external_id);
     }
     if (e.correlation >= 0) stats.add(kCorrelationIdStat, e.correlation);
     stats.add(kStreamIdStat, e.tid);
     device_ops_.push_back({e.pid, e.correlation, e.start_ns, e.start_ns + e.duration_ns});
+  }
+
+  // The PyTorch op that launched the line's last device op: the host op with its External id.
+  void add_framework_op(xspace::XPlaneBuilder& p, tensorflow::profiler::XLine& line, int64_t external_id) {
+    if (external_id < 0) return;
+    if (auto it = t_.ops_by_external_id.find(external_id); it != t_.ops_by_external_id.end()) {
+      add_ref_stat(p, line, xspace::kFrameworkOpStat, name(it->second));
+    }
   }
 
   // Kernel launch parameters repeat across launches: each distinct text is stored once, as a referenced stat.
@@ -641,6 +678,8 @@ class Builder {
     for (auto& [plane_name, p] : planes_) {
       if (std::string_view(plane_name).starts_with(xspace::kGpuPlanePrefix)) {
         p->stats().add(kDeviceIdStat, p->proto()->id());
+        // One process, one GPU (PyTorch's convention): the GPU is the rank's core.
+        if (t_.rank >= 0 && gpu_planes_.size() == 1) p->stats().add(xspace::kRankStat, t_.rank);
       }
       const bool core_plane =
           plane_name == xspace::kHostPlaneName || std::string_view(plane_name).starts_with(xspace::kCustomPlanePrefix);
@@ -648,7 +687,7 @@ class Builder {
       // Kineto does not record the host: the rank names it, so each rank is a host row of the pod.
       if (t_.rank >= 0) {
         p->stats().add(xspace::kHostNameStat, absl::StrCat("rank ", t_.rank));
-        p->stats().add(kRankStat, t_.rank);
+        p->stats().add(xspace::kRankStat, t_.rank);
       }
       if (t_.world_size >= 0) p->stats().add(kWorldSizeStat, t_.world_size);
       if (!t_.backend.empty()) p->stats().add(kBackendStat, t_.backend);
@@ -671,6 +710,8 @@ class Builder {
   absl::flat_hash_map<int64_t, xspace::XPlaneBuilder*> gpu_planes_;
   xspace::XPlaneBuilder* host_plane_ = nullptr;
   xspace::XPlaneBuilder* cupti_plane_ = nullptr;
+  tensorflow::profiler::XLine* input_line_ = nullptr;
+  int64_t input_stages_ = 0;
   std::vector<HostStep> steps_;
   std::string step_source_;
   std::map<std::pair<int64_t, int64_t>, std::set<std::string_view>> stream_kinds_;

@@ -5,8 +5,9 @@
 //                          record_param_comms carries its collective, bytes, process group and ranks.
 //   /host:CUPTI            CUDA runtime and driver calls, one line per thread, with their correlation ids.
 //   /device:GPU:<device>   one line per stream, "Stream #<id>(<kinds>)": kernels with `kernel_details`, memcpy and
-//                          memset with their bytes, correlation ids; NCCL kernels carry their collective and the
-//                          stats of their record_param_comms; a `Steps` line from the host's steps.
+//                          memset with their bytes, correlation ids and the PyTorch op that launched them
+//                          (`framework_op`); NCCL kernels carry their collective and the stats of their
+//                          record_param_comms; a `Steps` line from the host's steps.
 //   /device:CUSTOM:<rank>  ranks without GPU work (gloo on CPU): the host threads' events with their collectives
 //                          named as XLA names them ("all-reduce"...) and a `Steps` line: the rank is the core.
 // Times are Unix ns: Kineto's µs timestamps are relative to `baseTimeNanoseconds` when the trace has it.
@@ -37,17 +38,22 @@ struct TraceEvent {
   int64_t pid = 0;  // host events: process; device events: device
   int64_t tid = 0;  // host events: thread; device events: stream
   int64_t correlation = -1;
-  uint32_t detail = UINT32_MAX;  // index into KinetoTrace::kernels / copy_bytes / collectives, or none
+  uint32_t detail = UINT32_MAX;  // index into KinetoTrace::kernels / copies / collectives, or none
 };
 
 struct KernelLaunch {
-  int64_t external_id = -1;  // the record_param_comms (or op) that launched it
+  int64_t external_id = -1;  // the op (or record_param_comms) that launched it
   int64_t context = 0;
   int64_t registers = 0;
   int64_t shared_memory = 0;
   int64_t grid[3] = {0, 0, 0};
   int64_t block[3] = {0, 0, 0};
   uint32_t collective = UINT32_MAX;  // the "Collective name" argument (interned) when Kineto gives one
+};
+
+struct DeviceCopy {
+  int64_t bytes = -1;
+  int64_t external_id = -1;  // the op that launched it
 };
 
 // A collective as its host event (record_param_comms, nccl:* or gloo:* annotations) describes it.
@@ -64,7 +70,10 @@ struct KinetoTrace {
   std::vector<TraceEvent> events;
   std::vector<std::string> names;
   std::vector<KernelLaunch> kernels;
-  std::vector<int64_t> copy_bytes;
+  std::vector<DeviceCopy> copies;
+  // External id → the host op (cpu_op or user_annotation, interned name) that carries it: a device op's External id
+  // is that of the innermost op around its launch.
+  absl::flat_hash_map<int64_t, uint32_t> ops_by_external_id;
   std::vector<Collective> collectives;
   absl::flat_hash_map<std::pair<int64_t, int64_t>, std::string> thread_names;  // (pid, tid) → name
   int64_t base_time_ns = 0;

@@ -117,7 +117,7 @@ std::string run_file_stem(std::string_view name) {
 }
 
 absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::filesystem::path& path,
-                                                                    uint64_t max_bytes) {
+                                                                    uint64_t max_bytes, const ProcessRank& fallback) {
   absl::StatusOr<PaddedBuffer> raw = read_whole(path, max_bytes);
   if (!raw.ok()) return raw.status();
   if (is_gzip(*raw)) {
@@ -129,6 +129,8 @@ absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::f
   raw = PaddedBuffer();  // the text goes before the planes come
   if (!trace.ok())
     return absl::Status(trace.status().code(), absl::StrCat(path.string(), ": ", trace.status().message()));
+  if (trace->rank < 0) trace->rank = fallback.rank;
+  if (trace->world_size < 0) trace->world_size = fallback.world_size;
   tensorflow::profiler::XSpace space;
   build_xspace(std::move(*trace), space);
   return space;

@@ -26,9 +26,17 @@ bool is_kineto_trace_file_name(std::string_view file_name);
 // neither its host plane nor its XSpace names one (analysis/step_spans.h, FileSteps::host_name).
 std::string run_file_stem(std::string_view file_name);
 
-// Reads and converts one trace file; errors name the file.
+// What a caller knows of the traced process when its trace does not say: traces of Kineto's on-demand (daemon)
+// mode carry no `distributedInfo`, and the agent reads the rank from the process's environment (torchrun's RANK).
+struct ProcessRank {
+  int64_t rank = -1;  // -1: unknown
+  int64_t world_size = -1;
+};
+
+// Reads and converts one trace file; errors name the file. `fallback` is the rank when the trace has none.
 absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::filesystem::path& path,
-                                                                    uint64_t max_bytes = kMaxTraceBytes);
+                                                                    uint64_t max_bytes = kMaxTraceBytes,
+                                                                    const ProcessRank& fallback = {});
 
 // The planes of a run directory's file, whichever kind it is: a torch.profiler trace, converted (every line is
 // handed over; its header holds only the conversion's warnings), or an XSpace, streamed plane by plane as

@@ -3,9 +3,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <system_error>
 #include <thread>
 
@@ -36,6 +39,37 @@ std::filesystem::path make_trace_directory(std::string& error) {
     return {};
   }
   return pattern;
+}
+
+// A distributed job's rank and world size as its launcher (torchrun, torch.distributed.launch) puts them in the
+// process's environment: RANK and WORLD_SIZE. Unknown (-1) when the environment cannot be read (another user's
+// process, without the capability) or does not say.
+kineto::ProcessRank rank_from_environment(int32_t pid) {
+  constexpr size_t kMaxEnvironmentBytes = 1 << 20;
+  kineto::ProcessRank rank;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string entry;
+  size_t read = 0;
+  while (read < kMaxEnvironmentBytes && std::getline(in, entry, '\0')) {
+    read += entry.size() + 1;
+    int64_t* field = entry.starts_with("RANK=")         ? &rank.rank
+                     : entry.starts_with("WORLD_SIZE=") ? &rank.world_size
+                                                        : nullptr;
+    if (!field) continue;
+    const std::string_view value = std::string_view(entry).substr(entry.find('=') + 1);
+    int64_t parsed = -1;
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+    if (error == std::errc() && end == value.data() + value.size() && parsed >= 0) *field = parsed;
+  }
+  return rank;
+}
+
+// A launcher: a polling process that is an ancestor of another (torchrun imports torch, so it polls too). It does
+// no training; traced, its trace would take the core of the rank it is numbered as (it has no RANK).
+bool is_launcher(const KinetoProcess& p, const std::vector<KinetoProcess>& live) {
+  return std::any_of(live.begin(), live.end(), [&](const KinetoProcess& other) {
+    return std::find(other.ancestors.begin(), other.ancestors.end(), p.pid) != other.ancestors.end();
+  });
 }
 
 std::string seconds_text(int64_t ns) {
@@ -85,6 +119,7 @@ void KinetoCaptureSource::plan(const CaptureWindow& window) {
   remove_leftovers();
   ++sequence_;
   for (const KinetoProcess& p : live) {
+    if (is_launcher(p, live)) continue;
     kineto::ipc::OnDemandTrace trace;
     trace.log_file = (directory_ / ("trace" + std::to_string(sequence_) + ".json")).string();
     trace.start_unix_ms = (window.start_ns - clock_.offset_ns()) / kNsPerMs;
@@ -136,8 +171,8 @@ std::string KinetoCaptureSource::take_trace(const Requested& r, int64_t deadline
   if (!S_ISREG(st.st_mode)) {
     warning = who + ": its trace " + file.string() + " is not a regular file; ignored";
   } else {
-    absl::StatusOr<tensorflow::profiler::XSpace> converted =
-        kineto::read_kineto_trace_file(file, std::min<uint64_t>(memory_limit_bytes_, kineto::kMaxTraceBytes));
+    absl::StatusOr<tensorflow::profiler::XSpace> converted = kineto::read_kineto_trace_file(
+        file, std::min<uint64_t>(memory_limit_bytes_, kineto::kMaxTraceBytes), rank_from_environment(r.pid));
     if (!converted.ok()) {
       warning = who + ": " + std::string(converted.status().message());
     } else if (!xspace::has_events(*converted)) {

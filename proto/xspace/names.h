@@ -65,6 +65,10 @@ inline constexpr std::string_view kInputStageCategoryStat = "input_stage_categor
 inline constexpr std::string_view kInputStageIdStat = "input_stage_id";
 inline constexpr std::string_view kInputStageParentIdStat = "input_stage_parent_id";
 inline constexpr std::string_view kInputStageCategories[] = {"read", "preprocess", "enqueue"};
+// torch.profiler's annotation of each batch a PyTorch DataLoader yields
+// (`enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`): the host waiting for input, as TF's
+// IteratorGetNext.
+inline constexpr std::string_view kTorchDataLoaderPrefix = "enumerate(DataLoader)#";
 
 // TensorFlow's tf.data events on `/host:CPU` lines. An iterator's GetNext is named by its path from the root,
 // `Iterator::<Root>::...::<Kind>` (a root has exactly two `::`-separated parts), with stats `id` and, below the
@@ -87,6 +91,9 @@ inline constexpr std::string_view kIterNumStat = "iter_num";
 inline constexpr std::string_view kStepIdStat = "step_id";
 inline constexpr std::string_view kStepNameStat = "step_name";
 inline constexpr std::string_view kGroupIdStat = "group_id";
+// On a device op: the framework op that launched it, named in full as its framework names it (PyTorch's
+// `aten::mm`), where TF's `tf_op` would be `name:Type`.
+inline constexpr std::string_view kFrameworkOpStat = "framework_op";
 inline constexpr std::string_view kAllReduceIdStat = "all_reduce_id";
 inline constexpr std::string_view kChannelIdStat = "channel_id";
 inline constexpr std::string_view kBytesStat = "bytes";
@@ -100,6 +107,8 @@ inline constexpr std::string_view kCounterValueStat = "value";  // the value of 
 // capture window and the clock offset as stats of each file's `/host:CPU` plane (times in that host's
 // clock); a device plane's own host_name stat, if any, wins for that plane.
 inline constexpr std::string_view kHostNameStat = "host_name";
+// A device plane's rank in its job (a PyTorch rank's GPU): its core id in the pod.
+inline constexpr std::string_view kRankStat = "rank";
 inline constexpr std::string_view kCoreCountStat = "core_count";
 inline constexpr std::string_view kMemorySizeStat = "memory_size";
 inline constexpr std::string_view kCaptureStartStat = "capture_start_ns";

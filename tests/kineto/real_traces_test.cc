@@ -1,6 +1,7 @@
 // The real torch.profiler traces in ../shared/testdata/kineto through every tool: a 2-rank NCCL job's rank 0, two
 // sampled ranks of one NCCL job, a gloo CPU-only rank. Skipped (or failed under PODSCOPE_REQUIRE_TESTDATA) without
-// the shared test data.
+// the shared test data. And one that is golden data (tests/data/kineto): a single-GPU rank on an H100 (torch 2.11,
+// CUDA 13, tensorboard_trace_handler, 5 active steps of Linear/ReLU/Linear and SGD).
 #include <simdjson.h>
 #include <sys/wait.h>
 
@@ -39,6 +40,10 @@ class RunDirectory {
     if (!file) return false;
     fs::create_symlink(fs::absolute(*file), path_ / trace);
     return true;
+  }
+  // A link to a golden trace of tests/data/kineto.
+  void add_golden(const std::string& trace) {
+    fs::create_symlink(fs::path(PODSCOPE_SOURCE_DIR) / "tests/data/kineto" / trace, path_ / trace);
   }
   const fs::path& path() const { return path_; }
 
@@ -125,6 +130,52 @@ TEST(KinetoRealTraces, NcclRankHasItsStepsKernelTotalsAndCollectives) {
   EXPECT_TRUE(nccl_collective);
   // The step tools found the steps too.
   EXPECT_EQ(outcome->input_pipeline.step_details_size(), 3);
+}
+
+TEST(KinetoRealTraces, H100RankKernelsJoinTheirOpsAndHostWorkExplainsTheIdleDevice) {
+  const std::string trace = "h100_linear_relu_sgd.pt.trace.json.gz";
+  RunDirectory run("h100");
+  run.add_golden(trace);
+  absl::StatusOr<analysis::AnalysisOutcome> outcome = analysis::analyze_run_files(run.path());
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_TRUE(outcome->bad_files.empty());
+  EXPECT_EQ(step_numbers(*outcome), (std::set<uint32_t>{3, 4, 5, 6, 7}));
+  // Step times are the trace's ProfilerStep#N durations (the device's work ends within each host step).
+  const std::map<uint32_t, double> profiler_step_ms = {
+      {3, 2.566936}, {4, 2.025587}, {5, 2.119665}, {6, 1.993276}, {7, 1.965614}};
+  for (const auto& map : outcome->analysis.pod_viewer().pod_stats_sequence().pod_stats_map()) {
+    for (const auto& [core, record] : map.pod_stats_per_core()) {
+      EXPECT_NEAR(record.total_duration_us() / 1e3, profiler_step_ms.at(map.step_num()), 1e-5) << map.step_num();
+    }
+  }
+  // Kernel totals are the sums of their kernel events; every kernel is joined to the aten op that launched it.
+  const auto expected = kernel_ns_by_name(run.path() / trace);
+  std::map<std::string, int64_t> measured;
+  for (const auto& report : outcome->kernel_stats.db.reports()) {
+    measured[report.name()] += static_cast<int64_t>(report.total_duration_ns());
+    EXPECT_TRUE(report.op_name().starts_with("aten::")) << report.name() << " op " << report.op_name();
+  }
+  ASSERT_EQ(measured.size(), expected.size());
+  for (const auto& [name, ns] : expected) EXPECT_NEAR(measured[name], ns, 1) << name;
+  // Framework op stats count the device time under those ops: all 95 device events (80 kernels, 10 memsets, 5
+  // memcpys) have an op; aten::mm's self time is its 15 kernels' (3 per step, in the backward pass).
+  EXPECT_EQ(outcome->op_stats.warnings.device_events_without_op, 0u);
+  int64_t mm_kernels_ns = 0;
+  for (const auto& [name, ns] : expected) {
+    if (name.find("sgemm_256x128") != std::string::npos || name.find("_nn_n_tilesize64x128") != std::string::npos)
+      mm_kernels_ns += ns;
+  }
+  bool found_mm = false;
+  for (const auto& record : outcome->op_stats.db.with_idle().tf_stats_record()) {
+    if (record.host_or_device() != "Device" || record.op_name() != "aten::mm") continue;
+    found_mm = true;
+    EXPECT_EQ(record.op_type(), "aten");
+    EXPECT_EQ(record.occurrences(), 15u);
+    EXPECT_NEAR(record.total_self_time_in_us() * 1e3, static_cast<double>(mm_kernels_ns), 2.0);
+  }
+  EXPECT_TRUE(found_mm);
+  // The device idles while the host runs the step (its ops and Python): host compute, not unexplained time.
+  EXPECT_EQ(outcome->recommendation_text.find("unexplained"), std::string::npos) << outcome->recommendation_text;
 }
 
 TEST(KinetoRealTraces, TwoSampledRanksMergeIntoOnePod) {

@@ -77,6 +77,9 @@ TEST(KinetoConverter, KernelsAndCopiesGoOnTheirDevicesStreamLinesWithTheirStats)
   EXPECT_EQ(compute[1].stats.at("kernel_details"),
             "regs:126 static_shared:12288 dynamic_shared:0 grid:4,2,1 block:256,1,1");
   EXPECT_EQ(compute[1].stats.at("correlation_id"), "50");
+  // The op that launched it: the cpu_op with its External id.
+  EXPECT_EQ(compute[1].stats.at("framework_op"), "aten::mm");
+  EXPECT_FALSE(compute[0].stats.contains("framework_op"));  // External id 5 is no op of the trace
   EXPECT_EQ(compute[2].name, "Memset (Device)");
   EXPECT_EQ(compute[2].stats.at("bytes"), "64");
 }
@@ -116,7 +119,13 @@ TEST(KinetoConverter, HostThreadsAndRuntimeCallsKeepTheirLinesAndCorrelation) {
   for (const Event& e : host_lines["thread 100 (python)"]) names.push_back(e.name);
   EXPECT_EQ(names, (std::vector<std::string>{"ProfilerStep#7", "aten::mm", "record_param_comms", "nccl:all_reduce",
                                              "ProfilerStep#8"}));
+  // Host events within a step are grouped into it (the step tools' host compute), as TF groups its own.
+  for (const Event& e : host_lines["thread 100 (python)"]) {
+    EXPECT_EQ(e.stats.at("group_id"), e.name == "ProfilerStep#8" ? "8" : "7") << e.name;
+  }
   EXPECT_EQ(xspace::XPlaneReader(*host).str_stat(xspace::kHostNameStat).value_or(""), "rank 3");
+  // One GPU: the rank's core.
+  EXPECT_EQ(xspace::XPlaneReader(*xspace::find_plane(space, "/device:GPU:0")).int_stat("rank"), 3);
   const XPlane* cupti = xspace::find_plane(space, xspace::kCuptiHostPlaneName);
   ASSERT_NE(cupti, nullptr);
   auto api = lines_of(*cupti)["thread 100 (python)"];
@@ -125,11 +134,13 @@ TEST(KinetoConverter, HostThreadsAndRuntimeCallsKeepTheirLinesAndCorrelation) {
   EXPECT_EQ(api[0].stats.at("correlation_id"), "50");
 }
 
-TEST(KinetoConverter, CpuOnlyRankIsACoreNamedByItsRankWithAllReduceOps) {
+TEST(KinetoConverter, CpuOnlyRankIsACoreNamedByItsRankWithAllReduceOpsStepsAndInput) {
   const std::string json = R"({"distributedInfo": {"backend": "gloo", "rank": 5, "world_size": 8},
     "baseTimeNanoseconds": 1000000000,
     "traceEvents": [
       {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 9, "tid": 9, "ts": 10, "dur": 100},
+      {"ph": "X", "cat": "user_annotation", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+       "pid": 9, "tid": 9, "ts": 12, "dur": 6},
       {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 9, "tid": 9, "ts": 20, "dur": 5},
       {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 9, "tid": 11, "ts": 30, "dur": 50,
        "args": {"Input type": ["float"], "Input Dims": [[1000]]}},
@@ -148,7 +159,14 @@ TEST(KinetoConverter, CpuOnlyRankIsACoreNamedByItsRankWithAllReduceOps) {
   EXPECT_EQ(lines["Thread 11"][0].name, "all-reduce");
   EXPECT_EQ(lines["Thread 11"][0].stats.at("collective"), "all_reduce");
   EXPECT_EQ(lines["Thread 11"][0].stats.at("bytes"), "4000");
-  EXPECT_EQ(lines["Thread 9"].size(), 3u);
+  // The step is the Steps line, not an op; the DataLoader's batch is the core's input, a root input stage.
+  ASSERT_EQ(lines["Thread 9"].size(), 2u);
+  EXPECT_EQ(lines["Thread 9"][0].name, "train.py(12): step");
+  EXPECT_EQ(lines["Thread 9"][1].name, "aten::add");
+  ASSERT_EQ(lines["Input Pipeline"].size(), 1u);
+  EXPECT_EQ(lines["Input Pipeline"][0].name, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+  EXPECT_EQ(lines["Input Pipeline"][0].stats.at("input_stage_id"), "1");
+  EXPECT_EQ(lines["Input Pipeline"][0].stats.at("input_stage_parent_id"), "0");
 }
 
 TEST(KinetoConverter, WithoutProfilerStepsTheFirstOptimizersStepsCloseSteps) {

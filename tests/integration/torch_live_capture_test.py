@@ -1,0 +1,164 @@
+"""A live PyTorch pod captured without a line of podscope in it: examples/torch_ddp's 4 DDP ranks (gloo on CPU,
+rank 2 computing 30 ms more per step) started with KINETO_USE_DAEMON=1 beside real podscope-agent processes, which
+serve Kineto's daemon endpoint; `podscope capture` hands every rank a trace request at its next poll, and the run
+holds all 4 ranks on one clock, rank 2 named the straggler and the others waiting for it in the all-reduce. Once
+with one agent, once with two (two torchrun nodes of 2 ranks, each beside its own agent with a socket directory of
+its own, as on two hosts), so that the traces are merged across hosts. Needs the torch environment."""
+import gzip
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from coord_pod import BIN, Daemon, free_port_block, podscope, run_dir_of  # noqa: E402
+
+SOURCE_DIR = os.environ.get("PODSCOPE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+TRAIN = os.path.join(SOURCE_DIR, "examples", "torch_ddp", "train.py")
+WORLD = 4
+SLOW_RANK = 2
+SLOW_MS = 30.0
+CAPTURE_MS = 2000
+
+
+class LivePod:
+    """`len(socket_dirs)` agents, each serving Kineto's endpoint in its own directory, and one torchrun node of
+    WORLD / len(socket_dirs) ranks beside each, training until closed."""
+
+    def __init__(self, tmp, agents):
+        self.daemons, self.nodes, self.addresses = [], [], []
+        try:
+            self.socket_dirs = [tempfile.mkdtemp(dir=tmp, prefix=f"kineto{i}_") for i in range(agents)]
+            for i, socket_dir in enumerate(self.socket_dirs):
+                agent = Daemon([f"{BIN}/podscope-agent", "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0",
+                                "--host_name", f"host{i}", "--socket", os.path.join(tmp, f"agent{i}.sock"),
+                                "--kineto_endpoint", os.path.join(socket_dir, "dynolog")])
+                self.daemons.append(agent)
+                self.addresses.append(agent.wait_for(r"listening grpc=(\S+) metrics=(\S+)").group(1))
+            port = free_port_block(1)
+            for node, socket_dir in enumerate(self.socket_dirs):
+                env = dict(os.environ, OMP_NUM_THREADS="1", KINETO_USE_DAEMON="1", KINETO_IPC_SOCKET_DIR=socket_dir)
+                self.nodes.append(subprocess.Popen(
+                    [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(agents), "--node_rank", str(node),
+                     "--nproc_per_node", str(WORLD // agents), "--master_addr", "127.0.0.1", "--master_port",
+                     str(port), TRAIN, "--steps", "0", "--seconds", "120", "--slow-rank", str(SLOW_RANK),
+                     "--slow-ms", str(SLOW_MS)],
+                    env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True))
+            self.output = [[] for _ in self.nodes]
+            self.readers = [threading.Thread(target=self._read, args=(i,), daemon=True) for i in range(agents)]
+            for reader in self.readers:
+                reader.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _read(self, node):
+        for line in self.nodes[node].stdout:
+            self.output[node].append(line.decode(errors="replace"))
+
+    def wait_for_training(self, timeout_s=150):
+        """Until every rank has trained a step and every agent lists its ranks among the Kineto processes polling
+        it."""
+        deadline = time.monotonic() + timeout_s
+        want = WORLD // len(self.addresses)
+        while time.monotonic() < deadline:
+            training = sum(len(re.findall(r"rank \d+: training", "".join(list(lines)))) for lines in self.output)
+            counts = []
+            for address in self.addresses:
+                _, out = podscope("status", "--service_addr", address)
+                counts.append(len(re.findall(r"\bpid \d+", out)))
+            if training == WORLD and all(c >= want for c in counts):
+                return
+            for i, node in enumerate(self.nodes):
+                if node.poll() is not None:
+                    raise AssertionError(f"torchrun exited {node.returncode}:\n{''.join(self.output[i])[-3000:]}")
+            time.sleep(1)
+        raise AssertionError(f"the ranks did not all train and poll their agents: {self.output} {out}")
+
+    def close(self):
+        for node in self.nodes:
+            if node.poll() is None:
+                os.killpg(node.pid, signal.SIGTERM)
+        for node in self.nodes:
+            try:
+                node.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(node.pid, signal.SIGKILL)
+                node.wait()
+        for d in reversed(self.daemons):
+            d.stop()
+
+
+class TorchLiveCapture(unittest.TestCase):
+    def capture(self, agents):
+        with tempfile.TemporaryDirectory(prefix="podscope_torch_live_") as tmp:
+            pod = LivePod(tmp, agents)
+            try:
+                pod.wait_for_training()
+                logdir = os.path.join(tmp, "logdir")
+                code, out = podscope("capture", "--service_addr", ",".join(pod.addresses), "--logdir", logdir,
+                                     "--duration_ms", str(CAPTURE_MS), timeout=180)
+                self.assertEqual(code, 0, out)
+                run_dir = run_dir_of(logdir)
+                with open(os.path.join(run_dir, "pod_viewer.json")) as f:
+                    viewer = json.load(f)
+                with gzip.open(os.path.join(run_dir, "pod.trace.json.gz"), "rt") as f:
+                    trace = json.load(f)
+            finally:
+                pod.close()
+        return out, viewer, trace
+
+    def check_pod(self, out, viewer, trace):
+        # A rank's first or last step may be cut by its trace's window (each rank's Kineto starts and stops on its
+        # own timer): the steps every rank has are the pod's.
+        steps = [s for s in viewer["podStatsSequence"]["podStatsMap"] if len(s["podStatsPerCore"]) == WORLD]
+        self.assertGreaterEqual(len(steps), 10, out)
+        for step in steps:
+            cores = step["podStatsPerCore"]
+            self.assertEqual(sorted(int(c) for c in cores), list(range(WORLD)), out)
+            self.assertEqual({cores[c]["hostName"] for c in cores}, {f"rank {r}" for r in range(WORLD)})
+        found = re.search(r"straggler: core (\d+) \(rank (\d+)\):.* in (\d+) of (\d+) steps", out)
+        self.assertIsNotNone(found, out)
+        self.assertEqual(int(found.group(1)), SLOW_RANK, out)
+        self.assertGreaterEqual(int(found.group(3)) / int(found.group(4)), 0.9, found.group(0))
+        # Its excess is at least the 30 ms it was told to add (more where the loaded machine stretches its compute),
+        # and the others waited for it: what it cost them (their all-reduce sync up to its excess, per other rank and
+        # step) is a good part of it. Not 30 ms ± 30 % as offline (torch_ddp_test.py): on a loaded 2-core machine the
+        # live ranks' gloo threads record their all-reduces' ends up to ~20 ms apart (descheduled), which moves
+        # single steps' waits by as much; measured 16-44 ms per other rank against a 29-47 ms excess.
+        figures = re.search(r"compute ([\d.]+) ms above the median.*costing the other cores ([\d.]+) ms of all-reduce "
+                            r"sync per step in total", out)
+        self.assertIsNotNone(figures, out)
+        excess_ms, cost_ms = float(figures.group(1)), float(figures.group(2)) / (WORLD - 1)
+        self.assertGreaterEqual(excess_ms, 0.7 * SLOW_MS, figures.group(0))
+        self.assertGreaterEqual(cost_ms, 0.4 * excess_ms, figures.group(0))
+        self.assertLessEqual(cost_ms, 1.3 * excess_ms, figures.group(0))
+        # One clock: the ranks leave each step's all-reduce together, so on the merged trace the ends of one step
+        # (each rank's optimizer step, right after it) lie near each other on every rank: well within a step
+        # (~50 ms), a few ms apart unloaded.
+        ends = {}
+        for e in trace["traceEvents"]:
+            if e.get("ph") == "X" and e.get("name", "").startswith("Optimizer.step#"):
+                ends.setdefault(e["pid"], []).append(e["ts"] + e["dur"])
+        self.assertEqual(len(ends), WORLD, sorted(ends))
+        ranks = list(ends.values())
+        gaps = [min(abs(end - other) for other in ranks[j]) for i, rank in enumerate(ranks) for end in rank
+                for j in range(len(ranks)) if j != i]
+        self.assertLess(statistics.median(gaps) / 1e3, 15.0, gaps)
+
+    def test_one_agent_captures_the_four_ranks(self):
+        self.check_pod(*self.capture(agents=1))
+
+    def test_two_agents_merge_their_ranks_on_one_clock(self):
+        self.check_pod(*self.capture(agents=2))
+
+
+if __name__ == "__main__":
+    unittest.main()
