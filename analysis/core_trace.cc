@@ -180,6 +180,15 @@ std::vector<StepSpan> read_host_step_markers(const tensorflow::profiler::XPlane&
       raw.push_back({e.start_ns(), e.end_ns(), num});
     });
   }
+  // Where markers carry step numbers, one without a number before the first numbered one has none to follow: it
+  // is a function call (a `train_step` tf.function) whose enclosing `train` Trace began before the capture.
+  int64_t first_numbered = INT64_MAX;
+  for (const RawMarker& m : raw) {
+    if (m.step_num) first_numbered = std::min(first_numbered, m.start_ns);
+  }
+  if (first_numbered != INT64_MAX) {
+    std::erase_if(raw, [&](const RawMarker& m) { return !m.step_num && m.start_ns < first_numbered; });
+  }
   // By start, the longer first, so that a marker nested in another (Keras's `train` around a
   // `TraceContext`, say) comes after its parent and is dropped.
   std::sort(raw.begin(), raw.end(), [](const RawMarker& a, const RawMarker& b) {

@@ -540,6 +540,15 @@ CoreSteps core_steps_from_plane(const XPlane& plane_proto, PlaneKind kind) {
   return core;
 }
 
+namespace {
+
+bool is_step_marker_name(std::string_view name) {
+  return std::any_of(std::begin(xspace::kHostStepMarkerPrefixes), std::end(xspace::kHostStepMarkerPrefixes),
+                     [&](std::string_view prefix) { return name.starts_with(prefix); });
+}
+
+}  // namespace
+
 void add_host_activity_from_plane(const XPlane& plane_proto, HostActivity& activity) {
   const XPlaneReader plane(plane_proto);
   if (plane_proto.name() == xspace::kHostPlaneName) {
@@ -549,6 +558,7 @@ void add_host_activity_from_plane(const XPlane& plane_proto, HostActivity& activ
     for (const StepSpan& marker : read_host_step_markers(plane_proto)) activity.step_markers.push_back(marker);
     normalize_steps(activity.step_markers);
   }
+  const bool host_cpu = plane_proto.name() == xspace::kHostPlaneName;
   const auto correlation_stat = plane.stat_id(kCorrelationIdStat);
   const auto group_stat = plane.stat_id(xspace::kGroupIdStat);
   InputOpTable input_ops;
@@ -570,7 +580,11 @@ void add_host_activity_from_plane(const XPlane& plane_proto, HostActivity& activ
       }
       const auto type = host_event_type(plane_proto.name(), name, event_has_stat(e.proto(), correlation_stat),
                                         event_has_stat(e.proto(), group_stat));
-      if (type) activity.intervals.push_back({start, end, *type});
+      if (type) {
+        activity.intervals.push_back({start, end, *type});
+      } else if (host_cpu && !is_step_marker_name(name)) {
+        activity.untyped.push_back({start, end, EventType::kHostCompute});
+      }
     });
   }
   merge_input_ops(activity.input_ops, std::move(input_ops).take());
@@ -583,7 +597,8 @@ bool StepModel::has_steps() const {
 std::string no_steps_explanation() {
   return "no steps found: looked for a `Steps` line on device planes (podscope's `Step` annotation writes one), "
          "`group_id` stats on device ops (TensorFlow's step grouping), and step markers on /host:CPU (events named "
-         "train*, test* or TraceContext with a step_num, iter_num or step_id stat). To add one, annotate each "
+         "train*, test*, TraceContext or multi_step_on_iterator, numbered by a step_num, iter_num or step_id stat). To "
+         "add one, annotate each "
          "training step with podscope's `Step` (client library), or in TensorFlow run each step inside "
          "tf.profiler.experimental.Trace(\"train\", step_num=step, _r=1)";
 }
@@ -627,13 +642,18 @@ void StepModelBuilder::end_file(size_t file_index) {
   if (state.ended) return;
   state.ended = true;
   state.host_name = state.host.host_name.value_or(state.xspace_host_name.value_or(absl::StrCat("host", file_index)));
+  if (add_host_core_when_no_device(file_index, state.host)) {
+    state.host.intervals.insert(state.host.intervals.end(), state.host.untyped.begin(), state.host.untyped.end());
+  }
+  state.host.untyped = {};
   const std::vector<TypedInterval> host_segments = disjoint_by_priority(state.host.intervals);
   state.host.intervals = {};
   // Steps, then host activity into the idle gaps, then the steps cut by the window or without device work.
   for (auto& [core_file, core] : pending_cores_) {
     if (core_file != file_index) continue;
     const HostActivity& host = state.host;
-    ++device_planes_;
+    const bool host_core = core.plane_name == xspace::kHostPlaneName;
+    if (!host_core) ++device_planes_;
     if (core.steps.empty() && !core.unstepped.empty() && !host.step_markers.empty()) {
       const std::vector<StepSpan> steps = steps_from_markers(core.unstepped, host.step_markers);
       if (!steps.empty()) {
@@ -648,9 +668,10 @@ void StepModelBuilder::end_file(size_t file_index) {
     std::erase_if(core.steps, [&](const StepTime& s) {
       const bool cut = (host.capture_start_ns && s.start_ns <= *host.capture_start_ns) ||
                        (host.capture_end_ns && s.end_ns >= *host.capture_end_ns);
+      const bool idle_device = !host_core && s.device_busy_ns == 0;
       if (cut) ++dropped_steps_[std::string(kDroppedAtWindowEdge)];
-      else if (s.device_busy_ns == 0) ++dropped_steps_[std::string(kDroppedNoDeviceWork)];
-      return cut || s.device_busy_ns == 0;
+      else if (idle_device) ++dropped_steps_[std::string(kDroppedNoDeviceWork)];
+      return cut || idle_device;
     });
     ModelCore entry;
     entry.file_index = file_index;
@@ -660,6 +681,26 @@ void StepModelBuilder::end_file(size_t file_index) {
     cores_.push_back(std::move(entry));
   }
   std::erase_if(pending_cores_, [&](const auto& pending) { return pending.first == file_index; });
+}
+
+bool StepModelBuilder::add_host_core_when_no_device(size_t file_index, const HostActivity& host) {
+  const bool has_device = std::any_of(pending_cores_.begin(), pending_cores_.end(),
+                                      [&](const auto& pending) { return pending.first == file_index; });
+  if (has_device || host.step_markers.empty()) return false;
+  // A CPU-only program (TensorFlow or JAX on CPU): the host is its device, its steps are the host step markers and
+  // the whole of each step is the host's to explain (fill_gaps_with_host_activity).
+  CoreSteps core;
+  core.plane_name = std::string(xspace::kHostPlaneName);
+  core.host_name = host.host_name;
+  core.source = StepSource::kHostMarkers;
+  for (const StepSpan& marker : host.step_markers) {
+    StepTime step{marker.step_num, marker.start_ns, marker.end_ns};
+    step.type_ns[static_cast<int>(EventType::kUnknown)] = step.duration_ns();
+    core.steps.push_back(step);
+    core.idle_gaps.push_back({marker.start_ns, marker.end_ns});
+  }
+  pending_cores_.emplace_back(file_index, std::move(core));
+  return true;
 }
 
 StepModel StepModelBuilder::finish() && {

@@ -121,6 +121,9 @@ struct HostActivity {
   std::optional<int64_t> capture_start_ns;
   std::optional<int64_t> capture_end_ns;
   std::vector<TypedInterval> intervals;  // by start
+  // Host events of /host:CPU with no type of their own (step markers aside), as HOST_COMPUTE: the work of a
+  // CPU-only program's steps, used only when its file has no device plane.
+  std::vector<TypedInterval> untyped;
   std::vector<InputOpTotal> input_ops;
   std::vector<StepSpan> step_markers;
 };
@@ -192,6 +195,8 @@ class StepModelBuilder {
     bool ended = false;
   };
   FileState& file(size_t file_index);
+  // A file with host step markers and no device plane gets one core, its /host:CPU plane (true when added).
+  bool add_host_core_when_no_device(size_t file_index, const HostActivity& host);
 
   std::vector<FileState> files_;
   std::vector<std::pair<size_t, CoreSteps>> pending_cores_;  // of files not ended yet
