@@ -78,7 +78,7 @@ std::unique_ptr<CaptureSource> make_local_clients_source(AgentParts& parts) {
 
 std::unique_ptr<CaptureSource> make_upstream(AgentParts& parts) {
   if (parts.config.upstream.empty()) return nullptr;
-  return std::make_unique<UpstreamSource>(parts.config.upstream);
+  return std::make_unique<UpstreamSource>(parts.config.upstream, parts.clock);
 }
 
 std::unique_ptr<CaptureSource> make_host_series(AgentParts& parts) {

@@ -9,6 +9,7 @@
 #include "daemon/log.h"
 #include "proto/xspace/utf8.h"
 #include "proto/xspace/xplane_builder.h"
+#include "proto/xspace/xplane_reader.h"
 
 namespace podscope::agent {
 namespace {
@@ -95,6 +96,26 @@ std::optional<tensorflow::profiler::XSpace> answered_space(grpc::ByteBuffer& ans
   return upstream_space;
 }
 
+// TSL's profiler session writes its times relative to the session's start (NormalizeTimestamps, TensorFlow 2.21
+// and JAX 0.10 both do), which it keeps as `profile_start_time` on its "Task Environment" plane. The delta that
+// puts such a space back on the Unix epoch: that start when the lines hold relative times (below half of it),
+// else 0 (a server that wrote epoch times, or no start recorded).
+constexpr std::string_view kTaskEnvironmentPlaneName = "Task Environment";
+constexpr std::string_view kProfileStartTimeStat = "profile_start_time";
+
+int64_t relative_times_base_ns(const tensorflow::profiler::XSpace& space) {
+  const tensorflow::profiler::XPlane* environment = xspace::find_plane(space, kTaskEnvironmentPlaneName);
+  if (environment == nullptr) return 0;
+  const std::optional<int64_t> start = xspace::XPlaneReader(*environment).int_stat(kProfileStartTimeStat);
+  if (!start || *start <= 0) return 0;
+  for (const auto& plane : space.planes()) {
+    for (const auto& line : plane.lines()) {
+      if (line.timestamp_ns() >= *start / 2) return 0;
+    }
+  }
+  return *start;
+}
+
 }  // namespace
 
 struct UpstreamSource::Upstream {
@@ -113,7 +134,8 @@ struct UpstreamSource::Call {
   std::thread worker;
 };
 
-UpstreamSource::UpstreamSource(std::vector<std::string> addresses, std::chrono::milliseconds grace) : grace_(grace) {
+UpstreamSource::UpstreamSource(std::vector<std::string> addresses, const Clock& clock, std::chrono::milliseconds grace)
+    : clock_(clock), grace_(grace) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -188,6 +210,9 @@ void UpstreamSource::collect(tensorflow::profiler::XSpace& space) {
     for (const auto& w : upstream_space->warnings()) space.add_warnings(who + w);
     upstream_space->clear_errors();
     upstream_space->clear_warnings();
+    // On the agent's clock, as everything else in the capture: the epoch, then the agent's offset.
+    const int64_t delta = relative_times_base_ns(*upstream_space) + clock_.from_system_ns(0);
+    if (delta != 0) xspace::shift_timestamps(*upstream_space, delta);
     xspace::merge_space(std::move(*upstream_space), space);
   }
   calls_.clear();

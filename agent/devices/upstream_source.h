@@ -2,7 +2,8 @@
 // (`jax.profiler.start_server(port)`) serve tensorflow.ProfilerService inside the training process and
 // trace what only they see (XLA device ops, TPU/GPU activity, framework ops). For each capture window this
 // source forwards the agent's ProfileRequest, unchanged in start time and duration, to every `--upstream`
-// server and merges the XSpaces they return into the agent's own. Upstream failures become XSpace warnings;
+// server and merges the XSpaces they return into the agent's own, on the agent's clock (a space whose times are
+// relative to its session's start is put back on the epoch first). Upstream failures become XSpace warnings;
 // upstream events are never filtered by our window, since older TF writes times that are not Unix epoch.
 #pragma once
 
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "agent/capture/capture_source.h"
+#include "daemon/clock.h"
 #include "tensorflow/profiler_service.grpc.pb.h"
 
 namespace podscope::agent {
@@ -21,8 +23,8 @@ class UpstreamSource : public CaptureSource {
  public:
   // `addresses` are host:port of framework profiler servers (plaintext gRPC, as TF and JAX serve it).
   // `grace` bounds how long past the window's planned end collect() waits for an upstream to answer.
-  explicit UpstreamSource(std::vector<std::string> addresses,
-                          std::chrono::milliseconds grace = std::chrono::seconds(30));
+  UpstreamSource(std::vector<std::string> addresses, const Clock& clock,
+                 std::chrono::milliseconds grace = std::chrono::seconds(30));
   ~UpstreamSource() override;
 
   std::string_view name() const override { return "upstream"; }
@@ -37,6 +39,7 @@ class UpstreamSource : public CaptureSource {
   void join_all();
 
   std::vector<std::unique_ptr<Upstream>> upstreams_;
+  const Clock& clock_;
   const std::chrono::milliseconds grace_;
   CaptureWindow window_;
   std::vector<std::unique_ptr<Call>> calls_;  // one per upstream while a window is open
