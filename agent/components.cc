@@ -77,8 +77,9 @@ std::unique_ptr<CaptureSource> make_local_clients_source(AgentParts& parts) {
 }
 
 std::unique_ptr<CaptureSource> make_upstream(AgentParts& parts) {
-  if (parts.config.upstream.empty()) return nullptr;
-  return std::make_unique<UpstreamSource>(parts.config.upstream, parts.clock);
+  std::shared_ptr<ClientRegistry> clients = parts.local_clients;
+  return std::make_unique<UpstreamSource>(parts.config.upstream, parts.clock,
+                                          [clients] { return clients->profiler_servers(); });
 }
 
 std::unique_ptr<CaptureSource> make_host_series(AgentParts& parts) {
@@ -188,6 +189,7 @@ void fill_status(const AgentParts& parts, podscope::v1::AgentStatus& status) {
     out->set_job(c.job);
     for (int32_t core : c.cores) out->add_core_ids(core);
     out->set_dropped_events(c.dropped_events);
+    out->set_profiler_port(c.profiler_port);
   }
   const LocalSocketCounts counts = parts.local_socket_counters->counts();
   podscope::v1::LocalSocketCounts* socket = status.mutable_local_socket();
@@ -279,7 +281,9 @@ constexpr ComponentEntry kComponents[] = {
     {"nvml", "NVIDIA GPUs through NVML: utilization, memory, power, clocks, PCIe and NVLink", &make_nvml},
     // Capture sources: every capture window opens, closes and gathers each of them, in this order.
     {"local_clients", "events, steps and device planes of annotated processes", &make_local_clients_source},
-    {"upstream", "traces of framework profiler servers (TF/JAX) listed in `upstream`", &make_upstream},
+    {"upstream",
+     "traces of framework profiler servers (TF/JAX): those listed in `upstream` and those local processes announced",
+     &make_upstream},
     {"host_series", "the window's sampled series as counter tracks, host stats, collector warnings", &make_host_series},
     // The flight recorder, made before the services that answer from it.
     {"flight_recorder", "the rolling window of annotated processes' events (flight_recorder_seconds)",

@@ -134,19 +134,46 @@ struct UpstreamSource::Call {
   std::thread worker;
 };
 
-UpstreamSource::UpstreamSource(std::vector<std::string> addresses, const Clock& clock, std::chrono::milliseconds grace)
-    : clock_(clock), grace_(grace) {
+UpstreamSource::UpstreamSource(std::vector<std::string> addresses, const Clock& clock, AnnouncedServers announced,
+                               std::chrono::milliseconds grace)
+    : configured_(std::move(addresses)), announced_(std::move(announced)), clock_(clock), grace_(grace) {
+  for (const std::string& address : configured_) upstreams_.push_back(connect(address));
+}
+
+std::unique_ptr<UpstreamSource::Upstream> UpstreamSource::connect(const std::string& address) const {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
-  for (auto& address : addresses) {
-    auto up = std::make_unique<Upstream>();
-    const auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-    up->stub = tensorflow::ProfilerService::NewStub(channel);
-    up->profile_stub = std::make_unique<RawProfileStub>(channel);
-    up->address = std::move(address);
-    upstreams_.push_back(std::move(up));
+  auto up = std::make_unique<Upstream>();
+  const auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  up->stub = tensorflow::ProfilerService::NewStub(channel);
+  up->profile_stub = std::make_unique<RawProfileStub>(channel);
+  up->address = address;
+  return up;
+}
+
+std::vector<UpstreamSource::Upstream*> UpstreamSource::upstreams_for_window() {
+  std::vector<std::string> wanted = configured_;
+  if (announced_) {
+    for (std::string& address : announced_()) {
+      if (std::find(wanted.begin(), wanted.end(), address) == wanted.end()) wanted.push_back(std::move(address));
+    }
   }
+  // A server no longer listed (its process ended) is forgotten with its channel.
+  std::erase_if(upstreams_, [&](const std::unique_ptr<Upstream>& up) {
+    return std::find(wanted.begin(), wanted.end(), up->address) == wanted.end();
+  });
+  std::vector<Upstream*> out;
+  for (const std::string& address : wanted) {
+    auto it = std::find_if(upstreams_.begin(), upstreams_.end(),
+                           [&](const std::unique_ptr<Upstream>& up) { return up->address == address; });
+    if (it == upstreams_.end()) {
+      upstreams_.push_back(connect(address));
+      it = std::prev(upstreams_.end());
+    }
+    out.push_back(it->get());
+  }
+  return out;
 }
 
 UpstreamSource::~UpstreamSource() {
@@ -169,9 +196,9 @@ void UpstreamSource::open(const CaptureWindow& window) {
   // Ask for the XSpace inline; servers that predate the field answer in tool_data "xplane.pb" instead.
   request.set_emit_xspace(true);
   const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(request.duration_ms()) + grace_;
-  for (auto& upstream : upstreams_) {
+  for (Upstream* upstream : upstreams_for_window()) {
     auto call = std::make_unique<Call>();
-    call->upstream = upstream.get();
+    call->upstream = upstream;
     call->context.set_deadline(deadline);
     Call* c = call.get();
     c->worker =

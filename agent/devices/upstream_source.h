@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -21,9 +22,12 @@ namespace podscope::agent {
 
 class UpstreamSource : public CaptureSource {
  public:
-  // `addresses` are host:port of framework profiler servers (plaintext gRPC, as TF and JAX serve it).
+  // The servers local processes announced now (host:port), asked at every window's open.
+  using AnnouncedServers = std::function<std::vector<std::string>()>;
+  // `addresses` are host:port of framework profiler servers (plaintext gRPC, as TF and JAX serve it), the
+  // configured `upstream`; `announced` (may be empty) adds those that local processes announced.
   // `grace` bounds how long past the window's planned end collect() waits for an upstream to answer.
-  UpstreamSource(std::vector<std::string> addresses, const Clock& clock,
+  UpstreamSource(std::vector<std::string> addresses, const Clock& clock, AnnouncedServers announced = {},
                  std::chrono::milliseconds grace = std::chrono::seconds(30));
   ~UpstreamSource() override;
 
@@ -37,7 +41,12 @@ class UpstreamSource : public CaptureSource {
   struct Call;
 
   void join_all();
+  // The configured and the announced servers, each once: channels kept for those still listed.
+  std::vector<Upstream*> upstreams_for_window();
+  std::unique_ptr<Upstream> connect(const std::string& address) const;
 
+  const std::vector<std::string> configured_;
+  const AnnouncedServers announced_;
   std::vector<std::unique_ptr<Upstream>> upstreams_;
   const Clock& clock_;
   const std::chrono::milliseconds grace_;
