@@ -136,7 +136,7 @@ TEST_F(ClientVersionTest, AnAgentOlderThanAllocationRecordsGetsTheRestOfTheCaptu
   EXPECT_EQ(agent.connections(), 1);
   const std::string said = "podscope: the agent at " + socket_ + " speaks local protocol version " +
                            std::to_string(without_allocations) + "; allocation records need version " +
-                           std::to_string(local::kProtocolVersion) +
+                           std::to_string(without_allocations + 1) +
                            ", so they are dropped until the agent is upgraded";
   const size_t at = log.find(said);
   EXPECT_NE(at, std::string::npos) << log;
