@@ -81,8 +81,9 @@ std::unique_ptr<CaptureSource> make_local_clients_source(AgentParts& parts) {
 }
 
 std::unique_ptr<CaptureSource> make_upstream(AgentParts& parts) {
-  if (parts.config.upstream.empty()) return nullptr;
-  return std::make_unique<UpstreamSource>(parts.config.upstream);
+  std::shared_ptr<ClientRegistry> clients = parts.local_clients;
+  return std::make_unique<UpstreamSource>(parts.config.upstream, parts.clock,
+                                          [clients] { return clients->profiler_servers(); });
 }
 
 std::unique_ptr<CaptureSource> make_kineto_source(AgentParts& parts) {
@@ -230,7 +231,9 @@ constexpr ComponentEntry kComponents[] = {
     {"nvml", "NVIDIA GPUs through NVML: utilization, memory, power, clocks, PCIe and NVLink", &make_nvml},
     // Capture sources: every capture window opens, closes and gathers each of them, in this order.
     {"local_clients", "events, steps and device planes of annotated processes", &make_local_clients_source},
-    {"upstream", "traces of framework profiler servers (TF/JAX) listed in `upstream`", &make_upstream},
+    {"upstream",
+     "traces of framework profiler servers (TF/JAX): those listed in `upstream` and those local processes announced",
+     &make_upstream},
     {"kineto", "traces of PyTorch processes polling `kineto_endpoint`, requested for the window and merged",
      &make_kineto_source},
     {"host_series", "the window's sampled series as counter tracks, host stats, collector warnings", &make_host_series},

@@ -421,8 +421,18 @@ CoreSteps core_steps_from_plane(const XPlane& plane, PlaneKind kind) {
   return std::move(reader).finish();
 }
 
+namespace {
+
+bool is_step_marker_name(std::string_view name) {
+  return std::any_of(std::begin(xspace::kHostStepMarkerPrefixes), std::end(xspace::kHostStepMarkerPrefixes),
+                     [&](std::string_view prefix) { return name.starts_with(prefix); });
+}
+
+}  // namespace
+
 void add_host_activity_from_plane(const XPlane& plane_proto, HostActivity& activity) {
   const XPlaneReader plane(plane_proto);
+  const bool host_cpu = plane_proto.name() == xspace::kHostPlaneName;
   const auto correlation_stat = plane.stat_id(kCorrelationIdStat);
   const auto group_stat = plane.stat_id(xspace::kGroupIdStat);
   InputOpTable input_ops;
@@ -444,7 +454,11 @@ void add_host_activity_from_plane(const XPlane& plane_proto, HostActivity& activ
       }
       const auto type = host_event_type(plane_proto.name(), name, event_has_stat(e.proto(), correlation_stat),
                                         event_has_stat(e.proto(), group_stat));
-      if (type) activity.intervals.push_back({start, end, *type});
+      if (type) {
+        activity.intervals.push_back({start, end, *type});
+      } else if (host_cpu && !is_step_marker_name(name)) {
+        activity.untyped.push_back({start, end, EventType::kHostCompute});
+      }
     });
   }
   merge_input_ops(activity.input_ops, std::move(input_ops).take());
@@ -501,11 +515,15 @@ std::vector<TypedInterval> StepModelBuilder::end_file(size_t file_index) {
     if (core_file == file_index && core.host_name) state.steps.add_device_plane_host(*core.host_name);
   }
   state.host_name = state.steps.host_name();
+  if (add_host_core_when_no_device(file_index, state)) {
+    state.host.intervals.insert(state.host.intervals.end(), state.host.untyped.begin(), state.host.untyped.end());
+  }
+  state.host.untyped = {};
   std::vector<TypedInterval> host_segments = disjoint_by_priority(state.host.intervals);
   state.host.intervals = {};
   for (auto& [core_file, core] : pending_cores_) {
     if (core_file != file_index) continue;
-    ++device_planes_;
+    if (core.plane_name != xspace::kHostPlaneName) ++device_planes_;
     take_steps_from_markers(core, state.steps.markers_for_unstepped_planes());
     if (core.steps.empty()) ++planes_without_steps_;
     fill_gaps_with_host_activity(core, host_segments);
@@ -536,12 +554,36 @@ void StepModelBuilder::take_steps_from_markers(CoreSteps& core, const HostStepMa
 }
 
 void StepModelBuilder::drop_partial_and_idle_steps(CoreSteps& core, const FileSteps& file) {
+  // A host core (a CPU-only program's /host:CPU) has no device work to require.
+  const bool host_core = core.plane_name == xspace::kHostPlaneName;
   std::erase_if(core.steps, [&](const StepTime& s) {
     const bool cut = file.cut_by_window(s.start_ns, s.end_ns);
+    const bool idle_device = !host_core && s.device_busy_ns == 0;
     if (cut) ++dropped_steps_[std::string(kDroppedAtWindowEdge)];
-    else if (s.device_busy_ns == 0) ++dropped_steps_[std::string(kDroppedNoDeviceWork)];
-    return cut || s.device_busy_ns == 0;
+    else if (idle_device) ++dropped_steps_[std::string(kDroppedNoDeviceWork)];
+    return cut || idle_device;
   });
+}
+
+bool StepModelBuilder::add_host_core_when_no_device(size_t file_index, const FileState& state) {
+  const bool has_device = std::any_of(pending_cores_.begin(), pending_cores_.end(),
+                                      [&](const auto& pending) { return pending.first == file_index; });
+  const HostStepMarkers& markers = state.steps.host_markers();
+  if (has_device || markers.markers.empty()) return false;
+  // A CPU-only program (TensorFlow or JAX on CPU): the host is its device, its steps are the host step markers and
+  // the whole of each step is the host's to explain (fill_gaps_with_host_activity).
+  CoreSteps core;
+  core.plane_name = std::string(xspace::kHostPlaneName);
+  core.host_name = state.host_name;
+  core.source = markers.source;
+  for (const StepSpan& marker : markers.markers) {
+    StepTime step{marker.step_num, marker.start_ns, marker.end_ns};
+    step.type_ns[static_cast<int>(EventType::kUnknown)] = step.duration_ns();
+    core.steps.push_back(step);
+    core.idle_gaps.push_back({marker.start_ns, marker.end_ns});
+  }
+  pending_cores_.emplace_back(file_index, std::move(core));
+  return true;
 }
 
 StepModel StepModelBuilder::finish() && {

@@ -111,6 +111,9 @@ CoreSteps core_steps_from_plane(const tensorflow::profiler::XPlane& plane, Plane
 // What a file's host planes (/host:CPU, /host:CUPTI) yield.
 struct HostActivity {
   std::vector<TypedInterval> intervals;  // by start
+  // Host events of /host:CPU with no type of their own (step markers aside), as HOST_COMPUTE: the work of a
+  // CPU-only program's steps, used only when its file has no device plane.
+  std::vector<TypedInterval> untyped;
   std::vector<InputOpTotal> input_ops;
 };
 
@@ -182,6 +185,8 @@ class StepModelBuilder {
   // A core without steps of its own takes them from its file's markers; its unstepped events are dropped.
   static void take_steps_from_markers(CoreSteps& core, const HostStepMarkers& markers);
   void drop_partial_and_idle_steps(CoreSteps& core, const FileSteps& file);
+  // A file with host step markers and no device plane gets one core, its /host:CPU plane (true when added).
+  bool add_host_core_when_no_device(size_t file_index, const FileState& state);
 
   std::vector<FileState> files_;
   std::vector<std::pair<size_t, CoreSteps>> pending_cores_;  // of files not ended yet

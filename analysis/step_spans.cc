@@ -42,6 +42,15 @@ struct RawMarker {
 
 // Markers by start, nested ones dropped, numbered, overlaps cut.
 std::vector<StepSpan> number_markers(std::vector<RawMarker> raw) {
+  // Where markers carry step numbers, one without a number before the first numbered one has none to follow: it
+  // is a function call (a `train_step` tf.function) whose enclosing `train` Trace began before the capture.
+  int64_t first_numbered = INT64_MAX;
+  for (const RawMarker& m : raw) {
+    if (m.step_num) first_numbered = std::min(first_numbered, m.start_ns);
+  }
+  if (first_numbered != INT64_MAX) {
+    std::erase_if(raw, [&](const RawMarker& m) { return !m.step_num && m.start_ns < first_numbered; });
+  }
   // By start, the longer first, so that a marker nested in another (Keras's `train` around a `TraceContext`,
   // say) comes after its parent and is dropped.
   std::sort(raw.begin(), raw.end(), [](const RawMarker& a, const RawMarker& b) {
@@ -73,7 +82,8 @@ std::string_view step_source_name(StepSource source) {
 std::string no_steps_explanation() {
   return "no steps found: looked for a `Steps` line on device planes (podscope's `Step` annotation writes one), "
          "`group_id` stats on device ops (TensorFlow's step grouping), step markers on /host:CPU (events named "
-         "train*, test* or TraceContext with a step_num, iter_num or step_id stat) and NVTX ranges named train* "
+         "train*, test*, TraceContext or multi_step_on_iterator, numbered by a step_num, iter_num or step_id stat) and "
+         "NVTX ranges named train* "
          "or step* (CUDA programs traced by libpodscope_cupti). To add one, annotate each training step with "
          "podscope's `Step` (client library), in a CUDA program wrap it in nvtxRangePushA(\"step\"), or in "
          "TensorFlow run each step inside tf.profiler.experimental.Trace(\"train\", step_num=step, _r=1)";

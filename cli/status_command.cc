@@ -143,6 +143,8 @@ int status_from_agents(const std::string& list, const tls::TlsConfig& tls) {
       std::cout << "    pid " << client.pid() << " " << client.program();
       if (!client.job().empty()) std::cout << " job " << client.job();
       if (client.dropped_events() > 0) std::cout << ", dropped " << client.dropped_events() << " events";
+      if (client.profiler_port() > 0)
+        std::cout << ", profiler server 127.0.0.1:" << client.profiler_port() << " proxied";
       std::cout << "\n";
     }
     print_kineto(status.kineto(), status.now_ns());

@@ -46,6 +46,11 @@ uint32_t podscope_intern(const char* name) { return podscope::intern(name ? name
 void podscope_set_thread_core(int32_t core) { podscope::set_thread_core(core); }
 uint64_t podscope_dropped_events(void) { return podscope::dropped_events(); }
 int podscope_agent_connected(void) { return podscope::agent_connected() ? 1 : 0; }
+int podscope_announce_profiler(int port) {
+  if (port <= 0 || port > 65535) return -1;
+  podscope::announce_profiler(static_cast<uint16_t>(port));
+  return 0;
+}
 
 podscope_span podscope_begin_step(int64_t step_num) {
   podscope_span s = begin(Kind::kStep, 0, 0, step_num);

@@ -57,6 +57,12 @@ void shutdown();
 // The core that spans recorded by this thread belong to (default: the first declared core).
 void set_thread_core(int32_t core);
 
+// This process serves a framework profiler (tf.profiler.experimental.server.start(port),
+// jax.profiler.start_server(port)) on loopback `port`: the local agent forwards its captures there, as to a
+// configured `upstream`, while this process is connected, and forgets it when the process ends. Starts the agent
+// link as add_capture_window_listener() does; a later call replaces the port.
+void announce_profiler(uint16_t port);
+
 using NameId = uint32_t;
 // Interns a name for compute/free-form spans and replica groups. Takes a lock: call once, keep the id.
 NameId intern(std::string_view name);

@@ -29,6 +29,9 @@ uint32_t podscope_intern(const char* name);
 void podscope_set_thread_core(int32_t core);
 uint64_t podscope_dropped_events(void);
 int podscope_agent_connected(void);
+/* This process serves a framework profiler on loopback `port` (1..65535): the local agent proxies it while the
+ * process is connected (podscope::announce_profiler). Returns 0, or -1 for a port out of range. */
+int podscope_announce_profiler(int port);
 
 podscope_span podscope_begin_step(int64_t step_num);
 podscope_span podscope_begin_infeed(int64_t bytes);

@@ -38,6 +38,12 @@ constexpr uint32_t kAllocationsVersion = [] {
     if (local::version_has(v.version, local::FrameType::kAllocations)) return v.version;
   return 0u;
 }();
+// The first local protocol version with profiler-server announcements.
+constexpr uint32_t kProfilerServerVersion = [] {
+  for (const local::VersionFrames& v : local::kVersions)
+    if (local::version_has(v.version, local::FrameType::kProfilerServer)) return v.version;
+  return 0u;
+}();
 // The public enums travel as the wire's values.
 constexpr bool same_value(auto a, auto b) { return static_cast<uint8_t>(a) == static_cast<uint8_t>(b); }
 static_assert(same_value(InputStageCategory::kRead, local::InputStageCategory::kRead) &&
@@ -231,6 +237,30 @@ bool Runtime::take_reregister() {
   return std::exchange(reregister_, false);
 }
 
+void Runtime::announce_profiler(uint16_t port) {
+  {
+    std::lock_guard lock(mu_);
+    profiler_port_ = port;
+    profiler_told_ = false;
+    if (started_ && !stopping_) return;
+  }
+  start(Options{}, /*implicit=*/true);
+}
+
+std::optional<local::ProfilerServerMsg> Runtime::take_profiler_announcement(bool new_connection) {
+  std::lock_guard lock(mu_);
+  if (new_connection) profiler_told_ = false;
+  if (profiler_port_ == 0 || std::exchange(profiler_told_, true)) return std::nullopt;
+  if (!local::version_has(link_->version(), local::FrameType::kProfilerServer)) {
+    std::fprintf(stderr,
+                 "podscope: the agent at %s speaks local protocol version %u; announcing the profiler server on "
+                 "port %u needs version %u: list it in the agent's `upstream` instead, or upgrade the agent\n",
+                 link_->socket_path().c_str(), link_->version(), profiler_port_, kProfilerServerVersion);
+    return std::nullopt;
+  }
+  return local::ProfilerServerMsg{profiler_port_};
+}
+
 void Runtime::run() {
   std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a first tick-rate baseline
   clock_.calibrate();
@@ -247,13 +277,17 @@ void Runtime::run() {
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    if (link_->take_new_connection()) {  // a version is agreed: register before anything else
+    const bool new_connection = link_->take_new_connection();
+    if (new_connection) {  // a version is agreed: register before anything else
       link_->queue(register_msg());
       window_open_ = false;
       detail::g_level.store(detail::kStepSpansOnly, std::memory_order_relaxed);
       connected_.store(true, std::memory_order_relaxed);
     }
     if (link_->connected() && take_reregister()) link_->queue(register_msg());
+    if (link_->connected()) {
+      if (auto announcement = take_profiler_announcement(new_connection)) link_->queue(*announcement);
+    }
     if (!link_->connected()) {
       if (detail::g_level.load(std::memory_order_relaxed) != detail::kNoAgent)
         detail::g_level.store(detail::kNoAgent, std::memory_order_relaxed);
@@ -544,6 +578,7 @@ void init(const Options& options) { client::Runtime::instance().start(options); 
 void shutdown() { client::Runtime::instance().stop(); }
 NameId intern(std::string_view name) { return client::Runtime::instance().intern(name); }
 NameId train_name() { return 1; }
+void announce_profiler(uint16_t port) { client::Runtime::instance().announce_profiler(port); }
 void add_capture_window_listener(CaptureWindowListener* listener) {
   client::Runtime::instance().add_listener(listener);
 }

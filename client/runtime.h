@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -35,6 +36,8 @@ class Runtime {
   uint64_t total_dropped() const;
   void count_ringless_drop() { ringless_drops_.fetch_add(1, std::memory_order_relaxed); }
   bool connected() const { return connected_.load(std::memory_order_relaxed); }
+  // This process serves its framework profiler on `port`: told to the agent now and after every reconnect.
+  void announce_profiler(uint16_t port);
 
  private:
   Runtime();
@@ -77,6 +80,8 @@ class Runtime {
   local::RegisterMsg register_msg();
   // Whether the identity changed since the last registration (and clears it).
   bool take_reregister();
+  // The profiler server to announce, when one was announced and not yet told on this connection.
+  std::optional<local::ProfilerServerMsg> take_profiler_announcement(bool new_connection);
 
   mutable std::mutex mu_;  // identity, names, ring list
   std::vector<int32_t> cores_;
@@ -86,6 +91,8 @@ class Runtime {
   std::unordered_map<std::string, NameId> name_ids_;
   std::vector<std::shared_ptr<ThreadRing>> rings_;
   bool reregister_ = false;
+  uint16_t profiler_port_ = 0;  // 0: none announced
+  bool profiler_told_ = false;  // on the current connection
   bool implicit_start_ = false;
   std::vector<CaptureWindowListener*> listeners_;
   size_t ring_capacity_ = 65536;

@@ -9,6 +9,7 @@
 #include "daemon/log.h"
 #include "proto/xspace/utf8.h"
 #include "proto/xspace/xplane_builder.h"
+#include "proto/xspace/xplane_reader.h"
 
 namespace podscope::agent {
 namespace {
@@ -95,6 +96,26 @@ std::optional<tensorflow::profiler::XSpace> answered_space(grpc::ByteBuffer& ans
   return upstream_space;
 }
 
+// TSL's profiler session writes its times relative to the session's start (NormalizeTimestamps, TensorFlow 2.21
+// and JAX 0.10 both do), which it keeps as `profile_start_time` on its "Task Environment" plane. The delta that
+// puts such a space back on the Unix epoch: that start when the lines hold relative times (below half of it),
+// else 0 (a server that wrote epoch times, or no start recorded).
+constexpr std::string_view kTaskEnvironmentPlaneName = "Task Environment";
+constexpr std::string_view kProfileStartTimeStat = "profile_start_time";
+
+int64_t relative_times_base_ns(const tensorflow::profiler::XSpace& space) {
+  const tensorflow::profiler::XPlane* environment = xspace::find_plane(space, kTaskEnvironmentPlaneName);
+  if (environment == nullptr) return 0;
+  const std::optional<int64_t> start = xspace::XPlaneReader(*environment).int_stat(kProfileStartTimeStat);
+  if (!start || *start <= 0) return 0;
+  for (const auto& plane : space.planes()) {
+    for (const auto& line : plane.lines()) {
+      if (line.timestamp_ns() >= *start / 2) return 0;
+    }
+  }
+  return *start;
+}
+
 }  // namespace
 
 struct UpstreamSource::Upstream {
@@ -113,18 +134,46 @@ struct UpstreamSource::Call {
   std::thread worker;
 };
 
-UpstreamSource::UpstreamSource(std::vector<std::string> addresses, std::chrono::milliseconds grace) : grace_(grace) {
+UpstreamSource::UpstreamSource(std::vector<std::string> addresses, const Clock& clock, AnnouncedServers announced,
+                               std::chrono::milliseconds grace)
+    : configured_(std::move(addresses)), announced_(std::move(announced)), clock_(clock), grace_(grace) {
+  for (const std::string& address : configured_) upstreams_.push_back(connect(address));
+}
+
+std::unique_ptr<UpstreamSource::Upstream> UpstreamSource::connect(const std::string& address) const {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
-  for (auto& address : addresses) {
-    auto up = std::make_unique<Upstream>();
-    const auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-    up->stub = tensorflow::ProfilerService::NewStub(channel);
-    up->profile_stub = std::make_unique<RawProfileStub>(channel);
-    up->address = std::move(address);
-    upstreams_.push_back(std::move(up));
+  auto up = std::make_unique<Upstream>();
+  const auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  up->stub = tensorflow::ProfilerService::NewStub(channel);
+  up->profile_stub = std::make_unique<RawProfileStub>(channel);
+  up->address = address;
+  return up;
+}
+
+std::vector<UpstreamSource::Upstream*> UpstreamSource::upstreams_for_window() {
+  std::vector<std::string> wanted = configured_;
+  if (announced_) {
+    for (std::string& address : announced_()) {
+      if (std::find(wanted.begin(), wanted.end(), address) == wanted.end()) wanted.push_back(std::move(address));
+    }
   }
+  // A server no longer listed (its process ended) is forgotten with its channel.
+  std::erase_if(upstreams_, [&](const std::unique_ptr<Upstream>& up) {
+    return std::find(wanted.begin(), wanted.end(), up->address) == wanted.end();
+  });
+  std::vector<Upstream*> out;
+  for (const std::string& address : wanted) {
+    auto it = std::find_if(upstreams_.begin(), upstreams_.end(),
+                           [&](const std::unique_ptr<Upstream>& up) { return up->address == address; });
+    if (it == upstreams_.end()) {
+      upstreams_.push_back(connect(address));
+      it = std::prev(upstreams_.end());
+    }
+    out.push_back(it->get());
+  }
+  return out;
 }
 
 UpstreamSource::~UpstreamSource() {
@@ -147,9 +196,9 @@ void UpstreamSource::open(const CaptureWindow& window) {
   // Ask for the XSpace inline; servers that predate the field answer in tool_data "xplane.pb" instead.
   request.set_emit_xspace(true);
   const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(request.duration_ms()) + grace_;
-  for (auto& upstream : upstreams_) {
+  for (Upstream* upstream : upstreams_for_window()) {
     auto call = std::make_unique<Call>();
-    call->upstream = upstream.get();
+    call->upstream = upstream;
     call->context.set_deadline(deadline);
     Call* c = call.get();
     c->worker =
@@ -188,6 +237,9 @@ void UpstreamSource::collect(tensorflow::profiler::XSpace& space) {
     for (const auto& w : upstream_space->warnings()) space.add_warnings(who + w);
     upstream_space->clear_errors();
     upstream_space->clear_warnings();
+    // On the agent's clock, as everything else in the capture: the epoch, then the agent's offset.
+    const int64_t delta = relative_times_base_ns(*upstream_space) + clock_.from_system_ns(0);
+    if (delta != 0) xspace::shift_timestamps(*upstream_space, delta);
     xspace::merge_space(std::move(*upstream_space), space);
   }
   calls_.clear();

@@ -1,5 +1,7 @@
 #include "agent/local/client_registry.h"
 
+#include <algorithm>
+
 #include "agent/local/flight_recorder.h"
 #include "daemon/log.h"
 
@@ -188,6 +190,31 @@ void ClientRegistry::stop_recording() {
       if (c.registered) senders.push_back(c.send);
   }
   for (auto& s : senders) s(close);
+}
+
+void ClientRegistry::on_profiler_server(uint64_t connection, const local::ProfilerServerMsg& msg) {
+  std::lock_guard lock(mu_);
+  auto it = connections_.find(connection);
+  if (it == connections_.end()) return;
+  LocalClientInfo& info = it->second.info;
+  if (info.profiler_port != msg.port) {
+    PODSCOPE_LOG(kInfo) << "local client pid " << info.pid << " (" << info.program << ") serves its profiler on port "
+                        << msg.port << ": captures are forwarded to it while it is connected";
+  }
+  info.profiler_port = static_cast<uint16_t>(msg.port);
+}
+
+std::vector<std::string> ClientRegistry::profiler_servers() const {
+  std::vector<std::string> out;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, c] : connections_) {
+      if (c.registered && c.info.profiler_port != 0) out.push_back("127.0.0.1:" + std::to_string(c.info.profiler_port));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 std::vector<LocalClientInfo> ClientRegistry::clients() const {

@@ -31,6 +31,7 @@ struct LocalClientInfo {
   std::vector<int32_t> cores;
   uint32_t protocol_version = 0;  // the local protocol version it registered with
   uint64_t dropped_events = 0;    // over all its captures
+  uint16_t profiler_port = 0;     // the framework profiler server it announced on loopback (0: none)
 };
 
 // What one client sent for one capture window.
@@ -61,8 +62,11 @@ class ClientRegistry {
   void on_allocations(uint64_t connection, local::AllocationsMsg&& msg);
   void on_capture_done(uint64_t connection, const local::CaptureDoneMsg& msg);
   void on_device_planes(uint64_t connection, local::DevicePlanesMsg&& msg);
+  void on_profiler_server(uint64_t connection, const local::ProfilerServerMsg& msg);
 
   std::vector<LocalClientInfo> clients() const;  // registered ones only
+  // host:port of the profiler servers that connected clients announced, each once, sorted.
+  std::vector<std::string> profiler_servers() const;
   // The pids of registered clients, into `out` (cleared; its capacity reused: no allocation once warm).
   void registered_pids(std::vector<int32_t>& out) const;
 

@@ -176,6 +176,8 @@ class LocalSocketServer::Connection : public std::enable_shared_from_this<Connec
       registry.on_capture_done(id_, *d);
     } else if (auto* p = std::get_if<local::DevicePlanesMsg>(&msg)) {
       registry.on_device_planes(id_, std::move(*p));
+    } else if (auto* server = std::get_if<local::ProfilerServerMsg>(&msg)) {
+      registry.on_profiler_server(id_, *server);
     } else {
       refuse(LocalRefusal::kMalformed, "sent an agent-to-client frame");
       return false;

@@ -103,6 +103,7 @@ void fill_agent_status(const AgentStatusSources& sources, podscope::v1::AgentSta
     out->set_job(c.job);
     for (int32_t core : c.cores) out->add_core_ids(core);
     out->set_dropped_events(c.dropped_events);
+    out->set_profiler_port(c.profiler_port);
   }
   fill_kineto_status(sources, *status.mutable_kineto());
   const LocalSocketCounts counts = sources.local_socket_counters.counts();

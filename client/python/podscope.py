@@ -24,6 +24,12 @@ An allocator (a caching allocator's hooks) reports its blocks for the memory pro
     podscope.alloc(nbytes, address, "host_pinned")
     podscope.free(address, "host_pinned")
 
+A process that serves TensorFlow's or JAX's profiler tells the local agent, which then proxies it in captures
+while the process lives (no `upstream` entry needed):
+
+    tf.profiler.experimental.server.start(6009)    # or jax.profiler.start_server(6009)
+    podscope.announce_profiler(6009)
+
 Spans also work without `with`: s = podscope.send(...); ...; s.end().
 The library is found through $PODSCOPE_LIBRARY, next to this file, or as libpodscope.so on the loader path.
 """
@@ -33,7 +39,7 @@ import os
 
 __all__ = ["init", "shutdown", "set_thread_core", "intern", "dropped_events", "agent_connected", "Span",
            "step", "infeed", "outfeed", "compute", "all_reduce", "send", "recv_done", "trace", "input_stage",
-           "INPUT_STAGE_CATEGORIES", "alloc", "free"]
+           "INPUT_STAGE_CATEGORIES", "alloc", "free", "announce_profiler"]
 
 
 class _Span(ctypes.Structure):
@@ -82,6 +88,8 @@ _lib.podscope_alloc.argtypes = [_I64, ctypes.c_uint64, _U32, _U32]
 _lib.podscope_alloc.restype = None
 _lib.podscope_free.argtypes = [ctypes.c_uint64, _U32]
 _lib.podscope_free.restype = None
+_lib.podscope_announce_profiler.argtypes = [ctypes.c_int]
+_lib.podscope_announce_profiler.restype = ctypes.c_int
 
 _names = {}
 
@@ -91,6 +99,13 @@ def init(cores=None, job=None, socket_path=None):
     arr = (_I32 * len(cores))(*cores) if cores else None
     _lib.podscope_init(arr, len(cores) if cores else 0, job.encode() if job else None,
                        socket_path.encode() if socket_path else None)
+
+
+def announce_profiler(port):
+    """This process serves its framework profiler on loopback `port` (after tf.profiler.experimental.server.start
+    or jax.profiler.start_server): the local agent forwards its captures there while this process lives."""
+    if _lib.podscope_announce_profiler(int(port)) != 0:
+        raise ValueError(f"{port} is no TCP port")
 
 
 def shutdown():

@@ -150,6 +150,7 @@ void encode_payload(const AllocationsMsg& m, Writer& w) {
     w.put(a.time_ns);
   }
 }
+void encode_payload(const ProfilerServerMsg& m, Writer& w) { w.put(m.port); }
 void encode_payload(const CaptureDoneMsg& m, Writer& w) {
   w.put(m.session);
   w.put(m.dropped_events);
@@ -313,6 +314,14 @@ bool decode(Reader& r, AllocationsMsg& m, std::string& error) {
   }
   return true;
 }
+bool decode(Reader& r, ProfilerServerMsg& m, std::string& error) {
+  if (!r.get(m.port, "profiler_server.port")) return false;
+  if (m.port == 0 || m.port > 65535) {
+    error = "profiler_server.port: " + std::to_string(m.port) + " is no TCP port";
+    return false;
+  }
+  return true;
+}
 bool decode(Reader& r, CaptureDoneMsg& m, std::string& error) {
   if (!r.get(m.session, "capture_done.session") || !r.get(m.dropped_events, "capture_done.dropped_events")) {
     return false;
@@ -363,10 +372,11 @@ bool decode(Reader& r, CaptureCloseMsg& m) { return r.get(m.session, "capture_cl
 }  // namespace
 
 FrameType type_of(const Message& msg) {
-  static constexpr FrameType kTypes[] = {FrameType::kRegister,     FrameType::kSteps,        FrameType::kEvents,
-                                         FrameType::kCaptureDone,  FrameType::kDevicePlanes, FrameType::kHello,
-                                         FrameType::kInputStages,  FrameType::kAllocations,  FrameType::kCaptureOpen,
-                                         FrameType::kCaptureClose, FrameType::kWelcome,      FrameType::kRefused};
+  static constexpr FrameType kTypes[] = {FrameType::kRegister,    FrameType::kSteps,        FrameType::kEvents,
+                                         FrameType::kCaptureDone, FrameType::kDevicePlanes, FrameType::kHello,
+                                         FrameType::kInputStages, FrameType::kAllocations,  FrameType::kProfilerServer,
+                                         FrameType::kCaptureOpen, FrameType::kCaptureClose, FrameType::kWelcome,
+                                         FrameType::kRefused};
   static_assert(std::size(kTypes) == std::variant_size_v<Message>);
   return kTypes[msg.index()];
 }
@@ -443,6 +453,11 @@ std::optional<Message> decode_payload(FrameType type, std::string_view payload, 
     }
     case FrameType::kAllocations: {
       AllocationsMsg m;
+      bool ok = decode(r, m, error);
+      return finish(std::move(m), ok);
+    }
+    case FrameType::kProfilerServer: {
+      ProfilerServerMsg m;
       bool ok = decode(r, m, error);
       return finish(std::move(m), ok);
     }

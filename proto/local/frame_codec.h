@@ -33,6 +33,7 @@ enum class FrameType : uint16_t {
   kHello = 6,
   kInputStages = 7,
   kAllocations = 8,
+  kProfilerServer = 9,
   // agent → client
   kCaptureOpen = 16,
   kCaptureClose = 17,
@@ -56,8 +57,10 @@ inline constexpr FrameType kVersion2Frames[] = {FrameType::kHello, FrameType::kW
 inline constexpr FrameType kVersion3Frames[] = {FrameType::kInputStages};
 // Allocations and frees reported by the process's allocators, for the memory profile.
 inline constexpr FrameType kVersion4Frames[] = {FrameType::kAllocations};
+// The process's framework profiler server (TensorFlow's or JAX's), for the agent to proxy while it lives.
+inline constexpr FrameType kVersion5Frames[] = {FrameType::kProfilerServer};
 inline constexpr VersionFrames kVersions[] = {
-    {1, kVersion1Frames}, {2, kVersion2Frames}, {3, kVersion3Frames}, {4, kVersion4Frames}};
+    {1, kVersion1Frames}, {2, kVersion2Frames}, {3, kVersion3Frames}, {4, kVersion4Frames}, {5, kVersion5Frames}};
 
 // The newest version, spoken by this build of both sides.
 inline constexpr uint32_t kProtocolVersion = std::size(kVersions);
@@ -325,6 +328,13 @@ inline constexpr uint64_t kMaxDeviceSpaceBytes = 1ull << 30;
 // Chunk size that keeps a DevicePlanes frame under kMaxFramePayloadBytes.
 inline constexpr size_t kDevicePlanesChunkBytes = kMaxFramePayloadBytes - 64;
 
+// The process serves tensorflow.ProfilerService (tf.profiler.experimental.server.start, jax.profiler.start_server)
+// on this loopback TCP port: the agent forwards every capture to it, as to a configured `upstream`, until the
+// connection ends. A later one replaces it.
+struct ProfilerServerMsg {
+  uint32_t port = 0;  // 1..65535
+};
+
 // A CaptureOpen whose session has this bit set starts continuous recording (the agent's flight recorder): the
 // client streams every event under that session until a CaptureClose of it or a capture window's CaptureOpen
 // (after which the agent reopens the recording); device tracers are not started for it.
@@ -339,8 +349,9 @@ struct CaptureCloseMsg {
   uint64_t session = 0;
 };
 
-using Message = std::variant<RegisterMsg, StepsMsg, EventsMsg, CaptureDoneMsg, DevicePlanesMsg, HelloMsg,
-                             InputStagesMsg, AllocationsMsg, CaptureOpenMsg, CaptureCloseMsg, WelcomeMsg, RefusedMsg>;
+using Message =
+    std::variant<RegisterMsg, StepsMsg, EventsMsg, CaptureDoneMsg, DevicePlanesMsg, HelloMsg, InputStagesMsg,
+                 AllocationsMsg, ProfilerServerMsg, CaptureOpenMsg, CaptureCloseMsg, WelcomeMsg, RefusedMsg>;
 
 FrameType type_of(const Message& msg);
 

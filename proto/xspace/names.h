@@ -27,8 +27,11 @@ inline constexpr std::string_view kAllReduceEventName = "all-reduce";
 inline constexpr std::string_view kSendEventName = "send";
 inline constexpr std::string_view kRecvDoneEventName = "recv-done";
 // TF host step markers (TraceMe events on /host:CPU lines) start with one of these: Keras's `train` /
-// `test` (also `train_step`...), and TF's `TraceContext` (HostEventType::kTraceContext).
-inline constexpr std::string_view kHostStepMarkerPrefixes[] = {"train", "test", "TraceContext"};
+// `test` (also `train_step`...), TF's `TraceContext` (HostEventType::kTraceContext), and Keras 3's step function
+// `multi_step_on_iterator` (its model.fit on TensorFlow writes no `train` marker: one call per step, or per
+// `steps_per_execution` steps).
+inline constexpr std::string_view kHostStepMarkerPrefixes[] = {"train", "test", "TraceContext",
+                                                               "multi_step_on_iterator"};
 // NVTX ranges that libpodscope_cupti records land on `/host:CPU`, one line per thread ("NVTX thread <tid>"); a
 // CUDA program marks its steps with a range whose name starts with one of these (`step`, `train_step`...).
 inline constexpr std::string_view kNvtxLinePrefix = "NVTX thread ";

@@ -164,5 +164,41 @@ TEST(PodAnalyzerHostMarkersTest, MarkerNumbersFallBackToIterNumThenOrder) {
   EXPECT_EQ(markers[2].end_ns, kT0 + 30 * kMs);
 }
 
+// Keras 3's model.fit on TensorFlow 2.21 writes no `train` marker: each step is one call of its tf.function
+// `multi_step_on_iterator`, numbered in order.
+TEST(PodAnalyzerHostMarkersTest, KerasFitStepFunctionCallsAreMarkers) {
+  tensorflow::profiler::XPlane plane;
+  XPlaneBuilder host(&plane);
+  plane.set_name(std::string(xspace::kHostPlaneName));
+  auto line = host.line_named("python");
+  for (int i = 0; i < 3; ++i) line.add_event("multi_step_on_iterator", kT0 + i * 10 * kMs, 9 * kMs);
+  const auto markers = read_host_step_markers(plane);
+  ASSERT_EQ(markers.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(markers[i].step_num, i);
+    EXPECT_EQ(markers[i].start_ns, kT0 + i * 10 * kMs);
+  }
+}
+
+// A custom loop's `train` Trace (numbered) around a tf.function `train_step`: the capture began inside a step, so
+// its `train_step` call is there without the `train` around it; it is no step of its own.
+TEST(PodAnalyzerHostMarkersTest, AnUnnumberedMarkerBeforeTheFirstNumberedOneIsNoStep) {
+  tensorflow::profiler::XPlane plane;
+  XPlaneBuilder host(&plane);
+  plane.set_name(std::string(xspace::kHostPlaneName));
+  auto line = host.line_named("python");
+  line.add_event("train_step", kT0, 3 * kMs);
+  for (int i = 0; i < 2; ++i) {
+    const int64_t s = kT0 + (5 + i * 10) * kMs;
+    line.add_event("train", s, 10 * kMs).add(xspace::kStepNumStat, int64_t{126 + i});
+    line.add_event("train_step", s + kMs, 3 * kMs);
+  }
+  const auto markers = read_host_step_markers(plane);
+  ASSERT_EQ(markers.size(), 2u);
+  EXPECT_EQ(markers[0].step_num, 126);
+  EXPECT_EQ(markers[0].start_ns, kT0 + 5 * kMs);
+  EXPECT_EQ(markers[1].step_num, 127);
+}
+
 }  // namespace
 }  // namespace podscope::analysis

@@ -217,5 +217,36 @@ TEST(StepModelTest, RealTensorFlowFileGivesGpu4AndGpu6TheirStepsEventTimes) {
   EXPECT_EQ(checked, 2);
 }
 
+// TensorFlow or JAX on CPU: a file of one /host:CPU plane, no device plane. Its step markers make one core, the
+// host's, and the host's events explain each step: IteratorGetNext waits for input, the step function's work is
+// host compute, time no event covers all others; its steps need no device work.
+TEST(StepModelTest, AHostOnlyFileIsOneCoreStepByItsMarkers) {
+  XSpace space;
+  XPlaneBuilder host(space.add_planes());
+  host.proto()->set_name(std::string(xspace::kHostPlaneName));
+  auto python = host.line_named("python");
+  auto data = host.line_named("tf_data_iterator_get_next");
+  for (int i = 0; i < 3; ++i) {
+    const int64_t s = kT0 + i * 10 * kMs;
+    python.add_event("train", s, 10 * kMs).add(xspace::kStepNumStat, int64_t{7 + i});
+    data.add_event("IteratorGetNextOp::DoCompute", s, 4 * kMs);
+    python.add_event("EagerExecute", s + 4 * kMs, 5 * kMs);
+  }
+  const StepModel model = step_model_from_xspaces({&space});
+  ASSERT_EQ(model.cores.size(), 1u);
+  EXPECT_EQ(model.cores[0].trace.plane_name, xspace::kHostPlaneName);
+  EXPECT_EQ(model.cores[0].trace.source, StepSource::kHostMarkers);
+  EXPECT_EQ(model.device_planes, 0u);
+  const auto& steps = model.cores[0].trace.steps;
+  ASSERT_EQ(steps.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(steps[i].step_num, 7 + i);
+    EXPECT_EQ(steps[i].duration_ns(), 10 * kMs);
+    EXPECT_EQ(type_ms(steps[i], EventType::kHostWaitInput), 4);
+    EXPECT_EQ(type_ms(steps[i], EventType::kHostCompute), 5);
+    EXPECT_EQ(type_ms(steps[i], EventType::kUnknown), 1);
+  }
+}
+
 }  // namespace
 }  // namespace podscope::analysis

@@ -270,5 +270,21 @@ TEST_F(ClientLinkTest, AgentRestartNeverBlocksAndReconnects) {
   EXPECT_NE(xspace::find_plane(space, "/device:CUSTOM:5"), nullptr);
 }
 
+// A process's framework profiler server, announced once: the agent knows it while the process is connected,
+// not after it went away, and again once it reconnects (to a restarted agent, say).
+TEST_F(ClientLinkTest, AnAnnouncedProfilerServerIsKnownWhileConnectedAndToldAgainAfterAReconnect) {
+  EXPECT_EQ(podscope_announce_profiler(0), -1);
+  EXPECT_EQ(podscope_announce_profiler(65536), -1);
+  ASSERT_EQ(podscope_announce_profiler(6009), 0);
+  const std::vector<std::string> announced = {"127.0.0.1:6009"};
+  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().profiler_servers() == announced; }, 2s));
+  EXPECT_EQ(agent_.registry().clients().at(0).profiler_port, 6009);
+  agent_.stop();
+  ASSERT_TRUE(MiniAgent::wait_for([] { return !agent_connected(); }, 2s));
+  EXPECT_TRUE(agent_.registry().profiler_servers().empty());
+  agent_.start();
+  EXPECT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().profiler_servers() == announced; }, 3s));
+}
+
 }  // namespace
 }  // namespace podscope

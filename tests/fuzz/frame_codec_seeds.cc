@@ -37,6 +37,7 @@ std::vector<Message> sample_messages(uint32_t version) {
       events,
       stages,
       allocations,
+      ProfilerServerMsg{6009},
       CaptureDoneMsg{7, 3},
       DevicePlanesMsg{7, 96, 32, std::string(64, '\x0a')},
       HelloMsg{kProtocolVersion, kOldestProtocolVersion},

@@ -14,19 +14,22 @@ BIN = os.environ.get("PODSCOPE_BIN", os.path.join(os.path.dirname(__file__), "..
 
 
 class Daemon:
-    """A child process whose stderr is collected; `wait_for` matches a regex against it."""
+    """A child process whose stderr is collected (with its stdout, when `with_stdout`); `wait_for` matches a
+    regex against it."""
 
-    def __init__(self, argv, env=None):
+    def __init__(self, argv, env=None, with_stdout=False):
         self.argv = argv
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE if with_stdout else subprocess.DEVNULL,
+                                     stderr=subprocess.STDOUT if with_stdout else subprocess.PIPE, env=env,
                                      start_new_session=True)
+        self.stream = self.proc.stdout if with_stdout else self.proc.stderr
         self.lines = []
         self.cond = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
     def _read(self):
-        for raw in self.proc.stderr:
+        for raw in self.stream:
             with self.cond:
                 self.lines.append(raw.decode(errors="replace"))
                 self.cond.notify_all()
@@ -62,7 +65,7 @@ class Daemon:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         self.reader.join(2.0)
-        self.proc.stderr.close()
+        self.stream.close()
         return self.proc.returncode
 
 

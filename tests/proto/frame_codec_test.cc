@@ -168,8 +168,28 @@ TEST(FrameCodec, CommonVersionIsTheNewestInBothRanges) {
   EXPECT_EQ(common_version(HelloMsg{2, 1}, 3, 3), std::nullopt);
 }
 
+TEST(FrameCodec, ProfilerServerRoundTripsAndAPortOutOfRangeIsMalformed) {
+  std::string frame;
+  encode_frame(ProfilerServerMsg{6009}, frame);
+  std::string error;
+  auto header = decode_header(std::string_view(frame).substr(0, kFrameHeaderBytes), kProtocolVersion, error);
+  ASSERT_TRUE(header) << error;
+  EXPECT_EQ(header->type, FrameType::kProfilerServer);
+  auto msg = decode_payload(header->type, std::string_view(frame).substr(kFrameHeaderBytes), error);
+  ASSERT_TRUE(msg) << error;
+  EXPECT_EQ(std::get<ProfilerServerMsg>(*msg).port, 6009u);
+  for (const uint32_t port : {0u, 65536u}) {
+    frame.clear();
+    encode_frame(ProfilerServerMsg{port}, frame);
+    EXPECT_FALSE(decode_payload(FrameType::kProfilerServer, std::string_view(frame).substr(kFrameHeaderBytes), error));
+    EXPECT_EQ(error, "profiler_server.port: " + std::to_string(port) + " is no TCP port");
+  }
+}
+
 TEST(FrameCodec, FrameTypesAreKnownFromTheVersionThatAddsThem) {
-  EXPECT_EQ(kProtocolVersion, 4u);
+  EXPECT_EQ(kProtocolVersion, 5u);
+  EXPECT_FALSE(version_has(4, FrameType::kProfilerServer));
+  EXPECT_TRUE(version_has(5, FrameType::kProfilerServer));
   EXPECT_TRUE(version_has(1, FrameType::kRegister));
   EXPECT_TRUE(version_has(1, FrameType::kDevicePlanes));
   EXPECT_FALSE(version_has(1, FrameType::kHello));

@@ -114,6 +114,8 @@ class StandInUpstream {
   std::unique_ptr<grpc::Server> server_;
 };
 
+const Clock kSystemClock;
+
 CaptureWindow make_window(uint64_t duration_ms) {
   CaptureWindow window;
   window.session_id = "session-7";
@@ -148,7 +150,7 @@ class UpstreamSourceTest : public ::testing::Test {
 
 TEST_F(UpstreamSourceTest, ForwardsTheSameRequestAndMergesEveryUpstreamEvent) {
   StandInUpstream upstream(StandInProfilerService::Answer::kXSpaceField, tf_space_);
-  UpstreamSource source({upstream.address()});
+  UpstreamSource source({upstream.address()}, kSystemClock);
   const CaptureWindow window = make_window(50);
   source.open(window);
   source.close(window.planned_end_ns);
@@ -178,7 +180,7 @@ TEST_F(UpstreamSourceTest, ForwardsTheSameRequestAndMergesEveryUpstreamEvent) {
 
 TEST_F(UpstreamSourceTest, ReadsOlderServersXPlaneToolData) {
   StandInUpstream upstream(StandInProfilerService::Answer::kToolData, tf_space_);
-  UpstreamSource source({upstream.address()});
+  UpstreamSource source({upstream.address()}, kSystemClock);
   const CaptureWindow window = make_window(10);
   source.open(window);
   source.close(window.planned_end_ns);
@@ -196,7 +198,7 @@ TEST_F(UpstreamSourceTest, UnreachableUpstreamBecomesAWarningAndOthersStillMerge
     dead = gone.address();
   }
   StandInUpstream alive(StandInProfilerService::Answer::kXSpaceField, tf_space_);
-  UpstreamSource source({dead, alive.address()});
+  UpstreamSource source({dead, alive.address()}, kSystemClock);
   const CaptureWindow window = make_window(10);
   source.open(window);
   source.close(window.planned_end_ns);
@@ -209,7 +211,7 @@ TEST_F(UpstreamSourceTest, UnreachableUpstreamBecomesAWarningAndOthersStillMerge
 
 TEST_F(UpstreamSourceTest, EarlyCloseTerminatesTheUpstreamSessionInsteadOfWaitingItOut) {
   StandInUpstream upstream(StandInProfilerService::Answer::kXSpaceField, tf_space_);
-  UpstreamSource source({upstream.address()});
+  UpstreamSource source({upstream.address()}, kSystemClock);
   const CaptureWindow window = make_window(60'000);
   source.open(window);
   // Wait until the upstream is tracing, then end the window early (Terminate / cancel / shutdown).
@@ -255,7 +257,7 @@ XSpace space_with_invalid_utf8() {
 // "not a valid XSpace"; now every event arrives, its strings repaired, and the repair is reported.
 void expect_repaired_and_merged(StandInProfilerService::Answer answer) {
   StandInUpstream upstream(answer, space_with_invalid_utf8());
-  UpstreamSource source({upstream.address()});
+  UpstreamSource source({upstream.address()}, kSystemClock);
   const CaptureWindow window = make_window(10);
   source.open(window);
   source.close(window.planned_end_ns);
@@ -282,6 +284,34 @@ void expect_repaired_and_merged(StandInProfilerService::Answer answer) {
 
   XSpace strict;
   EXPECT_TRUE(strict.ParseFromString(space.SerializeAsString())) << "the capture parses for strict readers";
+}
+
+// TensorFlow 2.21's and JAX 0.10's servers answer with times relative to their session's start, recorded as
+// `profile_start_time` on a "Task Environment" plane: the merged events are back on the epoch, then on the
+// agent's clock (here 5 s ahead of the system's).
+TEST_F(UpstreamSourceTest, SessionRelativeTimesArePutOnTheAgentsClock) {
+  constexpr int64_t kSessionStart = 1'795'000'000'000'000'000;
+  constexpr int64_t kAgentOffset = 5'000'000'000;
+  XSpace relative;
+  xspace::XPlaneBuilder environment(xspace::find_or_add_plane(relative, "Task Environment"));
+  environment.stats().add("profile_start_time", kSessionStart);
+  xspace::XPlaneBuilder host(xspace::find_or_add_plane(relative, xspace::kHostPlaneName));
+  host.line_named("python").add_event("train", 2'000, 1'000);
+  StandInUpstream upstream(StandInProfilerService::Answer::kXSpaceField, relative);
+  const Clock agent_clock(kAgentOffset);
+  UpstreamSource source({upstream.address()}, agent_clock);
+  const CaptureWindow window = make_window(10);
+  source.open(window);
+  source.close(window.planned_end_ns);
+  XSpace space;
+  source.collect(space);
+
+  const XPlane* merged = xspace::find_plane(space, xspace::kHostPlaneName);
+  ASSERT_NE(merged, nullptr);
+  ASSERT_EQ(merged->lines_size(), 1);
+  const auto& line = merged->lines(0);
+  ASSERT_EQ(line.events_size(), 1);
+  EXPECT_EQ(line.timestamp_ns() + line.events(0).offset_ps() / 1000, kSessionStart + 2'000 + kAgentOffset);
 }
 
 TEST_F(UpstreamSourceTest, InvalidUtf8InAnInlineXSpaceIsRepairedNotDropped) {
