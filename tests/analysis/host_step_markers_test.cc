@@ -172,7 +172,7 @@ TEST(PodAnalyzerHostMarkersTest, KerasFitStepFunctionCallsAreMarkers) {
   plane.set_name(std::string(xspace::kHostPlaneName));
   auto line = host.line_named("python");
   for (int i = 0; i < 3; ++i) line.add_event("multi_step_on_iterator", kT0 + i * 10 * kMs, 9 * kMs);
-  const auto markers = read_host_step_markers(plane);
+  const auto markers = read_host_step_markers(plane).markers;
   ASSERT_EQ(markers.size(), 3u);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(markers[i].step_num, i);
@@ -193,7 +193,7 @@ TEST(PodAnalyzerHostMarkersTest, AnUnnumberedMarkerBeforeTheFirstNumberedOneIsNo
     line.add_event("train", s, 10 * kMs).add(xspace::kStepNumStat, int64_t{126 + i});
     line.add_event("train_step", s + kMs, 3 * kMs);
   }
-  const auto markers = read_host_step_markers(plane);
+  const auto markers = read_host_step_markers(plane).markers;
   ASSERT_EQ(markers.size(), 2u);
   EXPECT_EQ(markers[0].step_num, 126);
   EXPECT_EQ(markers[0].start_ns, kT0 + 5 * kMs);
