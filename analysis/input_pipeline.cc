@@ -43,12 +43,13 @@ void pack(const Message& message, google::protobuf::Any& any) {
   any.set_value(message.SerializeAsString());
 }
 
-// One step number across the cores that have it: the pod's step, as XProf shows a step of several cores (one
-// step, aggregated), with the spread across its cores beside it.
+// One step number across the cores that have it: the pod's step is its slowest core's (the step ends when its
+// last core does; XProf's step time and breakdown of a multi-device host agree with it: docs/analysis.md), with the
+// spread across its cores beside it.
 struct StepAcrossCores {
-  EventTypeDurations sum_ns{};  // per type, summed over the cores
-  uint32_t cores = 0;
   const ModelCore* slowest = nullptr;
+  const StepTime* slowest_step = nullptr;
+  uint32_t cores = 0;
   int64_t min_step_ns = 0;
   int64_t max_step_ns = 0;
   int64_t min_wait_ns = 0;
@@ -56,7 +57,14 @@ struct StepAcrossCores {
 
   void add(const ModelCore& core, const StepTime& step) {
     const int64_t wait = at(step.type_ns, EventType::kHostWaitInput);
-    if (cores == 0 || step.duration_ns() > max_step_ns) slowest = &core;
+    const bool slower =
+        slowest_step == nullptr || step.duration_ns() > slowest_step->duration_ns() ||
+        (step.duration_ns() == slowest_step->duration_ns() &&
+         generic_breakdown(step.type_ns).input_ns() > generic_breakdown(slowest_step->type_ns).input_ns());
+    if (slower) {
+      slowest = &core;
+      slowest_step = &step;
+    }
     if (cores == 0) {
       min_wait_ns = max_wait_ns = wait;
       min_step_ns = max_step_ns = step.duration_ns();
@@ -66,20 +74,10 @@ struct StepAcrossCores {
       min_step_ns = std::min(min_step_ns, step.duration_ns());
       max_step_ns = std::max(max_step_ns, step.duration_ns());
     }
-    for (int t = 0; t < kEventTypeCount; ++t) sum_ns[t] += step.type_ns[t];
     ++cores;
   }
-  // Each type's mean over the cores: the breakdown of the pod's step, which sums to its step time.
-  EventTypeDurations mean_ns() const {
-    EventTypeDurations mean{};
-    for (int t = 0; t < kEventTypeCount; ++t) mean[t] = sum_ns[t] / cores;
-    return mean;
-  }
-  int64_t duration_ns() const {
-    int64_t total = 0;
-    for (const int64_t ns : mean_ns()) total += ns;
-    return total;
-  }
+  const EventTypeDurations& breakdown_ns() const { return slowest_step->type_ns; }
+  int64_t duration_ns() const { return slowest_step->duration_ns(); }
 };
 
 std::map<int64_t, StepAcrossCores> steps_across_cores(const StepModel& model) {
@@ -91,7 +89,7 @@ std::map<int64_t, StepAcrossCores> steps_across_cores(const StepModel& model) {
 }
 
 PerGenericStepDetails step_details(int64_t step_num, const StepAcrossCores& s) {
-  const GenericBreakdown g = generic_breakdown(s.mean_ns());
+  const GenericBreakdown g = generic_breakdown(s.breakdown_ns());
   PerGenericStepDetails d;
   d.set_step_number(static_cast<int32_t>(step_num));
   d.set_step_name(std::to_string(step_num));
@@ -135,7 +133,7 @@ void fill_device_side(const StepModel& model, InputPipelineAnalysisResult& out) 
   std::vector<PerGenericStepDetails> details;
   for (const auto& [step_num, s] : steps_across_cores(model)) {
     const PerGenericStepDetails& d = details.emplace_back(step_details(step_num, s));
-    const GenericBreakdown g = generic_breakdown(s.mean_ns());
+    const GenericBreakdown g = generic_breakdown(s.breakdown_ns());
     step_ms.push_back(d.step_time_ms());
     input_pct.push_back(percent(g.input_ns(), s.duration_ns()));
     unknown.push_back(d.unknown_time_ms());

@@ -82,12 +82,12 @@ absl::Status read_into(PlaneConsumers& consumers, size_t index, const std::files
         return absl::OkStatus();
       },
       &header, PlaneConsumers::wants_line);
-  // The file's names, whether or not it broke part way: its stem names the host when its planes do not.
+  if (!status.ok()) return status;
+  // The file's names: its stem names the host when its planes do not.
   const std::string stem = kineto::run_file_stem(file.filename().string());
   analyzer.add_file_names(index, header.hostnames, stem);
   consumers.steps.add_file_names(index, header.hostnames, stem);
   for (auto& tool : consumers.tools) tool->end_file(index, header.hostnames, stem);
-  if (!status.ok()) return status;
   // Device planes without steps of their own take them from the host plane's step markers, which the step model
   // read as the host plane passed.
   if (analyzer.awaits_host_markers(index)) analyzer.add_host_markers(index, consumers.steps.host_step_markers(index));

@@ -58,14 +58,14 @@ TEST(InputPipelineTest, OneSlowInputHostIsHighlyInputBoundAndTheOthersAreNot) {
   EXPECT_DOUBLE_EQ(result.hosts(0).input_percent(), 30.0);
   EXPECT_EQ(result.hosts(0).verdict(), "HIGHLY");
   for (int i = 1; i < 4; ++i) EXPECT_EQ(result.hosts(i).verdict(), "NOT") << result.hosts(i).host_name();
-  // Each step is the pod's: the cores' mean wait (3 ms on one of 4 cores), the range across cores 0 .. 3 ms. The
-  // pod waits 7.5 % of its mean step for input; the host ranking names host2.
+  // Each step is shown by its slowest core, the one waiting longest for input among equals; the range across
+  // cores is 0 .. 3 ms; the host ranking names host2.
   ASSERT_EQ(result.step_details_size(), 5);
   PerGenericStepDetails step;
   ASSERT_TRUE(result.step_details(0).UnpackTo(&step));
   EXPECT_EQ(result.step_details(0).type_url(), "type.googleapis.com/tensorflow.profiler.PerGenericStepDetails");
   EXPECT_EQ(step.step_number(), 100);
-  EXPECT_DOUBLE_EQ(step.host_wait_input_ms(), 0.75);
+  EXPECT_DOUBLE_EQ(step.host_wait_input_ms(), 3.0);
   EXPECT_DOUBLE_EQ(step.min_core_wait_input_ms(), 0.0);
   EXPECT_DOUBLE_EQ(step.max_core_wait_input_ms(), 3.0);
   EXPECT_EQ(step.core_count(), 4u);
@@ -73,7 +73,7 @@ TEST(InputPipelineTest, OneSlowInputHostIsHighlyInputBoundAndTheOthersAreNot) {
   EXPECT_DOUBLE_EQ(result.step_time_summary().standard_deviation(), 0.0);
   BottleneckAnalysis bottleneck;
   ASSERT_TRUE(result.recommendation().bottleneck_analysis().UnpackTo(&bottleneck));
-  EXPECT_EQ(bottleneck.input_classification(), "MODERATELY");
+  EXPECT_EQ(bottleneck.input_classification(), "HIGHLY");
   const std::string text = render_input_pipeline_text(result);
   EXPECT_NE(text.find("Most input-bound host: host2"), std::string::npos) << text;
 }
@@ -112,10 +112,9 @@ TEST(StepToolsTest, NoStepsGivesUnknownBecauseNamingTheStepSources) {
 // A GPU step of 10 ms: kernel launches 0–2 ms while the GPU idles, a half-precision kernel 2–3 ms with 3 GFLOP, a
 // 32-bit kernel 3–10 ms.
 // A synchronous pod of two cores whose roles alternate (step 0: core 0 computes 8 ms and waits in the all-reduce
-// for the rest of its step, core 1 computes 2 ms; step 1 swapped): every step of the graph is the same pod step, the
-// cores' mean breakdown (5 ms compute, 4.5 ms collectives), with the spread of the cores' step times (9 and 10 ms)
-// beside it.
-TEST(InputPipelineTest, APodsStepIsItsCoresMeanBreakdownWithTheSpreadBeside) {
+// for the rest of its step, core 1 computes 2 ms; step 1 swapped): every step is shown by its slowest core (core 1,
+// 10 ms, as XProf's step time), with the spread of the cores' step times (9 and 10 ms) beside it.
+TEST(InputPipelineTest, APodsStepIsItsSlowestCoresWithTheSpreadBeside) {
   std::vector<XSpace> spaces(2);
   for (int core = 0; core < 2; ++core) {
     XPlaneBuilder plane(spaces[core].add_planes());
@@ -140,15 +139,16 @@ TEST(InputPipelineTest, APodsStepIsItsCoresMeanBreakdownWithTheSpreadBeside) {
     ASSERT_TRUE(result.step_details(i).UnpackTo(&d));
     EXPECT_EQ(d.step_number(), i);
     EXPECT_EQ(d.core_count(), 2u);
-    EXPECT_DOUBLE_EQ(d.device_compute_ms(), 5.0) << "step " << i;
-    EXPECT_DOUBLE_EQ(d.device_collectives_ms(), 4.5) << "step " << i;
+    // Core 1 computes 2 ms in step 0 and 8 ms in step 1, then waits in the all-reduce for the rest of its 10 ms.
+    EXPECT_DOUBLE_EQ(d.device_compute_ms(), i == 0 ? 2.0 : 8.0) << "step " << i;
+    EXPECT_DOUBLE_EQ(d.device_collectives_ms(), i == 0 ? 8.0 : 2.0) << "step " << i;
     EXPECT_DOUBLE_EQ(d.unknown_time_ms(), 0.0) << "step " << i;
-    EXPECT_DOUBLE_EQ(d.step_time_ms(), 9.5) << "the mean of the cores' steps";
+    EXPECT_DOUBLE_EQ(d.step_time_ms(), 10.0) << "the slowest core's step";
     EXPECT_DOUBLE_EQ(d.min_core_step_time_ms(), 9.0);
     EXPECT_DOUBLE_EQ(d.max_core_step_time_ms(), 10.0);
     EXPECT_EQ(d.core_name(), "host1/device:CUSTOM:1") << "the slowest core";
   }
-  EXPECT_DOUBLE_EQ(result.step_time_summary().average(), 9.5);
+  EXPECT_DOUBLE_EQ(result.step_time_summary().average(), 10.0);
   EXPECT_DOUBLE_EQ(result.step_time_summary().standard_deviation(), 0.0);
 }
 
@@ -212,7 +212,7 @@ TEST(StepToolsTest, RealTensorFlowFileGivesFiniteOverviewAndInputPipeline) {
   const double gpu4_ms = static_cast<double>(steps_ps.at("/device:GPU:4") / 1000) / 1e6;
   const double gpu6_ms = static_cast<double>(steps_ps.at("/device:GPU:6") / 1000) / 1e6;
   EXPECT_EQ(d.core_count(), 2u);
-  EXPECT_NEAR(d.step_time_ms(), (gpu4_ms + gpu6_ms) / 2, 1e-6);
+  EXPECT_NEAR(d.step_time_ms(), std::max(gpu4_ms, gpu6_ms), 1e-6);
   EXPECT_DOUBLE_EQ(d.min_core_step_time_ms(), std::min(gpu4_ms, gpu6_ms));
   EXPECT_DOUBLE_EQ(d.max_core_step_time_ms(), std::max(gpu4_ms, gpu6_ms));
   for (const ModelCore& core : model.cores) {

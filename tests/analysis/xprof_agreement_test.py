@@ -204,11 +204,9 @@ class LiveTensorFlowAgreementTest(unittest.TestCase):
         self.assertGreaterEqual(len(rows_of(table)), 30)
         self.assertGreater(float(table["p"]["steptime_ms_average"]), 0)
 
-    @unittest.expectedFailure
     def test_our_steps_of_a_trace_without_devices_agree(self):
-        # Ours builds steps per device plane; a TensorFlow run on CPU has only /host:CPU, so our step tools say
-        # "no steps found" where XProf shows the steps its markers start (docs/analysis.md). When ours finds
-        # them, this passes and the expectedFailure must go.
+        # A TensorFlow run on CPU has only /host:CPU: its step markers make one host core's steps (docs/analysis.md),
+        # as XProf's steps start at them.
         table = next(t for t in self.theirs["overview_page"] if any(c["id"] == "stepTimeMs" for c in t["cols"]))
         summary = self.ours["overview_page"]["inputAnalysis"].get("stepTimeSummary", {})
         self.assertTrue(close(summary.get("average", 0), float(table["p"]["steptime_ms_average"])),
