@@ -7,8 +7,9 @@ set -euo pipefail
 packages=(
   # build tools
   build-essential cmake pkg-config git
-  # the instrumented build (ASan + UBSan + libFuzzer) and the format check
-  clang libclang-rt-14-dev clang-format
+  # the instrumented build (ASan + UBSan + libFuzzer) and the format check; libclang-rt-dev is the sanitizer runtime of
+  # the release's default clang (14 on Debian 12, 19 on Debian 13)
+  clang libclang-rt-dev clang-format
   # libraries
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost-dev libyaml-cpp-dev prometheus-cpp-dev libcli11-dev
