@@ -20,7 +20,7 @@ build() {
 # targets), `test-sanitize` (everything) and scripts/fuzz.sh, so none rebuilds what another built; TARGETS... or
 # everything.
 sanitized_build() {
-  CC=clang CXX=clang++ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPODSCOPE_SANITIZE=ON \
+  CC=clang-14 CXX=clang++-14 cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPODSCOPE_SANITIZE=ON \
     "${launcher[@]}" >/dev/null
   cmake --build build-sanitize -j"$(nproc)" ${1:+--target "$@"}
 }

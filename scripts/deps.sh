@@ -7,9 +7,9 @@ set -euo pipefail
 packages=(
   # build tools
   build-essential cmake pkg-config git
-  # the instrumented build (ASan + UBSan + libFuzzer) and the format check; libclang-rt-dev is the sanitizer runtime of
-  # the release's default clang (14 on Debian 12, 19 on Debian 13)
-  clang libclang-rt-dev clang-format
+  # the instrumented build (ASan + UBSan + libFuzzer) and the format check: clang 14 by name, on Debian 12 (its default)
+  # and on Debian 13 (whose default is 19), so both releases build and format the tree alike
+  clang-14 libclang-rt-14-dev clang-format-14
   # libraries
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost-dev libyaml-cpp-dev prometheus-cpp-dev libcli11-dev
