@@ -40,11 +40,9 @@ class JaxTrainerBehindAnAgent(unittest.TestCase):
         ours = step_times_of(pipeline)
         self.assertGreaterEqual(len(ours), 3, out)
         own = {n: (e - s) / 1e6 for n, s, e in trainer_steps}
-        for step, ms in ours.items():
+        for step in ours:
             self.assertIn(step, own, f"podscope's step {step} is one of the trainer's")
-            # The trainer's clock reads surround the annotation: its span is the annotation's plus two clock reads.
-            self.assertAlmostEqual(ms, own[step], delta=0.02 * own[step] + 0.2,
-                                   msg=f"step {step}: podscope {ms:.3f} ms, the trainer's {own[step]:.3f} ms")
+        self.assert_steps_are_the_annotations(ours, own)
         print(f"jax live: {len(ours)} steps, podscope mean {sum(ours.values()) / len(ours):.3f} ms, trainer "
               f"{sum(own[n] for n in ours) / len(ours):.3f} ms over the same steps", flush=True)
         self.assertTrue(host_files(run_dir))
@@ -65,8 +63,19 @@ class JaxTrainerBehindAnAgent(unittest.TestCase):
         ours = step_times_of(read_json(run_dir, "input_pipeline.json"))
         own = {n: (e - s) / 1e6 for n, s, e in steps_in(trainer_steps, 0, 2 ** 63)}
         self.assertTrue(ours, out)
+        self.assert_steps_are_the_annotations(ours, own)
+
+    def assert_steps_are_the_annotations(self, ours, own):
+        # The trainer's clock reads surround the annotation: its span is the annotation's plus the Python that enters
+        # and leaves it, which a loaded 2-core box stretches by a few hundred microseconds now and then. So each step
+        # is at most the trainer's, at least the trainer's less 5 % + 0.5 ms, and the mean agrees within 2 % + 0.2 ms.
         for step, ms in ours.items():
-            self.assertAlmostEqual(ms, own[step], delta=0.02 * own[step] + 0.2, msg=f"step {step}")
+            self.assertLessEqual(ms, own[step] + 0.01, f"step {step}: podscope {ms:.3f} ms, trainer {own[step]:.3f} ms")
+            self.assertGreaterEqual(ms, own[step] * 0.95 - 0.5,
+                                    f"step {step}: podscope {ms:.3f} ms, trainer {own[step]:.3f} ms")
+        mean_ours = sum(ours.values()) / len(ours)
+        mean_own = sum(own[n] for n in ours) / len(ours)
+        self.assertAlmostEqual(mean_ours, mean_own, delta=0.02 * mean_own + 0.2)
 
 
 if __name__ == "__main__":
