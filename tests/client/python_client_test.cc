@@ -131,13 +131,16 @@ TEST(PythonClient, AnnotatesStepsCollectivesAndChannels) {
   xspace::XPlaneReader host_reader(*host);
   std::map<std::string, int> memory_events;
   for (const auto& line : host->lines()) {
+    bool allocated_in_capture = false;
     host_reader.for_each_event(line, [&](const xspace::XEventView& e) {
       const std::string name(e.name());
       if (name != xspace::kMemoryAllocationEventName && name != xspace::kMemoryDeallocationEventName) return;
       ++memory_events[name];
       EXPECT_EQ(line.name().rfind(xspace::kMemoryAllocationsLinePrefix, 0), 0u) << line.name();
       EXPECT_EQ(e.str_stat(xspace::kAllocatorNameStat), "py_pool");
-      EXPECT_EQ(e.int_stat(xspace::kPeakBytesInUseStat), 1000);
+      // A capture that starts between an allocation and its free sees that free first, before any peak.
+      allocated_in_capture = allocated_in_capture || name == xspace::kMemoryAllocationEventName;
+      EXPECT_EQ(e.int_stat(xspace::kPeakBytesInUseStat), allocated_in_capture ? 1000 : 0);
       EXPECT_EQ(e.int_stat(xspace::kBytesReservedStat), 0);
       if (name == xspace::kMemoryAllocationEventName) {
         EXPECT_EQ(e.int_stat(xspace::kBytesAllocatedStat), 1000);
