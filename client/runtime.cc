@@ -3,11 +3,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <utility>
 
 namespace podscope {
@@ -19,31 +16,8 @@ namespace client {
 namespace {
 
 constexpr auto kDrainPeriod = std::chrono::milliseconds(50);
-constexpr size_t kMaxEventsPerFrame = 16384;  // 16384 × 44 B stays well under the 1 MiB frame cap
-constexpr size_t kMaxStepsPerFrame = 16384;   // a step is 44 B too: a loop of tiny steps must not outgrow a frame
-// What is queued when a capture closes is read by the agent before the client's answer: 4 MiB (about 100 k
-// events) keeps that a fraction of a second even with many clients flooding one agent.
-constexpr size_t kMaxQueuedEventBytes = 4u << 20;
 // How long a closing window waits for steps still running (the agent waits 2 s for the answer).
 constexpr auto kStepEndWait = std::chrono::milliseconds(1000);
-// The first local protocol version with input stages.
-constexpr uint32_t kInputStagesVersion = [] {
-  for (const local::VersionFrames& v : local::kVersions)
-    if (local::version_has(v.version, local::FrameType::kInputStages)) return v.version;
-  return 0u;
-}();
-// The first local protocol version with allocation records.
-constexpr uint32_t kAllocationsVersion = [] {
-  for (const local::VersionFrames& v : local::kVersions)
-    if (local::version_has(v.version, local::FrameType::kAllocations)) return v.version;
-  return 0u;
-}();
-// The first local protocol version with profiler-server announcements.
-constexpr uint32_t kProfilerServerVersion = [] {
-  for (const local::VersionFrames& v : local::kVersions)
-    if (local::version_has(v.version, local::FrameType::kProfilerServer)) return v.version;
-  return 0u;
-}();
 // The public enums travel as the wire's values.
 constexpr bool same_value(auto a, auto b) { return static_cast<uint8_t>(a) == static_cast<uint8_t>(b); }
 static_assert(same_value(InputStageCategory::kRead, local::InputStageCategory::kRead) &&
@@ -72,9 +46,6 @@ static_assert(
       return true;
     }(),
     "every public kind travels as the wire kind of its name, and every wire kind has one");
-// The name id of a step begun without a name.
-constexpr NameId kUnnamedStepId = 1;
-
 // What one annotating thread keeps: its ring, its core, and the step tallies.
 struct ThreadState {
   std::shared_ptr<ThreadRing> ring;
@@ -91,40 +62,6 @@ thread_local ThreadState t_state;
 thread_local uint64_t t_next_input_stage_id = 0;  // the last input-stage id this thread made; 0: none yet
 std::atomic<uint64_t> g_input_stage_threads{0};   // threads that made input stages
 
-std::vector<int32_t> cores_from_env() {
-  std::vector<int32_t> cores;
-  if (const char* env = std::getenv("PODSCOPE_CORE_ID")) {
-    std::string s(env);
-    size_t at = 0;
-    while (at < s.size()) {
-      size_t comma = s.find(',', at);
-      if (comma == std::string::npos) comma = s.size();
-      if (comma > at) cores.push_back(static_cast<int32_t>(std::strtol(s.substr(at, comma - at).c_str(), nullptr, 10)));
-      at = comma + 1;
-    }
-  }
-  if (cores.empty()) cores.push_back(0);
-  return cores;
-}
-
-std::string env_or(const char* name, std::string fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
-size_t round_up_pow2(size_t n) {
-  size_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
-
-std::string program_name() {
-  std::ifstream comm("/proc/self/comm");
-  std::string name;
-  std::getline(comm, name);
-  return name;
-}
-
 }  // namespace
 
 Runtime& Runtime::instance() {
@@ -132,20 +69,13 @@ Runtime& Runtime::instance() {
   return *runtime;
 }
 
-Runtime::Runtime() {
-  names_.emplace_back("");                                    // id 0: none
-  intern(local::traits_of(local::EventKind::kStep).unnamed);  // kUnnamedStepId
-}
-
 void Runtime::start(const Options& options, bool implicit) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(lifecycle_mu_);
   if (started_ && !stopping_) {
     // Already running: the first init wins, but a device tracer's implicit start has no identity to keep.
     if (!implicit && implicit_start_) {
       implicit_start_ = false;
-      if (!options.cores.empty()) cores_ = options.cores;
-      if (!options.job.empty()) job_ = options.job;
-      reregister_ = true;
+      registry_.adopt_identity(options);
     }
     return;
   }
@@ -154,111 +84,56 @@ void Runtime::start(const Options& options, bool implicit) {
   implicit_start_ = implicit;
   stopping_ = false;
   window_open_ = false;
-  cores_ = options.cores.empty() ? cores_from_env() : options.cores;
-  job_ = options.job.empty() ? env_or("PODSCOPE_JOB", "") : options.job;
-  program_ = program_name();
-  size_t events = options.buffer_events;
-  if (events == 0)
-    events = static_cast<size_t>(std::strtoull(env_or("PODSCOPE_BUFFER_EVENTS", "65536").c_str(), nullptr, 10));
-  ring_capacity_ = round_up_pow2(std::max<size_t>(events, 16));
-  max_threads_ = options.max_threads == 0 ? 256 : options.max_threads;
-  link_ = std::make_unique<AgentLink>(
-      options.socket_path.empty() ? env_or("PODSCOPE_AGENT_SOCKET", "/run/podscope/agent.sock") : options.socket_path);
+  registry_.configure(options);
+  std::string socket_path = options.socket_path;
+  if (socket_path.empty()) {
+    const char* env = std::getenv("PODSCOPE_AGENT_SOCKET");
+    socket_path = env && *env ? env : "/run/podscope/agent.sock";
+  }
+  link_ = std::make_unique<AgentLink>(socket_path);
   thread_ = std::thread([this] { run(); });
   if (first_start) std::atexit([] { Runtime::instance().stop(); });
 }
 
-void Runtime::add_listener(CaptureWindowListener* listener) {
+void Runtime::start_implicitly() {
   {
-    std::lock_guard lock(mu_);
-    listeners_.push_back(listener);
+    std::lock_guard lock(lifecycle_mu_);
     if (started_ && !stopping_) return;
   }
   start(Options{}, /*implicit=*/true);
 }
 
+void Runtime::add_listener(CaptureWindowListener* listener) {
+  registry_.add_listener(listener);
+  start_implicitly();
+}
+
+void Runtime::announce_profiler(uint16_t port) {
+  registry_.announce_profiler(port);
+  start_implicitly();
+}
+
 void Runtime::stop() {
   {
-    std::lock_guard lock(mu_);
+    std::lock_guard lock(lifecycle_mu_);
     if (!started_ || stopping_.exchange(true)) return;
   }
   if (thread_.joinable()) thread_.join();
   detail::g_level.store(detail::kNoAgent, std::memory_order_relaxed);
 }
 
-NameId Runtime::intern(std::string_view name) {
-  std::lock_guard lock(mu_);
-  auto it = name_ids_.find(std::string(name));
-  if (it != name_ids_.end()) return it->second;
-  if (names_.size() > 0xffff) return 0;  // ids travel in 16 bits where they name a replica group
-  const NameId id = static_cast<NameId>(names_.size());
-  names_.emplace_back(name);
-  name_ids_.emplace(std::string(name), id);
-  return id;
-}
-
-std::shared_ptr<ThreadRing> Runtime::new_ring(int64_t thread_id) {
-  std::lock_guard lock(mu_);
-  if (rings_.size() >= max_threads_) return nullptr;
-  rings_.push_back(std::make_shared<ThreadRing>(ring_capacity_, thread_id));
-  return rings_.back();
-}
-
-uint8_t Runtime::core_index(int32_t core) {
-  std::lock_guard lock(mu_);
-  auto it = std::find(cores_.begin(), cores_.end(), core);
-  if (it != cores_.end()) return static_cast<uint8_t>(it - cores_.begin());
-  if (cores_.size() >= 255) return 0;
-  cores_.push_back(core);  // a core first named here is declared now
-  reregister_ = true;
-  return static_cast<uint8_t>(cores_.size() - 1);
-}
-
-uint64_t Runtime::total_dropped() const {
-  uint64_t total = ringless_drops_.load(std::memory_order_relaxed) + unsent_drops_.load(std::memory_order_relaxed);
-  std::lock_guard lock(mu_);
-  for (const auto& r : rings_) total += r->dropped();
-  return total;
-}
-
-local::RegisterMsg Runtime::register_msg() {
-  std::lock_guard lock(mu_);
-  local::RegisterMsg m;
-  m.version = link_->version();
-  m.pid = static_cast<int32_t>(::getpid());
-  m.program = program_;
-  m.job = job_;
-  m.cores = cores_;
-  return m;
-}
-
-bool Runtime::take_reregister() {
-  std::lock_guard lock(mu_);
-  return std::exchange(reregister_, false);
-}
-
-void Runtime::announce_profiler(uint16_t port) {
-  {
-    std::lock_guard lock(mu_);
-    profiler_port_ = port;
-    profiler_told_ = false;
-    if (started_ && !stopping_) return;
-  }
-  start(Options{}, /*implicit=*/true);
-}
-
 std::optional<local::ProfilerServerMsg> Runtime::take_profiler_announcement(bool new_connection) {
-  std::lock_guard lock(mu_);
-  if (new_connection) profiler_told_ = false;
-  if (profiler_port_ == 0 || std::exchange(profiler_told_, true)) return std::nullopt;
+  const std::optional<uint16_t> port = registry_.take_profiler_port(new_connection);
+  if (!port) return std::nullopt;
   if (!local::version_has(link_->version(), local::FrameType::kProfilerServer)) {
     std::fprintf(stderr,
                  "podscope: the agent at %s speaks local protocol version %u; announcing the profiler server on "
                  "port %u needs version %u: list it in the agent's `upstream` instead, or upgrade the agent\n",
-                 link_->socket_path().c_str(), link_->version(), profiler_port_, kProfilerServerVersion);
+                 link_->socket_path().c_str(), link_->version(), *port,
+                 local::first_version_with(local::FrameType::kProfilerServer));
     return std::nullopt;
   }
-  return local::ProfilerServerMsg{profiler_port_};
+  return local::ProfilerServerMsg{*port};
 }
 
 void Runtime::run() {
@@ -279,12 +154,12 @@ void Runtime::run() {
     }
     const bool new_connection = link_->take_new_connection();
     if (new_connection) {  // a version is agreed: register before anything else
-      link_->queue(register_msg());
+      link_->queue(registry_.register_msg(link_->version()));
       window_open_ = false;
       detail::g_level.store(detail::kStepSpansOnly, std::memory_order_relaxed);
       connected_.store(true, std::memory_order_relaxed);
     }
-    if (link_->connected() && take_reregister()) link_->queue(register_msg());
+    if (link_->connected() && registry_.take_reregister()) link_->queue(registry_.register_msg(link_->version()));
     if (link_->connected()) {
       if (auto announcement = take_profiler_announcement(new_connection)) link_->queue(*announcement);
     }
@@ -330,7 +205,7 @@ void Runtime::handle(const local::Message& msg) {
     drain_rings();  // what was recorded before the window is not part of it
     session_ = open->session;
     window_open_ = true;
-    dropped_at_open_ = total_dropped();
+    dropped_at_open_ = registry_.total_dropped();
     detail::g_level.store(detail::kCapturing, std::memory_order_relaxed);
     if (!recording()) notify_window_opened();
   } else if (const auto* close = std::get_if<local::CaptureCloseMsg>(&msg)) {
@@ -345,35 +220,21 @@ void Runtime::handle(const local::Message& msg) {
 
 void Runtime::finish_window_if_steps_ended(bool force) {
   if (!force && std::chrono::steady_clock::now() < close_deadline_) {
-    std::lock_guard lock(mu_);
-    for (const auto& r : rings_) {
-      const uint64_t open = r->open_step_tick.load(std::memory_order_relaxed);
-      if (open != 0 && open < close_tick_ && !r->retired.load(std::memory_order_relaxed)) return;
-    }
+    if (registry_.thread_in_step_begun_before(close_tick_)) return;
   }
   drain_rings();
   if (!recording()) collect_device_planes(/*discard=*/false);
   window_open_ = false;
   closing_ = false;
-  link_->queue(local::CaptureDoneMsg{session_, total_dropped() - dropped_at_open_});
+  link_->queue(local::CaptureDoneMsg{session_, registry_.total_dropped() - dropped_at_open_});
 }
 
 void Runtime::notify_window_opened() {
-  std::vector<CaptureWindowListener*> listeners;
-  {
-    std::lock_guard lock(mu_);
-    listeners = listeners_;
-  }
-  for (CaptureWindowListener* l : listeners) l->window_opened();
+  for (CaptureWindowListener* l : registry_.listeners()) l->window_opened();
 }
 
 void Runtime::collect_device_planes(bool discard) {
-  std::vector<CaptureWindowListener*> listeners;
-  {
-    std::lock_guard lock(mu_);
-    listeners = listeners_;
-  }
-  for (CaptureWindowListener* l : listeners) {
+  for (CaptureWindowListener* l : registry_.listeners()) {
     const std::string bytes = l->window_closed();
     if (!discard && !bytes.empty()) send_device_space(bytes);
   }
@@ -384,7 +245,7 @@ void Runtime::send_device_space(const std::string& bytes) {
   // link's queue cap. Bounded: the agent gives up on the window 2 s after closing it.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
   for (size_t offset = 0; offset < bytes.size() && link_->connected(); offset += local::kDevicePlanesChunkBytes) {
-    while (link_->connected() && link_->queued_bytes() > kMaxQueuedEventBytes) {
+    while (link_->connected() && link_->queued_bytes() > kMaxQueuedRecordBytes) {
       if (std::chrono::steady_clock::now() >= deadline) return;  // the agent reports the space incomplete
       link_->pump(10, deferred_);
     }
@@ -397,195 +258,24 @@ void Runtime::send_device_space(const std::string& bytes) {
   }
 }
 
-void Runtime::drain_rings() {
-  std::vector<std::shared_ptr<ThreadRing>> rings;
-  {
-    std::lock_guard lock(mu_);
-    rings = rings_;
-    drain_cores_ = cores_;
-  }
-  std::vector<CoreBatches> batches;  // per core index of the ring being drained
-  for (auto& ring : rings) {
-    batches.clear();
-    last_event_ = nullptr;
-    last_step_ = nullptr;
-    last_input_stage_ = nullptr;
-    ring->drain([&](const RawEvent& e) { add_event(e, *ring, batches); });
-    for (auto& b : batches) {
-      if (!b.events.events.empty()) queue_events(b.events);
-      if (!b.input_stages.stages.empty()) queue_input_stages(b.input_stages);
-      if (!b.allocations.allocations.empty()) queue_allocations(b.allocations);
-    }
-  }
-  queue_steps();
-  std::lock_guard lock(mu_);
-  std::erase_if(rings_, [](const auto& r) { return r->retired.load(std::memory_order_acquire) && r->empty(); });
-}
-
-void Runtime::add_event(const RawEvent& e, ThreadRing& ring, std::vector<CoreBatches>& batches) {
-  if (e.kind == kContinuation) {
-    if (last_step_) {
-      last_step_->infeed_ns = clock_.ticks_to_ns(e.begin_tick);
-      last_step_->all_reduce_ns = clock_.ticks_to_ns(e.end_tick);
-    } else if (last_event_) {
-      last_event_->value2 = e.value;
-    } else if (last_input_stage_) {
-      last_input_stage_->parent_id = static_cast<uint64_t>(e.value);
-    }
-    last_step_ = nullptr;
-    last_event_ = nullptr;
-    last_input_stage_ = nullptr;
-    return;
-  }
-  last_step_ = nullptr;
-  last_event_ = nullptr;
-  last_input_stage_ = nullptr;
-  const int32_t core = e.core_index < drain_cores_.size() ? drain_cores_[e.core_index] : 0;
-  // Both ends through the one monotonic conversion, so spans of a thread that follow in ticks follow in ns.
-  const int64_t start = clock_.to_unix_ns(e.begin_tick);
-  const int64_t duration = e.end_tick >= e.begin_tick ? clock_.to_unix_ns(e.end_tick) - start : 0;
-  const auto kind = static_cast<detail::Kind>(e.kind);
-  if (kind == detail::Kind::kStep) {
-    if (steps_.size() >= kMaxStepsPerFrame) queue_steps();
-    steps_.push_back(local::StepMsg{core, e.value, start, start + duration, 0, 0});
-    last_step_ = &steps_.back();
-  }
-  if (!window_open_) return;
-  if (batches.size() <= e.core_index) batches.resize(e.core_index + 1u);
-  CoreBatches& core_batches = batches[e.core_index];
-  core_batches.events.core = core_batches.input_stages.core = core_batches.allocations.core = core;
-  core_batches.events.thread_id = core_batches.input_stages.thread_id = core_batches.allocations.thread_id =
-      ring.thread_id();
-  if (kind == detail::Kind::kInputStage) return add_input_stage(e, start, duration, core_batches);
-  if (kind == detail::Kind::kAllocation || kind == detail::Kind::kDeallocation)
-    return add_allocation(e, start, core_batches);
-  local::EventsMsg& batch = core_batches.events;
-  if (batch.events.size() >= kMaxEventsPerFrame) queue_events(batch);
-  batch.session = session_;
-  local::EventMsg m;
-  m.kind = static_cast<local::EventKind>(e.kind);
-  m.id = e.id;
-  m.arg = e.arg;
-  m.start_ns = start;
-  m.duration_ns = duration;
-  m.value = e.value;
-  if (kind == detail::Kind::kStep && m.id == 0) m.id = kUnnamedStepId;
-  const local::EventKindTraits& traits = local::traits_of(m.kind);
-  if (local::is_name_id(traits.id)) define_name(m.id, batch.names);
-  if (local::is_name_id(traits.arg)) define_name(static_cast<uint32_t>(m.arg), batch.names);
-  batch.events.push_back(m);
-  if (kind == detail::Kind::kStep) {
-    last_step_ = &steps_.back();
-  } else {
-    last_event_ = &batch.events.back();
-  }
-}
-
-void Runtime::add_input_stage(const RawEvent& e, int64_t start_ns, int64_t duration_ns, CoreBatches& batches) {
-  if (link_->connected() && !local::version_has(link_->version(), local::FrameType::kInputStages)) {
-    // An agent older than input stages still shows where the time went, by stage name.
-    if (!std::exchange(told_input_stages_unsupported_, true)) {
-      std::fprintf(stderr,
-                   "podscope: the agent at %s speaks local protocol version %u; input stages need version %u, so "
-                   "they are sent as plain annotations, without category or parent, until the agent is upgraded\n",
-                   link_->socket_path().c_str(), link_->version(), kInputStagesVersion);
-    }
-    local::EventsMsg& batch = batches.events;
-    if (batch.events.size() >= kMaxEventsPerFrame) queue_events(batch);
-    batch.session = session_;
-    define_name(e.id, batch.names);
-    batch.events.push_back(local::EventMsg{local::EventKind::kFreeForm, e.id, 0, start_ns, duration_ns, 0, 0});
-    return;  // a parent record that follows has nowhere to go
-  }
-  local::InputStagesMsg& batch = batches.input_stages;
-  if (batch.stages.size() >= kMaxEventsPerFrame) queue_input_stages(batch);
-  batch.session = session_;
-  define_name(e.id, batch.names);
-  batch.stages.push_back(local::InputStageMsg{e.id, static_cast<local::InputStageCategory>(e.arg),
-                                              static_cast<uint64_t>(e.value), 0, start_ns, duration_ns});
-  last_input_stage_ = &batch.stages.back();
-}
-
-void Runtime::add_allocation(const RawEvent& e, int64_t time_ns, CoreBatches& batches) {
-  if (link_->connected() && !local::version_has(link_->version(), local::FrameType::kAllocations)) {
-    if (!std::exchange(told_allocations_unsupported_, true)) {
-      std::fprintf(stderr,
-                   "podscope: the agent at %s speaks local protocol version %u; allocation records need version %u, "
-                   "so they are dropped until the agent is upgraded\n",
-                   link_->socket_path().c_str(), link_->version(), kAllocationsVersion);
-    }
-    return;
-  }
-  if (e.id == 0 || e.value < 0) return;  // no allocator or a negative size: the agent would refuse the whole frame
-  local::AllocationsMsg& batch = batches.allocations;
-  if (batch.allocations.size() >= kMaxEventsPerFrame) queue_allocations(batch);
-  batch.session = session_;
-  define_name(e.id, batch.names);
-  define_name(e.arg, batch.names);
-  const bool allocation = static_cast<detail::Kind>(e.kind) == detail::Kind::kAllocation;
-  batch.allocations.push_back(
-      local::AllocationMsg{allocation ? local::AllocationOp::kAllocate : local::AllocationOp::kFree, e.id, e.arg,
-                           e.end_tick,  // the address rides where a span keeps its end
-                           allocation ? e.value : 0, time_ns});
-}
-
-void Runtime::define_name(uint32_t name_id, std::vector<std::pair<uint32_t, std::string>>& names) {
-  if (name_id == 0 || std::any_of(names.begin(), names.end(), [&](const auto& n) { return n.first == name_id; }))
-    return;
-  std::lock_guard lock(mu_);
-  names.emplace_back(name_id, name_id < names_.size() ? names_[name_id] : std::string());
-}
-
-void Runtime::queue_steps() {
-  if (steps_.empty()) return;
-  // As for events: an agent slower than the application loses whole batches (counted), never grows this process.
-  if (link_->queued_bytes() > kMaxQueuedEventBytes) {
-    unsent_drops_.fetch_add(steps_.size(), std::memory_order_relaxed);
-  } else if (link_->connected()) {
-    link_->queue(local::StepsMsg{std::move(steps_)});
-  }
-  steps_.clear();
-  last_step_ = nullptr;
-}
-
-template <typename Batch, typename Record>
-void Runtime::queue_batch(Batch& batch, std::vector<Record>& records) {
-  // An agent slower than the application: drop whole batches (counted) rather than grow without bound.
-  if (link_->queued_bytes() > kMaxQueuedEventBytes) {
-    unsent_drops_.fetch_add(records.size(), std::memory_order_relaxed);
-  } else if (link_->connected()) {
-    link_->queue(batch);
-  }
-  records.clear();
-  batch.names.clear();
-}
-
-void Runtime::queue_events(local::EventsMsg& batch) {
-  queue_batch(batch, batch.events);
-  last_event_ = nullptr;
-}
-
-void Runtime::queue_input_stages(local::InputStagesMsg& batch) {
-  queue_batch(batch, batch.stages);
-  last_input_stage_ = nullptr;
-}
-
-void Runtime::queue_allocations(local::AllocationsMsg& batch) { queue_batch(batch, batch.allocations); }
+void Runtime::drain_rings() { batcher_.drain(*link_, window_open_ ? std::optional(session_) : std::nullopt); }
 
 }  // namespace client
 
 void init(const Options& options) { client::Runtime::instance().start(options); }
 void shutdown() { client::Runtime::instance().stop(); }
-NameId intern(std::string_view name) { return client::Runtime::instance().intern(name); }
-NameId train_name() { return 1; }
+NameId intern(std::string_view name) { return client::Runtime::instance().registry().intern(name); }
+NameId train_name() { return client::kUnnamedStepId; }
 void announce_profiler(uint16_t port) { client::Runtime::instance().announce_profiler(port); }
 void add_capture_window_listener(CaptureWindowListener* listener) {
   client::Runtime::instance().add_listener(listener);
 }
-uint64_t dropped_events() { return client::Runtime::instance().total_dropped(); }
+uint64_t dropped_events() { return client::Runtime::instance().registry().total_dropped(); }
 bool agent_connected() { return client::Runtime::instance().connected(); }
 
-void set_thread_core(int32_t core) { client::t_state.core_index = client::Runtime::instance().core_index(core); }
+void set_thread_core(int32_t core) {
+  client::t_state.core_index = client::Runtime::instance().registry().core_index(core);
+}
 
 namespace client {
 namespace {
@@ -593,7 +283,7 @@ namespace {
 ThreadRing* ring_of(ThreadState& t) {
   if (!t.ring && !t.ring_tried) {
     t.ring_tried = true;
-    t.ring = Runtime::instance().new_ring(static_cast<int64_t>(::syscall(SYS_gettid)));
+    t.ring = Runtime::instance().registry().new_ring(static_cast<int64_t>(::syscall(SYS_gettid)));
   }
   return t.ring.get();
 }
@@ -626,7 +316,7 @@ void finish(const SpanData& span, uint64_t end_tick) {
   if (level < level_needed(span.kind) || (level < kCapturing && span.kind != Kind::kStep)) return;
   client::ThreadRing* ring = client::ring_of(t);
   if (!ring) {
-    client::Runtime::instance().count_ringless_drop();
+    client::Runtime::instance().registry().count_ringless_drop();
     return;
   }
   client::RawEvent records[2];
@@ -648,10 +338,10 @@ void record_allocation(Kind kind, int64_t bytes, uint64_t address, NameId alloca
   client::ThreadState& t = client::t_state;
   client::ThreadRing* ring = client::ring_of(t);
   if (!ring) {
-    client::Runtime::instance().count_ringless_drop();
+    client::Runtime::instance().registry().count_ringless_drop();
     return;
   }
-  // Names are interned below 2^16 (Runtime::intern), so the op fits the record's 16-bit argument.
+  // Names are interned below 2^16 (ProcessRegistry::intern), so the op fits the record's 16-bit argument.
   const client::RawEvent record{
       now_tick(), address, bytes, allocator, static_cast<uint16_t>(op), static_cast<uint8_t>(kind), t.core_index};
   ring->push(&record, 1);

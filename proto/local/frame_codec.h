@@ -79,6 +79,12 @@ constexpr bool version_has(uint32_t version, FrameType type) {
   }
   return false;
 }
+// The first version with frames of `type`, named in messages that ask for an upgrade.
+constexpr uint32_t first_version_with(FrameType type) {
+  for (const VersionFrames& v : kVersions)
+    if (version_has(v.version, type)) return v.version;
+  return 0;
+}
 static_assert(
     [] {
       for (size_t i = 0; i < std::size(kVersions); ++i)
