@@ -19,6 +19,7 @@
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xplane_reader.h"
 #include "tests/daemon/scoped_time_zone.h"
+#include "tests/scratch_directory.h"
 
 namespace podscope::agent {
 namespace {
@@ -147,7 +148,8 @@ TEST(CaptureSessions, DurationDefaultsFollowTensorFlow) {
 }
 
 TEST(ResolveCaptureFile, StaysInsideTheRoot) {
-  const fs::path root = fs::temp_directory_path() / ("podscope-root-" + std::to_string(getpid()));
+  const testing::ScratchDirectory scratch("capture_root");
+  const std::filesystem::path& root = scratch.path();
   fs::create_directories(root / "sub");
   fs::remove(root / "out");
   fs::create_directory_symlink("/tmp", root / "out");
@@ -161,11 +163,11 @@ TEST(ResolveCaptureFile, StaysInsideTheRoot) {
     EXPECT_NE(std::string(r.status().message()).find("outside --repository_root"), std::string::npos) << bad;
   }
   EXPECT_EQ(resolve_capture_file("", "x", "s1", "h").status().code(), absl::StatusCode::kFailedPrecondition);
-  fs::remove_all(root);
 }
 
 TEST(ResolveCaptureFile, AReusedSessionIdNeverOverwritesAnEarlierCapture) {
-  const fs::path root = fs::temp_directory_path() / ("podscope-reuse-" + std::to_string(getpid()));
+  const testing::ScratchDirectory scratch("capture_reuse");
+  const std::filesystem::path& root = scratch.path();
   fs::create_directories(root / "s1");
   std::ofstream(root / "s1/h.xplane.pb") << "earlier capture";
   EXPECT_EQ(*resolve_capture_file(root.string(), "", "s1", "other-host"), (root / "s1/other-host.xplane.pb").string())
@@ -174,7 +176,6 @@ TEST(ResolveCaptureFile, AReusedSessionIdNeverOverwritesAnEarlierCapture) {
   fs::create_directories(root / "s1_1");
   std::ofstream(root / "s1_1/h.xplane.pb") << "second capture";
   EXPECT_EQ(*resolve_capture_file(root.string(), "", "s1", "h"), (root / "s1_2/h.xplane.pb").string());
-  fs::remove_all(root);
 }
 
 TEST(CaptureFileHost, NamedAsTensorFlowsServerNamesTheFile) {
@@ -191,14 +192,13 @@ TEST(CaptureFileHost, NamedAsTensorFlowsServerNamesTheFile) {
 }
 
 TEST(ResolveCaptureFile, AHostNameThatIsNoPlainFileNameIsNotWritten) {
-  const fs::path root = fs::temp_directory_path() / ("podscope-host-" + std::to_string(getpid()));
-  fs::create_directories(root);
+  const testing::ScratchDirectory scratch("capture_host");
+  const std::filesystem::path& root = scratch.path();
   for (const std::string bad : {"../x", "a/b", "..", ""}) {
     EXPECT_EQ(resolve_capture_file(root.string(), "", "s1", bad).status().code(), absl::StatusCode::kInvalidArgument)
         << bad;
   }
   EXPECT_TRUE(fs::is_empty(root));
-  fs::remove_all(root);
 }
 
 TEST(WritesCaptureFile, OnlyWhenTheXSpaceIsNotAskedForInTheResponse) {

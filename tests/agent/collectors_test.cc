@@ -14,6 +14,7 @@
 #include "agent/collectors/memory_collector.h"
 #include "agent/collectors/network_collector.h"
 #include "tests/agent/recording_sink.h"
+#include "tests/scratch_directory.h"
 
 namespace podscope::agent {
 namespace {
@@ -31,18 +32,17 @@ std::string read_file(const std::string& path) {
 // A writable copy of a fixture, so a test can change it between passes (same inode: the collector keeps it open).
 class ScratchFile {
  public:
-  explicit ScratchFile(const std::string& fixture_name) {
-    path_ = fs::temp_directory_path() / ("podscope-collector-" + std::to_string(getpid()) + "-" + fixture_name);
+  explicit ScratchFile(const std::string& fixture_name) : scratch_("collector"), path_(scratch_.file(fixture_name)) {
     set(fixture_name);
   }
-  ~ScratchFile() { fs::remove(path_); }
   void set(const std::string& fixture_name) {
     std::ofstream(path_, std::ios::trunc) << read_file(fixture(fixture_name));
   }
-  std::string path() const { return path_.string(); }
+  const std::string& path() const { return path_; }
 
  private:
-  fs::path path_;
+  podscope::testing::ScratchDirectory scratch_;
+  std::string path_;
 };
 
 TEST(ProcStat, ParsesTotalAndCoresInNodeExporterModes) {

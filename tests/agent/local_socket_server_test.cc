@@ -151,7 +151,7 @@ local::RegisterMsg version1_registration(int32_t core) { return {1, 0, "raw", "j
 class LocalSocketServerTest : public ::testing::Test {
  protected:
   void SetUp() override { agent_.start(); }
-  testing::TempDir dir_;
+  testing::ScratchDirectory dir_;
   std::string path_ = dir_.file("agent.sock");
   MiniAgent agent_{path_};
 
@@ -295,7 +295,7 @@ TEST_F(LocalSocketServerTest, MembersOfTheAgentsGroupAreTrustedWhenSocketGroupIs
 }
 
 TEST_F(LocalSocketServerTest, ConnectionsBeyondTheCapsAreClosedAtAcceptAndCounted) {
-  testing::TempDir dir;
+  testing::ScratchDirectory dir;
   // Every connection of this test comes from one uid: the per-uid cap is met first.
   MiniAgent per_uid(dir.file("per_uid.sock"), {.max_connections = 100, .max_connections_per_uid = 3});
   per_uid.start();
@@ -322,7 +322,7 @@ TEST_F(LocalSocketServerTest, ConnectionsBeyondTheCapsAreClosedAtAcceptAndCounte
 }
 
 TEST_F(LocalSocketServerTest, ConnectionsThatDoNotRegisterInTimeAreClosedAndCounted) {
-  testing::TempDir dir;
+  testing::ScratchDirectory dir;
   MiniAgent agent(dir.file("agent.sock"), {.handshake_timeout_ms = 200});
   agent.start();
   RawClient silent(dir.file("agent.sock"));
@@ -338,7 +338,7 @@ TEST_F(LocalSocketServerTest, ConnectionsThatDoNotRegisterInTimeAreClosedAndCoun
 }
 
 TEST_F(LocalSocketServerTest, QuietRegisteredClientStaysAndAStalledFrameIsClosed) {
-  testing::TempDir dir;
+  testing::ScratchDirectory dir;
   MiniAgent agent(dir.file("agent.sock"), {.handshake_timeout_ms = 200, .frame_timeout_ms = 200});
   agent.start();
   RawClient quiet(dir.file("agent.sock"));

@@ -18,6 +18,7 @@
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "tests/analysis/synthetic_pod.h"
+#include "tests/scratch_directory.h"
 #include "tests/shared_testdata.h"
 
 namespace podscope::analysis {
@@ -29,14 +30,6 @@ using testing::SyntheticPodSpec;
 
 class RunDirectory : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("podscope_analysis_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   void write_pod(const SyntheticPodSpec& spec) {
     const auto spaces = make_synthetic_pod(spec);
     for (size_t i = 0; i < spaces.size(); ++i) {
@@ -58,7 +51,8 @@ class RunDirectory : public ::testing::Test {
     return s;
   }
 
-  fs::path dir_;
+  const podscope::testing::ScratchDirectory scratch_{"analysis"};
+  const fs::path dir_ = scratch_.path();
 };
 
 const google::protobuf::Value& field(const google::protobuf::Struct& s, const std::string& key) {
@@ -443,9 +437,8 @@ namespace {
 TEST(GoldenRunDirectory, Ring4StragglerGivesTheReviewedOutputs) {
   namespace fs = std::filesystem;
   const fs::path golden = fs::path(PODSCOPE_SOURCE_DIR) / "tests/data/analysis/ring4_straggler";
-  const fs::path dir = fs::temp_directory_path() / ("podscope_golden_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const podscope::testing::ScratchDirectory scratch("analysis_golden");
+  const std::filesystem::path& dir = scratch.path();
   for (int i = 0; i < 4; ++i) {
     const std::string name = "host" + std::to_string(i) + ".xplane.pb";
     fs::copy_file(golden / name, dir / name);
@@ -460,7 +453,6 @@ TEST(GoldenRunDirectory, Ring4StragglerGivesTheReviewedOutputs) {
   };
   EXPECT_EQ(read(dir / "pod_summary.txt"), read(golden / "expected_pod_summary.txt"));
   EXPECT_EQ(read(dir / "pod_viewer.json"), read(golden / "expected_pod_viewer.json"));
-  fs::remove_all(dir);
 }
 
 }  // namespace
@@ -473,15 +465,13 @@ namespace {
 TEST(RealCapture, RingTrainerStragglerAndSkewedClocks) {
   namespace fs = std::filesystem;
   const fs::path data = fs::path(PODSCOPE_SOURCE_DIR) / "tests/data/analysis/ring_trainer_offsets";
-  const fs::path dir = fs::temp_directory_path() / ("podscope_real_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const podscope::testing::ScratchDirectory scratch("analysis_real");
+  const std::filesystem::path& dir = scratch.path();
   for (int i = 0; i < 4; ++i) {
     const std::string name = "host" + std::to_string(i) + ".xplane.pb";
     fs::copy_file(data / name, dir / name);
   }
   auto outcome = analyze_run_directory(dir);
-  fs::remove_all(dir);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   const auto& a = outcome->analysis;
 

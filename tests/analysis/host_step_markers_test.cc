@@ -9,10 +9,11 @@
 
 #include "analysis/core_trace.h"
 #include "analysis/pod_analyzer.h"
-#include "analysis/step_category.h"
 #include "analysis/runner/analysis_runner.h"
+#include "analysis/step_category.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
+#include "tests/scratch_directory.h"
 
 namespace podscope::analysis {
 namespace {
@@ -100,9 +101,8 @@ TEST(PodAnalyzerHostMarkersTest, HostPlaneBeforeTheDevicePlaneGivesTheSameSteps)
 // come through.
 TEST(PodAnalyzerHostMarkersTest, RunDirectoryReadsTheMarkersFromTheFile) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("podscope_host_markers_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const podscope::testing::ScratchDirectory scratch("host_markers");
+  const std::filesystem::path& dir = scratch.path();
   XSpace space;
   add_gpu_plane(space);
   add_host_plane(space);
@@ -111,7 +111,6 @@ TEST(PodAnalyzerHostMarkersTest, RunDirectoryReadsTheMarkersFromTheFile) {
     ASSERT_TRUE(space.SerializeToOstream(&out));
   }
   auto outcome = analyze_run_directory(dir);
-  fs::remove_all(dir);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   expect_one_step_per_marker(outcome->analysis);
 }

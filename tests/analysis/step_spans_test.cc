@@ -23,6 +23,7 @@
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "tests/analysis/synthetic_pod.h"
+#include "tests/scratch_directory.h"
 #include "tests/shared_testdata.h"
 
 namespace podscope::analysis {
@@ -217,9 +218,8 @@ TEST(OneStepModelTest, NvtxRangesCountByNameAndYieldToTensorFlowMarkers) {
 
 // A file whose planes name no host is named by its stem in every output that names hosts.
 TEST(OneStepModelTest, AFileWithoutAHostNameIsNamedByItsStem) {
-  const fs::path dir = fs::temp_directory_path() / ("podscope_step_spans_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const podscope::testing::ScratchDirectory scratch("step_spans");
+  const std::filesystem::path& dir = scratch.path();
   testing::SyntheticPodSpec spec;
   spec.ranks = 1;
   spec.input_stages = true;
@@ -243,7 +243,6 @@ TEST(OneStepModelTest, AFileWithoutAHostNameIsNamedByItsStem) {
   for (const auto& host : outcome->tf_data_stats.bottleneck_analysis()) {
     EXPECT_EQ(host.host().rfind("worker-7", 0), 0u) << host.host();
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -38,7 +38,7 @@ class ClientLinkTest : public ::testing::Test {
 
   static bool capturing() { return detail::g_level.load() == detail::kCapturing; }
 
-  testing::TempDir dir_;
+  testing::ScratchDirectory dir_;
   MiniAgent agent_{dir_.file("agent.sock")};
 };
 

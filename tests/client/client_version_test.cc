@@ -41,7 +41,7 @@ class ClientVersionTest : public ::testing::Test {
     }
   }
 
-  testing::TempDir dir_;
+  testing::ScratchDirectory dir_;
   std::string socket_ = dir_.file("agent.sock");
 };
 

@@ -97,7 +97,7 @@ class DevicePlanesTest : public ::testing::Test {
     return nullptr;
   }
 
-  testing::TempDir dir_;
+  testing::ScratchDirectory dir_;
   MiniAgent agent_{dir_.file("agent.sock")};
 };
 

@@ -107,6 +107,4 @@ class MiniAgent {
   std::map<int32_t, std::vector<local::StepMsg>> steps_;
 };
 
-using TempDir = ScratchDirectory;
-
 }  // namespace podscope::testing

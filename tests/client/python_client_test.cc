@@ -26,7 +26,7 @@ TEST(PythonClient, AnnotatesStepsCollectivesAndChannels) {
 #ifdef PODSCOPE_SANITIZED
   GTEST_SKIP() << "an instrumented libpodscope.so needs the sanitizer runtime, which the python3 interpreter lacks";
 #endif
-  testing::TempDir dir;
+  testing::ScratchDirectory dir;
   MiniAgent agent(dir.file("agent.sock"));
   agent.start();
   const std::string stop_file = dir.file("stop");

@@ -16,6 +16,7 @@
 #include "pod_capture/run_directory.h"
 #include "tests/pod_capture/lightweight_agent.h"
 #include "tests/pod_capture/small_disk.h"
+#include "tests/scratch_directory.h"
 
 namespace podscope::coordinator {
 namespace {
@@ -28,18 +29,10 @@ constexpr int64_t kPodSnapshotBytes = 1 << 20;
 // Who a plaintext caller on loopback is to the registry: its address.
 constexpr char kLoopbackOwner[] = "address 127.0.0.1";
 
-std::filesystem::path fresh_dir(const std::string& name) {
-  auto dir =
-      std::filesystem::temp_directory_path() / ("podscope_coord_service_" + name + "_" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 class CoordinatorServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    settings_.repository_root = fresh_dir("root");
+    settings_.repository_root = root_.path();
     registry_ = std::make_unique<WorkerRegistry>(1'000'000'000, kMaxWorkers, grpc::InsecureChannelCredentials());
     runner_ = std::make_unique<CaptureRunner>(*registry_, metrics_, clock_);
     pod_snapshots_ = std::make_unique<PodSnapshots>(
@@ -69,10 +62,7 @@ class CoordinatorServiceTest : public ::testing::Test {
       EXPECT_EQ(response.heartbeat_interval_ms(), settings_.heartbeat_interval_ms);
     }
   }
-  void TearDown() override {
-    server_->Shutdown();
-    std::filesystem::remove_all(settings_.repository_root);
-  }
+  void TearDown() override { server_->Shutdown(); }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   // podscope_coordinator_registrations_refused_total{reason}.
   double refused(const std::string& reason) const {
@@ -85,6 +75,7 @@ class CoordinatorServiceTest : public ::testing::Test {
     return -1;
   }
 
+  const testing::ScratchDirectory root_{"coord_service_root"};
   Clock clock_;
   CoordinatorSettings settings_;
   CoordinatorMetrics metrics_;
@@ -105,10 +96,10 @@ TEST_F(CoordinatorServiceTest, CapturesAJobAndStreamsTheRunIntoTheClientsLogdir)
   podscope::v1::CaptureRequest request;
   request.set_duration_ms(200);
   request.add_jobs("train");
-  const auto logdir = fresh_dir("client");
+  const testing::ScratchDirectory logdir("coord_service_client");
   std::vector<std::string> progress;
   auto outcome =
-      pod_capture::capture_through_coordinator(address(), grpc::InsecureChannelCredentials(), request, logdir,
+      pod_capture::capture_through_coordinator(address(), grpc::InsecureChannelCredentials(), request, logdir.path(),
                                                [&](const std::string& line) { progress.push_back(line); });
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(outcome->exit_code, 0);
@@ -133,13 +124,12 @@ TEST_F(CoordinatorServiceTest, CapturesAJobAndStreamsTheRunIntoTheClientsLogdir)
   EXPECT_TRUE(std::filesystem::exists(
       pod_capture::run_directory(settings_.repository_root, outcome->run_dir.filename()) / "capture.json"));
   EXPECT_NE(outcome->summary_text.find("(host1): ok"), std::string::npos) << outcome->summary_text;
-  std::filesystem::remove_all(logdir);
 }
 
 // The client's logdir fills while the run streams in: the capture fails naming why, and the partial copy goes (a
 // run lacking files would pass for a smaller whole one); the coordinator keeps its own.
 TEST_F(CoordinatorServiceTest, AClientDiskThatFillsLeavesNoPartialCopyOfTheRun) {
-  testing::SmallDisk disk(fresh_dir("full_client_disk"));
+  testing::SmallDisk disk("coord_service_full_client_disk");
   if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root): the client's disk cannot fill alone";
   disk.leave_room(8192);
   podscope::v1::CaptureRequest request;
@@ -158,10 +148,9 @@ TEST_F(CoordinatorServiceTest, AClientDiskThatFillsLeavesNoPartialCopyOfTheRun) 
 TEST_F(CoordinatorServiceTest, UnknownWorkerIsAnInvalidArgumentNamingIt) {
   podscope::v1::CaptureRequest request;
   request.add_hosts("host9");
-  const auto logdir = fresh_dir("unknown");
+  const testing::ScratchDirectory logdir("coord_service_unknown");
   auto outcome = pod_capture::capture_through_coordinator(address(), grpc::InsecureChannelCredentials(), request,
-                                                          logdir, [](const std::string&) {});
-  std::filesystem::remove_all(logdir);
+                                                          logdir.path(), [](const std::string&) {});
   ASSERT_FALSE(outcome.ok());
   EXPECT_NE(std::string(outcome.status().message()).find("unknown worker(s): host9"), std::string::npos);
 }
@@ -234,16 +223,15 @@ TEST_F(CoordinatorServiceTest, RegistrationCannotRedirectALiveWorkerOfAnotherAge
   podscope::v1::CaptureRequest request;
   request.add_hosts("host1");
   request.set_duration_ms(100);
-  const auto logdir = fresh_dir("redirect");
+  const testing::ScratchDirectory logdir("coord_service_redirect");
   auto outcome = pod_capture::capture_through_coordinator(address(), grpc::InsecureChannelCredentials(), request,
-                                                          logdir, [](const std::string&) {});
+                                                          logdir.path(), [](const std::string&) {});
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(outcome->exit_code, 0);
   EXPECT_TRUE(
       std::filesystem::exists(outcome->run_dir / (pod_capture::host_file_stem(agents_[1]->address()) + ".xplane.pb")));
   EXPECT_FALSE(
       std::filesystem::exists(outcome->run_dir / (pod_capture::host_file_stem(agents_[2]->address()) + ".xplane.pb")));
-  std::filesystem::remove_all(logdir);
 }
 
 TEST_F(CoordinatorServiceTest, TheSameAgentInstanceMayMoveAndADownWorkerMayComeBackAnywhere) {
@@ -514,16 +502,17 @@ class CoordinatorOverTlsTest : public ::testing::Test {
  protected:
   // Made once: openssl's key generation is slow on a loaded box.
   static void SetUpTestSuite() {
-    certs_ = fresh_dir("certs");
-    const std::string make = "python3 " PODSCOPE_SOURCE_DIR "/tests/integration/test_certs.py " + certs_.string();
+    certs_ = std::make_unique<testing::ScratchDirectory>("coord_service_certs");
+    const std::string make =
+        "python3 " PODSCOPE_SOURCE_DIR "/tests/integration/test_certs.py " + certs_->path().string();
     ASSERT_EQ(std::system(make.c_str()), 0) << make;
   }
-  static void TearDownTestSuite() { std::filesystem::remove_all(certs_); }
+  static void TearDownTestSuite() { certs_.reset(); }
   void SetUp() override {
-    settings_.repository_root = fresh_dir("tls_root");
-    tls_ = tls::TlsConfig{.cert = (certs_ / "server.pem").string(),
-                          .key = (certs_ / "server.key").string(),
-                          .client_ca = (certs_ / "ca.pem").string(),
+    settings_.repository_root = root_.path();
+    tls_ = tls::TlsConfig{.cert = (certs_->path() / "server.pem").string(),
+                          .key = (certs_->path() / "server.key").string(),
+                          .client_ca = (certs_->path() / "ca.pem").string(),
                           .allowed_clients = {"agent.podscope.test", "cli.podscope.test"}};
     authorizer_ = std::make_unique<tls::CallAuthorizer>(tls_, *metrics_.registry(), prometheus::Labels{});
     registry_ = std::make_unique<WorkerRegistry>(1'000'000'000, kMaxWorkers, grpc::InsecureChannelCredentials());
@@ -541,13 +530,12 @@ class CoordinatorOverTlsTest : public ::testing::Test {
   void TearDown() override {
     server_->Shutdown();
     pod_snapshots_->stop();
-    std::filesystem::remove_all(settings_.repository_root);
   }
   // A stub presenting the test certificate `name`.
   std::unique_ptr<podscope::v1::Coordinator::Stub> as(const std::string& name) const {
-    const tls::TlsConfig client{.cert = (certs_ / (name + ".pem")).string(),
-                                .key = (certs_ / (name + ".key")).string(),
-                                .ca = (certs_ / "ca.pem").string()};
+    const tls::TlsConfig client{.cert = (certs_->path() / (name + ".pem")).string(),
+                                .key = (certs_->path() / (name + ".key")).string(),
+                                .ca = (certs_->path() / "ca.pem").string()};
     return podscope::v1::Coordinator::NewStub(
         grpc::CreateChannel("127.0.0.1:" + std::to_string(port_), tls::channel_credentials(client)));
   }
@@ -561,10 +549,11 @@ class CoordinatorOverTlsTest : public ::testing::Test {
     return stub.Register(&context, request, &response);
   }
 
+  const testing::ScratchDirectory root_{"coord_service_root"};
   Clock clock_;
   CoordinatorSettings settings_;
   CoordinatorMetrics metrics_;
-  static inline std::filesystem::path certs_;
+  static inline std::unique_ptr<testing::ScratchDirectory> certs_;
   tls::TlsConfig tls_;
   std::unique_ptr<tls::CallAuthorizer> authorizer_;
   std::unique_ptr<WorkerRegistry> registry_;

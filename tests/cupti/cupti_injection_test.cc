@@ -12,6 +12,7 @@
 
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xplane_reader.h"
+#include "tests/scratch_directory.h"
 
 namespace {
 
@@ -19,9 +20,8 @@ using ::testing::HasSubstr;
 
 TEST(CuptiInjectionTest, WithoutGpuTheProgramRunsWarningsAreRecordedAndNvtxRangesArrive) {
   const std::string lib = CUPTI_LIBRARY;
-  const std::string trace =
-      (std::filesystem::temp_directory_path() / ("podscope_cupti_" + std::to_string(getpid()) + ".xplane.pb")).string();
-  std::filesystem::remove(trace);
+  const podscope::testing::ScratchDirectory scratch("cupti");
+  const std::string trace = scratch.file("trace.xplane.pb");
   const std::string command = "PODSCOPE_CUPTI_TRACE_FILE=" + trace + " NVTX_INJECTION64_PATH=" + lib + " " +
                               CUPTI_PROBE + " " + lib + " > " + trace + ".out 2>&1";
   const int status = std::system(command.c_str());
@@ -50,8 +50,6 @@ TEST(CuptiInjectionTest, WithoutGpuTheProgramRunsWarningsAreRecordedAndNvtxRange
     EXPECT_GT(e.start_ns(), 1'600'000'000'000'000'000);  // host clock, Unix ns
   });
   EXPECT_THAT(names, ::testing::UnorderedElementsAre("outer", "inner", "async"));
-  std::filesystem::remove(trace);
-  std::filesystem::remove(trace + ".out");
 }
 
 }  // namespace

@@ -2,11 +2,12 @@
 #include "daemon/atomic_file.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include "tests/scratch_directory.h"
 
 namespace podscope {
 namespace {
@@ -21,8 +22,8 @@ std::string slurp(const fs::path& p) {
 }
 
 TEST(AtomicFile, WritesCreatesParentsAndReplaces) {
-  const fs::path dir = fs::temp_directory_path() / ("podscope-atomic-" + std::to_string(getpid()));
-  const fs::path file = dir / "a/b/capture.xplane.pb";
+  const testing::ScratchDirectory scratch("atomic");
+  const fs::path file = scratch.path() / "a/b/capture.xplane.pb";
   ASSERT_TRUE(write_file_atomically(file, "first").ok());
   EXPECT_EQ(slurp(file), "first");
   ASSERT_TRUE(write_file_atomically(file, std::string(1 << 20, 'x')).ok());
@@ -30,7 +31,6 @@ TEST(AtomicFile, WritesCreatesParentsAndReplaces) {
   size_t entries = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(file.parent_path())) ++entries;
   EXPECT_EQ(entries, 1u) << "a temporary file was left behind";
-  fs::remove_all(dir);
 }
 
 TEST(AtomicFile, FailureNamesThePath) {

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include "tests/scratch_directory.h"
+
 namespace podscope {
 namespace {
 
@@ -144,7 +146,8 @@ TEST(OptionSet, DuplicateKeyIsAnErrorNamingTheSecondLine) {
 }
 
 TEST(OptionSet, ConfigFileOverTheSizeLimitIsRefusedBeforeParsing) {
-  const std::string path = ::testing::TempDir() + "/huge_config.yaml";
+  const testing::ScratchDirectory scratch("options");
+  const std::string path = scratch.file("huge_config.yaml");
   {
     std::ofstream out(path);
     out << "listen: x\n";
@@ -156,7 +159,6 @@ TEST(OptionSet, ConfigFileOverTheSizeLimitIsRefusedBeforeParsing) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("larger than 1048576 bytes"), std::string::npos) << st.message();
   EXPECT_EQ(s.listen, "0.0.0.0:8466") << "nothing of a refused file is applied";
-  std::remove(path.c_str());
 }
 
 TEST(OptionSet, EndlessConfigSourceIsRefusedWithoutReadingItAll) {

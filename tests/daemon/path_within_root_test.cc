@@ -2,9 +2,10 @@
 #include "daemon/path_within_root.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <string>
+
+#include "tests/scratch_directory.h"
 
 namespace podscope {
 namespace {
@@ -29,14 +30,13 @@ TEST(PlainPathComponent, AcceptsOneNameAndRejectsEverythingThatCouldLeaveADirect
 }
 
 TEST(ResolveWithinRoot, RejectsAPathWithANul) {
-  const fs::path root = fs::temp_directory_path() / ("podscope-path-root-" + std::to_string(getpid()));
-  fs::create_directories(root);
+  const testing::ScratchDirectory scratch("path_root");
+  const fs::path& root = scratch.path();
   ASSERT_TRUE(resolve_within_root(root, "run").ok());
   const auto with_nul = resolve_within_root(root, fs::path("run\0/../../etc"s));
   EXPECT_EQ(with_nul.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(with_nul.status().message()).find("NUL"), std::string::npos) << with_nul.status();
   EXPECT_EQ(resolve_within_root(root, "../outside").status().code(), absl::StatusCode::kPermissionDenied);
-  fs::remove_all(root);
 }
 
 TEST(ConfineToRoot, RefusesWithoutARootAndOutsideItInTheDaemonsWords) {
@@ -44,8 +44,8 @@ TEST(ConfineToRoot, RefusesWithoutARootAndOutsideItInTheDaemonsWords) {
       .no_root = "no root here", .outside_code = absl::StatusCode::kInvalidArgument, .outside_prefix = "outside: "};
   const auto no_root = confine_to_root("", "run", refusals);
   EXPECT_EQ(no_root.status(), absl::FailedPreconditionError("no root here"));
-  const fs::path root = fs::temp_directory_path() / ("podscope-confine-" + std::to_string(getpid()));
-  fs::create_directories(root);
+  const testing::ScratchDirectory scratch("confine");
+  const fs::path& root = scratch.path();
   const auto inside = confine_to_root(root, "tb/run", refusals);
   ASSERT_TRUE(inside.ok()) << inside.status();
   EXPECT_EQ(*inside, fs::weakly_canonical(root) / "tb" / "run");
@@ -54,7 +54,6 @@ TEST(ConfineToRoot, RefusesWithoutARootAndOutsideItInTheDaemonsWords) {
   EXPECT_EQ(std::string(outside.status().message()).rfind("outside: '../elsewhere' resolves to", 0), 0u)
       << outside.status();
   EXPECT_EQ(confine_to_root(root, fs::path("a\0b"s), refusals).status().code(), absl::StatusCode::kInvalidArgument);
-  fs::remove_all(root);
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/scratch_directory.h"
+
 namespace podscope {
 namespace {
 
@@ -29,14 +31,8 @@ int bind_socket(const std::string& path, bool listening) {
 
 class SocketPathTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("podscope-sock-" + std::to_string(getpid()));
-    fs::create_directories(dir_);
-    path_ = (dir_ / "agent.sock").string();
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-  std::string path_;
+  const testing::ScratchDirectory scratch_{"sock"};
+  const std::string path_ = scratch_.file("agent.sock");
 };
 
 TEST_F(SocketPathTest, MissingPathIsFine) { EXPECT_TRUE(remove_stale_socket(path_).ok()); }

@@ -26,6 +26,7 @@
 #include "agent/local/local_socket_counters.h"
 #include "agent/local/local_socket_server.h"
 #include "proto/xspace/utf8.h"
+#include "tests/scratch_directory.h"
 
 namespace {
 
@@ -46,10 +47,8 @@ void check_clean(std::string_view text) {
 // One agent's socket side for the whole run: its io thread serves while inputs are sent.
 struct Agent {
   Agent() {
-    char dir_template[] = "/tmp/podscope-fuzz-XXXXXX";
-    dir = mkdtemp(dir_template);
     LocalSocketConfig config;
-    config.path = dir + "/agent.sock";
+    config.path = socket_path;
     server = std::make_unique<LocalSocketServer>(io, config, registry, counters,
                                                  [this](int32_t, const std::string& job, const auto&) {
                                                    check_clean(job);
@@ -66,7 +65,8 @@ struct Agent {
   prometheus::Registry metrics;
   ClientRegistry registry;
   LocalSocketCounters counters{metrics, "fuzz"};
-  std::string dir;
+  podscope::testing::ScratchDirectory scratch{"fuzz"};
+  std::string socket_path = scratch.file("agent.sock");
   std::unique_ptr<LocalSocketServer> server;
   std::thread thread;
 };
@@ -89,7 +89,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static Agent* agent = new Agent();
   if (size == 0) return 0;
   std::string_view stream(reinterpret_cast<const char*>(data) + 1, size - 1);
-  const int fd = connect_to(agent->dir + "/agent.sock");
+  const int fd = connect_to(agent->socket_path);
   while (!stream.empty()) {
     const ssize_t sent = ::send(fd, stream.data(), stream.size(), MSG_NOSIGNAL);
     if (sent <= 0) break;  // the server closed the connection: the rest is never read

@@ -28,18 +28,15 @@ using testing::http_fetch;
 // The systemd end of sd_notify: the unix datagram socket NOTIFY_SOCKET names.
 class FakeSystemd {
  public:
-  FakeSystemd() : dir_(AgentProcess::make_temp_dir()) {
+  FakeSystemd() {
     fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_path().c_str());
     if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) throw std::runtime_error("bind failed");
   }
-  ~FakeSystemd() {
-    close(fd_);
-    std::filesystem::remove_all(dir_);
-  }
-  std::string socket_path() const { return dir_ + "/notify"; }
+  ~FakeSystemd() { close(fd_); }
+  std::string socket_path() const { return scratch_.file("notify"); }
 
   // Under systemd with WatchdogSec=1s: pings expected every 500 ms.
   AgentEnvironment environment() const {
@@ -73,7 +70,7 @@ class FakeSystemd {
   }
 
  private:
-  std::string dir_;
+  const testing::ScratchDirectory scratch_{"fake_systemd"};
   int fd_ = -1;
 };
 

@@ -41,11 +41,6 @@ namespace fs = std::filesystem;
 namespace ipc = kineto::ipc;
 using tensorflow::profiler::XSpace;
 
-std::string temp_dir() {
-  char pattern[] = "/tmp/podscope_kineto_test_XXXXXX";
-  return mkdtemp(pattern);
-}
-
 podscope::v1::AgentStatus status_of(const AgentProcess& agent) {
   auto stub = podscope::v1::Agent::NewStub(agent.channel());
   grpc::ClientContext context;
@@ -126,9 +121,9 @@ std::map<std::string, std::string> config_keys(const std::string& text) {
 }
 
 struct KinetoAgent {
-  std::string dir = temp_dir();
+  const testing::ScratchDirectory scratch{"agent_kineto"};
+  const std::string dir = scratch.path();
   AgentProcess agent{{"--kineto_endpoint", dir + "/dynolog", "--host_name", "kineto-host"}};
-  ~KinetoAgent() { fs::remove_all(dir); }
 };
 
 TEST(AgentKineto, HostileDatagramsAreCountedAndDroppedWhileTheAgentServesOn) {

@@ -204,7 +204,8 @@ TEST(AgentLocalSocketNames, AClientsNonUtf8AndControlCharacterNamesBreakNeitherM
   }
   ASSERT_NE(body.find("training_job="), std::string::npos) << body;
   EXPECT_EQ(xspace::valid_utf8(body), body);
-  const std::string scrape = AgentProcess::make_temp_dir() + "/metrics.txt";
+  const testing::ScratchDirectory scratch("agent_local_socket");
+  const std::string scrape = scratch.file("metrics.txt");
   std::ofstream(scrape) << body;
   const testing::CommandResult promtool = testing::run_command("promtool check metrics < " + scrape + " 2>&1");
   EXPECT_EQ(promtool.output.find("invalid"), std::string::npos) << promtool.output;
@@ -255,7 +256,8 @@ TEST(AgentLocalSocketFlood, ConnectionThatDoesNotRegisterIsClosedAfterTheHandsha
 }
 
 TEST(AgentLocalSocketConfig, UnknownSocketGroupOrBadTrustedUidNamesTheLineAndExits2) {
-  const std::string dir = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_local_socket");
+  const std::string dir = scratch.path();
   struct Case {
     std::string yaml;
     std::string expected;
@@ -279,7 +281,6 @@ TEST(AgentLocalSocketConfig, UnknownSocketGroupOrBadTrustedUidNamesTheLineAndExi
   EXPECT_EQ(WEXITSTATUS(*status), 2);
   EXPECT_NE(flag.output().find("flag --socket_group: no group named 'no-such-podscope-group'"), std::string::npos)
       << flag.output();
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

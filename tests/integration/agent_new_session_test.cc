@@ -78,7 +78,8 @@ class Bystander {
 };
 
 TEST(AgentNewSession, TensorBoardsWorkerListCaptureOnAnAgentCapturesEveryListedWorkerIntoOneRun) {
-  const std::string root = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_new_session");
+  const std::string root = scratch.path();
   // Two agents on the same port, as a pod's agents are (127.0.0.2 is loopback too): the default
   // allowed_fanout_targets, any host on the agent's own port, lets the first reach the second.
   AgentProcess first({"--repository_root", root, "--host_name", "worker-0", "--sample_interval_ms", "50"});
@@ -108,11 +109,11 @@ TEST(AgentNewSession, TensorBoardsWorkerListCaptureOnAnAgentCapturesEveryListedW
   // The same session id again: a run directory of its own, the first one kept.
   ASSERT_TRUE(new_session(first, capture, {"127.0.0.1:" + port}).status.ok());
   EXPECT_TRUE(fs::exists(fs::path(root) / ("plugins/profile/pod_run_1/127.0.0.1_" + port + ".xplane.pb")));
-  fs::remove_all(root);
 }
 
 TEST(AgentNewSession, AHostOutsideAllowedFanoutTargetsIsRefusedWithNothingContactedAndCounted) {
-  const std::string root = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_new_session");
+  const std::string root = scratch.path();
   AgentProcess agent({"--repository_root", root, "--host_name", "worker-0"});
   const std::string self = "127.0.0.1:" + std::to_string(agent.grpc_port());
   Bystander bystander;
@@ -133,11 +134,11 @@ TEST(AgentNewSession, AHostOutsideAllowedFanoutTargetsIsRefusedWithNothingContac
   EXPECT_TRUE(fs::is_empty(root));
   const std::string metrics = testing::http_get(agent.metrics_port(), "/metrics");
   EXPECT_NE(metrics.find("podscope_fanout_refused_total{host=\"worker-0\"} 2"), std::string::npos) << metrics;
-  fs::remove_all(root);
 }
 
 TEST(AgentNewSession, GrpcTargetSchemesAreNoHostsAndNothingIsDialled) {
-  const std::string root = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_new_session");
+  const std::string root = scratch.path();
   AgentProcess agent({"--repository_root", root, "--allowed_fanout_targets", "127.0.0.*:*"});
   Bystander bystander;
   const std::string port = std::to_string(bystander.port());
@@ -152,12 +153,12 @@ TEST(AgentNewSession, GrpcTargetSchemesAreNoHostsAndNothingIsDialled) {
   }
   EXPECT_FALSE(bystander.contacted(std::chrono::milliseconds(300))) << "the agent dialled a gRPC target form";
   EXPECT_TRUE(fs::is_empty(root));
-  fs::remove_all(root);
 }
 
 TEST(AgentNewSession, ANameIsJudgedByTheAddressItResolvesToNotByItsText) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root: the agent gets its own /etc/hosts in a mount namespace";
-  const std::string root = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_new_session");
+  const std::string root = scratch.path();
   // 127.0.0.evil.example reads like the allowed 127.0.0.* but leads to 127.0.1.1, outside it.
   const std::string hosts = root + "/hosts";
   std::ofstream(hosts) << "127.0.0.1 localhost\n127.0.1.1 127.0.0.evil.example\n127.0.0.2 inside.example\n";
@@ -178,11 +179,11 @@ TEST(AgentNewSession, ANameIsJudgedByTheAddressItResolvesToNotByItsText) {
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
   EXPECT_FALSE(out.response.empty_trace()) << out.response.error_message();
   EXPECT_TRUE(fs::exists(fs::path(root) / "names" / ("inside.example_" + port + ".xplane.pb")));
-  fs::remove_all(root);
 }
 
 TEST(AgentNewSession, AHostListLongerThanMaxFanoutHostsIsRefusedAtOnceWithNothingContacted) {
-  const std::string root = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_new_session");
+  const std::string root = scratch.path();
   AgentProcess agent({"--repository_root", root, "--host_name", "worker-0"});
   Bystander bystander;
   const std::string target = "127.0.0.1:" + std::to_string(bystander.port());
@@ -199,11 +200,11 @@ TEST(AgentNewSession, AHostListLongerThanMaxFanoutHostsIsRefusedAtOnceWithNothin
   EXPECT_TRUE(fs::is_empty(root));
   const std::string metrics = testing::http_get(agent.metrics_port(), "/metrics");
   EXPECT_NE(metrics.find("podscope_fanout_refused_total{host=\"worker-0\"} 1"), std::string::npos) << metrics;
-  fs::remove_all(root);
 }
 
 TEST(AgentNewSession, AllowedFanoutTargetsPatternsOpenOtherPorts) {
-  const std::string root = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_new_session");
+  const std::string root = scratch.path();
   AgentProcess other({"--host_name", "worker-1"});
   AgentProcess agent({"--repository_root", root, "--allowed_fanout_targets", "127.0.0.*:*"});
   const testing::TfCapture capture = testing::tf_capture(100, root, "two_ports");
@@ -212,7 +213,6 @@ TEST(AgentNewSession, AllowedFanoutTargetsPatternsOpenOtherPorts) {
   EXPECT_FALSE(out.response.empty_trace());
   EXPECT_TRUE(
       fs::exists(fs::path(root) / "two_ports" / ("127.0.0.1_" + std::to_string(other.grpc_port()) + ".xplane.pb")));
-  fs::remove_all(root);
 }
 
 TEST(AgentNewSession, WithoutARepositoryRootTheAnswerSaysHowToEnableIt) {
@@ -260,7 +260,8 @@ std::shared_ptr<grpc::Channel> tls_channel(const AgentProcess& agent, const fs::
 }
 
 TEST(AgentNewSession, OverMutualTlsTheAgentCapturesTheOtherWorkersWithItsOwnIdentity) {
-  const std::string root = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_new_session");
+  const std::string root = scratch.path();
   const fs::path certs = fs::path(root) / "certs";
   const std::string make = "python3 " PODSCOPE_SOURCE_DIR "/tests/integration/test_certs.py " + certs.string();
   ASSERT_EQ(std::system(make.c_str()), 0) << make;
@@ -303,7 +304,6 @@ TEST(AgentNewSession, OverMutualTlsTheAgentCapturesTheOtherWorkersWithItsOwnIden
   EXPECT_TRUE(
       wait_for_output(second, std::regex("audit: Profile by cli\\.podscope\\.test via \\S*agent\\.podscope\\.test")))
       << second.output();
-  fs::remove_all(root);
 }
 
 // Test certificates and the TLS flags of an agent that allows `allowed_clients`.
@@ -328,7 +328,8 @@ std::string make_certs(const std::string& root) {
 }
 
 TEST(AgentNewSession, OverMutualTlsALoopbackCallerWithoutCertificateCannotMakeOneAgentCaptureAnother) {
-  const std::string root = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_new_session");
+  const std::string root = scratch.path();
   const fs::path certs = make_certs(root);
   std::vector<std::string> first_args = tls_agent_args(certs, "cli.podscope.test,agent.podscope.test");
   first_args.insert(first_args.end(), {"--repository_root", root, "--plaintext_listen", "127.0.0.1:0"});
@@ -353,11 +354,11 @@ TEST(AgentNewSession, OverMutualTlsALoopbackCallerWithoutCertificateCannotMakeOn
   ASSERT_TRUE(own.status.ok()) << own.status.error_message();
   second.read_some(300);
   EXPECT_EQ(second.output().find("audit: Profile"), std::string::npos) << second.output();
-  fs::remove_all(root);
 }
 
 TEST(AgentNewSession, AWorkerDecidesOnTheCallerTheFanOutCarriesNotOnTheAgentThatDials) {
-  const std::string root = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_new_session");
+  const std::string root = scratch.path();
   const fs::path certs = make_certs(root);
   std::vector<std::string> first_args = tls_agent_args(certs, "cli.podscope.test,agent.podscope.test");
   first_args.insert(first_args.end(), {"--repository_root", root});
@@ -376,7 +377,6 @@ TEST(AgentNewSession, AWorkerDecidesOnTheCallerTheFanOutCarriesNotOnTheAgentThat
   const fs::path run = fs::path(root) / "forwarded";
   EXPECT_TRUE(fs::exists(run / ("127.0.0.1_" + std::to_string(first.grpc_port()) + ".xplane.pb")));
   EXPECT_FALSE(fs::exists(run / ("127.0.0.1_" + std::to_string(second.grpc_port()) + ".xplane.pb")));
-  fs::remove_all(root);
 }
 
 }  // namespace

@@ -27,6 +27,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "tests/scratch_directory.h"
+
 namespace podscope::testing {
 
 inline std::string agent_binary() { return std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope-agent"; }
@@ -55,8 +57,8 @@ class AgentProcess {
     // Kineto's default endpoint is one per host: a test agent takes it only when a test asks.
     if (!has("--kineto_endpoint")) args.insert(args.end(), {"--kineto_endpoint", ""});
     if (!has("--socket")) {
-      socket_dir_ = make_temp_dir();
-      args.insert(args.end(), {"--socket", socket_dir_ + "/agent.sock"});
+      socket_dir_ = std::make_unique<ScratchDirectory>("agent_socket");
+      args.insert(args.end(), {"--socket", socket_dir_->file("agent.sock")});
     }
     std::vector<char*> argv;
     std::string bin = agent_binary();
@@ -104,16 +106,9 @@ class AgentProcess {
       waitpid(pid_, nullptr, 0);
     }
     if (output_fd_ >= 0) close(output_fd_);
-    if (!socket_dir_.empty()) std::system(("rm -rf " + socket_dir_).c_str());
   }
   AgentProcess(const AgentProcess&) = delete;
   AgentProcess& operator=(const AgentProcess&) = delete;
-
-  static std::string make_temp_dir() {
-    std::string dir = "/tmp/podscope-test-XXXXXX";
-    if (mkdtemp(dir.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    return dir;
-  }
 
   void wait_for_ready() {
     static const std::regex kListening(R"(listening grpc=[^ ]*:(\d+) metrics=[^ ]*:(\d+))");
@@ -168,7 +163,8 @@ class AgentProcess {
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
   std::string grpc_address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
-  const std::string& socket_dir() const { return socket_dir_; }
+  // The directory of the private socket ("" where the test gave --socket).
+  std::string socket_dir() const { return socket_dir_ ? socket_dir_->path().string() : std::string(); }
 
   std::shared_ptr<grpc::Channel> channel() const {
     grpc::ChannelArguments args;
@@ -186,7 +182,7 @@ class AgentProcess {
   int output_fd_ = -1;
   int exit_status_ = 0;
   std::string output_;
-  std::string socket_dir_;
+  std::unique_ptr<ScratchDirectory> socket_dir_;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
 };

@@ -271,8 +271,10 @@ TEST(AgentService, MonitorOverTheLimitIsRefusedWithTheCodeAndWordsOfAProfile) {
 }
 
 TEST(AgentService, CaptureIsWrittenAtomicallyInsideTheRepositoryRootOnly) {
-  const std::string root = AgentProcess::make_temp_dir();
-  const std::string outside = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_service");
+  const std::string root = scratch.path();
+  const testing::ScratchDirectory outside_scratch("agent_service");
+  const std::string outside = outside_scratch.path();
   fs::create_directory_symlink(outside, fs::path(root) / "link-out");
   AgentProcess agent({"--repository_root", root, "--host_name", "node-b"});
 
@@ -310,12 +312,11 @@ TEST(AgentService, CaptureIsWrittenAtomicallyInsideTheRepositoryRootOnly) {
 
   tensorflow::ProfileRequest bad_id = request_ms(50, "../x");
   EXPECT_EQ(profile(agent, bad_id).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  fs::remove_all(root);
-  fs::remove_all(outside);
 }
 
 TEST(AgentService, TensorFlowsProfileRequestIsWrittenWhereAndAsTensorFlowsServerWritesIt) {
-  const std::string root = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_service");
+  const std::string root = scratch.path();
   AgentProcess agent({"--repository_root", root, "--host_name", "node-w", "--sample_interval_ms", "50"});
   const fs::path runs = fs::path(root) / "plugins/profile";
   testing::TfCapture capture = testing::tf_capture(100, runs.string(), "run1");
@@ -345,11 +346,11 @@ TEST(AgentService, TensorFlowsProfileRequestIsWrittenWhereAndAsTensorFlowsServer
   EXPECT_TRUE(fs::exists(runs / "run1_1/10.0.0.2_8466.xplane.pb"));
   EXPECT_EQ(fs::file_size(first_file), first_size);
   EXPECT_EQ(fs::last_write_time(first_file), first_time);
-  fs::remove_all(root);
 }
 
 TEST(AgentService, AnXSpaceAskedForInTheResponseIsReturnedOnceAndNotWritten) {
-  const std::string root = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_service");
+  const std::string root = scratch.path();
   AgentProcess agent({"--repository_root", root, "--sample_interval_ms", "50"});
   const testing::TfCapture capture = testing::tf_capture(100, root, "run-emit");
   const tensorflow::ProfileResponse response =
@@ -358,7 +359,6 @@ TEST(AgentService, AnXSpaceAskedForInTheResponseIsReturnedOnceAndNotWritten) {
   EXPECT_NE(xspace::find_plane(response.xspace(), xspace::kHostPlaneName), nullptr);
   EXPECT_EQ(response.tool_data_size(), 0);
   EXPECT_TRUE(fs::is_empty(root)) << "written although the client asked for the XSpace in the response";
-  fs::remove_all(root);
 }
 
 TEST(AgentService, WithoutARepositoryRootNothingIsWrittenAndTheWarningSaysSo) {
@@ -494,7 +494,8 @@ TEST(AgentProcessLifecycle, SigtermDuringACaptureAnswersItAndExitsWithinThreeSec
 }
 
 TEST(AgentProcessLifecycle, StaleSocketFileIsRemovedAtStart) {
-  const std::string dir = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_service");
+  const std::string dir = scratch.path();
   const std::string path = dir + "/agent.sock";
   {  // a socket file nobody serves: what a SIGKILLed agent leaves behind
     const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
@@ -516,11 +517,11 @@ TEST(AgentProcessLifecycle, StaleSocketFileIsRemovedAtStart) {
     EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << "the stale socket is still there";
     close(fd);
   }
-  fs::remove_all(dir);
 }
 
 TEST(AgentProcessLifecycle, TellsSystemdReadyWatchdogAndStopping) {
-  const std::string dir = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_service");
+  const std::string dir = scratch.path();
   const std::string path = dir + "/notify";
   const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
@@ -556,7 +557,6 @@ TEST(AgentProcessLifecycle, TellsSystemdReadyWatchdogAndStopping) {
   EXPECT_NE(received.find("STOPPING=1"), std::string::npos) << received;
   EXPECT_TRUE(agent->wait_exit(std::chrono::seconds(3)).has_value());
   close(fd);
-  fs::remove_all(dir);
 }
 
 TEST(AgentProcessLifecycle, HelpListsFlagsWithDefaultsButNotTheTestHookAndVersionPrints) {
@@ -577,7 +577,8 @@ TEST(AgentProcessLifecycle, HelpListsFlagsWithDefaultsButNotTheTestHookAndVersio
 }
 
 TEST(AgentProcessLifecycle, ConfigErrorsExitTwoNamingKeyAndLine) {
-  const std::string dir = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_service");
+  const std::string dir = scratch.path();
   std::ofstream(dir + "/agent.yaml") << "listen: 127.0.0.1:0\nsample_interval_ms: 5\n";
   AgentProcess range({"--config", dir + "/agent.yaml"}, /*wait_ready=*/false);
   std::optional<int> status = range.wait_exit(std::chrono::seconds(5));
@@ -598,11 +599,11 @@ TEST(AgentProcessLifecycle, ConfigErrorsExitTwoNamingKeyAndLine) {
   ASSERT_TRUE(status.has_value());
   EXPECT_EQ(WEXITSTATUS(*status), 2);
   EXPECT_NE(bad_level.output().find("log_level"), std::string::npos) << bad_level.output();
-  fs::remove_all(dir);
 }
 
 TEST(AgentHostileClients, ConfigKeyThatIsAListExitsTwoAndADuplicateKeyToo) {
-  const std::string dir = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_service");
+  const std::string dir = scratch.path();
   for (const std::string doc : {"listen: 127.0.0.1:0\n[a, b]: 1\n", "listen: 127.0.0.1:0\nlisten: 127.0.0.1:0\n"}) {
     std::ofstream(dir + "/agent.yaml") << doc;
     AgentProcess agent({"--config", dir + "/agent.yaml"}, /*wait_ready=*/false);
@@ -612,7 +613,6 @@ TEST(AgentHostileClients, ConfigKeyThatIsAListExitsTwoAndADuplicateKeyToo) {
     EXPECT_EQ(WEXITSTATUS(*status), 2) << agent.output();
     EXPECT_NE(agent.output().find("agent.yaml:2"), std::string::npos) << agent.output();
   }
-  fs::remove_all(dir);
 }
 
 TEST(AgentHostileClients, SecondAgentOnTheSamePortExitsTwoNamingThePort) {
@@ -745,7 +745,8 @@ TEST(AgentHostileClients, TrustedUidsMustBeUidsNotNegativeOrOverflowing) {
 }
 
 TEST(AgentProcessLifecycle, SighupReloadsTheConfigFile) {
-  const std::string dir = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_service");
+  const std::string dir = scratch.path();
   std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 1000\n";
   AgentProcess agent({"--config", dir + "/agent.yaml"});
   EXPECT_EQ(profile(agent, request_ms(1500)).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -761,11 +762,11 @@ TEST(AgentProcessLifecycle, SighupReloadsTheConfigFile) {
       << "every capture limit is reloaded, the memory budget too: " << agent.output();
   EXPECT_EQ(profile(agent, request_ms(3000)).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_TRUE(profile(agent, request_ms(1500)).status.ok());  // within the new limit
-  fs::remove_all(dir);
 }
 
 TEST(AgentProcessLifecycle, SighupRefusesAnOptionThatNeedsARestartNamingItAndAppliesTheOthers) {
-  const std::string dir = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_service");
+  const std::string dir = scratch.path();
   std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 1000\n";
   AgentProcess agent({"--config", dir + "/agent.yaml"});
   std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 2000\nmax_concurrent_monitors: 3\n";
@@ -788,11 +789,11 @@ TEST(AgentProcessLifecycle, SighupRefusesAnOptionThatNeedsARestartNamingItAndApp
   ASSERT_NE(counter, std::string::npos) << metrics;
   const std::string line = metrics.substr(counter, metrics.find('\n', counter) - counter);
   EXPECT_TRUE(line.ends_with("} 1")) << line;
-  fs::remove_all(dir);
 }
 
 TEST(AgentProcessLifecycle, SighupWithATlsCertThatCannotBeReadIsRefusedNamingIt) {
-  const std::string dir = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_service");
+  const std::string dir = scratch.path();
   std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 2000\n";
   AgentProcess agent({"--config", dir + "/agent.yaml"});
   std::ofstream(dir + "/agent.yaml") << "tls_cert: " << dir << "/missing.pem\ntls_key: " << dir << "/missing.key\n";
@@ -805,22 +806,22 @@ TEST(AgentProcessLifecycle, SighupWithATlsCertThatCannotBeReadIsRefusedNamingIt)
   }
   EXPECT_TRUE(refused) << agent.output();
   EXPECT_FALSE(agent.exited());
-  fs::remove_all(dir);
 }
 
 TEST(AgentProcessLifecycle, ABadLogLevelInTheConfigFileNamesItsLine) {
-  const std::string dir = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_service");
+  const std::string dir = scratch.path();
   std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 1000\nlog_level: loud\n";
   AgentProcess agent({"--config", dir + "/agent.yaml"}, /*wait_ready=*/false);
   const std::optional<int> status = agent.wait_exit(std::chrono::seconds(5));
   ASSERT_TRUE(status.has_value());
   EXPECT_EQ(WEXITSTATUS(*status), 2);
   EXPECT_NE(agent.output().find("agent.yaml:2: key 'log_level'"), std::string::npos) << agent.output();
-  fs::remove_all(dir);
 }
 
 TEST(AgentProcessLifecycle, SighupWithABadConfigKeepsTheRunningOneSaysWhyAndCountsIt) {
-  const std::string dir = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("agent_service");
+  const std::string dir = scratch.path();
   std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 2000\n";
   AgentProcess agent({"--config", dir + "/agent.yaml"});
   std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 1000\n[a, b]: 1\n";
@@ -836,7 +837,6 @@ TEST(AgentProcessLifecycle, SighupWithABadConfigKeepsTheRunningOneSaysWhyAndCoun
   EXPECT_TRUE(profile(agent, request_ms(1500)).status.ok()) << "the old limit (2000 ms) still holds";
   EXPECT_NE(testing::http_get(agent.metrics_port(), "/metrics").find("podscope_config_reload_errors_total{host="),
             std::string::npos);
-  fs::remove_all(dir);
 }
 
 }  // namespace

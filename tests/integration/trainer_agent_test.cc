@@ -317,7 +317,8 @@ double max_step_ms_after(const std::string& output, size_t from) {
 }
 
 TEST(TrainerAgent, AgentKilledAndRestartedWhileTrainersRun) {
-  const std::string dir = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("trainer_agent");
+  const std::string dir = scratch.path();
   const std::string socket = dir + "/agent.sock";
   auto agent = std::make_unique<AgentProcess>(std::vector<std::string>{"--socket", socket});
   auto ranks = start_ranks(2, socket, {"--input_delay_ms", "2"});
@@ -371,7 +372,8 @@ TEST(TrainerAgent, KilledTrainerIsForgottenAndTheNextCaptureWorks) {
 }
 
 TEST(TrainerAgent, SigtermStopsEveryRankAfterTheSameStepWithStatusZero) {
-  const std::string dir = AgentProcess::make_temp_dir();
+  const testing::ScratchDirectory scratch("trainer_agent");
+  const std::string dir = scratch.path();
   const auto ports = testing::free_loopback_ports(1);
   TrainerProcess launcher(
       {"--spawn", "--world", "3", "--base_port", std::to_string(ports[0]), "--matrix", "32", "--progress_every", "0"},

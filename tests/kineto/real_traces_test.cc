@@ -19,6 +19,7 @@
 #include "analysis/step_category.h"
 #include "kineto/trace_file.h"
 #include "tests/analysis/synthetic_pod.h"
+#include "tests/scratch_directory.h"
 #include "tests/shared_testdata.h"
 
 namespace podscope::kineto {
@@ -29,26 +30,22 @@ namespace fs = std::filesystem;
 // A fresh directory holding links to the named shared traces (the analysis writes its outputs beside them).
 class RunDirectory {
  public:
-  explicit RunDirectory(const std::string& name) : path_(fs::temp_directory_path() / ("podscope_kineto_" + name)) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~RunDirectory() { fs::remove_all(path_); }
+  explicit RunDirectory(const std::string& name) : scratch_("kineto_" + name) {}
   // False (after a skip or failure) when the shared file is missing.
   bool add(const std::string& trace) {
     auto file = testing::shared_testdata_file("kineto/" + trace);
     if (!file) return false;
-    fs::create_symlink(fs::absolute(*file), path_ / trace);
+    fs::create_symlink(fs::absolute(*file), path() / trace);
     return true;
   }
   // A link to a golden trace of tests/data/kineto.
   void add_golden(const std::string& trace) {
-    fs::create_symlink(fs::path(PODSCOPE_SOURCE_DIR) / "tests/data/kineto" / trace, path_ / trace);
+    fs::create_symlink(fs::path(PODSCOPE_SOURCE_DIR) / "tests/data/kineto" / trace, path() / trace);
   }
-  const fs::path& path() const { return path_; }
+  const fs::path& path() const { return scratch_.path(); }
 
  private:
-  fs::path path_;
+  testing::ScratchDirectory scratch_;
 };
 
 // The sum of the kernel events' durations in ns, read from the JSON by simdjson's DOM API, independently of the

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <string>
 
+#include "tests/scratch_directory.h"
+
 namespace podscope::kineto {
 namespace {
 
@@ -16,15 +18,9 @@ namespace fs = std::filesystem;
 
 class TraceFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("podscope_kineto_file_" + std::to_string(getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   fs::path write(const std::string& name, const std::string& bytes) {
-    std::ofstream(dir_ / name, std::ios::binary) << bytes;
-    return dir_ / name;
+    std::ofstream(scratch_.path() / name, std::ios::binary) << bytes;
+    return scratch_.path() / name;
   }
   static std::string gzip(const std::string& text) {
     z_stream z{};
@@ -40,7 +36,7 @@ class TraceFileTest : public ::testing::Test {
     return out;
   }
 
-  fs::path dir_;
+  const testing::ScratchDirectory scratch_{"kineto_file"};
 };
 
 constexpr const char* kTrace =
@@ -90,7 +86,7 @@ TEST_F(TraceFileTest, TruncatedOrBrokenInputNamesTheFile) {
 }
 
 TEST_F(TraceFileTest, AMissingFileIsAnError) {
-  EXPECT_FALSE(read_kineto_trace_file(dir_ / "absent.pt.trace.json").ok());
+  EXPECT_FALSE(read_kineto_trace_file(scratch_.path() / "absent.pt.trace.json").ok());
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "tests/pod_capture/lightweight_agent.h"
 #include "tests/pod_capture/lightweight_pod.h"
 #include "tests/pod_capture/small_disk.h"
+#include "tests/scratch_directory.h"
 
 namespace podscope::pod_capture {
 namespace {
@@ -26,13 +27,6 @@ using testing::LightweightAgent;
 using testing::LightweightAgentOptions;
 using testing::TimerThread;
 using Pod = testing::LightweightPod;
-
-std::filesystem::path fresh_dir(const std::string& name) {
-  auto dir =
-      std::filesystem::temp_directory_path() / ("podscope_pod_run_test_" + name + "_" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  return dir;
-}
 
 CaptureSpec quick_spec(const std::string& run_name) {
   podscope::v1::CaptureRequest request;
@@ -83,7 +77,8 @@ TEST(RunPod, WritesTheRunAnalysesItAndSummarizesBoth) {
   Pod pod;
   pod.add({.host_name = "host0"});
   pod.add({.host_name = "host1", .clock_offset_ns = 4'000'000});
-  const auto run_dir = fresh_dir("analysed") / "run";
+  const testing::ScratchDirectory scratch("pod_run_analysed");
+  const auto run_dir = scratch.path() / "run";
   std::vector<std::string> progress;
   auto outcome = run_pod(pod.members, quick_spec("pod_run"), run_dir, Clock(),
                          [&](const std::string& line) { progress.push_back(line); });
@@ -109,7 +104,6 @@ TEST(RunPod, WritesTheRunAnalysesItAndSummarizesBoth) {
   EXPECT_NE(outcome->summary_text.find("2 of 2 host(s) captured"), std::string::npos) << outcome->summary_text;
   EXPECT_NE(outcome->summary_text.find(read_file(run_dir / "pod_summary.txt")), std::string::npos)
       << "the analysis summary follows the capture summary";
-  std::filesystem::remove_all(run_dir.parent_path());
 }
 
 // The analysis' outputs: what a run directory holds beyond the capture's own files.
@@ -171,7 +165,8 @@ TEST(RunPod, AFullDiskFailsTheRunNamingWhyAndLeavesNoOutputThatLooksWhole) {
   pod.add({.host_name = "host0"});
   pod.add({.host_name = "host1"});
   // One run with room to spare says what the capture's files and the analysis' outputs take.
-  const auto sizing_dir = fresh_dir("sizing") / "run";
+  const testing::ScratchDirectory sizing_scratch("pod_run_sizing");
+  const auto sizing_dir = sizing_scratch.path() / "run";
   auto sized = run_pod(pod.members, quick_spec("sizing"), sizing_dir, Clock(), [](const std::string&) {});
   ASSERT_TRUE(sized.ok()) << sized.status();
   ASSERT_EQ(sized->exit_code(), 0) << sized->summary_text;
@@ -182,9 +177,8 @@ TEST(RunPod, AFullDiskFailsTheRunNamingWhyAndLeavesNoOutputThatLooksWhole) {
     uintmax_t& largest = is_analysis_output(entry.path()) ? largest_output : largest_capture_file;
     largest = std::max(largest, size);
   }
-  std::filesystem::remove_all(sizing_dir.parent_path());
 
-  testing::SmallDisk disk(fresh_dir("full_disk"));
+  testing::SmallDisk disk("pod_run_full_disk");
   const auto run_dir = disk.dir() / "logdir" / "run";
   if (disk.mounted()) {
     const struct {
@@ -223,7 +217,8 @@ TEST(RunPod, AFullDiskFailsTheRunNamingWhyAndLeavesNoOutputThatLooksWhole) {
 TEST(RunPod, WhatTheCallerKnowsOfAWorkerGoesIntoItsFile) {
   Pod pod;
   pod.add({.host_name = ""}, "registered-name", 1.5);  // an agent whose XSpace names no host
-  const auto run_dir = fresh_dir("known") / "run";
+  const testing::ScratchDirectory scratch("pod_run_known");
+  const auto run_dir = scratch.path() / "run";
   auto outcome = run_pod(pod.members, quick_spec("known"), run_dir, Clock(), [](const std::string&) {});
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   ASSERT_EQ(outcome->capture.hosts.size(), 1u);
@@ -232,13 +227,13 @@ TEST(RunPod, WhatTheCallerKnowsOfAWorkerGoesIntoItsFile) {
   ASSERT_TRUE(space.ParseFromString(read_file(run_dir / (pod.connections[0]->file_stem + ".xplane.pb"))));
   const xspace::XPlaneReader host(*xspace::find_plane(space, xspace::kHostPlaneName));
   EXPECT_DOUBLE_EQ(host.double_stat(xspace::kClockDriftStat).value(), 1.5);
-  std::filesystem::remove_all(run_dir.parent_path());
 }
 
 TEST(RunPod, NothingCapturedIsRecordedButNotAnalysed) {
   Pod pod;
   pod.add({.host_name = "idle", .empty_trace = true});
-  const auto run_dir = fresh_dir("empty") / "run";
+  const testing::ScratchDirectory scratch("pod_run_empty");
+  const auto run_dir = scratch.path() / "run";
   CaptureSpec spec = quick_spec("empty");
   spec.num_tracing_attempts = 1;
   auto outcome = run_pod(pod.members, spec, run_dir, Clock(), [](const std::string&) {});
@@ -249,13 +244,13 @@ TEST(RunPod, NothingCapturedIsRecordedButNotAnalysed) {
   EXPECT_TRUE(outcome->analysis_error.empty());
   EXPECT_NE(outcome->summary_text.find("FAILED: no trace event was collected"), std::string::npos)
       << outcome->summary_text;
-  std::filesystem::remove_all(run_dir.parent_path());
 }
 
 TEST(RunPod, TwoRunsOfTheSameNameNeverShareADirectory) {
   Pod pod;
   pod.add({.host_name = "host0"});
-  const auto logdir = fresh_dir("same_second");
+  const testing::ScratchDirectory scratch("pod_run_same_second");
+  const auto& logdir = scratch.path();
   const auto wanted = logdir / "2026_11_22_10_00_00";
   auto first = run_pod(pod.members, quick_spec("2026_11_22_10_00_00"), wanted, Clock(), [](const std::string&) {});
   auto second = run_pod(pod.members, quick_spec("2026_11_22_10_00_00"), wanted, Clock(), [](const std::string&) {});
@@ -264,19 +259,18 @@ TEST(RunPod, TwoRunsOfTheSameNameNeverShareADirectory) {
   EXPECT_EQ(second->run_dir, logdir / "2026_11_22_10_00_00_1");
   EXPECT_TRUE(std::filesystem::exists(first->run_dir / "capture.json"));
   EXPECT_TRUE(std::filesystem::exists(second->run_dir / "capture.json"));
-  std::filesystem::remove_all(logdir);
 }
 
 TEST(RunPod, ARunDirectoryThatCannotBeCreatedIsAnErrorNamingIt) {
   Pod pod;
   pod.add({.host_name = "host0"});
-  const auto parent = fresh_dir("blocked");
+  const testing::ScratchDirectory scratch("pod_run_blocked");
+  const auto parent = scratch.path() / "parent";
   std::ofstream(parent.string()) << "a file where the run's parent should be";
   auto outcome = run_pod(pod.members, quick_spec("blocked"), parent / "run", Clock(), [](const std::string&) {});
   ASSERT_FALSE(outcome.ok());
   EXPECT_NE(std::string(outcome.status().message()).find((parent / "run").string()), std::string::npos)
       << outcome.status();
-  std::filesystem::remove(parent);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// A disk that fills up for real, for tests of what a full disk leaves behind: a 16 MiB tmpfs of the test's own at
-// `dir`, filled but for the room a case asks. Mounting needs the right to (root); mounted() says whether it was.
+// A disk that fills up for real, for tests of what a full disk leaves behind: a 16 MiB tmpfs of the test's own on a
+// scratch directory, filled but for the room a case asks. Mounting needs the right to (root); mounted() says whether
+// it was.
 #pragma once
 
 #include <sys/mount.h>
@@ -9,32 +10,32 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 
 #include "gtest/gtest.h"
+#include "tests/scratch_directory.h"
 
 namespace podscope::testing {
 
 class SmallDisk {
  public:
-  explicit SmallDisk(std::filesystem::path dir) : dir_(std::move(dir)) {
-    std::filesystem::create_directories(dir_);
-    mounted_ = ::mount("tmpfs", dir_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=16m") == 0;
+  explicit SmallDisk(std::string_view name) : scratch_(name) {
+    mounted_ = ::mount("tmpfs", dir().c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=16m") == 0;
   }
   ~SmallDisk() {
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-    std::filesystem::remove_all(dir_);
+    if (mounted_) ::umount2(dir().c_str(), MNT_DETACH);
   }
   bool mounted() const { return mounted_; }
-  const std::filesystem::path& dir() const { return dir_; }
+  const std::filesystem::path& dir() const { return scratch_.path(); }
 
   // Fills the tmpfs but for `room` bytes.
   void leave_room(uintmax_t room) {
-    std::filesystem::remove(dir_ / "filler");
+    std::filesystem::remove(dir() / "filler");
     struct statvfs fs {};
-    ASSERT_EQ(::statvfs(dir_.c_str(), &fs), 0);
+    ASSERT_EQ(::statvfs(dir().c_str(), &fs), 0);
     const uintmax_t free_bytes = uintmax_t{fs.f_bavail} * fs.f_frsize;
     ASSERT_GT(free_bytes, room);
-    std::ofstream filler(dir_ / "filler", std::ios::binary);
+    std::ofstream filler(dir() / "filler", std::ios::binary);
     const std::string page(4096, 'x');
     for (uintmax_t n = 0; n + room < free_bytes; n += page.size()) filler << page;
     filler.close();
@@ -42,7 +43,7 @@ class SmallDisk {
   }
 
  private:
-  std::filesystem::path dir_;
+  ScratchDirectory scratch_;
   bool mounted_ = false;
 };
 

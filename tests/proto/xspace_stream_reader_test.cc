@@ -3,13 +3,13 @@
 #include "proto/xspace/xspace_stream_reader.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <fstream>
 
 #include "google/protobuf/util/message_differencer.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
+#include "tests/scratch_directory.h"
 
 namespace podscope::xspace {
 namespace {
@@ -20,9 +20,6 @@ using google::protobuf::util::MessageDifferencer;
 class StreamReaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ =
-        fs::temp_directory_path() / ("podscope_stream_" + std::to_string(::getpid()) + "_" +
-                                     ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".xplane.pb");
     XPlaneBuilder host(find_or_add_plane(space_, kHostPlaneName, 0));
     host.stats().add(kHostNameStat, std::string_view("h0")).add(kClockOffsetStat, int64_t{-42});
     host.line_named("python3").add_event("train", 1'000, 500);
@@ -35,7 +32,6 @@ class StreamReaderTest : public ::testing::Test {
     std::ofstream out(path_, std::ios::binary);
     ASSERT_TRUE(space_.SerializeToOstream(&out));
   }
-  void TearDown() override { fs::remove(path_); }
 
   std::vector<tensorflow::profiler::XPlane> read_all(const XLineFilter& filter, XSpaceHeader* header = nullptr) {
     std::vector<tensorflow::profiler::XPlane> planes;
@@ -50,7 +46,8 @@ class StreamReaderTest : public ::testing::Test {
     return planes;
   }
 
-  fs::path path_;
+  const testing::ScratchDirectory scratch_{"xspace_stream"};
+  const fs::path path_ = scratch_.path() / "space.xplane.pb";
   tensorflow::profiler::XSpace space_;
 };
 
@@ -155,7 +152,8 @@ TEST(StreamReader, MissingFileIsNotFound) {
 
 // A few bytes that declare a field of nearly 2 GiB: refused from the declared length, before any allocation.
 TEST(StreamReader, DeclaredLengthBeyondTheFileIsDataLossWithoutAllocatingIt) {
-  const fs::path path = fs::path(::testing::TempDir()) / "hostile.xplane.pb";
+  const testing::ScratchDirectory scratch("xspace_stream_hostile");
+  const fs::path path = scratch.path() / "hostile.xplane.pb";
   for (const uint8_t field_tag :
        {uint8_t{0x0a} /* planes */, uint8_t{0x12} /* errors */, uint8_t{0x22} /* hostnames */}) {
     {
@@ -175,7 +173,6 @@ TEST(StreamReader, DeclaredLengthBeyondTheFileIsDataLossWithoutAllocatingIt) {
     EXPECT_NE(std::string(status.message()).find("runs past the 9 bytes that hold it"), std::string::npos) << status;
     EXPECT_EQ(planes, 0);
   }
-  fs::remove(path);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include "tests/scratch_directory.h"
 #include "tls/tls_metrics.h"
 
 namespace podscope::tls {
@@ -70,8 +71,8 @@ TEST(TlsConfig, LoopbackAddresses) {
 }
 
 TEST(CertificateFiles, NotAfterIsReadFromThePemFileAndUnreadableFilesAreNamed) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("podscope_tls_" + std::to_string(getpid()));
+  const testing::ScratchDirectory scratch("tls");
+  const std::filesystem::path& dir = scratch.path();
   const std::string make = "python3 " PODSCOPE_SOURCE_DIR "/tests/integration/test_certs.py " + dir.string();
   ASSERT_EQ(std::system(make.c_str()), 0) << make;
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
@@ -90,7 +91,6 @@ TEST(CertificateFiles, NotAfterIsReadFromThePemFileAndUnreadableFilesAreNamed) {
   const absl::Status absent =
       check_tls_files(TlsConfig{.cert = (dir / "server.pem").string(), .key = (dir / "absent.key").string()});
   EXPECT_EQ(absent.message(), "tls_key \"" + (dir / "absent.key").string() + "\": cannot be read");
-  std::filesystem::remove_all(dir);
 }
 
 // Writes a self-signed certificate and its key that expired a day ago (openssl's CLI makes none in the past).
@@ -116,8 +116,8 @@ void write_expired_certificate(const std::filesystem::path& cert, const std::fil
 }
 
 TEST(CertificateFiles, AKeyThatIsNotTheCertificatesOrAnExpiredCertificateIsRefusedBeforeServing) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("podscope_tls_pair_" + std::to_string(getpid()));
+  const testing::ScratchDirectory scratch("tls_pair");
+  const std::filesystem::path& dir = scratch.path();
   const std::string make = "python3 " PODSCOPE_SOURCE_DIR "/tests/integration/test_certs.py " + dir.string();
   ASSERT_EQ(std::system(make.c_str()), 0) << make;
   const absl::Status mismatched =
@@ -134,7 +134,6 @@ TEST(CertificateFiles, AKeyThatIsNotTheCertificatesOrAnExpiredCertificateIsRefus
   const absl::Status not_a_key =
       check_tls_files(TlsConfig{.cert = (dir / "server.pem").string(), .key = (dir / "ca.pem").string()});
   EXPECT_NE(not_a_key.message().find("no PEM private key"), std::string::npos) << not_a_key;
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "podscope/v1/agent.grpc.pb.h"
 #include "proto/xspace/xplane_reader.h"
 #include "tensorflow/profiler_service.grpc.pb.h"
+#include "tests/scratch_directory.h"
 #include "tests/shared_testdata.h"
 #include "tpu/runtime_metric_service.grpc.pb.h"
 
@@ -68,10 +69,11 @@ class TfProfilerServer final : public tensorflow::ProfilerService::Service {
   XSpace space_;
 };
 
-// podscope-agent as a child process; killed and reaped on destruction.
+// podscope-agent as a child process with a local socket of its own; killed and reaped on destruction.
 class AgentProcess {
  public:
-  explicit AgentProcess(const std::vector<std::string>& args, const std::string& ld_library_path) {
+  explicit AgentProcess(std::vector<std::string> args, const std::string& ld_library_path) {
+    args.insert(args.end(), {"--socket", socket_path_});
     int pipe_fds[2];
     EXPECT_EQ(pipe(pipe_fds), 0);
     pid_ = fork();
@@ -83,8 +85,7 @@ class AgentProcess {
       std::vector<char*> argv;
       std::string binary = std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope-agent";
       argv.push_back(binary.data());
-      std::vector<std::string> copy = args;
-      for (auto& a : copy) argv.push_back(a.data());
+      for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
       execv(binary.c_str(), argv.data());
       _exit(127);
@@ -116,8 +117,11 @@ class AgentProcess {
   }
   const std::string& grpc_address() const { return grpc_address_; }
   const std::string& log() const { return log_; }
+  const std::string& socket_path() const { return socket_path_; }
 
  private:
+  const podscope::testing::ScratchDirectory scratch_{"device_agent"};
+  const std::string socket_path_ = scratch_.file("agent.sock");
   pid_t pid_ = -1;
   int stderr_fd_ = -1;
   std::string log_;
@@ -184,10 +188,9 @@ int dead_port() {
 
 TEST(AgentDeviceTest, MonitorReportsTheTpuDutyCycleWhileTheMetricServiceAnswers) {
   TpuRuntimeServer tpu;
-  const std::string socket = "/tmp/podscope_device_test4_" + std::to_string(getpid()) + ".sock";
   // The stand-in NVML is there too: the TPU still wins.
-  AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--socket", socket,
-                      "--sample_interval_ms", "100", "--tpu_metrics_addr", "127.0.0.1:" + std::to_string(tpu.port)},
+  AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--sample_interval_ms", "100",
+                      "--tpu_metrics_addr", "127.0.0.1:" + std::to_string(tpu.port)},
                      std::string(PODSCOPE_BINARY_DIR) + "/tests/fake_nvml");
   ASSERT_FALSE(agent.grpc_address().empty()) << agent.log();
   auto stub = tensorflow::ProfilerService::NewStub(
@@ -214,9 +217,8 @@ TEST(AgentDeviceTest, MonitorReportsTheTpuDutyCycleWhileTheMetricServiceAnswers)
 TEST(AgentDeviceTest, MonitorReportsTheGpuWithoutTpuAndTheCpuWithoutEither) {
   const std::string tpu_addr = "127.0.0.1:" + std::to_string(dead_port());
   {
-    const std::string socket = "/tmp/podscope_device_test5_" + std::to_string(getpid()) + ".sock";
-    AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--socket", socket,
-                        "--sample_interval_ms", "100", "--tpu_metrics_addr", tpu_addr},
+    AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--sample_interval_ms", "100",
+                        "--tpu_metrics_addr", tpu_addr},
                        std::string(PODSCOPE_BINARY_DIR) + "/tests/fake_nvml");
     ASSERT_FALSE(agent.grpc_address().empty()) << agent.log();
     auto stub = tensorflow::ProfilerService::NewStub(
@@ -228,9 +230,7 @@ TEST(AgentDeviceTest, MonitorReportsTheGpuWithoutTpuAndTheCpuWithoutEither) {
     EXPECT_THAT(text, HasSubstr("Utilization of GPU (higher is better): 50.0% (GPU utilization (NVML"));
     EXPECT_THAT(text, HasSubstr("Number of GPUs: 2"));
   }
-  const std::string socket = "/tmp/podscope_device_test6_" + std::to_string(getpid()) + ".sock";
-  AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--socket", socket,
-                      "--tpu_metrics_addr", tpu_addr},
+  AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--tpu_metrics_addr", tpu_addr},
                      "/nonexistent");
   ASSERT_FALSE(agent.grpc_address().empty()) << agent.log();
   auto stub = tensorflow::ProfilerService::NewStub(
@@ -257,11 +257,10 @@ TEST(AgentDeviceTest, CaptureCarriesGpuAndTpuCountersAndTheFrameworksDeviceTrace
   tf_builder.RegisterService(&tf_service);
   auto tf_server = tf_builder.BuildAndStart();
 
-  const std::string socket = "/tmp/podscope_device_test_" + std::to_string(getpid()) + ".sock";
-  AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--socket", socket,
-                      "--sample_interval_ms", "100", "--upstream", "127.0.0.1:" + std::to_string(tf_port),
-                      "--tpu_metrics_addr", "127.0.0.1:" + std::to_string(tpu_port)},
-                     std::string(PODSCOPE_BINARY_DIR) + "/tests/fake_nvml");
+  AgentProcess agent(
+      {"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--sample_interval_ms", "100", "--upstream",
+       "127.0.0.1:" + std::to_string(tf_port), "--tpu_metrics_addr", "127.0.0.1:" + std::to_string(tpu_port)},
+      std::string(PODSCOPE_BINARY_DIR) + "/tests/fake_nvml");
   ASSERT_FALSE(agent.grpc_address().empty()) << agent.log();
 
   grpc::ChannelArguments args;
@@ -305,9 +304,8 @@ TEST(AgentDeviceTest, HostWithoutDevicesSaysWhyInTheCaptureAndStillAnswers) {
     builder.RegisterService(&unused);
     builder.BuildAndStart()->Shutdown();
   }
-  const std::string socket = "/tmp/podscope_device_test2_" + std::to_string(getpid()) + ".sock";
-  AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--socket", socket,
-                      "--tpu_metrics_addr", "127.0.0.1:" + std::to_string(dead_port)},
+  AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--tpu_metrics_addr",
+                      "127.0.0.1:" + std::to_string(dead_port)},
                      "/nonexistent");
   ASSERT_FALSE(agent.grpc_address().empty()) << agent.log();
   auto stub = tensorflow::ProfilerService::NewStub(
@@ -335,14 +333,13 @@ TEST(AgentDeviceTest, HostWithoutDevicesSaysWhyInTheCaptureAndStillAnswers) {
 // window's planes (NVTX ranges, CUPTI's warning) to the agent, which merges them into the Profile answer.
 // The probe also uses libpodscope itself: one connection, with the job the program gave.
 TEST(AgentDeviceTest, InjectedCuptiLibrarySendsTheWindowsPlanesToTheAgent) {
-  const std::string socket = "/tmp/podscope_device_test3_" + std::to_string(getpid()) + ".sock";
-  AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--socket", socket},
-                     "/nonexistent");
+  AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0"}, "/nonexistent");
   ASSERT_FALSE(agent.grpc_address().empty()) << agent.log();
 
-  const std::string probe_log = socket + ".probe.log";
-  const std::string command = "PODSCOPE_AGENT_SOCKET=" + socket + " NVTX_INJECTION64_PATH=" + CUPTI_LIBRARY + " " +
-                              CUPTI_PROBE + " " + CUPTI_LIBRARY + " 3000 > " + probe_log + " 2>&1";
+  const std::string probe_log = agent.socket_path() + ".probe.log";
+  const std::string command = "PODSCOPE_AGENT_SOCKET=" + agent.socket_path() +
+                              " NVTX_INJECTION64_PATH=" + CUPTI_LIBRARY + " " + CUPTI_PROBE + " " + CUPTI_LIBRARY +
+                              " 3000 > " + probe_log + " 2>&1";
   int probe_status = -1;
   std::thread probe([&] { probe_status = std::system(command.c_str()); });
 
@@ -375,7 +372,6 @@ TEST(AgentDeviceTest, InjectedCuptiLibrarySendsTheWindowsPlanesToTheAgent) {
   std::ifstream in(probe_log);
   std::stringstream log;
   log << in.rdbuf();
-  std::remove(probe_log.c_str());
   ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_TRUE(WIFEXITED(probe_status) && WEXITSTATUS(probe_status) == 0) << log.str();
   EXPECT_THAT(log.str(), HasSubstr("probe done"));

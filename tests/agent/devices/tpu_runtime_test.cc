@@ -15,6 +15,7 @@
 #include "agent/devices/tpu_metric_client.h"
 #include "agent/devices/tpu_runtime_collector.h"
 #include "tests/agent/recording_sink.h"
+#include "tests/scratch_directory.h"
 #include "tpu/runtime_metric_service.grpc.pb.h"
 
 namespace podscope::agent {
@@ -100,23 +101,18 @@ std::string dead_address() {
 
 class FakeSysfs {
  public:
-  FakeSysfs() : root_(std::filesystem::temp_directory_path() / ("podscope_pci_" + std::to_string(getpid()))) {
-    std::filesystem::remove_all(root_);
-    std::filesystem::create_directories(root_);
-  }
-  ~FakeSysfs() { std::filesystem::remove_all(root_); }
   void add(const std::string& address, const std::string& vendor, const std::string& device,
            const std::string& subsystem) {
-    auto dir = root_ / address;
+    auto dir = root() / address;
     std::filesystem::create_directories(dir);
     std::ofstream(dir / "vendor") << vendor << "\n";
     std::ofstream(dir / "device") << device << "\n";
     std::ofstream(dir / "subsystem_device") << subsystem << "\n";
   }
-  const std::filesystem::path& root() const { return root_; }
+  const std::filesystem::path& root() const { return scratch_.path(); }
 
  private:
-  std::filesystem::path root_;
+  podscope::testing::ScratchDirectory scratch_{"pci"};
 };
 
 TEST(TpuChipsTest, FindsGoogleTpusOnThePciBusWithTheirGenerationAndCores) {

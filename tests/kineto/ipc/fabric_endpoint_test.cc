@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "kineto/ipc/fabric_message.h"
+#include "tests/scratch_directory.h"
 
 namespace podscope::kineto::ipc {
 namespace {
@@ -105,9 +106,8 @@ TEST(FabricEndpoint, ATakenNameIsAnError) {
 }
 
 TEST(FabricEndpoint, SocketFileStaleIsReplacedLiveIsTakenAndRemovedOnClose) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / unique_name("dir");
-  std::filesystem::create_directories(dir);
-  const FabricAddress server = *fabric_address((dir / "dynolog").string());
+  const testing::ScratchDirectory scratch("fabric_endpoint");
+  const FabricAddress server = *fabric_address(scratch.file("dynolog"));
   {
     absl::StatusOr<FabricEndpoint> live = FabricEndpoint::bind(server);
     ASSERT_TRUE(live.ok()) << live.status();
@@ -132,7 +132,6 @@ TEST(FabricEndpoint, SocketFileStaleIsReplacedLiveIsTakenAndRemovedOnClose) {
   }
   EXPECT_FALSE(FabricEndpoint::bind(server).ok());
   EXPECT_TRUE(std::filesystem::exists(server.file));
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
