@@ -35,6 +35,7 @@
 #include "agent/collectors/proc_text.h"
 #include "agent/collectors/sampler.h"
 #include "agent/series/series_store.h"
+#include "tests/http_client.h"
 
 namespace {
 
@@ -85,17 +86,10 @@ double process_rss_mb(pid_t pid) {
 }
 
 bool http_get(int port, std::string* body) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = podscope::testing::connect_loopback(port);
+  if (fd < 0) return false;
   const timeval timeout{5, 0};  // a server that hangs fails the measurement instead of the whole run
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return false;
-  }
   const char request[] = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
   if (write(fd, request, sizeof(request) - 1) < 0) {
     close(fd);

@@ -1,4 +1,5 @@
-// A one-request HTTP/1.0 client for the daemons' metrics servers (/metrics, /healthz) on 127.0.0.1.
+// A one-request HTTP/1.0 client for the daemons' metrics servers (/metrics, /healthz) on 127.0.0.1, and the TCP
+// connection under it.
 #pragma once
 
 #include <arpa/inet.h>
@@ -16,9 +17,8 @@ struct HttpResponse {
   std::string body;
 };
 
-// Sends `request` as it is to 127.0.0.1:port and returns everything the server answers until it closes; throws when
-// the connection fails.
-inline std::string http_request(int port, const std::string& request) {
+// A TCP connection to 127.0.0.1:port (its descriptor), or -1 when it cannot be made.
+inline int connect_loopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -26,8 +26,16 @@ inline std::string http_request(int port, const std::string& request) {
   inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     close(fd);
-    throw std::runtime_error("connect to HTTP port " + std::to_string(port) + " failed");
+    return -1;
   }
+  return fd;
+}
+
+// Sends `request` as it is to 127.0.0.1:port and returns everything the server answers until it closes; throws when
+// the connection fails.
+inline std::string http_request(int port, const std::string& request) {
+  const int fd = connect_loopback(port);
+  if (fd < 0) throw std::runtime_error("connect to HTTP port " + std::to_string(port) + " failed");
   if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
     close(fd);
     throw std::runtime_error("write failed");

@@ -303,17 +303,25 @@ TEST(ConfineToRoot, RefusesWithoutARoot) {
   EXPECT_EQ(resolved.status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// A report of a slow step of `host` that ended at `step_end_ns`, with no cool-down of its own.
+podscope::v1::TriggerReport slow_step_report(const std::string& host, int64_t step, int64_t step_end_ns) {
+  podscope::v1::TriggerReport r;
+  r.set_host_name(host);
+  r.set_reason("slow_step");
+  r.set_step_num(step);
+  r.set_step_ns(300'000'000);
+  r.set_median_ns(10'000'000);
+  r.set_step_end_ns(step_end_ns);
+  r.set_window_ms(1'000);
+  r.set_cooldown_ms(0);
+  return r;
+}
+
 TEST_F(CoordinatorServiceTest, TriggersOfTheSameJobAndStepMakeOnePodSnapshot) {
   auto stub = podscope::v1::Coordinator::NewStub(channel_);
   auto report = [&](const std::string& host, int64_t step) {
-    podscope::v1::TriggerReport r;
-    r.set_host_name(host);
-    r.set_reason("slow_step");
-    r.set_step_num(step);
-    r.set_step_ns(300'000'000);
-    r.set_median_ns(10'000'000);
     // Far in the coordinator's future: the snapshot waits for its span, so the later reports find it pending.
-    r.set_step_end_ns(clock_.now_ns() + 3'600'000'000'000);
+    podscope::v1::TriggerReport r = slow_step_report(host, step, clock_.now_ns() + 3'600'000'000'000);
     r.set_window_ms(30'000);
     r.set_cooldown_ms(60'000);
     grpc::ClientContext context;
@@ -340,21 +348,6 @@ TEST_F(CoordinatorServiceTest, TriggersOfTheSameJobAndStepMakeOnePodSnapshot) {
   EXPECT_EQ(stub->ReportTrigger(&context, unknown, &response).error_code(), grpc::StatusCode::PERMISSION_DENIED);
 }
 
-// A report of a slow step of `host` that ended `ago_ns` before now, with no cool-down of its own.
-podscope::v1::TriggerReport slow_step_report(const Clock& clock, const std::string& host, int64_t step,
-                                             int64_t ago_ns) {
-  podscope::v1::TriggerReport r;
-  r.set_host_name(host);
-  r.set_reason("slow_step");
-  r.set_step_num(step);
-  r.set_step_ns(300'000'000);
-  r.set_median_ns(10'000'000);
-  r.set_step_end_ns(clock.now_ns() - ago_ns);
-  r.set_window_ms(1'000);
-  r.set_cooldown_ms(0);
-  return r;
-}
-
 TEST_F(CoordinatorServiceTest, PodSnapshotsOfAJobAreRateLimitedWhateverCoolDownTheReporterClaims) {
   PodSnapshots snapshots(*registry_, *runner_,
                          PodSnapshotSettings{settings_.repository_root, 500, 0, 2, 60'000, kPodSnapshotBytes}, clock_,
@@ -363,7 +356,7 @@ TEST_F(CoordinatorServiceTest, PodSnapshotsOfAJobAreRateLimitedWhateverCoolDownT
     ASSERT_TRUE(
         registry_->heartbeat("host" + std::to_string(i), agents_[i]->address(), kLoopbackOwner, clock_.now_ns()));
   }
-  const auto first = snapshots.report(slow_step_report(clock_, "host0", 1, 0));
+  const auto first = snapshots.report(slow_step_report("host0", 1, clock_.now_ns()));
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_FALSE(first->run_name().empty()) << first->detail();
   // Four more reports of new steps, each after the previous snapshot was taken: none gets another.
@@ -373,7 +366,7 @@ TEST_F(CoordinatorServiceTest, PodSnapshotsOfAJobAreRateLimitedWhateverCoolDownT
   }
   ASSERT_TRUE(std::filesystem::exists(taken / "capture.json"));
   for (int64_t step = 2; step <= 5; ++step) {
-    const auto later = snapshots.report(slow_step_report(clock_, "host0", step, 0));
+    const auto later = snapshots.report(slow_step_report("host0", step, clock_.now_ns()));
     ASSERT_TRUE(later.ok());
     EXPECT_TRUE(later->run_name().empty()) << step;
     EXPECT_NE(later->detail().find("pod_snapshot_min_interval_ms"), std::string::npos) << later->detail();
@@ -393,7 +386,7 @@ TEST_F(CoordinatorServiceTest, NoPodSnapshotIsTakenWhileThoseKeptHoldTheDiskCap)
   std::filesystem::create_directories(old);
   std::ofstream(old / "capture.json") << R"({"recorded_window": {"kind": "triggered_snapshot"}})";
   std::ofstream(old / "host0.xplane.pb") << std::string(kPodSnapshotBytes, 'x');
-  const auto answer = snapshots.report(slow_step_report(clock_, "host0", 9, 0));
+  const auto answer = snapshots.report(slow_step_report("host0", 9, clock_.now_ns()));
   ASSERT_TRUE(answer.ok());
   EXPECT_TRUE(answer->run_name().empty());
   EXPECT_NE(answer->detail().find("pod_snapshot_max_mb"), std::string::npos) << answer->detail();
@@ -402,7 +395,7 @@ TEST_F(CoordinatorServiceTest, NoPodSnapshotIsTakenWhileThoseKeptHoldTheDiskCap)
       << scrape;
   // A plain capture of the same size is no pod snapshot: it does not count against the cap.
   std::filesystem::remove(old / "capture.json");
-  const auto taken = snapshots.report(slow_step_report(clock_, "host0", 10, 0));
+  const auto taken = snapshots.report(slow_step_report("host0", 10, clock_.now_ns()));
   ASSERT_TRUE(taken.ok());
   EXPECT_FALSE(taken->run_name().empty()) << taken->detail();
   snapshots.stop();

@@ -2,12 +2,11 @@
 // buffers hold), checking each field lands where TensorFlow's GPU tracer puts it.
 #include "cupti/convert/activity_converter.h"
 
-#include <cstring>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "proto/xspace/xplane_reader.h"
+#include "tests/cupti/activity_records.h"
 
 namespace podscope::cupti {
 namespace {
@@ -16,16 +15,8 @@ using tensorflow::profiler::XSpace;
 
 constexpr int64_t kOffset = 1'700'000'000'000'000'000;  // host clock − CUPTI clock
 
-template <typename Record>
-Record zeroed(CUpti_ActivityKind kind) {
-  Record r;
-  std::memset(&r, 0, sizeof(r));
-  r.kind = kind;
-  return r;
-}
-
-// CUPTI hands records out as CUpti_Activity*; the record's kind says which struct it really is.
-const CUpti_Activity& as_activity(const void* record) { return *static_cast<const CUpti_Activity*>(record); }
+using testing::as_activity;
+using testing::zeroed;
 
 std::string api_name(CUpti_ActivityKind kind, CUpti_CallbackId cbid) {
   return (kind == CUPTI_ACTIVITY_KIND_RUNTIME ? "cudaLaunchKernel#" : "cuLaunchKernel#") + std::to_string(cbid);

@@ -2,24 +2,16 @@
 // converter's kernel_details are what the kernel stats read.
 #include <gtest/gtest.h>
 
-#include <cstring>
-
 #include "analysis/kernel_stats.h"
 #include "cupti/convert/activity_converter.h"
 #include "proto/xspace/xplane_builder.h"
+#include "tests/cupti/activity_records.h"
 
 namespace podscope {
 namespace {
 
-template <typename Record>
-Record zeroed(CUpti_ActivityKind kind) {
-  Record r;
-  std::memset(&r, 0, sizeof(r));
-  r.kind = kind;
-  return r;
-}
-
-const CUpti_Activity& as_activity(const void* record) { return *static_cast<const CUpti_Activity*>(record); }
+using testing::as_activity;
+using testing::zeroed;
 
 CUpti_ActivityKernel10 kernel(const char* name, uint64_t start, uint64_t end, uint32_t stream, uint32_t grid_x,
                               uint32_t block_x, uint32_t regs, uint32_t dynamic_shared) {

@@ -82,15 +82,8 @@ TEST(MetricsServer, HealthzIs503WithOneLinePerFailingCheckNamingItWhyAndSince) {
 
 // A connected TCP socket to the server that has sent nothing.
 int connect_idle(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    throw std::runtime_error("connect failed");
-  }
+  const int fd = testing::connect_loopback(port);
+  if (fd < 0) throw std::runtime_error("connect failed");
   return fd;
 }
 

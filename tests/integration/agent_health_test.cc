@@ -84,19 +84,6 @@ size_t open_fds(pid_t pid) {
   return count;
 }
 
-int connect_to(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // Ping over a connection of its own (not one an earlier channel of this test already holds).
 grpc::Status ping_over_a_new_connection(const AgentProcess& agent) {
   grpc::ChannelArguments args;
@@ -144,7 +131,7 @@ TEST(AgentHealth, ExhaustedFdsWedgeTheGrpcListenerSoHealthzTurns503AndTheWatchdo
 
   std::vector<int> idle;
   for (int i = 0; i < 300; ++i) {
-    const int fd = connect_to(agent.grpc_port());
+    const int fd = testing::connect_loopback(agent.grpc_port());
     ASSERT_GE(fd, 0) << "connection " << i;
     idle.push_back(fd);
   }

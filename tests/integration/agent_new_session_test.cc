@@ -77,6 +77,20 @@ class Bystander {
   int port_ = 0;
 };
 
+// What a refused fan-out leaves: no connection to `bystander` and nothing under `root`.
+void expect_nothing_dialled_or_written(const Bystander& bystander, const std::string& root) {
+  EXPECT_FALSE(bystander.contacted(std::chrono::milliseconds(300))) << "the agent dialled a refused address";
+  EXPECT_TRUE(fs::is_empty(root));
+}
+
+// The agent (host worker-0) counted `refusals` refused fan-outs.
+void expect_refusals_counted(const AgentProcess& agent, int refusals) {
+  const std::string metrics = testing::http_get(agent.metrics_port(), "/metrics");
+  EXPECT_NE(metrics.find("podscope_fanout_refused_total{host=\"worker-0\"} " + std::to_string(refusals)),
+            std::string::npos)
+      << metrics;
+}
+
 TEST(AgentNewSession, TensorBoardsWorkerListCaptureOnAnAgentCapturesEveryListedWorkerIntoOneRun) {
   const testing::ScratchDirectory scratch("agent_new_session");
   const std::string root = scratch.path();
@@ -130,10 +144,8 @@ TEST(AgentNewSession, AHostOutsideAllowedFanoutTargetsIsRefusedWithNothingContac
   EXPECT_EQ(new_session(agent, capture, {"../../escape:" + std::to_string(agent.grpc_port())}).status.error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
 
-  EXPECT_FALSE(bystander.contacted(std::chrono::milliseconds(300))) << "the agent dialled a disallowed address";
-  EXPECT_TRUE(fs::is_empty(root));
-  const std::string metrics = testing::http_get(agent.metrics_port(), "/metrics");
-  EXPECT_NE(metrics.find("podscope_fanout_refused_total{host=\"worker-0\"} 2"), std::string::npos) << metrics;
+  expect_nothing_dialled_or_written(bystander, root);
+  expect_refusals_counted(agent, 2);
 }
 
 TEST(AgentNewSession, GrpcTargetSchemesAreNoHostsAndNothingIsDialled) {
@@ -151,8 +163,7 @@ TEST(AgentNewSession, GrpcTargetSchemesAreNoHostsAndNothingIsDialled) {
     EXPECT_NE(out.status.error_message().find("not a host:port address"), std::string::npos)
         << out.status.error_message();
   }
-  EXPECT_FALSE(bystander.contacted(std::chrono::milliseconds(300))) << "the agent dialled a gRPC target form";
-  EXPECT_TRUE(fs::is_empty(root));
+  expect_nothing_dialled_or_written(bystander, root);
 }
 
 TEST(AgentNewSession, ANameIsJudgedByTheAddressItResolvesToNotByItsText) {
@@ -196,10 +207,8 @@ TEST(AgentNewSession, AHostListLongerThanMaxFanoutHostsIsRefusedAtOnceWithNothin
   EXPECT_NE(out.status.error_message().find("max_fanout_hosts (4096)"), std::string::npos)
       << out.status.error_message();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
-  EXPECT_FALSE(bystander.contacted(std::chrono::milliseconds(300)));
-  EXPECT_TRUE(fs::is_empty(root));
-  const std::string metrics = testing::http_get(agent.metrics_port(), "/metrics");
-  EXPECT_NE(metrics.find("podscope_fanout_refused_total{host=\"worker-0\"} 1"), std::string::npos) << metrics;
+  expect_nothing_dialled_or_written(bystander, root);
+  expect_refusals_counted(agent, 1);
 }
 
 TEST(AgentNewSession, AllowedFanoutTargetsPatternsOpenOtherPorts) {

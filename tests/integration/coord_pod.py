@@ -117,6 +117,15 @@ class Pod:
     def addresses(self):
         return [a for _, a in self.agents]
 
+    def wait_until_registered(self, *cli_args, timeout=10.0):
+        """Polls `podscope status --coordinator` until it lists every agent up, or `timeout` passed; its last output."""
+        deadline = time.monotonic() + timeout
+        while True:
+            _, out = podscope("status", "--coordinator", self.coordinator_addr, *cli_args)
+            if out.count(" up") == len(self.agents) or time.monotonic() > deadline:
+                return out
+            time.sleep(0.2)
+
     def close(self):
         for d in reversed(self.daemons):
             d.stop()

@@ -180,12 +180,7 @@ class CoordinatorTest(unittest.TestCase):
     def test_register_capture_through_coordinator_and_mark_down(self):
         pod = Pod([0, 5_000_000, -3_000_000], coordinator=True)
         try:
-            deadline = time.monotonic() + 10
-            while True:
-                code, out = podscope("status", "--coordinator", pod.coordinator_addr)
-                if out.count(" up") == 3 or time.monotonic() > deadline:
-                    break
-                time.sleep(0.2)
+            out = pod.wait_until_registered()
             self.assertEqual(out.count(" up"), 3, out)
             with tempfile.TemporaryDirectory() as logdir:
                 code, out = podscope("capture", "--coordinator", pod.coordinator_addr, "--logdir", logdir,
@@ -245,12 +240,7 @@ class CoordinatorTest(unittest.TestCase):
     def test_a_worker_that_never_answers_holds_a_capture_no_longer_than_its_own_deadline(self):
         pod = Pod([0, 0, 0], coordinator=True)
         try:
-            deadline = time.monotonic() + 10
-            while True:
-                code, out = podscope("status", "--coordinator", pod.coordinator_addr)
-                if out.count(" up") == 3 or time.monotonic() > deadline:
-                    break
-                time.sleep(0.2)
+            out = pod.wait_until_registered()
             self.assertEqual(out.count(" up"), 3, out)
             hung = pod.agents[2][0].proc.pid
             os.killpg(hung, signal.SIGSTOP)  # its sockets stay open and it answers nothing: it is still "up"

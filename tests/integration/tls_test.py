@@ -170,12 +170,7 @@ class TlsTest(unittest.TestCase):
         pod = Pod([0, 2_000_000], coordinator=True, agent_args=tls, coordinator_args=tls)
         try:
             cli = self.cli_tls_args("cli")
-            deadline = time.monotonic() + 15
-            while True:
-                code, out = podscope("status", "--coordinator", pod.coordinator_addr, *cli)
-                if out.count(" up") == 2 or time.monotonic() > deadline:
-                    break
-                time.sleep(0.2)
+            out = pod.wait_until_registered(*cli, timeout=15)
             self.assertEqual(out.count(" up"), 2, out)
             with tempfile.TemporaryDirectory() as logdir:
                 code, out = podscope("capture", "--coordinator", pod.coordinator_addr, "--logdir", logdir,

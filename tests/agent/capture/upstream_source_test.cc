@@ -17,11 +17,13 @@
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "tensorflow/profiler_service.grpc.pb.h"
+#include "tests/proto/xspace_counts.h"
 #include "tests/shared_testdata.h"
 
 namespace podscope::agent {
 namespace {
 
+using podscope::testing::event_count;
 using tensorflow::profiler::XPlane;
 using tensorflow::profiler::XSpace;
 using ::testing::HasSubstr;
@@ -33,15 +35,6 @@ XSpace read_xspace(const std::filesystem::path& file) {
   XSpace space;
   EXPECT_TRUE(space.ParseFromString(bytes.str()));
   return space;
-}
-
-size_t event_count(const XSpace& space, std::string_view plane_name) {
-  size_t n = 0;
-  for (const auto& plane : space.planes()) {
-    if (plane.name() != plane_name) continue;
-    for (const auto& line : plane.lines()) n += line.events_size();
-  }
-  return n;
 }
 
 // A TF/JAX profiler server: traces for the requested duration (or until Terminate) and answers with the

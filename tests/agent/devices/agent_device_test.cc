@@ -23,6 +23,7 @@
 #include "podscope/v1/agent.grpc.pb.h"
 #include "proto/xspace/xplane_reader.h"
 #include "tensorflow/profiler_service.grpc.pb.h"
+#include "tests/proto/xspace_counts.h"
 #include "tests/scratch_directory.h"
 #include "tests/shared_testdata.h"
 #include "tpu/runtime_metric_service.grpc.pb.h"
@@ -30,6 +31,7 @@
 namespace {
 
 namespace rt = ::tpu::monitoring::runtime;
+using podscope::testing::event_count;
 using tensorflow::profiler::XSpace;
 using ::testing::HasSubstr;
 
@@ -127,15 +129,6 @@ class AgentProcess {
   std::string log_;
   std::string grpc_address_;
 };
-
-size_t event_count(const XSpace& space, std::string_view plane_name) {
-  size_t n = 0;
-  for (const auto& plane : space.planes()) {
-    if (plane.name() != plane_name) continue;
-    for (const auto& line : plane.lines()) n += line.events_size();
-  }
-  return n;
-}
 
 bool has_counter_track(const XSpace& space, std::string_view plane_name, std::string_view track) {
   const auto* plane = podscope::xspace::find_plane(space, plane_name);
