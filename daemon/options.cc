@@ -61,23 +61,19 @@ std::string where(std::string_view source, const YAML::Node& node, std::string_v
   return out.str();
 }
 
-absl::StatusOr<int64_t> parse_int(std::string_view text) {
-  int64_t value = 0;
+// The whole of `text` as a T, or an error saying what was `expected`.
+template <typename T>
+absl::StatusOr<T> parse_number(std::string_view text, std::string_view expected) {
+  T value = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) {
-    return absl::InvalidArgumentError("expected an integer, got '" + std::string(text) + "'");
+    return absl::InvalidArgumentError("expected " + std::string(expected) + ", got '" + std::string(text) + "'");
   }
   return value;
 }
 
-absl::StatusOr<double> parse_double(std::string_view text) {
-  double value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) {
-    return absl::InvalidArgumentError("expected a number, got '" + std::string(text) + "'");
-  }
-  return value;
-}
+absl::StatusOr<int64_t> parse_int(std::string_view text) { return parse_number<int64_t>(text, "an integer"); }
+absl::StatusOr<double> parse_double(std::string_view text) { return parse_number<double>(text, "a number"); }
 
 absl::StatusOr<bool> parse_bool(std::string_view text) {
   if (text == "true" || text == "1" || text == "yes" || text == "on") return true;
@@ -121,14 +117,39 @@ std::function<absl::Status(const YAML::Node&)> from_scalar(std::function<absl::S
   };
 }
 
-// Binds an option's value accessors to its target.
+// An option of `key` bound to `target`, whose value reads as `text` writes it; its default is the target's value now.
 template <typename T>
-void bind_value(OptionSet::Option& o, T* target, std::function<std::string(const T&)> text) {
+OptionSet::Option bound_option(std::string key, std::string help, Reload reload, T* target,
+                               std::function<std::string(const T&)> text) {
+  OptionSet::Option o;
+  o.key = std::move(key);
+  o.help = std::move(help);
+  o.reload = reload;
+  o.default_text = text(*target);
   o.value = [target] { return std::any(*target); };
   o.value_text = [target, text = std::move(text)] { return text(*target); };
   o.holds = [target](const std::any& v) { return *target == std::any_cast<const T&>(v); };
   o.assign = [target](const std::any& v) { *target = std::any_cast<const T&>(v); };
+  return o;
 }
+
+// Sets `target` from text that `parse` reads as a value within [min, max] (written back as `text` writes it).
+template <typename T>
+std::function<absl::Status(std::string_view)> set_in_range(T* target, T min, T max,
+                                                           absl::StatusOr<T> (*parse)(std::string_view),
+                                                           std::string (*text)(T)) {
+  return [=](std::string_view v) -> absl::Status {
+    absl::StatusOr<T> parsed = parse(v);
+    if (!parsed.ok()) return parsed.status();
+    if (!(*parsed >= min && *parsed <= max)) {  // a NaN is within no range
+      return absl::OutOfRangeError("must be between " + text(min) + " and " + text(max) + ", got " + text(*parsed));
+    }
+    *target = *parsed;
+    return absl::OkStatus();
+  };
+}
+
+std::string int_text(int64_t value) { return std::to_string(value); }
 
 std::string double_text(double value) {
   std::ostringstream text;
@@ -136,91 +157,52 @@ std::string double_text(double value) {
   return text.str();
 }
 
+std::string bool_text(bool value) { return value ? "true" : "false"; }
+
 }  // namespace
 
-void OptionSet::add_string(std::string key, std::string* target, std::string help, Reload reload) {
-  Option o;
-  o.key = std::move(key);
-  o.help = std::move(help);
-  o.reload = reload;
-  o.default_text = *target;
-  bind_value<std::string>(o, target, [](const std::string& v) { return v; });
-  o.from_text = [target](std::string_view v) {
-    *target = std::string(v);
-    return absl::OkStatus();
-  };
-  o.from_yaml = from_scalar(o.from_text);
+void OptionSet::add_scalar(Option o, std::function<absl::Status(std::string_view)> from_text) {
+  o.from_yaml = from_scalar(from_text);
+  o.from_text = std::move(from_text);
   options_.push_back(std::move(o));
+}
+
+void OptionSet::add_string(std::string key, std::string* target, std::string help, Reload reload) {
+  add_scalar(bound_option<std::string>(std::move(key), std::move(help), reload, target,
+                                       [](const std::string& v) { return v; }),
+             [target](std::string_view v) {
+               *target = std::string(v);
+               return absl::OkStatus();
+             });
 }
 
 void OptionSet::add_int(std::string key, int64_t* target, std::string help, int64_t min, int64_t max, Reload reload) {
-  Option o;
-  o.key = std::move(key);
-  o.help = std::move(help);
-  o.reload = reload;
-  o.default_text = std::to_string(*target);
-  bind_value<int64_t>(o, target, [](const int64_t& v) { return std::to_string(v); });
-  o.from_text = [target, min, max](std::string_view v) -> absl::Status {
-    absl::StatusOr<int64_t> parsed = parse_int(v);
-    if (!parsed.ok()) return parsed.status();
-    if (*parsed < min || *parsed > max) {
-      return absl::OutOfRangeError("must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " +
-                                   std::to_string(*parsed));
-    }
-    *target = *parsed;
-    return absl::OkStatus();
-  };
-  o.from_yaml = from_scalar(o.from_text);
-  options_.push_back(std::move(o));
+  add_scalar(bound_option<int64_t>(std::move(key), std::move(help), reload, target,
+                                   [](const int64_t& v) { return int_text(v); }),
+             set_in_range<int64_t>(target, min, max, parse_int, int_text));
 }
 
 void OptionSet::add_double(std::string key, double* target, std::string help, double min, double max, Reload reload) {
-  Option o;
-  o.key = std::move(key);
-  o.help = std::move(help);
-  o.reload = reload;
-  o.default_text = double_text(*target);
-  bind_value<double>(o, target, [](const double& v) { return double_text(v); });
-  o.from_text = [target, min, max](std::string_view v) -> absl::Status {
-    absl::StatusOr<double> parsed = parse_double(v);
-    if (!parsed.ok()) return parsed.status();
-    if (!(*parsed >= min && *parsed <= max)) {
-      std::ostringstream message;
-      message << "must be between " << min << " and " << max << ", got " << *parsed;
-      return absl::OutOfRangeError(message.str());
-    }
-    *target = *parsed;
-    return absl::OkStatus();
-  };
-  o.from_yaml = from_scalar(o.from_text);
-  options_.push_back(std::move(o));
+  add_scalar(bound_option<double>(std::move(key), std::move(help), reload, target,
+                                  [](const double& v) { return double_text(v); }),
+             set_in_range<double>(target, min, max, parse_double, double_text));
 }
 
 void OptionSet::add_bool(std::string key, bool* target, std::string help, Reload reload) {
-  Option o;
-  o.key = std::move(key);
-  o.help = std::move(help);
-  o.reload = reload;
-  o.default_text = *target ? "true" : "false";
-  bind_value<bool>(o, target, [](const bool& v) { return std::string(v ? "true" : "false"); });
+  Option o =
+      bound_option<bool>(std::move(key), std::move(help), reload, target, [](const bool& v) { return bool_text(v); });
   o.is_bool = true;
-  o.from_text = [target](std::string_view v) -> absl::Status {
+  add_scalar(std::move(o), [target](std::string_view v) -> absl::Status {
     absl::StatusOr<bool> parsed = parse_bool(v);
     if (!parsed.ok()) return parsed.status();
     *target = *parsed;
     return absl::OkStatus();
-  };
-  o.from_yaml = from_scalar(o.from_text);
-  options_.push_back(std::move(o));
+  });
 }
 
 void OptionSet::add_list(std::string key, std::vector<std::string>* target, std::string help, Reload reload) {
-  Option o;
-  o.key = std::move(key);
-  o.help = std::move(help);
-  o.reload = reload;
-  o.default_text = join(*target);
-  bind_value<std::vector<std::string>>(o, target, [](const std::vector<std::string>& v) { return join(v); });
+  Option o = bound_option<std::vector<std::string>>(std::move(key), std::move(help), reload, target,
+                                                    [](const std::vector<std::string>& v) { return join(v); });
   o.from_text = [target](std::string_view v) {
     *target = split_list(v);
     return absl::OkStatus();

@@ -71,6 +71,8 @@ class OptionSet {
   const std::vector<Option>& options() const { return options_; }
 
  private:
+  // Adds `o`, a single-valued option: its YAML value reads as the text its flag would hold.
+  void add_scalar(Option o, std::function<absl::Status(std::string_view)> from_text);
   Option* find(std::string_view key);
   std::vector<Option> options_;
 };
