@@ -74,6 +74,24 @@ std::string_view sync_name(CUpti_ActivitySynchronizationType type) {
 
 bool is_async(uint8_t flags) { return (flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) != 0; }
 
+// A copy's memcpy_details as TF's GPU tracer writes them, `dest` being the device it copied to.
+template <typename Copy>
+std::string memcpy_details(const Copy& m, uint32_t dest) {
+  return "kind_src:" + std::string(memory_kind(m.srcKind)) + " kind_dst:" + std::string(memory_kind(m.dstKind)) +
+         " size:" + std::to_string(m.bytes) + " dest:" + std::to_string(dest) +
+         " async:" + (is_async(m.flags) ? "1" : "0");
+}
+
+// What every copy and memset carries after its details: its bytes, its API call's correlation id, its context and
+// its stream.
+template <typename Transfer>
+void add_transfer_stats(xspace::XStatsBuilder& stats, const Transfer& m) {
+  stats.add(xspace::kBytesStat, static_cast<int64_t>(m.bytes));
+  stats.add(kCorrelationIdStat, int64_t{m.correlationId});
+  stats.add(kContextIdStat, int64_t{m.contextId});
+  stats.add(kStreamIdStat, int64_t{m.streamId});
+}
+
 }  // namespace
 
 std::string stream_line_name(uint32_t stream, const std::set<std::string_view>& kinds) {
@@ -203,27 +221,15 @@ void ActivityConverter::add_kernel(const CUpti_ActivityKernel10& k) {
 void ActivityConverter::add_memcpy(const CUpti_ActivityMemcpy6& m) {
   const std::string_view kind = memcpy_kind(m.copyKind);
   auto stats = stream_line(m.deviceId, m.streamId, kind).add_event(kind, to_host(m.start), duration(m.start, m.end));
-  stats.add(kMemcpyDetailsStat, "kind_src:" + std::string(memory_kind(m.srcKind)) +
-                                    " kind_dst:" + std::string(memory_kind(m.dstKind)) +
-                                    " size:" + std::to_string(m.bytes) + " dest:" + std::to_string(m.deviceId) +
-                                    " async:" + (is_async(m.flags) ? "1" : "0"));
-  stats.add(xspace::kBytesStat, static_cast<int64_t>(m.bytes));
-  stats.add(kCorrelationIdStat, int64_t{m.correlationId});
-  stats.add(kContextIdStat, int64_t{m.contextId});
-  stats.add(kStreamIdStat, int64_t{m.streamId});
+  stats.add(kMemcpyDetailsStat, memcpy_details(m, m.deviceId));
+  add_transfer_stats(stats, m);
 }
 
 void ActivityConverter::add_memcpy_p2p(const CUpti_ActivityMemcpyPtoP4& m) {
   auto stats = stream_line(m.deviceId, m.streamId, "MemcpyP2P")
                    .add_event("MemcpyP2P", to_host(m.start), duration(m.start, m.end));
-  stats.add(kMemcpyDetailsStat, "kind_src:" + std::string(memory_kind(m.srcKind)) +
-                                    " kind_dst:" + std::string(memory_kind(m.dstKind)) +
-                                    " size:" + std::to_string(m.bytes) + " dest:" + std::to_string(m.dstDeviceId) +
-                                    " async:" + (is_async(m.flags) ? "1" : "0"));
-  stats.add(xspace::kBytesStat, static_cast<int64_t>(m.bytes));
-  stats.add(kCorrelationIdStat, int64_t{m.correlationId});
-  stats.add(kContextIdStat, int64_t{m.contextId});
-  stats.add(kStreamIdStat, int64_t{m.streamId});
+  stats.add(kMemcpyDetailsStat, memcpy_details(m, m.dstDeviceId));
+  add_transfer_stats(stats, m);
 }
 
 void ActivityConverter::add_memset(const CUpti_ActivityMemset4& m) {
@@ -232,10 +238,7 @@ void ActivityConverter::add_memset(const CUpti_ActivityMemset4& m) {
   stats.add(kMemsetDetailsStat, "kind:" + std::string(memory_kind(static_cast<uint8_t>(m.memoryKind))) +
                                     " size:" + std::to_string(m.bytes) +
                                     " async:" + ((m.flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) ? "1" : "0"));
-  stats.add(xspace::kBytesStat, static_cast<int64_t>(m.bytes));
-  stats.add(kCorrelationIdStat, int64_t{m.correlationId});
-  stats.add(kContextIdStat, int64_t{m.contextId});
-  stats.add(kStreamIdStat, int64_t{m.streamId});
+  add_transfer_stats(stats, m);
 }
 
 void ActivityConverter::add_sync(const CUpti_ActivitySynchronization2& s) {
