@@ -91,13 +91,7 @@ TEST(ActivityConverterTest, TheoreticalOccupancyIsBoundByWarpsRegistersAndShared
 
 TEST(ActivityConverterTest, KernelsOfADeviceWithARecordCarryTheirOccupancy) {
   ActivityConverter converter(kOffset, api_name);
-  auto device = zeroed<CUpti_ActivityDevice5>(CUPTI_ACTIVITY_KIND_DEVICE);
-  device.id = 0;
-  device.numThreadsPerWarp = 32;
-  device.maxWarpsPerMultiprocessor = 64;
-  device.maxBlocksPerMultiprocessor = 32;
-  device.maxRegistersPerMultiprocessor = 65536;
-  device.maxSharedMemoryPerMultiprocessor = 228 * 1024;
+  const CUpti_ActivityDevice5 device = testing::h100_device();
   converter.add(as_activity(&device));
   auto k = zeroed<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   k.name = "gemm";

@@ -19,4 +19,15 @@ Record zeroed(CUpti_ActivityKind kind) {
 // CUPTI hands records out as CUpti_Activity*; the record's kind says which struct it really is.
 inline const CUpti_Activity& as_activity(const void* record) { return *static_cast<const CUpti_Activity*>(record); }
 
+// The record of device 0 with an H100's occupancy limits.
+inline CUpti_ActivityDevice5 h100_device() {
+  auto device = zeroed<CUpti_ActivityDevice5>(CUPTI_ACTIVITY_KIND_DEVICE);
+  device.numThreadsPerWarp = 32;
+  device.maxWarpsPerMultiprocessor = 64;
+  device.maxBlocksPerMultiprocessor = 32;
+  device.maxRegistersPerMultiprocessor = 65536;
+  device.maxSharedMemoryPerMultiprocessor = 228 * 1024;
+  return device;
+}
+
 }  // namespace podscope::testing

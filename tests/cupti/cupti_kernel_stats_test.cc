@@ -33,12 +33,7 @@ CUpti_ActivityKernel10 kernel(const char* name, uint64_t start, uint64_t end, ui
 
 TEST(CuptiKernelStats, ConvertedKernelsGiveOneRowPerNameAndLaunchConfiguration) {
   cupti::ActivityConverter converter(0, [](CUpti_ActivityKind, CUpti_CallbackId) { return std::string("api"); });
-  auto device = zeroed<CUpti_ActivityDevice5>(CUPTI_ACTIVITY_KIND_DEVICE);
-  device.numThreadsPerWarp = 32;
-  device.maxWarpsPerMultiprocessor = 64;
-  device.maxBlocksPerMultiprocessor = 32;
-  device.maxRegistersPerMultiprocessor = 65536;
-  device.maxSharedMemoryPerMultiprocessor = 228 * 1024;
+  const CUpti_ActivityDevice5 device = testing::h100_device();
   converter.add(as_activity(&device));
   const auto records = {
       kernel("sm90_xmma_gemm_f16f16_f32", 1'000, 4'000, 7, 132, 256, 64, 0),

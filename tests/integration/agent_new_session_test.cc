@@ -268,23 +268,34 @@ std::shared_ptr<grpc::Channel> tls_channel(const AgentProcess& agent, const fs::
   return grpc::CreateCustomChannel(agent.grpc_address(), tls::channel_credentials(client), args);
 }
 
+// Test certificates and the TLS flags of an agent that allows `allowed_clients`.
+std::vector<std::string> tls_agent_args(const fs::path& certs, const std::string& allowed_clients) {
+  return {"--tls_cert",
+          (certs / "server.pem").string(),
+          "--tls_key",
+          (certs / "server.key").string(),
+          "--tls_client_ca",
+          (certs / "ca.pem").string(),
+          "--allowed_clients",
+          allowed_clients,
+          "--allowed_fanout_targets",
+          "127.0.0.1:*"};
+}
+
+// The test certificates under `root` (tests/integration/test_certs.py).
+std::string make_certs(const std::string& root) {
+  const fs::path certs = fs::path(root) / "certs";
+  const std::string make = "python3 " PODSCOPE_SOURCE_DIR "/tests/integration/test_certs.py " + certs.string();
+  EXPECT_EQ(std::system(make.c_str()), 0) << make;
+  return certs.string();
+}
+
 TEST(AgentNewSession, OverMutualTlsTheAgentCapturesTheOtherWorkersWithItsOwnIdentity) {
   const testing::ScratchDirectory scratch("agent_new_session");
   const std::string root = scratch.path();
-  const fs::path certs = fs::path(root) / "certs";
-  const std::string make = "python3 " PODSCOPE_SOURCE_DIR "/tests/integration/test_certs.py " + certs.string();
-  ASSERT_EQ(std::system(make.c_str()), 0) << make;
+  const fs::path certs = make_certs(root);
   // The workers allow the CLI's name and the agents' own: the first captures the second with its identity.
-  const std::vector<std::string> tls_args = {"--tls_cert",
-                                             (certs / "server.pem").string(),
-                                             "--tls_key",
-                                             (certs / "server.key").string(),
-                                             "--tls_client_ca",
-                                             (certs / "ca.pem").string(),
-                                             "--allowed_clients",
-                                             "cli.podscope.test,agent.podscope.test",
-                                             "--allowed_fanout_targets",
-                                             "127.0.0.1:*"};
+  const std::vector<std::string> tls_args = tls_agent_args(certs, "cli.podscope.test,agent.podscope.test");
   std::vector<std::string> first_args = {"--repository_root", root, "--host_name", "worker-0"};
   first_args.insert(first_args.end(), tls_args.begin(), tls_args.end());
   std::vector<std::string> second_args = {"--host_name", "worker-1"};
@@ -313,27 +324,6 @@ TEST(AgentNewSession, OverMutualTlsTheAgentCapturesTheOtherWorkersWithItsOwnIden
   EXPECT_TRUE(
       wait_for_output(second, std::regex("audit: Profile by cli\\.podscope\\.test via \\S*agent\\.podscope\\.test")))
       << second.output();
-}
-
-// Test certificates and the TLS flags of an agent that allows `allowed_clients`.
-std::vector<std::string> tls_agent_args(const fs::path& certs, const std::string& allowed_clients) {
-  return {"--tls_cert",
-          (certs / "server.pem").string(),
-          "--tls_key",
-          (certs / "server.key").string(),
-          "--tls_client_ca",
-          (certs / "ca.pem").string(),
-          "--allowed_clients",
-          allowed_clients,
-          "--allowed_fanout_targets",
-          "127.0.0.1:*"};
-}
-
-std::string make_certs(const std::string& root) {
-  const fs::path certs = fs::path(root) / "certs";
-  const std::string make = "python3 " PODSCOPE_SOURCE_DIR "/tests/integration/test_certs.py " + certs.string();
-  EXPECT_EQ(std::system(make.c_str()), 0) << make;
-  return certs.string();
 }
 
 TEST(AgentNewSession, OverMutualTlsALoopbackCallerWithoutCertificateCannotMakeOneAgentCaptureAnother) {
