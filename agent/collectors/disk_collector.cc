@@ -36,21 +36,15 @@ absl::Status parse_diskstats(std::string_view text, std::string_view path, std::
   int line_number = 0;
   while (next_line(text, line)) {
     ++line_number;
-    std::string_view major, minor, device, field;
+    std::string_view major, minor, device;
     if (!next_field(line, major)) continue;
     if (!next_field(line, minor) || !next_field(line, device)) {
       return parse_error(path, line_number, "expected 'major minor device counters...'");
     }
     std::array<uint64_t, 11> columns{};
-    size_t n = 0;
-    while (n < columns.size() && next_field(line, field)) {
-      if (!parse_number(field, columns[n])) {
-        return parse_error(path, line_number,
-                           "device '" + std::string(device) + "' column " + std::to_string(n + 1) +
-                               " is not a number: '" + std::string(field) + "'");
-      }
-      ++n;
-    }
+    const absl::StatusOr<size_t> read = next_numbers(line, path, line_number, "device", device, columns);
+    if (!read.ok()) return read.status();
+    const size_t n = *read;
     if (n < 10) {
       return parse_error(path, line_number,
                          "device '" + std::string(device) + "' has " + std::to_string(n) + " counters, expected 11+");

@@ -27,17 +27,11 @@ absl::Status parse_net_dev(std::string_view text, std::string_view path, std::ve
     }
     std::string_view name = line.substr(0, colon);
     name.remove_prefix(std::min(name.find_first_not_of(' '), name.size()));
-    std::string_view rest = line.substr(colon + 1), field;
+    std::string_view rest = line.substr(colon + 1);
     std::array<uint64_t, 16> columns{};
-    size_t n = 0;
-    while (n < columns.size() && next_field(rest, field)) {
-      if (!parse_number(field, columns[n])) {
-        return parse_error(path, line_number,
-                           "interface '" + std::string(name) + "' column " + std::to_string(n + 1) +
-                               " is not a number: '" + std::string(field) + "'");
-      }
-      ++n;
-    }
+    const absl::StatusOr<size_t> read = next_numbers(rest, path, line_number, "interface", name, columns);
+    if (!read.ok()) return read.status();
+    const size_t n = *read;
     if (n < 12) {
       return parse_error(path, line_number,
                          "interface '" + std::string(name) + "' has " + std::to_string(n) + " columns, expected 16");

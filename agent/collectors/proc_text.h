@@ -3,6 +3,7 @@
 // text on every read from offset 0; a read that fails closes the file, so the next one opens it afresh).
 #pragma once
 
+#include <array>
 #include <charconv>
 #include <cstdint>
 #include <string>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace podscope::agent {
 
@@ -62,5 +64,23 @@ inline bool parse_number(std::string_view text, T& value) {
 
 // "<path>: line N: <what>" — the reason a collector reports when a file does not parse.
 absl::Status parse_error(std::string_view path, int line_number, std::string_view what);
+
+// Reads the numbers that follow on `line` into `columns`, as many as it holds: how many were read, or the error
+// naming the row (a `kind` such as "device", and its `name`) and the column that is no number.
+template <size_t N>
+absl::StatusOr<size_t> next_numbers(std::string_view& line, std::string_view path, int line_number,
+                                    std::string_view kind, std::string_view name, std::array<uint64_t, N>& columns) {
+  size_t n = 0;
+  std::string_view field;
+  while (n < columns.size() && next_field(line, field)) {
+    if (!parse_number(field, columns[n])) {
+      return parse_error(path, line_number,
+                         std::string(kind) + " '" + std::string(name) + "' column " + std::to_string(n + 1) +
+                             " is not a number: '" + std::string(field) + "'");
+    }
+    ++n;
+  }
+  return n;
+}
 
 }  // namespace podscope::agent
