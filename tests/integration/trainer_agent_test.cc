@@ -375,9 +375,9 @@ TEST(TrainerAgent, SigtermStopsEveryRankAfterTheSameStepWithStatusZero) {
   // Every rank's own free port (not base_port + r, which another test may hold), and the signal only once the
   // ring has formed on all three: a loaded box may take seconds to start them.
   const auto ports = testing::free_loopback_ports(3);
-  TrainerProcess launcher({"--spawn", "--world", "3", "--peers", testing::peers_flag(ports), "--matrix", "32",
-                           "--progress_every", "0"},
-                          dir + "/absent.sock");
+  TrainerProcess launcher(
+      {"--spawn", "--world", "3", "--peers", testing::peers_flag(ports), "--matrix", "32", "--progress_every", "0"},
+      dir + "/absent.sock");
   const auto formed_by = std::chrono::steady_clock::now() + 60s;
   auto rings_formed = [&] {
     const std::string& out = launcher.output();
