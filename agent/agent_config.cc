@@ -75,8 +75,9 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
             "start-up steps are slow for reasons of their own",
             0, 24 * 3600);
   o.add_int("trigger_cooldown_s", &c.trigger_cooldown_s,
-            "a slow step freezes a snapshot only when it is twice as slow, relative to its median, as every slow "
-            "step of the last this many seconds (0: every slow step does)",
+            "one snapshot of the budget of 3 comes back every this many seconds; past the budget a slow step "
+            "freezes one only when it is twice as slow, relative to its median, as every slow step of the last this "
+            "many seconds (0: every slow step does)",
             0, 24 * 3600);
 
   // --- local socket ---

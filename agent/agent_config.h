@@ -36,7 +36,7 @@ struct AgentConfig {
   double trigger_spread_factor = 10.0;         // ... and more than this many MADs above that median
   int64_t trigger_min_steps = 20;              // steps of a process seen before its median is trusted
   int64_t trigger_warmup_s = 2;                // a process's first seconds trigger nothing
-  int64_t trigger_cooldown_s = 60;             // a trigger is twice as slow as any slow step this recent
+  int64_t trigger_cooldown_s = 60;             // a snapshot of the budget comes back every this long
 
   // --- local socket ---
   std::string socket_group;                      // group of the 0660 socket (empty: the agent's)

@@ -123,6 +123,8 @@ std::unique_ptr<LifecycleComponent> make_triggered_snapshots(AgentParts& parts) 
   settings.slow_step.min_steps = c.trigger_min_steps;
   settings.slow_step.warmup_ns = c.trigger_warmup_s * 1'000'000'000;
   settings.slow_step.cooldown_ns = c.trigger_cooldown_s * 1'000'000'000;
+  // A slow step within the settling time of the last snapshot's is inside that snapshot's span.
+  settings.slow_step.same_spell_ns = settings.settle_ms * 1'000'000;
   settings.max_snapshots = static_cast<size_t>(c.flight_recorder_max_snapshots);
   settings.max_memory_bytes = static_cast<size_t>(c.flight_recorder_max_mb) << 20;
   // TensorBoard's runs directory, where captures written under the root go too.

@@ -28,8 +28,8 @@ constexpr std::string_view kDeletedHelp =
     "Triggered snapshots retention deleted, oldest first (flight_recorder_max_snapshots and flight_recorder_max_mb "
     "in memory, flight_recorder_disk_mb on disk)";
 // In the order of TriggeredSnapshots::Outcome.
-constexpr std::array<std::string_view, 7> kOutcomeNames{"snapshot",     "escalated", "warming_up",  "below_bar",
-                                                        "freezer_busy", "too_late",  "recorder_off"};
+constexpr std::array<std::string_view, 8> kOutcomeNames{"snapshot", "within_cooldown", "warming_up", "below_bar",
+                                                        "covered",  "freezer_busy",    "too_late",   "recorder_off"};
 
 prometheus::Family<prometheus::Counter>& counter_family(prometheus::Registry& registry, const std::string& name,
                                                         const std::string& help) {
@@ -87,9 +87,9 @@ TriggeredSnapshots::TriggeredSnapshots(FlightRecording& recording, std::shared_p
                              .Add({{"host", host_name_}, {"where", "disk"}})) {
   auto& slow_steps = counter_family(metrics, "podscope_slow_steps_total",
                                     "Slow steps of annotated processes, by what became of them: a snapshot, one "
-                                    "within the cool-down of another, or none (warming up, below the bar of the "
-                                    "last cool-down's slow steps, freezer busy, too late for the window, recorder "
-                                    "off)");
+                                    "within the cool-down of another, or none (warming up, past the budget and "
+                                    "below the bar of the last cool-down's slow steps, covered by the last "
+                                    "snapshot, freezer busy, too late for the window, recorder off)");
   for (std::string_view outcome : kOutcomeNames) {
     outcomes_.push_back(&slow_steps.Add({{"host", host_name_}, {"outcome", std::string(outcome)}}));
   }
@@ -132,6 +132,7 @@ void TriggeredSnapshots::observe_step(int32_t pid, const StepRecord& step) {
     case SlowStepVerdict::Kind::kNotSlow: return;
     case SlowStepVerdict::Kind::kWarmingUp: count(Outcome::kWarmingUp); return;
     case SlowStepVerdict::Kind::kBelowBar: count(Outcome::kBelowBar); return;
+    case SlowStepVerdict::Kind::kCovered: count(Outcome::kCovered); return;
     case SlowStepVerdict::Kind::kSnapshot: break;
   }
   // The span ends when the slow step's events have arrived; a step claiming to end in the future is held to now.
@@ -213,7 +214,7 @@ void TriggeredSnapshots::freeze(const Trigger& trigger) {
     }
   }
   slow_step_snapshots_.Increment();
-  count(trigger.inside_cooldown ? Outcome::kEscalated : Outcome::kSnapshot);
+  count(trigger.inside_cooldown ? Outcome::kWithinCooldown : Outcome::kSnapshot);
   PODSCOPE_LOG(kInfo) << "triggered snapshot " << held.info.id() << ": pid " << slow.pid << " (" << held.info.program()
                       << ") core " << slow.step.core_id << " step " << slow.step.step_num << " took "
                       << slow.step_ns / 1'000'000.0 << " ms, " << slow.ratio() << "x its median "

@@ -98,8 +98,17 @@ class TriggeredSnapshots final : public LifecycleComponent {
     bool inside_cooldown = false;
     int64_t end_ns = 0;  // the span reaches back the recorder's window from here
   };
-  enum class Outcome { kSnapshot, kEscalated, kWarmingUp, kBelowBar, kFreezerBusy, kTooLate, kRecorderOff };
-  static constexpr size_t kOutcomes = 7;
+  enum class Outcome {
+    kSnapshot,
+    kWithinCooldown,
+    kWarmingUp,
+    kBelowBar,
+    kCovered,
+    kFreezerBusy,
+    kTooLate,
+    kRecorderOff
+  };
+  static constexpr size_t kOutcomes = 8;
 
   void run();
   void freeze(const Trigger& trigger);

@@ -16,13 +16,8 @@ SlowStepVerdict SlowStepDetector::observe(int32_t pid, const StepRecord& step) {
       const int64_t spread = mad(w, median);
       if (static_cast<double>(step_ns - median) > settings_.spread_factor * static_cast<double>(spread)) {
         verdict.slow = SlowStep{pid, step, step_ns, median, spread};
-        if (warming_up(w, step.end_ns)) {
-          verdict.kind = SlowStepVerdict::Kind::kWarmingUp;
-        } else if (admit(verdict.slow, verdict.inside_cooldown)) {
-          verdict.kind = SlowStepVerdict::Kind::kSnapshot;
-        } else {
-          verdict.kind = SlowStepVerdict::Kind::kBelowBar;
-        }
+        verdict.kind = warming_up(w, step.end_ns) ? SlowStepVerdict::Kind::kWarmingUp
+                                                  : admit(verdict.slow, verdict.inside_cooldown);
       }
     }
   }
@@ -35,17 +30,32 @@ bool SlowStepDetector::warming_up(const Window& w, int64_t end_ns) const {
   return w.seen < settings_.min_steps || end_ns - w.first_end_ns < settings_.warmup_ns;
 }
 
-bool SlowStepDetector::admit(const SlowStep& slow, bool& inside_cooldown) {
+SlowStepVerdict::Kind SlowStepDetector::admit(const SlowStep& slow, bool& inside_cooldown) {
   const int64_t end = slow.step.end_ns;
   const double bar = kEscalation * recent_max_ratio(end);
   record(end, slow.ratio());
-  if (slow.ratio() < bar) return false;
   // Either side: another process's view of a step may end a little earlier.
   const int64_t since = end > last_snapshot_end_ns_ ? end - last_snapshot_end_ns_ : last_snapshot_end_ns_ - end;
+  if (triggered_ && since <= settings_.same_spell_ns) return SlowStepVerdict::Kind::kCovered;
+  refill(end);
+  const bool within_budget = settings_.cooldown_ns <= 0 || budget_ >= 1;
+  if (!within_budget && slow.ratio() < bar) return SlowStepVerdict::Kind::kBelowBar;
+  budget_ = std::max(budget_ - 1, 0.0);
   inside_cooldown = triggered_ && since < settings_.cooldown_ns;
   triggered_ = true;
   last_snapshot_end_ns_ = end;
-  return true;
+  return SlowStepVerdict::Kind::kSnapshot;
+}
+
+void SlowStepDetector::refill(int64_t end_ns) {
+  if (settings_.cooldown_ns <= 0) return;
+  if (refilled_at_ns_ != INT64_MIN && end_ns > refilled_at_ns_) {
+    const double elapsed = static_cast<double>(end_ns) - static_cast<double>(refilled_at_ns_);
+    budget_ = std::min(kBudget, budget_ + elapsed / static_cast<double>(settings_.cooldown_ns));
+  }
+  // A step from before the last refill (or one that claimed a future end before it) moves the reference back:
+  // the budget never grows past kBudget whatever the steps claim.
+  refilled_at_ns_ = end_ns;
 }
 
 double SlowStepDetector::recent_max_ratio(int64_t end_ns) const {

@@ -7,19 +7,21 @@
 // since its first one (start-up, connection set-up, the recorder switching annotation on: its first steps are
 // slower for reasons nobody needs a snapshot of). Slow steps seen then are counted, not snapshot.
 //
-// Snapshots are rate-limited by a bar, not by ignoring slow steps: a slow step freezes a snapshot only when it
-// is at least kEscalation times slower, relative to its median, than every slow step any process showed in
-// the last `cooldown_ns` (warm-up steps aside). In synchronous training every core of every process sees the
-// same slow step: the first view freezes one, the others are below its bar. Jitter raises the bar for itself,
-// snapshot or not, so only records of what the host has shown freeze snapshots, each at least twice the last
-// of the past cool-down; a real outlier after a snapshot of noise is still caught. Slow steps below the bar
-// are counted by the caller (kBelowBar), never queued.
+// Snapshots are rate-limited by a budget, not by ignoring slow steps: up to kBudget of them at once, one more
+// back every `cooldown_ns`. A slow step within `same_spell_ns` of the last snapshot's is inside that snapshot's
+// span (in synchronous training every core of every process sees the same slow step: the first view freezes
+// one, the others are covered by it). Past the budget a slow step still freezes a snapshot when it is at least
+// kEscalation times slower, relative to its median, than every slow step any process showed in the last
+// `cooldown_ns` (warm-up steps aside): a host that stalls all the time spends the budget on its first stalls and
+// is then held to records of what it has shown, while a real outlier after a snapshot of noise is caught by the
+// budget left. Slow steps neither admits are counted by the caller (kBelowBar, kCovered), never queued.
 //
 // Fed on the local socket's thread with every step — a process annotating tiny steps sends hundreds of
 // thousands a second — so a step costs a short lock and two binary searches in a sorted window, with no
 // allocation once warm; the MAD is computed only for steps already past `factor` × the median.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
@@ -34,9 +36,10 @@ struct SlowStepSettings {
   double spread_factor = 10.0;  // × the MAD above the median
   int64_t min_steps = 20;
   int64_t warmup_ns = 2'000'000'000;
-  int64_t cooldown_ns = 60'000'000'000;
-  size_t history = 101;         // the baseline's window, per process
-  size_t max_processes = 4096;  // beyond, the process silent longest is forgotten (pids are reused)
+  int64_t cooldown_ns = 60'000'000'000;  // one snapshot of the budget back every this long (0: no budget)
+  int64_t same_spell_ns = 0;             // a slow step this close to the last snapshot's is inside its span
+  size_t history = 101;                  // the baseline's window, per process
+  size_t max_processes = 4096;           // beyond, the process silent longest is forgotten (pids are reused)
 };
 
 struct SlowStep {
@@ -53,7 +56,8 @@ struct SlowStepVerdict {
   enum class Kind {
     kNotSlow,
     kWarmingUp,  // slow, but its process is still warming up
-    kBelowBar,   // slow, but not kEscalation times slower than the slow steps of the last cool-down
+    kBelowBar,   // slow, past the budget, and not kEscalation times slower than the slow steps of the last cool-down
+    kCovered,    // slow, within same_spell_ns of the last snapshot's slow step: that snapshot holds it
     kSnapshot,   // freezes a snapshot
   };
   Kind kind = Kind::kNotSlow;
@@ -63,8 +67,10 @@ struct SlowStepVerdict {
 
 class SlowStepDetector {
  public:
-  // A slow step must be this many times slower (relative to its median) than every slow step of the last
-  // cool-down to freeze a snapshot.
+  // Snapshots that may be frozen at once; one comes back every cool-down.
+  static constexpr double kBudget = 3;
+  // Past the budget, a slow step must be this many times slower (relative to its median) than every slow step of
+  // the last cool-down to freeze a snapshot.
   static constexpr double kEscalation = 2.0;
 
   explicit SlowStepDetector(SlowStepSettings settings) : settings_(settings) {}
@@ -91,8 +97,10 @@ class SlowStepDetector {
   // The MAD of the window around `median` (`scratch_` holds the deviations).
   int64_t mad(const Window& w, int64_t median);
   bool warming_up(const Window& w, int64_t end_ns) const;
-  // Whether a slow step freezes a snapshot; it raises the bar either way.
-  bool admit(const SlowStep& slow, bool& inside_cooldown);
+  // kSnapshot, kCovered or kBelowBar; the step raises the bar whatever it is.
+  SlowStepVerdict::Kind admit(const SlowStep& slow, bool& inside_cooldown);
+  // The budget as of `end_ns`: what came back since it was last refilled.
+  void refill(int64_t end_ns);
   // The largest ratio of a slow step within about the cool-down around `end_ns` (the slices' resolution).
   double recent_max_ratio(int64_t end_ns) const;
   void record(int64_t end_ns, double ratio);
@@ -112,6 +120,8 @@ class SlowStepDetector {
   Slice slices_[kSlices];
   bool triggered_ = false;
   int64_t last_snapshot_end_ns_ = 0;  // agent clock
+  double budget_ = kBudget;
+  int64_t refilled_at_ns_ = INT64_MIN;  // agent clock; before the first slow step: never
 };
 
 }  // namespace podscope::agent

@@ -1,7 +1,7 @@
 // SlowStepDetector on synthetic step sequences: a step is slow past both the ratio to its process's median and
-// the median + k × MAD; a process's first steps and seconds trigger nothing; inside a cool-down only a step
-// twice as slow as every slow step of the last cool-down triggers, snapshot or not; every process has its own
-// baseline.
+// the median + k × MAD; a process's first steps and seconds trigger nothing; snapshots come from a budget of
+// kBudget, one back every cool-down, and past it only a step twice as slow as every slow step of the last cool-down
+// triggers; the same slow step seen again is covered by its snapshot; every process has its own baseline.
 #include "agent/steps/slow_step_detector.h"
 
 #include <gtest/gtest.h>
@@ -98,61 +98,79 @@ TEST(SlowStepDetector, AFastProcessStartingUpAndJitteringDoesNotTriggerAFiftyMil
   EXPECT_GT(slow.slow.ratio(), 140);
 }
 
-TEST(SlowStepDetector, InsideACooldownOnlyAStepTwiceAsSlowAsTheSlowStepsBeforeItTriggers) {
-  SlowStepDetector detector(settings(2.0, 20, 1'000 * kMs));
+// The budget's snapshots spent on `n` slow steps of 3x, 100 ms apart.
+void spend_budget(SlowStepDetector& detector, int32_t pid, int64_t& n, int64_t& t) {
+  for (int spent = 0; spent < SlowStepDetector::kBudget; ++spent) {
+    for (int64_t i = 0; i < 10; ++i) detector.observe(pid, step(n++, t += 10, 10));
+    ASSERT_EQ(detector.observe(pid, step(n++, t += 30, 30)).kind, Kind::kSnapshot) << "budget snapshot " << spent;
+  }
+}
+
+TEST(SlowStepDetector, ARealOutlierAfterASnapshotOfNoiseIsCaughtFromTheBudget) {
+  SlowStepDetector detector(settings(2.0, 20, 60'000 * kMs));
+  int64_t t = 0;
+  for (int64_t i = 0; i < 30; ++i) detector.observe(1, step(i, t += 10, 10));
+  // A host stall starts the cool-down: 40x the median.
+  const SlowStepVerdict stall = detector.observe(1, step(30, t += 400, 400));
+  ASSERT_EQ(stall.kind, Kind::kSnapshot);
+  EXPECT_FALSE(stall.inside_cooldown);
+  for (int64_t i = 31; i < 60; ++i) detector.observe(1, step(i, t += 10, 10));
+  // The real outlier, 5x: far below twice the stall, caught by the budget left.
+  const SlowStepVerdict real = detector.observe(1, step(60, t += 50, 50));
+  ASSERT_EQ(real.kind, Kind::kSnapshot);
+  EXPECT_TRUE(real.inside_cooldown);
+}
+
+TEST(SlowStepDetector, TheSameSlowStepSeenByAnotherRankIsCoveredByItsSnapshot) {
+  SlowStepSettings s = settings(2.0, 20, 60'000 * kMs);
+  s.same_spell_ns = 500 * kMs;
+  SlowStepDetector detector(s);
   int64_t t = 0;
   for (int64_t i = 0; i < 30; ++i) {
     detector.observe(1, step(i, t += 10, 10));
     detector.observe(2, step(i, t, 10));
   }
-  // Noise starts the cool-down: 3x the median.
   EXPECT_TRUE(snapshots(detector, 1, step(30, t += 30, 30)));
-  EXPECT_EQ(detector.observe(2, step(30, t, 30)).kind, Kind::kBelowBar) << "the same step seen by another rank";
-  EXPECT_EQ(detector.observe(1, step(31, t += 50, 50)).kind, Kind::kBelowBar) << "5x: not twice as slow";
-  // A real outlier inside the cool-down: 20x, more than twice 5x.
-  const SlowStepVerdict real = detector.observe(2, step(32, t += 200, 200));
-  ASSERT_EQ(real.kind, Kind::kSnapshot);
-  EXPECT_TRUE(real.inside_cooldown);
-  // Its view from the other rank ends a little earlier: still inside the cool-down it restarted.
-  EXPECT_EQ(detector.observe(1, step(32, t - 1, 199)).kind, Kind::kBelowBar);
-  EXPECT_EQ(detector.observe(1, step(33, t += 300, 300)).kind, Kind::kBelowBar) << "30x: not twice 20x";
-  for (int64_t i = 34; i < 150; ++i) detector.observe(1, step(i, t += 10, 10));
-  const SlowStepVerdict after = detector.observe(1, step(150, t += 30, 30));
-  EXPECT_EQ(after.kind, Kind::kSnapshot) << "past the cool-down, 3x triggers again";
-  EXPECT_FALSE(after.inside_cooldown);
+  EXPECT_EQ(detector.observe(2, step(30, t - 1, 29)).kind, Kind::kCovered) << "its view ends a little earlier";
+  EXPECT_EQ(detector.observe(1, step(31, t += 300, 300)).kind, Kind::kCovered) << "inside the snapshot's span";
+  for (int64_t i = 32; i < 62; ++i) detector.observe(1, step(i, t += 10, 10));
+  EXPECT_TRUE(snapshots(detector, 2, step(62, t += 30, 30))) << "past the span: the budget's second";
 }
 
-TEST(SlowStepDetector, SlowStepsInsideACooldownRaiseItsBar) {
-  SlowStepDetector detector(settings(2.0, 20, 1'000 * kMs));
+TEST(SlowStepDetector, PastTheBudgetOnlyAStepTwiceAsSlowAsTheSlowStepsBeforeItTriggers) {
+  SlowStepDetector detector(settings(2.0, 20, 60'000 * kMs));
   int64_t t = 0;
-  for (int64_t i = 0; i < 30; ++i) detector.observe(1, step(i, t += 10, 10));
-  EXPECT_TRUE(snapshots(detector, 1, step(30, t += 30, 30)));
-  EXPECT_EQ(detector.observe(1, step(31, t += 50, 50)).kind, Kind::kBelowBar);
-  EXPECT_EQ(detector.observe(1, step(32, t += 90, 90)).kind, Kind::kBelowBar) << "9x: not twice 5x";
-  EXPECT_EQ(detector.observe(1, step(33, t += 170, 170)).kind, Kind::kBelowBar) << "17x: not twice 9x";
-  EXPECT_TRUE(snapshots(detector, 1, step(34, t += 350, 350))) << "35x: more than twice 17x";
+  int64_t n = 0;
+  for (; n < 30; ++n) detector.observe(1, step(n, t += 10, 10));
+  spend_budget(detector, 1, n, t);
+  for (int64_t i = 0; i < 10; ++i) detector.observe(1, step(n++, t += 10, 10));
+  EXPECT_EQ(detector.observe(1, step(n++, t += 50, 50)).kind, Kind::kBelowBar) << "5x: not twice 3x";
+  EXPECT_EQ(detector.observe(1, step(n++, t += 90, 90)).kind, Kind::kBelowBar) << "9x: not twice 5x";
+  const SlowStepVerdict escalated = detector.observe(1, step(n++, t += 190, 190));
+  ASSERT_EQ(escalated.kind, Kind::kSnapshot) << "19x: more than twice 9x";
+  EXPECT_TRUE(escalated.inside_cooldown);
+  EXPECT_EQ(detector.observe(1, step(n++, t += 300, 300)).kind, Kind::kBelowBar) << "30x: not twice 19x";
 }
 
-TEST(SlowStepDetector, JitterRaisesTheBarWithoutASnapshot) {
+TEST(SlowStepDetector, TheBudgetComesBackOneSnapshotPerCooldown) {
   SlowStepDetector detector(settings(2.0, 20, 1'000 * kMs));
   int64_t t = 0;
   int64_t n = 0;
   for (; n < 30; ++n) detector.observe(1, step(n, t += 10, 10));
-  EXPECT_TRUE(snapshots(detector, 1, step(n++, t += 30, 30)));
-  // 8x jitter every 300 ms, for 3 s: the first is more than twice 3x; the others are below twice 8x, the last ones
-  // long after any snapshot.
-  for (int64_t jitter = 0; jitter < 10; ++jitter) {
-    for (int64_t i = 0; i < 22; ++i) detector.observe(1, step(n++, t += 10, 10));
-    const SlowStepVerdict verdict = detector.observe(1, step(n++, t += 80, 80));
-    EXPECT_EQ(verdict.kind, jitter == 0 ? Kind::kSnapshot : Kind::kBelowBar) << "jitter " << jitter;
+  spend_budget(detector, 1, n, t);
+  // 3x jitter every 230 ms for 2 s: each one below the bar it raised itself, except when the budget has had
+  // a cool-down to give one back.
+  int frozen = 0;
+  for (int64_t jitter = 0; jitter < 9; ++jitter) {
+    for (int64_t i = 0; i < 20; ++i) detector.observe(1, step(n++, t += 10, 10));
+    frozen += detector.observe(1, step(n++, t += 30, 30)).kind == Kind::kSnapshot ? 1 : 0;
   }
-  EXPECT_EQ(detector.observe(1, step(n++, t += 120, 120)).kind, Kind::kBelowBar) << "12x: not twice 8x";
-  const SlowStepVerdict real = detector.observe(1, step(n++, t += 250, 250));
-  ASSERT_EQ(real.kind, Kind::kSnapshot) << "25x: more than twice 12x";
-  EXPECT_FALSE(real.inside_cooldown) << "the last snapshot was seconds ago";
-  // A second without slow steps: the bar is down again.
-  for (int64_t i = 0; i < 120; ++i) detector.observe(1, step(n++, t += 10, 10));
-  EXPECT_TRUE(snapshots(detector, 1, step(n++, t += 30, 30)));
+  EXPECT_EQ(frozen, 2) << "two cool-downs passed";
+  // A quiet spell of three cool-downs fills the whole budget again, no more.
+  for (int64_t i = 0; i < 300; ++i) detector.observe(1, step(n++, t += 10, 10));
+  spend_budget(detector, 1, n, t);
+  for (int64_t i = 0; i < 10; ++i) detector.observe(1, step(n++, t += 10, 10));
+  EXPECT_EQ(detector.observe(1, step(n++, t += 30, 30)).kind, Kind::kBelowBar);
 }
 
 TEST(SlowStepDetector, WithoutACooldownEverySlowStepTriggers) {

@@ -374,11 +374,23 @@ TEST(TrainerAgent, KilledTrainerIsForgottenAndTheNextCaptureWorks) {
 TEST(TrainerAgent, SigtermStopsEveryRankAfterTheSameStepWithStatusZero) {
   const testing::ScratchDirectory scratch("trainer_agent");
   const std::string dir = scratch.path();
-  const auto ports = testing::free_loopback_ports(1);
+  // Every rank's own free port (not base_port + r, which another test may hold), and the signal only once the
+  // ring has formed on all three: a loaded box may take seconds to start them.
+  const auto ports = testing::free_loopback_ports(3);
   TrainerProcess launcher(
-      {"--spawn", "--world", "3", "--base_port", std::to_string(ports[0]), "--matrix", "32", "--progress_every", "0"},
+      {"--spawn", "--world", "3", "--peers", testing::peers_flag(ports), "--matrix", "32", "--progress_every", "0"},
       dir + "/absent.sock");
-  std::this_thread::sleep_for(1500ms);
+  const auto formed_by = std::chrono::steady_clock::now() + 60s;
+  auto rings_formed = [&] {
+    const std::string& out = launcher.output();
+    size_t n = 0;
+    for (size_t at = out.find("ring formed"); at != std::string::npos; at = out.find("ring formed", at + 1)) ++n;
+    return n;
+  };
+  while (rings_formed() < 3 && launcher.running() && std::chrono::steady_clock::now() < formed_by)
+    std::this_thread::sleep_for(20ms);
+  ASSERT_EQ(rings_formed(), 3u) << launcher.output();
+  std::this_thread::sleep_for(200ms);
   launcher.signal(SIGTERM);
   const auto status = launcher.wait_exit(10s);
   ASSERT_TRUE(status);

@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "agent/steps/slow_step_detector.h"
 #include "podscope/v1/agent.grpc.pb.h"
 #include "proto/xspace/names.h"
 #include "tensorflow/xplane.pb.h"
@@ -147,7 +148,7 @@ Progress progress_of(TrainerProcess& rank, int64_t before) {
   return p;
 }
 
-TEST(TriggeredSnapshots, ARealFiftyMillisecondStepIsCapturedAfterASmallerOneStartedTheCooldown) {
+TEST(TriggeredSnapshots, ARealFiftyMillisecondStepIsCapturedAfterNoiseStartedTheCooldown) {
   // Steps 15,000 (5 ms longer, on rank 0) and 30,000 (50 ms longer, on rank 1): seconds past the warm-up at
   // thousands of steps a second. Both ranks see both, the all-reduce waits for the slow one. With the default
   // 60 s cool-down, the first (or jitter before it) starts it; the 50 ms step must still freeze a snapshot.
@@ -177,18 +178,25 @@ TEST(TriggeredSnapshots, ARealFiftyMillisecondStepIsCapturedAfterASmallerOneStar
       std::max(progress_of(*ranks[0], kRealStep).max_ms_before, progress_of(*ranks[1], kRealStep).max_ms_before);
   std::cerr << "trigger precision: " << injected << " of " << all.size() << " snapshots hold an injected slow step; "
             << "the 50 ms step " << (captured ? "captured" : "NOT captured") << "; the longest step before it "
-            << stall_before_ms << " ms; slow steps escalated " << slow_steps(agent, "escalated") << ", below the bar "
+            << stall_before_ms << " ms; snapshots within the cool-down " << slow_steps(agent, "within_cooldown")
+            << ", slow steps covered by a snapshot " << slow_steps(agent, "covered") << ", below the bar "
             << slow_steps(agent, "below_bar") << ", ignored while warming up " << slow_steps(agent, "warming_up")
             << ", dropped (freezer busy) " << slow_steps(agent, "freezer_busy") << ", (too late) "
             << slow_steps(agent, "too_late") << "\n";
   if (!captured) {
-    // The one reason the product gives for not capturing it: within the cool-down before it the host itself
-    // stalled a step at least half as slow (relative to its median: the ranks' medians differ a little).
+    // The one reason the product gives for not capturing it: the host itself stalled steps often enough before
+    // it to spend the budget, and at least one of them was half as slow (relative to its median: the ranks'
+    // medians differ a little), so the 50 ms step was not twice as slow as every one of them.
+    // Counted, not listed: retention may have dropped the older snapshots of a full window.
+    const double frozen = slow_steps(agent, "snapshot") + slow_steps(agent, "within_cooldown");
+    ASSERT_GE(frozen, agent::SlowStepDetector::kBudget)
+        << "the 50 ms step was not captured though the snapshot budget was not spent\n"
+        << agent_status(agent).flight_recorder().DebugString() << agent.output();
     ASSERT_GT(stall_before_ms, 0.4 * kRealStepNs / 1e6)
         << "the 50 ms step was not captured and no comparable stall came before it\n"
         << agent_status(agent).flight_recorder().DebugString() << agent.output();
-    std::cerr << "the host stalled a step " << stall_before_ms << " ms before the 50 ms step: not captured, as "
-              << "designed\n";
+    std::cerr << "the host spent the snapshot budget on its own stalls (the longest " << stall_before_ms
+              << " ms) before the 50 ms step: not captured, as designed\n";
     return;
   }
   const podscope::v1::StoredSnapshot real = *real_step_snapshot();
@@ -201,7 +209,7 @@ TEST(TriggeredSnapshots, ARealFiftyMillisecondStepIsCapturedAfterASmallerOneStar
   ASSERT_TRUE(stored_snapshot(agent, real.id(), served).ok());
   EXPECT_TRUE(holds_step(served.xspace(), real.step_end_ns(), real.step_ns())) << real.DebugString();
   if (all.size() > 1 && all.front().id() != real.id()) {
-    EXPECT_GE(slow_steps(agent, "escalated"), 1) << "the 50 ms step came inside the cool-down of an earlier one";
+    EXPECT_GE(slow_steps(agent, "within_cooldown"), 1) << "the 50 ms step came inside the cool-down of an earlier one";
   }
 }
 
