@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "proto/xspace/names.h"
@@ -237,12 +240,63 @@ std::pair<int64_t, std::string> longest_start_lead(const std::vector<AgentConnec
   return out;
 }
 
+// How the opening burst, which sets only the starts, pings `agents` agents: alone (one ping in flight, as the second
+// burst) up to 127 agents; beyond, one ping in flight per 64 agents, at most kClockSyncPingsInFlight, and
+// kSettledExchanges pings each. The pings of a shared window wait for one another, which costs each estimate tens of
+// microseconds: nothing beside the milliseconds by which a large pod's starts spread, and the merge offsets are
+// pooled with the second burst's cleaner exchanges.
+struct BurstShape {
+  int pings = 0;
+  int in_flight = 1;
+};
+BurstShape opening_burst_shape(size_t agents, int pings) {
+  const int in_flight = static_cast<int>(std::clamp<size_t>(agents / 64, 1, kClockSyncPingsInFlight));
+  if (in_flight == 1) return {pings, 1};
+  return {std::min(pings, static_cast<int>(kSettledExchanges)), in_flight};
+}
+
+// The second clock-sync burst, run while the agents capture: it begins `wait_ms` after it is made (once their starts
+// are past) or as soon as the answers are in, whichever comes first, and pings one agent at a time, so its
+// exchanges are the cleanest the pooled merge offsets get. Its time hides in the capture's.
+class SecondBurst {
+ public:
+  SecondBurst(const std::vector<AgentConnection*>& agents, const Clock& clock, int pings, int64_t wait_ms)
+      : thread_([this, agents, &clock, pings, wait_ms] {
+          {
+            std::unique_lock lock(mu_);
+            answered_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return answers_in_; });
+          }
+          clocks_ = measure_clocks(agents, clock, pings, 1000, 1);
+        }) {}
+  ~SecondBurst() {
+    if (thread_.joinable()) thread_.join();
+  }
+  // Once the answers are in: the burst's measurements, when it is over.
+  std::vector<ClockMeasurement> take() {
+    {
+      std::lock_guard lock(mu_);
+      answers_in_ = true;
+    }
+    answered_.notify_all();
+    thread_.join();
+    return std::move(clocks_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable answered_;
+  bool answers_in_ = false;
+  std::vector<ClockMeasurement> clocks_;
+  std::thread thread_;
+};
+
 Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSpec& spec, int attempt_number,
                     const Clock& clock, const std::function<void(const std::string& lead)>& announce) {
   Attempt attempt;
   attempt.hosts.resize(agents.size());
   attempt.sync_begin_ns = clock.now_ns();
-  const auto before = measure_clocks(agents, clock, spec.clock_sync_pings, 1000);
+  const BurstShape opening = opening_burst_shape(agents.size(), spec.clock_sync_pings);
+  const auto before = measure_clocks(agents, clock, opening.pings, 1000, opening.in_flight);
 
   // A window of the past ends now (or where the spec says) and starts last_ms before; a capture starts at least
   // the fan-out margin ahead, and the lead some agent asks for (PyTorch processes that poll) on top.
@@ -273,15 +327,16 @@ Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSp
   const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(delay_ms) +
                         std::chrono::milliseconds(answer_wait_ms(spec.duration_ms));
   const std::vector<size_t> asked = reached(before);
+  // As many pings as a whole opening burst, after the starts by the fan-out margin: the merge offset is estimated
+  // from both bursts (combine_clocks).
+  SecondBurst second(pick(agents, asked), clock, spec.clock_sync_pings, spec.last_ms > 0 ? 0 : delay_ms + margin_ms);
   AttemptOutcome outcome =
       spec.last_ms > 0
           ? recorded_windows(pick(agents, asked), pick(window_requests, asked), deadline, spec.max_in_flight)
           : profile_all(pick(agents, asked), pick(requests, asked), deadline, spec.max_in_flight);
   attempt.gathered_ns = clock.now_ns();
-  // As many pings as the opening burst: the merge offset is estimated from both (combine_clocks).
   std::vector<ClockMeasurement> after = before;
-  const std::vector<ClockMeasurement> after_asked =
-      measure_clocks(pick(agents, asked), clock, spec.clock_sync_pings, 1000);
+  const std::vector<ClockMeasurement> after_asked = second.take();
   for (size_t k = 0; k < asked.size(); ++k) after[asked[k]] = after_asked[k];
   AttemptOutcome by_host = spread(std::move(outcome), asked, agents.size());
   collect_answers(attempt, by_host, after, spec.last_ms);
