@@ -64,16 +64,14 @@ ClockMeasurement combine_clocks(const ClockMeasurement& before, const ClockMeasu
 // A burst ends early once this many of its exchanges are near its smallest RTT (burst_settled).
 inline constexpr size_t kSettledExchanges = 4;
 
-// How many pings measure_clocks keeps in flight across all agents by default (see docs/capture.md, "Clock-sync
-// burst"): enough to hide the round trips, few enough that answers rarely wait to be read.
-inline constexpr int kClockSyncPingsInFlight = 16;
-
 // Measures every agent's clock, each with up to `count` pings in sequence (each bounded by `timeout_ms`; fewer once
-// its burst settles; one failed first ping ends it), from this thread through one completion queue with up to
-// `max_in_flight` pings of different agents in flight at once. A ping delayed by that concurrency (waiting to be
-// sent or to be read) has a larger RTT, and estimate_offset keeps only the near-minimal-RTT exchanges.
+// its burst settles; one failed first ping ends it), from this thread through one completion queue, with up to
+// `max_in_flight` pings of different agents in flight at once. One at a time gives the cleanest exchanges; more
+// make a large pod's burst shorter, but on a busy client every ping then waits for the others (to be sent, or to
+// be read once answered), and although estimate_offset keeps only the near-minimal-RTT exchanges, the smallest
+// RTT itself grows with the window, and the error with it (docs/capture.md, "Clock sync").
 std::vector<ClockMeasurement> measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock, int count,
-                                             int timeout_ms, int max_in_flight = kClockSyncPingsInFlight);
+                                             int timeout_ms, int max_in_flight = 1);
 
 // measure_clocks for one agent.
 ClockMeasurement measure_clock(AgentConnection& agent, const Clock& clock, int count, int timeout_ms);

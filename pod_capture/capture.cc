@@ -163,7 +163,8 @@ AttemptOutcome spread(AttemptOutcome outcome, const std::vector<size_t>& asked, 
   return out;
 }
 
-// One attempt: a clock-sync burst, Profile to every agent at a common start, the answers, a closing burst.
+// One attempt: a clock-sync burst, Profile to every agent at a common start, a second burst while they capture, the
+// answers.
 struct Attempt {
   std::vector<HostCapture> hosts;
   int64_t start_ns = 0;
@@ -240,9 +241,12 @@ std::pair<int64_t, std::string> longest_start_lead(const std::vector<AgentConnec
   return out;
 }
 
-// How the opening burst, which sets only the starts, pings `agents` agents: alone (one ping in flight, as the second
-// burst) up to 127 agents; beyond, one ping in flight per 64 agents, at most kClockSyncPingsInFlight, and
-// kSettledExchanges pings each. The pings of a shared window wait for one another, which costs each estimate tens of
+// The most pings the opening burst of a large pod keeps in flight.
+constexpr size_t kOpeningBurstMaxInFlight = 16;
+
+// How the opening burst, which sets only the starts, pings `agents` agents: one at a time (as the second burst) up
+// to 127 agents; beyond, one ping in flight per 64 agents, at most kOpeningBurstMaxInFlight, and kSettledExchanges
+// pings each. The pings of a shared window wait for one another, which costs each estimate tens of
 // microseconds: nothing beside the milliseconds by which a large pod's starts spread, and the merge offsets are
 // pooled with the second burst's cleaner exchanges.
 struct BurstShape {
@@ -250,7 +254,7 @@ struct BurstShape {
   int in_flight = 1;
 };
 BurstShape opening_burst_shape(size_t agents, int pings) {
-  const int in_flight = static_cast<int>(std::clamp<size_t>(agents / 64, 1, kClockSyncPingsInFlight));
+  const int in_flight = static_cast<int>(std::clamp<size_t>(agents / 64, 1, kOpeningBurstMaxInFlight));
   if (in_flight == 1) return {pings, 1};
   return {std::min(pings, static_cast<int>(kSettledExchanges)), in_flight};
 }
@@ -266,7 +270,7 @@ class SecondBurst {
             std::unique_lock lock(mu_);
             answered_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return answers_in_; });
           }
-          clocks_ = measure_clocks(agents, clock, pings, 1000, 1);
+          clocks_ = measure_clocks(agents, clock, pings, 1000);
         }) {}
   ~SecondBurst() {
     if (thread_.joinable()) thread_.join();
