@@ -241,23 +241,30 @@ std::pair<int64_t, std::string> longest_start_lead(const std::vector<AgentConnec
   return out;
 }
 
-// The most pings the opening burst of a large pod keeps in flight.
-constexpr size_t kOpeningBurstMaxInFlight = 16;
+// The most pings the opening burst of a large pod keeps in flight: on the 2-core development machine a 1024-agent
+// burst of 4 pings each is no shorter with 16 than with 8, and its error is twice as large (docs/capture.md).
+constexpr size_t kOpeningBurstMaxInFlight = 8;
 
 // How the opening burst, which sets only the starts, pings `agents` agents: one at a time (as the second burst) up
-// to 127 agents; beyond, one ping in flight per 64 agents, at most kOpeningBurstMaxInFlight, and kSettledExchanges
-// pings each. The pings of a shared window wait for one another, which costs each estimate tens of
-// microseconds: nothing beside the milliseconds by which a large pod's starts spread, and the merge offsets are
-// pooled with the second burst's cleaner exchanges.
+// to 255 agents; beyond, one ping in flight per 128 agents, at most kOpeningBurstMaxInFlight, and kSettledExchanges
+// pings each. The pings of a shared window wait for one another, which costs each estimate tens of microseconds:
+// little beside the milliseconds by which a large pod's starts spread, and the merge offsets are pooled with the
+// second burst's cleaner exchanges.
 struct BurstShape {
   int pings = 0;
   int in_flight = 1;
 };
 BurstShape opening_burst_shape(size_t agents, int pings) {
-  const int in_flight = static_cast<int>(std::clamp<size_t>(agents / 64, 1, kOpeningBurstMaxInFlight));
+  const int in_flight = static_cast<int>(std::clamp<size_t>(agents / 128, 1, kOpeningBurstMaxInFlight));
   if (in_flight == 1) return {pings, 1};
   return {std::min(pings, static_cast<int>(kSettledExchanges)), in_flight};
 }
+
+// How long after the start instant the second burst waits, so that it takes no CPU from the agents' starts. On the
+// loaded 2-core development machine, where 1024 in-process agents start on threads that wait for a core, a burst
+// begun 50 ms after T made the last quarter of them start up to 100 ms late in 3 of 4 runs; begun 200 ms after T,
+// it delayed none (4 runs, coord_fanout_bench).
+constexpr int64_t kStartsPastMs = 200;
 
 // The second clock-sync burst, run while the agents capture: it begins `wait_ms` after it is made (once their starts
 // are past) or as soon as the answers are in, whichever comes first, and pings one agent at a time, so its
@@ -331,9 +338,10 @@ Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSp
   const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(delay_ms) +
                         std::chrono::milliseconds(answer_wait_ms(spec.duration_ms));
   const std::vector<size_t> asked = reached(before);
-  // As many pings as a whole opening burst, after the starts by the fan-out margin: the merge offset is estimated
-  // from both bursts (combine_clocks).
-  SecondBurst second(pick(agents, asked), clock, spec.clock_sync_pings, spec.last_ms > 0 ? 0 : delay_ms + margin_ms);
+  // As many pings as a whole opening burst, once the starts are past: the merge offset is estimated from both
+  // bursts (combine_clocks).
+  SecondBurst second(pick(agents, asked), clock, spec.clock_sync_pings,
+                     spec.last_ms > 0 ? 0 : delay_ms + kStartsPastMs);
   AttemptOutcome outcome =
       spec.last_ms > 0
           ? recorded_windows(pick(agents, asked), pick(window_requests, asked), deadline, spec.max_in_flight)

@@ -66,8 +66,8 @@ struct HostCapture {
   bool ok = false;        // returned a non-empty XSpace
   std::string error;      // why not
   tensorflow::profiler::XSpace space;
-  ClockMeasurement clock_before;  // sets the start on the agent's clock
-  ClockMeasurement clock_after;   // the second burst, while the agents captured
+  ClockMeasurement clock_before;   // sets the start on the agent's clock
+  ClockMeasurement clock_after;    // the second burst, while the agents captured
   ClockMeasurement clock;          // both bursts pooled (combine_clocks): the offset the host's times are merged with
   int64_t requested_start_ns = 0;  // on the agent's clock
   std::optional<int64_t> actual_start_merged_ns;  // the agent's recorded start, in coordinator time
