@@ -5,7 +5,11 @@
 //   - P real podscope-agent processes on this host (--agent_processes, default 16).
 // Per row:
 //   sync               the opening clock-sync burst to every agent (up to 16 pings each), per agent, and the
-//                      pings per agent it took
+//                      pings per agent it took; close: how long the second burst, which runs while the agents
+//                      capture, went on after the last answer was in
+//   clock error        |measured − true offset| of every agent, p50 / p99: of the opening burst (which sets the
+//                      starts) and of both bursts pooled (which the host files are merged with); the true offset
+//                      is the injected one for in-process agents and 0 for agent processes on this host
 //   late p50/p99/max   each agent's actual start after the planned instant T (coordinator time), as percentiles;
 //                      skew is max − min
 //   baseline           the same figures for N independent timers sleeping until one CLOCK_REALTIME instant
@@ -14,7 +18,7 @@
 //   total              wall time of the whole capture (bursts + margin + duration + gather), and beyond duration
 // then the start lateness at N = 64 over mutual TLS (certificates from tests/integration/test_certs.py, channels
 // pre-established) beside plaintext, measured in the same run, then the clock-sync error against the injected
-// offsets, without and with emulated network jitter.
+// offsets, without and with emulated network jitter, then one burst to 256 and 1024 agents by pings in flight.
 // Usage: coord_fanout_bench [--duration_ms 1000] [--max_agents 1024] [--agent_processes 16]
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -172,8 +176,14 @@ struct Fleet {
 };
 
 struct ErrorStats {
-  int64_t p50, p90, max;
+  int64_t p50 = 0, p99 = 0, max = 0;
 };
+
+ErrorStats error_stats(std::vector<int64_t> errors) {
+  if (errors.empty()) return {};
+  std::sort(errors.begin(), errors.end());
+  return {errors[errors.size() / 2], errors[std::min(errors.size() - 1, errors.size() * 99 / 100)], errors.back()};
+}
 
 ErrorStats clock_errors(Fleet& fleet, int pings) {
   const auto measured = podscope::pod_capture::measure_clocks(fleet.targets(), Clock(), pings, 2000);
@@ -181,24 +191,45 @@ ErrorStats clock_errors(Fleet& fleet, int pings) {
   for (size_t i = 0; i < measured.size(); ++i) {
     errors.push_back(std::abs(measured[i].estimate.offset_ns - fleet.offsets[i]));
   }
-  std::sort(errors.begin(), errors.end());
-  return {errors[errors.size() / 2], errors[errors.size() * 9 / 10], errors.back()};
+  return error_stats(std::move(errors));
 }
 
 double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 double us(int64_t ns) { return static_cast<double>(ns) / 1e3; }
 
+// One clock-sync burst of up to 16 pings to each of `n` in-process agents, `in_flight` pings at once: its time,
+// pings per agent, the smallest RTTs and the error against the injected offsets.
+void print_burst_row(int n, int in_flight) {
+  Fleet fleet(n, 0, 0, 2000 + static_cast<uint64_t>(n));
+  const int64_t begin = now_ns();
+  const auto measured = podscope::pod_capture::measure_clocks(fleet.targets(), Clock(), 16, 2000, in_flight);
+  const int64_t took = now_ns() - begin;
+  std::vector<int64_t> errors, rtts;
+  size_t pings = 0;
+  for (size_t i = 0; i < measured.size(); ++i) {
+    errors.push_back(std::abs(measured[i].estimate.offset_ns - fleet.offsets[i]));
+    rtts.push_back(measured[i].estimate.rtt_ns);
+    pings += measured[i].exchanges.size();
+  }
+  const ErrorStats e = error_stats(std::move(errors));
+  const ErrorStats r = error_stats(std::move(rtts));
+  std::printf("%6d %9d %9.1f ms %7.1f %9.1f / %7.1f µs | %7.1f / %7.1f / %7.1f µs\n", n, in_flight, ms(took),
+              static_cast<double>(pings) / n, us(r.p50), us(r.p99), us(e.p50), us(e.p99), us(e.max));
+}
+
 struct FanoutRow {
   int n = 0;
-  int64_t sync_ns = 0, margin_ms = 0, total_ns = 0, duration_ms = 0;
+  int64_t sync_ns = 0, close_ns = 0, margin_ms = 0, total_ns = 0, duration_ms = 0;
+  ErrorStats opening_error, pooled_error;
   double pings_per_agent = 0;  // answered pings of the opening burst (it ends early once settled)
   Lateness late, baseline;
   int captured = 0;
 };
 
-// The figures of one capture whose agents started at `starts` (coordinator time), taking `total_ns` in all.
-FanoutRow row_of(const podscope::pod_capture::CaptureResult& result, const std::vector<int64_t>& starts, int n,
-                 int64_t total_ns) {
+// The figures of one capture whose agents started at `starts` (coordinator time) and whose true clock offsets
+// are `true_offsets`, begun at `begin_ns` and returned at `end_ns`.
+FanoutRow row_of(const podscope::pod_capture::CaptureResult& result, const std::vector<int64_t>& starts,
+                 const std::vector<int64_t>& true_offsets, int n, int64_t begin_ns, int64_t end_ns) {
   if (starts.empty()) {
     std::fprintf(stderr, "no agent started a capture at N = %d\n", n);
     std::exit(1);
@@ -207,8 +238,17 @@ FanoutRow row_of(const podscope::pod_capture::CaptureResult& result, const std::
   row.n = n;
   row.margin_ms = podscope::pod_capture::fanout_margin_ms(static_cast<size_t>(n));
   row.sync_ns = result.start_ns - row.margin_ms * 1'000'000 - result.sync_begin_ns;
-  row.total_ns = total_ns;
+  row.close_ns = end_ns - result.gathered_ns;
+  row.total_ns = end_ns - begin_ns;
   row.duration_ms = result.duration_ms;
+  std::vector<int64_t> opening, pooled;
+  for (size_t i = 0; i < result.hosts.size(); ++i) {
+    const auto& host = result.hosts[i];
+    opening.push_back(std::abs(host.clock_before.estimate.offset_ns - true_offsets[i]));
+    pooled.push_back(std::abs(host.clock.estimate.offset_ns - true_offsets[i]));
+  }
+  row.opening_error = error_stats(std::move(opening));
+  row.pooled_error = error_stats(std::move(pooled));
   row.late = lateness_of(starts, result.start_ns);
   size_t pings = 0;
   for (const auto& host : result.hosts) pings += host.clock_before.exchanges.size();
@@ -231,13 +271,13 @@ FanoutRow fanout(int n, int64_t duration_ms, const Transport& transport) {
   const int64_t begin = now_ns();
   const auto result =
       podscope::pod_capture::run_capture(fleet.targets(), spec_of(duration_ms), Clock(), [](const std::string&) {});
-  const int64_t total = now_ns() - begin;
+  const int64_t end = now_ns();
   std::vector<int64_t> starts;
   for (auto& a : fleet.agents) {
     const auto s = a->actual_starts_system_ns();
     if (!s.empty()) starts.push_back(s.front());
   }
-  FanoutRow row = row_of(result, starts, n, total);
+  FanoutRow row = row_of(result, starts, fleet.offsets, n, begin, end);
   row.baseline = thread_timers(n);
   return row;
 }
@@ -259,19 +299,21 @@ FanoutRow process_fanout(int n, int64_t duration_ms) {
   const int64_t begin = now_ns();
   const auto result =
       podscope::pod_capture::run_capture(targets, spec_of(duration_ms), Clock(), [](const std::string&) {});
-  const int64_t total = now_ns() - begin;
+  const int64_t end = now_ns();
   std::vector<int64_t> starts;
   for (const auto& host : result.hosts) {
     if (host.actual_start_merged_ns) starts.push_back(*host.actual_start_merged_ns);
   }
-  FanoutRow row = row_of(result, starts, n, total);
+  // The agents share this host's clock: their true offset is 0.
+  FanoutRow row = row_of(result, starts, std::vector<int64_t>(static_cast<size_t>(n), 0), n, begin, end);
   row.baseline = process_timers(n);
   return row;
 }
 
 void print_header(const char* baseline) {
-  std::printf("%6s %9s %9s %5s %6s | %-34s | %-34s | %8s %9s %9s\n", "N", "sync", "per agent", "pings", "margin",
-              "start after T: p50 / p99 / max, skew", baseline, "total", "−duration", "captured");
+  std::printf("%6s %9s %9s %5s %9s %6s | %-34s | %-34s | %8s %9s %9s | %-27s\n", "N", "sync", "per agent", "pings",
+              "close", "margin", "start after T: p50 / p99 / max, skew", baseline, "total", "−duration", "captured",
+              "clock error µs: open, pooled");
 }
 
 void print_row(const FanoutRow& r) {
@@ -280,10 +322,16 @@ void print_row(const FanoutRow& r) {
     std::snprintf(text, sizeof text, "%6.3f / %6.3f / %6.3f, %6.3f ms", ms(l.p50), ms(l.p99), ms(l.max), ms(l.skew));
     return std::string(text);
   };
-  std::printf("%6d %6.1f ms %6.3f ms %5.1f %3lld ms | %-34s | %-34s | %5.0f ms %6.0f ms %5d/%d\n", r.n, ms(r.sync_ns),
-              ms(r.sync_ns) / r.n, r.pings_per_agent, static_cast<long long>(r.margin_ms), lateness(r.late).c_str(),
-              lateness(r.baseline).c_str(), ms(r.total_ns), ms(r.total_ns) - static_cast<double>(r.duration_ms),
-              r.captured, r.n);
+  auto error = [](const ErrorStats& e) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%5.1f / %6.1f", us(e.p50), us(e.p99));
+    return std::string(text);
+  };
+  std::printf("%6d %6.1f ms %6.3f ms %5.1f %6.1f ms %3lld ms | %-34s | %-34s | %5.0f ms %6.0f ms %5d/%d | %s, %s\n",
+              r.n, ms(r.sync_ns), ms(r.sync_ns) / r.n, r.pings_per_agent, ms(r.close_ns),
+              static_cast<long long>(r.margin_ms), lateness(r.late).c_str(), lateness(r.baseline).c_str(),
+              ms(r.total_ns), ms(r.total_ns) - static_cast<double>(r.duration_ms), r.captured, r.n,
+              error(r.opening_error).c_str(), error(r.pooled_error).c_str());
 }
 
 double ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; }
@@ -343,7 +391,7 @@ int main(int argc, char** argv) {
   print_tls_comparison(std::min(64, max_agents), duration_ms);
 
   std::printf("\nclock-sync error |measured − injected offset| (offsets uniform in ±50 ms, 16 pings per agent)\n");
-  std::printf("%6s %-34s %10s %10s %10s\n", "N", "path", "p50", "p90", "max");
+  std::printf("%6s %-34s %10s %10s %10s\n", "N", "path", "p50", "p99", "max");
   for (int n : {16, 64}) {
     if (n > max_agents) break;
     struct Path {
@@ -353,8 +401,16 @@ int main(int argc, char** argv) {
     for (const Path& path : {Path{"loopback", 0, 0}, Path{"+1 ms each way, ±200 µs jitter", 1'000'000, 200'000}}) {
       Fleet fleet(n, path.jitter, path.one_way, 1000 + static_cast<uint64_t>(n));
       const ErrorStats e = clock_errors(fleet, 16);
-      std::printf("%6d %-34s %7.1f µs %7.1f µs %7.1f µs\n", n, path.name, us(e.p50), us(e.p90), us(e.max));
+      std::printf("%6d %-34s %7.1f µs %7.1f µs %7.1f µs\n", n, path.name, us(e.p50), us(e.p99), us(e.max));
     }
+  }
+
+  std::printf("\none clock-sync burst (up to 16 pings each) by pings in flight through one completion queue\n");
+  std::printf("%6s %9s %12s %7s %-22s | %s\n", "N", "in flight", "burst", "pings", "rtt_min p50 / p99",
+              "error p50 / p99 / max");
+  for (int n : {256, 1024}) {
+    if (n > max_agents) break;
+    for (int in_flight : {1, 4, 16}) print_burst_row(n, in_flight);
   }
   return 0;
 }

@@ -64,12 +64,16 @@ ClockMeasurement combine_clocks(const ClockMeasurement& before, const ClockMeasu
 // A burst ends early once this many of its exchanges are near its smallest RTT (burst_settled).
 inline constexpr size_t kSettledExchanges = 4;
 
-// Up to `count` sequential pings (each bounded by `timeout_ms`), fewer once the burst settles, then
-// estimate_offset.
-ClockMeasurement measure_clock(AgentConnection& agent, const Clock& clock, int count, int timeout_ms);
-
-// Measures every agent, up to `parallelism` at a time.
+// Measures every agent's clock, each with up to `count` pings in sequence (each bounded by `timeout_ms`; fewer once
+// its burst settles; one failed first ping ends it), from this thread through one completion queue, with up to
+// `max_in_flight` pings of different agents in flight at once. One at a time gives the cleanest exchanges; more
+// make a large pod's burst shorter, but on a busy client every ping then waits for the others (to be sent, or to
+// be read once answered), and although estimate_offset keeps only the near-minimal-RTT exchanges, the smallest
+// RTT itself grows with the window, and the error with it (docs/capture.md, "Clock sync").
 std::vector<ClockMeasurement> measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock, int count,
-                                             int timeout_ms, int parallelism = 16);
+                                             int timeout_ms, int max_in_flight = 1);
+
+// measure_clocks for one agent.
+ClockMeasurement measure_clock(AgentConnection& agent, const Clock& clock, int count, int timeout_ms);
 
 }  // namespace podscope::pod_capture

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "proto/xspace/names.h"
@@ -160,7 +163,8 @@ AttemptOutcome spread(AttemptOutcome outcome, const std::vector<size_t>& asked, 
   return out;
 }
 
-// One attempt: a clock-sync burst, Profile to every agent at a common start, the answers, a closing burst.
+// One attempt: a clock-sync burst, Profile to every agent at a common start, a second burst while they capture, the
+// answers.
 struct Attempt {
   std::vector<HostCapture> hosts;
   int64_t start_ns = 0;
@@ -237,12 +241,73 @@ std::pair<int64_t, std::string> longest_start_lead(const std::vector<AgentConnec
   return out;
 }
 
+// The most pings the opening burst of a large pod keeps in flight: on the 2-core development machine a 1024-agent
+// burst of 4 pings each is no shorter with 16 than with 8, and its error is twice as large (docs/capture.md).
+constexpr size_t kOpeningBurstMaxInFlight = 8;
+
+// How the opening burst, which sets only the starts, pings `agents` agents: one at a time (as the second burst) up
+// to 255 agents; beyond, one ping in flight per 128 agents, at most kOpeningBurstMaxInFlight, and kSettledExchanges
+// pings each. The pings of a shared window wait for one another, which costs each estimate tens of microseconds:
+// little beside the milliseconds by which a large pod's starts spread, and the merge offsets are pooled with the
+// second burst's cleaner exchanges.
+struct BurstShape {
+  int pings = 0;
+  int in_flight = 1;
+};
+BurstShape opening_burst_shape(size_t agents, int pings) {
+  const int in_flight = static_cast<int>(std::clamp<size_t>(agents / 128, 1, kOpeningBurstMaxInFlight));
+  if (in_flight == 1) return {pings, 1};
+  return {std::min(pings, static_cast<int>(kSettledExchanges)), in_flight};
+}
+
+// How long after the start instant the second burst waits, so that it takes no CPU from the agents' starts. On the
+// loaded 2-core development machine, where 1024 in-process agents start on threads that wait for a core, a burst
+// begun 50 ms after T made the last quarter of them start up to 100 ms late in 3 of 4 runs; begun 200 ms after T,
+// it delayed none (4 runs, coord_fanout_bench).
+constexpr int64_t kStartsPastMs = 200;
+
+// The second clock-sync burst, run while the agents capture: it begins `wait_ms` after it is made (once their starts
+// are past) or as soon as the answers are in, whichever comes first, and pings one agent at a time, so its
+// exchanges are the cleanest the pooled merge offsets get. Its time hides in the capture's.
+class SecondBurst {
+ public:
+  SecondBurst(const std::vector<AgentConnection*>& agents, const Clock& clock, int pings, int64_t wait_ms)
+      : thread_([this, agents, &clock, pings, wait_ms] {
+          {
+            std::unique_lock lock(mu_);
+            answered_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return answers_in_; });
+          }
+          clocks_ = measure_clocks(agents, clock, pings, 1000);
+        }) {}
+  ~SecondBurst() {
+    if (thread_.joinable()) thread_.join();
+  }
+  // Once the answers are in: the burst's measurements, when it is over.
+  std::vector<ClockMeasurement> take() {
+    {
+      std::lock_guard lock(mu_);
+      answers_in_ = true;
+    }
+    answered_.notify_all();
+    thread_.join();
+    return std::move(clocks_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable answered_;
+  bool answers_in_ = false;
+  std::vector<ClockMeasurement> clocks_;
+  std::thread thread_;
+};
+
 Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSpec& spec, int attempt_number,
                     const Clock& clock, const std::function<void(const std::string& lead)>& announce) {
   Attempt attempt;
   attempt.hosts.resize(agents.size());
   attempt.sync_begin_ns = clock.now_ns();
-  const auto before = measure_clocks(agents, clock, spec.clock_sync_pings, 1000);
+  const BurstShape opening = opening_burst_shape(agents.size(), spec.clock_sync_pings);
+  const auto before = measure_clocks(agents, clock, opening.pings, 1000, opening.in_flight);
 
   // A window of the past ends now (or where the spec says) and starts last_ms before; a capture starts at least
   // the fan-out margin ahead, and the lead some agent asks for (PyTorch processes that poll) on top.
@@ -273,15 +338,17 @@ Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSp
   const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(delay_ms) +
                         std::chrono::milliseconds(answer_wait_ms(spec.duration_ms));
   const std::vector<size_t> asked = reached(before);
+  // As many pings as a whole opening burst, once the starts are past: the merge offset is estimated from both
+  // bursts (combine_clocks).
+  SecondBurst second(pick(agents, asked), clock, spec.clock_sync_pings,
+                     spec.last_ms > 0 ? 0 : delay_ms + kStartsPastMs);
   AttemptOutcome outcome =
       spec.last_ms > 0
           ? recorded_windows(pick(agents, asked), pick(window_requests, asked), deadline, spec.max_in_flight)
           : profile_all(pick(agents, asked), pick(requests, asked), deadline, spec.max_in_flight);
   attempt.gathered_ns = clock.now_ns();
-  // As many pings as the opening burst: the merge offset is estimated from both (combine_clocks).
   std::vector<ClockMeasurement> after = before;
-  const std::vector<ClockMeasurement> after_asked =
-      measure_clocks(pick(agents, asked), clock, spec.clock_sync_pings, 1000);
+  const std::vector<ClockMeasurement> after_asked = second.take();
   for (size_t k = 0; k < asked.size(); ++k) after[asked[k]] = after_asked[k];
   AttemptOutcome by_host = spread(std::move(outcome), asked, agents.size());
   collect_answers(attempt, by_host, after, spec.last_ms);

@@ -1,6 +1,6 @@
 // The synchronized pod capture, shared by `podscope capture` and podscope-coordinator:
 // clock-sync burst per agent → one start instant T in coordinator time → Profile(start = T + offset_i)
-// to every agent at once (async, bounded in flight) → gather → closing clock-sync burst.
+// to every agent at once (async, bounded in flight) → a second clock-sync burst while they capture → gather.
 // A failed attempt (retryable errors or no events anywhere) is retried on every host with a new T.
 #pragma once
 
@@ -66,8 +66,8 @@ struct HostCapture {
   bool ok = false;        // returned a non-empty XSpace
   std::string error;      // why not
   tensorflow::profiler::XSpace space;
-  ClockMeasurement clock_before;  // sets the start on the agent's clock
-  ClockMeasurement clock_after;
+  ClockMeasurement clock_before;   // sets the start on the agent's clock
+  ClockMeasurement clock_after;    // the second burst, while the agents captured
   ClockMeasurement clock;          // both bursts pooled (combine_clocks): the offset the host's times are merged with
   int64_t requested_start_ns = 0;  // on the agent's clock
   std::optional<int64_t> actual_start_merged_ns;  // the agent's recorded start, in coordinator time

@@ -31,15 +31,18 @@ absl::StatusOr<ClockEstimate> estimate_offset(const std::vector<PingExchange>& e
   const int64_t min_rtt = valid.front().rtt_ns();
   const int64_t cutoff = near_minimal_rtt_cutoff(min_rtt);
   std::vector<int64_t> offsets;
+  int64_t largest_kept_rtt = min_rtt;
   for (const auto& e : valid) {
     if (e.rtt_ns() > cutoff) break;
     offsets.push_back(e.offset_ns());
+    largest_kept_rtt = e.rtt_ns();
   }
   std::nth_element(offsets.begin(), offsets.begin() + offsets.size() / 2, offsets.end());
   ClockEstimate out;
   out.offset_ns = offsets[offsets.size() / 2];
   out.rtt_ns = min_rtt;
-  out.error_bound_ns = (min_rtt + 1) / 2;
+  // Each kept offset is within half its own RTT of the truth, so their median is within half the largest.
+  out.error_bound_ns = (largest_kept_rtt + 1) / 2;
   out.measured_at_ns = valid.front().t0_ns + (valid.front().t3_ns - valid.front().t0_ns) / 2;
   out.samples = static_cast<int>(offsets.size());
   return out;

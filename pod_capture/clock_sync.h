@@ -1,7 +1,9 @@
 // Clock sync over podscope.v1.Agent/Ping, NTP-style. Each exchange gives t0 (coordinator send), t1 (agent
 // receive), t2 (agent send), t3 (coordinator receive). With symmetric paths the agent's offset is
 // ((t1 − t0) + (t2 − t3)) / 2 and the true offset lies within ± (RTT − agent processing) / 2 of it
-// whatever the asymmetry; so the estimate keeps only the exchanges with the smallest RTT.
+// whatever the asymmetry; so the estimate keeps only the exchanges with the smallest RTT. A ping delayed on
+// either side (queued behind other pings to be sent, to be served, or to be read once answered) has a larger
+// RTT, so it is discarded rather than biasing the offset, as long as the burst holds some undelayed ones.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,7 @@ struct PingExchange {
 struct ClockEstimate {
   int64_t offset_ns = 0;       // agent clock − coordinator clock
   int64_t rtt_ns = 0;          // smallest round trip seen
-  int64_t error_bound_ns = 0;  // |true offset − offset_ns| ≤ this for any path asymmetry (RTT_min / 2)
+  int64_t error_bound_ns = 0;  // |true offset − offset_ns| ≤ this for any path asymmetry (largest kept RTT / 2)
   int64_t measured_at_ns = 0;  // coordinator time of the estimate (midpoint of the best exchange)
   int samples = 0;
 };

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 #include "pod_capture/agent_connection.h"
 
 namespace podscope::pod_capture {
@@ -33,8 +36,58 @@ TEST(ClockSync, KeepsMinimumRttSamplesAndIgnoresDelayedOnes) {
   ASSERT_TRUE(estimate.ok()) << estimate.status();
   EXPECT_NEAR(estimate->offset_ns, -3'000'000, 1'000);
   EXPECT_EQ(estimate->rtt_ns, 80'000);
-  EXPECT_EQ(estimate->error_bound_ns, 40'000);
+  EXPECT_EQ(estimate->error_bound_ns, 40'500) << "half the largest kept RTT: the median is one of the kept";
   EXPECT_EQ(estimate->samples, 2);
+}
+
+TEST(ClockSync, PingsThatWaitedBehindOthersAreDiscardedWhicheverSideTheyWaitedOn) {
+  // A burst sharing a window of pings in flight on a busy client: most answers waited 50–400 µs to be read (t3
+  // late: each offset biased down by half the wait), some requests waited to be sent (t0 early: biased up); three
+  // exchanges waited for nothing.
+  constexpr int64_t kOffset = -12'345'678;
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int64_t> wait(50'000, 400'000);
+  std::vector<PingExchange> burst;
+  for (int i = 0; i < 60; ++i) {
+    const int64_t queued = wait(rng);
+    const int64_t t0 = i * 1'000'000;
+    burst.push_back(i % 4 == 0 ? exchange(t0, kOffset, 30'000 + queued, 5'000, 30'000)
+                               : exchange(t0, kOffset, 30'000, 5'000, 30'000 + queued));
+  }
+  burst.push_back(exchange(70'000'000, kOffset, 30'000, 5'000, 30'000));
+  burst.push_back(exchange(71'000'000, kOffset, 31'000, 5'000, 30'000));
+  burst.push_back(exchange(72'000'000, kOffset, 30'000, 5'000, 32'000));
+
+  std::vector<int64_t> all;
+  for (const auto& e : burst) all.push_back(e.offset_ns());
+  std::nth_element(all.begin(), all.begin() + all.size() / 2, all.end());
+  EXPECT_GT(std::abs(all[all.size() / 2] - kOffset), 20'000) << "every exchange's median is biased by the waits";
+
+  auto estimate = estimate_offset(burst);
+  ASSERT_TRUE(estimate.ok()) << estimate.status();
+  EXPECT_EQ(estimate->samples, 3);
+  EXPECT_LE(std::abs(estimate->offset_ns - kOffset), 1'000);
+  EXPECT_EQ(estimate->rtt_ns, 60'000);
+  EXPECT_EQ(estimate->error_bound_ns, 31'000);
+}
+
+TEST(ClockSync, TheErrorNeverExceedsTheBoundWhateverThePathsDo) {
+  // Random bursts: one-way delays, waits on either side and agent processing all drawn independently.
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int64_t> one_way(1'000, 200'000), waited(0, 2'000'000), processing(0, 50'000),
+      offset(-1'000'000'000, 1'000'000'000);
+  std::bernoulli_distribution delayed(0.7);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int64_t truth = offset(rng);
+    std::vector<PingExchange> burst;
+    for (int i = 0; i < 1 + trial % 16; ++i) {
+      burst.push_back(exchange(i * 3'000'000, truth, one_way(rng) + (delayed(rng) ? waited(rng) : 0), processing(rng),
+                               one_way(rng) + (delayed(rng) ? waited(rng) : 0)));
+    }
+    auto estimate = estimate_offset(burst);
+    ASSERT_TRUE(estimate.ok()) << estimate.status();
+    ASSERT_LE(std::abs(estimate->offset_ns - truth), estimate->error_bound_ns) << "trial " << trial;
+  }
 }
 
 TEST(ClockSync, AsymmetricPathErrorStaysWithinHalfRtt) {
