@@ -4,6 +4,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
@@ -266,7 +267,11 @@ std::vector<MemoryProfileBuilder::PeakRow> MemoryProfileBuilder::rows_live_at_pe
   for (int i = 0; i < profile.special_allocations_size(); ++i) {
     rows.push_back({-1, i, profile.special_allocations(i)});
   }
-  std::sort(rows.begin(), rows.end(), [](const PeakRow& a, const PeakRow& b) { return a.sort_key() < b.sort_key(); });
+  // Among equal rows the earliest allocation stands for them, whatever order the live set gave them in.
+  std::sort(rows.begin(), rows.end(), [](const PeakRow& a, const PeakRow& b) {
+    return std::tuple_cat(a.sort_key(), std::tie(a.snapshot_index, a.special_index)) <
+           std::tuple_cat(b.sort_key(), std::tie(b.snapshot_index, b.special_index));
+  });
   return rows;
 }
 
