@@ -41,6 +41,7 @@
 #include "absl/strings/str_format.h"
 #include "bench/pod_bench.h"
 #include "analysis/input_pipeline.h"
+#include "analysis/json_writer.h"
 #include "analysis/kernel_stats.h"
 #include "analysis/memory_profile.h"
 #include "analysis/op_stats.h"
@@ -143,7 +144,7 @@ size_t render_pod_outputs(const podscope::v1::PodAnalysis& analysis) {
 // A tool's .pb and .json, as the runner writes them.
 size_t render_tool_files(const google::protobuf::Message& message) {
   return podscope::analysis::serialize_deterministically(message).size() +
-         podscope::analysis::to_deterministic_json(message, false, true)->size();
+         podscope::analysis::message_to_json(message, false)->size();
 }
 
 // Every step-tool output (.pb, .json and the terminal pages), rendered into memory.
@@ -154,7 +155,7 @@ size_t render_step_tool_outputs(const tensorflow::profiler::OverviewPage& overvi
   for (const google::protobuf::Message* message : {static_cast<const google::protobuf::Message*>(&overview),
                                                    static_cast<const google::protobuf::Message*>(&input_pipeline)}) {
     rendered += podscope::analysis::serialize_deterministically(*message).size();
-    rendered += podscope::analysis::to_deterministic_json(*message, true, true)->size();
+    rendered += podscope::analysis::message_to_json(*message, true)->size();
   }
   return rendered;
 }
