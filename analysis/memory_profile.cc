@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -53,8 +54,6 @@ std::string_view data_type_name(int64_t value) {
   return kNames[value];
 }
 
-int64_t in_use(const MemoryAggregationStats& s) { return s.stack_reserved_bytes() + s.heap_allocated_bytes(); }
-
 // A row of the peak table: identical allocations (same sizes, op, region, type and shape) are one row.
 
 MemoryActivityMetadata special_row(std::string_view name, std::string_view region, int64_t bytes, int64_t step) {
@@ -70,24 +69,27 @@ MemoryActivityMetadata special_row(std::string_view name, std::string_view regio
   return m;
 }
 
-// At most `max_points` snapshots, each the largest (stack + heap) of a run of consecutive ones; the runs differ
-// in length by at most one.
-void downsample_timeline(const std::vector<MemoryProfileSnapshot>& snapshots, size_t max_points,
-                         google::protobuf::RepeatedPtrField<MemoryProfileSnapshot>& out) {
-  const size_t n = snapshots.size();
+// The timeline's points among `n` activities: at most `max_points`, each the largest (stack + heap, `in_use(i)`)
+// of a run of consecutive ones; the runs differ in length by at most one.
+template <typename InUse>
+std::vector<size_t> timeline_points(size_t n, size_t max_points, InUse&& in_use) {
+  std::vector<size_t> points;
   if (n <= max_points) {
-    for (const auto& s : snapshots) *out.Add() = s;
-    return;
+    points.resize(n);
+    std::iota(points.begin(), points.end(), size_t{0});
+    return points;
   }
+  points.reserve(max_points);
   for (size_t bucket = 0; bucket < max_points; ++bucket) {
     const size_t begin = bucket * n / max_points;
     const size_t end = (bucket + 1) * n / max_points;
     size_t best = begin;
     for (size_t i = begin + 1; i < end; ++i) {
-      if (in_use(snapshots[i].aggregation_stats()) > in_use(snapshots[best].aggregation_stats())) best = i;
+      if (in_use(i) > in_use(best)) best = i;
     }
-    *out.Add() = snapshots[best];
+    points.push_back(best);
   }
+  return points;
 }
 
 }  // namespace
@@ -176,10 +178,11 @@ PerAllocatorMemoryProfile MemoryProfileBuilder::profile_of(Allocator& allocator,
   PerAllocatorMemoryProfile profile;
   summarize_peak(acts, peaks, origin_ns, profile);
   add_active_allocations(rows_live_at_peak(acts, peaks.window_peak, profile), acts, origin_ns, profile);
-  std::vector<MemoryProfileSnapshot> timeline;
-  timeline.reserve(acts.size());
-  for (const Activity& a : acts) timeline.push_back(snapshot_of(a, origin_ns));
-  downsample_timeline(timeline, max_timeline_points, *profile.mutable_sampled_timeline_snapshots());
+  // Snapshots made for the points shown only.
+  for (const size_t i : timeline_points(acts.size(), max_timeline_points,
+                                        [&](size_t i) { return acts[i].bytes_reserved + acts[i].bytes_allocated; })) {
+    *profile.add_sampled_timeline_snapshots() = snapshot_of(acts[i], origin_ns);
+  }
   return profile;
 }
 
