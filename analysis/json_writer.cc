@@ -57,11 +57,10 @@ std::string_view hex_escape(uint32_t unit, char* buffer) {
 // protobuf escapes to keep JavaScript readers safe (outside the BMP as a surrogate pair).
 std::string_view escape_code_point(uint32_t cp, char* buffer) {
   if (cp < 0xa0) return common_escape(cp, buffer);
-  const bool bmp_escaped = cp == 0xfeff || cp == 0xfff9 || cp == 0xfffa || cp == 0xfffb || cp == 0x00ad ||
-                           cp == 0x06dd || cp == 0x070f || cp == 0x17b4 || cp == 0x17b5 ||
-                           (cp >= 0x0600 && cp <= 0x0603) || (cp >= 0x200b && cp <= 0x200f) ||
-                           (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x2064) ||
-                           (cp >= 0x206a && cp <= 0x206f);
+  const bool bmp_escaped =
+      cp == 0xfeff || cp == 0xfff9 || cp == 0xfffa || cp == 0xfffb || cp == 0x00ad || cp == 0x06dd || cp == 0x070f ||
+      cp == 0x17b4 || cp == 0x17b5 || (cp >= 0x0600 && cp <= 0x0603) || (cp >= 0x200b && cp <= 0x200f) ||
+      (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x2064) || (cp >= 0x206a && cp <= 0x206f);
   if (bmp_escaped) return hex_escape(cp, buffer);
   if (cp == 0xe0001 || (cp >= 0x1d173 && cp <= 0x1d17a) || (cp >= 0xe0020 && cp <= 0xe007f)) {
     const uint32_t v = cp - 0x10000;
@@ -388,11 +387,11 @@ class MessagePrinter {
         // Integer keys: numerically, signed or not as declared.
         auto signed_key = [&](const Message* e) -> int64_t {
           return key_field->cpp_type() == FieldDescriptor::CPPTYPE_INT32 ? er->GetInt32(*e, key_field)
-                                                                        : er->GetInt64(*e, key_field);
+                                                                         : er->GetInt64(*e, key_field);
         };
         auto unsigned_key = [&](const Message* e) -> uint64_t {
           return key_field->cpp_type() == FieldDescriptor::CPPTYPE_UINT32 ? er->GetUInt32(*e, key_field)
-                                                                         : er->GetUInt64(*e, key_field);
+                                                                          : er->GetUInt64(*e, key_field);
         };
         const bool is_signed = key_field->cpp_type() == FieldDescriptor::CPPTYPE_INT32 ||
                                key_field->cpp_type() == FieldDescriptor::CPPTYPE_INT64;
@@ -499,8 +498,8 @@ absl::StatusOr<std::string> message_to_json(const Message& message, bool indente
   absl::Status s = write_message_json(message, writer);
   if (absl::IsDataLoss(s)) return protobuf_printer_json(message, indented);
   if (!s.ok()) {
-    return absl::InternalError("printing " + message.GetDescriptor()->full_name() + " as JSON: " +
-                               std::string(s.message()));
+    return absl::InternalError("printing " + message.GetDescriptor()->full_name() +
+                               " as JSON: " + std::string(s.message()));
   }
   return std::move(writer).take();
 }

@@ -112,8 +112,7 @@ std::unique_ptr<PlaneToolBuilder> make_builder() {
 std::vector<ToolFile> message_files(std::string_view stem, const google::protobuf::Message& result, bool indented) {
   std::vector<ToolFile> files;
   files.push_back({std::string(stem) + ".pb", serialize_deterministically(result)});
-  files.push_back(
-      {std::string(stem) + ".json", message_to_json(result, indented)});
+  files.push_back({std::string(stem) + ".json", message_to_json(result, indented)});
   return files;
 }
 

@@ -85,19 +85,46 @@ const std::vector<std::string>& edge_strings() {
 }
 
 const std::vector<double>& edge_doubles() {
-  static const std::vector<double> doubles = {
-      0.0, -0.0, 1.0, -1.0, 0.1, 0.1 + 0.2, 1.0 / 3.0, 123456789012345678.0, 1e21, 1e-7, 2.5e-5, 1e300, -1e-300,
-      std::numeric_limits<double>::denorm_min(), 4.9406564584124654e-320, std::numeric_limits<double>::max(),
-      std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
-      -std::numeric_limits<double>::infinity(), 100.0, 97.779725946303088, 0.45653037985172262, 7e-06};
+  static const std::vector<double> doubles = {0.0,
+                                              -0.0,
+                                              1.0,
+                                              -1.0,
+                                              0.1,
+                                              0.1 + 0.2,
+                                              1.0 / 3.0,
+                                              123456789012345678.0,
+                                              1e21,
+                                              1e-7,
+                                              2.5e-5,
+                                              1e300,
+                                              -1e-300,
+                                              std::numeric_limits<double>::denorm_min(),
+                                              4.9406564584124654e-320,
+                                              std::numeric_limits<double>::max(),
+                                              std::numeric_limits<double>::quiet_NaN(),
+                                              std::numeric_limits<double>::infinity(),
+                                              -std::numeric_limits<double>::infinity(),
+                                              100.0,
+                                              97.779725946303088,
+                                              0.45653037985172262,
+                                              7e-06};
   return doubles;
 }
 
 const std::vector<float>& edge_floats() {
-  static const std::vector<float> floats = {
-      0.0f, -0.0f, 1.0f, 0.1f, 1.0f / 3.0f, 16777217.0f, 1e-40f, std::numeric_limits<float>::denorm_min(),
-      std::numeric_limits<float>::max(), std::numeric_limits<float>::quiet_NaN(),
-      std::numeric_limits<float>::infinity(), 87.5f, 33.333332f};
+  static const std::vector<float> floats = {0.0f,
+                                            -0.0f,
+                                            1.0f,
+                                            0.1f,
+                                            1.0f / 3.0f,
+                                            16777217.0f,
+                                            1e-40f,
+                                            std::numeric_limits<float>::denorm_min(),
+                                            std::numeric_limits<float>::max(),
+                                            std::numeric_limits<float>::quiet_NaN(),
+                                            std::numeric_limits<float>::infinity(),
+                                            87.5f,
+                                            33.333332f};
   return floats;
 }
 
@@ -154,8 +181,8 @@ class Filler {
     return values[pick(values.size())];
   }
   int64_t integer() {
-    static const std::vector<int64_t> values = {0, 1, -1, 42, 1789, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN,
-                                                4285178137000};
+    static const std::vector<int64_t> values = {0,         1,         -1,        42,        1789,
+                                                INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, 4285178137000};
     return any_of(values);
   }
   int enum_number(const FieldDescriptor* f) {
