@@ -1,9 +1,9 @@
 #include "analysis/channel_analysis.h"
 
 #include <algorithm>
-#include <vector>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
