@@ -1,9 +1,9 @@
 #include "analysis/channel_analysis.h"
 
 #include <algorithm>
-#include <set>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -12,12 +12,11 @@ namespace {
 
 constexpr size_t kMaxWarningLines = 10;
 
-struct Transfer {
-  const MergedEndpoint* send;
-  const MergedEndpoint* recv;
-  int64_t duration_ns;
-  int64_t send_delay_ns;
-};
+template <typename T>
+void sort_unique(std::vector<T>& values) {
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+}
 
 }  // namespace
 
@@ -26,20 +25,23 @@ ChannelResult analyze_channels(std::vector<MergedEndpoint> endpoints, double pea
   // By (step, channel), then sends before recv-dones, each side in start order: one sort, then one walk over the
   // groups (no container per channel).
   auto key_of = [](const MergedEndpoint& e) {
-    return std::make_tuple(e.endpoint.step_num, e.endpoint.channel_id, !e.endpoint.is_send, e.endpoint.start_ns);
+    return std::make_tuple(e.endpoint->step_num, e.endpoint->channel_id, !e.endpoint->is_send, e.start_ns);
   };
   std::stable_sort(endpoints.begin(), endpoints.end(),
                    [&](const MergedEndpoint& a, const MergedEndpoint& b) { return key_of(a) < key_of(b); });
+  // Each pair's cores and names, in order and once each; reused from one (step, channel) to the next.
+  std::vector<uint32_t> src_cores, dst_cores;
+  std::vector<std::string_view> names;
   for (size_t begin = 0; begin < endpoints.size();) {
-    const int64_t step = endpoints[begin].endpoint.step_num;
-    const int64_t channel = endpoints[begin].endpoint.channel_id;
+    const int64_t step = endpoints[begin].endpoint->step_num;
+    const int64_t channel = endpoints[begin].endpoint->channel_id;
     size_t end = begin;
-    while (end < endpoints.size() && endpoints[end].endpoint.step_num == step &&
-           endpoints[end].endpoint.channel_id == channel) {
+    while (end < endpoints.size() && endpoints[end].endpoint->step_num == step &&
+           endpoints[end].endpoint->channel_id == channel) {
       ++end;
     }
     size_t recv_begin = begin;
-    while (recv_begin < end && endpoints[recv_begin].endpoint.is_send) ++recv_begin;
+    while (recv_begin < end && endpoints[recv_begin].endpoint->is_send) ++recv_begin;
     const std::pair<int64_t, int64_t> key{step, channel};
     const auto* sends = endpoints.data() + begin;
     const auto* recvs = endpoints.data() + recv_begin;
@@ -52,15 +54,14 @@ ChannelResult analyze_channels(std::vector<MergedEndpoint> endpoints, double pea
 
     podscope::v1::ChannelInfo info;
     info.set_channel_id(key.second);
-    std::set<uint32_t> src_cores, dst_cores;
-    std::set<std::string_view> names;
+    src_cores.clear(), dst_cores.clear(), names.clear();
     int64_t total_duration = 0, total_delay = 0;
     uint64_t bytes = 0;
     for (size_t i = 0; i < pairs; ++i) {
       const MergedEndpoint& send = sends[i];
       const MergedEndpoint& recv = recvs[i];
-      const int64_t duration = recv.endpoint.end_ns - send.endpoint.start_ns;
-      const int64_t delay = std::max<int64_t>(0, send.endpoint.start_ns - recv.endpoint.start_ns);
+      const int64_t duration = recv.end_ns - send.start_ns;
+      const int64_t delay = std::max<int64_t>(0, send.start_ns - recv.start_ns);
       if (duration < 0) {
         ++result.negative_durations;
         if (result.warnings.size() < kMaxWarningLines) {
@@ -71,12 +72,13 @@ ChannelResult analyze_channels(std::vector<MergedEndpoint> endpoints, double pea
       }
       total_duration += duration;
       total_delay += delay;
-      bytes = std::max({bytes, send.endpoint.bytes, recv.endpoint.bytes});
-      src_cores.insert(send.endpoint.src_core ? static_cast<uint32_t>(*send.endpoint.src_core) : send.core_id);
-      dst_cores.insert(recv.endpoint.dst_core ? static_cast<uint32_t>(*recv.endpoint.dst_core) : recv.core_id);
-      names.insert(send.endpoint.name);
-      names.insert(recv.endpoint.name);
+      bytes = std::max({bytes, send.endpoint->bytes, recv.endpoint->bytes});
+      src_cores.push_back(send.endpoint->src_core ? static_cast<uint32_t>(*send.endpoint->src_core) : send.core_id);
+      dst_cores.push_back(recv.endpoint->dst_core ? static_cast<uint32_t>(*recv.endpoint->dst_core) : recv.core_id);
+      names.push_back(send.endpoint->name);
+      names.push_back(recv.endpoint->name);
     }
+    sort_unique(src_cores), sort_unique(dst_cores), sort_unique(names);
     const double mean_duration_us = static_cast<double>(total_duration) / pairs / 1e3;
     info.set_duration_us(mean_duration_us);
     info.set_send_delay_us(static_cast<double>(total_delay) / pairs / 1e3);

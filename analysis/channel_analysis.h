@@ -12,10 +12,13 @@
 
 namespace podscope::analysis {
 
-// An endpoint with its core and its times already in coordinator time.
+// An endpoint of a core's trace (which outlives the analysis of the channels), with its core and its times in
+// coordinator time: sorting these moves no names.
 struct MergedEndpoint {
   uint32_t core_id = 0;
-  ChannelEndpoint endpoint;
+  const ChannelEndpoint* endpoint = nullptr;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
 };
 
 struct ChannelResult {

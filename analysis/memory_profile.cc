@@ -1,9 +1,12 @@
 #include "analysis/memory_profile.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
@@ -52,8 +55,6 @@ std::string_view data_type_name(int64_t value) {
   return kNames[value];
 }
 
-int64_t in_use(const MemoryAggregationStats& s) { return s.stack_reserved_bytes() + s.heap_allocated_bytes(); }
-
 // A row of the peak table: identical allocations (same sizes, op, region, type and shape) are one row.
 
 MemoryActivityMetadata special_row(std::string_view name, std::string_view region, int64_t bytes, int64_t step) {
@@ -69,24 +70,27 @@ MemoryActivityMetadata special_row(std::string_view name, std::string_view regio
   return m;
 }
 
-// At most `max_points` snapshots, each the largest (stack + heap) of a run of consecutive ones; the runs differ
-// in length by at most one.
-void downsample_timeline(const std::vector<MemoryProfileSnapshot>& snapshots, size_t max_points,
-                         google::protobuf::RepeatedPtrField<MemoryProfileSnapshot>& out) {
-  const size_t n = snapshots.size();
+// The timeline's points among `n` activities: at most `max_points`, each the largest (stack + heap, `in_use(i)`)
+// of a run of consecutive ones; the runs differ in length by at most one.
+template <typename InUse>
+std::vector<size_t> timeline_points(size_t n, size_t max_points, InUse&& in_use) {
+  std::vector<size_t> points;
   if (n <= max_points) {
-    for (const auto& s : snapshots) *out.Add() = s;
-    return;
+    points.resize(n);
+    std::iota(points.begin(), points.end(), size_t{0});
+    return points;
   }
+  points.reserve(max_points);
   for (size_t bucket = 0; bucket < max_points; ++bucket) {
     const size_t begin = bucket * n / max_points;
     const size_t end = (bucket + 1) * n / max_points;
     size_t best = begin;
     for (size_t i = begin + 1; i < end; ++i) {
-      if (in_use(snapshots[i].aggregation_stats()) > in_use(snapshots[best].aggregation_stats())) best = i;
+      if (in_use(i) > in_use(best)) best = i;
     }
-    *out.Add() = snapshots[best];
+    points.push_back(best);
   }
+  return points;
 }
 
 }  // namespace
@@ -96,10 +100,78 @@ bool MemoryProfileBuilder::wants_line(std::string_view plane_name, std::string_v
 }
 
 uint32_t MemoryProfileBuilder::intern(std::string_view text) {
-  auto [it, inserted] = string_ids_.try_emplace(std::string(text), static_cast<uint32_t>(strings_.size()));
-  if (inserted) strings_.emplace_back(text);
-  return it->second;
+  if (const auto it = string_ids_.find(absl::string_view(text.data(), text.size())); it != string_ids_.end()) {
+    return it->second;
+  }
+  const auto id = static_cast<uint32_t>(strings_.size());
+  string_ids_.emplace(std::string(text), id);
+  strings_.emplace_back(text);
+  return id;
 }
+
+namespace {
+
+// The stats an allocator event is read for.
+enum AllocatorStat {
+  kAllocatorName,
+  kAllocated,
+  kReserved,
+  kAvailable,
+  kFragmentation,
+  kPeakInUse,
+  kRequested,
+  kAllocationBytes,
+  kAddress,
+  kGroupId,
+  kOldStepId,
+  kTfOp,
+  kRegionType,
+  kDataType,
+  kTensorShape,
+  kAllocatorStatCount
+};
+constexpr std::string_view kAllocatorStatNames[kAllocatorStatCount] = {
+    kAllocatorNameStat,  kBytesAllocatedStat, kBytesReservedStat,   kBytesAvailableStat, kFragmentationStat,
+    kPeakBytesInUseStat, kRequestedBytesStat, kAllocationBytesStat, kAddressStat,        xspace::kGroupIdStat,
+    kOldStepIdStat,      kTfOpStat,           kRegionTypeStat,      kDataTypeStat,       kTensorShapeStat};
+
+// An allocator event's stats, found in one pass over the event's own and one over its metadata's (an event's own
+// stat takes precedence), by the ids the plane gives their names: no name looked up per event.
+class AllocatorStats {
+ public:
+  explicit AllocatorStats(const xspace::XPlaneReader& plane) : plane_(plane) {
+    for (size_t i = 0; i < kAllocatorStatCount; ++i) ids_[i] = plane.stat_id(kAllocatorStatNames[i]);
+  }
+
+  void read(const XEventView& e) {
+    found_.fill(nullptr);
+    collect(e.proto().stats());
+    if (const auto* metadata = plane_.event_metadata(e.proto().metadata_id())) collect(metadata->stats());
+  }
+
+  std::optional<int64_t> int_of(AllocatorStat s) const {
+    return found_[s] ? xspace::stat_as_int(*found_[s]) : std::nullopt;
+  }
+  std::optional<double> double_of(AllocatorStat s) const {
+    return found_[s] ? xspace::stat_as_double(*found_[s]) : std::nullopt;
+  }
+  std::optional<std::string_view> str_of(AllocatorStat s) const { return plane_.str_of(found_[s]); }
+
+ private:
+  void collect(const google::protobuf::RepeatedPtrField<tensorflow::profiler::XStat>& stats) {
+    for (const auto& stat : stats) {
+      for (size_t i = 0; i < kAllocatorStatCount; ++i) {
+        if (!found_[i] && ids_[i] == stat.metadata_id()) found_[i] = &stat;
+      }
+    }
+  }
+
+  const xspace::XPlaneReader& plane_;
+  std::array<std::optional<int64_t>, kAllocatorStatCount> ids_;
+  std::array<const tensorflow::profiler::XStat*, kAllocatorStatCount> found_{};
+};
+
+}  // namespace
 
 void MemoryProfileBuilder::add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane_proto) {
   const xspace::XPlaneReader plane(plane_proto);
@@ -111,13 +183,17 @@ void MemoryProfileBuilder::add_plane(size_t file_index, const tensorflow::profil
   if (!allocation_id && !deallocation_id) return;
   if (auto host = plane.str_stat(xspace::kHostNameStat)) host_names_[file_index] = std::string(*host);
   const int64_t clock_offset_ns = plane.int_stat(xspace::kClockOffsetStat).value_or(0);
+  AllocatorStats stats(plane);
+  // The allocator of the previous event: consecutive events are mostly of one allocator.
+  Allocator* last = nullptr;
   for (const auto& line : plane_proto.lines()) {
     plane.for_each_event(line, [&](const XEventView& e) {
       const int64_t md = e.proto().metadata_id();
       if (md != allocation_id && md != deallocation_id) return;
       ++events_;
-      const std::optional<std::string_view> allocator = e.str_stat(kAllocatorNameStat);
-      const std::optional<int64_t> allocated = e.int_stat(kBytesAllocatedStat);
+      stats.read(e);
+      const std::optional<std::string_view> allocator = stats.str_of(kAllocatorName);
+      const std::optional<int64_t> allocated = stats.int_of(kAllocated);
       if (!allocator || allocator->empty() || !allocated) {
         ++warnings_.events_missing_stats;
         return;
@@ -126,28 +202,30 @@ void MemoryProfileBuilder::add_plane(size_t file_index, const tensorflow::profil
       a.time_ns = e.start_ns() - clock_offset_ns;
       a.allocation = md == allocation_id;
       a.bytes_allocated = *allocated;
-      a.bytes_reserved = e.int_stat(kBytesReservedStat).value_or(0);
-      a.bytes_available = e.int_stat(kBytesAvailableStat).value_or(0);
-      a.fragmentation = e.double_stat(kFragmentationStat).value_or(0);
-      a.peak_bytes_in_use = e.int_stat(kPeakBytesInUseStat).value_or(0);
-      a.requested_bytes = e.int_stat(kRequestedBytesStat).value_or(0);
-      a.allocation_bytes = e.int_stat(kAllocationBytesStat).value_or(0);
-      a.address = static_cast<uint64_t>(e.int_stat(kAddressStat).value_or(0));
-      a.step_id = e.int_stat(xspace::kGroupIdStat).value_or(e.int_stat(kOldStepIdStat).value_or(-1));
-      a.op = intern(e.str_stat(kTfOpStat).value_or(""));
-      a.region_type = intern(e.str_stat(kRegionTypeStat).value_or(""));
-      if (auto type = e.int_stat(kDataTypeStat)) {
+      a.bytes_reserved = stats.int_of(kReserved).value_or(0);
+      a.bytes_available = stats.int_of(kAvailable).value_or(0);
+      a.fragmentation = stats.double_of(kFragmentation).value_or(0);
+      a.peak_bytes_in_use = stats.int_of(kPeakInUse).value_or(0);
+      a.requested_bytes = stats.int_of(kRequested).value_or(0);
+      a.allocation_bytes = stats.int_of(kAllocationBytes).value_or(0);
+      a.address = static_cast<uint64_t>(stats.int_of(kAddress).value_or(0));
+      a.step_id = stats.int_of(kGroupId).value_or(stats.int_of(kOldStepId).value_or(-1));
+      a.op = intern(stats.str_of(kTfOp).value_or(""));
+      a.region_type = intern(stats.str_of(kRegionType).value_or(""));
+      if (auto type = stats.int_of(kDataType)) {
         a.data_type = intern(data_type_name(*type));
       } else {
-        a.data_type = intern(e.str_stat(kDataTypeStat).value_or(""));
+        a.data_type = intern(stats.str_of(kDataType).value_or(""));
       }
-      a.tensor_shape = intern(e.str_stat(kTensorShapeStat).value_or(""));
-      Allocator& target = allocators_[{file_index, std::string(*allocator)}];
-      if (target.name.empty()) {
-        target.name = std::string(*allocator);
-        target.file_index = file_index;
+      a.tensor_shape = intern(stats.str_of(kTensorShape).value_or(""));
+      if (last == nullptr || last->file_index != file_index || last->name != *allocator) {
+        last = &allocators_[{file_index, std::string(*allocator)}];
+        if (last->name.empty()) {
+          last->name = std::string(*allocator);
+          last->file_index = file_index;
+        }
       }
-      target.activities.push_back(a);
+      last->activities.push_back(a);
     });
   }
 }
@@ -175,10 +253,11 @@ PerAllocatorMemoryProfile MemoryProfileBuilder::profile_of(Allocator& allocator,
   PerAllocatorMemoryProfile profile;
   summarize_peak(acts, peaks, origin_ns, profile);
   add_active_allocations(rows_live_at_peak(acts, peaks.window_peak, profile), acts, origin_ns, profile);
-  std::vector<MemoryProfileSnapshot> timeline;
-  timeline.reserve(acts.size());
-  for (const Activity& a : acts) timeline.push_back(snapshot_of(a, origin_ns));
-  downsample_timeline(timeline, max_timeline_points, *profile.mutable_sampled_timeline_snapshots());
+  // Snapshots made for the points shown only.
+  for (const size_t i : timeline_points(acts.size(), max_timeline_points,
+                                        [&](size_t i) { return acts[i].bytes_reserved + acts[i].bytes_allocated; })) {
+    *profile.add_sampled_timeline_snapshots() = snapshot_of(acts[i], origin_ns);
+  }
   return profile;
 }
 
@@ -266,7 +345,11 @@ std::vector<MemoryProfileBuilder::PeakRow> MemoryProfileBuilder::rows_live_at_pe
   for (int i = 0; i < profile.special_allocations_size(); ++i) {
     rows.push_back({-1, i, profile.special_allocations(i)});
   }
-  std::sort(rows.begin(), rows.end(), [](const PeakRow& a, const PeakRow& b) { return a.sort_key() < b.sort_key(); });
+  // Among equal rows the earliest allocation stands for them, whatever order the live set gave them in.
+  std::sort(rows.begin(), rows.end(), [](const PeakRow& a, const PeakRow& b) {
+    return std::tuple_cat(a.sort_key(), std::tie(a.snapshot_index, a.special_index)) <
+           std::tuple_cat(b.sort_key(), std::tie(b.snapshot_index, b.special_index));
+  });
   return rows;
 }
 

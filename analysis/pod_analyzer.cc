@@ -182,10 +182,7 @@ class PodAssembly {
       const int64_t offset = files_[core.file_index].clock_offset_ns.value_or(0);
       for (const ChannelEndpoint& e : core.trace.channel_endpoints) {
         if (!steps.contains(e.step_num)) continue;
-        MergedEndpoint merged{core_id, e};
-        merged.endpoint.start_ns -= offset;
-        merged.endpoint.end_ns -= offset;
-        endpoints.push_back(std::move(merged));
+        endpoints.push_back({core_id, &e, e.start_ns - offset, e.end_ns - offset});
       }
     }
     all_reduce_ = analyze_all_reduces(collectives);

@@ -1,93 +1,146 @@
-// The legacy pod viewer JSON, built as a google.protobuf.Struct and printed by protobuf's JSON printer
-// (no hand-written JSON escaping). 64-bit sizes and ids are strings, as in the legacy files.
+// The legacy pod viewer JSON, written with the analysis' JSON writer in the form protobuf's printer gave it when
+// it was built as a google.protobuf.Struct: every object's keys in byte order, numbers as doubles, 64-bit sizes and
+// ids as strings (as in the legacy files).
+#include <algorithm>
+#include <map>
 #include <string>
+#include <variant>
+#include <vector>
 
+#include "analysis/json_writer.h"
 #include "analysis/renderers.h"
 #include "analysis/step_category.h"
-#include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/type_resolver.h"
-#include "google/protobuf/util/type_resolver_util.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace podscope::analysis {
 namespace {
 
-using google::protobuf::ListValue;
-using google::protobuf::Struct;
-using google::protobuf::Value;
+// One key of a per-core record, and where its value comes from.
+struct CoreRecordKey {
+  enum Source { kHostName, kChipId, kNodeId, kStepNum, kTotalDuration, kCategory, kGeneric, kBottleneck };
+  std::string_view key;
+  Source source;
+  size_t index = 0;  // the category's id, or the generic category's place in its table
+};
 
-Value number(double v) {
-  Value value;
-  value.set_number_value(v);
-  return value;
-}
-Value text(std::string s) {
-  Value value;
-  value.set_string_value(std::move(s));
-  return value;
+// The record's keys in byte order, computed once.
+const std::vector<CoreRecordKey>& core_record_keys() {
+  static const std::vector<CoreRecordKey> keys = [] {
+    std::map<std::string_view, CoreRecordKey> sorted;
+    auto add = [&](std::string_view key, CoreRecordKey::Source source, size_t index = 0) {
+      sorted[key] = {key, source, index};
+    };
+    add("hostName", CoreRecordKey::kHostName);
+    add("chipId", CoreRecordKey::kChipId);
+    add("nodeId", CoreRecordKey::kNodeId);
+    add("stepNum", CoreRecordKey::kStepNum);
+    add("totalDurationUs", CoreRecordKey::kTotalDuration);
+    for (const StepCategoryInfo& c : all_step_categories())
+      add(c.json_key, CoreRecordKey::kCategory, static_cast<size_t>(c.category));
+    const auto generic = generic_gpu_categories();
+    for (size_t i = 0; i < generic.size(); ++i) add(generic[i].json_key, CoreRecordKey::kGeneric, i);
+    add("bottleneck", CoreRecordKey::kBottleneck);
+    std::vector<CoreRecordKey> out;
+    for (const auto& [key, entry] : sorted) out.push_back(entry);
+    return out;
+  }();
+  return keys;
 }
 
-Struct core_record(const podscope::v1::PodStatsRecord& r) {
-  Struct s;
-  auto& f = *s.mutable_fields();
-  f["hostName"] = text(r.host_name());
-  f["chipId"] = number(r.chip_id());
-  f["nodeId"] = number(r.node_id());
-  f["stepNum"] = number(r.step_num());
-  f["totalDurationUs"] = number(r.total_duration_us());
+void core_record(const podscope::v1::PodStatsRecord& r, JsonWriter& w) {
   auto us = [&](StepCategory c) {
     const auto it = r.step_breakdown_us().find(static_cast<int>(c));
     return it == r.step_breakdown_us().end() ? 0.0 : it->second;
   };
-  for (const StepCategoryInfo& c : all_step_categories()) f[std::string(c.json_key)] = number(us(c.category));
-  for (const GenericCategory& g : generic_gpu_categories()) {
-    double total = 0;
-    for (StepCategory part : g.parts) total += us(part);
-    f[std::string(g.json_key)] = number(total);
+  w.begin_object();
+  for (const CoreRecordKey& k : core_record_keys()) {
+    w.key(k.key);
+    switch (k.source) {
+      case CoreRecordKey::kHostName: w.string(r.host_name()); break;
+      case CoreRecordKey::kChipId: w.number(static_cast<double>(r.chip_id())); break;
+      case CoreRecordKey::kNodeId: w.number(static_cast<double>(r.node_id())); break;
+      case CoreRecordKey::kStepNum: w.number(static_cast<double>(r.step_num())); break;
+      case CoreRecordKey::kTotalDuration: w.number(r.total_duration_us()); break;
+      case CoreRecordKey::kCategory: w.number(us(static_cast<StepCategory>(k.index))); break;
+      case CoreRecordKey::kGeneric: {
+        double total = 0;
+        for (StepCategory part : generic_gpu_categories()[k.index].parts) total += us(part);
+        w.number(total);
+        break;
+      }
+      case CoreRecordKey::kBottleneck: w.string(r.bottleneck()); break;
+    }
   }
-  f["bottleneck"] = text(r.bottleneck());
-  return s;
+  w.end_object();
 }
 
-Value channel(const podscope::v1::ChannelInfo& c) {
-  Value v;
-  auto& f = *v.mutable_struct_value()->mutable_fields();
-  f["channelId"] = text(std::to_string(c.channel_id()));
-  f["srcCoreId"] = number(c.src_core_ids_size() > 0 ? c.src_core_ids(0) : 0);
-  f["dstCoreId"] = number(c.dst_core_ids_size() > 0 ? c.dst_core_ids(0) : 0);
-  f["dataSize"] = text(std::to_string(c.data_size()));
-  f["durationUs"] = number(c.duration_us());
-  f["sendDelayUs"] = number(c.send_delay_us());
-  f["utilization"] = number(c.utilization());
-  f["occurrences"] = number(c.occurrences());
-  f["replicaId"] = number(0);
-  ListValue names;
-  for (const auto& n : c.hlo_names()) *names.add_values() = text(n);
-  *f["hloNames"].mutable_list_value() = names;
-  return v;
+void channel(const podscope::v1::ChannelInfo& c, JsonWriter& w) {
+  w.begin_object();
+  w.key("channelId");
+  w.string(std::to_string(c.channel_id()));
+  w.key("dataSize");
+  w.string(std::to_string(c.data_size()));
+  w.key("dstCoreId");
+  w.number(static_cast<double>(c.dst_core_ids_size() > 0 ? c.dst_core_ids(0) : 0));
+  w.key("durationUs");
+  w.number(c.duration_us());
+  w.key("hloNames");
+  w.begin_array();
+  for (const auto& n : c.hlo_names()) w.string(n);
+  w.end_array();
+  w.key("occurrences");
+  w.number(static_cast<double>(c.occurrences()));
+  w.key("replicaId");
+  w.number(0.0);
+  w.key("sendDelayUs");
+  w.number(c.send_delay_us());
+  w.key("srcCoreId");
+  w.number(static_cast<double>(c.src_core_ids_size() > 0 ? c.src_core_ids(0) : 0));
+  w.key("utilization");
+  w.number(static_cast<double>(c.utilization()));
+  w.end_object();
 }
 
-Value all_reduce_op(const podscope::v1::AllReduceOpInfo& op) {
-  Value v;
-  auto& f = *v.mutable_struct_value()->mutable_fields();
-  f["name"] = text(op.name());
-  f["occurrences"] = number(op.occurrences());
-  f["durationUs"] = number(op.duration_us());
-  f["dataSize"] = text(std::to_string(op.data_size()));
-  f["description"] = text(op.description());
-  ListValue groups;
+void all_reduce_op(const podscope::v1::AllReduceOpInfo& op, JsonWriter& w) {
+  w.begin_object();
+  w.key("dataSize");
+  w.string(std::to_string(op.data_size()));
+  w.key("description");
+  w.string(op.description());
+  w.key("durationUs");
+  w.number(static_cast<double>(op.duration_us()));
+  w.key("name");
+  w.string(op.name());
+  w.key("occurrences");
+  w.number(static_cast<double>(op.occurrences()));
+  w.key("replicaGroups");
+  w.begin_array();
   for (const auto& g : op.replica_groups()) {
-    Value group;
-    ListValue ids;
-    for (int64_t id : g.replica_ids()) *ids.add_values() = text(std::to_string(id));
-    *(*group.mutable_struct_value()->mutable_fields())["replicaIds"].mutable_list_value() = ids;
-    *groups.add_values() = group;
+    w.begin_object();
+    w.key("replicaIds");
+    w.begin_array();
+    for (int64_t id : g.replica_ids()) w.string(std::to_string(id));
+    w.end_array();
+    w.end_object();
   }
-  *f["replicaGroups"].mutable_list_value() = groups;
-  return v;
+  w.end_array();
+  w.end_object();
+}
+
+// A map keyed by core id as an object: its keys are the ids as strings, in byte order ("10" before "2").
+template <typename Map, typename WriteValue>
+void by_core_id(const Map& map, JsonWriter& w, WriteValue&& write_value) {
+  std::vector<std::pair<std::string, const typename Map::mapped_type*>> entries;
+  entries.reserve(map.size());
+  for (const auto& [core, value] : map) entries.emplace_back(std::to_string(core), &value);
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  w.begin_object();
+  for (const auto& [key, value] : entries) {
+    w.key(key);
+    write_value(*value);
+  }
+  w.end_object();
 }
 
 }  // namespace
@@ -103,77 +156,66 @@ std::string serialize_deterministically(const google::protobuf::Message& message
   return bytes;
 }
 
-absl::StatusOr<std::string> to_deterministic_json(const google::protobuf::Message& message, bool add_whitespace,
-                                                  bool always_print_primitive_fields) {
-  static constexpr char kTypeUrlPrefix[] = "type.googleapis.com";
-  // The resolver reads the generated descriptors; one for the process is enough.
-  static google::protobuf::util::TypeResolver* const resolver =
-      google::protobuf::util::NewTypeResolverForDescriptorPool(kTypeUrlPrefix,
-                                                               google::protobuf::DescriptorPool::generated_pool());
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = add_whitespace;
-  options.always_print_primitive_fields = always_print_primitive_fields;
-  std::string json;
-  const auto status = google::protobuf::util::BinaryToJsonString(
-      resolver, std::string(kTypeUrlPrefix) + "/" + message.GetDescriptor()->full_name(),
-      serialize_deterministically(message), &json, options);
-  if (!status.ok()) {
-    return absl::InternalError("printing " + message.GetDescriptor()->full_name() +
-                               " as JSON: " + std::string(status.message()));
-  }
-  return json;
-}
-
 absl::StatusOr<std::string> render_pod_viewer_json(const podscope::v1::PodAnalysis& analysis) {
   const auto& db = analysis.pod_viewer();
-  Struct root;
-  auto& top = *root.mutable_fields();
-  ListValue maps;
+  JsonWriter w(/*indented=*/true);
+  w.begin_object();
+  w.key("hloInfoMap");
+  w.begin_object();
+  w.end_object();
+  w.key("podStatsSequence");
+  w.begin_object();
+  w.key("podStatsMap");
+  w.begin_array();
   for (const auto& m : db.pod_stats_sequence().pod_stats_map()) {
-    Value map;
-    auto& f = *map.mutable_struct_value()->mutable_fields();
-    f["stepNum"] = number(m.step_num());
-    Struct per_core;
-    for (const auto& [core, record] : m.pod_stats_per_core()) {
-      *(*per_core.mutable_fields())[std::to_string(core)].mutable_struct_value() = core_record(record);
-    }
-    *f["podStatsPerCore"].mutable_struct_value() = per_core;
-    ListValue channels, ops;
-    for (const auto& c : m.channel_db()) *channels.add_values() = channel(c);
-    for (const auto& op : m.all_reduce_op_db()) *ops.add_values() = all_reduce_op(op);
-    *f["channelDb"].mutable_list_value() = channels;
-    *f["allReduceOpDb"].mutable_list_value() = ops;
-    Struct replicas;
-    for (const auto& [core, replica] : m.core_id_to_replica_id_map()) {
-      (*replicas.mutable_fields())[std::to_string(core)] = number(replica);
-    }
-    *f["coreIdToReplicaIdMap"].mutable_struct_value() = replicas;
-    *maps.add_values() = map;
+    w.begin_object();
+    w.key("allReduceOpDb");
+    w.begin_array();
+    for (const auto& op : m.all_reduce_op_db()) all_reduce_op(op, w);
+    w.end_array();
+    w.key("channelDb");
+    w.begin_array();
+    for (const auto& c : m.channel_db()) channel(c, w);
+    w.end_array();
+    w.key("coreIdToReplicaIdMap");
+    by_core_id(m.core_id_to_replica_id_map(), w, [&](uint32_t replica) { w.number(static_cast<double>(replica)); });
+    w.key("podStatsPerCore");
+    by_core_id(m.pod_stats_per_core(), w, [&](const podscope::v1::PodStatsRecord& r) { core_record(r, w); });
+    w.key("stepNum");
+    w.number(static_cast<double>(m.step_num()));
+    w.end_object();
   }
-  *(*top["podStatsSequence"].mutable_struct_value()->mutable_fields())["podStatsMap"].mutable_list_value() = maps;
+  w.end_array();
+  w.end_object();
 
-  Struct env;
-  auto& e = *env.mutable_fields();
+  w.key("runEnvironment");
+  w.begin_object();
   std::map<std::string, int> hosts;
   for (const auto& c : analysis.cores()) ++hosts[c.host_name()];
-  e["hostCount"] = number(static_cast<double>(hosts.size()));
-  e["tpuType"] = text(db.device_type());
-  e["tpuCoreCount"] = number(analysis.cores_size());
-  e["deviceType"] = text(db.device_type());
-  Struct topology;
-  (*topology.mutable_fields())["xDimension"] = text(std::to_string(db.topology().x_dimension()));
-  (*topology.mutable_fields())["yDimension"] = text(std::to_string(db.topology().y_dimension()));
-  (*topology.mutable_fields())["zDimension"] = text(std::to_string(db.topology().z_dimension()));
-  *e["topology"].mutable_struct_value() = topology;
-  *top["runEnvironment"].mutable_struct_value() = env;
-  top["hloInfoMap"].mutable_struct_value();
-
-  return to_deterministic_json(root, /*add_whitespace=*/true, /*always_print_primitive_fields=*/false);
+  w.key("deviceType");
+  w.string(db.device_type());
+  w.key("hostCount");
+  w.number(static_cast<double>(hosts.size()));
+  w.key("topology");
+  w.begin_object();
+  w.key("xDimension");
+  w.string(std::to_string(db.topology().x_dimension()));
+  w.key("yDimension");
+  w.string(std::to_string(db.topology().y_dimension()));
+  w.key("zDimension");
+  w.string(std::to_string(db.topology().z_dimension()));
+  w.end_object();
+  w.key("tpuCoreCount");
+  w.number(static_cast<double>(analysis.cores_size()));
+  w.key("tpuType");
+  w.string(db.device_type());
+  w.end_object();
+  w.end_object();
+  return std::move(w).take();
 }
 
 absl::StatusOr<std::string> render_pod_viewer_proto_json(const podscope::v1::PodAnalysis& analysis) {
-  return to_deterministic_json(analysis.pod_viewer(), /*add_whitespace=*/true,
-                               /*always_print_primitive_fields=*/true);
+  return message_to_json(analysis.pod_viewer(), /*indented=*/true);
 }
 
 }  // namespace podscope::analysis

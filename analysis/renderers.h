@@ -23,16 +23,11 @@ namespace podscope::analysis {
 // our extra categories and the generic GPU categories are extra keys on each per-core record.
 absl::StatusOr<std::string> render_pod_viewer_json(const podscope::v1::PodAnalysis& analysis);
 
-// The PodViewerDatabase through protobuf's JSON printer (pod_viewer.pb.json).
+// The PodViewerDatabase in protobuf's JSON form (pod_viewer.pb.json; json_writer.h).
 absl::StatusOr<std::string> render_pod_viewer_proto_json(const podscope::v1::PodAnalysis& analysis);
 
 // Wire bytes with map entries in key order, so the same analysis always gives the same file.
 std::string serialize_deterministically(const google::protobuf::Message& message);
-
-// Protobuf's JSON form of `message` with map entries in key order (the printer alone follows the maps'
-// hash order, which changes from run to run).
-absl::StatusOr<std::string> to_deterministic_json(const google::protobuf::Message& message, bool add_whitespace,
-                                                  bool always_print_primitive_fields);
 
 // Per core average step time, breakdown shares, bottleneck; stragglers; slowest channels; the pod's
 // all-reduce sync share.

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_replace.h"
+#include "analysis/json_writer.h"
 #include "analysis/renderers.h"
 
 namespace podscope::analysis {
@@ -548,8 +549,7 @@ absl::StatusOr<std::string> render_report_html(std::span<const ReportTab> tabs, 
     std::unique_ptr<google::protobuf::Message> shown = page->shown ? page->shown(*tab.result) : nullptr;
     if (page->shown && !shown)
       return absl::InvalidArgumentError("report.html's tab '" + std::string(tab.id) + "' was handed another result");
-    auto part = to_deterministic_json(shown ? *shown : *tab.result, /*add_whitespace=*/false,
-                                      /*always_print_primitive_fields=*/true);
+    auto part = message_to_json(shown ? *shown : *tab.result, /*indented=*/false);
     if (!part.ok()) return part.status();
     if (json.size() > 1) json += ",";
     json.append("\"").append(page->data_key).append("\":").append(*part);

@@ -525,14 +525,24 @@ PlaneTfDataStats pipelines_of(const PlaneCalls& plane, const std::map<int64_t, s
 // ---------------------------------------------------------------------------------------------------------
 // Combining hosts.
 
+// The keys of a protobuf map in order: its own iteration order changes from run to run.
+template <typename Map>
+std::vector<int64_t> sorted_keys(const Map& map) {
+  std::vector<int64_t> keys;
+  keys.reserve(map.size());
+  for (const auto& [key, value] : map) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
 // Moves `from`'s pipelines into `into`, renumbering the iterator ids of `from` that `into` already uses and
-// numbering pipeline names that `into` already has.
+// numbering pipeline names that `into` already has, both in id order.
 void merge_into(TfDataStats& into, TfDataStats from) {
   int64_t next_id = 1;
   for (const auto& [id, m] : into.iterator_metadata()) next_id = std::max(next_id, id + 1);
   for (const auto& [id, m] : from.iterator_metadata()) next_id = std::max(next_id, id + 1);
   absl::flat_hash_map<int64_t, int64_t> renumbered;
-  for (const auto& [id, m] : from.iterator_metadata()) {
+  for (const int64_t id : sorted_keys(from.iterator_metadata())) {
     if (into.iterator_metadata().contains(id)) renumbered[id] = next_id++;
   }
   auto id_of = [&](int64_t id) {
@@ -548,7 +558,8 @@ void merge_into(TfDataStats& into, TfDataStats from) {
   for (const auto& [id, pipeline] : into.input_pipelines()) names.insert(pipeline.metadata().name());
   // Per name, the copy number to try next: numbering stays linear however many pipelines share a name.
   absl::flat_hash_map<std::string, int> next_copy;
-  for (auto& [root_id, pipeline] : *from.mutable_input_pipelines()) {
+  for (const int64_t root_id : sorted_keys(from.input_pipelines())) {
+    InputPipelineStats& pipeline = from.mutable_input_pipelines()->at(root_id);
     pipeline.mutable_metadata()->set_id(id_of(root_id));
     // Two files of one host both have a Host:0: the second becomes Host:0 #2.
     const std::string& base = pipeline.metadata().name();

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "analysis/json_writer.h"
 #include "analysis/renderers.h"
 
 namespace podscope::analysis {
@@ -180,27 +181,23 @@ std::string render_memory_profile_page(const MemoryProfileResult& memory, size_t
 absl::StatusOr<std::string> render_memory_profile_json(const tensorflow::profiler::MemoryProfile& profile) {
   tensorflow::profiler::MemoryProfile outer = profile;
   outer.clear_memory_profile_per_allocator();
-  auto json = to_deterministic_json(outer, false, true);
+  auto json = message_to_json(outer, false);
   if (!json.ok()) return json.status();
-  std::string allocators = "\"memoryProfilePerAllocator\":{";
-  bool first = true;
+  // The allocators in memory_ids order (the order the page lists them in), not the map's key order.
+  JsonWriter per_allocator(/*indented=*/false);
+  per_allocator.begin_object();
+  per_allocator.key("memoryProfilePerAllocator");
+  per_allocator.begin_object();
   for (const std::string& id : profile.memory_ids()) {
     auto it = profile.memory_profile_per_allocator().find(id);
     if (it == profile.memory_profile_per_allocator().end()) continue;
-    auto one = to_deterministic_json(it->second, false, true);
-    if (!one.ok()) return one.status();
-    // The id printed as a JSON string by the same printer.
-    tensorflow::profiler::MemoryProfile key_only;
-    key_only.add_memory_ids(id);
-    auto key = to_deterministic_json(key_only, false, false);
-    if (!key.ok()) return key.status();
-    const size_t open = key->find('[');
-    const size_t close = key->rfind(']');
-    if (open == std::string::npos || close == std::string::npos) return absl::InternalError("printing " + id);
-    absl::StrAppend(&allocators, first ? "" : ",", key->substr(open + 1, close - open - 1), ":", *one);
-    first = false;
+    per_allocator.key(id);
+    if (absl::Status s = write_message_json(it->second, per_allocator); !s.ok()) return s;
   }
-  allocators += "}";
+  per_allocator.end_object();
+  per_allocator.end_object();
+  std::string member = std::move(per_allocator).take();
+  const std::string allocators = member.substr(1, member.size() - 2);  // the member, without the braces around it
   constexpr std::string_view kEmptyMap = "\"memoryProfilePerAllocator\":{}";
   if (const size_t at = json->find(kEmptyMap); at != std::string::npos) {
     json->replace(at, kEmptyMap.size(), allocators);

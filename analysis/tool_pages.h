@@ -20,8 +20,8 @@ std::string render_kernel_stats_page(const KernelStatsResult& kernels, size_t ro
 // allocations live at the peak; then the warnings.
 std::string render_memory_profile_page(const MemoryProfileResult& memory, size_t rows = 10);
 
-// memory_profile.json: protobuf's JSON form of the profile (every field printed, as XProf prints it), built one
-// allocator at a time: the printer's working memory grows with the message it is handed, many times its size.
+// memory_profile.json: protobuf's JSON form of the profile (every field printed, as XProf prints it), the
+// allocators in `memory_ids` order.
 absl::StatusOr<std::string> render_memory_profile_json(const tensorflow::profiler::MemoryProfile& profile);
 
 // The device's peaks, then per side (device, host) its self and idle time and its `rows` ops with the most self

@@ -10,7 +10,9 @@
 //     the same file); across the capture lengths it prints k of CPU ~ events^k per mode (1 = linear).
 // Each measurement runs in a fresh child process (this binary re-executed) so its peak RSS is its own (counted from
 // the child's RSS before it starts measuring). Figures are printed as ratios to the baseline. Everything it starts
-// is stopped and its work directory (the agent's socket included) removed.
+// is stopped and its work directory (the agent's sockets included) removed; the work directories of runs that
+// were killed before they could remove theirs are removed when the next run starts. No Google Benchmark here: each
+// figure is a whole child process's CPU time.
 //
 //   analysis_bench [--cores 64] [--events-per-core 200000] [--cores-per-file 8] [--repeat 5] [--tf-file PATH]
 //                  [--real-captures 1,2,4 | none] [--keep]
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -41,6 +44,7 @@
 #include "absl/strings/str_format.h"
 #include "bench/pod_bench.h"
 #include "analysis/input_pipeline.h"
+#include "analysis/json_writer.h"
 #include "analysis/kernel_stats.h"
 #include "analysis/memory_profile.h"
 #include "analysis/op_stats.h"
@@ -143,7 +147,7 @@ size_t render_pod_outputs(const podscope::v1::PodAnalysis& analysis) {
 // A tool's .pb and .json, as the runner writes them.
 size_t render_tool_files(const google::protobuf::Message& message) {
   return podscope::analysis::serialize_deterministically(message).size() +
-         podscope::analysis::to_deterministic_json(message, false, true)->size();
+         podscope::analysis::message_to_json(message, false)->size();
 }
 
 // Every step-tool output (.pb, .json and the terminal pages), rendered into memory.
@@ -154,7 +158,7 @@ size_t render_step_tool_outputs(const tensorflow::profiler::OverviewPage& overvi
   for (const google::protobuf::Message* message : {static_cast<const google::protobuf::Message*>(&overview),
                                                    static_cast<const google::protobuf::Message*>(&input_pipeline)}) {
     rendered += podscope::analysis::serialize_deterministically(*message).size();
-    rendered += podscope::analysis::to_deterministic_json(*message, true, true)->size();
+    rendered += podscope::analysis::message_to_json(*message, true)->size();
   }
   return rendered;
 }
@@ -347,9 +351,10 @@ ModeFigures report(const std::string& name, const fs::path& dir, int repeat) {
   const Figures& parse = figures[0];
   const double mb = static_cast<double>(bytes) / (1 << 20);
   auto heap_mb = [](const Figures& f) { return static_cast<double>(f.peak_rss_kb) / 1024; };
-  std::printf("\n== %s: %.1f MiB of XSpace, %llu events, %llu dropped by the capture budget (best of %d runs)\n",
-              name.c_str(), mb, static_cast<unsigned long long>(parse.events),
-              static_cast<unsigned long long>(budget_dropped_events(dir)), repeat);
+  const uint64_t dropped = budget_dropped_events(dir);
+  std::printf("\n== %s: %.1f MiB of XSpace, %llu events, %llu dropped by the capture budget%s (best of %d runs)\n",
+              name.c_str(), mb, static_cast<unsigned long long>(parse.events), static_cast<unsigned long long>(dropped),
+              dropped > 0 ? ", figures per kept event (parse and analysis read the same kept events)" : "", repeat);
   for (size_t m = 0; m < kModeCount; ++m) {
     const Figures& f = figures[m];
     std::printf(
@@ -476,7 +481,9 @@ std::vector<std::pair<std::string, fs::path>> capture_fast_trainer(const fs::pat
   const fs::path socket = pod / "agent.sock";
   Process agent =
       start_process({(bin / "podscope-agent").string(), "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0",
-                     "--host_name", "host0", "--socket", socket.string(), "--sample_interval_ms", "200"},
+                     "--host_name", "host0", "--socket", socket.string(), "--sample_interval_ms", "200",
+                     // Kineto's endpoint in the work directory too: the default is a host-wide name.
+                     "--kineto_endpoint", (pod / "dynolog").string()},
                     pod / "agent.log");
   const std::string grpc = wait_for_log(pod / "agent.log", std::regex("listening grpc=(\\S+)"));
   Process trainer =
@@ -509,6 +516,20 @@ std::vector<std::pair<std::string, fs::path>> capture_fast_trainer(const fs::pat
   trainer.stop();
   agent.stop();
   return out;
+}
+
+// The work directories of earlier runs whose process is gone (killed before it could remove its own, with the
+// agent's sockets in it).
+void remove_stale_work_directories() {
+  constexpr std::string_view kPrefix = "podscope_analysis_bench_";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(fs::temp_directory_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(kPrefix)) continue;
+    const std::string pid = name.substr(kPrefix.size());
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
+  }
 }
 
 std::vector<int> parse_seconds(const std::string& list) {
@@ -552,6 +573,7 @@ int main(int argc, char** argv) {
     }
   }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // figures appear as they are measured
+  remove_stale_work_directories();
   const fs::path work = fs::temp_directory_path() / ("podscope_analysis_bench_" + std::to_string(getpid()));
   try {
     // The captures first, while the machine is quiet, then every measurement.

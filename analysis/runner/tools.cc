@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "analysis/input_pipeline.h"
+#include "analysis/json_writer.h"
 #include "analysis/overview_page.h"
 #include "analysis/step_spans.h"
 #include "analysis/tf_data_stats.h"
@@ -111,8 +112,7 @@ std::unique_ptr<PlaneToolBuilder> make_builder() {
 std::vector<ToolFile> message_files(std::string_view stem, const google::protobuf::Message& result, bool indented) {
   std::vector<ToolFile> files;
   files.push_back({std::string(stem) + ".pb", serialize_deterministically(result)});
-  files.push_back(
-      {std::string(stem) + ".json", to_deterministic_json(result, indented, /*always_print_primitive_fields=*/true)});
+  files.push_back({std::string(stem) + ".json", message_to_json(result, indented)});
   return files;
 }
 
@@ -197,7 +197,6 @@ const Tool kTools[] = {
          [](const AnalysisOutcome& o) {
            std::vector<ToolFile> files;
            files.push_back({"memory_profile.pb", serialize_deterministically(o.memory_profile.profile)});
-           // One allocator at a time: printing the whole profile at once would dominate the analysis' peak memory.
            files.push_back({"memory_profile.json", render_memory_profile_json(o.memory_profile.profile)});
            return files;
          },
