@@ -213,12 +213,26 @@ class CorePlaneWriter {
   std::map<std::pair<const HeldClientEvents*, uint32_t>, xspace::XLineBuilder> thread_lines_;
 };
 
-// Adds one core's events to its plane.
-void add_core_events(int32_t core, std::vector<PlacedEvent>& events, xspace::XPlaneBuilder& builder) {
+// Events a streamed plane holds as objects before they go to the wire: a few hundred KiB.
+constexpr size_t kStreamedBatchEvents = 2048;
+// What a streamed plane reserves per event in the serialized XSpace; the space's other parts (host plane, host
+// series, warnings) follow in what is left.
+constexpr size_t kReservedBytesPerEvent = 160;
+
+// Adds one core's events to its plane; with `stream`, moving them to the wire a batch at a time.
+void add_core_events(int32_t core, std::vector<PlacedEvent>& events, xspace::XPlaneBuilder& builder,
+                     xspace::XPlaneStreamWriter* stream) {
   std::sort(events.begin(), events.end(),
             [](const PlacedEvent& a, const PlacedEvent& b) { return a.start_ns < b.start_ns; });
   CorePlaneWriter writer(core, builder, steps_of(events));
-  for (const auto& p : events) writer.add(p);
+  size_t batch = 0;
+  for (const auto& p : events) {
+    writer.add(p);
+    if (stream && ++batch == kStreamedBatchEvents) {
+      stream->flush_events();
+      batch = 0;
+    }
+  }
 }
 
 // XProf's overview and input pipeline tools ignore `/device:CUSTOM:` planes and read a host-only program's steps
@@ -362,6 +376,22 @@ void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Cl
   std::map<int32_t, std::vector<PlacedEvent>> by_core;
   std::map<int32_t, std::pair<const LocalClientCapture*, CoreDrops>> drops_by_core;
   std::vector<std::pair<const LocalClientCapture*, std::vector<PlacedEvent>>> memory;  // per client that has any
+  std::map<int32_t, size_t> events_by_core;  // so that each core's list is made once, at its size
+  for (const auto& capture : captures) {
+    for (const HeldEvent& e : capture.events.events) {
+      if (!is_memory_event(e)) ++events_by_core[capture.events.streams[e.stream].core];
+    }
+  }
+  size_t core_events = 0;
+  for (const auto& [core, n] : events_by_core) {
+    by_core[core].reserve(n);
+    core_events += n;
+  }
+  if (options.serialized_planes) {
+    // Room for everything the planes can take (an event and its stats serialize to well under this): growing
+    // the string would copy it whole, while room never written costs no memory.
+    options.serialized_planes->reserve(options.serialized_planes->size() + core_events * kReservedBytesPerEvent);
+  }
   for (const auto& capture : captures) {
     const HeldClientEvents& held = capture.events;
     std::vector<PlacedEvent> memory_events;
@@ -388,8 +418,17 @@ void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Cl
 
   for (auto& [core, d] : drops_by_core) by_core[core];  // a core that lost everything still has its plane
   for (auto& [core, events] : by_core) {
-    auto* plane =
-        xspace::find_or_add_plane(space, std::string(xspace::kCustomPlanePrefix) + std::to_string(core), core);
+    const std::string plane_name = std::string(xspace::kCustomPlanePrefix) + std::to_string(core);
+    tensorflow::profiler::XPlane streamed;
+    std::optional<xspace::XPlaneStreamWriter> stream;
+    tensorflow::profiler::XPlane* plane = &streamed;
+    if (options.serialized_planes) {
+      streamed.set_name(plane_name);
+      streamed.set_id(core);
+      stream.emplace(streamed);
+    } else {
+      plane = xspace::find_or_add_plane(space, plane_name, core);
+    }
     xspace::XPlaneBuilder builder(plane);
     if (auto it = drops_by_core.find(core); it != drops_by_core.end()) {
       const auto& [owner, d] = it->second;
@@ -398,7 +437,8 @@ void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Cl
           .add(xspace::kDroppedEventsStat, static_cast<int64_t>(d.events))
           .add(xspace::kDroppedStepsStat, static_cast<int64_t>(d.steps));
     }
-    add_core_events(core, events, builder);
+    add_core_events(core, events, builder, stream ? &*stream : nullptr);
+    if (stream) stream->finish(*options.serialized_planes);
     add_host_step_markers(core, events, space);
     std::vector<PlacedEvent>().swap(events);  // the next core's build reuses this memory
   }

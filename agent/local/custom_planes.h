@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "agent/local/client_registry.h"
@@ -21,6 +22,10 @@ namespace podscope::agent {
 struct CustomPlaneOptions {
   int64_t window_start_ns = 0;  // agent clock; events wholly outside [start, end] are left out
   int64_t window_end_ns = 0;
+  // When set, each `/device:CUSTOM:<core>` plane is serialized here (XSpace `planes` entries) while it is built, a
+  // batch of events at a time, instead of being left in the space: a build then holds the objects of one batch,
+  // not of every event. The host plane's parts (step markers, allocation records) stay in the space.
+  std::string* serialized_planes = nullptr;
 };
 
 // `clock` shifts the clients' system-clock times onto the agent clock (its --clock_offset_ns).

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+
 #include "proto/xspace/names.h"
 #include "proto/xspace/utf8.h"
 
@@ -146,6 +149,71 @@ XLineBuilder XPlaneBuilder::line_named(std::string_view name) {
   int64_t id = 0;
   for (const XLine& l : plane_->lines()) id = std::max(id, l.id() + 1);
   return line(id, name);
+}
+
+void XPlaneStreamWriter::flush_events() {
+  line_bytes_.resize(static_cast<size_t>(plane_.lines_size()));
+  for (int i = 0; i < plane_.lines_size(); ++i) {
+    XLine& line = *plane_.mutable_lines(i);
+    // A line stamped 0 would take its next event's start as its timestamp: its events stay until finish().
+    if (line.events_size() == 0 || line.timestamp_ns() == 0) continue;
+    std::string& bytes = line_bytes_[static_cast<size_t>(i)];
+    if (bytes.empty()) {
+      XLine header;
+      header.set_id(line.id());
+      header.set_name(line.name());
+      header.set_timestamp_ns(line.timestamp_ns());
+      header.AppendToString(&bytes);
+    }
+    XLine events;
+    events.mutable_events()->Swap(line.mutable_events());
+    events.AppendToString(&bytes);
+  }
+}
+
+void XPlaneStreamWriter::finish(std::string& space_bytes) {
+  using google::protobuf::internal::WireFormatLite;
+  using google::protobuf::io::CodedOutputStream;
+  line_bytes_.resize(static_cast<size_t>(plane_.lines_size()));
+  // Each line's rest: everything when nothing was flushed, else what follows its events.
+  for (int i = 0; i < plane_.lines_size(); ++i) {
+    XLine& line = *plane_.mutable_lines(i);
+    std::string& bytes = line_bytes_[static_cast<size_t>(i)];
+    if (!bytes.empty()) {
+      line.clear_id();
+      line.clear_name();
+      line.clear_timestamp_ns();
+    }
+    line.AppendToString(&bytes);
+  }
+  plane_.clear_lines();
+  XPlane head;
+  head.set_id(plane_.id());
+  head.set_name(plane_.name());
+  plane_.clear_id();
+  plane_.clear_name();
+  const size_t head_size = head.ByteSizeLong(), tail_size = plane_.ByteSizeLong();
+  size_t size = head_size + tail_size;
+  for (const std::string& bytes : line_bytes_) {
+    size += 1 + CodedOutputStream::VarintSize64(bytes.size()) + bytes.size();
+  }
+  auto append_tag_and_size = [&space_bytes](int field, size_t bytes) {
+    char prefix[16];
+    uint8_t* end = CodedOutputStream::WriteTagToArray(
+        WireFormatLite::MakeTag(field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED), reinterpret_cast<uint8_t*>(prefix));
+    end = CodedOutputStream::WriteVarint64ToArray(bytes, end);
+    space_bytes.append(prefix, static_cast<size_t>(reinterpret_cast<char*>(end) - prefix));
+  };
+  append_tag_and_size(XSpace::kPlanesFieldNumber, size);
+  head.AppendToString(&space_bytes);
+  for (std::string& bytes : line_bytes_) {
+    append_tag_and_size(XPlane::kLinesFieldNumber, bytes.size());
+    space_bytes += bytes;
+    std::string().swap(bytes);
+  }
+  plane_.AppendToString(&space_bytes);
+  plane_.Clear();
+  line_bytes_.clear();
 }
 
 XPlane* find_or_add_plane(XSpace& space, std::string_view name, int64_t id) {
