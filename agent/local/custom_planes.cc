@@ -215,6 +215,22 @@ class CorePlaneWriter {
 
 // Events a streamed plane holds as objects before they go to the wire: a few hundred KiB.
 constexpr size_t kStreamedBatchEvents = 2048;
+
+// Moves a streamed plane's events to the wire every kStreamedBatchEvents events added; nothing without a stream.
+class BatchFlusher {
+ public:
+  explicit BatchFlusher(xspace::XPlaneStreamWriter* stream) : stream_(stream) {}
+  void added() {
+    if (stream_ && ++added_ == kStreamedBatchEvents) {
+      stream_->flush_events();
+      added_ = 0;
+    }
+  }
+
+ private:
+  xspace::XPlaneStreamWriter* stream_;
+  size_t added_ = 0;
+};
 // What a streamed plane reserves per event in the serialized XSpace; the space's other parts (host plane, host
 // series, warnings) follow in what is left.
 constexpr size_t kReservedBytesPerEvent = 160;
@@ -225,13 +241,10 @@ void add_core_events(int32_t core, std::vector<PlacedEvent>& events, xspace::XPl
   std::sort(events.begin(), events.end(),
             [](const PlacedEvent& a, const PlacedEvent& b) { return a.start_ns < b.start_ns; });
   CorePlaneWriter writer(core, builder, steps_of(events));
-  size_t batch = 0;
+  BatchFlusher flusher(stream);
   for (const auto& p : events) {
     writer.add(p);
-    if (stream && ++batch == kStreamedBatchEvents) {
-      stream->flush_events();
-      batch = 0;
-    }
+    flusher.added();
   }
 }
 
@@ -258,7 +271,8 @@ bool is_input_time(const HeldEvent& e) {
   return e.kind == EventKind::kInfeed || (e.kind == EventKind::kInputStage && e.value2 == 0);
 }
 
-void add_host_step_markers(int32_t core, const std::vector<PlacedEvent>& events, tensorflow::profiler::XSpace& space) {
+void add_host_step_markers(int32_t core, const std::vector<PlacedEvent>& events, tensorflow::profiler::XSpace& space,
+                           BatchFlusher& flusher) {
   std::vector<StepSpan> steps;
   std::vector<const PlacedEvent*> step_events;
   for (const auto& p : events) {
@@ -293,6 +307,7 @@ void add_host_step_markers(int32_t core, const std::vector<PlacedEvent>& events,
                    steps[i].end_ns - steps[i].start_ns)
         .add(xspace::kStepNumStat, steps[i].step_num)
         .add(xspace::kRootEventStat, int64_t{1});
+    flusher.added();
     // The two unions merged by start: XProf nests the events of a line in their order.
     const auto& ops = segments[i].ops;
     const auto& input = segments[i].input;
@@ -305,6 +320,7 @@ void add_host_step_markers(int32_t core, const std::vector<PlacedEvent>& events,
             .add(xspace::kInputPipelineStageNameStat, xspace::kHostStepInputEventName);
         ++n;
       }
+      flusher.added();
     }
   }
 }
@@ -331,7 +347,7 @@ std::map<std::pair<int32_t, std::string>, std::string> allocator_names(
 // replayed on its own; returns how many freed a block the capture did not see allocated.
 uint64_t add_process_memory_events(const LocalClientCapture& capture, std::vector<PlacedEvent>& events,
                                    const std::map<std::pair<int32_t, std::string>, std::string>& names,
-                                   xspace::XPlaneBuilder& host) {
+                                   xspace::XPlaneBuilder& host, BatchFlusher& flusher) {
   std::stable_sort(events.begin(), events.end(),
                    [](const PlacedEvent& a, const PlacedEvent& b) { return a.start_ns < b.start_ns; });
   xspace::XLineBuilder line = host.line_named(std::string(xspace::kMemoryAllocationsLinePrefix) + " pid " +
@@ -348,6 +364,7 @@ uint64_t add_process_memory_events(const LocalClientCapture& capture, std::vecto
     auto stats = e.kind == EventKind::kAllocation ? it->second.allocate(line, p.start_ns, address, e.value)
                                                   : it->second.free(line, p.start_ns, address);
     if (auto op = name_of(*p.client, static_cast<uint32_t>(e.arg)); !op.empty()) stats.add(xspace::kTfOpStat, op);
+    flusher.added();
   }
   uint64_t unknown_frees = 0;
   for (const auto& [tag, allocator] : allocators) unknown_frees += allocator.unknown_frees();
@@ -356,12 +373,12 @@ uint64_t add_process_memory_events(const LocalClientCapture& capture, std::vecto
 
 // Every process's allocation records, on the host plane where TensorFlow writes its allocators' events.
 void add_memory_events(std::vector<std::pair<const LocalClientCapture*, std::vector<PlacedEvent>>>& memory,
-                       tensorflow::profiler::XSpace& space) {
+                       tensorflow::profiler::XSpace& space, BatchFlusher& flusher) {
   if (memory.empty()) return;
   const auto names = allocator_names(memory);
   xspace::XPlaneBuilder host(xspace::find_or_add_plane(space, xspace::kHostPlaneName));
   for (auto& [capture, events] : memory) {
-    if (const uint64_t unknown = add_process_memory_events(*capture, events, names, host); unknown > 0) {
+    if (const uint64_t unknown = add_process_memory_events(*capture, events, names, host, flusher); unknown > 0) {
       space.add_warnings(client_label(capture->client) + ": " + std::to_string(unknown) +
                          " frees of blocks allocated before the capture; its allocators' totals leave them out");
     }
@@ -417,6 +434,7 @@ void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Cl
   }
 
   for (auto& [core, d] : drops_by_core) by_core[core];  // a core that lost everything still has its plane
+  BatchFlusher host_flusher(options.serialized_planes ? options.host_plane_stream : nullptr);
   for (auto& [core, events] : by_core) {
     const std::string plane_name = std::string(xspace::kCustomPlanePrefix) + std::to_string(core);
     tensorflow::profiler::XPlane streamed;
@@ -439,10 +457,10 @@ void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Cl
     }
     add_core_events(core, events, builder, stream ? &*stream : nullptr);
     if (stream) stream->finish(*options.serialized_planes);
-    add_host_step_markers(core, events, space);
+    add_host_step_markers(core, events, space, host_flusher);
     std::vector<PlacedEvent>().swap(events);  // the next core's build reuses this memory
   }
-  add_memory_events(memory, space);
+  add_memory_events(memory, space, host_flusher);
 }
 
 }  // namespace podscope::agent

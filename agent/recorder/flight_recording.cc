@@ -248,9 +248,12 @@ RecorderSnapshot FlightRecording::build(FlightRecorder& recorder, int64_t asked_
   snapshot.begin_ns = begin_ns;
   snapshot.end_ns = end_ns;
   snapshot.whole_since_ns = begin_ns;
-  // The annotated processes' planes go to the wire as they are built; the rest of the space follows them.
+  // The annotated processes' planes go to the wire as they are built, then the host plane (their step markers and
+  // allocation records written as they were added), then the rest of the space.
   tensorflow::profiler::XSpace space;
   space.add_hostnames(host_name_);
+  tensorflow::profiler::XPlane* host_plane = xspace::find_or_add_plane(space, xspace::kHostPlaneName);
+  xspace::XPlaneStreamWriter host_stream(*host_plane);
 
   const int64_t clients_offset = clock_.from_system_ns(0);
   std::vector<LocalClientCapture> captures = recorder.window(begin_ns - clients_offset, end_ns - clients_offset);
@@ -264,7 +267,7 @@ RecorderSnapshot FlightRecording::build(FlightRecorder& recorder, int64_t asked_
       c.events.drops.clear();
     }
   }
-  add_custom_planes(captures, clock_, CustomPlaneOptions{begin_ns, end_ns, &snapshot.xspace}, space);
+  add_custom_planes(captures, clock_, CustomPlaneOptions{begin_ns, end_ns, &snapshot.xspace, &host_stream}, space);
   std::vector<LocalClientCapture>().swap(captures);
 
   CaptureWindow window;
@@ -275,12 +278,19 @@ RecorderSnapshot FlightRecording::build(FlightRecorder& recorder, int64_t asked_
   look_back_->close(end_ns);
   look_back_->collect(space);
 
-  xspace::XPlaneBuilder(xspace::find_or_add_plane(space, xspace::kHostPlaneName))
+  xspace::XPlaneBuilder(host_plane)
       .stats()
       .add(xspace::kCaptureStartStat, begin_ns)
       .add(xspace::kCaptureEndStat, end_ns)
       .add(xspace::kRecordedWholeSinceStat, snapshot.whole_since_ns);
   space.add_warnings(std::string(kLeftOutWarning));
+  host_stream.finish(snapshot.xspace);
+  for (int i = 0; i < space.planes_size(); ++i) {
+    if (&space.planes(i) == host_plane) {
+      space.mutable_planes()->DeleteSubrange(i, 1);
+      break;
+    }
+  }
   space.AppendToString(&snapshot.xspace);
   snapshots_.Increment();
   built_since_trim_ = true;

@@ -152,39 +152,45 @@ XLineBuilder XPlaneBuilder::line_named(std::string_view name) {
 }
 
 void XPlaneStreamWriter::flush_events() {
-  line_bytes_.resize(static_cast<size_t>(plane_.lines_size()));
+  line_pieces_.resize(static_cast<size_t>(plane_.lines_size()));
   for (int i = 0; i < plane_.lines_size(); ++i) {
     XLine& line = *plane_.mutable_lines(i);
     // A line stamped 0 would take its next event's start as its timestamp: its events stay until finish().
     if (line.events_size() == 0 || line.timestamp_ns() == 0) continue;
-    std::string& bytes = line_bytes_[static_cast<size_t>(i)];
-    if (bytes.empty()) {
+    std::vector<std::string>& pieces = line_pieces_[static_cast<size_t>(i)];
+    std::string piece;
+    if (pieces.empty()) {
       XLine header;
       header.set_id(line.id());
       header.set_name(line.name());
       header.set_timestamp_ns(line.timestamp_ns());
-      header.AppendToString(&bytes);
+      header.AppendToString(&piece);
     }
     XLine events;
     events.mutable_events()->Swap(line.mutable_events());
-    events.AppendToString(&bytes);
+    events.AppendToString(&piece);
+    pieces.push_back(std::move(piece));
   }
 }
 
 void XPlaneStreamWriter::finish(std::string& space_bytes) {
   using google::protobuf::internal::WireFormatLite;
   using google::protobuf::io::CodedOutputStream;
-  line_bytes_.resize(static_cast<size_t>(plane_.lines_size()));
+  line_pieces_.resize(static_cast<size_t>(plane_.lines_size()));
   // Each line's rest: everything when nothing was flushed, else what follows its events.
+  std::vector<size_t> line_sizes;
   for (int i = 0; i < plane_.lines_size(); ++i) {
     XLine& line = *plane_.mutable_lines(i);
-    std::string& bytes = line_bytes_[static_cast<size_t>(i)];
-    if (!bytes.empty()) {
+    std::vector<std::string>& pieces = line_pieces_[static_cast<size_t>(i)];
+    if (!pieces.empty()) {
       line.clear_id();
       line.clear_name();
       line.clear_timestamp_ns();
     }
-    line.AppendToString(&bytes);
+    pieces.push_back(line.SerializeAsString());
+    size_t size = 0;
+    for (const std::string& piece : pieces) size += piece.size();
+    line_sizes.push_back(size);
   }
   plane_.clear_lines();
   XPlane head;
@@ -192,11 +198,8 @@ void XPlaneStreamWriter::finish(std::string& space_bytes) {
   head.set_name(plane_.name());
   plane_.clear_id();
   plane_.clear_name();
-  const size_t head_size = head.ByteSizeLong(), tail_size = plane_.ByteSizeLong();
-  size_t size = head_size + tail_size;
-  for (const std::string& bytes : line_bytes_) {
-    size += 1 + CodedOutputStream::VarintSize64(bytes.size()) + bytes.size();
-  }
+  size_t size = head.ByteSizeLong() + plane_.ByteSizeLong();
+  for (size_t line_size : line_sizes) size += 1 + CodedOutputStream::VarintSize64(line_size) + line_size;
   auto append_tag_and_size = [&space_bytes](int field, size_t bytes) {
     char prefix[16];
     uint8_t* end = CodedOutputStream::WriteTagToArray(
@@ -206,14 +209,16 @@ void XPlaneStreamWriter::finish(std::string& space_bytes) {
   };
   append_tag_and_size(XSpace::kPlanesFieldNumber, size);
   head.AppendToString(&space_bytes);
-  for (std::string& bytes : line_bytes_) {
-    append_tag_and_size(XPlane::kLinesFieldNumber, bytes.size());
-    space_bytes += bytes;
-    std::string().swap(bytes);
+  for (size_t i = 0; i < line_pieces_.size(); ++i) {
+    append_tag_and_size(XPlane::kLinesFieldNumber, line_sizes[i]);
+    for (std::string& piece : line_pieces_[i]) {
+      space_bytes += piece;
+      std::string().swap(piece);
+    }
   }
   plane_.AppendToString(&space_bytes);
   plane_.Clear();
-  line_bytes_.clear();
+  line_pieces_.clear();
 }
 
 XPlane* find_or_add_plane(XSpace& space, std::string_view name, int64_t id) {

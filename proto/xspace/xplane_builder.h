@@ -96,7 +96,9 @@ class XPlaneStreamWriter {
 
  private:
   XPlane& plane_;
-  std::vector<std::string> line_bytes_;  // by line index: what was flushed, header first; empty: nothing yet
+  // By line index, what was flushed, header first, one piece per flush: a growing string would leave each of its
+  // smaller copies behind in the heap.
+  std::vector<std::vector<std::string>> line_pieces_;
 };
 
 // Finds the plane with this name or appends a new one with the given id.

@@ -364,10 +364,15 @@ TEST(CustomPlanes, StreamedPlanesAreTheWholeBuildsPlanes) {
 
   std::string bytes;
   tensorflow::profiler::XSpace rest;
+  xspace::XPlaneStreamWriter host(*xspace::find_or_add_plane(rest, xspace::kHostPlaneName));
   CustomPlaneOptions streaming = window;
   streaming.serialized_planes = &bytes;
+  streaming.host_plane_stream = &host;
   add_custom_planes(captures, Clock(1000), streaming, rest);
-  EXPECT_EQ(rest.planes_size(), 1) << "only the host plane's step markers stay in the space";
+  ASSERT_EQ(rest.planes_size(), 1) << "the core planes went to the wire";
+  EXPECT_EQ(rest.planes(0).lines(0).events_size(), 0) << "and so did the host plane's step markers";
+  host.finish(bytes);
+  rest.mutable_planes()->Clear();
   rest.AppendToString(&bytes);
   tensorflow::profiler::XSpace streamed;
   ASSERT_TRUE(streamed.ParseFromString(bytes));
