@@ -5,13 +5,23 @@
 //                         each record kind (steps and computes, input stages, allocation records) the bytes
 //                         held per held event (`held_bytes_per_event`, what the cap is charged)
 //   BM_RecorderSnapshot — a 2 s snapshot copied out of a recorder holding 30 s (per event copied)
+//   BM_SnapshotBuild    — a snapshot's XSpace built from 500 k held events, whole (as before) or streamed: the
+//                         build's resident peak per event held
 // Batches are what a client sends every 50 ms: a step and 9 computes per step, 1000 events, one name.
 // The client's own cost with the recorder on is the active annotation cost (client_annotation_bench's
 // BM_SpanActive): recording streams exactly what a capture window streams.
 #include <benchmark/benchmark.h>
 
+#include <malloc.h>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+
 #include "agent/events/compact_event_store.h"
+#include "agent/local/custom_planes.h"
 #include "agent/local/flight_recorder.h"
+#include "proto/xspace/names.h"
 
 namespace {
 
@@ -130,6 +140,70 @@ void BM_RecorderSnapshot(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(copied));
 }
 BENCHMARK(BM_RecorderSnapshot);
+
+// The process's resident peak (VmHWM), after resetting it to what is resident now.
+int64_t status_kib(const char* field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(std::strlen(field) + 1));
+  }
+  return 0;
+}
+void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+// A snapshot's build of 500 k held events (steps and computes of one client, 10 s), into the serialized XSpace
+// an answer carries: arg 0 builds the whole XSpace as objects, then serializes it (how every snapshot was built);
+// arg 1 writes the annotated core's plane and the host plane's step markers to the wire while they are built (how
+// snapshots are built now). Counters:
+// the build's resident peak above the held recorder, per event held, and per byte of the answer.
+void BM_SnapshotBuild(benchmark::State& state) {
+  int64_t t = 1'000'000'000;
+  podscope::agent::FlightRecorder recorder({30'000'000'000, size_t{64} << 20}, [&t] { return t; });
+  podscope::agent::LocalClientInfo client;
+  client.connection = 1;
+  client.pid = 7;
+  const int64_t begin = t;
+  for (int i = 0; i < 500; ++i) {
+    recorder.add(client, batch_at(t, kBatch));
+    t += kBatch * 20'000;
+  }
+  const podscope::Clock clock;
+  double peak_kib = 0, answer_bytes = 0;
+  for (auto _ : state) {
+    malloc_trim(0);
+    reset_peak_rss();
+    const int64_t before = status_kib("VmRSS:");
+    std::string bytes;
+    {
+      std::vector<podscope::agent::LocalClientCapture> captures = recorder.window(begin, t);
+      tensorflow::profiler::XSpace space;
+      tensorflow::profiler::XPlane* host = podscope::xspace::find_or_add_plane(space, podscope::xspace::kHostPlaneName);
+      podscope::xspace::XPlaneStreamWriter host_stream(*host);
+      podscope::agent::CustomPlaneOptions window{begin, t};
+      if (state.range(0) == 1) {
+        window.serialized_planes = &bytes;
+        window.host_plane_stream = &host_stream;
+      }
+      podscope::agent::add_custom_planes(captures, clock, window, space);
+      std::vector<podscope::agent::LocalClientCapture>().swap(captures);
+      if (state.range(0) == 1) {
+        host_stream.finish(bytes);
+        space.mutable_planes()->DeleteSubrange(0, 1);
+      }
+      space.AppendToString(&bytes);
+    }
+    peak_kib = static_cast<double>(status_kib("VmHWM:") - before);
+    answer_bytes = static_cast<double>(bytes.size());
+    benchmark::DoNotOptimize(bytes);
+  }
+  const double events = static_cast<double>(recorder.state().held_events);
+  state.counters["held_events"] = events;
+  state.counters["peak_bytes_per_event"] = peak_kib * 1024 / events;
+  state.counters["answer_bytes_per_event"] = answer_bytes / events;
+  state.counters["peak_per_answer_byte"] = peak_kib * 1024 / answer_bytes;
+}
+BENCHMARK(BM_SnapshotBuild)->Arg(0)->Arg(1)->Iterations(3)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

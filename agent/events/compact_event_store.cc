@@ -424,8 +424,12 @@ HeldClientEvents CompactEventStore::copy(uint64_t id, int64_t begin_ns, int64_t 
   auto found = clients_.find(id);
   if (found == clients_.end()) return out;
   const Client& c = *found->second;
+  auto overlaps = [&](const Chunk& chunk) { return chunk.last_end_ns >= begin_ns && chunk.first_start_ns <= end_ns; };
+  size_t at_most = 0;  // made once at its size: a growing list would leave each smaller copy behind in the heap
+  for (const Chunk& chunk : c.chunks) at_most += overlaps(chunk) ? chunk.events : 0;
+  out.events.reserve(at_most);
   for (const Chunk& chunk : c.chunks) {
-    if (chunk.last_end_ns < begin_ns || chunk.first_start_ns > end_ns) continue;
+    if (!overlaps(chunk)) continue;
     chunk.decode([&](const HeldEvent& e) {
       if (e.start_ns <= end_ns && end_of(e) >= begin_ns) out.events.push_back(e);
     });

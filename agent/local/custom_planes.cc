@@ -213,12 +213,39 @@ class CorePlaneWriter {
   std::map<std::pair<const HeldClientEvents*, uint32_t>, xspace::XLineBuilder> thread_lines_;
 };
 
-// Adds one core's events to its plane.
-void add_core_events(int32_t core, std::vector<PlacedEvent>& events, xspace::XPlaneBuilder& builder) {
+// Events a streamed plane holds as objects before they go to the wire: a few hundred KiB.
+constexpr size_t kStreamedBatchEvents = 2048;
+
+// Moves a streamed plane's events to the wire every kStreamedBatchEvents events added; nothing without a stream.
+class BatchFlusher {
+ public:
+  explicit BatchFlusher(xspace::XPlaneStreamWriter* stream) : stream_(stream) {}
+  void added() {
+    if (stream_ && ++added_ == kStreamedBatchEvents) {
+      stream_->flush_events();
+      added_ = 0;
+    }
+  }
+
+ private:
+  xspace::XPlaneStreamWriter* stream_;
+  size_t added_ = 0;
+};
+// What a streamed plane reserves per event in the serialized XSpace; the space's other parts (host plane, host
+// series, warnings) follow in what is left.
+constexpr size_t kReservedBytesPerEvent = 160;
+
+// Adds one core's events to its plane; with `stream`, moving them to the wire a batch at a time.
+void add_core_events(int32_t core, std::vector<PlacedEvent>& events, xspace::XPlaneBuilder& builder,
+                     xspace::XPlaneStreamWriter* stream) {
   std::sort(events.begin(), events.end(),
             [](const PlacedEvent& a, const PlacedEvent& b) { return a.start_ns < b.start_ns; });
   CorePlaneWriter writer(core, builder, steps_of(events));
-  for (const auto& p : events) writer.add(p);
+  BatchFlusher flusher(stream);
+  for (const auto& p : events) {
+    writer.add(p);
+    flusher.added();
+  }
 }
 
 // XProf's overview and input pipeline tools ignore `/device:CUSTOM:` planes and read a host-only program's steps
@@ -244,7 +271,8 @@ bool is_input_time(const HeldEvent& e) {
   return e.kind == EventKind::kInfeed || (e.kind == EventKind::kInputStage && e.value2 == 0);
 }
 
-void add_host_step_markers(int32_t core, const std::vector<PlacedEvent>& events, tensorflow::profiler::XSpace& space) {
+void add_host_step_markers(int32_t core, const std::vector<PlacedEvent>& events, tensorflow::profiler::XSpace& space,
+                           BatchFlusher& flusher) {
   std::vector<StepSpan> steps;
   std::vector<const PlacedEvent*> step_events;
   for (const auto& p : events) {
@@ -279,6 +307,7 @@ void add_host_step_markers(int32_t core, const std::vector<PlacedEvent>& events,
                    steps[i].end_ns - steps[i].start_ns)
         .add(xspace::kStepNumStat, steps[i].step_num)
         .add(xspace::kRootEventStat, int64_t{1});
+    flusher.added();
     // The two unions merged by start: XProf nests the events of a line in their order.
     const auto& ops = segments[i].ops;
     const auto& input = segments[i].input;
@@ -291,6 +320,7 @@ void add_host_step_markers(int32_t core, const std::vector<PlacedEvent>& events,
             .add(xspace::kInputPipelineStageNameStat, xspace::kHostStepInputEventName);
         ++n;
       }
+      flusher.added();
     }
   }
 }
@@ -317,7 +347,7 @@ std::map<std::pair<int32_t, std::string>, std::string> allocator_names(
 // replayed on its own; returns how many freed a block the capture did not see allocated.
 uint64_t add_process_memory_events(const LocalClientCapture& capture, std::vector<PlacedEvent>& events,
                                    const std::map<std::pair<int32_t, std::string>, std::string>& names,
-                                   xspace::XPlaneBuilder& host) {
+                                   xspace::XPlaneBuilder& host, BatchFlusher& flusher) {
   std::stable_sort(events.begin(), events.end(),
                    [](const PlacedEvent& a, const PlacedEvent& b) { return a.start_ns < b.start_ns; });
   xspace::XLineBuilder line = host.line_named(std::string(xspace::kMemoryAllocationsLinePrefix) + " pid " +
@@ -334,6 +364,7 @@ uint64_t add_process_memory_events(const LocalClientCapture& capture, std::vecto
     auto stats = e.kind == EventKind::kAllocation ? it->second.allocate(line, p.start_ns, address, e.value)
                                                   : it->second.free(line, p.start_ns, address);
     if (auto op = name_of(*p.client, static_cast<uint32_t>(e.arg)); !op.empty()) stats.add(xspace::kTfOpStat, op);
+    flusher.added();
   }
   uint64_t unknown_frees = 0;
   for (const auto& [tag, allocator] : allocators) unknown_frees += allocator.unknown_frees();
@@ -342,12 +373,12 @@ uint64_t add_process_memory_events(const LocalClientCapture& capture, std::vecto
 
 // Every process's allocation records, on the host plane where TensorFlow writes its allocators' events.
 void add_memory_events(std::vector<std::pair<const LocalClientCapture*, std::vector<PlacedEvent>>>& memory,
-                       tensorflow::profiler::XSpace& space) {
+                       tensorflow::profiler::XSpace& space, BatchFlusher& flusher) {
   if (memory.empty()) return;
   const auto names = allocator_names(memory);
   xspace::XPlaneBuilder host(xspace::find_or_add_plane(space, xspace::kHostPlaneName));
   for (auto& [capture, events] : memory) {
-    if (const uint64_t unknown = add_process_memory_events(*capture, events, names, host); unknown > 0) {
+    if (const uint64_t unknown = add_process_memory_events(*capture, events, names, host, flusher); unknown > 0) {
       space.add_warnings(client_label(capture->client) + ": " + std::to_string(unknown) +
                          " frees of blocks allocated before the capture; its allocators' totals leave them out");
     }
@@ -362,6 +393,22 @@ void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Cl
   std::map<int32_t, std::vector<PlacedEvent>> by_core;
   std::map<int32_t, std::pair<const LocalClientCapture*, CoreDrops>> drops_by_core;
   std::vector<std::pair<const LocalClientCapture*, std::vector<PlacedEvent>>> memory;  // per client that has any
+  std::map<int32_t, size_t> events_by_core;  // so that each core's list is made once, at its size
+  for (const auto& capture : captures) {
+    for (const HeldEvent& e : capture.events.events) {
+      if (!is_memory_event(e)) ++events_by_core[capture.events.streams[e.stream].core];
+    }
+  }
+  size_t core_events = 0;
+  for (const auto& [core, n] : events_by_core) {
+    by_core[core].reserve(n);
+    core_events += n;
+  }
+  if (options.serialized_planes) {
+    // Room for everything the planes can take (an event and its stats serialize to well under this): growing
+    // the string would copy it whole, while room never written costs no memory.
+    options.serialized_planes->reserve(options.serialized_planes->size() + core_events * kReservedBytesPerEvent);
+  }
   for (const auto& capture : captures) {
     const HeldClientEvents& held = capture.events;
     std::vector<PlacedEvent> memory_events;
@@ -387,9 +434,19 @@ void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Cl
   }
 
   for (auto& [core, d] : drops_by_core) by_core[core];  // a core that lost everything still has its plane
+  BatchFlusher host_flusher(options.serialized_planes ? options.host_plane_stream : nullptr);
   for (auto& [core, events] : by_core) {
-    auto* plane =
-        xspace::find_or_add_plane(space, std::string(xspace::kCustomPlanePrefix) + std::to_string(core), core);
+    const std::string plane_name = std::string(xspace::kCustomPlanePrefix) + std::to_string(core);
+    tensorflow::profiler::XPlane streamed;
+    std::optional<xspace::XPlaneStreamWriter> stream;
+    tensorflow::profiler::XPlane* plane = &streamed;
+    if (options.serialized_planes) {
+      streamed.set_name(plane_name);
+      streamed.set_id(core);
+      stream.emplace(streamed);
+    } else {
+      plane = xspace::find_or_add_plane(space, plane_name, core);
+    }
     xspace::XPlaneBuilder builder(plane);
     if (auto it = drops_by_core.find(core); it != drops_by_core.end()) {
       const auto& [owner, d] = it->second;
@@ -398,11 +455,12 @@ void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Cl
           .add(xspace::kDroppedEventsStat, static_cast<int64_t>(d.events))
           .add(xspace::kDroppedStepsStat, static_cast<int64_t>(d.steps));
     }
-    add_core_events(core, events, builder);
-    add_host_step_markers(core, events, space);
+    add_core_events(core, events, builder, stream ? &*stream : nullptr);
+    if (stream) stream->finish(*options.serialized_planes);
+    add_host_step_markers(core, events, space, host_flusher);
     std::vector<PlacedEvent>().swap(events);  // the next core's build reuses this memory
   }
-  add_memory_events(memory, space);
+  add_memory_events(memory, space, host_flusher);
 }
 
 }  // namespace podscope::agent

@@ -10,10 +10,12 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "agent/local/client_registry.h"
 #include "daemon/clock.h"
+#include "proto/xspace/xplane_builder.h"
 #include "tensorflow/xplane.pb.h"
 
 namespace podscope::agent {
@@ -21,6 +23,13 @@ namespace podscope::agent {
 struct CustomPlaneOptions {
   int64_t window_start_ns = 0;  // agent clock; events wholly outside [start, end] are left out
   int64_t window_end_ns = 0;
+  // When set, each `/device:CUSTOM:<core>` plane is serialized here (XSpace `planes` entries) while it is built, a
+  // batch of events at a time, instead of being left in the space: a build then holds the objects of one batch,
+  // not of every event.
+  std::string* serialized_planes = nullptr;
+  // When set (with serialized_planes), the writer of the space's host plane: the step markers and allocation
+  // records added to it go to the wire a batch at a time too. The caller adds the rest and finishes it.
+  xspace::XPlaneStreamWriter* host_plane_stream = nullptr;
 };
 
 // `clock` shifts the clients' system-clock times onto the agent clock (its --clock_offset_ns).

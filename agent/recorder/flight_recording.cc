@@ -210,7 +210,8 @@ void FlightRecording::update_metrics(const std::optional<FlightRecorderState>& s
   held_seconds_by_pid_ = std::move(now_held);
 }
 
-void FlightRecording::warn_if_short(const std::vector<LocalClientCapture>& captures, RecorderSnapshot& snapshot) const {
+void FlightRecording::warn_if_short(const std::vector<LocalClientCapture>& captures, RecorderSnapshot& snapshot,
+                                    tensorflow::profiler::XSpace& space) const {
   const int64_t clients_offset = clock_.from_system_ns(0);
   std::string dropped_by;
   for (const LocalClientCapture& c : captures) {
@@ -237,7 +238,7 @@ void FlightRecording::warn_if_short(const std::vector<LocalClientCapture>& captu
     warning += "; its memory cap (flight_recorder_max_mb) had dropped older events of " + dropped_by +
                ": events before the held span were left out";
   }
-  snapshot.space.add_warnings(warning);
+  space.add_warnings(warning);
 }
 
 RecorderSnapshot FlightRecording::build(FlightRecorder& recorder, int64_t asked_begin_ns, int64_t begin_ns,
@@ -247,12 +248,16 @@ RecorderSnapshot FlightRecording::build(FlightRecorder& recorder, int64_t asked_
   snapshot.begin_ns = begin_ns;
   snapshot.end_ns = end_ns;
   snapshot.whole_since_ns = begin_ns;
-  tensorflow::profiler::XSpace& space = snapshot.space;
+  // The annotated processes' planes go to the wire as they are built, then the host plane (their step markers and
+  // allocation records written as they were added), then the rest of the space.
+  tensorflow::profiler::XSpace space;
   space.add_hostnames(host_name_);
+  tensorflow::profiler::XPlane* host_plane = xspace::find_or_add_plane(space, xspace::kHostPlaneName);
+  xspace::XPlaneStreamWriter host_stream(*host_plane);
 
   const int64_t clients_offset = clock_.from_system_ns(0);
   std::vector<LocalClientCapture> captures = recorder.window(begin_ns - clients_offset, end_ns - clients_offset);
-  warn_if_short(captures, snapshot);
+  warn_if_short(captures, snapshot, space);
   for (LocalClientCapture& c : captures) {
     if (const uint64_t dropped = c.events.dropped_events(); dropped > 0) {
       space.add_warnings("local client pid " + std::to_string(c.client.pid) + " (" + c.client.program +
@@ -262,7 +267,8 @@ RecorderSnapshot FlightRecording::build(FlightRecorder& recorder, int64_t asked_
       c.events.drops.clear();
     }
   }
-  add_custom_planes(captures, clock_, CustomPlaneOptions{begin_ns, end_ns}, space);
+  add_custom_planes(captures, clock_, CustomPlaneOptions{begin_ns, end_ns, &snapshot.xspace, &host_stream}, space);
+  std::vector<LocalClientCapture>().swap(captures);
 
   CaptureWindow window;
   window.session_id = "flight_recorder";
@@ -272,12 +278,20 @@ RecorderSnapshot FlightRecording::build(FlightRecorder& recorder, int64_t asked_
   look_back_->close(end_ns);
   look_back_->collect(space);
 
-  xspace::XPlaneBuilder(xspace::find_or_add_plane(space, xspace::kHostPlaneName))
+  xspace::XPlaneBuilder(host_plane)
       .stats()
       .add(xspace::kCaptureStartStat, begin_ns)
       .add(xspace::kCaptureEndStat, end_ns)
       .add(xspace::kRecordedWholeSinceStat, snapshot.whole_since_ns);
   space.add_warnings(std::string(kLeftOutWarning));
+  host_stream.finish(snapshot.xspace);
+  for (int i = 0; i < space.planes_size(); ++i) {
+    if (&space.planes(i) == host_plane) {
+      space.mutable_planes()->DeleteSubrange(i, 1);
+      break;
+    }
+  }
+  space.AppendToString(&snapshot.xspace);
   snapshots_.Increment();
   built_since_trim_ = true;
   update_metrics(recorder.state());

@@ -32,14 +32,15 @@
 namespace podscope::agent {
 
 // A snapshot: the span asked for and the span it covers (agent clock), from when on every annotated process's
-// events are held whole, and its XSpace. While it lives no other snapshot is built: keep it only as long as
+// events are held whole, and its XSpace, serialized (the annotated processes' planes are written while they are
+// built, never held whole as objects). While it lives no other snapshot is built: keep it only as long as
 // answering needs it.
 struct RecorderSnapshot {
   int64_t asked_begin_ns = 0;
   int64_t begin_ns = 0;
   int64_t end_ns = 0;
   int64_t whole_since_ns = 0;  // begin_ns, or later where flight_recorder_max_mb had dropped older events
-  tensorflow::profiler::XSpace space;
+  std::string xspace;
   std::unique_lock<std::timed_mutex> build_slot;
 };
 
@@ -92,7 +93,8 @@ class FlightRecording {
   // Builds the span [begin_ns, end_ns] (agent clock) of `recorder`, asked from `asked_begin_ns` (mu_ held).
   RecorderSnapshot build(FlightRecorder& recorder, int64_t asked_begin_ns, int64_t begin_ns, int64_t end_ns);
   // Adds the warning that the snapshot holds less than asked, naming why, where it does.
-  void warn_if_short(const std::vector<LocalClientCapture>& captures, RecorderSnapshot& snapshot) const;
+  void warn_if_short(const std::vector<LocalClientCapture>& captures, RecorderSnapshot& snapshot,
+                     tensorflow::profiler::XSpace& space) const;
   void update_metrics(const std::optional<FlightRecorderState>& state);
 
   std::shared_ptr<ClientRegistry> registry_;

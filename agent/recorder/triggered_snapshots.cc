@@ -206,7 +206,7 @@ void TriggeredSnapshots::freeze(const Trigger& trigger) {
     std::lock_guard lock(mu_);
     held.info = describe(slow, *snapshot);
   }
-  held.xspace = snapshot->space.SerializeAsString();
+  held.xspace = std::move(snapshot->xspace);
   held.info.set_bytes(held.xspace.size());
   if (!settings_.runs_directory.empty()) {
     if (absl::Status written = write(held); !written.ok()) {

@@ -47,7 +47,7 @@ grpc::Status AgentServiceImpl::GetRecordedWindow(grpc::ServerContext* context,
     response->set_start_ns(snapshot->begin_ns);
     response->set_end_ns(snapshot->end_ns);
     response->set_whole_since_ns(snapshot->whole_since_ns);
-    snapshot->space.SerializeToString(response->mutable_xspace());
+    *response->mutable_xspace() = std::move(snapshot->xspace);
   }
   recording_.return_built_memory();
   return grpc::Status::OK;

@@ -84,8 +84,10 @@ grpc::Status ProfilerServiceImpl::GetSnapshot(grpc::ServerContext* context, cons
   if (grpc::Status allowed = authorizer_.authorize(*context, "GetSnapshot"); !allowed.ok()) return allowed;
   absl::StatusOr<RecorderSnapshot> snapshot = recording_.snapshot_since_last(WhenBuilding::kQueue);
   if (!snapshot.ok()) return to_grpc_status(snapshot.status());
-  response->set_empty_trace(!xspace::has_events(snapshot->space));
-  response->mutable_xspace()->Swap(&snapshot->space);
+  if (!response->mutable_xspace()->ParseFromString(snapshot->xspace)) {
+    return grpc::Status(grpc::StatusCode::INTERNAL, "the flight recorder's snapshot did not parse");
+  }
+  response->set_empty_trace(!xspace::has_events(response->xspace()));
   return grpc::Status::OK;
 }
 

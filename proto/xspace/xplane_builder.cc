@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+
 #include "proto/xspace/names.h"
 #include "proto/xspace/utf8.h"
 
@@ -146,6 +149,76 @@ XLineBuilder XPlaneBuilder::line_named(std::string_view name) {
   int64_t id = 0;
   for (const XLine& l : plane_->lines()) id = std::max(id, l.id() + 1);
   return line(id, name);
+}
+
+void XPlaneStreamWriter::flush_events() {
+  line_pieces_.resize(static_cast<size_t>(plane_.lines_size()));
+  for (int i = 0; i < plane_.lines_size(); ++i) {
+    XLine& line = *plane_.mutable_lines(i);
+    // A line stamped 0 would take its next event's start as its timestamp: its events stay until finish().
+    if (line.events_size() == 0 || line.timestamp_ns() == 0) continue;
+    std::vector<std::string>& pieces = line_pieces_[static_cast<size_t>(i)];
+    std::string piece;
+    if (pieces.empty()) {
+      XLine header;
+      header.set_id(line.id());
+      header.set_name(line.name());
+      header.set_timestamp_ns(line.timestamp_ns());
+      header.AppendToString(&piece);
+    }
+    XLine events;
+    events.mutable_events()->Swap(line.mutable_events());
+    events.AppendToString(&piece);
+    pieces.push_back(std::move(piece));
+  }
+}
+
+void XPlaneStreamWriter::finish(std::string& space_bytes) {
+  using google::protobuf::internal::WireFormatLite;
+  using google::protobuf::io::CodedOutputStream;
+  line_pieces_.resize(static_cast<size_t>(plane_.lines_size()));
+  // Each line's rest: everything when nothing was flushed, else what follows its events.
+  std::vector<size_t> line_sizes;
+  for (int i = 0; i < plane_.lines_size(); ++i) {
+    XLine& line = *plane_.mutable_lines(i);
+    std::vector<std::string>& pieces = line_pieces_[static_cast<size_t>(i)];
+    if (!pieces.empty()) {
+      line.clear_id();
+      line.clear_name();
+      line.clear_timestamp_ns();
+    }
+    pieces.push_back(line.SerializeAsString());
+    size_t size = 0;
+    for (const std::string& piece : pieces) size += piece.size();
+    line_sizes.push_back(size);
+  }
+  plane_.clear_lines();
+  XPlane head;
+  head.set_id(plane_.id());
+  head.set_name(plane_.name());
+  plane_.clear_id();
+  plane_.clear_name();
+  size_t size = head.ByteSizeLong() + plane_.ByteSizeLong();
+  for (size_t line_size : line_sizes) size += 1 + CodedOutputStream::VarintSize64(line_size) + line_size;
+  auto append_tag_and_size = [&space_bytes](int field, size_t bytes) {
+    char prefix[16];
+    uint8_t* end = CodedOutputStream::WriteTagToArray(
+        WireFormatLite::MakeTag(field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED), reinterpret_cast<uint8_t*>(prefix));
+    end = CodedOutputStream::WriteVarint64ToArray(bytes, end);
+    space_bytes.append(prefix, static_cast<size_t>(reinterpret_cast<char*>(end) - prefix));
+  };
+  append_tag_and_size(XSpace::kPlanesFieldNumber, size);
+  head.AppendToString(&space_bytes);
+  for (size_t i = 0; i < line_pieces_.size(); ++i) {
+    append_tag_and_size(XPlane::kLinesFieldNumber, line_sizes[i]);
+    for (std::string& piece : line_pieces_[i]) {
+      space_bytes += piece;
+      std::string().swap(piece);
+    }
+  }
+  plane_.AppendToString(&space_bytes);
+  plane_.Clear();
+  line_pieces_.clear();
 }
 
 XPlane* find_or_add_plane(XSpace& space, std::string_view name, int64_t id) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "tensorflow/xplane.pb.h"
@@ -76,6 +77,28 @@ class XPlaneBuilder {
   absl::flat_hash_map<int64_t, int> line_index_by_id_;
   int64_t next_event_id_ = 1;
   int64_t next_stat_id_ = 1;
+};
+
+// Serializes a plane while it is built, so that its events need not all be held as objects at once: events added
+// through the plane's XPlaneBuilder go to the wire a batch at a time (flush_events), and finish() appends the plane
+// to serialized XSpace bytes as one `planes` entry. The bytes are those protobuf writes for the whole plane: each
+// line's id, name and timestamp before its events, its duration and display fields after them, the plane's
+// metadata and stats after its lines. Each line's events must be added in order of start (its timestamp is its
+// first event's): a line whose events were flushed is never rebased.
+class XPlaneStreamWriter {
+ public:
+  explicit XPlaneStreamWriter(XPlane& plane) : plane_(plane) {}
+
+  // Moves the events held in the plane's lines to the wire.
+  void flush_events();
+  // Appends the plane (XSpace field 1) to `space_bytes` and leaves it empty.
+  void finish(std::string& space_bytes);
+
+ private:
+  XPlane& plane_;
+  // By line index, what was flushed, header first, one piece per flush: a growing string would leave each of its
+  // smaller copies behind in the heap.
+  std::vector<std::vector<std::string>> line_pieces_;
 };
 
 // Finds the plane with this name or appends a new one with the given id.

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "google/protobuf/util/message_differencer.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xplane_reader.h"
@@ -332,6 +333,56 @@ TEST(CustomPlanes, ExtremeClientTimesAreClampedNotWrapped) {
     }
   }
   EXPECT_EQ(events, 1) << "only the event that overlaps the window";
+}
+
+TEST(CustomPlanes, StreamedPlanesAreTheWholeBuildsPlanes) {
+  // Two cores of many steps, more than a streamed batch each, one of them with events the budget dropped.
+  auto client = [](int32_t core) {
+    LocalClientCapture c;
+    c.client.pid = 100 + core;
+    c.client.program = "trainer";
+    c.complete = true;
+    local::EventsMsg b;
+    b.core = core;
+    b.thread_id = 55;
+    b.names = {{1, "train"}, {7, "matmul"}, {8, "input"}};
+    for (int64_t step = 0; step < 1500; ++step) {
+      const int64_t t = kT0 + step * 10'000;
+      b.events.push_back({EventKind::kStep, 1, 0, t, 9'000, step, 0});
+      b.events.push_back({EventKind::kInfeed, 0, 0, t + 100, 1000, 512, 0});
+      b.events.push_back({EventKind::kCompute, 7, 0, t + 1200, 3000, 2'000'000, 4096});
+      b.events.push_back({EventKind::kAllReduce, 4, 8, t + 4300, 2000, 8192, 0});
+    }
+    c.events = held(b);
+    if (core == 1) c.events.drops[core] = CoreDrops{12, 3};
+    return c;
+  };
+  const std::vector<LocalClientCapture> captures{client(0), client(1)};
+  const CustomPlaneOptions window{kT0, kT0 + 20'000'000};
+  tensorflow::profiler::XSpace whole;
+  add_custom_planes(captures, Clock(1000), window, whole);
+
+  std::string bytes;
+  tensorflow::profiler::XSpace rest;
+  xspace::XPlaneStreamWriter host(*xspace::find_or_add_plane(rest, xspace::kHostPlaneName));
+  CustomPlaneOptions streaming = window;
+  streaming.serialized_planes = &bytes;
+  streaming.host_plane_stream = &host;
+  add_custom_planes(captures, Clock(1000), streaming, rest);
+  ASSERT_EQ(rest.planes_size(), 1) << "the core planes went to the wire";
+  EXPECT_EQ(rest.planes(0).lines(0).events_size(), 0) << "and so did the host plane's step markers";
+  host.finish(bytes);
+  rest.mutable_planes()->Clear();
+  rest.AppendToString(&bytes);
+  tensorflow::profiler::XSpace streamed;
+  ASSERT_TRUE(streamed.ParseFromString(bytes));
+  ASSERT_EQ(streamed.planes_size(), whole.planes_size());
+  for (const auto& plane : whole.planes()) {
+    const auto* same = xspace::find_plane(streamed, plane.name());
+    ASSERT_NE(same, nullptr) << plane.name();
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*same, plane)) << plane.name();
+  }
+  EXPECT_EQ(streamed.warnings_size(), whole.warnings_size());
 }
 
 }  // namespace

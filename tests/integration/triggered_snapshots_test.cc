@@ -17,6 +17,7 @@
 #include <regex>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "agent/steps/slow_step_detector.h"
 #include "podscope/v1/agent.grpc.pb.h"
@@ -259,7 +260,10 @@ TEST(TriggeredSnapshots, ARestartedAgentFindsItsSnapshotsAndKeepsAllOfThemWithin
       "--trigger_warmup_s",   "0",          "--flight_recorder_disk_mb", "1", "--host_name",          "node0",
       "--repository_root",    root.string()};
   constexpr uint64_t kCap = 1 << 20;
-  for (int run = 0; run < 3; ++run) {
+  // At least three runs, and until the snapshots written exceed the cap: retention must have had to delete.
+  uint64_t written = 0;
+  for (int run = 0; run < 3 || written <= kCap; ++run) {
+    ASSERT_LT(run, 12) << "12 runs wrote " << written << " bytes of snapshots, not more than the cap";
     const std::set<std::string> left_before = stored_on_disk(runs, "node0");
     AgentProcess agent(flags);
     const podscope::v1::FlightRecorderStatus at_start = agent_status(agent).flight_recorder();
@@ -282,20 +286,28 @@ TEST(TriggeredSnapshots, ARestartedAgentFindsItsSnapshotsAndKeepsAllOfThemWithin
       EXPECT_GT(space.planes_size(), 0);
     }
     EXPECT_LE(disk_bytes_of(runs, "node0"), kCap) << "run " << run << " at start";
-    // ring_trainer's default steps (a few ms: a snapshot of 2 s is some hundred KiB); two steps 300 ms longer,
-    // each freezing a snapshot (cool-down 0).
+    // ring_trainer's default steps, each waiting at least 4 ms for its batch: a snapshot of 2 s holds at most 500
+    // steps per rank (some hundred KiB) on a machine of any speed, so each fits the cap (one that does not is
+    // deleted from disk at once and only held in memory); two steps 300 ms longer, each freezing a snapshot
+    // (cool-down 0).
     const int64_t first_slow = 200;
-    auto ranks = start_ranks(agent.socket_dir() + "/agent.sock", {},
+    auto ranks = start_ranks(agent.socket_dir() + "/agent.sock", {"--input_delay_ms", "4"},
                              {{"--slow_steps", std::to_string(first_slow) + ":1:300", "--slow_rank", "0"},
                               {"--slow_steps", std::to_string(first_slow + 400) + ":1:300", "--slow_rank", "1"}});
+    // Two new snapshots, and the newest on disk before the restart: a loaded host may take seconds to freeze one.
+    std::vector<podscope::v1::StoredSnapshot> new_ones;
     ASSERT_TRUE(wait_for(
         [&] {
-          int new_ones = 0;
-          for (const auto& s : snapshots_of(agent)) new_ones += listed.count(s.id()) ? 0 : 1;
-          return new_ones >= 2;
+          new_ones.clear();
+          for (const auto& s : snapshots_of(agent)) {
+            if (!listed.count(s.id())) new_ones.push_back(s);
+          }
+          return new_ones.size() >= 2 && !new_ones.back().path().empty() &&
+                 std::filesystem::exists(new_ones.back().path());
         },
         120s))
         << agent_status(agent).flight_recorder().DebugString() << agent.output();
+    for (const auto& s : new_ones) written += s.bytes();
     ranks.clear();
     agent.signal(SIGTERM);
     ASSERT_TRUE(agent.wait_exit(20s).has_value()) << agent.output();

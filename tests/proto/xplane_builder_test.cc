@@ -1,9 +1,16 @@
 #include "proto/xspace/xplane_builder.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <functional>
+#include <fstream>
+
+#include "google/protobuf/util/message_differencer.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
+#include "proto/xspace/xspace_stream_reader.h"
 
 namespace podscope::xspace {
 namespace {
@@ -63,6 +70,59 @@ TEST(XPlaneBuilder, CountersLandOnTheCountersLineWithAValueStat) {
     EXPECT_EQ(e.name(), "cpu0 utilization");
     EXPECT_DOUBLE_EQ(*e.double_stat(kCounterValueStat), 0.25);
   });
+}
+
+// Builds a plane of three lines (one holding no events, one stamped 0) and per-plane stats, `events` events by
+// start; `after_each` runs after every event.
+void build_plane(XPlane& plane, int events, const std::function<void()>& after_each) {
+  plane.set_name("/device:CUSTOM:3");
+  plane.set_id(3);
+  XPlaneBuilder builder(&plane);
+  builder.stats().add(kDroppedEventsStat, int64_t{5});
+  builder.line_named("empty");
+  XLineBuilder zero = builder.line(9, "stamped zero");
+  for (int i = 0; i < events; ++i) {
+    const int64_t start = 1'700'000'000'000'000'000 + 1000 * i;
+    builder.line(i % 3 == 0 ? 1 : 2, i % 3 == 0 ? "Steps" : "Thread 2")
+        .add_event(i % 3 == 0 ? "train" : "op " + std::to_string(i % 7), start, 900)
+        .add(kStepNumStat, int64_t{i / 3})
+        .add(kBytesStat, int64_t{i});
+    if (i % 50 == 0) zero.add_event("at zero", 1000 * i, 10);
+    after_each();
+  }
+}
+
+TEST(XPlaneStreamWriter, WritesTheSamePlaneAsAWholeSerialization) {
+  XSpace whole;
+  build_plane(*whole.add_planes(), 1000, [] {});
+  XPlane plane;
+  XPlaneStreamWriter writer(plane);
+  int added = 0;
+  build_plane(plane, 1000, [&] {
+    if (++added % 97 == 0) writer.flush_events();
+  });
+  std::string bytes;
+  writer.finish(bytes);
+  EXPECT_EQ(plane.ByteSizeLong(), 0u) << "the plane is left empty";
+  XSpace streamed;
+  ASSERT_TRUE(streamed.ParseFromString(bytes));
+  ASSERT_EQ(streamed.planes_size(), 1);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(streamed.planes(0), whole.planes(0)));
+  // The lines as protobuf writes them: a line's name comes before its events, so a reader's line filter works.
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("podscope_streamed_" + std::to_string(::getpid()) + ".xplane.pb");
+  std::ofstream(path, std::ios::binary) << bytes;
+  std::vector<int> events_per_line;
+  ASSERT_TRUE(read_xspace_planes(
+                  path,
+                  [&](const XPlane& p) {
+                    for (const XLine& l : p.lines()) events_per_line.push_back(l.events_size());
+                    return absl::OkStatus();
+                  },
+                  nullptr, [](std::string_view, std::string_view line) { return line != "Thread 2"; })
+                  .ok());
+  std::filesystem::remove(path);
+  EXPECT_EQ(events_per_line, (std::vector<int>{0, 20, 334})) << "empty, stamped zero, Steps; Thread 2 left out";
 }
 
 TEST(MergeSpace, SamePlaneNamesMergeWithRemappedMetadata) {
