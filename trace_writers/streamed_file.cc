@@ -1,6 +1,5 @@
 #include "trace_writers/streamed_file.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -90,7 +89,6 @@ absl::Status StreamedFile::commit() {
     gzip_ = false;
   }
   if (status_.ok() && std::fflush(file_) != 0) fail("writing");
-  if (status_.ok() && fsync(fileno(file_)) != 0) fail("syncing");
   const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;
   if (status_.ok() && !closed) fail("closing");
@@ -100,12 +98,6 @@ absl::Status StreamedFile::commit() {
   if (!status_.ok()) {
     unlink(temp_path_.c_str());
     return status_;
-  }
-  // The rename is durable once the directory entry is.
-  const std::filesystem::path dir = path_.parent_path().empty() ? "." : path_.parent_path();
-  if (const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir_fd >= 0) {
-    fsync(dir_fd);
-    close(dir_fd);
   }
   return absl::OkStatus();
 }
