@@ -8,9 +8,6 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/type_resolver.h"
-#include "google/protobuf/util/type_resolver_util.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace podscope::analysis {
 namespace {
@@ -101,27 +98,6 @@ std::string serialize_deterministically(const google::protobuf::Message& message
     message.SerializeToCodedStream(&out);
   }
   return bytes;
-}
-
-absl::StatusOr<std::string> to_deterministic_json(const google::protobuf::Message& message, bool add_whitespace,
-                                                  bool always_print_primitive_fields) {
-  static constexpr char kTypeUrlPrefix[] = "type.googleapis.com";
-  // The resolver reads the generated descriptors; one for the process is enough.
-  static google::protobuf::util::TypeResolver* const resolver =
-      google::protobuf::util::NewTypeResolverForDescriptorPool(kTypeUrlPrefix,
-                                                               google::protobuf::DescriptorPool::generated_pool());
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = add_whitespace;
-  options.always_print_primitive_fields = always_print_primitive_fields;
-  std::string json;
-  const auto status = google::protobuf::util::BinaryToJsonString(
-      resolver, std::string(kTypeUrlPrefix) + "/" + message.GetDescriptor()->full_name(),
-      serialize_deterministically(message), &json, options);
-  if (!status.ok()) {
-    return absl::InternalError("printing " + message.GetDescriptor()->full_name() +
-                               " as JSON: " + std::string(status.message()));
-  }
-  return json;
 }
 
 absl::StatusOr<std::string> render_pod_viewer_json(const podscope::v1::PodAnalysis& analysis) {
