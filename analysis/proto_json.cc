@@ -3,7 +3,8 @@
 // parses it again through a type resolver and builds a tree of every field before printing: that took a third of
 // `podscope analyze` on a small run. The output is the same text, byte for byte (tests/analysis/proto_json_test.cc
 // compares both on every tool's result): fields in declaration order when defaults are printed (the set members of
-// oneofs last), else in field number order; map entries in key order; 64-bit integers quoted; doubles and floats in their shortest exact form;
+// oneofs last), else in field number order; map entries in key order; 64-bit integers quoted; doubles and floats in
+// their shortest exact form;
 // `<` and `>` escaped; a space of indent per level and a final newline with whitespace.
 #include <cfloat>
 #include <cmath>
@@ -230,9 +231,8 @@ class JsonPrinter {
     std::vector<const Message*> entries;
     for (int i = 0; i < r->FieldSize(message, field); ++i) entries.push_back(&r->GetRepeatedMessage(message, field, i));
     const auto key_of = [&](const Message& entry) { return map_key_text(entry, key_field); };
-    std::stable_sort(entries.begin(), entries.end(), [&](const Message* a, const Message* b) {
-      return map_key_less(*a, *b, key_field);
-    });
+    std::stable_sort(entries.begin(), entries.end(),
+                     [&](const Message* a, const Message* b) { return map_key_less(*a, *b, key_field); });
     open('{');
     for (const Message* entry : entries) {
       key(key_of(*entry));
@@ -271,7 +271,8 @@ class JsonPrinter {
     open('{');
     if (!type_url.empty()) {
       const std::string_view name = std::string_view(type_url).substr(type_url.rfind('/') + 1);
-      const Descriptor* type = google::protobuf::DescriptorPool::generated_pool()->FindMessageTypeByName(std::string(name));
+      const Descriptor* type =
+          google::protobuf::DescriptorPool::generated_pool()->FindMessageTypeByName(std::string(name));
       if (type == nullptr) {
         status_ = absl::NotFoundError("printing an Any as JSON: unknown type " + type_url);
       } else {
@@ -325,8 +326,8 @@ absl::StatusOr<std::string> to_deterministic_json(const Message& message, bool a
                                                   bool always_print_primitive_fields) {
   JsonPrinter printer(add_whitespace, always_print_primitive_fields);
   if (absl::Status s = printer.print(message); !s.ok()) {
-    return absl::InternalError("printing " + message.GetDescriptor()->full_name() + " as JSON: " +
-                               std::string(s.message()));
+    return absl::InternalError("printing " + message.GetDescriptor()->full_name() +
+                               " as JSON: " + std::string(s.message()));
   }
   return std::move(printer).take();
 }

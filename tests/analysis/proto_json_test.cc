@@ -25,8 +25,9 @@ using google::protobuf::Message;
 
 // Protobuf's printer, as the analysis used it before it printed JSON itself.
 std::string protobuf_json(const Message& message, bool add_whitespace, bool always_print_primitive_fields) {
-  static google::protobuf::util::TypeResolver* const resolver = google::protobuf::util::NewTypeResolverForDescriptorPool(
-      "type.googleapis.com", google::protobuf::DescriptorPool::generated_pool());
+  static google::protobuf::util::TypeResolver* const resolver =
+      google::protobuf::util::NewTypeResolverForDescriptorPool("type.googleapis.com",
+                                                               google::protobuf::DescriptorPool::generated_pool());
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = add_whitespace;
   options.always_print_primitive_fields = always_print_primitive_fields;
