@@ -9,18 +9,23 @@
 namespace podscope::analysis {
 namespace {
 
+// ASCII lower case, as std::tolower in the C locale, without its call per character: kernel names are long and
+// every distinct one is searched for a dozen words.
+char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
 bool starts_with_nocase(std::string_view s, std::string_view prefix) {
   if (s.size() < prefix.size()) return false;
   for (size_t i = 0; i < prefix.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
+    if (lower(s[i]) != prefix[i]) return false;
   }
   return true;
 }
 
 bool contains_nocase(std::string_view s, std::string_view needle) {
+  if (needle.empty()) return true;
   if (needle.size() > s.size()) return false;
   for (size_t i = 0; i + needle.size() <= s.size(); ++i) {
-    if (starts_with_nocase(s.substr(i), needle)) return true;
+    if (lower(s[i]) == needle.front() && starts_with_nocase(s.substr(i), needle)) return true;
   }
   return false;
 }

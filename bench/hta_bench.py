@@ -6,7 +6,10 @@ docs/analysis.md compares with ours): timed twice, its analysis alone (after its
 run --repeat times, interleaved; the best wall and CPU time (the child's user + system, its own children included)
 is kept; on a shared, loaded machine the CPU ratio is the figure to read. Run it with the torch environment's python:
 
-  build/venv/torch/bin/python bench/hta_bench.py --podscope build/bin/podscope [--repeat 3] [DIR...]
+  build/venv/torch/bin/python bench/hta_bench.py --podscope build/bin/podscope [--baseline OLD/podscope] [--repeat 3] [DIR...]
+
+With --baseline, another podscope binary (an older build's) is timed the same way, interleaved, and its CPU ratio
+printed beside ours: before/after figures of one run.
 
 Each DIR is one run (its *.pt.trace.json[.gz] files). Without DIRs: the golden H100 rank and the shared traces.
 """
@@ -71,6 +74,7 @@ def timed(command):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--podscope", required=True)
+    p.add_argument("--baseline", help="another podscope binary, timed the same way in the same run")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("dirs", nargs="*")
     args = p.parse_args()
@@ -85,14 +89,17 @@ def main():
                 os.makedirs(d)
                 for t in traces:
                     shutil.copy(t, d)
-            best = {"ours": [float("inf")] * 2, "hta": [float("inf")] * 2}
+            best = {"ours": [float("inf")] * 2, "hta": [float("inf")] * 2, "baseline": [float("inf")] * 2}
             failed, import_s = [], 0.0
             for _ in range(args.repeat):
-                for path in glob.glob(os.path.join(ours_dir, "*")):
-                    if not path.endswith((".pt.trace.json", ".pt.trace.json.gz")):
-                        os.remove(path)
-                wall, cpu, _ = timed([args.podscope, "analyze", ours_dir])
-                best["ours"] = [min(best["ours"][0], wall), min(best["ours"][1], cpu)]
+                for key, binary in (("ours", args.podscope), ("baseline", args.baseline)):
+                    if binary is None:
+                        continue
+                    for path in glob.glob(os.path.join(ours_dir, "*")):
+                        if not path.endswith((".pt.trace.json", ".pt.trace.json.gz")):
+                            os.remove(path)
+                    wall, cpu, _ = timed([binary, "analyze", ours_dir])
+                    best[key] = [min(best[key][0], wall), min(best[key][1], cpu)]
                 wall, cpu, out = timed([sys.executable, "-c", HTA_CHILD, hta_dir])
                 figures = json.loads(out.strip().splitlines()[-1])
                 failed, import_s = figures["failed"], figures["import_s"]
@@ -104,7 +111,8 @@ def main():
             print(f"{name:18} {len(traces):>6} {size:>6.2f} | {best['ours'][0]:>8.3f}s {best['ours'][1]:>8.3f}s | "
                   f"{best['hta'][0]:>8.3f}s {best['hta'][1]:>8.3f}s | {best['ours'][0] / best['hta'][0]:>10.3f} "
                   f"{best['ours'][1] / best['hta'][1]:>9.3f} | {best['hta process'][1]:>14.3f}s "
-                  f"{best['ours'][1] / best['hta process'][1]:>9.3f} | {', '.join(failed) or '-'} (import {import_s:.2f}s)",
+                  f"{best['ours'][1] / best['hta process'][1]:>9.3f} | {best['baseline'][1]:>11.3f}s "
+                  f"{best['baseline'][1] / best['hta'][1]:>9.3f} | {', '.join(failed) or '-'} (import {import_s:.2f}s)",
                   flush=True)
 
 

@@ -53,12 +53,14 @@ int run_analyze_command(const AnalyzeFlags& flags) {
     }
     selection = *parsed;
   }
-  auto outcome = analysis::analyze_run_directory(flags.run_dir);
+  // One reader for both passes over the run: each torch.profiler trace is converted once.
+  kineto::RunFileReader files;
+  auto outcome = analysis::analyze_run_directory(flags.run_dir, {}, files);
   if (!outcome.ok()) {
     std::cerr << "podscope analyze: " << outcome.status().message() << "\n";
     return 1;
   }
-  auto traces = pod_capture::write_run_traces(flags.run_dir, selection);
+  auto traces = pod_capture::write_run_traces(flags.run_dir, selection, files);
   if (!traces.ok()) {
     std::cerr << "podscope analyze: trace: " << traces.status().message() << "\n";
     return 1;

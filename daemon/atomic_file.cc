@@ -16,7 +16,8 @@ absl::Status errno_error(std::string_view what, const std::filesystem::path& pat
 }
 }  // namespace
 
-absl::Status write_file_atomically(const std::filesystem::path& path, std::string_view data) {
+absl::Status write_file_atomically(const std::filesystem::path& path, std::string_view data, Durability durability) {
+  const bool synced = durability == Durability::kSynced;
   const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -40,7 +41,7 @@ absl::Status write_file_atomically(const std::filesystem::path& path, std::strin
     written += static_cast<size_t>(n);
   }
   if (fchmod(fd, 0644) != 0) return fail("setting the mode of");
-  if (fsync(fd) != 0) return fail("syncing");
+  if (synced && fsync(fd) != 0) return fail("syncing");
   if (close(fd) != 0) {
     unlink(temp.c_str());
     return errno_error("closing", temp);
@@ -50,6 +51,7 @@ absl::Status write_file_atomically(const std::filesystem::path& path, std::strin
     unlink(temp.c_str());
     return s;
   }
+  if (!synced) return absl::OkStatus();
   // The rename is durable once the directory entry is.
   if (const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir_fd >= 0) {
     fsync(dir_fd);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
@@ -268,6 +269,7 @@ class Parser {
       return;
     }
     TraceEvent e;
+    e.cpu_op = cat == "cpu_op";
     if (cat == "cpu_op" || cat == "user_annotation" || cat == "python_function") e.kind = EventKind::kHostOp;
     else if (cat == "cuda_runtime" || cat == "cuda_driver") e.kind = EventKind::kRuntime;
     else if (cat == "kernel") e.kind = EventKind::kKernel;
@@ -516,8 +518,15 @@ class Builder {
       if (step_num) return;
       if (event_name.starts_with(xspace::kTorchDataLoaderPrefix)) return add_input_stage(e, p);
     }
-    auto stats = thread_line(p, e.pid, e.tid).add_event(event_name, e.start_ns, e.duration_ns);
+    const int64_t metadata_id = p.event_metadata_id(event_name);
+    auto stats = thread_line(p, e.pid, e.tid).add_event(metadata_id, e.start_ns, e.duration_ns);
     if (step_num) stats.add(xspace::kStepNumStat, *step_num);
+    // On a GPU rank the ATen ops are the host side's framework ops (framework op stats): their metadata names
+    // the op, as a device op's event names the op that launched it. A CPU-only rank's are its core's ops already.
+    if (has_device_work && e.cpu_op && host_framework_ops_.insert(metadata_id).second) {
+      xspace::XStatsBuilder((*p.proto()->mutable_event_metadata())[metadata_id].mutable_stats(), &p)
+          .add(xspace::kFrameworkOpStat, event_name);
+    }
     // The host's work within a step is the step's host compute (TF groups its host events so, with the step's
     // id), which the step tools count where the device idles. The step marker too: between its ops the host thread
     // runs the step's Python, which torch.profiler records only with `with_stack`.
@@ -709,6 +718,7 @@ class Builder {
   std::map<std::string, std::unique_ptr<xspace::XPlaneBuilder>> planes_;
   absl::flat_hash_map<int64_t, xspace::XPlaneBuilder*> gpu_planes_;
   xspace::XPlaneBuilder* host_plane_ = nullptr;
+  absl::flat_hash_set<int64_t> host_framework_ops_;  // host event metadata that names its framework op
   xspace::XPlaneBuilder* cupti_plane_ = nullptr;
   tensorflow::profiler::XLine* input_line_ = nullptr;
   int64_t input_stages_ = 0;

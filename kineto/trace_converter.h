@@ -32,6 +32,7 @@ enum class EventKind : uint8_t { kHostOp, kRuntime, kKernel, kMemcpy, kMemset };
 // One event, compact: strings are interned in KinetoTrace::names.
 struct TraceEvent {
   EventKind kind = EventKind::kHostOp;
+  bool cpu_op = false;  // a host op of category `cpu_op` (an ATen op): the host side's framework op
   uint32_t name = 0;
   int64_t start_ns = 0;  // relative to the trace's base until built
   int64_t duration_ns = 0;

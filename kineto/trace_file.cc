@@ -136,16 +136,29 @@ absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::f
   return space;
 }
 
-absl::Status read_run_file_planes(const std::filesystem::path& path,
-                                  const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
-                                  xspace::XSpaceHeader* header, const xspace::XLineFilter& keep_line) {
+absl::Status RunFileReader::read_planes(
+    const std::filesystem::path& path, const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
+    xspace::XSpaceHeader* header, const xspace::XLineFilter& keep_line) {
   if (!is_kineto_trace_file_name(path.filename().string())) {
     return xspace::read_xspace_planes(path, on_plane, header, keep_line);
   }
-  absl::StatusOr<tensorflow::profiler::XSpace> space = read_kineto_trace_file(path);
-  if (!space.ok()) return space.status();
-  if (header) header->warnings.assign(space->warnings().begin(), space->warnings().end());
-  for (const tensorflow::profiler::XPlane& plane : space->planes()) {
+  absl::StatusOr<tensorflow::profiler::XSpace> fresh;
+  const absl::StatusOr<tensorflow::profiler::XSpace>* space = nullptr;
+  if (const auto kept = converted_.find(path); kept != converted_.end()) {
+    space = &kept->second;
+  } else {
+    fresh = read_kineto_trace_file(path);
+    const uint64_t bytes = fresh.ok() ? fresh->ByteSizeLong() : 0;
+    if (bytes <= kept_bytes_left_) {
+      kept_bytes_left_ -= bytes;
+      space = &converted_.emplace(path, std::move(fresh)).first->second;
+    } else {
+      space = &fresh;
+    }
+  }
+  if (!space->ok()) return space->status();
+  if (header) header->warnings.assign((*space)->warnings().begin(), (*space)->warnings().end());
+  for (const tensorflow::profiler::XPlane& plane : (*space)->planes()) {
     if (absl::Status s = on_plane(plane); !s.ok()) return s;
   }
   return absl::OkStatus();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -38,12 +39,27 @@ absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::f
                                                                     uint64_t max_bytes = kMaxTraceBytes,
                                                                     const ProcessRank& fallback = {});
 
-// The planes of a run directory's file, whichever kind it is: a torch.profiler trace, converted (every line is
-// handed over; its header holds only the conversion's warnings), or an XSpace, streamed plane by plane as
-// read_xspace_planes does.
-absl::Status read_run_file_planes(const std::filesystem::path& path,
-                                  const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
-                                  xspace::XSpaceHeader* header = nullptr,
-                                  const xspace::XLineFilter& keep_line = nullptr);
+// How many bytes of converted traces (serialized XSpace size) a RunFileReader keeps for later passes in all.
+inline constexpr uint64_t kKeptConversionBytes = uint64_t{256} << 20;
+
+// The planes of a run directory's files, whichever kind each is, for every pass over the run: the analysis and the
+// pod-trace writer's two passes read through one reader. An XSpace is streamed plane by plane at each pass, as
+// read_xspace_planes does, so no file is too large. A torch.profiler trace is decompressed, parsed and converted
+// once, at its first pass, and its planes kept for the next passes while the kept conversions stay within
+// `kept_bytes` (a conversion beyond it is done again at each pass); its failure is kept too.
+class RunFileReader {
+ public:
+  explicit RunFileReader(uint64_t kept_bytes = kKeptConversionBytes) : kept_bytes_left_(kept_bytes) {}
+
+  // Hands `on_plane` each plane of `path` (of a converted trace every line; its header holds only the conversion's
+  // warnings).
+  absl::Status read_planes(const std::filesystem::path& path,
+                           const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
+                           xspace::XSpaceHeader* header = nullptr, const xspace::XLineFilter& keep_line = nullptr);
+
+ private:
+  std::map<std::filesystem::path, absl::StatusOr<tensorflow::profiler::XSpace>> converted_;
+  uint64_t kept_bytes_left_;
+};
 
 }  // namespace podscope::kineto

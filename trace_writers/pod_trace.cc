@@ -64,7 +64,8 @@ class FirstEvent {
 // Reads what `selection` needs of `path`: its host name and clock offset (plane stats); for a step, the step
 // spans of its device planes (analysis/step_spans.h, as the analysis finds them), extending `extent`; for a
 // window in ms, its first event.
-absl::StatusOr<RunFile> read_run_file(const fs::path& path, const TraceSelection& selection, StepExtent& extent) {
+absl::StatusOr<RunFile> read_run_file(kineto::RunFileReader& files, const fs::path& path,
+                                      const TraceSelection& selection, StepExtent& extent) {
   RunFile file;
   file.path = path;
   analysis::FileStepSpans steps;
@@ -74,7 +75,7 @@ absl::StatusOr<RunFile> read_run_file(const fs::path& path, const TraceSelection
   const auto keep_line = [&](std::string_view plane_name, std::string_view line_name) {
     return selection.kind != TraceSelection::Kind::kWhole && analysis::FileStepSpans::wants_line(plane_name, line_name);
   };
-  absl::Status status = kineto::read_run_file_planes(
+  absl::Status status = files.read_planes(
       path,
       [&](const XPlane& plane) {
         const xspace::XPlaneReader reader(plane);
@@ -221,13 +222,19 @@ absl::StatusOr<TraceSelection> parse_trace_selection(std::string_view text) {
 }
 
 absl::StatusOr<PodTraceFiles> write_run_traces(const fs::path& run_dir, const TraceSelection& selection) {
+  kineto::RunFileReader files;
+  return write_run_traces(run_dir, selection, files);
+}
+
+absl::StatusOr<PodTraceFiles> write_run_traces(const fs::path& run_dir, const TraceSelection& selection,
+                                               kineto::RunFileReader& reader) {
   auto paths = analysis::list_run_files(run_dir);
   if (!paths.ok()) return paths.status();
   std::vector<RunFile> files;
   std::vector<std::string> skipped;
   StepExtent extent;
   for (const fs::path& path : *paths) {
-    auto file = read_run_file(path, selection, extent);
+    auto file = read_run_file(reader, path, selection, extent);
     if (file.ok()) {
       files.push_back(std::move(*file));
     } else {
@@ -241,7 +248,7 @@ absl::StatusOr<PodTraceFiles> write_run_traces(const fs::path& run_dir, const Tr
   auto writer = PodTraceWriter::open(run_dir, plan->stem, plan->time_base_ns, plan->window);
   if (!writer.ok()) return writer.status();
   for (const RunFile& file : files) {
-    absl::Status status = kineto::read_run_file_planes(file.path, [&](const XPlane& plane) {
+    absl::Status status = reader.read_planes(file.path, [&](const XPlane& plane) {
       const xspace::XPlaneReader reader(plane);
       // A plane's own host name and offset win over its file's (as in the analysis).
       const auto own_host = reader.str_stat(xspace::kHostNameStat);

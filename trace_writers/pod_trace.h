@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "kineto/trace_file.h"
 #include "trace_writers/merged_trace.h"
 #include "trace_writers/perfetto_trace.h"
 #include "trace_writers/streamed_file.h"
@@ -71,5 +72,9 @@ absl::StatusOr<TraceSelection> parse_trace_selection(std::string_view text);
 // stats, names in proto/xspace/names.h; a file whose planes name no host is named by its stem) and writes the trace
 // files of `selection` into it: pod.* for the whole run, pod.<A>-<B>ms.* or pod.step<N>.* for a window.
 absl::StatusOr<PodTraceFiles> write_run_traces(const std::filesystem::path& run_dir, const TraceSelection& selection);
+// The same, reading through `files`, shared with the caller's other passes over the run (the analysis'): each
+// torch.profiler trace is converted once for all of them.
+absl::StatusOr<PodTraceFiles> write_run_traces(const std::filesystem::path& run_dir, const TraceSelection& selection,
+                                               kineto::RunFileReader& files);
 
 }  // namespace podscope::pod_capture

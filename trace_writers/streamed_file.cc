@@ -1,6 +1,5 @@
 #include "trace_writers/streamed_file.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,7 +38,9 @@ absl::Status StreamedFile::open(const std::filesystem::path& path, Compression c
   gzip_ = compression == Compression::kGzip;
   if (gzip_) {
     // windowBits 15 + 16 selects the gzip wrapper (RFC 1952), as Perfetto and chrome://tracing read .json.gz.
-    if (deflateInit2(&zstream_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+    // The fastest level: zlib's default took 2.3x the CPU for a file 24 % smaller (a real NCCL rank's pod trace),
+    // and compressing was the largest part of `podscope analyze` on it.
+    if (deflateInit2(&zstream_, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
       gzip_ = false;
       fail("initializing gzip for");
       return status_;
@@ -90,7 +91,6 @@ absl::Status StreamedFile::commit() {
     gzip_ = false;
   }
   if (status_.ok() && std::fflush(file_) != 0) fail("writing");
-  if (status_.ok() && fsync(fileno(file_)) != 0) fail("syncing");
   const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;
   if (status_.ok() && !closed) fail("closing");
@@ -100,12 +100,6 @@ absl::Status StreamedFile::commit() {
   if (!status_.ok()) {
     unlink(temp_path_.c_str());
     return status_;
-  }
-  // The rename is durable once the directory entry is.
-  const std::filesystem::path dir = path_.parent_path().empty() ? "." : path_.parent_path();
-  if (const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir_fd >= 0) {
-    fsync(dir_fd);
-    close(dir_fd);
   }
   return absl::OkStatus();
 }

@@ -1,6 +1,7 @@
 // A file written as it is produced and published atomically: bytes go to a temporary file beside the
-// target (through gzip when asked), and `commit` syncs it and renames it over the target, so readers see
-// the old file or the whole new one, and a trace of any size never has to fit in memory.
+// target (through gzip when asked), and `commit` renames it over the target, so readers see the old file or the
+// whole new one, and a trace of any size never has to fit in memory. It is not synced: the pod traces it writes
+// are made again from the run's files (`podscope analyze`), and a crash may leave one empty or missing.
 #pragma once
 
 #include <zlib.h>

@@ -10,7 +10,6 @@
 #include "analysis/step_model.h"
 #include "analysis/tool_pages.h"
 #include "daemon/atomic_file.h"
-#include "kineto/trace_file.h"
 #include "proto/xspace/xspace_stream_reader.h"
 
 namespace podscope::analysis {
@@ -68,12 +67,13 @@ struct PlaneConsumers {
 
 // Feeds one file's planes to the analyzers. A broken file (truncated, lengths that lie, an empty file) gives them
 // nothing: the reader checks a file's structure before its first plane. The error names the file and where it broke.
-absl::Status read_into(PlaneConsumers& consumers, size_t index, const std::filesystem::path& file) {
+absl::Status read_into(PlaneConsumers& consumers, kineto::RunFileReader& files, size_t index,
+                       const std::filesystem::path& file) {
   PodAnalyzer& analyzer = consumers.pod;
   std::error_code ec;
   if (std::filesystem::file_size(file, ec) == 0 && !ec) return absl::DataLossError(file.string() + " is empty");
   xspace::XSpaceHeader header;
-  absl::Status status = kineto::read_run_file_planes(
+  absl::Status status = files.read_planes(
       file,
       [&](const tensorflow::profiler::XPlane& plane) {
         analyzer.add_plane(index, plane);
@@ -103,11 +103,12 @@ void run_step_tools(StepModel model, AnalysisOutcome& outcome) {
   outcome.recommendation_text = render_overview_recommendation_text(outcome.overview_page);
 }
 
-// Writes one output file atomically and records it.
+// Writes one output file atomically and records it. Unsynced: the outputs are made again from the run's files,
+// and syncing each of them cost more than the analysis of a small run.
 absl::Status write_output(const std::filesystem::path& run_dir, std::string_view name, const std::string& content,
                           AnalysisOutcome& outcome) {
   const std::filesystem::path path = run_dir / name;
-  if (absl::Status s = write_file_atomically(path, content); !s.ok()) return s;
+  if (absl::Status s = write_file_atomically(path, content, Durability::kRebuildable); !s.ok()) return s;
   outcome.written_files.push_back(path);
   return absl::OkStatus();
 }
@@ -132,7 +133,13 @@ absl::Status write_outputs(const std::filesystem::path& run_dir, const AnalysisO
 
 absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::path& run_dir,
                                                       const AnalysisOptions& options) {
-  absl::StatusOr<AnalysisOutcome> outcome = analyze_run_files(run_dir, options.analyzer);
+  kineto::RunFileReader files;
+  return analyze_run_directory(run_dir, options, files);
+}
+
+absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::path& run_dir,
+                                                      const AnalysisOptions& options, kineto::RunFileReader& files) {
+  absl::StatusOr<AnalysisOutcome> outcome = analyze_run_files(run_dir, options.analyzer, files);
   if (!outcome.ok()) return outcome.status();
   const absl::Status written = write_outputs(run_dir, options, *outcome);
   if (written.ok()) return outcome;
@@ -148,14 +155,22 @@ absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::pat
 
 absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& run_dir,
                                                   const PodAnalyzerOptions& options) {
-  absl::StatusOr<std::vector<std::filesystem::path>> files = list_run_files(run_dir);
-  if (!files.ok()) return files.status();
+  kineto::RunFileReader files;
+  return analyze_run_files(run_dir, options, files);
+}
+
+absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& run_dir,
+                                                  const PodAnalyzerOptions& options, kineto::RunFileReader& files) {
+  absl::StatusOr<std::vector<std::filesystem::path>> paths = list_run_files(run_dir);
+  if (!paths.ok()) return paths.status();
   AnalysisOutcome outcome;
   PlaneConsumers consumers(options);
-  for (size_t i = 0; i < files->size(); ++i) {
-    if (absl::Status s = read_into(consumers, i, (*files)[i]); !s.ok()) outcome.bad_files.emplace_back(s.message());
+  for (size_t i = 0; i < paths->size(); ++i) {
+    if (absl::Status s = read_into(consumers, files, i, (*paths)[i]); !s.ok()) {
+      outcome.bad_files.emplace_back(s.message());
+    }
   }
-  if (outcome.bad_files.size() == files->size()) {
+  if (outcome.bad_files.size() == paths->size()) {
     std::string all;
     for (const auto& bad : outcome.bad_files) all += "\n  " + bad;
     return absl::DataLossError("no file of " + run_dir.string() + " could be read:" + all);

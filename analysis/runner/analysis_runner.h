@@ -14,6 +14,7 @@
 #include "analysis/memory_profile.h"
 #include "analysis/op_stats.h"
 #include "analysis/pod_analyzer.h"
+#include "kineto/trace_file.h"
 #include "podscope/v1/pod_analysis.pb.h"
 #include "tensorflow/input_pipeline.pb.h"
 #include "tensorflow/overview_page.pb.h"
@@ -54,6 +55,10 @@ struct AnalysisOutcome {
 // be written (a full disk), ABORTED naming it, and the outputs already written are removed: none stays.
 absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::path& run_dir,
                                                       const AnalysisOptions& options = {});
+// The same, reading through `files`, which the caller's other passes over the run share (the pod-trace writer's):
+// each torch.profiler trace is converted once for all of them.
+absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::path& run_dir,
+                                                      const AnalysisOptions& options, kineto::RunFileReader& files);
 
 // The profile files of a run directory (*.xplane.pb and torch.profiler's *.pt.trace.json[.gz]), sorted by name:
 // the order that fixes the global core numbering of TF/JAX device planes, for every reader of a run. NotFound when
@@ -64,5 +69,7 @@ absl::StatusOr<std::vector<std::filesystem::path>> list_run_files(const std::fil
 // empty.
 absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& run_dir,
                                                   const PodAnalyzerOptions& options = {});
+absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& run_dir,
+                                                  const PodAnalyzerOptions& options, kineto::RunFileReader& files);
 
 }  // namespace podscope::analysis

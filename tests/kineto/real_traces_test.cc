@@ -48,9 +48,13 @@ class RunDirectory {
   testing::ScratchDirectory scratch_;
 };
 
-// The sum of the kernel events' durations in ns, read from the JSON by simdjson's DOM API, independently of the
-// converter: per kernel name.
-std::map<std::string, int64_t> kernel_ns_by_name(const fs::path& gz) {
+// Per event name, how many events of category `category` the trace holds and the sum of their durations in ns, read
+// from the JSON by simdjson's DOM API, independently of the converter.
+struct EventTotals {
+  int64_t count = 0;
+  int64_t ns = 0;
+};
+std::map<std::string, EventTotals> event_totals_by_name(const fs::path& gz, std::string_view category) {
   std::string json;
   const std::string command = "zcat '" + gz.string() + "'";
   FILE* pipe = popen(command.c_str(), "r");
@@ -59,13 +63,22 @@ std::map<std::string, int64_t> kernel_ns_by_name(const fs::path& gz) {
   if (pipe) pclose(pipe);
   simdjson::dom::parser parser;
   simdjson::dom::element doc = parser.parse(json);
-  std::map<std::string, int64_t> totals;
+  std::map<std::string, EventTotals> totals;
   for (simdjson::dom::element e : doc["traceEvents"].get_array()) {
     std::string_view cat;
-    if (e["cat"].get(cat) != simdjson::SUCCESS || cat != "kernel") continue;
-    totals[std::string(std::string_view(e["name"]))] += std::llround(double(e["dur"]) * 1000.0);
+    if (e["cat"].get(cat) != simdjson::SUCCESS || cat != category) continue;
+    EventTotals& t = totals[std::string(std::string_view(e["name"]))];
+    ++t.count;
+    t.ns += std::llround(double(e["dur"]) * 1000.0);
   }
   return totals;
+}
+
+// The sum of the kernel events' durations in ns, per kernel name.
+std::map<std::string, int64_t> kernel_ns_by_name(const fs::path& gz) {
+  std::map<std::string, int64_t> ns;
+  for (const auto& [name, totals] : event_totals_by_name(gz, "kernel")) ns[name] = totals.ns;
+  return ns;
 }
 
 std::set<uint32_t> step_numbers(const analysis::AnalysisOutcome& outcome) {
@@ -173,6 +186,38 @@ TEST(KinetoRealTraces, H100RankKernelsJoinTheirOpsAndHostWorkExplainsTheIdleDevi
   EXPECT_TRUE(found_mm);
   // The device idles while the host runs the step (its ops and Python): host compute, not unexplained time.
   EXPECT_EQ(outcome->recommendation_text.find("unexplained"), std::string::npos) << outcome->recommendation_text;
+}
+
+// A GPU rank's ATen ops are framework op stats' host side: every `cpu_op` of the trace, counted and timed as the
+// trace has it, under its namespace as the op type.
+TEST(KinetoRealTraces, H100RankHostOpsAreTheTracesCpuOps) {
+  const std::string trace = "h100_linear_relu_sgd.pt.trace.json.gz";
+  RunDirectory run("h100_host_ops");
+  run.add_golden(trace);
+  absl::StatusOr<analysis::AnalysisOutcome> outcome = analysis::analyze_run_files(run.path());
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  const auto expected = event_totals_by_name(run.path() / trace, "cpu_op");
+  ASSERT_GT(expected.size(), 20u);
+  std::map<std::string, const tensorflow::profiler::TfStatsRecord*> host_rows;
+  for (const auto& record : outcome->op_stats.db.with_idle().tf_stats_record()) {
+    if (record.host_or_device() == "Host" && record.op_type() != "IDLE") host_rows[record.op_name()] = &record;
+  }
+  EXPECT_EQ(host_rows.size(), expected.size());
+  int64_t host_ns = 0;
+  for (const auto& [name, totals] : expected) {
+    host_ns += totals.ns;
+    auto row = host_rows.find(name);
+    ASSERT_NE(row, host_rows.end()) << name;
+    EXPECT_EQ(static_cast<int64_t>(row->second->occurrences()), totals.count) << name;
+    EXPECT_NEAR(row->second->total_time_in_us() * 1e3, static_cast<double>(totals.ns), 1.0 * totals.count) << name;
+    EXPECT_LE(row->second->total_self_time_in_us(), row->second->total_time_in_us() + 1e-9) << name;
+    const size_t colons = name.find("::");
+    EXPECT_EQ(row->second->op_type(), colons == std::string::npos ? "unknown" : name.substr(0, colons)) << name;
+  }
+  // aten::addmm runs twice a step (two Linear layers) on the host; its GPU kernels are the device rows'.
+  EXPECT_EQ(expected.at("aten::addmm").count, 10);
+  EXPECT_GT(outcome->op_stats.host_self_ns, 0);
+  EXPECT_LE(outcome->op_stats.host_self_ns, host_ns);
 }
 
 TEST(KinetoRealTraces, TwoSampledRanksMergeIntoOnePod) {
