@@ -53,7 +53,7 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
             "most their sum",
             1, 1 << 20);
   o.add_int("flight_recorder_max_snapshots", &c.flight_recorder_max_snapshots,
-            "triggered snapshots kept in memory (each at most flight_recorder_max_mb, all together too); past it the "
+            "triggered snapshots kept in memory, compressed (together at most flight_recorder_max_mb); past it the "
             "oldest is deleted and counted",
             1, 1000);
   o.add_int("flight_recorder_disk_mb", &c.flight_recorder_disk_mb,
