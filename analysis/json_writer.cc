@@ -18,10 +18,7 @@
 namespace podscope::analysis {
 namespace {
 
-using google::protobuf::Descriptor;
-using google::protobuf::FieldDescriptor;
-using google::protobuf::Message;
-using google::protobuf::Reflection;
+namespace pb = google::protobuf;
 
 constexpr char kHex[] = "0123456789abcdef";
 
@@ -255,8 +252,8 @@ class MessagePrinter {
  public:
   explicit MessagePrinter(JsonWriter& writer) : w_(writer) {}
 
-  absl::Status message(const Message& m) {
-    const Descriptor* type = m.GetDescriptor();
+  absl::Status message(const pb::Message& m) {
+    const pb::Descriptor* type = m.GetDescriptor();
     if (type->full_name() == kAnyFullName) return any(m);
     if (type->file()->package() == "google.protobuf") {
       return absl::InvalidArgumentError("no JSON form for the well-known type " + type->full_name());
@@ -269,11 +266,11 @@ class MessagePrinter {
 
  private:
   // Every field in declaration order (protobuf's printer fills in the absent ones in its type's order).
-  absl::Status fields(const Message& m) {
-    const Descriptor* type = m.GetDescriptor();
-    const Reflection* r = m.GetReflection();
+  absl::Status fields(const pb::Message& m) {
+    const pb::Descriptor* type = m.GetDescriptor();
+    const pb::Reflection* r = m.GetReflection();
     for (int i = 0; i < type->field_count(); ++i) {
-      const FieldDescriptor* f = type->field(i);
+      const pb::FieldDescriptor* f = type->field(i);
       if (f->is_map()) {
         w_.key(f->json_name());
         if (absl::Status s = map(m, f); !s.ok()) return s;
@@ -285,7 +282,7 @@ class MessagePrinter {
           if (absl::Status s = element(m, f, j); !s.ok()) return s;
         }
         w_.end_array();
-      } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      } else if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
         if (!r->HasField(m, f)) continue;  // absent messages are left out
         w_.key(f->json_name());
         if (absl::Status s = message(r->GetMessage(m, f)); !s.ok()) return s;
@@ -299,48 +296,48 @@ class MessagePrinter {
     return absl::OkStatus();
   }
 
-  void scalar(const Message& m, const FieldDescriptor* f) {
-    const Reflection* r = m.GetReflection();
+  void scalar(const pb::Message& m, const pb::FieldDescriptor* f) {
+    const pb::Reflection* r = m.GetReflection();
     switch (f->cpp_type()) {
-      case FieldDescriptor::CPPTYPE_INT32: return w_.number(r->GetInt32(m, f));
-      case FieldDescriptor::CPPTYPE_UINT32: return w_.number(r->GetUInt32(m, f));
-      case FieldDescriptor::CPPTYPE_INT64: return quoted(r->GetInt64(m, f));
-      case FieldDescriptor::CPPTYPE_UINT64: return quoted(r->GetUInt64(m, f));
-      case FieldDescriptor::CPPTYPE_DOUBLE: return w_.number(r->GetDouble(m, f));
-      case FieldDescriptor::CPPTYPE_FLOAT: return w_.number(r->GetFloat(m, f));
-      case FieldDescriptor::CPPTYPE_BOOL: return w_.boolean(r->GetBool(m, f));
-      case FieldDescriptor::CPPTYPE_ENUM: return enum_value(f, r->GetEnumValue(m, f));
-      case FieldDescriptor::CPPTYPE_STRING: {
+      case pb::FieldDescriptor::CPPTYPE_INT32: return w_.number(r->GetInt32(m, f));
+      case pb::FieldDescriptor::CPPTYPE_UINT32: return w_.number(r->GetUInt32(m, f));
+      case pb::FieldDescriptor::CPPTYPE_INT64: return quoted(r->GetInt64(m, f));
+      case pb::FieldDescriptor::CPPTYPE_UINT64: return quoted(r->GetUInt64(m, f));
+      case pb::FieldDescriptor::CPPTYPE_DOUBLE: return w_.number(r->GetDouble(m, f));
+      case pb::FieldDescriptor::CPPTYPE_FLOAT: return w_.number(r->GetFloat(m, f));
+      case pb::FieldDescriptor::CPPTYPE_BOOL: return w_.boolean(r->GetBool(m, f));
+      case pb::FieldDescriptor::CPPTYPE_ENUM: return enum_value(f, r->GetEnumValue(m, f));
+      case pb::FieldDescriptor::CPPTYPE_STRING: {
         std::string scratch;
         const std::string& value = r->GetStringReference(m, f, &scratch);
-        return f->type() == FieldDescriptor::TYPE_BYTES ? w_.string(absl::Base64Escape(value)) : w_.string(value);
+        return f->type() == pb::FieldDescriptor::TYPE_BYTES ? w_.string(absl::Base64Escape(value)) : w_.string(value);
       }
-      case FieldDescriptor::CPPTYPE_MESSAGE: return;
+      case pb::FieldDescriptor::CPPTYPE_MESSAGE: return;
     }
   }
 
-  absl::Status element(const Message& m, const FieldDescriptor* f, int j) {
-    const Reflection* r = m.GetReflection();
+  absl::Status element(const pb::Message& m, const pb::FieldDescriptor* f, int j) {
+    const pb::Reflection* r = m.GetReflection();
     switch (f->cpp_type()) {
-      case FieldDescriptor::CPPTYPE_INT32: w_.number(r->GetRepeatedInt32(m, f, j)); break;
-      case FieldDescriptor::CPPTYPE_UINT32: w_.number(r->GetRepeatedUInt32(m, f, j)); break;
-      case FieldDescriptor::CPPTYPE_INT64: quoted(r->GetRepeatedInt64(m, f, j)); break;
-      case FieldDescriptor::CPPTYPE_UINT64: quoted(r->GetRepeatedUInt64(m, f, j)); break;
-      case FieldDescriptor::CPPTYPE_DOUBLE: w_.number(r->GetRepeatedDouble(m, f, j)); break;
-      case FieldDescriptor::CPPTYPE_FLOAT: w_.number(r->GetRepeatedFloat(m, f, j)); break;
-      case FieldDescriptor::CPPTYPE_BOOL: w_.boolean(r->GetRepeatedBool(m, f, j)); break;
-      case FieldDescriptor::CPPTYPE_ENUM: enum_value(f, r->GetRepeatedEnumValue(m, f, j)); break;
-      case FieldDescriptor::CPPTYPE_STRING: {
+      case pb::FieldDescriptor::CPPTYPE_INT32: w_.number(r->GetRepeatedInt32(m, f, j)); break;
+      case pb::FieldDescriptor::CPPTYPE_UINT32: w_.number(r->GetRepeatedUInt32(m, f, j)); break;
+      case pb::FieldDescriptor::CPPTYPE_INT64: quoted(r->GetRepeatedInt64(m, f, j)); break;
+      case pb::FieldDescriptor::CPPTYPE_UINT64: quoted(r->GetRepeatedUInt64(m, f, j)); break;
+      case pb::FieldDescriptor::CPPTYPE_DOUBLE: w_.number(r->GetRepeatedDouble(m, f, j)); break;
+      case pb::FieldDescriptor::CPPTYPE_FLOAT: w_.number(r->GetRepeatedFloat(m, f, j)); break;
+      case pb::FieldDescriptor::CPPTYPE_BOOL: w_.boolean(r->GetRepeatedBool(m, f, j)); break;
+      case pb::FieldDescriptor::CPPTYPE_ENUM: enum_value(f, r->GetRepeatedEnumValue(m, f, j)); break;
+      case pb::FieldDescriptor::CPPTYPE_STRING: {
         std::string scratch;
         const std::string& value = r->GetRepeatedStringReference(m, f, j, &scratch);
-        if (f->type() == FieldDescriptor::TYPE_BYTES) {
+        if (f->type() == pb::FieldDescriptor::TYPE_BYTES) {
           w_.string(absl::Base64Escape(value));
         } else {
           w_.string(value);
         }
         break;
       }
-      case FieldDescriptor::CPPTYPE_MESSAGE: return message(r->GetRepeatedMessage(m, f, j));
+      case pb::FieldDescriptor::CPPTYPE_MESSAGE: return message(r->GetRepeatedMessage(m, f, j));
     }
     return absl::OkStatus();
   }
@@ -353,56 +350,56 @@ class MessagePrinter {
   }
 
   // A known value by its name, an unknown one by its number.
-  void enum_value(const FieldDescriptor* f, int value) {
+  void enum_value(const pb::FieldDescriptor* f, int value) {
     if (const auto* known = f->enum_type()->FindValueByNumber(value)) return w_.string(known->name());
     w_.number(static_cast<int32_t>(value));
   }
 
   // Entries in key order (as deterministic serialization orders them), keys as strings.
-  absl::Status map(const Message& m, const FieldDescriptor* f) {
-    const Reflection* r = m.GetReflection();
-    const FieldDescriptor* key_field = f->message_type()->map_key();
-    const FieldDescriptor* value_field = f->message_type()->map_value();
+  absl::Status map(const pb::Message& m, const pb::FieldDescriptor* f) {
+    const pb::Reflection* r = m.GetReflection();
+    const pb::FieldDescriptor* key_field = f->message_type()->map_key();
+    const pb::FieldDescriptor* value_field = f->message_type()->map_value();
     const int n = r->FieldSize(m, f);
-    std::vector<const Message*> entries;
+    std::vector<const pb::Message*> entries;
     entries.reserve(static_cast<size_t>(n));
     for (int j = 0; j < n; ++j) entries.push_back(&r->GetRepeatedMessage(m, f, j));
-    std::vector<std::pair<std::string, const Message*>> keyed;
+    std::vector<std::pair<std::string, const pb::Message*>> keyed;
     keyed.reserve(entries.size());
-    const Reflection* er = entries.empty() ? nullptr : entries.front()->GetReflection();
+    const pb::Reflection* er = entries.empty() ? nullptr : entries.front()->GetReflection();
     switch (key_field->cpp_type()) {
-      case FieldDescriptor::CPPTYPE_STRING: {
-        for (const Message* e : entries) keyed.emplace_back(er->GetString(*e, key_field), e);
+      case pb::FieldDescriptor::CPPTYPE_STRING: {
+        for (const pb::Message* e : entries) keyed.emplace_back(er->GetString(*e, key_field), e);
         std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
         break;
       }
-      case FieldDescriptor::CPPTYPE_BOOL: {
-        std::sort(entries.begin(), entries.end(), [&](const Message* a, const Message* b) {
+      case pb::FieldDescriptor::CPPTYPE_BOOL: {
+        std::sort(entries.begin(), entries.end(), [&](const pb::Message* a, const pb::Message* b) {
           return er->GetBool(*a, key_field) < er->GetBool(*b, key_field);
         });
-        for (const Message* e : entries) keyed.emplace_back(er->GetBool(*e, key_field) ? "true" : "false", e);
+        for (const pb::Message* e : entries) keyed.emplace_back(er->GetBool(*e, key_field) ? "true" : "false", e);
         break;
       }
       default: {
         // Integer keys: numerically, signed or not as declared.
-        auto signed_key = [&](const Message* e) -> int64_t {
-          return key_field->cpp_type() == FieldDescriptor::CPPTYPE_INT32 ? er->GetInt32(*e, key_field)
-                                                                         : er->GetInt64(*e, key_field);
+        auto signed_key = [&](const pb::Message* e) -> int64_t {
+          return key_field->cpp_type() == pb::FieldDescriptor::CPPTYPE_INT32 ? er->GetInt32(*e, key_field)
+                                                                             : er->GetInt64(*e, key_field);
         };
-        auto unsigned_key = [&](const Message* e) -> uint64_t {
-          return key_field->cpp_type() == FieldDescriptor::CPPTYPE_UINT32 ? er->GetUInt32(*e, key_field)
-                                                                          : er->GetUInt64(*e, key_field);
+        auto unsigned_key = [&](const pb::Message* e) -> uint64_t {
+          return key_field->cpp_type() == pb::FieldDescriptor::CPPTYPE_UINT32 ? er->GetUInt32(*e, key_field)
+                                                                              : er->GetUInt64(*e, key_field);
         };
-        const bool is_signed = key_field->cpp_type() == FieldDescriptor::CPPTYPE_INT32 ||
-                               key_field->cpp_type() == FieldDescriptor::CPPTYPE_INT64;
+        const bool is_signed = key_field->cpp_type() == pb::FieldDescriptor::CPPTYPE_INT32 ||
+                               key_field->cpp_type() == pb::FieldDescriptor::CPPTYPE_INT64;
         if (is_signed) {
           std::sort(entries.begin(), entries.end(),
-                    [&](const Message* a, const Message* b) { return signed_key(a) < signed_key(b); });
-          for (const Message* e : entries) keyed.emplace_back(std::to_string(signed_key(e)), e);
+                    [&](const pb::Message* a, const pb::Message* b) { return signed_key(a) < signed_key(b); });
+          for (const pb::Message* e : entries) keyed.emplace_back(std::to_string(signed_key(e)), e);
         } else {
           std::sort(entries.begin(), entries.end(),
-                    [&](const Message* a, const Message* b) { return unsigned_key(a) < unsigned_key(b); });
-          for (const Message* e : entries) keyed.emplace_back(std::to_string(unsigned_key(e)), e);
+                    [&](const pb::Message* a, const pb::Message* b) { return unsigned_key(a) < unsigned_key(b); });
+          for (const pb::Message* e : entries) keyed.emplace_back(std::to_string(unsigned_key(e)), e);
         }
         break;
       }
@@ -410,7 +407,7 @@ class MessagePrinter {
     w_.begin_object();
     for (const auto& [key, entry] : keyed) {
       w_.key(key);
-      if (value_field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (value_field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
         if (absl::Status s = message(er->GetMessage(*entry, value_field)); !s.ok()) return s;
       } else {
         scalar(*entry, value_field);
@@ -422,9 +419,9 @@ class MessagePrinter {
 
   // Any: its "@type", then the packed message's fields; an Any with no value is its "@type" alone (protobuf's
   // printer does not look the type up then), or {} with neither.
-  absl::Status any(const Message& m) {
-    const Descriptor* type = m.GetDescriptor();
-    const Reflection* r = m.GetReflection();
+  absl::Status any(const pb::Message& m) {
+    const pb::Descriptor* type = m.GetDescriptor();
+    const pb::Reflection* r = m.GetReflection();
     const std::string type_url = r->GetString(m, type->FindFieldByNumber(1));
     const std::string value = r->GetString(m, type->FindFieldByNumber(2));
     w_.begin_object();
@@ -437,12 +434,12 @@ class MessagePrinter {
       return absl::OkStatus();
     }
     const size_t slash = type_url.rfind('/');
-    const Descriptor* packed_type =
+    const pb::Descriptor* packed_type =
         slash == std::string::npos
             ? nullptr
             : google::protobuf::DescriptorPool::generated_pool()->FindMessageTypeByName(type_url.substr(slash + 1));
     if (packed_type == nullptr) return absl::InvalidArgumentError("an Any of unknown type '" + type_url + "'");
-    std::unique_ptr<Message> packed(
+    std::unique_ptr<pb::Message> packed(
         google::protobuf::MessageFactory::generated_factory()->GetPrototype(packed_type)->New());
     if (!packed->ParseFromString(value)) {
       // The generated parser refuses strings that are not UTF-8 (a host named by a file's stem can be such a
@@ -461,14 +458,11 @@ class MessagePrinter {
 
 }  // namespace
 
-absl::Status write_message_json(const Message& message, JsonWriter& writer) {
+absl::Status write_message_json(const pb::Message& message, JsonWriter& writer) {
   return MessagePrinter(writer).message(message);
 }
 
-namespace {
-
-// Protobuf's own printer, for the messages this one cannot unpack an Any of.
-absl::StatusOr<std::string> protobuf_printer_json(const Message& message, bool indented) {
+absl::StatusOr<std::string> protobuf_printer_json(const pb::Message& message, bool indented) {
   static constexpr char kTypeUrlPrefix[] = "type.googleapis.com";
   // The resolver reads the generated descriptors; one for the process is enough.
   static google::protobuf::util::TypeResolver* const resolver =
@@ -491,9 +485,7 @@ absl::StatusOr<std::string> protobuf_printer_json(const Message& message, bool i
   return json;
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> message_to_json(const Message& message, bool indented) {
+absl::StatusOr<std::string> message_to_json(const pb::Message& message, bool indented) {
   JsonWriter writer(indented);
   absl::Status s = write_message_json(message, writer);
   if (absl::IsDataLoss(s)) return protobuf_printer_json(message, indented);

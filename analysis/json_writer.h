@@ -62,6 +62,10 @@ class JsonWriter {
 // whose message does not parse (strings that are not UTF-8) is left to protobuf's printer, whole message and all.
 absl::StatusOr<std::string> message_to_json(const google::protobuf::Message& message, bool indented);
 
+// Protobuf's own printer with the same options (the message serialized deterministically, printed through a type
+// resolver with every primitive field): what message_to_json falls back to, and what its tests hold it to.
+absl::StatusOr<std::string> protobuf_printer_json(const google::protobuf::Message& message, bool indented);
+
 // The same, written into `writer` as one value (a member's value after `writer.key()`, or an array element);
 // DATA_LOSS for an Any whose message does not parse.
 absl::Status write_message_json(const google::protobuf::Message& message, JsonWriter& writer);

@@ -15,12 +15,7 @@
 
 #include "google/protobuf/any.pb.h"
 #include "google/protobuf/descriptor.h"
-#include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/timestamp.pb.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
-#include "google/protobuf/util/json_util.h"
-#include "google/protobuf/util/type_resolver.h"
-#include "google/protobuf/util/type_resolver_util.h"
 #include "podscope/v1/pod_analysis.pb.h"
 #include "tensorflow/input_pipeline.pb.h"
 #include "tensorflow/kernel_stats.pb.h"
@@ -32,33 +27,13 @@
 namespace podscope::analysis {
 namespace {
 
-using google::protobuf::Descriptor;
-using google::protobuf::FieldDescriptor;
-using google::protobuf::Message;
-using google::protobuf::Reflection;
+namespace pb = google::protobuf;
 
-// What protobuf's printer writes for `message`: its bytes serialized deterministically, printed through a type
-// resolver with every primitive field.
-std::string protobuf_json(const Message& message, bool indented) {
-  static constexpr char kPrefix[] = "type.googleapis.com";
-  static google::protobuf::util::TypeResolver* const resolver =
-      google::protobuf::util::NewTypeResolverForDescriptorPool(kPrefix,
-                                                               google::protobuf::DescriptorPool::generated_pool());
-  std::string bytes;
-  {
-    google::protobuf::io::StringOutputStream stream(&bytes);
-    google::protobuf::io::CodedOutputStream out(&stream);
-    out.SetSerializationDeterministic(true);
-    message.SerializeToCodedStream(&out);
-  }
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = indented;
-  options.always_print_primitive_fields = true;
-  std::string json;
-  const auto status = google::protobuf::util::BinaryToJsonString(
-      resolver, std::string(kPrefix) + "/" + message.GetDescriptor()->full_name(), bytes, &json, options);
-  EXPECT_TRUE(status.ok()) << status.ToString();
-  return json;
+// What protobuf's printer writes for `message`.
+std::string protobuf_json(const pb::Message& message, bool indented) {
+  absl::StatusOr<std::string> json = protobuf_printer_json(message, indented);
+  EXPECT_TRUE(json.ok()) << json.status();
+  return json.ok() ? *json : std::string();
 }
 
 const std::vector<std::string>& edge_strings() {
@@ -134,12 +109,12 @@ class Filler {
  public:
   explicit Filler(uint32_t seed) : rng_(seed) {}
 
-  void fill(Message& m, int depth) {
-    const Descriptor* type = m.GetDescriptor();
+  void fill(pb::Message& m, int depth) {
+    const pb::Descriptor* type = m.GetDescriptor();
     if (type->full_name() == "google.protobuf.Any") return fill_any(static_cast<google::protobuf::Any&>(m), depth);
-    const Reflection* r = m.GetReflection();
+    const pb::Reflection* r = m.GetReflection();
     for (int i = 0; i < type->field_count(); ++i) {
-      const FieldDescriptor* f = type->field(i);
+      const pb::FieldDescriptor* f = type->field(i);
       if (chance(3)) continue;  // left unset
       if (f->is_map()) {
         // Distinct keys, as a map holds them.
@@ -147,13 +122,13 @@ class Filler {
         const int n = static_cast<int>(pick(4));
         for (int j = 0; j < n; ++j) {
           add(m, r, f, depth);
-          const Message& entry = r->GetRepeatedMessage(m, f, r->FieldSize(m, f) - 1);
+          const pb::Message& entry = r->GetRepeatedMessage(m, f, r->FieldSize(m, f) - 1);
           if (!keys.insert(key_text(entry, f->message_type()->map_key())).second) r->RemoveLast(&m, f);
         }
       } else if (f->is_repeated()) {
         const int n = static_cast<int>(pick(4));
         for (int j = 0; j < n; ++j) add(m, r, f, depth);
-      } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      } else if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
         if (depth > 0) fill(*r->MutableMessage(&m, f), depth - 1);
       } else {
         set(m, r, f);
@@ -162,14 +137,14 @@ class Filler {
   }
 
  private:
-  static std::string key_text(const Message& entry, const FieldDescriptor* key) {
-    const Reflection* r = entry.GetReflection();
+  static std::string key_text(const pb::Message& entry, const pb::FieldDescriptor* key) {
+    const pb::Reflection* r = entry.GetReflection();
     switch (key->cpp_type()) {
-      case FieldDescriptor::CPPTYPE_INT32: return std::to_string(r->GetInt32(entry, key));
-      case FieldDescriptor::CPPTYPE_UINT32: return std::to_string(r->GetUInt32(entry, key));
-      case FieldDescriptor::CPPTYPE_INT64: return std::to_string(r->GetInt64(entry, key));
-      case FieldDescriptor::CPPTYPE_UINT64: return std::to_string(r->GetUInt64(entry, key));
-      case FieldDescriptor::CPPTYPE_BOOL: return r->GetBool(entry, key) ? "true" : "false";
+      case pb::FieldDescriptor::CPPTYPE_INT32: return std::to_string(r->GetInt32(entry, key));
+      case pb::FieldDescriptor::CPPTYPE_UINT32: return std::to_string(r->GetUInt32(entry, key));
+      case pb::FieldDescriptor::CPPTYPE_INT64: return std::to_string(r->GetInt64(entry, key));
+      case pb::FieldDescriptor::CPPTYPE_UINT64: return std::to_string(r->GetUInt64(entry, key));
+      case pb::FieldDescriptor::CPPTYPE_BOOL: return r->GetBool(entry, key) ? "true" : "false";
       default: return r->GetString(entry, key);
     }
   }
@@ -185,44 +160,44 @@ class Filler {
                                                 INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, 4285178137000};
     return any_of(values);
   }
-  int enum_number(const FieldDescriptor* f) {
+  int enum_number(const pb::FieldDescriptor* f) {
     if (chance(5)) return 77;  // a number the enum does not name
     return f->enum_type()->value(static_cast<int>(pick(static_cast<size_t>(f->enum_type()->value_count()))))->number();
   }
 
-  void set(Message& m, const Reflection* r, const FieldDescriptor* f) {
+  void set(pb::Message& m, const pb::Reflection* r, const pb::FieldDescriptor* f) {
     switch (f->cpp_type()) {
-      case FieldDescriptor::CPPTYPE_INT32: return r->SetInt32(&m, f, static_cast<int32_t>(integer()));
-      case FieldDescriptor::CPPTYPE_UINT32: return r->SetUInt32(&m, f, static_cast<uint32_t>(integer()));
-      case FieldDescriptor::CPPTYPE_INT64: return r->SetInt64(&m, f, integer());
-      case FieldDescriptor::CPPTYPE_UINT64: return r->SetUInt64(&m, f, static_cast<uint64_t>(integer()));
-      case FieldDescriptor::CPPTYPE_DOUBLE: return r->SetDouble(&m, f, any_of(edge_doubles()));
-      case FieldDescriptor::CPPTYPE_FLOAT: return r->SetFloat(&m, f, any_of(edge_floats()));
-      case FieldDescriptor::CPPTYPE_BOOL: return r->SetBool(&m, f, chance(2));
-      case FieldDescriptor::CPPTYPE_ENUM: return r->SetEnumValue(&m, f, enum_number(f));
-      case FieldDescriptor::CPPTYPE_STRING: return r->SetString(&m, f, any_of(edge_strings()));
-      case FieldDescriptor::CPPTYPE_MESSAGE: return;
+      case pb::FieldDescriptor::CPPTYPE_INT32: return r->SetInt32(&m, f, static_cast<int32_t>(integer()));
+      case pb::FieldDescriptor::CPPTYPE_UINT32: return r->SetUInt32(&m, f, static_cast<uint32_t>(integer()));
+      case pb::FieldDescriptor::CPPTYPE_INT64: return r->SetInt64(&m, f, integer());
+      case pb::FieldDescriptor::CPPTYPE_UINT64: return r->SetUInt64(&m, f, static_cast<uint64_t>(integer()));
+      case pb::FieldDescriptor::CPPTYPE_DOUBLE: return r->SetDouble(&m, f, any_of(edge_doubles()));
+      case pb::FieldDescriptor::CPPTYPE_FLOAT: return r->SetFloat(&m, f, any_of(edge_floats()));
+      case pb::FieldDescriptor::CPPTYPE_BOOL: return r->SetBool(&m, f, chance(2));
+      case pb::FieldDescriptor::CPPTYPE_ENUM: return r->SetEnumValue(&m, f, enum_number(f));
+      case pb::FieldDescriptor::CPPTYPE_STRING: return r->SetString(&m, f, any_of(edge_strings()));
+      case pb::FieldDescriptor::CPPTYPE_MESSAGE: return;
     }
   }
 
-  void add(Message& m, const Reflection* r, const FieldDescriptor* f, int depth) {
+  void add(pb::Message& m, const pb::Reflection* r, const pb::FieldDescriptor* f, int depth) {
     switch (f->cpp_type()) {
-      case FieldDescriptor::CPPTYPE_INT32: return r->AddInt32(&m, f, static_cast<int32_t>(integer()));
-      case FieldDescriptor::CPPTYPE_UINT32: return r->AddUInt32(&m, f, static_cast<uint32_t>(integer()));
-      case FieldDescriptor::CPPTYPE_INT64: return r->AddInt64(&m, f, integer());
-      case FieldDescriptor::CPPTYPE_UINT64: return r->AddUInt64(&m, f, static_cast<uint64_t>(integer()));
-      case FieldDescriptor::CPPTYPE_DOUBLE: return r->AddDouble(&m, f, any_of(edge_doubles()));
-      case FieldDescriptor::CPPTYPE_FLOAT: return r->AddFloat(&m, f, any_of(edge_floats()));
-      case FieldDescriptor::CPPTYPE_BOOL: return r->AddBool(&m, f, chance(2));
-      case FieldDescriptor::CPPTYPE_ENUM: return r->AddEnumValue(&m, f, enum_number(f));
-      case FieldDescriptor::CPPTYPE_STRING: return r->AddString(&m, f, any_of(edge_strings()));
-      case FieldDescriptor::CPPTYPE_MESSAGE: {
-        Message* element = r->AddMessage(&m, f);
+      case pb::FieldDescriptor::CPPTYPE_INT32: return r->AddInt32(&m, f, static_cast<int32_t>(integer()));
+      case pb::FieldDescriptor::CPPTYPE_UINT32: return r->AddUInt32(&m, f, static_cast<uint32_t>(integer()));
+      case pb::FieldDescriptor::CPPTYPE_INT64: return r->AddInt64(&m, f, integer());
+      case pb::FieldDescriptor::CPPTYPE_UINT64: return r->AddUInt64(&m, f, static_cast<uint64_t>(integer()));
+      case pb::FieldDescriptor::CPPTYPE_DOUBLE: return r->AddDouble(&m, f, any_of(edge_doubles()));
+      case pb::FieldDescriptor::CPPTYPE_FLOAT: return r->AddFloat(&m, f, any_of(edge_floats()));
+      case pb::FieldDescriptor::CPPTYPE_BOOL: return r->AddBool(&m, f, chance(2));
+      case pb::FieldDescriptor::CPPTYPE_ENUM: return r->AddEnumValue(&m, f, enum_number(f));
+      case pb::FieldDescriptor::CPPTYPE_STRING: return r->AddString(&m, f, any_of(edge_strings()));
+      case pb::FieldDescriptor::CPPTYPE_MESSAGE: {
+        pb::Message* element = r->AddMessage(&m, f);
         // A map entry always gets its key, and a value down to the depth.
         if (f->is_map()) {
           set(*element, element->GetReflection(), f->message_type()->map_key());
-          const FieldDescriptor* value = f->message_type()->map_value();
-          if (value->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) {
+          const pb::FieldDescriptor* value = f->message_type()->map_value();
+          if (value->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE) {
             set(*element, element->GetReflection(), value);
           } else if (depth > 0) {
             fill(*element->GetReflection()->MutableMessage(element, value), depth - 1);
@@ -242,7 +217,7 @@ class Filler {
       default: {
         tensorflow::profiler::PerGenericStepDetails details;
         tensorflow::profiler::BottleneckAnalysis bottleneck;
-        Message& packed = chance(2) ? static_cast<Message&>(details) : static_cast<Message&>(bottleneck);
+        pb::Message& packed = chance(2) ? static_cast<pb::Message&>(details) : static_cast<pb::Message&>(bottleneck);
         fill(packed, depth);
         any.PackFrom(packed);
       }
@@ -252,16 +227,16 @@ class Filler {
   std::mt19937 rng_;
 };
 
-template <typename Message>
+template <typename MessageType>
 void expect_same_json_as_protobuf(int seeds) {
   for (int seed = 0; seed < seeds; ++seed) {
-    Message message;
+    MessageType message;
     Filler(static_cast<uint32_t>(seed)).fill(message, 4);
     for (const bool indented : {true, false}) {
       const absl::StatusOr<std::string> ours = message_to_json(message, indented);
       ASSERT_TRUE(ours.ok()) << ours.status();
       ASSERT_EQ(*ours, protobuf_json(message, indented))
-          << Message::descriptor()->full_name() << " seed " << seed << (indented ? " indented" : "");
+          << MessageType::descriptor()->full_name() << " seed " << seed << (indented ? " indented" : "");
     }
   }
 }

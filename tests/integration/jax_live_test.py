@@ -67,12 +67,16 @@ class JaxTrainerBehindAnAgent(unittest.TestCase):
 
     def assert_steps_are_the_annotations(self, ours, own):
         # The trainer's clock reads surround the annotation: its span is the annotation's plus the Python that enters
-        # and leaves it, which a loaded 2-core box stretches by a few hundred microseconds now and then. So each step
-        # is at most the trainer's, at least the trainer's less 5 % + 0.5 ms, and the mean agrees within 2 % + 0.2 ms.
+        # and leaves it, which a loaded 2-core box stretches by a few hundred microseconds now and then, and by
+        # milliseconds when the trainer is descheduled between the two (once in a fresh clone's CI run: 11.4 against
+        # 13.6 ms). So each step is at most the trainer's; all but one in twenty (at least one) are at least the
+        # trainer's less 5 % + 0.5 ms; and the mean agrees within 2 % + 0.2 ms.
+        stretched = []
         for step, ms in ours.items():
             self.assertLessEqual(ms, own[step] + 0.01, f"step {step}: podscope {ms:.3f} ms, trainer {own[step]:.3f} ms")
-            self.assertGreaterEqual(ms, own[step] * 0.95 - 0.5,
-                                    f"step {step}: podscope {ms:.3f} ms, trainer {own[step]:.3f} ms")
+            if ms < own[step] * 0.95 - 0.5:
+                stretched.append(f"step {step}: podscope {ms:.3f} ms, trainer {own[step]:.3f} ms")
+        self.assertLessEqual(len(stretched), max(1, len(ours) // 20), "; ".join(stretched))
         mean_ours = sum(ours.values()) / len(ours)
         mean_own = sum(own[n] for n in ours) / len(ours)
         self.assertAlmostEqual(mean_ours, mean_own, delta=0.02 * mean_own + 0.2)
