@@ -22,7 +22,7 @@ namespace {
 
 constexpr std::string_view kSlowStep = "slow_step";
 // zstd's fastest level: a snapshot is packed on the freezing thread, and its step-after-step records compress
-// about tenfold even so.
+// 4.6 times even so (a full 10 s window of two fast ring_trainer ranks: 69.7 MB to 15.0 MB).
 constexpr int kPackLevel = 1;
 constexpr std::string_view kIdSequenceMark = "_slow_step_";  // an id is <run name>_slow_step_<sequence>
 constexpr std::string_view kXSpaceSuffix = ".xplane.pb";

@@ -8,7 +8,7 @@
 //
 // Snapshots are kept in memory zstd-compressed (a 10 s window of a fast trainer serialized is ~3.6 times the
 // compact records the recorder holds it in, so a full window's snapshot alone would not fit the memory cap
-// otherwise; compressed it is ~a tenth): the newest flight_recorder_max_snapshots, together at most
+// otherwise; packed it is ~a fifth): the newest flight_recorder_max_snapshots, together at most
 // flight_recorder_max_mb of compressed bytes, and, with a repository root, written atomically as TensorBoard runs
 // (<root>/plugins/profile/<id>/<host>.xplane.pb, with what the snapshot is beside it in
 // <host>.stored_snapshot.txtpb). At start the agent finds the runs it wrote before (its host's files under the
