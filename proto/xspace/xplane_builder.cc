@@ -307,7 +307,8 @@ std::vector<std::pair<std::string, std::string>> renumber_taken_device_planes(XS
   // "/device:GPU:3" → ("/device:GPU:", 3); nullopt for any other name.
   const auto split = [&](std::string_view name) -> std::optional<std::pair<std::string_view, int64_t>> {
     const size_t colon = name.rfind(':');
-    if (!name.starts_with(kDevicePrefix) || colon < kDevicePrefix.size() || colon + 1 == name.size()) return std::nullopt;
+    if (!name.starts_with(kDevicePrefix) || colon < kDevicePrefix.size() || colon + 1 == name.size())
+      return std::nullopt;
     int64_t ordinal = 0;
     const std::string_view digits = name.substr(colon + 1);
     const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), ordinal);
