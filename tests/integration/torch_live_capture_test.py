@@ -144,6 +144,8 @@ class TorchLiveCapture(unittest.TestCase):
         threads; its wait is its duration less the shortest of the ranks' (the slow rank's, which arrives last)."""
         waits = [step["podStatsPerCore"][str(core)]["allReduceSyncDurationUs"] / 1e3
                  for step in steps for core in range(WORLD) if core != SLOW_RANK]
+        print(f"torch live: the other ranks' all-reduce wait {statistics.median(waits):.1f} ms (median over "
+              f"{len(steps)} steps)", flush=True)
         self.assertAlmostEqual(statistics.median(waits), SLOW_MS, delta=0.3 * SLOW_MS, msg=(waits, out))
         # The summary says the same: the slow rank's excess is at least most of the 30 ms it was told to add (more
         # where a loaded machine stretches its compute), and what it cost each other rank is most of that excess.
