@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -149,8 +150,17 @@ XLineBuilder XPlaneBuilder::line_named(std::string_view name) {
   for (XLine& l : *plane_->mutable_lines()) {
     if (l.name() == name) return XLineBuilder(&l, this);
   }
+  // The id after the highest; past int64's range (a hostile thread id), the lowest id not taken.
   int64_t id = 0;
-  for (const XLine& l : plane_->lines()) id = std::max(id, l.id() + 1);
+  bool past_range = false;
+  for (const XLine& l : plane_->lines()) {
+    if (l.id() == std::numeric_limits<int64_t>::max()) past_range = true;
+    else id = std::max(id, l.id() + 1);
+  }
+  if (past_range) {
+    id = 0;
+    while (line_index_by_id_.contains(id)) ++id;
+  }
   return line(id, name);
 }
 

@@ -64,7 +64,7 @@ class XPlaneBuilder {
   int64_t stat_metadata_id(std::string_view name);   // get or create
   // Get or create the line with this id; a new line is named `name`.
   XLineBuilder line(int64_t id, std::string_view name);
-  // Get or create a line by name (ids assigned in order of creation).
+  // Get or create a line by name; a new one takes an id no line has (the one after the highest).
   XLineBuilder line_named(std::string_view name);
   XStatsBuilder stats() { return XStatsBuilder(plane_->mutable_stats(), this); }
 

@@ -5,10 +5,12 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_replace.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xplane_reader.h"
@@ -167,6 +169,40 @@ TEST(KinetoConverter, CpuOnlyRankIsACoreNamedByItsRankWithAllReduceOpsStepsAndIn
   EXPECT_EQ(lines["Input Pipeline"][0].name, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
   EXPECT_EQ(lines["Input Pipeline"][0].stats.at("input_stage_id"), "1");
   EXPECT_EQ(lines["Input Pipeline"][0].stats.at("input_stage_parent_id"), "0");
+}
+
+// A trace taken on demand starts mid-step: the all-reduce of the step before (on gloo's thread 11) comes before the
+// first batch. The core's Input Pipeline and Steps lines must not take an id that a thread (gloo's other thread, 12)
+// has: its all-reduces would land on that line, which the analysis does not read as ops.
+TEST(KinetoConverter, InputAndStepsLinesNeverTakeAThreadsLine) {
+  const std::string json = R"({"distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 2},
+    "traceEvents": [
+      {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 9, "tid": 11, "ts": 5, "dur": 3},
+      {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 9, "tid": 9, "ts": 10, "dur": 100},
+      {"ph": "X", "cat": "user_annotation", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+       "pid": 9, "tid": 9, "ts": 12, "dur": 6},
+      {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 9, "tid": 12, "ts": 30, "dur": 50},
+      {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 9, "tid": 13, "ts": 120, "dur": 5}]})";
+  // A thread id at int64's end leaves no id above it: the core's lines take the lowest ids no thread has.
+  const std::string at_the_end = absl::StrReplaceAll(json, {{"\"tid\": 13", "\"tid\": 9223372036854775807"}});
+  for (const auto& [text, last_thread] :
+       {std::pair{json, "Thread 13"}, std::pair{at_the_end, "Thread 9223372036854775807"}}) {
+    absl::StatusOr<XSpace> space = convert_kineto_json(text);
+    ASSERT_TRUE(space.ok()) << space.status();
+    ASSERT_EQ(space->planes_size(), 1);
+    std::set<int64_t> ids;
+    for (const auto& line : space->planes(0).lines()) {
+      EXPECT_TRUE(ids.insert(line.id()).second) << "line id " << line.id() << " taken twice";
+    }
+    auto lines = lines_of(space->planes(0));
+    ASSERT_EQ(lines["Input Pipeline"].size(), 1u);
+    EXPECT_EQ(lines["Input Pipeline"][0].name, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+    ASSERT_EQ(lines["Steps"].size(), 1u);
+    for (const char* thread : {"Thread 11", "Thread 12", last_thread}) {
+      ASSERT_EQ(lines[thread].size(), 1u) << thread;
+      EXPECT_EQ(lines[thread][0].name, "all-reduce") << thread;
+    }
+  }
 }
 
 TEST(KinetoConverter, WithoutProfilerStepsTheFirstOptimizersStepsCloseSteps) {

@@ -59,6 +59,20 @@ TEST(XPlaneBuilder, MetadataIsSharedByName) {
   EXPECT_EQ(space.planes(0).event_metadata_size(), 2);
 }
 
+// A named line takes the id after the highest; where that is past int64's range (a trace's hostile thread id), the
+// lowest id not taken.
+TEST(XPlaneBuilder, NamedLinesTakeIdsNoLineHas) {
+  XSpace space;
+  XPlaneBuilder plane(find_or_add_plane(space, kHostPlaneName));
+  plane.line(7, "thread 7");
+  EXPECT_EQ(plane.line_named("a").proto()->id(), 8);
+  plane.line(INT64_MAX, "thread max");
+  plane.line(0, "thread 0");
+  EXPECT_EQ(plane.line_named("b").proto()->id(), 1);
+  EXPECT_EQ(plane.line_named("c").proto()->id(), 2);
+  EXPECT_EQ(plane.line_named("a").proto()->id(), 8);
+}
+
 TEST(XPlaneBuilder, CountersLandOnTheCountersLineWithAValueStat) {
   XSpace space;
   XPlaneBuilder plane(find_or_add_plane(space, kHostPlaneName));
