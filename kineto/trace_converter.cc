@@ -399,8 +399,12 @@ class Builder {
     bool has_device_work = false;
     for (const TraceEvent& e : t_.events) has_device_work |= is_device(e.kind);
     for (const TraceEvent& e : t_.events) add_event(e, has_device_work);
-    if (has_device_work) add_device_steps();
-    else add_cpu_core_lines();
+    if (has_device_work) {
+      add_device_steps();
+      add_host_collectives();
+    } else {
+      add_cpu_core_lines();
+    }
     finish_planes();
   }
 
@@ -534,6 +538,8 @@ class Builder {
       if (const std::optional<size_t> step = step_at(e.start_ns)) stats.add(xspace::kGroupIdStat, steps_[*step].number);
     }
     if (!c) return;
+    // A CPU backend's collective on a GPU rank: the GPU waits for it (NCCL's run as kernels instead).
+    if (has_device_work && annotation && name(e.name).starts_with("gloo:")) host_collectives_.push_back(&e);
     add_collective_stats(stats, *c);
     if (name(e.name) == "record_param_comms" && c->external_id >= 0) comms_by_external_id_[c->external_id] = e.detail;
   }
@@ -650,6 +656,20 @@ class Builder {
     }
   }
 
+  // The rank's GPU (its core, when it has one) gets the host collectives it waited for, named as the pod analysis
+  // reads collectives.
+  void add_host_collectives() {
+    if (host_collectives_.empty() || gpu_planes_.size() != 1) return;
+    xspace::XPlaneBuilder& p = *gpu_planes_.begin()->second;
+    auto line = p.line_named(xspace::kHostCollectivesLineName);
+    for (const TraceEvent* e : host_collectives_) {
+      const Collective& c = t_.collectives[e->detail];
+      std::string_view op = xla_collective_name(name(c.name));
+      auto stats = line.add_event(op.empty() ? name(e->name) : op, e->start_ns, e->duration_ns);
+      add_collective_stats(stats, c);
+    }
+  }
+
   // A CPU-only rank's own lines, added once every thread has its line (line id = tid), so that each takes an id no
   // thread has: an on-demand trace can start with a thread whose id is one below another thread's.
   void add_cpu_core_lines() {
@@ -734,6 +754,7 @@ class Builder {
   absl::flat_hash_map<int64_t, int64_t> launch_ns_;  // correlation → launch start
   absl::flat_hash_map<int64_t, uint32_t> comms_by_external_id_;
   std::vector<DeviceOp> device_ops_;
+  std::vector<const TraceEvent*> host_collectives_;
 };
 
 }  // namespace

@@ -205,6 +205,36 @@ TEST(KinetoConverter, InputAndStepsLinesNeverTakeAThreadsLine) {
   }
 }
 
+TEST(KinetoConverter, GlooCollectivesOfAGpuRankAreItsGpusHostCollectives) {
+  // Tensors on the GPU, all-reduced by gloo on the host: the GPU idles until the host's collective ends.
+  const std::string json = R"({"distributedInfo": {"backend": "gloo", "rank": 1, "world_size": 2},
+    "baseTimeNanoseconds": 1000000000,
+    "traceEvents": [
+      {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 9, "tid": 9, "ts": 10, "dur": 100},
+      {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 15, "dur": 10,
+       "args": {"device": 0, "stream": 7, "correlation": 1}},
+      {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 9, "tid": 11, "ts": 30, "dur": 50,
+       "args": {"Input type": ["float"], "Input Dims": [[1000]]}},
+      {"ph": "X", "cat": "user_annotation", "name": "nccl:all_reduce", "pid": 9, "tid": 9, "ts": 85, "dur": 2}]})";
+  absl::StatusOr<XSpace> space = convert_kineto_json(json);
+  ASSERT_TRUE(space.ok()) << space.status();
+  const XPlane* gpu = xspace::find_plane(*space, "/device:GPU:0");
+  ASSERT_NE(gpu, nullptr);
+  auto lines = lines_of(*gpu);
+  // NCCL's annotation only launches its kernels: not a host collective.
+  ASSERT_EQ(lines["Host collectives"].size(), 1u);
+  const Event& all_reduce = lines["Host collectives"][0];
+  EXPECT_EQ(all_reduce.name, "all-reduce");
+  EXPECT_EQ(all_reduce.start_ns, 1000000000 + 30000);
+  EXPECT_EQ(all_reduce.duration_ns, 50000);
+  EXPECT_EQ(all_reduce.stats.at("collective"), "all_reduce");
+  EXPECT_EQ(all_reduce.stats.at("bytes"), "4000");
+  // The host thread keeps its annotation too.
+  const XPlane* host = xspace::find_plane(*space, xspace::kHostPlaneName);
+  ASSERT_NE(host, nullptr);
+  EXPECT_EQ(lines_of(*host)["Thread 11"].size(), 1u);
+}
+
 TEST(KinetoConverter, WithoutProfilerStepsTheFirstOptimizersStepsCloseSteps) {
   const std::string json = R"({"traceEvents": [
       {"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#SGD.step", "pid": 1, "tid": 1, "ts": 100, "dur": 10},
