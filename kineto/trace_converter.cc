@@ -713,8 +713,12 @@ class Builder {
     for (auto& [plane_name, p] : planes_) {
       if (std::string_view(plane_name).starts_with(xspace::kGpuPlanePrefix)) {
         p->stats().add(kDeviceIdStat, p->proto()->id());
-        // One process, one GPU (PyTorch's convention): the GPU is the rank's core.
-        if (t_.rank >= 0 && gpu_planes_.size() == 1) p->stats().add(xspace::kRankStat, t_.rank);
+        // One process, one GPU (PyTorch's convention): the GPU is the rank's core, named by its rank as a CPU-only
+        // rank's core is, also where several ranks' GPUs share a host plane (a live capture).
+        if (t_.rank >= 0 && gpu_planes_.size() == 1) {
+          p->stats().add(xspace::kRankStat, t_.rank);
+          p->stats().add(xspace::kHostNameStat, absl::StrCat("rank ", t_.rank));
+        }
       }
       const bool core_plane =
           plane_name == xspace::kHostPlaneName || std::string_view(plane_name).starts_with(xspace::kCustomPlanePrefix);

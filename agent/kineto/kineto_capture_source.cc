@@ -15,6 +15,7 @@
 #include "daemon/log.h"
 #include "kineto/ipc/on_demand_config.h"
 #include "kineto/trace_file.h"
+#include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xplane_reader.h"
 
@@ -75,6 +76,23 @@ bool is_launcher(const KinetoProcess& p, const std::vector<KinetoProcess>& live)
 std::string seconds_text(int64_t ns) {
   const int64_t tenths = (ns + 50'000'000) / 100'000'000;
   return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " s";
+}
+
+// A converted trace names its host plane after its rank (offline, each file is a host row of the pod). Merged into
+// a live capture, the host plane is the agent's host: the rank stays on the rank's own core plane.
+void forget_host_identity(tensorflow::profiler::XSpace& converted) {
+  for (tensorflow::profiler::XPlane& plane : *converted.mutable_planes()) {
+    if (plane.name() != xspace::kHostPlaneName) continue;
+    auto* stats = plane.mutable_stats();
+    stats->erase(
+        std::remove_if(stats->begin(), stats->end(),
+                       [&](const tensorflow::profiler::XStat& s) {
+                         const auto it = plane.stat_metadata().find(static_cast<int64_t>(s.metadata_id()));
+                         return it != plane.stat_metadata().end() &&
+                                (it->second.name() == xspace::kHostNameStat || it->second.name() == xspace::kRankStat);
+                       }),
+        stats->end());
+  }
 }
 
 }  // namespace
@@ -185,6 +203,7 @@ std::string KinetoCaptureSource::take_trace(const Requested& r, int64_t deadline
       converted->clear_hostnames();
       // Kineto stamps the host's system clock; the capture is on the agent's.
       xspace::shift_timestamps(*converted, clock_.offset_ns());
+      forget_host_identity(*converted);
       for (const auto& [was, is] : xspace::renumber_taken_device_planes(*converted, space)) {
         space.add_warnings(who + ": its " + was + " is shown as " + is + ", another process of this host named " +
                            "its own device so (processes number the GPUs they see from 0, as under " +

@@ -1,7 +1,7 @@
 // The real torch.profiler traces in ../shared/testdata/kineto through every tool: a 2-rank NCCL job's rank 0, two
 // sampled ranks of one NCCL job, a gloo CPU-only rank. Skipped (or failed under PODSCOPE_REQUIRE_TESTDATA) without
-// the shared test data. And one that is golden data (tests/data/kineto): a single-GPU rank on an H100 (torch 2.11,
-// CUDA 13, tensorboard_trace_handler, 5 active steps of Linear/ReLU/Linear and SGD).
+// the shared test data. And golden data (tests/data/kineto): a single-GPU rank on an H100 (torch 2.11, CUDA 13,
+// tensorboard_trace_handler, 5 active steps of Linear/ReLU/Linear and SGD), three gloo ranks sharing an H200.
 #include <simdjson.h>
 #include <sys/wait.h>
 
@@ -247,6 +247,75 @@ TEST(KinetoRealTraces, GlooCpuOnlyRankIsItsRanksCoreWithAllReduces) {
   EXPECT_EQ(outcome->analysis.cores(0).core_id(), 34u);
   EXPECT_EQ(step_numbers(*outcome), (std::set<uint32_t>{551}));
   EXPECT_GT(all_reduce_us(*outcome), 0.0);
+}
+
+// Per ProfilerStep#N of a trace (the host's user annotation), the summed duration in ns of its `gloo:all_reduce`
+// annotations, read from the JSON independently of the converter.
+std::map<uint32_t, int64_t> gloo_all_reduce_ns_by_step(const fs::path& gz) {
+  std::string json;
+  FILE* pipe = popen(("zcat '" + gz.string() + "'").c_str(), "r");
+  char buffer[1 << 16];
+  for (size_t n; pipe && (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) json.append(buffer, n);
+  if (pipe) pclose(pipe);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(json);
+  struct Span {
+    double start_us, end_us;
+  };
+  std::map<uint32_t, Span> steps;
+  std::vector<Span> all_reduces;
+  for (simdjson::dom::element e : doc["traceEvents"].get_array()) {
+    std::string_view cat, name;
+    if (e["cat"].get(cat) != simdjson::SUCCESS || cat != "user_annotation" || e["name"].get(name)) continue;
+    const Span span{double(e["ts"]), double(e["ts"]) + double(e["dur"])};
+    if (name.starts_with("ProfilerStep#")) steps[std::stoul(std::string(name.substr(13)))] = span;
+    if (name == "gloo:all_reduce") all_reduces.push_back(span);
+  }
+  std::map<uint32_t, int64_t> ns;
+  for (const Span& a : all_reduces) {
+    for (const auto& [step, s] : steps) {
+      if (a.start_us >= s.start_us && a.start_us < s.end_us) ns[step] += std::llround((a.end_us - a.start_us) * 1e3);
+    }
+  }
+  return ns;
+}
+
+// Three ranks of DDP over gloo with their tensors on one H200 (torch 2.11, CUDA 13, --device cuda), rank 1 computing
+// 30 ms more per step: the ranks' GPUs idle in gloo's host all-reduce, and that wait is their all-reduce sync.
+TEST(KinetoRealTraces, H200GlooRanksWaitForTheSlowRankAsAllReduceSync) {
+  RunDirectory run("h200_gloo");
+  std::map<std::string, std::map<uint32_t, int64_t>> all_reduce_ns;  // host ("rank r") → step → ns
+  for (const std::string rank : {"0", "1", "2"}) {
+    const std::string trace = "rank" + rank + ".pt.trace.json.gz";
+    fs::create_symlink(fs::path(PODSCOPE_SOURCE_DIR) / "tests/data/kineto/h200_ddp_gloo_cuda" / trace,
+                       run.path() / trace);
+    all_reduce_ns["rank " + rank] = gloo_all_reduce_ns_by_step(run.path() / trace);
+  }
+  absl::StatusOr<analysis::AnalysisOutcome> outcome = analysis::analyze_run_files(run.path());
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  ASSERT_EQ(outcome->analysis.cores_size(), 3);
+  std::map<uint32_t, std::string> host_of;
+  for (const auto& core : outcome->analysis.cores()) host_of[core.core_id()] = core.host_name();
+  EXPECT_EQ(step_numbers(*outcome), (std::set<uint32_t>{2, 3, 4, 5}));
+  // Each core's sync: its all-reduce's duration minus the step's shortest, the slow rank's.
+  constexpr int kSync = static_cast<int>(analysis::StepCategory::kAllReduceSync);
+  for (const auto& map : outcome->analysis.pod_viewer().pod_stats_sequence().pod_stats_map()) {
+    const uint32_t step = map.step_num();
+    int64_t shortest = INT64_MAX;
+    for (const auto& [host, by_step] : all_reduce_ns) shortest = std::min(shortest, by_step.at(step));
+    ASSERT_EQ(map.pod_stats_per_core_size(), 3);
+    for (const auto& [core, record] : map.pod_stats_per_core()) {
+      const std::string& host = host_of.at(core);
+      const auto sync = record.step_breakdown_us().find(kSync);
+      const double sync_us = sync == record.step_breakdown_us().end() ? 0.0 : sync->second;
+      EXPECT_NEAR(sync_us * 1e3, static_cast<double>(all_reduce_ns[host].at(step) - shortest), 2.0)
+          << host << " step " << step;
+      if (host != "rank 1") EXPECT_NEAR(sync_us / 1e3, 30.0, 9.0) << host << " step " << step;
+    }
+  }
+  ASSERT_EQ(outcome->analysis.stragglers_size(), 1);
+  EXPECT_EQ(outcome->analysis.stragglers(0).host_name(), "rank 1");
+  EXPECT_EQ(outcome->analysis.stragglers(0).straggling_steps(), 4u);
 }
 
 TEST(KinetoRealTraces, TracesAnalyseBesideXSpaceFiles) {

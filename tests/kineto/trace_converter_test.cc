@@ -220,6 +220,8 @@ TEST(KinetoConverter, GlooCollectivesOfAGpuRankAreItsGpusHostCollectives) {
   ASSERT_TRUE(space.ok()) << space.status();
   const XPlane* gpu = xspace::find_plane(*space, "/device:GPU:0");
   ASSERT_NE(gpu, nullptr);
+  // The GPU is the rank's core, named by its rank.
+  EXPECT_EQ(xspace::XPlaneReader(*gpu).str_stat(xspace::kHostNameStat), "rank 1");
   auto lines = lines_of(*gpu);
   // NCCL's annotation only launches its kernels: not a host collective.
   ASSERT_EQ(lines["Host collectives"].size(), 1u);
