@@ -74,16 +74,16 @@ bool has_flops(const tensorflow::profiler::XEvent& event, int64_t flops_stat_id)
 // Traces one device plane in one pass over its op lines: each op classified, its interval kept for the
 // breakdown, its step noted (the plane's own, else its file's markers), its totals summed, and the collectives
 // and channel endpoints kept for matching across cores.
-class CoreTracer {
+class CoreTracer final : public CoreTraceReader {
  public:
-  CoreTracer(const tensorflow::profiler::XPlane& plane_proto, PlaneKind kind, const HostStepMarkers& host_step_markers)
-      : plane_(plane_proto),
+  CoreTracer(const XPlaneReader& plane, PlaneKind kind, const HostStepMarkers& host_step_markers)
+      : plane_(plane),
         kind_(kind),
         own_steps_(plane_),
-        by_metadata_(plane_proto),
+        by_metadata_(plane.proto()),
         flops_id_(plane_.stat_id(xspace::kFlopsStat)) {
-    trace_.plane_id = plane_proto.id();
-    trace_.plane_name = plane_proto.name();
+    trace_.plane_id = plane.proto().id();
+    trace_.plane_name = plane.proto().name();
     trace_.kind = kind;
     if (auto host = plane_.str_stat(xspace::kHostNameStat)) trace_.host_name = std::string(*host);
     trace_.rank = plane_.int_stat(xspace::kRankStat);
@@ -94,17 +94,15 @@ class CoreTracer {
     }
   }
 
-  void read_op_lines() {
-    for (const auto& line : plane_.proto().lines()) {
-      if (!is_op_line(kind_, line.name())) continue;
-      const size_t line_begin = ops_.size();
-      ops_.reserve(ops_.size() + line.events_size());
-      plane_.for_each_event(line, [&](const XEventView& e) { add_op(e); });
-      merge_line_into_ops(line_begin);
-    }
+  bool reads_line(const tensorflow::profiler::XLine& line) const override { return is_op_line(kind_, line.name()); }
+  void begin_line(const tensorflow::profiler::XLine& line) override {
+    line_begin_ = ops_.size();
+    ops_.reserve(ops_.size() + line.events_size());
   }
+  void add_event(const XEventView& e) override { add_op(e); }
+  void end_line(const tensorflow::profiler::XLine&) override { merge_line_into_ops(line_begin_); }
 
-  CoreTrace finish() && {
+  CoreTrace finish() && override {
     std::vector<StepSpan> steps;
     trace_.source = own_steps_.source();
     if (trace_.source != StepSource::kNone) {
@@ -190,9 +188,10 @@ class CoreTracer {
     std::inplace_merge(ops_.begin(), line_start, ops_.end(), by_start);
   }
 
-  const XPlaneReader plane_;
+  const XPlaneReader& plane_;
   const PlaneKind kind_;
   CoreTrace trace_;
+  size_t line_begin_ = 0;  // where the line being read starts in ops_
   DeviceStepSpans own_steps_;
   std::optional<MarkerStepSpans> marker_steps_;
   StepSource marker_source_ = StepSource::kNone;
@@ -254,10 +253,17 @@ void fill_idle_with_host_work(CoreTrace& trace, const std::vector<TypedInterval>
   trace.idle_gaps = {};
 }
 
+std::unique_ptr<CoreTraceReader> make_core_trace_reader(const XPlaneReader& plane, PlaneKind kind,
+                                                        const HostStepMarkers& host_step_markers) {
+  return std::make_unique<CoreTracer>(plane, kind, host_step_markers);
+}
+
 CoreTrace trace_core(const tensorflow::profiler::XPlane& plane, PlaneKind kind,
                      const HostStepMarkers& host_step_markers) {
-  CoreTracer tracer(plane, kind, host_step_markers);
-  tracer.read_op_lines();
+  const XPlaneReader reader(plane);
+  CoreTracer tracer(reader, kind, host_step_markers);
+  PlaneEventReader* readers[] = {&tracer};
+  walk_plane(reader, readers);
   return std::move(tracer).finish();
 }
 

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "analysis/op_classifier.h"
+#include "analysis/plane_walk.h"
 #include "analysis/step_breakdown.h"
 #include "analysis/step_model.h"
 #include "analysis/step_spans.h"
@@ -85,8 +87,16 @@ class ChannelEndpointFinder {
   DeviceStepSpans steps_;
 };
 
-// Reads one device plane: its steps (step_spans.h: its own, else the file's `host_step_markers` when the
-// caller passes them), its ops (classified), and their breakdown.
+// Reads one device plane in a walk of its op lines (plane_walk.h): its steps (step_spans.h: its own, else the
+// file's `host_step_markers` when the caller passes them), its ops (classified), and their breakdown.
+class CoreTraceReader : public PlaneEventReader {
+ public:
+  virtual CoreTrace finish() && = 0;
+};
+// `plane` lives as long as the reader.
+std::unique_ptr<CoreTraceReader> make_core_trace_reader(const xspace::XPlaneReader& plane, PlaneKind kind,
+                                                        const HostStepMarkers& host_step_markers = {});
+// The same, the plane walked for it alone.
 CoreTrace trace_core(const tensorflow::profiler::XPlane& plane, PlaneKind kind,
                      const HostStepMarkers& host_step_markers = {});
 

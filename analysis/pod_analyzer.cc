@@ -421,24 +421,34 @@ void PodAnalyzer::add_file_names(size_t file_index, const std::vector<std::strin
   file(file_index).steps.add_file_names(hostnames, file_stem);
 }
 
-void PodAnalyzer::add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) {
+void PodAnalyzer::begin_plane(size_t file_index, const xspace::XPlaneReader& plane,
+                              std::vector<PlaneEventReader*>& readers) {
   HostFileContext& ctx = file(file_index);
   if (plane.name() == xspace::kHostPlaneName) {
-    ctx.steps.add_host_plane(plane);
-    if (auto offset = xspace::XPlaneReader(plane).int_stat(xspace::kClockOffsetStat)) ctx.clock_offset_ns = offset;
+    ctx.steps.add_host_plane(plane.proto());
+    if (auto offset = plane.int_stat(xspace::kClockOffsetStat)) ctx.clock_offset_ns = offset;
     return;
   }
   const auto kind = device_plane_kind(plane.name());
   if (!kind) return;
-  if (!ctx.clock_offset_ns) ctx.clock_offset_ns = xspace::XPlaneReader(plane).int_stat(xspace::kClockOffsetStat);
-  cores_.push_back({file_index, trace_core(plane, *kind)});
+  if (!ctx.clock_offset_ns) ctx.clock_offset_ns = plane.int_stat(xspace::kClockOffsetStat);
+  tracing_ = {&plane.proto(), *kind, make_core_trace_reader(plane, *kind)};
+  readers.push_back(tracing_.reader.get());
+}
+
+void PodAnalyzer::end_plane(size_t file_index) {
+  if (!tracing_.reader) return;
+  Tracing tracing = std::move(tracing_);
+  tracing_ = {};
+  HostFileContext& ctx = file(file_index);
+  cores_.push_back({file_index, std::move(*tracing.reader).finish()});
   const CoreTrace& trace = cores_.back().trace;
   ctx.steps.add_device_plane_source(trace.source);
   if (ctx.steps.device_steps_seen()) {
     std::erase_if(awaiting_host_markers_,
                   [&](const AwaitingHostMarkers& w) { return cores_[w.core_index].file_index == file_index; });
   } else if (trace.event_count > 0) {
-    awaiting_host_markers_.push_back({cores_.size() - 1, *kind, plane});
+    awaiting_host_markers_.push_back({cores_.size() - 1, tracing.kind, *tracing.plane});
   }
 }
 

@@ -366,24 +366,52 @@ void link_stage_children(const absl::flat_hash_map<int64_t, RawStage>& raw, cons
   }
 }
 
-PlaneCalls stage_calls(const XPlane& plane) {
-  PlaneCalls out;
-  const xspace::XPlaneReader reader(plane);
-  const XLine* line = reader.find_line(xspace::kInputPipelineLineName);
-  if (line == nullptr) return out;
-  absl::flat_hash_map<int64_t, RawStage> raw;
-  std::vector<int64_t> raw_id_of_call;
-  reader.for_each_event(*line, [&](const xspace::XEventView& e) {
+PlaneTfDataStats pipelines_of(const PlaneCalls& plane, const std::map<int64_t, std::string>& pipeline_names);
+
+// The calls of the stages on a plane's first Input Pipeline line, event by event, then linked and named by stage.
+class StageCallReader final : public InputStageStatsReader {
+ public:
+  explicit StageCallReader(const xspace::XPlaneReader& plane)
+      : plane_id_(plane.proto().id()), line_(plane.find_line(xspace::kInputPipelineLineName)) {}
+
+  bool reads_line(const XLine& line) const override { return &line == line_; }
+
+  void add_event(const xspace::XEventView& e) override {
     const std::optional<int64_t> id = e.int_stat(xspace::kInputStageIdStat);
     if (!id || *id == 0) return;  // 0 is "no parent"
-    out.calls.push_back({*id, e.offset_ps(), e.offset_ps() + e.duration_ps(), {}});
-    raw_id_of_call.push_back(*id);
-    auto [it, inserted] = raw.try_emplace(*id);
+    out_.calls.push_back({*id, e.offset_ps(), e.offset_ps() + e.duration_ps(), {}});
+    raw_id_of_call_.push_back(*id);
+    auto [it, inserted] = raw_.try_emplace(*id);
     if (!inserted) return;
     it->second.parent = e.int_stat(xspace::kInputStageParentIdStat).value_or(0);
     it->second.name = e.name();
     it->second.category = e.str_stat(xspace::kInputStageCategoryStat);
-  });
+  }
+
+  PlaneTfDataStats finish() && override {
+    const PlaneCalls calls = std::move(*this).calls();
+    std::map<int64_t, std::string> names;
+    for (const auto& [root_id, root_calls] : calls.root_calls) {
+      names[root_id] = absl::StrCat(calls.metadata.at(root_id).name(), " (core ", plane_id_, ")");
+    }
+    return pipelines_of(calls, names);
+  }
+
+ private:
+  PlaneCalls calls() &&;
+
+  const int64_t plane_id_;
+  const XLine* const line_;
+  PlaneCalls out_;
+  absl::flat_hash_map<int64_t, RawStage> raw_;
+  std::vector<int64_t> raw_id_of_call_;
+};
+
+PlaneCalls StageCallReader::calls() && {
+  PlaneCalls& out = out_;
+  absl::flat_hash_map<int64_t, RawStage>& raw = raw_;
+  const std::vector<int64_t>& raw_id_of_call = raw_id_of_call_;
+  if (line_ == nullptr) return std::move(out);
   link_stage_children(raw, raw_id_of_call, out.calls);
 
   CanonicalStages canonical(raw);
@@ -400,7 +428,7 @@ PlaneCalls stage_calls(const XPlane& plane) {
     if (stage.category) (*it->second.mutable_params())[std::string(kStageCategoryParam)] = std::string(*stage.category);
   }
   for (auto& [id, m] : out.metadata) m.set_long_name(stage_path(out.metadata, m));
-  return out;
+  return std::move(out);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -734,13 +762,16 @@ PlaneTfDataStats xplane_to_tf_data_stats(const XPlane& host_plane) {
   return pipelines_of(calls, names);
 }
 
+std::unique_ptr<InputStageStatsReader> make_input_stage_stats_reader(const xspace::XPlaneReader& custom_plane) {
+  return std::make_unique<StageCallReader>(custom_plane);
+}
+
 PlaneTfDataStats input_stages_to_tf_data_stats(const XPlane& custom_plane) {
-  const PlaneCalls calls = stage_calls(custom_plane);
-  std::map<int64_t, std::string> names;
-  for (const auto& [root_id, root_calls] : calls.root_calls) {
-    names[root_id] = absl::StrCat(calls.metadata.at(root_id).name(), " (core ", custom_plane.id(), ")");
-  }
-  return pipelines_of(calls, names);
+  const xspace::XPlaneReader plane(custom_plane);
+  StageCallReader reader(plane);
+  PlaneEventReader* readers[] = {&reader};
+  walk_plane(plane, readers);
+  return std::move(reader).finish();
 }
 
 CombinedTfDataStats combine_tf_data_stats(std::vector<HostTfDataStats> hosts) {

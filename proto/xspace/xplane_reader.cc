@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace podscope::xspace {
@@ -74,6 +75,17 @@ std::optional<std::string_view> XEventView::str_stat(std::string_view name) cons
 
 XPlaneReader::XPlaneReader(const XPlane& plane) : plane_(&plane) {
   for (const auto& [id, md] : plane.stat_metadata()) stat_ids_.try_emplace(md.name(), id);
+  int64_t min_id = 0;
+  int64_t max_id = -1;
+  for (const auto& [id, md] : plane.event_metadata()) {
+    min_id = std::min(min_id, id);
+    max_id = std::max(max_id, id);
+  }
+  const auto count = static_cast<int64_t>(plane.event_metadata_size());
+  if (min_id >= 0 && max_id >= 0 && max_id <= 4 * count + 1024) {
+    dense_event_metadata_.resize(static_cast<size_t>(max_id) + 1);
+    for (const auto& [id, md] : plane.event_metadata()) dense_event_metadata_[static_cast<size_t>(id)] = &md;
+  }
 }
 
 std::string_view XPlaneReader::event_name(int64_t metadata_id) const {
@@ -82,6 +94,11 @@ std::string_view XPlaneReader::event_name(int64_t metadata_id) const {
 }
 
 const XEventMetadata* XPlaneReader::event_metadata(int64_t metadata_id) const {
+  if (!dense_event_metadata_.empty()) {
+    return metadata_id >= 0 && static_cast<size_t>(metadata_id) < dense_event_metadata_.size()
+               ? dense_event_metadata_[static_cast<size_t>(metadata_id)]
+               : nullptr;
+  }
   auto it = plane_->event_metadata().find(metadata_id);
   return it == plane_->event_metadata().end() ? nullptr : &it->second;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "proto/xspace/saturating.h"
@@ -81,6 +82,9 @@ class XPlaneReader {
 
  private:
   const tensorflow::profiler::XPlane* plane_;
+  // Event metadata by id, looked up for every event: a vector when the ids are dense (every writer we know numbers
+  // them from 1), protobuf's map otherwise.
+  std::vector<const tensorflow::profiler::XEventMetadata*> dense_event_metadata_;
   absl::flat_hash_map<std::string_view, int64_t> stat_ids_;
   // Inflated compressed_str_value stats; node-based so that the views handed out stay valid.
   mutable std::unordered_map<const tensorflow::profiler::XStat*, std::string> inflated_;
