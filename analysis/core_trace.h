@@ -69,9 +69,19 @@ struct CoreTrace {
   uint64_t event_count = 0;
 };
 
+// The ids of the stats a channel endpoint is read with, looked up once per plane.
+struct ChannelStatIds {
+  explicit ChannelStatIds(const xspace::XPlaneReader& plane);
+  std::optional<int64_t> channel_id;
+  std::optional<int64_t> bytes;
+  std::optional<int64_t> src_core;
+  std::optional<int64_t> dst_core;
+};
+
 // The channel endpoint an op of kind `kind` in step `step_num` is, if it is one: a send or recv-done
 // (XLA spelling, ".N" suffix allowed) with a channel id.
-std::optional<ChannelEndpoint> channel_endpoint(const xspace::XEventView& event, OpKind kind, int64_t step_num);
+std::optional<ChannelEndpoint> channel_endpoint(const xspace::XEventView& event, OpKind kind, int64_t step_num,
+                                                const ChannelStatIds& stats);
 
 // Tells, event by event, which events of a device plane are channel endpoints and of which step, as
 // trace_core identifies them (by `step_num`, else the plane's own steps: its Steps line or `group_id`; steps
@@ -85,6 +95,9 @@ class ChannelEndpointFinder {
   xspace::XPlaneReader reader_;
   PlaneKind kind_;
   DeviceStepSpans steps_;
+  ChannelStatIds stats_;
+  std::optional<int64_t> step_num_stat_;
+  std::optional<int64_t> group_id_stat_;
 };
 
 // Reads one device plane in a walk of its op lines (plane_walk.h): its steps (step_spans.h: its own, else the

@@ -83,25 +83,31 @@ void merge_input_ops(std::vector<InputOpTotal>& into, std::vector<InputOpTotal> 
   }
 }
 
-// An annotated stage as read: its totals per stage id, and the time of its children.
+// An annotated stage as read: its totals per stage id (its name a view into the plane being read).
 struct StageTotals {
-  std::string name;
+  std::string_view name;
   InputCategory category = InputCategory::kUnclassified;
   uint64_t count = 0;
   int64_t time_ns = 0;
 };
 
 // The Input Pipeline line, event by event: stage totals (self time = time − children's time, by the parent links)
-// and the root stages as waits for input.
+// and the root stages as waits for input. A client gives each call a stage id of its own, so the ids are as many
+// as the calls: hashed while read, put in id order once.
 class InputStageLineReader {
  public:
+  explicit InputStageLineReader(const XPlaneReader& plane)
+      : id_stat_(plane.stat_id(xspace::kInputStageIdStat)),
+        parent_stat_(plane.stat_id(xspace::kInputStageParentIdStat)),
+        category_stat_(plane.stat_id(xspace::kInputStageCategoryStat)) {}
+
   void add(const XEventView& e, std::vector<TypedInterval>& events) {
-    const int64_t id = e.int_stat(xspace::kInputStageIdStat).value_or(0);
-    const int64_t parent = e.int_stat(xspace::kInputStageParentIdStat).value_or(0);
+    const int64_t id = e.int_stat(id_stat_).value_or(0);
+    const int64_t parent = e.int_stat(parent_stat_).value_or(0);
     StageTotals& totals = by_id_[id];
     if (totals.count == 0) {
-      totals.name = std::string(e.name());
-      totals.category = stage_input_category(e.str_stat(xspace::kInputStageCategoryStat).value_or(""));
+      totals.name = e.name();
+      totals.category = stage_input_category(e.str_stat(category_stat_).value_or(""));
     }
     ++totals.count;
     totals.time_ns += e.end_ns() - e.start_ns();
@@ -113,22 +119,31 @@ class InputStageLineReader {
   }
 
   std::vector<InputOpTotal> take() && {
+    std::vector<std::pair<int64_t, const StageTotals*>> by_id;
+    by_id.reserve(by_id_.size());
+    for (const auto& [id, totals] : by_id_) by_id.emplace_back(id, &totals);
+    std::sort(by_id.begin(), by_id.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<InputOpTotal> stages;
-    for (const auto& [id, totals] : by_id_) {
-      const int64_t self = std::max<int64_t>(0, totals.time_ns - children_ns_[id]);
-      const std::string& name = totals.name;  // a lambda may not capture a structured binding before C++23
-      auto it = std::find_if(stages.begin(), stages.end(), [&name](const InputOpTotal& s) { return s.name == name; });
-      if (it == stages.end()) it = stages.insert(stages.end(), {totals.name, totals.category});
-      it->count += totals.count;
-      it->time_ns += totals.time_ns;
+    for (const auto& [id, totals] : by_id) {
+      const auto children = children_ns_.find(id);
+      const int64_t self =
+          std::max<int64_t>(0, totals->time_ns - (children == children_ns_.end() ? 0 : children->second));
+      const std::string_view name = totals->name;  // a lambda may not capture a structured binding before C++23
+      auto it = std::find_if(stages.begin(), stages.end(), [name](const InputOpTotal& s) { return s.name == name; });
+      if (it == stages.end()) it = stages.insert(stages.end(), {std::string(totals->name), totals->category});
+      it->count += totals->count;
+      it->time_ns += totals->time_ns;
       it->self_ns += self;
     }
     return stages;
   }
 
  private:
-  std::map<int64_t, StageTotals> by_id_;
-  std::map<int64_t, int64_t> children_ns_;
+  const std::optional<int64_t> id_stat_;
+  const std::optional<int64_t> parent_stat_;
+  const std::optional<int64_t> category_stat_;
+  absl::flat_hash_map<int64_t, StageTotals> by_id_;
+  absl::flat_hash_map<int64_t, int64_t> children_ns_;
 };
 
 // Per event metadata id of a device plane: the op's kind and type (decided once per name) and its totals.
@@ -244,7 +259,7 @@ class CoreStepReader final : public PlaneEventReader {
   }
   void begin_line(const tensorflow::profiler::XLine& line) override {
     if (is_input_line(line)) {
-      input_stages_.emplace();
+      input_stages_.emplace(plane_);
       return;
     }
     nesting_ = NestingTracker();

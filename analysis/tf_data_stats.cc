@@ -372,20 +372,24 @@ PlaneTfDataStats pipelines_of(const PlaneCalls& plane, const std::map<int64_t, s
 class StageCallReader final : public InputStageStatsReader {
  public:
   explicit StageCallReader(const xspace::XPlaneReader& plane)
-      : plane_id_(plane.proto().id()), line_(plane.find_line(xspace::kInputPipelineLineName)) {}
+      : plane_id_(plane.proto().id()),
+        line_(plane.find_line(xspace::kInputPipelineLineName)),
+        id_stat_(plane.stat_id(xspace::kInputStageIdStat)),
+        parent_stat_(plane.stat_id(xspace::kInputStageParentIdStat)),
+        category_stat_(plane.stat_id(xspace::kInputStageCategoryStat)) {}
 
   bool reads_line(const XLine& line) const override { return &line == line_; }
 
   void add_event(const xspace::XEventView& e) override {
-    const std::optional<int64_t> id = e.int_stat(xspace::kInputStageIdStat);
+    const std::optional<int64_t> id = e.int_stat(id_stat_);
     if (!id || *id == 0) return;  // 0 is "no parent"
     out_.calls.push_back({*id, e.offset_ps(), e.offset_ps() + e.duration_ps(), {}});
     raw_id_of_call_.push_back(*id);
     auto [it, inserted] = raw_.try_emplace(*id);
     if (!inserted) return;
-    it->second.parent = e.int_stat(xspace::kInputStageParentIdStat).value_or(0);
+    it->second.parent = e.int_stat(parent_stat_).value_or(0);
     it->second.name = e.name();
-    it->second.category = e.str_stat(xspace::kInputStageCategoryStat);
+    it->second.category = e.str_stat(category_stat_);
   }
 
   PlaneTfDataStats finish() && override {
@@ -402,6 +406,9 @@ class StageCallReader final : public InputStageStatsReader {
 
   const int64_t plane_id_;
   const XLine* const line_;
+  const std::optional<int64_t> id_stat_;
+  const std::optional<int64_t> parent_stat_;
+  const std::optional<int64_t> category_stat_;
   PlaneCalls out_;
   absl::flat_hash_map<int64_t, RawStage> raw_;
   std::vector<int64_t> raw_id_of_call_;

@@ -51,26 +51,35 @@ int64_t XEventView::offset_ps() const {
   return event_->data_case() == tensorflow::profiler::XEvent::kOffsetPs ? event_->offset_ps() : 0;
 }
 
-const XStat* XEventView::find_stat(std::string_view name) const {
-  const std::optional<int64_t> id = plane_->stat_id(name);
+const XStat* XEventView::find_stat(std::optional<int64_t> id) const {
   if (!id) return nullptr;
   if (const XStat* s = find_in(event_->stats(), *id)) return s;
   if (const XEventMetadata* md = plane_->event_metadata(event_->metadata_id())) return find_in(md->stats(), *id);
   return nullptr;
 }
 
-std::optional<int64_t> XEventView::int_stat(std::string_view name) const {
-  const XStat* s = find_stat(name);
-  return s ? stat_as_int(*s) : std::nullopt;
-}
+std::optional<int64_t> XEventView::int_stat(std::string_view name) const { return int_stat(plane_->stat_id(name)); }
 
 std::optional<double> XEventView::double_stat(std::string_view name) const {
-  const XStat* s = find_stat(name);
-  return s ? stat_as_double(*s) : std::nullopt;
+  return double_stat(plane_->stat_id(name));
 }
 
 std::optional<std::string_view> XEventView::str_stat(std::string_view name) const {
-  return plane_->str_of(find_stat(name));
+  return str_stat(plane_->stat_id(name));
+}
+
+std::optional<int64_t> XEventView::int_stat(std::optional<int64_t> stat_id) const {
+  const XStat* s = find_stat(stat_id);
+  return s ? stat_as_int(*s) : std::nullopt;
+}
+
+std::optional<double> XEventView::double_stat(std::optional<int64_t> stat_id) const {
+  const XStat* s = find_stat(stat_id);
+  return s ? stat_as_double(*s) : std::nullopt;
+}
+
+std::optional<std::string_view> XEventView::str_stat(std::optional<int64_t> stat_id) const {
+  return plane_->str_of(find_stat(stat_id));
 }
 
 XPlaneReader::XPlaneReader(const XPlane& plane) : plane_(&plane) {

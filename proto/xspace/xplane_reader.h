@@ -41,12 +41,17 @@ class XEventView {
   // String stats, including ref_value stats (which point at a stat metadata's name) and compressed_str_value
   // stats (inflated once, kept by the plane's reader).
   std::optional<std::string_view> str_stat(std::string_view name) const;
+  // The same by the stat's id in the plane (XPlaneReader::stat_id, looked up once per plane by a reader of many
+  // events); nullopt reads as a stat the plane does not have.
+  std::optional<int64_t> int_stat(std::optional<int64_t> stat_id) const;
+  std::optional<double> double_stat(std::optional<int64_t> stat_id) const;
+  std::optional<std::string_view> str_stat(std::optional<int64_t> stat_id) const;
 
   const tensorflow::profiler::XEvent& proto() const { return *event_; }
   const tensorflow::profiler::XLine& line() const { return *line_; }
 
  private:
-  const tensorflow::profiler::XStat* find_stat(std::string_view name) const;
+  const tensorflow::profiler::XStat* find_stat(std::optional<int64_t> stat_id) const;
 
   const XPlaneReader* plane_;
   const tensorflow::profiler::XLine* line_;
