@@ -75,6 +75,12 @@ int64_t sum(const CategoryDurations& d) {
   return total;
 }
 
+// Orders channel summaries (and steps) by step number.
+struct ByStep {
+  bool operator()(const ChannelSummary& c, int64_t step) const { return c.step_num < step; }
+  bool operator()(int64_t step, const ChannelSummary& c) const { return step < c.step_num; }
+};
+
 struct CoreIdentity {
   uint32_t core_id = 0;
   std::string host_name;
@@ -241,9 +247,9 @@ class PodAssembly {
         pod_sync_ns += at(d, StepCategory::kAllReduceSync);
       }
       if (map == nullptr) continue;
-      if (auto it = channels_.channels_by_step.find(step_num); it != channels_.channels_by_step.end()) {
-        for (auto& c : it->second) *map->add_channel_db() = std::move(c);
-      }
+      const auto [first, last] =
+          std::equal_range(channels_.channels.begin(), channels_.channels.end(), step_num, ByStep());
+      for (auto c = first; c != last; ++c) *map->add_channel_db() = channel_info(*c);
       if (auto it = all_reduce_.ops_by_step.find(step_num); it != all_reduce_.ops_by_step.end()) {
         for (const auto& op : it->second) *map->add_all_reduce_op_db() = op;
       }
@@ -265,9 +271,7 @@ class PodAssembly {
       step_ns.push_back(slowest);
     }
     std::vector<std::pair<double, int64_t>> channels;  // (duration, step)
-    for (const auto& [step_num, infos] : channels_.channels_by_step) {
-      for (const auto& c : infos) channels.emplace_back(c.duration_us(), step_num);
-    }
+    for (const ChannelSummary& c : channels_.channels) channels.emplace_back(c.duration_us, c.step_num);
     const size_t listed = std::min(kSlowestChannelsListed, channels.size());
     std::partial_sort(channels.begin(), channels.begin() + static_cast<std::ptrdiff_t>(listed), channels.end(),
                       [](const auto& a, const auto& b) { return a.first > b.first; });
