@@ -250,9 +250,7 @@ class PodAssembly {
       const auto [first, last] =
           std::equal_range(channels_.channels.begin(), channels_.channels.end(), step_num, ByStep());
       for (auto c = first; c != last; ++c) *map->add_channel_db() = channel_info(*c);
-      if (auto it = all_reduce_.ops_by_step.find(step_num); it != all_reduce_.ops_by_step.end()) {
-        for (const auto& op : it->second) *map->add_all_reduce_op_db() = op;
-      }
+      for (auto& op : all_reduce_ops_of_step(all_reduce_, step_num)) *map->add_all_reduce_op_db() = std::move(op);
     }
     counts().set_steps(static_cast<uint32_t>(records.size()));
     counts().set_steps_shown(static_cast<uint32_t>(db().pod_stats_sequence().pod_stats_map_size()));
