@@ -376,7 +376,14 @@ class StageCallReader final : public InputStageStatsReader {
         line_(plane.find_line(xspace::kInputPipelineLineName)),
         id_stat_(plane.stat_id(xspace::kInputStageIdStat)),
         parent_stat_(plane.stat_id(xspace::kInputStageParentIdStat)),
-        category_stat_(plane.stat_id(xspace::kInputStageCategoryStat)) {}
+        category_stat_(plane.stat_id(xspace::kInputStageCategoryStat)) {
+    if (line_ == nullptr) return;
+    // Clients give each call a stage id of its own: as many calls, and ids, as events.
+    const auto events = static_cast<size_t>(line_->events_size());
+    out_.calls.reserve(events);
+    raw_id_of_call_.reserve(events);
+    raw_.reserve(events);
+  }
 
   bool reads_line(const XLine& line) const override { return &line == line_; }
 
