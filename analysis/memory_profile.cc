@@ -208,14 +208,14 @@ class MemoryProfileBuilder::PlaneReader final : public PlaneEventReader {
     a.allocation_bytes = stats_.int_of(kAllocationBytes).value_or(0);
     a.address = static_cast<uint64_t>(stats_.int_of(kAddress).value_or(0));
     a.step_id = stats_.int_of(kGroupId).value_or(stats_.int_of(kOldStepId).value_or(-1));
-    a.op = builder_.intern(stats_.str_of(kTfOp).value_or(""));
-    a.region_type = builder_.intern(stats_.str_of(kRegionType).value_or(""));
+    a.op = intern(op_, stats_.str_of(kTfOp).value_or(""));
+    a.region_type = intern(region_type_, stats_.str_of(kRegionType).value_or(""));
     if (auto type = stats_.int_of(kDataType)) {
-      a.data_type = builder_.intern(data_type_name(*type));
+      a.data_type = intern(data_type_, data_type_name(*type));
     } else {
-      a.data_type = builder_.intern(stats_.str_of(kDataType).value_or(""));
+      a.data_type = intern(data_type_, stats_.str_of(kDataType).value_or(""));
     }
-    a.tensor_shape = builder_.intern(stats_.str_of(kTensorShape).value_or(""));
+    a.tensor_shape = intern(tensor_shape_, stats_.str_of(kTensorShape).value_or(""));
     if (last_ == nullptr || last_->file_index != file_index_ || last_->name != *allocator) {
       last_ = &builder_.allocators_[{file_index_, std::string(*allocator)}];
       if (last_->name.empty()) {
@@ -232,9 +232,27 @@ class MemoryProfileBuilder::PlaneReader final : public PlaneEventReader {
   const std::optional<int64_t> allocation_id_;
   const std::optional<int64_t> deallocation_id_;
   const int64_t clock_offset_ns_;
+  // The last text of a field and its interned id.
+  struct LastText {
+    const char* data = nullptr;
+    size_t size = 0;
+    uint32_t id = 0;
+    bool known = false;
+  };
+
+  // A field's text interned, looked up only when it is not the very text of the event before: most are the name a
+  // ref_value stat points at, the same view from event to event.
+  uint32_t intern(LastText& last, std::string_view text) {
+    if (!last.known || text.data() != last.data || text.size() != last.size) {
+      last = {text.data(), text.size(), builder_.intern(text), true};
+    }
+    return last.id;
+  }
+
   AllocatorStats stats_;
   // The allocator of the previous event: consecutive events are mostly of one allocator.
   Allocator* last_ = nullptr;
+  LastText op_, region_type_, data_type_, tensor_shape_;
 };
 
 MemoryProfileBuilder::MemoryProfileBuilder() = default;

@@ -280,7 +280,9 @@ struct RawStage {
 // the walk, the stage they reach counting as a root.
 class CanonicalStages {
  public:
-  explicit CanonicalStages(const absl::flat_hash_map<int64_t, RawStage>& raw) : raw_(raw) {}
+  explicit CanonicalStages(const absl::flat_hash_map<int64_t, RawStage>& raw) : raw_(raw) {
+    canonical_.reserve(raw.size());  // every raw id gets one
+  }
 
   int64_t of(int64_t raw_id) {
     if (const auto it = canonical_.find(raw_id); it != canonical_.end()) return it->second;
