@@ -32,8 +32,8 @@ struct ChannelSummary {
   uint32_t occurrences = 0;
   uint64_t data_size = 0;
   double utilization = 0;
-  std::vector<uint32_t> src_cores;     // sorted, once each
-  std::vector<uint32_t> dst_cores;     // sorted, once each
+  std::vector<uint32_t> src_cores;      // sorted, once each
+  std::vector<uint32_t> dst_cores;      // sorted, once each
   std::vector<std::string_view> names;  // sorted, once each; views into the cores' traces
 };
 

@@ -183,7 +183,11 @@ void OpStatsBuilder::read_peaks(const XPlane& plane_proto) {
 class OpStatsBuilder::PlanePass final : public PlaneEventReader {
  public:
   PlanePass(OpStatsBuilder& builder, const XPlaneReader& plane, std::optional<PlaneKind> kind)
-      : builder_(builder), plane_(plane), kind_(kind), device_(kind.has_value()), time_{std::string(plane.name()), device_} {
+      : builder_(builder),
+        plane_(plane),
+        kind_(kind),
+        device_(kind.has_value()),
+        time_{std::string(plane.name()), device_} {
     for (size_t i = 0; i < std::size(kOpStatNames); ++i) {
       op_stat_ids_[i] = plane_.stat_id(kOpStatNames[i]).value_or(kAbsentStat);
     }

@@ -361,7 +361,7 @@ class CoreStepReader final : public PlaneEventReader {
   DeviceStepSpans own_steps_;
   DeviceOpStatIds ids_;
   std::vector<TypedInterval> events_;
-  NestingTracker nesting_;                           // of the op line being read
+  NestingTracker nesting_;                            // of the op line being read
   std::optional<InputStageLineReader> input_stages_;  // while the Input Pipeline line is read
   absl::flat_hash_map<int64_t, DeviceOpEntry> entries_;
 };

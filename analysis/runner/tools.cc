@@ -43,7 +43,8 @@ class TfDataBuilder final : public PlaneToolBuilder {
     if (!stages_) return;
     PlaneTfDataStats stats = std::move(*stages_).finish();
     stages_.reset();
-    if (!stats.stats.input_pipelines().empty()) planes_.push_back({file_index, std::move(stages_host_), std::move(stats)});
+    if (!stats.stats.input_pipelines().empty())
+      planes_.push_back({file_index, std::move(stages_host_), std::move(stats)});
   }
 
   void end_file(size_t file_index, const std::vector<std::string>& hostnames, std::string_view file_stem) override {
