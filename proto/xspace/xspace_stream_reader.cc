@@ -244,61 +244,67 @@ class StructureCheck {
  public:
   explicit StructureCheck(const uint8_t* file) : file_(file) {}
 
-  // What broke and at which byte, or empty.
-  std::string check(Kind kind, const uint8_t* p, const uint8_t* end) const {
+  // Whether the bytes hold a well-formed `kind`; when not, broken() says what broke and at which byte.
+  bool check(Kind kind, const uint8_t* p, const uint8_t* end) {
     while (p < end) {
       uint64_t tag = 0;
-      if (!read_varint(p, end, tag)) return at(p, "truncated tag");
+      if (!read_varint(p, end, tag)) return fail(p, "truncated tag");
       const uint64_t field = tag >> 3;
-      if (field == 0 || tag > std::numeric_limits<uint32_t>::max()) return at(p, "an invalid tag");
+      if (field == 0 || tag > std::numeric_limits<uint32_t>::max()) return fail(p, "an invalid tag");
       switch (tag & 7) {
         case WireFormatLite::WIRETYPE_VARINT: {
           uint64_t value = 0;
-          if (!read_varint(p, end, value)) return at(p, "truncated varint");
+          if (!read_varint(p, end, value)) return fail(p, "truncated varint");
           break;
         }
         case WireFormatLite::WIRETYPE_FIXED64:
-          if (end - p < 8) return at(p, "truncated 8-byte field");
+          if (end - p < 8) return fail(p, "truncated 8-byte field");
           p += 8;
           break;
         case WireFormatLite::WIRETYPE_FIXED32:
-          if (end - p < 4) return at(p, "truncated 4-byte field");
+          if (end - p < 4) return fail(p, "truncated 4-byte field");
           p += 4;
           break;
         case WireFormatLite::WIRETYPE_LENGTH_DELIMITED: {
           uint64_t length = 0;
-          if (!read_varint(p, end, length)) return at(p, "truncated length");
+          if (!read_varint(p, end, length)) return fail(p, "truncated length");
           const auto room = static_cast<uint64_t>(end - p);
           if (length > room) {
-            return at(p, "declared length " + std::to_string(length) + " runs past the " + std::to_string(room) +
-                             " bytes that hold it (past the end of the file, or of the message it is in)");
+            return fail(p, "declared length " + std::to_string(length) + " runs past the " + std::to_string(room) +
+                               " bytes that hold it (past the end of the file, or of the message it is in)");
           }
           const uint8_t* field_end = p + length;
           const FieldShape shape = shape_of(kind, static_cast<int>(field));
           if (shape.payload == Payload::kString && !google::protobuf::internal::IsStructurallyValidUTF8(
                                                        reinterpret_cast<const char*>(p), static_cast<int>(length))) {
-            return at(p, "a string field holds invalid UTF-8");
+            return fail(p, "a string field holds invalid UTF-8");
           }
           if (shape.payload == Payload::kMessage) {
-            if (std::string broken = check(shape.kind, p, field_end); !broken.empty()) return broken;
+            if (!check(shape.kind, p, field_end)) return false;
           }
           for (const uint8_t* v = p; shape.payload == Payload::kPackedVarints && v < field_end;) {
             uint64_t value = 0;
-            if (!read_varint(v, field_end, value)) return at(v, "a packed varint runs past its field");
+            if (!read_varint(v, field_end, value)) return fail(v, "a packed varint runs past its field");
           }
           p = field_end;
           break;
         }
         default:
-          return at(p, "field " + std::to_string(field) + " has wire type " + std::to_string(tag & 7) +
-                           ", which no XSpace message uses");
+          return fail(p, "field " + std::to_string(field) + " has wire type " + std::to_string(tag & 7) +
+                             ", which no XSpace message uses");
       }
     }
-    return "";
+    return true;
   }
+
+  const std::string& broken() const { return broken_; }
 
  private:
   static bool read_varint(const uint8_t*& p, const uint8_t* end, uint64_t& value) {
+    if (p < end && *p < 0x80) {  // most tags and lengths are one byte
+      value = *p++;
+      return true;
+    }
     value = 0;
     for (int shift = 0; shift < 64 && p < end; shift += 7) {
       const uint8_t byte = *p++;
@@ -307,11 +313,13 @@ class StructureCheck {
     }
     return false;
   }
-  std::string at(const uint8_t* p, const std::string& what) const {
-    return what + " at byte " + std::to_string(p - file_);
+  bool fail(const uint8_t* p, const std::string& what) {
+    broken_ = what + " at byte " + std::to_string(p - file_);
+    return false;
   }
 
   const uint8_t* file_;
+  std::string broken_;
 };
 
 // The structure check over the whole file (`size` bytes), mapped read-only: what broke, or empty. Run files are
@@ -322,7 +330,8 @@ std::string check_structure(int fd, size_t size) {
   if (mapped == MAP_FAILED) return std::string("cannot map the file: ") + std::strerror(errno);
   ::madvise(mapped, size, MADV_SEQUENTIAL);
   const auto* bytes = static_cast<const uint8_t*>(mapped);
-  std::string broken = StructureCheck(bytes).check(Kind::kSpace, bytes, bytes + size);
+  StructureCheck walk(bytes);
+  std::string broken = walk.check(Kind::kSpace, bytes, bytes + size) ? "" : walk.broken();
   ::munmap(mapped, size);
   return broken;
 }
