@@ -80,47 +80,37 @@ class TfDataBuilder final : public PlaneToolBuilder {
   std::optional<std::string> stages_host_;
 };
 
-class KernelStatsToolBuilder final : public PlaneToolBuilder {
+// A tool whose builder is a PlaneConsumer of its own: the walks go straight to it.
+template <typename Builder>
+class ConsumerTool : public PlaneToolBuilder {
  public:
   void begin_plane(size_t file_index, const xspace::XPlaneReader& plane,
-                   std::vector<PlaneEventReader*>& readers) override {
+                   std::vector<PlaneEventReader*>& readers) final {
     builder_.begin_plane(file_index, plane, readers);
   }
-  void end_plane(size_t file_index) override { builder_.end_plane(file_index); }
+  void end_plane(size_t file_index) final { builder_.end_plane(file_index); }
+
+ protected:
+  Builder builder_;
+};
+
+class KernelStatsToolBuilder final : public ConsumerTool<KernelStatsBuilder> {
+ public:
   // Kernels take their ops from their own file's launches, whether or not it broke part way.
   void end_file(size_t, const std::vector<std::string>&, std::string_view) override { builder_.end_file(); }
   void finish(AnalysisOutcome& outcome) && override { outcome.kernel_stats = std::move(builder_).finish(); }
-
- private:
-  KernelStatsBuilder builder_;
 };
 
-class OpStatsToolBuilder final : public PlaneToolBuilder {
+class OpStatsToolBuilder final : public ConsumerTool<OpStatsBuilder> {
  public:
-  void begin_plane(size_t file_index, const xspace::XPlaneReader& plane,
-                   std::vector<PlaneEventReader*>& readers) override {
-    builder_.begin_plane(file_index, plane, readers);
-  }
-  void end_plane(size_t file_index) override { builder_.end_plane(file_index); }
   void end_file(size_t, const std::vector<std::string>&, std::string_view) override {}
   void finish(AnalysisOutcome& outcome) && override { outcome.op_stats = std::move(builder_).finish(); }
-
- private:
-  OpStatsBuilder builder_;
 };
 
-class MemoryProfileToolBuilder final : public PlaneToolBuilder {
+class MemoryProfileToolBuilder final : public ConsumerTool<MemoryProfileBuilder> {
  public:
-  void begin_plane(size_t file_index, const xspace::XPlaneReader& plane,
-                   std::vector<PlaneEventReader*>& readers) override {
-    builder_.begin_plane(file_index, plane, readers);
-  }
-  void end_plane(size_t file_index) override { builder_.end_plane(file_index); }
   void end_file(size_t, const std::vector<std::string>&, std::string_view) override {}
   void finish(AnalysisOutcome& outcome) && override { outcome.memory_profile = std::move(builder_).finish(); }
-
- private:
-  MemoryProfileBuilder builder_;
 };
 
 template <typename Builder>
