@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 
@@ -60,35 +61,44 @@ AllReduceResult analyze_all_reduces(const std::vector<CoreCollective>& collectiv
     }
   }
 
-  // Per step and name: occurrences over all cores, mean duration, largest payload, replica groups.
-  struct OpAccumulator {
-    uint32_t occurrences = 0;
-    int64_t total_ns = 0;
-    uint64_t bytes = 0;
-    std::string_view replica_group;
-  };
-  std::map<int64_t, std::map<std::string_view, OpAccumulator>> by_step;
-  for (const CoreCollective& c : collectives) {
-    OpAccumulator& acc = by_step[c.instance->step_num][c.instance->name];
-    ++acc.occurrences;
-    acc.total_ns += c.instance->duration_ns;
-    acc.bytes = std::max(acc.bytes, c.instance->bytes);
-    if (acc.replica_group.empty()) acc.replica_group = c.instance->replica_group;
-  }
-  for (const auto& [step, ops] : by_step) {
-    auto& out = result.ops_by_step[step];
-    for (const auto& [name, acc] : ops) {
-      podscope::v1::AllReduceOpInfo info;
-      info.set_name(std::string(name));
-      info.set_occurrences(acc.occurrences);
-      info.set_duration_us(static_cast<double>(acc.total_ns) / acc.occurrences / 1e3);
-      info.set_data_size(acc.bytes);
-      for (auto& group : parse_replica_groups(acc.replica_group)) *info.add_replica_groups() = std::move(group);
-      out.push_back(std::move(info));
+  // Per step and name: occurrences over all cores, mean duration, largest payload, replica group.
+  std::vector<const CollectiveInstance*> by_step(collectives.size());
+  std::transform(collectives.begin(), collectives.end(), by_step.begin(),
+                 [](const CoreCollective& c) { return c.instance; });
+  std::stable_sort(by_step.begin(), by_step.end(), [](const CollectiveInstance* a, const CollectiveInstance* b) {
+    return std::tie(a->step_num, a->name) < std::tie(b->step_num, b->name);
+  });
+  for (const CollectiveInstance* c : by_step) {
+    if (result.ops.empty() || result.ops.back().step_num != c->step_num || result.ops.back().name != c->name) {
+      AllReduceOpSummary op;
+      op.step_num = c->step_num;
+      op.name = c->name;
+      result.ops.push_back(op);
     }
-    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.duration_us() > b.duration_us(); });
+    AllReduceOpSummary& op = result.ops.back();
+    ++op.occurrences;
+    op.total_ns += c->duration_ns;
+    op.bytes = std::max(op.bytes, c->bytes);
+    if (op.replica_group.empty()) op.replica_group = c->replica_group;
   }
   return result;
+}
+
+std::vector<podscope::v1::AllReduceOpInfo> all_reduce_ops_of_step(const AllReduceResult& result, int64_t step_num) {
+  const auto first = std::partition_point(result.ops.begin(), result.ops.end(),
+                                          [&](const AllReduceOpSummary& op) { return op.step_num < step_num; });
+  std::vector<podscope::v1::AllReduceOpInfo> out;
+  for (auto op = first; op != result.ops.end() && op->step_num == step_num; ++op) {
+    podscope::v1::AllReduceOpInfo info;
+    info.set_name(std::string(op->name));
+    info.set_occurrences(op->occurrences);
+    info.set_duration_us(static_cast<double>(op->total_ns) / op->occurrences / 1e3);
+    info.set_data_size(op->bytes);
+    for (auto& group : parse_replica_groups(op->replica_group)) *info.add_replica_groups() = std::move(group);
+    out.push_back(std::move(info));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.duration_us() > b.duration_us(); });
+  return out;
 }
 
 }  // namespace podscope::analysis

@@ -20,6 +20,20 @@ void sort_unique(std::vector<T>& values) {
 
 }  // namespace
 
+podscope::v1::ChannelInfo channel_info(const ChannelSummary& summary) {
+  podscope::v1::ChannelInfo info;
+  info.set_channel_id(summary.channel_id);
+  info.set_duration_us(summary.duration_us);
+  info.set_send_delay_us(summary.send_delay_us);
+  info.set_occurrences(summary.occurrences);
+  info.set_data_size(summary.data_size);
+  info.set_utilization(summary.utilization);
+  for (uint32_t c : summary.src_cores) info.add_src_core_ids(c);
+  for (uint32_t c : summary.dst_cores) info.add_dst_core_ids(c);
+  for (std::string_view n : summary.names) info.add_hlo_names(std::string(n));
+  return info;
+}
+
 ChannelResult analyze_channels(std::vector<MergedEndpoint> endpoints, double peak_link_bandwidth_bytes_per_s) {
   ChannelResult result;
   // By (step, channel), then sends before recv-dones, each side in start order: one sort, then one walk over the
@@ -29,9 +43,6 @@ ChannelResult analyze_channels(std::vector<MergedEndpoint> endpoints, double pea
   };
   std::stable_sort(endpoints.begin(), endpoints.end(),
                    [&](const MergedEndpoint& a, const MergedEndpoint& b) { return key_of(a) < key_of(b); });
-  // Each pair's cores and names, in order and once each; reused from one (step, channel) to the next.
-  std::vector<uint32_t> src_cores, dst_cores;
-  std::vector<std::string_view> names;
   for (size_t begin = 0; begin < endpoints.size();) {
     const int64_t step = endpoints[begin].endpoint->step_num;
     const int64_t channel = endpoints[begin].endpoint->channel_id;
@@ -52,9 +63,9 @@ ChannelResult analyze_channels(std::vector<MergedEndpoint> endpoints, double pea
     result.unpaired_recv_dones += static_cast<uint32_t>(recv_count - pairs);
     if (pairs == 0) continue;
 
-    podscope::v1::ChannelInfo info;
-    info.set_channel_id(key.second);
-    src_cores.clear(), dst_cores.clear(), names.clear();
+    ChannelSummary summary;
+    summary.step_num = key.first;
+    summary.channel_id = key.second;
     int64_t total_duration = 0, total_delay = 0;
     uint64_t bytes = 0;
     for (size_t i = 0; i < pairs; ++i) {
@@ -73,24 +84,23 @@ ChannelResult analyze_channels(std::vector<MergedEndpoint> endpoints, double pea
       total_duration += duration;
       total_delay += delay;
       bytes = std::max({bytes, send.endpoint->bytes, recv.endpoint->bytes});
-      src_cores.push_back(send.endpoint->src_core ? static_cast<uint32_t>(*send.endpoint->src_core) : send.core_id);
-      dst_cores.push_back(recv.endpoint->dst_core ? static_cast<uint32_t>(*recv.endpoint->dst_core) : recv.core_id);
-      names.push_back(send.endpoint->name);
-      names.push_back(recv.endpoint->name);
+      summary.src_cores.push_back(send.endpoint->src_core ? static_cast<uint32_t>(*send.endpoint->src_core)
+                                                          : send.core_id);
+      summary.dst_cores.push_back(recv.endpoint->dst_core ? static_cast<uint32_t>(*recv.endpoint->dst_core)
+                                                          : recv.core_id);
+      summary.names.push_back(send.endpoint->name);
+      summary.names.push_back(recv.endpoint->name);
     }
-    sort_unique(src_cores), sort_unique(dst_cores), sort_unique(names);
+    sort_unique(summary.src_cores), sort_unique(summary.dst_cores), sort_unique(summary.names);
     const double mean_duration_us = static_cast<double>(total_duration) / pairs / 1e3;
-    info.set_duration_us(mean_duration_us);
-    info.set_send_delay_us(static_cast<double>(total_delay) / pairs / 1e3);
-    info.set_occurrences(static_cast<uint32_t>(pairs));
-    info.set_data_size(bytes);
+    summary.duration_us = mean_duration_us;
+    summary.send_delay_us = static_cast<double>(total_delay) / pairs / 1e3;
+    summary.occurrences = static_cast<uint32_t>(pairs);
+    summary.data_size = bytes;
     if (mean_duration_us > 0 && peak_link_bandwidth_bytes_per_s > 0) {
-      info.set_utilization(static_cast<double>(bytes) / (mean_duration_us * 1e-6) / peak_link_bandwidth_bytes_per_s);
+      summary.utilization = static_cast<double>(bytes) / (mean_duration_us * 1e-6) / peak_link_bandwidth_bytes_per_s;
     }
-    for (uint32_t c : src_cores) info.add_src_core_ids(c);
-    for (uint32_t c : dst_cores) info.add_dst_core_ids(c);
-    for (std::string_view n : names) info.add_hlo_names(std::string(n));
-    result.channels_by_step[key.first].push_back(std::move(info));
+    result.channels.push_back(std::move(summary));
   }
   return result;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analysis/core_trace.h"
@@ -21,8 +22,25 @@ struct MergedEndpoint {
   int64_t end_ns = 0;
 };
 
+// One channel in one step: its sends paired with its recv-dones, in figures. Its ChannelInfo is made only for the
+// steps the pod viewer shows (channel_info), most steps being summed and not shown.
+struct ChannelSummary {
+  int64_t step_num = 0;
+  int64_t channel_id = 0;
+  double duration_us = 0;  // mean over the pairs
+  double send_delay_us = 0;
+  uint32_t occurrences = 0;
+  uint64_t data_size = 0;
+  double utilization = 0;
+  std::vector<uint32_t> src_cores;      // sorted, once each
+  std::vector<uint32_t> dst_cores;      // sorted, once each
+  std::vector<std::string_view> names;  // sorted, once each; views into the cores' traces
+};
+
+podscope::v1::ChannelInfo channel_info(const ChannelSummary& summary);
+
 struct ChannelResult {
-  std::map<int64_t, std::vector<podscope::v1::ChannelInfo>> channels_by_step;
+  std::vector<ChannelSummary> channels;  // by step, then channel id
   uint32_t unpaired_sends = 0;
   uint32_t unpaired_recv_dones = 0;
   uint32_t negative_durations = 0;

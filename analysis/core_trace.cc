@@ -74,16 +74,21 @@ bool has_flops(const tensorflow::profiler::XEvent& event, int64_t flops_stat_id)
 // Traces one device plane in one pass over its op lines: each op classified, its interval kept for the
 // breakdown, its step noted (the plane's own, else its file's markers), its totals summed, and the collectives
 // and channel endpoints kept for matching across cores.
-class CoreTracer {
+class CoreTracer final : public CoreTraceReader {
  public:
-  CoreTracer(const tensorflow::profiler::XPlane& plane_proto, PlaneKind kind, const HostStepMarkers& host_step_markers)
-      : plane_(plane_proto),
+  CoreTracer(const XPlaneReader& plane, PlaneKind kind, const HostStepMarkers& host_step_markers)
+      : plane_(plane),
         kind_(kind),
         own_steps_(plane_),
-        by_metadata_(plane_proto),
-        flops_id_(plane_.stat_id(xspace::kFlopsStat)) {
-    trace_.plane_id = plane_proto.id();
-    trace_.plane_name = plane_proto.name();
+        by_metadata_(plane.proto()),
+        flops_id_(plane_.stat_id(xspace::kFlopsStat)),
+        channel_stats_(plane),
+        step_num_stat_(plane.stat_id(xspace::kStepNumStat)),
+        bytes_stat_(plane.stat_id(xspace::kBytesStat)),
+        replica_group_stat_(plane.stat_id(xspace::kReplicaGroupStat)),
+        all_reduce_id_stat_(plane.stat_id(xspace::kAllReduceIdStat)) {
+    trace_.plane_id = plane.proto().id();
+    trace_.plane_name = plane.proto().name();
     trace_.kind = kind;
     if (auto host = plane_.str_stat(xspace::kHostNameStat)) trace_.host_name = std::string(*host);
     trace_.rank = plane_.int_stat(xspace::kRankStat);
@@ -94,17 +99,15 @@ class CoreTracer {
     }
   }
 
-  void read_op_lines() {
-    for (const auto& line : plane_.proto().lines()) {
-      if (!is_op_line(kind_, line.name())) continue;
-      const size_t line_begin = ops_.size();
-      ops_.reserve(ops_.size() + line.events_size());
-      plane_.for_each_event(line, [&](const XEventView& e) { add_op(e); });
-      merge_line_into_ops(line_begin);
-    }
+  bool reads_line(const tensorflow::profiler::XLine& line) const override { return is_op_line(kind_, line.name()); }
+  void begin_line(const tensorflow::profiler::XLine& line) override {
+    line_begin_ = ops_.size();
+    ops_.reserve(ops_.size() + line.events_size());
   }
+  void add_event(const XEventView& e) override { add_op(e); }
+  void end_line(const tensorflow::profiler::XLine&) override { merge_line_into_ops(line_begin_); }
 
-  CoreTrace finish() && {
+  CoreTrace finish() && override {
     std::vector<StepSpan> steps;
     trace_.source = own_steps_.source();
     if (trace_.source != StepSource::kNone) {
@@ -140,7 +143,7 @@ class CoreTracer {
     ++entry.total.occurrences;
     entry.total.total_ns += end - start;
     if (op_kind != OpKind::kCollective && op_kind != OpKind::kSend && op_kind != OpKind::kRecvDone) return;
-    auto step = e.int_stat(xspace::kStepNumStat);
+    auto step = e.int_stat(step_num_stat_);
     if (!step) step = own_steps_.step_of(start, group);
     if (!step) step = marker_step;
     if (step) keep_cross_core_event(e, op_kind, *step);
@@ -163,16 +166,18 @@ class CoreTracer {
   // Collectives and channel endpoints are matched across cores within a step.
   void keep_cross_core_event(const XEventView& e, OpKind op_kind, int64_t step) {
     if (op_kind != OpKind::kCollective) {
-      if (auto ep = channel_endpoint(e, op_kind, step)) trace_.channel_endpoints.push_back(std::move(*ep));
+      if (auto ep = channel_endpoint(e, op_kind, step, channel_stats_)) {
+        trace_.channel_endpoints.push_back(std::move(*ep));
+      }
       return;
     }
     CollectiveInstance c;
     c.step_num = step;
     c.name = std::string(e.name());
     c.duration_ns = e.end_ns() - e.start_ns();
-    c.bytes = static_cast<uint64_t>(e.int_stat(xspace::kBytesStat).value_or(0));
-    if (auto group = e.str_stat(xspace::kReplicaGroupStat)) c.replica_group = std::string(*group);
-    if (auto id = e.int_stat(xspace::kAllReduceIdStat)) {
+    c.bytes = static_cast<uint64_t>(e.int_stat(bytes_stat_).value_or(0));
+    if (auto group = e.str_stat(replica_group_stat_)) c.replica_group = std::string(*group);
+    if (auto id = e.int_stat(all_reduce_id_stat_)) {
       c.match_key = "id:" + std::to_string(*id);
     } else {
       // Without an all_reduce_id, matched by order within the step, per name and group.
@@ -190,26 +195,39 @@ class CoreTracer {
     std::inplace_merge(ops_.begin(), line_start, ops_.end(), by_start);
   }
 
-  const XPlaneReader plane_;
+  const XPlaneReader& plane_;
   const PlaneKind kind_;
   CoreTrace trace_;
+  size_t line_begin_ = 0;  // where the line being read starts in ops_
   DeviceStepSpans own_steps_;
   std::optional<MarkerStepSpans> marker_steps_;
   StepSource marker_source_ = StepSource::kNone;
   MetadataTable by_metadata_;
   const std::optional<int64_t> flops_id_;
+  const ChannelStatIds channel_stats_;
+  const std::optional<int64_t> step_num_stat_;
+  const std::optional<int64_t> bytes_stat_;
+  const std::optional<int64_t> replica_group_stat_;
+  const std::optional<int64_t> all_reduce_id_stat_;
   std::vector<OpInterval> ops_;
   absl::flat_hash_map<std::string, int> collective_order_;
 };
 
 }  // namespace
 
-std::optional<ChannelEndpoint> channel_endpoint(const XEventView& e, OpKind kind, int64_t step_num) {
+ChannelStatIds::ChannelStatIds(const XPlaneReader& plane)
+    : channel_id(plane.stat_id(xspace::kChannelIdStat)),
+      bytes(plane.stat_id(xspace::kBytesStat)),
+      src_core(plane.stat_id(xspace::kSrcCoreStat)),
+      dst_core(plane.stat_id(xspace::kDstCoreStat)) {}
+
+std::optional<ChannelEndpoint> channel_endpoint(const XEventView& e, OpKind kind, int64_t step_num,
+                                                const ChannelStatIds& stats) {
   // Sends and recv-dones that carry a channel id (async "recv" / "send-done" halves are not endpoints).
   if (kind != OpKind::kSend && kind != OpKind::kRecvDone) return std::nullopt;
   const std::string_view base_name = strip_instance_suffix(e.name());
   const bool endpoint = base_name == xspace::kSendEventName || base_name == xspace::kRecvDoneEventName;
-  const auto channel = e.int_stat(xspace::kChannelIdStat);
+  const auto channel = e.int_stat(stats.channel_id);
   if (!endpoint || !channel) return std::nullopt;
   ChannelEndpoint ep;
   ep.is_send = kind == OpKind::kSend;
@@ -217,26 +235,30 @@ std::optional<ChannelEndpoint> channel_endpoint(const XEventView& e, OpKind kind
   ep.channel_id = *channel;
   ep.start_ns = e.start_ns();
   ep.end_ns = e.end_ns();
-  ep.bytes = static_cast<uint64_t>(e.int_stat(xspace::kBytesStat).value_or(0));
+  ep.bytes = static_cast<uint64_t>(e.int_stat(stats.bytes).value_or(0));
   ep.name = std::string(e.name());
-  ep.src_core = e.int_stat(xspace::kSrcCoreStat);
-  ep.dst_core = e.int_stat(xspace::kDstCoreStat);
+  ep.src_core = e.int_stat(stats.src_core);
+  ep.dst_core = e.int_stat(stats.dst_core);
   return ep;
 }
 
 ChannelEndpointFinder::ChannelEndpointFinder(const tensorflow::profiler::XPlane& plane, PlaneKind kind)
-    : reader_(plane), kind_(kind), steps_(reader_) {}
+    : reader_(plane),
+      kind_(kind),
+      steps_(reader_),
+      stats_(reader_),
+      step_num_stat_(reader_.stat_id(xspace::kStepNumStat)),
+      group_id_stat_(reader_.stat_id(xspace::kGroupIdStat)) {}
 
 std::optional<ChannelEndpoint> ChannelEndpointFinder::find(const XEventView& e) const {
   const std::string_view line_name = e.line().name();
   if (!is_op_line(kind_, line_name)) return std::nullopt;
   const OpKind kind = classify_op(e.name(), line_name, false);
   if (kind != OpKind::kSend && kind != OpKind::kRecvDone) return std::nullopt;
-  auto step = e.int_stat(xspace::kStepNumStat);
-  if (!step)
-    step = steps_.step_of(e.start_ns(), steps_.group_id_stat() ? e.int_stat(xspace::kGroupIdStat) : std::nullopt);
+  auto step = e.int_stat(step_num_stat_);
+  if (!step) step = steps_.step_of(e.start_ns(), steps_.group_id_stat() ? e.int_stat(group_id_stat_) : std::nullopt);
   if (!step) return std::nullopt;
-  return channel_endpoint(e, kind, *step);
+  return channel_endpoint(e, kind, *step, stats_);
 }
 
 void fill_idle_with_host_work(CoreTrace& trace, const std::vector<TypedInterval>& host_segments) {
@@ -254,10 +276,17 @@ void fill_idle_with_host_work(CoreTrace& trace, const std::vector<TypedInterval>
   trace.idle_gaps = {};
 }
 
+std::unique_ptr<CoreTraceReader> make_core_trace_reader(const XPlaneReader& plane, PlaneKind kind,
+                                                        const HostStepMarkers& host_step_markers) {
+  return std::make_unique<CoreTracer>(plane, kind, host_step_markers);
+}
+
 CoreTrace trace_core(const tensorflow::profiler::XPlane& plane, PlaneKind kind,
                      const HostStepMarkers& host_step_markers) {
-  CoreTracer tracer(plane, kind, host_step_markers);
-  tracer.read_op_lines();
+  const XPlaneReader reader(plane);
+  CoreTracer tracer(reader, kind, host_step_markers);
+  PlaneEventReader* readers[] = {&tracer};
+  walk_plane(reader, readers);
   return std::move(tracer).finish();
 }
 

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "analysis/op_classifier.h"
+#include "analysis/plane_walk.h"
 #include "analysis/step_breakdown.h"
 #include "analysis/step_model.h"
 #include "analysis/step_spans.h"
@@ -67,9 +69,19 @@ struct CoreTrace {
   uint64_t event_count = 0;
 };
 
+// The ids of the stats a channel endpoint is read with, looked up once per plane.
+struct ChannelStatIds {
+  explicit ChannelStatIds(const xspace::XPlaneReader& plane);
+  std::optional<int64_t> channel_id;
+  std::optional<int64_t> bytes;
+  std::optional<int64_t> src_core;
+  std::optional<int64_t> dst_core;
+};
+
 // The channel endpoint an op of kind `kind` in step `step_num` is, if it is one: a send or recv-done
 // (XLA spelling, ".N" suffix allowed) with a channel id.
-std::optional<ChannelEndpoint> channel_endpoint(const xspace::XEventView& event, OpKind kind, int64_t step_num);
+std::optional<ChannelEndpoint> channel_endpoint(const xspace::XEventView& event, OpKind kind, int64_t step_num,
+                                                const ChannelStatIds& stats);
 
 // Tells, event by event, which events of a device plane are channel endpoints and of which step, as
 // trace_core identifies them (by `step_num`, else the plane's own steps: its Steps line or `group_id`; steps
@@ -83,10 +95,21 @@ class ChannelEndpointFinder {
   xspace::XPlaneReader reader_;
   PlaneKind kind_;
   DeviceStepSpans steps_;
+  ChannelStatIds stats_;
+  std::optional<int64_t> step_num_stat_;
+  std::optional<int64_t> group_id_stat_;
 };
 
-// Reads one device plane: its steps (step_spans.h: its own, else the file's `host_step_markers` when the
-// caller passes them), its ops (classified), and their breakdown.
+// Reads one device plane in a walk of its op lines (plane_walk.h): its steps (step_spans.h: its own, else the
+// file's `host_step_markers` when the caller passes them), its ops (classified), and their breakdown.
+class CoreTraceReader : public PlaneEventReader {
+ public:
+  virtual CoreTrace finish() && = 0;
+};
+// `plane` lives as long as the reader.
+std::unique_ptr<CoreTraceReader> make_core_trace_reader(const xspace::XPlaneReader& plane, PlaneKind kind,
+                                                        const HostStepMarkers& host_step_markers = {});
+// The same, the plane walked for it alone.
 CoreTrace trace_core(const tensorflow::profiler::XPlane& plane, PlaneKind kind,
                      const HostStepMarkers& host_step_markers = {});
 

@@ -12,6 +12,7 @@ namespace podscope::analysis {
 namespace {
 
 using tensorflow::profiler::KernelReport;
+using tensorflow::profiler::XLine;
 using tensorflow::profiler::XPlane;
 using xspace::XEventView;
 using xspace::XPlaneReader;
@@ -164,12 +165,49 @@ bool KernelStatsBuilder::wants_line(std::string_view plane_name, std::string_vie
   return plane_name.starts_with(xspace::kGpuPlanePrefix) && line_name.starts_with(kStreamLinePrefix);
 }
 
-void KernelStatsBuilder::add_plane(const XPlane& plane) {
+KernelStatsBuilder::KernelStatsBuilder() = default;
+KernelStatsBuilder::~KernelStatsBuilder() = default;
+
+class KernelStatsBuilder::CustomSpanReader final : public PlaneEventReader {
+ public:
+  explicit CustomSpanReader(KernelStatsBuilder& builder) : builder_(builder) {}
+
+  bool reads_line(const XLine& line) const override { return is_op_line(PlaneKind::kCustom, line.name()); }
+  void begin_line(const XLine& line) override {
+    spans_ = &builder_.spans_by_thread_[line.id()];
+    spans_->reserve(spans_->size() + static_cast<size_t>(line.events_size()));
+  }
+  void add_event(const XEventView& e) override {
+    auto [it, created] = name_of_metadata_.try_emplace(e.proto().metadata_id());
+    if (created) {
+      const std::string_view name = e.name();
+      auto [name_it, added] =
+          builder_.span_name_ids_.try_emplace(std::string(name), static_cast<uint32_t>(builder_.span_names_.size()));
+      if (added) builder_.span_names_.emplace_back(name);
+      it->second = name_it->second;
+    }
+    spans_->push_back({e.start_ns(), e.end_ns(), it->second});
+  }
+
+ private:
+  KernelStatsBuilder& builder_;
+  absl::flat_hash_map<int64_t, uint32_t> name_of_metadata_;
+  std::vector<Span>* spans_ = nullptr;  // of the line being read
+};
+
+void KernelStatsBuilder::begin_plane(size_t, const XPlaneReader& plane, std::vector<PlaneEventReader*>& readers) {
   const std::string_view name = plane.name();
-  if (name.starts_with(xspace::kGpuPlanePrefix)) add_gpu_plane(plane);
-  else if (name == xspace::kCuptiHostPlaneName) add_cupti_plane(plane);
-  else if (name.starts_with(xspace::kCustomPlanePrefix)) add_custom_plane(plane);
+  if (name.starts_with(xspace::kGpuPlanePrefix)) {
+    add_gpu_plane(plane.proto());
+  } else if (name == xspace::kCuptiHostPlaneName) {
+    add_cupti_plane(plane.proto());
+  } else if (name.starts_with(xspace::kCustomPlanePrefix)) {
+    custom_spans_ = std::make_unique<CustomSpanReader>(*this);
+    readers.push_back(custom_spans_.get());
+  }
 }
+
+void KernelStatsBuilder::end_plane(size_t) { custom_spans_.reset(); }
 
 void KernelStatsBuilder::fold(Key key, uint64_t duration) {
   const float occupancy = key.launch.occupancy_pct;
@@ -196,27 +234,6 @@ void KernelStatsBuilder::add_cupti_plane(const XPlane& plane_proto) {
         if (auto id = xspace::stat_as_int(stat)) launches_of_file_.push_back({*id, line.id(), e.start_ns()});
         return;
       }
-    });
-  }
-}
-
-void KernelStatsBuilder::add_custom_plane(const XPlane& plane_proto) {
-  const XPlaneReader plane(plane_proto);
-  absl::flat_hash_map<int64_t, uint32_t> name_of_metadata;
-  for (const auto& line : plane_proto.lines()) {
-    if (!is_op_line(PlaneKind::kCustom, line.name())) continue;
-    std::vector<Span>& spans = spans_by_thread_[line.id()];
-    spans.reserve(spans.size() + static_cast<size_t>(line.events_size()));
-    plane.for_each_event(line, [&](const XEventView& e) {
-      auto [it, created] = name_of_metadata.try_emplace(e.proto().metadata_id());
-      if (created) {
-        const std::string_view name = e.name();
-        auto [name_it, added] =
-            span_name_ids_.try_emplace(std::string(name), static_cast<uint32_t>(span_names_.size()));
-        if (added) span_names_.emplace_back(name);
-        it->second = name_it->second;
-      }
-      spans.push_back({e.start_ns(), e.end_ns(), it->second});
     });
   }
 }

@@ -14,6 +14,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
+#include "analysis/plane_walk.h"
 #include "tensorflow/kernel_stats.pb.h"
 #include "tensorflow/xplane.pb.h"
 
@@ -73,15 +75,21 @@ struct KernelStatsResult {
 };
 
 // Kernels of the planes added so far, folded by (name, launch configuration, tensor-core use, op).
-class KernelStatsBuilder {
+class KernelStatsBuilder final : public PlaneConsumer {
  public:
+  KernelStatsBuilder();
+  ~KernelStatsBuilder() override;
   // The stream lines of GPU planes (`Stream #<id>(<kinds>)`: the derived lines, TensorFlow Ops, Steps..., repeat
   // the kernels' time), the thread lines of `/host:CUPTI` and the op lines of annotated cores.
   static bool wants_line(std::string_view plane_name, std::string_view line_name);
 
   // Folds in the kernels of `plane` (of the file being read), and keeps the launches of a `/host:CUPTI` plane and
   // the annotated spans of a `/device:CUSTOM:` plane until the file ends; other planes are ignored.
-  void add_plane(const tensorflow::profiler::XPlane& plane);
+  // In a walk shared with other tools (plane_walk.h), or alone.
+  void begin_plane(size_t file_index, const xspace::XPlaneReader& plane,
+                   std::vector<PlaneEventReader*>& readers) override;
+  void end_plane(size_t file_index) override;
+  void add_plane(const tensorflow::profiler::XPlane& plane) { read_plane_alone(*this, 0, plane); }
   // Every plane of the file was added: its kernels without an op stat take the op that launched them.
   void end_file();
 
@@ -139,7 +147,8 @@ class KernelStatsBuilder {
 
   void add_gpu_plane(const tensorflow::profiler::XPlane& plane);
   void add_cupti_plane(const tensorflow::profiler::XPlane& plane);
-  void add_custom_plane(const tensorflow::profiler::XPlane& plane);
+  // The spans of a custom plane's op lines, read in the walk.
+  class CustomSpanReader;
   static Key key_of(std::string_view kernel, std::string_view details, std::string_view op_name,
                     std::optional<std::string_view> equation);
   void fold(Key key, uint64_t duration_ns);
@@ -158,6 +167,7 @@ class KernelStatsBuilder {
   absl::flat_hash_map<Key, uint32_t> pending_key_ids_;
   std::vector<Launch> launches_of_file_;
   absl::flat_hash_map<int64_t, std::vector<Span>> spans_by_thread_;
+  std::unique_ptr<CustomSpanReader> custom_spans_;  // of the plane being walked
   std::vector<std::string> span_names_;
   absl::flat_hash_map<std::string, uint32_t> span_name_ids_;
 };

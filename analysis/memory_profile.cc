@@ -173,62 +173,105 @@ class AllocatorStats {
 
 }  // namespace
 
-void MemoryProfileBuilder::add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane_proto) {
-  const xspace::XPlaneReader plane(plane_proto);
+class MemoryProfileBuilder::PlaneReader final : public PlaneEventReader {
+ public:
+  PlaneReader(MemoryProfileBuilder& builder, size_t file_index, const xspace::XPlaneReader& plane,
+              std::optional<int64_t> allocation_id, std::optional<int64_t> deallocation_id)
+      : builder_(builder),
+        file_index_(file_index),
+        allocation_id_(allocation_id),
+        deallocation_id_(deallocation_id),
+        clock_offset_ns_(plane.int_stat(xspace::kClockOffsetStat).value_or(0)),
+        stats_(plane) {}
+
+  bool reads_line(const tensorflow::profiler::XLine&) const override { return true; }
+  void add_event(const XEventView& e) override {
+    const int64_t md = e.proto().metadata_id();
+    if (md != allocation_id_ && md != deallocation_id_) return;
+    ++builder_.events_;
+    stats_.read(e);
+    const std::optional<std::string_view> allocator = stats_.str_of(kAllocatorName);
+    const std::optional<int64_t> allocated = stats_.int_of(kAllocated);
+    if (!allocator || allocator->empty() || !allocated) {
+      ++builder_.warnings_.events_missing_stats;
+      return;
+    }
+    Activity a;
+    a.time_ns = e.start_ns() - clock_offset_ns_;
+    a.allocation = md == allocation_id_;
+    a.bytes_allocated = *allocated;
+    a.bytes_reserved = stats_.int_of(kReserved).value_or(0);
+    a.bytes_available = stats_.int_of(kAvailable).value_or(0);
+    a.fragmentation = stats_.double_of(kFragmentation).value_or(0);
+    a.peak_bytes_in_use = stats_.int_of(kPeakInUse).value_or(0);
+    a.requested_bytes = stats_.int_of(kRequested).value_or(0);
+    a.allocation_bytes = stats_.int_of(kAllocationBytes).value_or(0);
+    a.address = static_cast<uint64_t>(stats_.int_of(kAddress).value_or(0));
+    a.step_id = stats_.int_of(kGroupId).value_or(stats_.int_of(kOldStepId).value_or(-1));
+    a.op = intern(op_, stats_.str_of(kTfOp).value_or(""));
+    a.region_type = intern(region_type_, stats_.str_of(kRegionType).value_or(""));
+    if (auto type = stats_.int_of(kDataType)) {
+      a.data_type = intern(data_type_, data_type_name(*type));
+    } else {
+      a.data_type = intern(data_type_, stats_.str_of(kDataType).value_or(""));
+    }
+    a.tensor_shape = intern(tensor_shape_, stats_.str_of(kTensorShape).value_or(""));
+    if (last_ == nullptr || last_->file_index != file_index_ || last_->name != *allocator) {
+      last_ = &builder_.allocators_[{file_index_, std::string(*allocator)}];
+      if (last_->name.empty()) {
+        last_->name = std::string(*allocator);
+        last_->file_index = file_index_;
+      }
+    }
+    last_->activities.push_back(a);
+  }
+
+ private:
+  MemoryProfileBuilder& builder_;
+  const size_t file_index_;
+  const std::optional<int64_t> allocation_id_;
+  const std::optional<int64_t> deallocation_id_;
+  const int64_t clock_offset_ns_;
+  // The last text of a field and its interned id.
+  struct LastText {
+    const char* data = nullptr;
+    size_t size = 0;
+    uint32_t id = 0;
+    bool known = false;
+  };
+
+  // A field's text interned, looked up only when it is not the very text of the event before: most are the name a
+  // ref_value stat points at, the same view from event to event.
+  uint32_t intern(LastText& last, std::string_view text) {
+    if (!last.known || text.data() != last.data || text.size() != last.size) {
+      last = {text.data(), text.size(), builder_.intern(text), true};
+    }
+    return last.id;
+  }
+
+  AllocatorStats stats_;
+  // The allocator of the previous event: consecutive events are mostly of one allocator.
+  Allocator* last_ = nullptr;
+  LastText op_, region_type_, data_type_, tensor_shape_;
+};
+
+MemoryProfileBuilder::MemoryProfileBuilder() = default;
+MemoryProfileBuilder::~MemoryProfileBuilder() = default;
+
+void MemoryProfileBuilder::begin_plane(size_t file_index, const xspace::XPlaneReader& plane,
+                                       std::vector<PlaneEventReader*>& readers) {
   std::optional<int64_t> allocation_id, deallocation_id;
-  for (const auto& [id, md] : plane_proto.event_metadata()) {
+  for (const auto& [id, md] : plane.proto().event_metadata()) {
     if (md.name() == kMemoryAllocationEventName) allocation_id = id;
     if (md.name() == kMemoryDeallocationEventName) deallocation_id = id;
   }
   if (!allocation_id && !deallocation_id) return;
   if (auto host = plane.str_stat(xspace::kHostNameStat)) host_names_[file_index] = std::string(*host);
-  const int64_t clock_offset_ns = plane.int_stat(xspace::kClockOffsetStat).value_or(0);
-  AllocatorStats stats(plane);
-  // The allocator of the previous event: consecutive events are mostly of one allocator.
-  Allocator* last = nullptr;
-  for (const auto& line : plane_proto.lines()) {
-    plane.for_each_event(line, [&](const XEventView& e) {
-      const int64_t md = e.proto().metadata_id();
-      if (md != allocation_id && md != deallocation_id) return;
-      ++events_;
-      stats.read(e);
-      const std::optional<std::string_view> allocator = stats.str_of(kAllocatorName);
-      const std::optional<int64_t> allocated = stats.int_of(kAllocated);
-      if (!allocator || allocator->empty() || !allocated) {
-        ++warnings_.events_missing_stats;
-        return;
-      }
-      Activity a;
-      a.time_ns = e.start_ns() - clock_offset_ns;
-      a.allocation = md == allocation_id;
-      a.bytes_allocated = *allocated;
-      a.bytes_reserved = stats.int_of(kReserved).value_or(0);
-      a.bytes_available = stats.int_of(kAvailable).value_or(0);
-      a.fragmentation = stats.double_of(kFragmentation).value_or(0);
-      a.peak_bytes_in_use = stats.int_of(kPeakInUse).value_or(0);
-      a.requested_bytes = stats.int_of(kRequested).value_or(0);
-      a.allocation_bytes = stats.int_of(kAllocationBytes).value_or(0);
-      a.address = static_cast<uint64_t>(stats.int_of(kAddress).value_or(0));
-      a.step_id = stats.int_of(kGroupId).value_or(stats.int_of(kOldStepId).value_or(-1));
-      a.op = intern(stats.str_of(kTfOp).value_or(""));
-      a.region_type = intern(stats.str_of(kRegionType).value_or(""));
-      if (auto type = stats.int_of(kDataType)) {
-        a.data_type = intern(data_type_name(*type));
-      } else {
-        a.data_type = intern(stats.str_of(kDataType).value_or(""));
-      }
-      a.tensor_shape = intern(stats.str_of(kTensorShape).value_or(""));
-      if (last == nullptr || last->file_index != file_index || last->name != *allocator) {
-        last = &allocators_[{file_index, std::string(*allocator)}];
-        if (last->name.empty()) {
-          last->name = std::string(*allocator);
-          last->file_index = file_index;
-        }
-      }
-      last->activities.push_back(a);
-    });
-  }
+  plane_reader_ = std::make_unique<PlaneReader>(*this, file_index, plane, allocation_id, deallocation_id);
+  readers.push_back(plane_reader_.get());
 }
+
+void MemoryProfileBuilder::end_plane(size_t) { plane_reader_.reset(); }
 
 MemoryActivityMetadata MemoryProfileBuilder::metadata_of(const Activity& a) const {
   MemoryActivityMetadata m;

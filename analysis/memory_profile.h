@@ -8,12 +8,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "analysis/plane_walk.h"
 #include "tensorflow/memory_profile.pb.h"
 #include "tensorflow/xplane.pb.h"
 
@@ -38,14 +40,22 @@ struct MemoryProfileResult {
   uint64_t events = 0;  // allocation and deallocation events seen, used or not
 };
 
-class MemoryProfileBuilder {
+class MemoryProfileBuilder final : public PlaneConsumer {
  public:
+  MemoryProfileBuilder();
+  ~MemoryProfileBuilder() override;
   // Lines of the host plane, where TensorFlow's allocators record their events (on any thread's line).
   static bool wants_line(std::string_view plane_name, std::string_view line_name);
 
   // Takes the memory events of a plane of file `file_index` (the host plane; others have none). Times are
   // moved onto the coordinator's clock with the plane's clock offset stat when it has one.
-  void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane);
+  // In a walk shared with other tools (plane_walk.h), or alone.
+  void begin_plane(size_t file_index, const xspace::XPlaneReader& plane,
+                   std::vector<PlaneEventReader*>& readers) override;
+  void end_plane(size_t file_index) override;
+  void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) {
+    read_plane_alone(*this, file_index, plane);
+  }
 
   // One PerAllocatorMemoryProfile per allocator, keyed by its name (by `<host>/<name>` when the run's memory
   // events come from more than one file).
@@ -129,6 +139,9 @@ class MemoryProfileBuilder {
   std::map<size_t, std::string> host_names_;
   MemoryProfileWarnings warnings_;
   uint64_t events_ = 0;
+  // The memory events of the plane being walked.
+  class PlaneReader;
+  std::unique_ptr<PlaneReader> plane_reader_;
 };
 
 // The memory profile of one host plane.

@@ -15,6 +15,7 @@ namespace {
 
 using tensorflow::profiler::TfStatsRecord;
 using tensorflow::profiler::TfStatsTable;
+using tensorflow::profiler::XLine;
 using tensorflow::profiler::XPlane;
 using tensorflow::profiler::XStat;
 using xspace::XEventView;
@@ -179,10 +180,14 @@ void OpStatsBuilder::read_peaks(const XPlane& plane_proto) {
 
 // One plane's pass: per event, its op (cached per event metadata and per op stat text), its FLOPs and bytes;
 // per line, the self times.
-class OpStatsBuilder::PlanePass {
+class OpStatsBuilder::PlanePass final : public PlaneEventReader {
  public:
-  PlanePass(OpStatsBuilder& builder, const XPlane& plane, std::optional<PlaneKind> kind)
-      : builder_(builder), plane_(plane), kind_(kind), device_(kind.has_value()) {
+  PlanePass(OpStatsBuilder& builder, const XPlaneReader& plane, std::optional<PlaneKind> kind)
+      : builder_(builder),
+        plane_(plane),
+        kind_(kind),
+        device_(kind.has_value()),
+        time_{std::string(plane.name()), device_} {
     for (size_t i = 0; i < std::size(kOpStatNames); ++i) {
       op_stat_ids_[i] = plane_.stat_id(kOpStatNames[i]).value_or(kAbsentStat);
     }
@@ -191,37 +196,36 @@ class OpStatsBuilder::PlanePass {
     bytes_id_ = plane_.stat_id(xspace::kBytesStat).value_or(kAbsentStat);
   }
 
-  PlaneOpTime run() {
-    PlaneOpTime time{std::string(plane_.name()), device_};
-    std::vector<OpSpan> plane_spans;
-    std::vector<OpSpan> line_spans;
-    int64_t first_start = INT64_MAX;
-    int64_t last_end = INT64_MIN;
-    for (const auto& line : plane_.proto().lines()) {
-      if (device_ && !is_op_line(*kind_, line.name())) continue;
-      line_spans.clear();
-      plane_.for_each_event(line, [&](const XEventView& e) {
-        if (e.duration_ps() < 0) {
-          ++builder_.warnings_.negative_durations;
-          return;
-        }
-        const std::optional<size_t> slot = add_event(e, line.name());
-        if (!slot) return;
-        line_spans.push_back({e.start_ns(), e.end_ns(), *slot});
-        first_start = std::min(first_start, e.start_ns());
-        last_end = std::max(last_end, e.end_ns());
-      });
-      time.events += line_spans.size();
-      add_self_times(line_spans, [&](size_t slot, int64_t self_ns) {
-        builder_.ops_[slot].self_ns += self_ns;
-        time.self_ns += self_ns;
-      });
-      plane_spans.insert(plane_spans.end(), line_spans.begin(), line_spans.end());
+  bool reads_line(const XLine& line) const override { return !device_ || is_op_line(*kind_, line.name()); }
+  void begin_line(const XLine& line) override {
+    line_spans_.clear();
+    line_name_ = line.name();
+  }
+  void add_event(const XEventView& e) override {
+    if (e.duration_ps() < 0) {
+      ++builder_.warnings_.negative_durations;
+      return;
     }
-    if (plane_spans.empty()) return time;
-    time.busy_ns = union_ns(plane_spans);
-    time.span_ns = last_end - first_start;
-    return time;
+    const std::optional<size_t> slot = add_op(e, line_name_);
+    if (!slot) return;
+    line_spans_.push_back({e.start_ns(), e.end_ns(), *slot});
+    first_start_ = std::min(first_start_, e.start_ns());
+    last_end_ = std::max(last_end_, e.end_ns());
+  }
+  void end_line(const XLine&) override {
+    time_.events += line_spans_.size();
+    add_self_times(line_spans_, [&](size_t slot, int64_t self_ns) {
+      builder_.ops_[slot].self_ns += self_ns;
+      time_.self_ns += self_ns;
+    });
+    plane_spans_.insert(plane_spans_.end(), line_spans_.begin(), line_spans_.end());
+  }
+
+  PlaneOpTime finish() && {
+    if (plane_spans_.empty()) return std::move(time_);
+    time_.busy_ns = union_ns(plane_spans_);
+    time_.span_ns = last_end_ - first_start_;
+    return std::move(time_);
   }
 
  private:
@@ -302,7 +306,7 @@ class OpStatsBuilder::PlanePass {
   }
 
   // Adds the event to its op's totals; the op's slot, or nullopt when the event is no op.
-  std::optional<size_t> add_event(const XEventView& e, std::string_view line_name) {
+  std::optional<size_t> add_op(const XEventView& e, std::string_view line_name) {
     MetadataOp& m = metadata_op(e, line_name);
     const EventStats stats = stats_of(e.proto().stats());
     std::optional<size_t> slot;
@@ -331,9 +335,15 @@ class OpStatsBuilder::PlanePass {
   }
 
   OpStatsBuilder& builder_;
-  const XPlaneReader plane_;
+  const XPlaneReader& plane_;
   const std::optional<PlaneKind> kind_;
   const bool device_;
+  PlaneOpTime time_;
+  std::string_view line_name_;  // of the line being read
+  std::vector<OpSpan> line_spans_;
+  std::vector<OpSpan> plane_spans_;
+  int64_t first_start_ = INT64_MAX;
+  int64_t last_end_ = INT64_MIN;
   int64_t op_stat_ids_[std::size(kOpStatNames)] = {};
   int64_t flops_id_ = kAbsentStat;
   int64_t bytes_accessed_id_ = kAbsentStat;
@@ -341,16 +351,26 @@ class OpStatsBuilder::PlanePass {
   absl::flat_hash_map<int64_t, MetadataOp> metadata_;
 };
 
-void OpStatsBuilder::add_plane(const XPlane& plane) {
+OpStatsBuilder::OpStatsBuilder() = default;
+OpStatsBuilder::~OpStatsBuilder() = default;
+
+void OpStatsBuilder::begin_plane(size_t, const XPlaneReader& plane, std::vector<PlaneEventReader*>& readers) {
   const std::optional<PlaneKind> kind = device_kind_of(plane.name());
   if (!kind && plane.name() != xspace::kHostPlaneName) return;
   if (kind) {
-    read_peaks(plane);
+    read_peaks(plane.proto());
     if (device_type_.empty()) {
       device_type_ = *kind == PlaneKind::kGpu ? "GPU" : *kind == PlaneKind::kTpu ? "TPU" : "CUSTOM";
     }
   }
-  planes_.push_back(PlanePass(*this, plane, kind).run());
+  pass_ = std::make_unique<PlanePass>(*this, plane, kind);
+  readers.push_back(pass_.get());
+}
+
+void OpStatsBuilder::end_plane(size_t) {
+  if (!pass_) return;
+  planes_.push_back(std::move(*pass_).finish());
+  pass_.reset();
 }
 
 namespace {

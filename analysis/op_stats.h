@@ -15,12 +15,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "analysis/plane_walk.h"
 #include "tensorflow/tf_stats.pb.h"
 #include "tensorflow/xplane.pb.h"
 
@@ -72,12 +74,18 @@ struct OpStatsResult {
   double peak_memory_bytes_per_s = 0;
 };
 
-class OpStatsBuilder {
+class OpStatsBuilder final : public PlaneConsumer {
  public:
+  OpStatsBuilder();
+  ~OpStatsBuilder() override;
   // Device planes' op lines and every line of /host:CPU.
   static bool wants_line(std::string_view plane_name, std::string_view line_name);
 
-  void add_plane(const tensorflow::profiler::XPlane& plane);
+  // A plane, in a walk shared with other tools (plane_walk.h), or alone.
+  void begin_plane(size_t file_index, const xspace::XPlaneReader& plane,
+                   std::vector<PlaneEventReader*>& readers) override;
+  void end_plane(size_t file_index) override;
+  void add_plane(const tensorflow::profiler::XPlane& plane) { read_plane_alone(*this, 0, plane); }
 
   // The rows per side sorted by self time (longest first, then type and name), at most `max_records_per_side`
   // per side (the cut ones counted in the database); ranks run over the device rows, then the host rows.
@@ -115,6 +123,7 @@ class OpStatsBuilder {
   const StatOp& stat_op(bool device, std::string_view text, bool framework);
   void read_peaks(const tensorflow::profiler::XPlane& plane);
 
+  std::unique_ptr<PlanePass> pass_;  // of the plane being walked
   std::vector<OpTotals> ops_;
   absl::flat_hash_map<std::string, size_t> slots_;  // side, type and name → ops_
   absl::flat_hash_map<std::string, StatOp> device_stat_ops_;

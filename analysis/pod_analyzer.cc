@@ -75,6 +75,12 @@ int64_t sum(const CategoryDurations& d) {
   return total;
 }
 
+// Orders channel summaries (and steps) by step number.
+struct ByStep {
+  bool operator()(const ChannelSummary& c, int64_t step) const { return c.step_num < step; }
+  bool operator()(int64_t step, const ChannelSummary& c) const { return step < c.step_num; }
+};
+
 struct CoreIdentity {
   uint32_t core_id = 0;
   std::string host_name;
@@ -241,12 +247,10 @@ class PodAssembly {
         pod_sync_ns += at(d, StepCategory::kAllReduceSync);
       }
       if (map == nullptr) continue;
-      if (auto it = channels_.channels_by_step.find(step_num); it != channels_.channels_by_step.end()) {
-        for (auto& c : it->second) *map->add_channel_db() = std::move(c);
-      }
-      if (auto it = all_reduce_.ops_by_step.find(step_num); it != all_reduce_.ops_by_step.end()) {
-        for (const auto& op : it->second) *map->add_all_reduce_op_db() = op;
-      }
+      const auto [first, last] =
+          std::equal_range(channels_.channels.begin(), channels_.channels.end(), step_num, ByStep());
+      for (auto c = first; c != last; ++c) *map->add_channel_db() = channel_info(*c);
+      for (auto& op : all_reduce_ops_of_step(all_reduce_, step_num)) *map->add_all_reduce_op_db() = std::move(op);
     }
     counts().set_steps(static_cast<uint32_t>(records.size()));
     counts().set_steps_shown(static_cast<uint32_t>(db().pod_stats_sequence().pod_stats_map_size()));
@@ -265,9 +269,7 @@ class PodAssembly {
       step_ns.push_back(slowest);
     }
     std::vector<std::pair<double, int64_t>> channels;  // (duration, step)
-    for (const auto& [step_num, infos] : channels_.channels_by_step) {
-      for (const auto& c : infos) channels.emplace_back(c.duration_us(), step_num);
-    }
+    for (const ChannelSummary& c : channels_.channels) channels.emplace_back(c.duration_us, c.step_num);
     const size_t listed = std::min(kSlowestChannelsListed, channels.size());
     std::partial_sort(channels.begin(), channels.begin() + static_cast<std::ptrdiff_t>(listed), channels.end(),
                       [](const auto& a, const auto& b) { return a.first > b.first; });
@@ -421,24 +423,34 @@ void PodAnalyzer::add_file_names(size_t file_index, const std::vector<std::strin
   file(file_index).steps.add_file_names(hostnames, file_stem);
 }
 
-void PodAnalyzer::add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) {
+void PodAnalyzer::begin_plane(size_t file_index, const xspace::XPlaneReader& plane,
+                              std::vector<PlaneEventReader*>& readers) {
   HostFileContext& ctx = file(file_index);
   if (plane.name() == xspace::kHostPlaneName) {
-    ctx.steps.add_host_plane(plane);
-    if (auto offset = xspace::XPlaneReader(plane).int_stat(xspace::kClockOffsetStat)) ctx.clock_offset_ns = offset;
+    ctx.steps.add_host_plane(plane.proto());
+    if (auto offset = plane.int_stat(xspace::kClockOffsetStat)) ctx.clock_offset_ns = offset;
     return;
   }
   const auto kind = device_plane_kind(plane.name());
   if (!kind) return;
-  if (!ctx.clock_offset_ns) ctx.clock_offset_ns = xspace::XPlaneReader(plane).int_stat(xspace::kClockOffsetStat);
-  cores_.push_back({file_index, trace_core(plane, *kind)});
+  if (!ctx.clock_offset_ns) ctx.clock_offset_ns = plane.int_stat(xspace::kClockOffsetStat);
+  tracing_ = {&plane.proto(), *kind, make_core_trace_reader(plane, *kind)};
+  readers.push_back(tracing_.reader.get());
+}
+
+void PodAnalyzer::end_plane(size_t file_index) {
+  if (!tracing_.reader) return;
+  Tracing tracing = std::move(tracing_);
+  tracing_ = {};
+  HostFileContext& ctx = file(file_index);
+  cores_.push_back({file_index, std::move(*tracing.reader).finish()});
   const CoreTrace& trace = cores_.back().trace;
   ctx.steps.add_device_plane_source(trace.source);
   if (ctx.steps.device_steps_seen()) {
     std::erase_if(awaiting_host_markers_,
                   [&](const AwaitingHostMarkers& w) { return cores_[w.core_index].file_index == file_index; });
   } else if (trace.event_count > 0) {
-    awaiting_host_markers_.push_back({cores_.size() - 1, *kind, plane});
+    awaiting_host_markers_.push_back({cores_.size() - 1, tracing.kind, *tracing.plane});
   }
 }
 

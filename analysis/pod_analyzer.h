@@ -7,11 +7,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "analysis/core_trace.h"
+#include "analysis/plane_walk.h"
 #include "analysis/step_spans.h"
 #include "analysis/straggler_analysis.h"
 #include "podscope/v1/pod_analysis.pb.h"
@@ -39,7 +41,7 @@ struct TracedCore {
   CoreTrace trace;
 };
 
-class PodAnalyzer {
+class PodAnalyzer final : public PlaneConsumer {
  public:
   explicit PodAnalyzer(PodAnalyzerOptions options = {}) : options_(std::move(options)) {}
 
@@ -48,8 +50,14 @@ class PodAnalyzer {
   // too (they can outweigh the device planes); see awaits_host_markers.
   static bool wants_line(std::string_view plane_name, std::string_view line_name);
 
-  // Adds a plane of file `file_index` (the planes of one file share a host and a clock).
-  void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane);
+  // Adds a plane of file `file_index` (the planes of one file share a host and a clock): in a walk shared with
+  // other tools (plane_walk.h), or alone.
+  void begin_plane(size_t file_index, const xspace::XPlaneReader& plane,
+                   std::vector<PlaneEventReader*>& readers) override;
+  void end_plane(size_t file_index) override;
+  void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) {
+    read_plane_alone(*this, file_index, plane);
+  }
   // Whether, after all planes of file `file_index`, device planes with ops but no steps await the
   // file's host step markers (no device plane of the file had steps of its own). The caller then hands
   // the markers of the file's host plane (read_host_step_markers) to add_host_markers.
@@ -76,10 +84,18 @@ class PodAnalyzer {
 
   HostFileContext& file(size_t file_index);
 
+  // The device plane being walked.
+  struct Tracing {
+    const tensorflow::profiler::XPlane* plane = nullptr;
+    PlaneKind kind = PlaneKind::kCustom;
+    std::unique_ptr<CoreTraceReader> reader;
+  };
+
   PodAnalyzerOptions options_;
   std::vector<HostFileContext> files_;
   std::vector<TracedCore> cores_;
   std::vector<AwaitingHostMarkers> awaiting_host_markers_;
+  Tracing tracing_;
 };
 
 // Convenience for callers that hold whole XSpaces (one per host file, in file order).

@@ -83,48 +83,68 @@ void merge_input_ops(std::vector<InputOpTotal>& into, std::vector<InputOpTotal> 
   }
 }
 
-// An annotated stage as read: its totals per stage id, and the time of its children.
+// An annotated stage as read: its totals per stage id (its name a view into the plane being read).
 struct StageTotals {
-  std::string name;
+  std::string_view name;
   InputCategory category = InputCategory::kUnclassified;
   uint64_t count = 0;
   int64_t time_ns = 0;
 };
 
-// The Input Pipeline line: stage totals (self time = time − children's time, by the parent links) and the root
-// stages as waits for input.
-std::vector<InputOpTotal> read_input_stages(const XPlaneReader& plane, const tensorflow::profiler::XLine& line,
-                                            std::vector<TypedInterval>& events) {
-  std::map<int64_t, StageTotals> by_id;
-  std::map<int64_t, int64_t> children_ns;
-  plane.for_each_event(line, [&](const XEventView& e) {
-    const int64_t id = e.int_stat(xspace::kInputStageIdStat).value_or(0);
-    const int64_t parent = e.int_stat(xspace::kInputStageParentIdStat).value_or(0);
-    StageTotals& totals = by_id[id];
+// The Input Pipeline line, event by event: stage totals (self time = time − children's time, by the parent links)
+// and the root stages as waits for input. A client gives each call a stage id of its own, so the ids are as many
+// as the calls: hashed while read, put in id order once.
+class InputStageLineReader {
+ public:
+  explicit InputStageLineReader(const XPlaneReader& plane)
+      : id_stat_(plane.stat_id(xspace::kInputStageIdStat)),
+        parent_stat_(plane.stat_id(xspace::kInputStageParentIdStat)),
+        category_stat_(plane.stat_id(xspace::kInputStageCategoryStat)) {}
+
+  void add(const XEventView& e, std::vector<TypedInterval>& events) {
+    const int64_t id = e.int_stat(id_stat_).value_or(0);
+    const int64_t parent = e.int_stat(parent_stat_).value_or(0);
+    StageTotals& totals = by_id_[id];
     if (totals.count == 0) {
-      totals.name = std::string(e.name());
-      totals.category = stage_input_category(e.str_stat(xspace::kInputStageCategoryStat).value_or(""));
+      totals.name = e.name();
+      totals.category = stage_input_category(e.str_stat(category_stat_).value_or(""));
     }
     ++totals.count;
     totals.time_ns += e.end_ns() - e.start_ns();
     if (parent != 0 && parent != id) {
-      children_ns[parent] += e.end_ns() - e.start_ns();
+      children_ns_[parent] += e.end_ns() - e.start_ns();
     } else if (e.end_ns() > e.start_ns()) {
       events.push_back({e.start_ns(), e.end_ns(), EventType::kHostWaitInput});
     }
-  });
-  std::vector<InputOpTotal> stages;
-  for (const auto& [id, totals] : by_id) {
-    const int64_t self = std::max<int64_t>(0, totals.time_ns - children_ns[id]);
-    const std::string& name = totals.name;  // a lambda may not capture a structured binding before C++23
-    auto it = std::find_if(stages.begin(), stages.end(), [&name](const InputOpTotal& s) { return s.name == name; });
-    if (it == stages.end()) it = stages.insert(stages.end(), {totals.name, totals.category});
-    it->count += totals.count;
-    it->time_ns += totals.time_ns;
-    it->self_ns += self;
   }
-  return stages;
-}
+
+  std::vector<InputOpTotal> take() && {
+    std::vector<std::pair<int64_t, const StageTotals*>> by_id;
+    by_id.reserve(by_id_.size());
+    for (const auto& [id, totals] : by_id_) by_id.emplace_back(id, &totals);
+    std::sort(by_id.begin(), by_id.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<InputOpTotal> stages;
+    for (const auto& [id, totals] : by_id) {
+      const auto children = children_ns_.find(id);
+      const int64_t self =
+          std::max<int64_t>(0, totals->time_ns - (children == children_ns_.end() ? 0 : children->second));
+      const std::string_view name = totals->name;  // a lambda may not capture a structured binding before C++23
+      auto it = std::find_if(stages.begin(), stages.end(), [name](const InputOpTotal& s) { return s.name == name; });
+      if (it == stages.end()) it = stages.insert(stages.end(), {std::string(totals->name), totals->category});
+      it->count += totals->count;
+      it->time_ns += totals->time_ns;
+      it->self_ns += self;
+    }
+    return stages;
+  }
+
+ private:
+  const std::optional<int64_t> id_stat_;
+  const std::optional<int64_t> parent_stat_;
+  const std::optional<int64_t> category_stat_;
+  absl::flat_hash_map<int64_t, StageTotals> by_id_;
+  absl::flat_hash_map<int64_t, int64_t> children_ns_;
+};
 
 // Per event metadata id of a device plane: the op's kind and type (decided once per name) and its totals.
 struct DeviceOpEntry {
@@ -217,13 +237,13 @@ void fill_gaps_with_host_activity(CoreSteps& core, const std::vector<TypedInterv
   }
 }
 
-// Reads one device plane in one pass over its lines: its input stages, and each op typed (XProf's event
-// types), summed per op and kept as an interval for the breakdown, its step noted (the plane's own steps).
-class CoreStepReader {
+// Reads one device plane in one walk over its lines: its input stages, and each op typed (XProf's event types),
+// summed per op and kept as an interval for the breakdown, its step noted (the plane's own steps).
+class CoreStepReader final : public PlaneEventReader {
  public:
-  CoreStepReader(const XPlane& plane_proto, PlaneKind kind) : plane_(plane_proto), kind_(kind), own_steps_(plane_) {
-    core_.plane_id = plane_proto.id();
-    core_.plane_name = plane_proto.name();
+  CoreStepReader(const XPlaneReader& plane, PlaneKind kind) : plane_(plane), kind_(kind), own_steps_(plane_) {
+    core_.plane_id = plane.proto().id();
+    core_.plane_name = plane.proto().name();
     core_.kind = kind;
     if (auto host = plane_.str_stat(xspace::kHostNameStat)) core_.host_name = std::string(*host);
     core_.capability = read_device_capability(plane_);
@@ -234,17 +254,28 @@ class CoreStepReader {
     ids_.group_id = own_steps_.group_id_stat().value_or(DeviceOpStatIds::kAbsent);
   }
 
-  void read_lines() {
-    for (const auto& line : plane_.proto().lines()) {
-      if (kind_ == PlaneKind::kCustom && line.name() == xspace::kInputPipelineLineName) {
-        for (auto& stage : read_input_stages(plane_, line, events_)) core_.input_stages.push_back(std::move(stage));
-        continue;
-      }
-      if (!is_op_line(kind_, line.name())) continue;
-      NestingTracker nesting;
-      events_.reserve(events_.size() + static_cast<size_t>(line.events_size()));
-      plane_.for_each_event(line, [&](const XEventView& e) { add_op(e, nesting); });
+  bool reads_line(const tensorflow::profiler::XLine& line) const override {
+    return is_input_line(line) || is_op_line(kind_, line.name());
+  }
+  void begin_line(const tensorflow::profiler::XLine& line) override {
+    if (is_input_line(line)) {
+      input_stages_.emplace(plane_);
+      return;
     }
+    nesting_ = NestingTracker();
+    events_.reserve(events_.size() + static_cast<size_t>(line.events_size()));
+  }
+  void add_event(const XEventView& e) override {
+    if (input_stages_) {
+      input_stages_->add(e, events_);
+    } else {
+      add_op(e, nesting_);
+    }
+  }
+  void end_line(const tensorflow::profiler::XLine&) override {
+    if (!input_stages_) return;
+    for (auto& stage : std::move(*input_stages_).take()) core_.input_stages.push_back(std::move(stage));
+    input_stages_.reset();
   }
 
   // The plane's steps broken down; a plane without steps of its own keeps its events for its file's markers.
@@ -267,6 +298,10 @@ class CoreStepReader {
     const tensorflow::profiler::XStat* tensor_shapes = nullptr;
     const tensorflow::profiler::XStat* group = nullptr;
   };
+
+  bool is_input_line(const tensorflow::profiler::XLine& line) const {
+    return kind_ == PlaneKind::kCustom && line.name() == xspace::kInputPipelineLineName;
+  }
 
   void add_op(const XEventView& e, NestingTracker& nesting) {
     ++core_.event_count;
@@ -320,12 +355,14 @@ class CoreStepReader {
     return stats;
   }
 
-  const XPlaneReader plane_;
+  const XPlaneReader& plane_;
   const PlaneKind kind_;
   CoreSteps core_;
   DeviceStepSpans own_steps_;
   DeviceOpStatIds ids_;
   std::vector<TypedInterval> events_;
+  NestingTracker nesting_;                            // of the op line being read
+  std::optional<InputStageLineReader> input_stages_;  // while the Input Pipeline line is read
   absl::flat_hash_map<int64_t, DeviceOpEntry> entries_;
 };
 
@@ -416,8 +453,10 @@ std::vector<EventTypeDurations> break_down_by_type(std::vector<TypedInterval>& i
 }
 
 CoreSteps core_steps_from_plane(const XPlane& plane, PlaneKind kind) {
-  CoreStepReader reader(plane, kind);
-  reader.read_lines();
+  const XPlaneReader plane_reader(plane);
+  CoreStepReader reader(plane_reader, kind);
+  PlaneEventReader* readers[] = {&reader};
+  walk_plane(plane_reader, readers);
   return std::move(reader).finish();
 }
 
@@ -428,40 +467,63 @@ bool is_step_marker_name(std::string_view name) {
                      [&](std::string_view prefix) { return name.starts_with(prefix); });
 }
 
+// A host plane's step work and input ops, in one walk over its lines (counters aside), added to its file's
+// `activity` (its input ops when the walk is over: finish()).
+class HostActivityReader final : public PlaneEventReader {
+ public:
+  HostActivityReader(const XPlaneReader& plane, HostActivity& activity)
+      : activity_(activity),
+        host_cpu_(plane.name() == xspace::kHostPlaneName),
+        plane_name_(plane.name()),
+        correlation_stat_(plane.stat_id(kCorrelationIdStat)),
+        group_stat_(plane.stat_id(xspace::kGroupIdStat)) {}
+
+  bool reads_line(const tensorflow::profiler::XLine& line) const override {
+    return line.name() != xspace::kCountersLineName;
+  }
+  void begin_line(const tensorflow::profiler::XLine&) override { nesting_ = NestingTracker(); }
+  void add_event(const XEventView& e) override {
+    const int64_t start = e.start_ns();
+    const int64_t end = e.end_ns();
+    if (end <= start) return;
+    const std::string_view name = e.name();
+    if (const auto category = host_input_category(name)) {
+      const size_t slot = input_ops_.slot(name, *category);
+      InputOpTotal& op = input_ops_.at(slot);
+      ++op.count;
+      op.time_ns += end - start;
+      op.self_ns += end - start;
+      nesting_.add(start, end, slot, [&](size_t s) -> int64_t& { return input_ops_.at(s).self_ns; });
+    }
+    const auto type = host_event_type(plane_name_, name, event_has_stat(e.proto(), correlation_stat_),
+                                      event_has_stat(e.proto(), group_stat_));
+    if (type) {
+      activity_.intervals.push_back({start, end, *type});
+    } else if (host_cpu_ && !is_step_marker_name(name)) {
+      activity_.untyped.push_back({start, end, EventType::kHostCompute});
+    }
+  }
+
+  void finish() && { merge_input_ops(activity_.input_ops, std::move(input_ops_).take()); }
+
+ private:
+  HostActivity& activity_;
+  const bool host_cpu_;
+  const std::string_view plane_name_;
+  const std::optional<int64_t> correlation_stat_;
+  const std::optional<int64_t> group_stat_;
+  InputOpTable input_ops_;
+  NestingTracker nesting_;
+};
+
 }  // namespace
 
 void add_host_activity_from_plane(const XPlane& plane_proto, HostActivity& activity) {
   const XPlaneReader plane(plane_proto);
-  const bool host_cpu = plane_proto.name() == xspace::kHostPlaneName;
-  const auto correlation_stat = plane.stat_id(kCorrelationIdStat);
-  const auto group_stat = plane.stat_id(xspace::kGroupIdStat);
-  InputOpTable input_ops;
-  for (const auto& line : plane_proto.lines()) {
-    if (line.name() == xspace::kCountersLineName) continue;
-    NestingTracker nesting;
-    plane.for_each_event(line, [&](const XEventView& e) {
-      const int64_t start = e.start_ns();
-      const int64_t end = e.end_ns();
-      if (end <= start) return;
-      const std::string_view name = e.name();
-      if (const auto category = host_input_category(name)) {
-        const size_t slot = input_ops.slot(name, *category);
-        InputOpTotal& op = input_ops.at(slot);
-        ++op.count;
-        op.time_ns += end - start;
-        op.self_ns += end - start;
-        nesting.add(start, end, slot, [&](size_t s) -> int64_t& { return input_ops.at(s).self_ns; });
-      }
-      const auto type = host_event_type(plane_proto.name(), name, event_has_stat(e.proto(), correlation_stat),
-                                        event_has_stat(e.proto(), group_stat));
-      if (type) {
-        activity.intervals.push_back({start, end, *type});
-      } else if (host_cpu && !is_step_marker_name(name)) {
-        activity.untyped.push_back({start, end, EventType::kHostCompute});
-      }
-    });
-  }
-  merge_input_ops(activity.input_ops, std::move(input_ops).take());
+  HostActivityReader reader(plane, activity);
+  PlaneEventReader* readers[] = {&reader};
+  walk_plane(plane, readers);
+  std::move(reader).finish();
 }
 
 bool StepModel::has_steps() const {
@@ -487,18 +549,38 @@ void StepModelBuilder::add_file_names(size_t file_index, const std::vector<std::
   file(file_index).steps.add_file_names(hostnames, file_stem);
 }
 
-void StepModelBuilder::add_plane(size_t file_index, const XPlane& plane) {
+struct StepModelBuilder::PlaneWalk {
+  std::optional<HostStepMarkerReader> markers;
+  std::optional<HostActivityReader> host_activity;
+  std::optional<CoreStepReader> core;
+};
+
+StepModelBuilder::StepModelBuilder() = default;
+StepModelBuilder::~StepModelBuilder() = default;
+
+void StepModelBuilder::begin_plane(size_t file_index, const XPlaneReader& plane,
+                                   std::vector<PlaneEventReader*>& readers) {
   FileState& state = file(file_index);
+  walk_ = std::make_unique<PlaneWalk>();
   if (plane.name() == xspace::kHostPlaneName || plane.name() == xspace::kCuptiHostPlaneName) {
     if (plane.name() == xspace::kHostPlaneName) {
-      state.steps.add_host_plane(plane);
-      state.steps.set_host_markers(read_host_step_markers(plane));
+      state.steps.add_host_plane(plane.proto());
+      readers.push_back(&walk_->markers.emplace());
     }
-    add_host_activity_from_plane(plane, state.host);
+    readers.push_back(&walk_->host_activity.emplace(plane, state.host));
     return;
   }
-  if (const auto kind = device_plane_kind(plane.name())) {
-    pending_cores_.emplace_back(file_index, core_steps_from_plane(plane, *kind));
+  if (const auto kind = device_plane_kind(plane.name())) readers.push_back(&walk_->core.emplace(plane, *kind));
+}
+
+void StepModelBuilder::end_plane(size_t file_index) {
+  const std::unique_ptr<PlaneWalk> walk = std::move(walk_);
+  if (!walk) return;
+  FileState& state = file(file_index);
+  if (walk->markers) state.steps.set_host_markers(std::move(*walk->markers).finish());
+  if (walk->host_activity) std::move(*walk->host_activity).finish();
+  if (walk->core) {
+    pending_cores_.emplace_back(file_index, std::move(*walk->core).finish());
     state.steps.add_device_plane_source(pending_cores_.back().second.source);
   }
 }

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 
 #include "analysis/event_type.h"
 #include "analysis/op_classifier.h"
+#include "analysis/plane_walk.h"
 #include "analysis/priority_sweep.h"
 #include "analysis/step_breakdown.h"
 #include "analysis/step_spans.h"
@@ -158,12 +160,20 @@ struct StepModel {
   bool has_steps() const;
 };
 
-class StepModelBuilder {
+class StepModelBuilder final : public PlaneConsumer {
  public:
+  StepModelBuilder();
+  ~StepModelBuilder() override;
   // The lines the model reads: device planes' Steps, op and Input Pipeline lines; host planes' lines except
   // counters.
   static bool wants_line(std::string_view plane_name, std::string_view line_name);
-  void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane);
+  // A plane, in a walk shared with other tools (plane_walk.h), or alone.
+  void begin_plane(size_t file_index, const xspace::XPlaneReader& plane,
+                   std::vector<PlaneEventReader*>& readers) override;
+  void end_plane(size_t file_index) override;
+  void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) {
+    read_plane_alone(*this, file_index, plane);
+  }
   // The XSpace's own `hostnames` and the file's stem, which name the host when its host plane does not.
   void add_file_names(size_t file_index, const std::vector<std::string>& hostnames, std::string_view file_stem);
   // The step markers of the file's /host:CPU plane, until the file ends.
@@ -188,7 +198,11 @@ class StepModelBuilder {
   // A file with host step markers and no device plane gets one core, its /host:CPU plane (true when added).
   bool add_host_core_when_no_device(size_t file_index, const FileState& state);
 
+  // The readers of the plane being walked (begin_plane to end_plane).
+  struct PlaneWalk;
+
   std::vector<FileState> files_;
+  std::unique_ptr<PlaneWalk> walk_;
   std::vector<std::pair<size_t, CoreSteps>> pending_cores_;  // of files not ended yet
   std::vector<ModelCore> cores_;                             // of ended files
   std::map<std::string, uint64_t> dropped_steps_;

@@ -34,11 +34,7 @@ bool starts_with_any(std::string_view name, std::span<const std::string_view> pr
 }
 
 // One host marker as read, before numbering.
-struct RawMarker {
-  int64_t start_ns = 0;
-  int64_t end_ns = 0;
-  std::optional<int64_t> step_num;
-};
+using RawMarker = HostStepMarkerReader::Marker;
 
 // Markers by start, nested ones dropped, numbered, overlaps cut.
 std::vector<StepSpan> number_markers(std::vector<RawMarker> raw) {
@@ -158,26 +154,34 @@ std::vector<StepSpan> DeviceStepSpans::take_steps() && {
   return steps;
 }
 
+void HostStepMarkerReader::begin_line(const tensorflow::profiler::XLine& line) {
+  nvtx_line_ = std::string_view(line.name()).starts_with(xspace::kNvtxLinePrefix);
+}
+
+void HostStepMarkerReader::add_event(const XEventView& e) {
+  if (e.end_ns() <= e.start_ns()) return;
+  if (starts_with_any(e.name(), xspace::kHostStepMarkerPrefixes)) {
+    auto num = e.int_stat(xspace::kStepNumStat);
+    if (!num) num = e.int_stat(xspace::kIterNumStat);
+    if (!num) num = e.int_stat(xspace::kStepIdStat);
+    trace_me_.push_back({e.start_ns(), e.end_ns(), num});
+  } else if (nvtx_line_ && starts_with_any(e.name(), xspace::kNvtxStepRangePrefixes)) {
+    nvtx_.push_back({e.start_ns(), e.end_ns(), std::nullopt});
+  }
+}
+
+HostStepMarkers HostStepMarkerReader::finish() && {
+  if (!trace_me_.empty()) return {StepSource::kHostMarkers, number_markers(std::move(trace_me_))};
+  if (!nvtx_.empty()) return {StepSource::kNvtxRanges, number_markers(std::move(nvtx_))};
+  return {};
+}
+
 HostStepMarkers read_host_step_markers(const tensorflow::profiler::XPlane& host_plane) {
   const XPlaneReader plane(host_plane);
-  std::vector<RawMarker> trace_me, nvtx;
-  for (const auto& line : host_plane.lines()) {
-    const bool nvtx_line = std::string_view(line.name()).starts_with(xspace::kNvtxLinePrefix);
-    plane.for_each_event(line, [&](const XEventView& e) {
-      if (e.end_ns() <= e.start_ns()) return;
-      if (starts_with_any(e.name(), xspace::kHostStepMarkerPrefixes)) {
-        auto num = e.int_stat(xspace::kStepNumStat);
-        if (!num) num = e.int_stat(xspace::kIterNumStat);
-        if (!num) num = e.int_stat(xspace::kStepIdStat);
-        trace_me.push_back({e.start_ns(), e.end_ns(), num});
-      } else if (nvtx_line && starts_with_any(e.name(), xspace::kNvtxStepRangePrefixes)) {
-        nvtx.push_back({e.start_ns(), e.end_ns(), std::nullopt});
-      }
-    });
-  }
-  if (!trace_me.empty()) return {StepSource::kHostMarkers, number_markers(std::move(trace_me))};
-  if (!nvtx.empty()) return {StepSource::kNvtxRanges, number_markers(std::move(nvtx))};
-  return {};
+  HostStepMarkerReader reader;
+  PlaneEventReader* readers[] = {&reader};
+  walk_plane(plane, readers);
+  return std::move(reader).finish();
 }
 
 std::optional<int64_t> MarkerStepSpans::add_op(int64_t start_ns, int64_t end_ns) {

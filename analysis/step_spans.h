@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "analysis/plane_walk.h"
+
 #include "analysis/op_classifier.h"
 #include "proto/xspace/xplane_reader.h"
 #include "tensorflow/xplane.pb.h"
@@ -86,6 +88,24 @@ struct HostStepMarkers {
   std::vector<StepSpan> markers;
 };
 HostStepMarkers read_host_step_markers(const tensorflow::profiler::XPlane& host_plane);
+// The same in a walk of the host plane's lines (plane_walk.h).
+class HostStepMarkerReader final : public PlaneEventReader {
+ public:
+  struct Marker {
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+    std::optional<int64_t> step_num;
+  };
+  bool reads_line(const tensorflow::profiler::XLine&) const override { return true; }
+  void begin_line(const tensorflow::profiler::XLine& line) override;
+  void add_event(const xspace::XEventView& e) override;
+  HostStepMarkers finish() &&;
+
+ private:
+  std::vector<Marker> trace_me_;
+  std::vector<Marker> nvtx_;
+  bool nvtx_line_ = false;
+};
 
 // Steps of a device plane without steps of its own from its file's host markers: each op belongs to the last
 // marker that started at or before it (the device runs behind the host that launched its work); a step spans

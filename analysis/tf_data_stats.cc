@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -272,6 +273,7 @@ struct RawStage {
   int64_t parent = 0;
   std::string_view name;
   std::optional<std::string_view> category;
+  uint32_t index = 0;  // the stages numbered as first seen, for the walks over them
 };
 
 // A stage as the user named it: the same name under the same parent stage is one stage, whether the program gave
@@ -280,43 +282,54 @@ struct RawStage {
 // the walk, the stage they reach counting as a root.
 class CanonicalStages {
  public:
-  explicit CanonicalStages(const absl::flat_hash_map<int64_t, RawStage>& raw) : raw_(raw) {}
+  explicit CanonicalStages(const absl::flat_hash_map<int64_t, RawStage>& raw)
+      : raw_(raw), by_index_(raw.size()), canonical_(raw.size(), kUnknown), canonical_parent_(raw.size(), 0) {
+    for (const auto& entry : raw) by_index_[entry.second.index] = &entry;
+  }
 
-  int64_t of(int64_t raw_id) {
-    if (const auto it = canonical_.find(raw_id); it != canonical_.end()) return it->second;
+  // The canonical stage of the stage numbered `index` (RawStage::index), as a stage number.
+  uint32_t of(uint32_t index) {
+    if (canonical_[index] != kUnknown) return canonical_[index];
     // The chain up to a stage already known (or a root), then down again.
-    std::vector<int64_t> chain = {raw_id};
-    int64_t above = 0;
+    std::vector<uint32_t> chain = {index};
+    int64_t above = 0;  // a stage id
     for (int depth = 0; depth < kMaxIteratorDepth; ++depth) {
-      const int64_t parent = raw_.at(chain.back()).parent;
-      if (parent == 0 || !raw_.contains(parent)) {
+      const int64_t parent = stage(chain.back()).parent;
+      const auto found = parent == 0 ? raw_.end() : raw_.find(parent);
+      if (found == raw_.end()) {
         above = parent;
         break;
       }
-      if (const auto it = canonical_.find(parent); it != canonical_.end()) {
-        above = it->second;
+      const uint32_t parent_index = found->second.index;
+      if (canonical_[parent_index] != kUnknown) {
+        above = id(canonical_[parent_index]);
         break;
       }
-      if (std::find(chain.begin(), chain.end(), parent) != chain.end()) break;  // a loop: the top is a root
-      chain.push_back(parent);
+      if (std::find(chain.begin(), chain.end(), parent_index) != chain.end()) break;  // a loop: the top is a root
+      chain.push_back(parent_index);
     }
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-      const auto [named, inserted] = by_parent_and_name_.try_emplace({above, raw_.at(*it).name}, *it);
+      const auto [named, inserted] = by_parent_and_name_.try_emplace({above, stage(*it).name}, *it);
       canonical_[*it] = named->second;
       if (inserted) canonical_parent_[*it] = above;
-      above = named->second;
+      above = id(named->second);
     }
-    return canonical_.at(raw_id);
+    return canonical_[index];
   }
 
-  // The parent of a canonical stage (0 for a root).
-  int64_t parent_of(int64_t canonical_id) const { return canonical_parent_.at(canonical_id); }
+  // A stage's id, and the parent id of a canonical stage (0 for a root), by stage number.
+  int64_t id(uint32_t index) const { return by_index_[index]->first; }
+  const RawStage& stage(uint32_t index) const { return by_index_[index]->second; }
+  int64_t parent_of(uint32_t canonical_index) const { return canonical_parent_[canonical_index]; }
 
  private:
+  static constexpr uint32_t kUnknown = std::numeric_limits<uint32_t>::max();
+
   const absl::flat_hash_map<int64_t, RawStage>& raw_;
-  absl::flat_hash_map<int64_t, int64_t> canonical_;
-  absl::flat_hash_map<int64_t, int64_t> canonical_parent_;
-  absl::flat_hash_map<std::pair<int64_t, std::string_view>, int64_t> by_parent_and_name_;
+  std::vector<const std::pair<const int64_t, RawStage>*> by_index_;
+  std::vector<uint32_t> canonical_;
+  std::vector<int64_t> canonical_parent_;
+  absl::flat_hash_map<std::pair<int64_t, std::string_view>, uint32_t> by_parent_and_name_;
 };
 
 // Each call's children: the calls of the raw stages whose parent is its raw stage and that overlap it (with a
@@ -366,41 +379,89 @@ void link_stage_children(const absl::flat_hash_map<int64_t, RawStage>& raw, cons
   }
 }
 
-PlaneCalls stage_calls(const XPlane& plane) {
-  PlaneCalls out;
-  const xspace::XPlaneReader reader(plane);
-  const XLine* line = reader.find_line(xspace::kInputPipelineLineName);
-  if (line == nullptr) return out;
-  absl::flat_hash_map<int64_t, RawStage> raw;
-  std::vector<int64_t> raw_id_of_call;
-  reader.for_each_event(*line, [&](const xspace::XEventView& e) {
-    const std::optional<int64_t> id = e.int_stat(xspace::kInputStageIdStat);
+PlaneTfDataStats pipelines_of(const PlaneCalls& plane, const std::map<int64_t, std::string>& pipeline_names);
+
+// The calls of the stages on a plane's first Input Pipeline line, event by event, then linked and named by stage.
+class StageCallReader final : public InputStageStatsReader {
+ public:
+  explicit StageCallReader(const xspace::XPlaneReader& plane)
+      : plane_id_(plane.proto().id()),
+        line_(plane.find_line(xspace::kInputPipelineLineName)),
+        id_stat_(plane.stat_id(xspace::kInputStageIdStat)),
+        parent_stat_(plane.stat_id(xspace::kInputStageParentIdStat)),
+        category_stat_(plane.stat_id(xspace::kInputStageCategoryStat)) {
+    if (line_ == nullptr) return;
+    // Clients give each call a stage id of its own: as many calls, and ids, as events.
+    const auto events = static_cast<size_t>(line_->events_size());
+    out_.calls.reserve(events);
+    raw_id_of_call_.reserve(events);
+    stage_of_call_.reserve(events);
+    raw_.reserve(events);
+  }
+
+  bool reads_line(const XLine& line) const override { return &line == line_; }
+
+  void add_event(const xspace::XEventView& e) override {
+    const std::optional<int64_t> id = e.int_stat(id_stat_);
     if (!id || *id == 0) return;  // 0 is "no parent"
-    out.calls.push_back({*id, e.offset_ps(), e.offset_ps() + e.duration_ps(), {}});
-    raw_id_of_call.push_back(*id);
-    auto [it, inserted] = raw.try_emplace(*id);
+    out_.calls.push_back({*id, e.offset_ps(), e.offset_ps() + e.duration_ps(), {}});
+    raw_id_of_call_.push_back(*id);
+    auto [it, inserted] = raw_.try_emplace(*id);
+    if (inserted) it->second.index = static_cast<uint32_t>(raw_.size() - 1);
+    stage_of_call_.push_back(it->second.index);
     if (!inserted) return;
-    it->second.parent = e.int_stat(xspace::kInputStageParentIdStat).value_or(0);
+    it->second.parent = e.int_stat(parent_stat_).value_or(0);
     it->second.name = e.name();
-    it->second.category = e.str_stat(xspace::kInputStageCategoryStat);
-  });
+    it->second.category = e.str_stat(category_stat_);
+  }
+
+  PlaneTfDataStats finish() && override {
+    const PlaneCalls calls = std::move(*this).calls();
+    std::map<int64_t, std::string> names;
+    for (const auto& [root_id, root_calls] : calls.root_calls) {
+      names[root_id] = absl::StrCat(calls.metadata.at(root_id).name(), " (core ", plane_id_, ")");
+    }
+    return pipelines_of(calls, names);
+  }
+
+ private:
+  PlaneCalls calls() &&;
+
+  const int64_t plane_id_;
+  const XLine* const line_;
+  const std::optional<int64_t> id_stat_;
+  const std::optional<int64_t> parent_stat_;
+  const std::optional<int64_t> category_stat_;
+  PlaneCalls out_;
+  absl::flat_hash_map<int64_t, RawStage> raw_;
+  std::vector<int64_t> raw_id_of_call_;
+  std::vector<uint32_t> stage_of_call_;  // RawStage::index of each call's stage
+};
+
+PlaneCalls StageCallReader::calls() && {
+  PlaneCalls& out = out_;
+  absl::flat_hash_map<int64_t, RawStage>& raw = raw_;
+  const std::vector<int64_t>& raw_id_of_call = raw_id_of_call_;
+  if (line_ == nullptr) return std::move(out);
   link_stage_children(raw, raw_id_of_call, out.calls);
 
   CanonicalStages canonical(raw);
   for (uint32_t c = 0; c < out.calls.size(); ++c) {
-    const int64_t id = canonical.of(raw_id_of_call[c]);
+    const uint32_t canonical_index = canonical.of(stage_of_call_[c]);
+    const int64_t id = canonical.id(canonical_index);
+    const int64_t parent = canonical.parent_of(canonical_index);
     out.calls[c].iterator_id = id;
-    if (canonical.parent_of(id) == 0) out.root_calls[id].push_back(c);
+    if (parent == 0) out.root_calls[id].push_back(c);
     auto [it, inserted] = out.metadata.try_emplace(id);
     if (!inserted) continue;
-    const RawStage& stage = raw.at(id);
+    const RawStage& stage = canonical.stage(canonical_index);
     it->second.set_id(id);
-    it->second.set_parent_id(canonical.parent_of(id));
+    it->second.set_parent_id(parent);
     it->second.set_name(std::string(stage.name));
     if (stage.category) (*it->second.mutable_params())[std::string(kStageCategoryParam)] = std::string(*stage.category);
   }
   for (auto& [id, m] : out.metadata) m.set_long_name(stage_path(out.metadata, m));
-  return out;
+  return std::move(out);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -734,13 +795,16 @@ PlaneTfDataStats xplane_to_tf_data_stats(const XPlane& host_plane) {
   return pipelines_of(calls, names);
 }
 
+std::unique_ptr<InputStageStatsReader> make_input_stage_stats_reader(const xspace::XPlaneReader& custom_plane) {
+  return std::make_unique<StageCallReader>(custom_plane);
+}
+
 PlaneTfDataStats input_stages_to_tf_data_stats(const XPlane& custom_plane) {
-  const PlaneCalls calls = stage_calls(custom_plane);
-  std::map<int64_t, std::string> names;
-  for (const auto& [root_id, root_calls] : calls.root_calls) {
-    names[root_id] = absl::StrCat(calls.metadata.at(root_id).name(), " (core ", custom_plane.id(), ")");
-  }
-  return pipelines_of(calls, names);
+  const xspace::XPlaneReader plane(custom_plane);
+  StageCallReader reader(plane);
+  PlaneEventReader* readers[] = {&reader};
+  walk_plane(plane, readers);
+  return std::move(reader).finish();
 }
 
 CombinedTfDataStats combine_tf_data_stats(std::vector<HostTfDataStats> hosts) {

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "analysis/plane_walk.h"
 #include "tensorflow/tf_data_stats.pb.h"
 #include "tensorflow/xplane.pb.h"
 
@@ -42,6 +44,12 @@ PlaneTfDataStats xplane_to_tf_data_stats(const tensorflow::profiler::XPlane& hos
 // The `Input Pipeline` line of an annotated `/device:CUSTOM:<core>` plane: one pipeline per root stage (named
 // "<stage> (core N)"); a stage call's children are the calls of its child stages that overlap it.
 PlaneTfDataStats input_stages_to_tf_data_stats(const tensorflow::profiler::XPlane& custom_plane);
+// The same in a walk of the plane (plane_walk.h); `custom_plane` lives as long as the reader.
+class InputStageStatsReader : public PlaneEventReader {
+ public:
+  virtual PlaneTfDataStats finish() && = 0;
+};
+std::unique_ptr<InputStageStatsReader> make_input_stage_stats_reader(const xspace::XPlaneReader& custom_plane);
 
 // Whether a plane's event metadata names tf.data iterators: tells, before its lines are read, whether a
 // `/host:CPU` plane has anything for xplane_to_tf_data_stats.

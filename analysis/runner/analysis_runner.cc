@@ -5,6 +5,7 @@
 
 #include "analysis/input_pipeline.h"
 #include "analysis/overview_page.h"
+#include "analysis/plane_walk.h"
 #include "analysis/renderers.h"
 #include "analysis/runner/tools.h"
 #include "analysis/step_model.h"
@@ -45,7 +46,7 @@ absl::StatusOr<std::vector<std::filesystem::path>> list_run_files(const std::fil
 namespace {
 
 // Everything that reads the planes as they stream past: the pod analyzer, the step model, and the builder of every
-// tool that reads the planes itself (ToolInput::kPlanes), in table order.
+// tool that reads the planes itself (ToolInput::kPlanes), in table order. Each plane is walked once for all of them.
 struct PlaneConsumers {
   PodAnalyzer pod;
   StepModelBuilder steps;
@@ -54,6 +55,17 @@ struct PlaneConsumers {
   explicit PlaneConsumers(const PodAnalyzerOptions& options) : pod(options) {
     for (const Tool& tool : analysis_tools())
       if (tool.reads == ToolInput::kPlanes) tools.push_back(tool.builder());
+  }
+
+  // The plane read once for all of them: each adds its readers of the plane, one walk hands them its events.
+  void read_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) {
+    const xspace::XPlaneReader reader(plane);
+    std::vector<PlaneConsumer*> consumers = {&pod, &steps};
+    for (auto& tool : tools) consumers.push_back(tool.get());
+    std::vector<PlaneEventReader*> readers;
+    for (PlaneConsumer* consumer : consumers) consumer->begin_plane(file_index, reader, readers);
+    walk_plane(reader, readers);
+    for (PlaneConsumer* consumer : consumers) consumer->end_plane(file_index);
   }
 
   static bool wants_line(std::string_view plane_name, std::string_view line_name) {
@@ -76,9 +88,7 @@ absl::Status read_into(PlaneConsumers& consumers, kineto::RunFileReader& files, 
   absl::Status status = files.read_planes(
       file,
       [&](const tensorflow::profiler::XPlane& plane) {
-        analyzer.add_plane(index, plane);
-        consumers.steps.add_plane(index, plane);
-        for (auto& tool : consumers.tools) tool->add_plane(index, plane);
+        consumers.read_plane(index, plane);
         return absl::OkStatus();
       },
       &header, PlaneConsumers::wants_line);

@@ -23,15 +23,28 @@ class TfDataBuilder final : public PlaneToolBuilder {
     return plane_name.starts_with(xspace::kCustomPlanePrefix) && line_name == xspace::kInputPipelineLineName;
   }
 
-  void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) override {
+  void begin_plane(size_t file_index, const xspace::XPlaneReader& plane,
+                   std::vector<PlaneEventReader*>& readers) override {
     if (plane.name() == xspace::kHostPlaneName) {
-      file_host(file_index).add_host_plane(plane);
-      if (names_tf_data_iterators(plane)) planes_.push_back({file_index, std::nullopt, xplane_to_tf_data_stats(plane)});
+      file_host(file_index).add_host_plane(plane.proto());
+      if (names_tf_data_iterators(plane.proto())) {
+        planes_.push_back({file_index, std::nullopt, xplane_to_tf_data_stats(plane.proto())});
+      }
       return;
     }
-    if (!std::string_view(plane.name()).starts_with(xspace::kCustomPlanePrefix)) return;
-    PlaneTfDataStats stats = input_stages_to_tf_data_stats(plane);
-    if (!stats.stats.input_pipelines().empty()) planes_.push_back({file_index, host_name_of(plane), std::move(stats)});
+    if (!plane.name().starts_with(xspace::kCustomPlanePrefix)) return;
+    const auto host = plane.str_stat(xspace::kHostNameStat);
+    stages_host_ = host ? std::optional<std::string>(std::string(*host)) : std::nullopt;
+    stages_ = make_input_stage_stats_reader(plane);
+    readers.push_back(stages_.get());
+  }
+
+  void end_plane(size_t file_index) override {
+    if (!stages_) return;
+    PlaneTfDataStats stats = std::move(*stages_).finish();
+    stages_.reset();
+    if (!stats.stats.input_pipelines().empty())
+      planes_.push_back({file_index, std::move(stages_host_), std::move(stats)});
   }
 
   void end_file(size_t file_index, const std::vector<std::string>& hostnames, std::string_view file_stem) override {
@@ -55,11 +68,6 @@ class TfDataBuilder final : public PlaneToolBuilder {
     PlaneTfDataStats stats;
   };
 
-  static std::optional<std::string> host_name_of(const tensorflow::profiler::XPlane& plane) {
-    const auto name = xspace::XPlaneReader(plane).str_stat(xspace::kHostNameStat);
-    return name ? std::optional<std::string>(std::string(*name)) : std::nullopt;
-  }
-
   FileSteps& file_host(size_t file_index) {
     if (files_.size() <= file_index) files_.resize(file_index + 1);
     return files_[file_index];
@@ -67,39 +75,42 @@ class TfDataBuilder final : public PlaneToolBuilder {
 
   std::vector<FileSteps> files_;
   std::vector<PlaneSource> planes_;
+  // The annotated input stages of the custom plane being walked, and the plane's own host name.
+  std::unique_ptr<InputStageStatsReader> stages_;
+  std::optional<std::string> stages_host_;
 };
 
-class KernelStatsToolBuilder final : public PlaneToolBuilder {
+// A tool whose builder is a PlaneConsumer of its own: the walks go straight to it.
+template <typename Builder>
+class ConsumerTool : public PlaneToolBuilder {
  public:
-  void add_plane(size_t, const tensorflow::profiler::XPlane& plane) override { builder_.add_plane(plane); }
+  void begin_plane(size_t file_index, const xspace::XPlaneReader& plane,
+                   std::vector<PlaneEventReader*>& readers) final {
+    builder_.begin_plane(file_index, plane, readers);
+  }
+  void end_plane(size_t file_index) final { builder_.end_plane(file_index); }
+
+ protected:
+  Builder builder_;
+};
+
+class KernelStatsToolBuilder final : public ConsumerTool<KernelStatsBuilder> {
+ public:
   // Kernels take their ops from their own file's launches, whether or not it broke part way.
   void end_file(size_t, const std::vector<std::string>&, std::string_view) override { builder_.end_file(); }
   void finish(AnalysisOutcome& outcome) && override { outcome.kernel_stats = std::move(builder_).finish(); }
-
- private:
-  KernelStatsBuilder builder_;
 };
 
-class OpStatsToolBuilder final : public PlaneToolBuilder {
+class OpStatsToolBuilder final : public ConsumerTool<OpStatsBuilder> {
  public:
-  void add_plane(size_t, const tensorflow::profiler::XPlane& plane) override { builder_.add_plane(plane); }
   void end_file(size_t, const std::vector<std::string>&, std::string_view) override {}
   void finish(AnalysisOutcome& outcome) && override { outcome.op_stats = std::move(builder_).finish(); }
-
- private:
-  OpStatsBuilder builder_;
 };
 
-class MemoryProfileToolBuilder final : public PlaneToolBuilder {
+class MemoryProfileToolBuilder final : public ConsumerTool<MemoryProfileBuilder> {
  public:
-  void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) override {
-    builder_.add_plane(file_index, plane);
-  }
   void end_file(size_t, const std::vector<std::string>&, std::string_view) override {}
   void finish(AnalysisOutcome& outcome) && override { outcome.memory_profile = std::move(builder_).finish(); }
-
- private:
-  MemoryProfileBuilder builder_;
 };
 
 template <typename Builder>

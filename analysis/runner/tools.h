@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "analysis/plane_walk.h"
 #include "analysis/renderers.h"
 #include "analysis/runner/analysis_runner.h"
 #include "proto/xspace/xspace_stream_reader.h"
@@ -26,12 +27,11 @@ enum class ToolInput {
   kPlanes,       // the planes themselves, as they stream past, through a builder of its own
 };
 
-// The builder of a tool that reads the planes itself (ToolInput::kPlanes): it is handed every plane with a line it
-// wants, in file order, told when each file ends, and finishes its result into the outcome once every file passed.
-class PlaneToolBuilder {
+// The builder of a tool that reads the planes itself (ToolInput::kPlanes): it reads every plane with a line it
+// wants, in file order, in walks shared with the other tools (plane_walk.h), is told when each file ends, and
+// finishes its result into the outcome once every file passed.
+class PlaneToolBuilder : public PlaneConsumer {
  public:
-  virtual ~PlaneToolBuilder() = default;
-  virtual void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) = 0;
   // The file's names (the XSpace's `hostnames` and the file's stem, which name its host when its planes do not).
   virtual void end_file(size_t file_index, const std::vector<std::string>& hostnames, std::string_view file_stem) = 0;
   virtual void finish(AnalysisOutcome& outcome) && = 0;

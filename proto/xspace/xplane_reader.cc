@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace podscope::xspace {
@@ -50,30 +51,50 @@ int64_t XEventView::offset_ps() const {
   return event_->data_case() == tensorflow::profiler::XEvent::kOffsetPs ? event_->offset_ps() : 0;
 }
 
-const XStat* XEventView::find_stat(std::string_view name) const {
-  const std::optional<int64_t> id = plane_->stat_id(name);
+const XStat* XEventView::find_stat(std::optional<int64_t> id) const {
   if (!id) return nullptr;
   if (const XStat* s = find_in(event_->stats(), *id)) return s;
   if (const XEventMetadata* md = plane_->event_metadata(event_->metadata_id())) return find_in(md->stats(), *id);
   return nullptr;
 }
 
-std::optional<int64_t> XEventView::int_stat(std::string_view name) const {
-  const XStat* s = find_stat(name);
-  return s ? stat_as_int(*s) : std::nullopt;
-}
+std::optional<int64_t> XEventView::int_stat(std::string_view name) const { return int_stat(plane_->stat_id(name)); }
 
 std::optional<double> XEventView::double_stat(std::string_view name) const {
-  const XStat* s = find_stat(name);
-  return s ? stat_as_double(*s) : std::nullopt;
+  return double_stat(plane_->stat_id(name));
 }
 
 std::optional<std::string_view> XEventView::str_stat(std::string_view name) const {
-  return plane_->str_of(find_stat(name));
+  return str_stat(plane_->stat_id(name));
+}
+
+std::optional<int64_t> XEventView::int_stat(std::optional<int64_t> stat_id) const {
+  const XStat* s = find_stat(stat_id);
+  return s ? stat_as_int(*s) : std::nullopt;
+}
+
+std::optional<double> XEventView::double_stat(std::optional<int64_t> stat_id) const {
+  const XStat* s = find_stat(stat_id);
+  return s ? stat_as_double(*s) : std::nullopt;
+}
+
+std::optional<std::string_view> XEventView::str_stat(std::optional<int64_t> stat_id) const {
+  return plane_->str_of(find_stat(stat_id));
 }
 
 XPlaneReader::XPlaneReader(const XPlane& plane) : plane_(&plane) {
   for (const auto& [id, md] : plane.stat_metadata()) stat_ids_.try_emplace(md.name(), id);
+  int64_t min_id = 0;
+  int64_t max_id = -1;
+  for (const auto& [id, md] : plane.event_metadata()) {
+    min_id = std::min(min_id, id);
+    max_id = std::max(max_id, id);
+  }
+  const auto count = static_cast<int64_t>(plane.event_metadata_size());
+  if (min_id >= 0 && max_id >= 0 && max_id <= 4 * count + 1024) {
+    dense_event_metadata_.resize(static_cast<size_t>(max_id) + 1);
+    for (const auto& [id, md] : plane.event_metadata()) dense_event_metadata_[static_cast<size_t>(id)] = &md;
+  }
 }
 
 std::string_view XPlaneReader::event_name(int64_t metadata_id) const {
@@ -82,6 +103,11 @@ std::string_view XPlaneReader::event_name(int64_t metadata_id) const {
 }
 
 const XEventMetadata* XPlaneReader::event_metadata(int64_t metadata_id) const {
+  if (!dense_event_metadata_.empty()) {
+    return metadata_id >= 0 && static_cast<size_t>(metadata_id) < dense_event_metadata_.size()
+               ? dense_event_metadata_[static_cast<size_t>(metadata_id)]
+               : nullptr;
+  }
   auto it = plane_->event_metadata().find(metadata_id);
   return it == plane_->event_metadata().end() ? nullptr : &it->second;
 }

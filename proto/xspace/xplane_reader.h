@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "proto/xspace/saturating.h"
@@ -40,12 +41,17 @@ class XEventView {
   // String stats, including ref_value stats (which point at a stat metadata's name) and compressed_str_value
   // stats (inflated once, kept by the plane's reader).
   std::optional<std::string_view> str_stat(std::string_view name) const;
+  // The same by the stat's id in the plane (XPlaneReader::stat_id, looked up once per plane by a reader of many
+  // events); nullopt reads as a stat the plane does not have.
+  std::optional<int64_t> int_stat(std::optional<int64_t> stat_id) const;
+  std::optional<double> double_stat(std::optional<int64_t> stat_id) const;
+  std::optional<std::string_view> str_stat(std::optional<int64_t> stat_id) const;
 
   const tensorflow::profiler::XEvent& proto() const { return *event_; }
   const tensorflow::profiler::XLine& line() const { return *line_; }
 
  private:
-  const tensorflow::profiler::XStat* find_stat(std::string_view name) const;
+  const tensorflow::profiler::XStat* find_stat(std::optional<int64_t> stat_id) const;
 
   const XPlaneReader* plane_;
   const tensorflow::profiler::XLine* line_;
@@ -81,6 +87,9 @@ class XPlaneReader {
 
  private:
   const tensorflow::profiler::XPlane* plane_;
+  // Event metadata by id, looked up for every event: a vector when the ids are dense (every writer we know numbers
+  // them from 1), protobuf's map otherwise.
+  std::vector<const tensorflow::profiler::XEventMetadata*> dense_event_metadata_;
   absl::flat_hash_map<std::string_view, int64_t> stat_ids_;
   // Inflated compressed_str_value stats; node-based so that the views handed out stay valid.
   mutable std::unordered_map<const tensorflow::profiler::XStat*, std::string> inflated_;
