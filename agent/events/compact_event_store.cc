@@ -50,16 +50,14 @@ static_assert(std::size(local::kEventKinds) < 16);
 
 }  // namespace
 
-// Sized so that a real capture stays inside its budget with a sixth to spare: an agent holding 1.8 M flood
-// events (a step and 9 computes per step) grew by 303 bytes per event over the whole capture (glibc malloc,
-// protobuf 3.21; tests/integration/capture_memory_test), where this charges 354.
+// A capture's planes are written to the wire as they are built and answered as those bytes (no copy): what an
+// event costs beyond its record is its decoded form and its place in its core's list while the planes are built,
+// and its serialized bytes in the answer.
 size_t CaptureCost::of(const local::EventMsg& event) {
-  constexpr size_t kDecodedBytes = sizeof(HeldEvent);
-  constexpr size_t kEventObjectBytes = 72, kStatObjectBytes = 56;
+  constexpr size_t kDecodedBytes = sizeof(HeldEvent), kPlacedBytes = 24;
   constexpr size_t kEventSerializedBytes = 20, kStatSerializedBytes = 8;
   const size_t stats = local::traits_of(event.kind).stats;
-  return kDecodedBytes + kEventObjectBytes + stats * kStatObjectBytes +
-         2 * (kEventSerializedBytes + stats * kStatSerializedBytes);
+  return kDecodedBytes + kPlacedBytes + kEventSerializedBytes + stats * kStatSerializedBytes;
 }
 
 uint64_t HeldClientEvents::dropped_events() const {

@@ -54,7 +54,14 @@ RequestMetrics::RequestMetrics(prometheus::Registry& registry, const std::string
                                 "allowed_fanout_targets.")
                           .Labels({{"host", host_name}})
                           .Register(registry)
-                          .Add({})) {}
+                          .Add({})),
+      heap_returned(prometheus::BuildCounter()
+                        .Name("podscope_heap_returned_bytes_total")
+                        .Help("Resident memory handed back to the system once a large answer (a capture, a recorded "
+                              "window) was sent: glibc would keep it for reuse.")
+                        .Labels({{"host", host_name}})
+                        .Register(registry)
+                        .Add({})) {}
 
 void register_build_info(prometheus::Registry& registry, const std::string& host_name, const std::string& version) {
   prometheus::BuildGauge()
