@@ -70,6 +70,7 @@ void held_bytes_per_event(uint64_t events) {
 struct CaptureFigures {
   double growth_mib = 0;
   double answer_s = 0;  // beyond the duration
+  double answer_mib = 0;
   uint64_t kept = 0, dropped = 0;
 };
 
@@ -87,6 +88,7 @@ CaptureFigures capture(testing::AgentProcess& agent, int64_t duration_ms) {
   f.growth_mib = static_cast<double>(testing::status_kib(agent.pid(), "VmHWM") - before) / 1024;
   f.answer_s = took - static_cast<double>(duration_ms) / 1000;
   if (!status.ok()) std::fprintf(stderr, "Profile failed: %s\n", status.error_message().c_str());
+  f.answer_mib = static_cast<double>(response.ByteSizeLong()) / (1 << 20);
   for (const auto& plane : response.xspace().planes()) {
     if (plane.name().rfind("/device:CUSTOM:", 0) != 0) continue;
     for (const auto& line : plane.lines()) f.kept += static_cast<uint64_t>(line.events_size());
@@ -108,10 +110,12 @@ void agent_under_flood(int floods, int threads, int64_t duration_ms) {
   std::printf(
       "agent, %d floods of %d thread(s), %lld ms capture, capture_memory_limit_mb %.0f: RSS growth %.0f MiB = %.2f of "
       "the "
-      "limit; %llu events kept; answered %.2f s after the duration (target %.2f s; no clients: %.2f s)\n",
+      "limit; %llu events kept; answer %.0f MiB (%.1f bytes per kept event); answered %.2f s after the duration "
+      "(target %.2f s; no clients: %.2f s)\n",
       floods, threads, static_cast<long long>(duration_ms), limit_mib, flood.growth_mib, flood.growth_mib / limit_mib,
-      static_cast<unsigned long long>(flood.kept), flood.answer_s, 2.0 + static_cast<double>(flood.kept) / 1e6,
-      idle.answer_s);
+      static_cast<unsigned long long>(flood.kept), flood.answer_mib,
+      flood.kept == 0 ? 0.0 : flood.answer_mib * (1 << 20) / static_cast<double>(flood.kept), flood.answer_s,
+      2.0 + static_cast<double>(flood.kept) / 1e6, idle.answer_s);
   for (int i = 0; i < 50; ++i) agent.read_some(10);
   for (size_t at = agent.output().find("local clients:"); at != std::string::npos;
        at = agent.output().find("local clients:", at + 1)) {

@@ -39,9 +39,14 @@ void LocalClientsSource::collect(CaptureSpace& out) {
   out.count_written_events(kept);
   for (const auto& c : captures) add_device_spaces(c, out.space());
   auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+  const ClientRegistry::WindowCharge charge = registry_->last_window_charge();
+  auto per_kept = [kept](size_t bytes) { return kept == 0 ? 0 : bytes / kept; };
   PODSCOPE_LOG(kInfo) << "local clients: " << captures.size() << " client(s), " << kept << " events kept, "
                       << drops.budget_events << " dropped by the capture memory budget (" << drops.budget_steps
-                      << " whole steps); last batches in after " << ms(gathered - collect_start)
+                      << " whole steps); held " << charge.held_bytes << " bytes (" << per_kept(charge.held_bytes)
+                      << " per kept event), charged at most " << charge.peak_charged_bytes << " ("
+                      << per_kept(charge.peak_charged_bytes) << " per kept event); last batches in after "
+                      << ms(gathered - collect_start)
                       << " ms, planes built in " << ms(std::chrono::steady_clock::now() - gathered) << " ms";
 }
 
