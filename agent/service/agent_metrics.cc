@@ -61,7 +61,14 @@ RequestMetrics::RequestMetrics(prometheus::Registry& registry, const std::string
                               "window) was sent: glibc would keep it for reuse.")
                         .Labels({{"host", host_name}})
                         .Register(registry)
-                        .Add({})) {}
+                        .Add({})),
+      answers_refused(prometheus::BuildCounter()
+                          .Name("podscope_answers_refused_total")
+                          .Help("Profile, GetSnapshot and GetRecordedWindow calls refused because as many were "
+                                "already being answered as there are threads for them (kMaxAnswerThreads).")
+                          .Labels({{"host", host_name}})
+                          .Register(registry)
+                          .Add({})) {}
 
 void register_build_info(prometheus::Registry& registry, const std::string& host_name, const std::string& version) {
   prometheus::BuildGauge()

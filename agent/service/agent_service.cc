@@ -14,7 +14,8 @@ AgentServiceImpl::AgentServiceImpl(const Clock& clock, std::function<void(podsco
       recording_(recording),
       snapshots_(snapshots),
       metrics_(metrics),
-      authorizer_(authorizer) {}
+      authorizer_(authorizer),
+      answer_threads_(kMaxAnswerThreads, metrics.answers_refused) {}
 
 grpc::Status AgentServiceImpl::Ping(grpc::ServerContext*, const podscope::v1::PingRequest* request,
                                     podscope::v1::PingResponse* response) {
@@ -48,7 +49,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetRecordedWindow(grpc::CallbackServ
     reactor->Finish(ready);
     return reactor;
   }
-  return answer_on_own_thread(context, [this, response, parsed = std::move(parsed)] {
+  return answer_threads_.run(context, [this, response, parsed = std::move(parsed)] {
     return answer_window(parsed, *response);
   });
 }

@@ -49,6 +49,7 @@ class AgentServiceImpl final
   const TriggeredSnapshots& snapshots_;
   RequestMetrics& metrics_;
   tls::CallAuthorizer& authorizer_;
+  AnswerThreads answer_threads_;
 };
 
 }  // namespace podscope::agent

@@ -13,7 +13,8 @@ ProfilerServiceImpl::ProfilerServiceImpl(CaptureSessions& captures, MonitorRepor
       metrics_(metrics),
       max_concurrent_monitors_(max_concurrent_monitors),
       recording_(recording),
-      authorizer_(authorizer) {}
+      authorizer_(authorizer),
+      answer_threads_(kMaxAnswerThreads, metrics.answers_refused) {}
 
 grpc::ServerUnaryReactor* ProfilerServiceImpl::Profile(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
@@ -25,7 +26,7 @@ grpc::ServerUnaryReactor* ProfilerServiceImpl::Profile(grpc::CallbackServerConte
     reactor->Finish(ready);
     return reactor;
   }
-  return answer_on_own_thread(context, [this, context, response, parsed = std::move(parsed)] {
+  return answer_threads_.run(context, [this, context, response, parsed = std::move(parsed)] {
     return run_profile(*context, parsed, *response);
   });
 }
@@ -109,7 +110,7 @@ grpc::ServerUnaryReactor* ProfilerServiceImpl::GetSnapshot(grpc::CallbackServerC
     reactor->Finish(allowed);
     return reactor;
   }
-  return answer_on_own_thread(context, [this, response] { return take_snapshot(*response); });
+  return answer_threads_.run(context, [this, response] { return take_snapshot(*response); });
 }
 
 grpc::Status ProfilerServiceImpl::take_snapshot(grpc::ByteBuffer& response) {

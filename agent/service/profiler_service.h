@@ -60,6 +60,7 @@ class ProfilerServiceImpl final
   FlightRecording& recording_;
   const size_t continuous_max_bytes_ = size_t{64} << 20;
   tls::CallAuthorizer& authorizer_;
+  AnswerThreads answer_threads_;
 };
 
 }  // namespace podscope::agent

@@ -49,11 +49,23 @@ grpc::ByteBuffer raw_answer(std::string head, std::string body, prometheus::Coun
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
-grpc::ServerUnaryReactor* answer_on_own_thread(grpc::CallbackServerContext* context,
-                                               std::function<grpc::Status()> answer) {
+grpc::ServerUnaryReactor* AnswerThreads::run(grpc::CallbackServerContext* context,
+                                              std::function<grpc::Status()> answer) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (in_flight_.fetch_add(1) >= max_) {
+    in_flight_.fetch_sub(1);
+    refused_.Increment();
+    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                 std::to_string(max_) + " captures and recorded windows are already being answered; "
+                                                        "try again later"));
+    return reactor;
+  }
   // The thread touches nothing after Finish: the server's shutdown waits for the call to finish, not for the thread.
-  std::thread([reactor, answer = std::move(answer)] { reactor->Finish(answer()); }).detach();
+  std::thread([this, reactor, answer = std::move(answer)] {
+    grpc::Status status = answer();
+    in_flight_.fetch_sub(1);
+    reactor->Finish(std::move(status));
+  }).detach();
   return reactor;
 }
 

@@ -60,6 +60,8 @@ TEST(CaptureMemory, AFloodOfAnnotationsStaysInsideTheBudgetAndDropsOnlyWholeStep
   ASSERT_TRUE(status.ok()) << status.error_message();
   floods.clear();
   for (int i = 0; i < 50; ++i) agent.read_some(10);
+  std::this_thread::sleep_for(3s);
+  const int64_t kept_kib = testing::status_kib(agent.pid(), "VmRSS") - rss_before_kib;
 
   // The budget covers what the capture holds and builds; the answer on its way out is gRPC's: serialized once, and
   // copied once into its send buffers.
@@ -88,9 +90,10 @@ TEST(CaptureMemory, AFloodOfAnnotationsStaysInsideTheBudgetAndDropsOnlyWholeStep
   EXPECT_GE(metric(metrics, "podscope_capture_budget_dropped_events_total"), static_cast<double>(dropped_events));
   EXPECT_GE(metric(metrics, "podscope_capture_budget_dropped_steps_total"), static_cast<double>(dropped_steps));
   std::printf(
-      "capture of %lld ms, limit %lld MiB: RSS growth %lld MiB, answered in %lld ms, %llu events kept, "
-      "%llu dropped in %llu steps\n",
+      "capture of %lld ms, limit %lld MiB: RSS growth %lld MiB, %lld MiB kept 3 s after the answer of %lld MiB, "
+      "answered in %lld ms, %llu events kept, %llu dropped in %llu steps\n",
       static_cast<long long>(kDurationMs), static_cast<long long>(kLimitMib), static_cast<long long>(growth_kib / 1024),
+      static_cast<long long>(kept_kib / 1024), static_cast<long long>(answer_kib / 1024),
       static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
       static_cast<unsigned long long>(kept_events), static_cast<unsigned long long>(dropped_events),
       static_cast<unsigned long long>(dropped_steps));
