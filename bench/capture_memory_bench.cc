@@ -117,8 +117,7 @@ void agent_under_flood(int floods, int threads, int64_t duration_ms) {
       "limit, %.0f MiB kept 3 s after the answer; %llu events kept; answer %.0f MiB (%.1f bytes per kept event); "
       "answered %.2f s after the duration (target %.2f s; no clients: %.2f s)\n",
       floods, threads, static_cast<long long>(duration_ms), limit_mib, flood.growth_mib, flood.growth_mib / limit_mib,
-      flood.after_mib,
-      static_cast<unsigned long long>(flood.kept), flood.answer_mib,
+      flood.after_mib, static_cast<unsigned long long>(flood.kept), flood.answer_mib,
       flood.kept == 0 ? 0.0 : flood.answer_mib * (1 << 20) / static_cast<double>(flood.kept), flood.answer_s,
       2.0 + static_cast<double>(flood.kept) / 1e6, idle.answer_s);
   for (int i = 0; i < 50; ++i) agent.read_some(10);

@@ -240,7 +240,8 @@ int64_t CaptureSessions::plan_window(const CapturePlan& plan, const tensorflow::
     const int64_t delay_ms = (now + lead.ns - std::max(plan.start_ns, now)) / 1'000'000;
     start_ns = now + lead.ns;
     // The capture's first warning: the wait is the first thing its user notices.
-    out.space().add_warnings("capture started " + std::to_string(delay_ms) + " ms later than requested: " + lead.reason);
+    out.space().add_warnings("capture started " + std::to_string(delay_ms) +
+                             " ms later than requested: " + lead.reason);
     PODSCOPE_LOG(kInfo) << "capture " << plan.session_id << " starts in " << lead.ns / 1'000'000
                         << " ms: " << lead.reason;
   }

@@ -121,7 +121,7 @@ class ClientRegistry {
   std::map<uint64_t, LocalClientCapture> gathered_;   // by connection, for clients in the window
   std::unique_ptr<CompactEventStore> window_events_;  // while a window is open or closing
   WindowCharge last_window_charge_;
-  std::shared_ptr<FlightRecorder> recorder_;          // while recording
+  std::shared_ptr<FlightRecorder> recorder_;  // while recording
   uint64_t recording_session_ = 0;
   uint64_t recordings_started_ = 0;
 };

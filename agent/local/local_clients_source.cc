@@ -46,8 +46,8 @@ void LocalClientsSource::collect(CaptureSpace& out) {
                       << " whole steps); held " << charge.held_bytes << " bytes (" << per_kept(charge.held_bytes)
                       << " per kept event), charged at most " << charge.peak_charged_bytes << " ("
                       << per_kept(charge.peak_charged_bytes) << " per kept event); last batches in after "
-                      << ms(gathered - collect_start)
-                      << " ms, planes built in " << ms(std::chrono::steady_clock::now() - gathered) << " ms";
+                      << ms(gathered - collect_start) << " ms, planes built in "
+                      << ms(std::chrono::steady_clock::now() - gathered) << " ms";
 }
 
 void LocalClientsSource::add_device_spaces(const LocalClientCapture& capture,

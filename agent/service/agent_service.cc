@@ -49,9 +49,8 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetRecordedWindow(grpc::CallbackServ
     reactor->Finish(ready);
     return reactor;
   }
-  return answer_threads_.run(context, [this, response, parsed = std::move(parsed)] {
-    return answer_window(parsed, *response);
-  });
+  return answer_threads_.run(context,
+                             [this, response, parsed = std::move(parsed)] { return answer_window(parsed, *response); });
 }
 
 grpc::Status AgentServiceImpl::answer_window(const podscope::v1::RecordedWindowRequest& request,

@@ -50,7 +50,7 @@ grpc::ByteBuffer raw_answer(std::string head, std::string body, prometheus::Coun
 }
 
 grpc::ServerUnaryReactor* AnswerThreads::run(grpc::CallbackServerContext* context,
-                                              std::function<grpc::Status()> answer) {
+                                             std::function<grpc::Status()> answer) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (in_flight_.fetch_add(1) >= max_) {
     in_flight_.fetch_sub(1);

@@ -76,9 +76,8 @@ TEST(CaptureMemory, AFloodOfAnnotationsStaysInsideTheBudgetAndDropsOnlyWholeStep
   // The budget covers what the capture holds, builds and answers: the planes are written as they are built and gRPC
   // sends those bytes without a copy.
   const int64_t answer_kib = static_cast<int64_t>(response.ByteSizeLong() / 1024);
-  EXPECT_LE(growth_kib, kLimitMib * 1024)
-      << "the agent grew by " << growth_kib / 1024 << " MiB during the capture, its answer " << answer_kib / 1024
-      << " MiB";
+  EXPECT_LE(growth_kib, kLimitMib * 1024) << "the agent grew by " << growth_kib / 1024
+                                          << " MiB during the capture, its answer " << answer_kib / 1024 << " MiB";
   EXPECT_LT(took, std::chrono::milliseconds(kDurationMs) + 15s);
 
   // Every core's plane counts what was dropped there (that only whole steps go: compact_event_store_test).
