@@ -54,7 +54,7 @@ std::string_view strip_instance_suffix(std::string_view name) {
 
 bool is_op_line(PlaneKind kind, std::string_view line_name) {
   switch (kind) {
-    case PlaneKind::kGpu: return line_name.substr(0, 8) == "Stream #";
+    case PlaneKind::kGpu: return line_name.substr(0, 8) == "Stream #" || line_name == xspace::kHostCollectivesLineName;
     case PlaneKind::kTpu: return line_name == xspace::kXlaOpsLineName;
     case PlaneKind::kCustom:
       return line_name != xspace::kStepsLineName && line_name != xspace::kCountersLineName &&

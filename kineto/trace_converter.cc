@@ -399,8 +399,12 @@ class Builder {
     bool has_device_work = false;
     for (const TraceEvent& e : t_.events) has_device_work |= is_device(e.kind);
     for (const TraceEvent& e : t_.events) add_event(e, has_device_work);
-    if (has_device_work) add_device_steps();
-    else add_cpu_core_steps();
+    if (has_device_work) {
+      add_device_steps();
+      add_host_collectives();
+    } else {
+      add_cpu_core_lines();
+    }
     finish_planes();
   }
 
@@ -516,7 +520,7 @@ class Builder {
     if (!has_device_work) {
       // A CPU-only rank's steps are its core's Steps line, not ops of the core.
       if (step_num) return;
-      if (event_name.starts_with(xspace::kTorchDataLoaderPrefix)) return add_input_stage(e, p);
+      if (event_name.starts_with(xspace::kTorchDataLoaderPrefix)) return input_stages_.push_back(&e);
     }
     const int64_t metadata_id = p.event_metadata_id(event_name);
     auto stats = thread_line(p, e.pid, e.tid).add_event(metadata_id, e.start_ns, e.duration_ns);
@@ -534,18 +538,10 @@ class Builder {
       if (const std::optional<size_t> step = step_at(e.start_ns)) stats.add(xspace::kGroupIdStat, steps_[*step].number);
     }
     if (!c) return;
+    // A CPU backend's collective on a GPU rank: the GPU waits for it (NCCL's run as kernels instead).
+    if (has_device_work && annotation && name(e.name).starts_with("gloo:")) host_collectives_.push_back(&e);
     add_collective_stats(stats, *c);
     if (name(e.name) == "record_param_comms" && c->external_id >= 0) comms_by_external_id_[c->external_id] = e.detail;
-  }
-
-  // A CPU-only rank's DataLoader calls are its core's input: root stages of its `Input Pipeline` line, as the step
-  // tools read annotated input stages (each call a stage of its own).
-  void add_input_stage(const TraceEvent& e, xspace::XPlaneBuilder& p) {
-    if (!input_line_) input_line_ = p.line_named(xspace::kInputPipelineLineName).proto();
-    xspace::XLineBuilder(input_line_, &p)
-        .add_event(name(e.name), e.start_ns, e.duration_ns)
-        .add(xspace::kInputStageIdStat, ++input_stages_)
-        .add(xspace::kInputStageParentIdStat, int64_t{0});
   }
 
   void add_collective_stats(xspace::XStatsBuilder& stats, const Collective& c) {
@@ -660,11 +656,41 @@ class Builder {
     }
   }
 
-  void add_cpu_core_steps() {
+  // The rank's GPU (its core, when it has one) gets the host collectives it waited for, named as the pod analysis
+  // reads collectives.
+  void add_host_collectives() {
+    if (host_collectives_.empty() || gpu_planes_.size() != 1) return;
+    xspace::XPlaneBuilder& p = *gpu_planes_.begin()->second;
+    auto line = p.line_named(xspace::kHostCollectivesLineName);
+    for (const TraceEvent* e : host_collectives_) {
+      const Collective& c = t_.collectives[e->detail];
+      std::string_view op = xla_collective_name(name(c.name));
+      auto stats = line.add_event(op.empty() ? name(e->name) : op, e->start_ns, e->duration_ns);
+      add_collective_stats(stats, c);
+    }
+  }
+
+  // A CPU-only rank's own lines, added once every thread has its line (line id = tid), so that each takes an id no
+  // thread has: an on-demand trace can start with a thread whose id is one below another thread's.
+  void add_cpu_core_lines() {
     auto& p = host_plane(false);
+    add_input_stages(p);
     auto line = p.line_named(xspace::kStepsLineName);
     for (const HostStep& s : steps_) {
       line.add_event(absl::StrCat(s.number), s.start_ns, s.end_ns - s.start_ns).add(xspace::kStepNumStat, s.number);
+    }
+  }
+
+  // The DataLoader's calls are the core's input: root stages of its `Input Pipeline` line, as the step tools read
+  // annotated input stages (each call a stage of its own).
+  void add_input_stages(xspace::XPlaneBuilder& p) {
+    if (input_stages_.empty()) return;
+    auto line = p.line_named(xspace::kInputPipelineLineName);
+    int64_t stage_id = 0;
+    for (const TraceEvent* e : input_stages_) {
+      line.add_event(name(e->name), e->start_ns, e->duration_ns)
+          .add(xspace::kInputStageIdStat, ++stage_id)
+          .add(xspace::kInputStageParentIdStat, int64_t{0});
     }
   }
 
@@ -720,8 +746,7 @@ class Builder {
   xspace::XPlaneBuilder* host_plane_ = nullptr;
   absl::flat_hash_set<int64_t> host_framework_ops_;  // host event metadata that names its framework op
   xspace::XPlaneBuilder* cupti_plane_ = nullptr;
-  tensorflow::profiler::XLine* input_line_ = nullptr;
-  int64_t input_stages_ = 0;
+  std::vector<const TraceEvent*> input_stages_;  // a CPU-only rank's DataLoader calls, in time order
   std::vector<HostStep> steps_;
   std::string step_source_;
   std::map<std::pair<int64_t, int64_t>, std::set<std::string_view>> stream_kinds_;
@@ -729,6 +754,7 @@ class Builder {
   absl::flat_hash_map<int64_t, int64_t> launch_ns_;  // correlation → launch start
   absl::flat_hash_map<int64_t, uint32_t> comms_by_external_id_;
   std::vector<DeviceOp> device_ops_;
+  std::vector<const TraceEvent*> host_collectives_;
 };
 
 }  // namespace

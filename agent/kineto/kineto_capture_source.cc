@@ -186,6 +186,11 @@ std::string KinetoCaptureSource::take_trace(const Requested& r, int64_t deadline
       converted->clear_hostnames();
       // Kineto stamps the host's system clock; the capture is on the agent's.
       xspace::shift_timestamps(*converted, clock_.offset_ns());
+      for (const auto& [was, is] : xspace::renumber_taken_device_planes(*converted, space)) {
+        space.add_warnings(who + ": its " + was + " is shown as " + is + ", another process of this host named " +
+                           "its own device so (processes number the GPUs they see from 0, as under " +
+                           "CUDA_VISIBLE_DEVICES; the plane's rank tells them apart)");
+      }
       xspace::merge_space(std::move(*converted), space);
     }
   }

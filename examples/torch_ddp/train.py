@@ -1,4 +1,4 @@
-"""A small model trained with DistributedDataParallel over gloo on CPU: a PyTorch pod to profile.
+"""A small model trained with DistributedDataParallel over gloo, on CPU or GPUs: a PyTorch pod to profile.
 
 Launch with torchrun, one process per rank:
 
@@ -15,6 +15,7 @@ wait for it in the gradient all-reduce) and --slow-loader-ms (each batch takes t
 """
 
 import argparse
+import os
 import time
 from contextlib import nullcontext
 
@@ -36,6 +37,8 @@ def parse_args():
     p.add_argument("--slow-loader-ms", type=float, default=0.0, help="time to load each batch, ms")
     p.add_argument("--trace-dir", default="", help="write each rank's torch.profiler trace into this directory")
     p.add_argument("--trace-steps", type=int, default=10, help="with --trace-dir: steps traced (after 2 unrecorded)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="where each rank trains; cuda puts rank r on GPU (local rank mod GPUs), gloo still all-reduces")
     return p.parse_args()
 
 
@@ -57,13 +60,16 @@ class RandomRegression(Dataset):
         return self.x[i], self.y[i]
 
 
-def extra_compute(ms, width):
-    """Matrix products until `ms` of wall time have passed: a rank with more work than the others."""
+def extra_compute(ms, width, device):
+    """Matrix products until `ms` of wall time have passed: a rank with more work than the others. On a GPU each
+    product is waited for, so the time is spent, not only queued."""
     with torch.profiler.record_function("extra_compute"):
-        a = torch.randn(2 * width, 2 * width)
+        a = torch.randn(2 * width, 2 * width, device=device)
         deadline = time.perf_counter() + ms / 1e3
         while time.perf_counter() < deadline:
             a = torch.tanh(a @ a)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
 
 
 def time_is_up(end_time, step):
@@ -82,9 +88,15 @@ def main():
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(rank)
+    device = torch.device("cpu")
+    if args.device == "cuda":
+        local_rank = int(os.environ.get("LOCAL_RANK", rank))
+        device = torch.device("cuda", local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
 
     model = DistributedDataParallel(
-        nn.Sequential(nn.Linear(args.width, args.width), nn.ReLU(), nn.Linear(args.width, 1)))
+        nn.Sequential(nn.Linear(args.width, args.width), nn.ReLU(), nn.Linear(args.width, 1)).to(device),
+        device_ids=[device.index] if device.type == "cuda" else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     steps = args.steps if args.steps > 0 else 1 << 30
     dataset = RandomRegression(args.width, args.batch * min(steps, 64), args.slow_loader_ms / args.batch)
@@ -93,7 +105,8 @@ def main():
     profiler = None
     if args.trace_dir:
         profiler = torch.profiler.profile(
-            activities=[torch.profiler.ProfilerActivity.CPU],
+            activities=[torch.profiler.ProfilerActivity.CPU] +
+            ([torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else []),
             schedule=torch.profiler.schedule(wait=1, warmup=1, active=args.trace_steps, repeat=1),
             on_trace_ready=torch.profiler.tensorboard_trace_handler(args.trace_dir, worker_name=f"rank{rank}",
                                                                     use_gzip=True))
@@ -111,10 +124,10 @@ def main():
             if batch is None:  # a new epoch
                 batches = iter(loader)
                 batch = next(batches)
-            x, y = batch
+            x, y = (t.to(device) for t in batch)
             loss = nn.functional.mse_loss(model(x), y)
             if rank == args.slow_rank:
-                extra_compute(args.slow_ms, args.width)
+                extra_compute(args.slow_ms, args.width, device)
             optimizer.zero_grad()
             loss.backward()  # DDP all-reduces the gradients here: every rank waits for the slowest
             optimizer.step()

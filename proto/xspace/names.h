@@ -19,6 +19,9 @@ inline constexpr std::string_view kCountersLineName = "_counters_";  // XProf dr
 inline constexpr std::string_view kStepsLineName = "Steps";
 inline constexpr std::string_view kXlaOpsLineName = "XLA Ops";
 inline constexpr std::string_view kTensorFlowOpsLineName = "TensorFlow Ops";
+// On a GPU's plane: the collectives its process ran on the host (a CPU backend such as gloo, with the tensors on the
+// GPU). The GPU waits for them as for a collective of its own, so the step tools read them as the core's collectives.
+inline constexpr std::string_view kHostCollectivesLineName = "Host collectives";
 
 // Event names of annotated operations (XLA spelling; readers also accept a ".N" suffix).
 inline constexpr std::string_view kInfeedEventName = "infeed";

@@ -1,7 +1,11 @@
 #include "proto/xspace/xplane_builder.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
+#include <limits>
+#include <optional>
+#include <set>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
@@ -146,8 +150,17 @@ XLineBuilder XPlaneBuilder::line_named(std::string_view name) {
   for (XLine& l : *plane_->mutable_lines()) {
     if (l.name() == name) return XLineBuilder(&l, this);
   }
+  // The id after the highest; past int64's range (a hostile thread id), the lowest id not taken.
   int64_t id = 0;
-  for (const XLine& l : plane_->lines()) id = std::max(id, l.id() + 1);
+  bool past_range = false;
+  for (const XLine& l : plane_->lines()) {
+    if (l.id() == std::numeric_limits<int64_t>::max()) past_range = true;
+    else id = std::max(id, l.id() + 1);
+  }
+  if (past_range) {
+    id = 0;
+    while (line_index_by_id_.contains(id)) ++id;
+  }
   return line(id, name);
 }
 
@@ -298,6 +311,39 @@ void merge_plane(XPlane&& from, XPlane& into) {
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> renumber_taken_device_planes(XSpace& from, const XSpace& into) {
+  constexpr std::string_view kDevicePrefix = "/device:";
+  // "/device:GPU:3" → ("/device:GPU:", 3); nullopt for any other name.
+  const auto split = [&](std::string_view name) -> std::optional<std::pair<std::string_view, int64_t>> {
+    const size_t colon = name.rfind(':');
+    if (!name.starts_with(kDevicePrefix) || colon < kDevicePrefix.size() || colon + 1 == name.size())
+      return std::nullopt;
+    int64_t ordinal = 0;
+    const std::string_view digits = name.substr(colon + 1);
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), ordinal);
+    if (error != std::errc() || end != digits.data() + digits.size() || ordinal < 0) return std::nullopt;
+    return std::pair(name.substr(0, colon + 1), ordinal);
+  };
+  std::set<std::string, std::less<>> taken;
+  for (const XPlane& p : into.planes()) taken.insert(p.name());
+  for (const XPlane& p : from.planes()) taken.insert(p.name());
+  std::vector<std::pair<std::string, std::string>> renamed;
+  for (XPlane& plane : *from.mutable_planes()) {
+    const auto device = split(plane.name());
+    if (!device || !find_plane(into, plane.name())) continue;
+    int64_t ordinal = 0;
+    std::string name;
+    do {
+      name = std::string(device->first) + std::to_string(ordinal++);
+    } while (taken.contains(name));
+    taken.insert(name);
+    renamed.emplace_back(plane.name(), name);
+    plane.set_name(std::move(name));
+    plane.set_id(ordinal - 1);
+  }
+  return renamed;
+}
 
 void merge_space(XSpace&& from, XSpace& into) {
   for (XPlane& plane : *from.mutable_planes()) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -63,7 +64,7 @@ class XPlaneBuilder {
   int64_t stat_metadata_id(std::string_view name);   // get or create
   // Get or create the line with this id; a new line is named `name`.
   XLineBuilder line(int64_t id, std::string_view name);
-  // Get or create a line by name (ids assigned in order of creation).
+  // Get or create a line by name; a new one takes an id no line has (the one after the highest).
   XLineBuilder line_named(std::string_view name);
   XStatsBuilder stats() { return XStatsBuilder(plane_->mutable_stats(), this); }
 
@@ -111,5 +112,11 @@ void shift_timestamps(XSpace& space, int64_t delta_ns);
 // Appends `from`'s planes into `into`: a plane whose name already exists in `into` gets `from`'s lines
 // appended with event/stat metadata ids remapped so they cannot collide; other planes are moved over.
 void merge_space(XSpace&& from, XSpace& into);
+
+// A device plane of `from` (`/device:<KIND>:<N>`) whose name `into` already holds is renamed, and its id set, to
+// the lowest ordinal of its kind that neither space uses: processes that number their devices alike (each sees its
+// GPUs from 0 under CUDA_VISIBLE_DEVICES, or several share one GPU) stay apart when merged. Returns each renamed
+// plane's old and new name.
+std::vector<std::pair<std::string, std::string>> renumber_taken_device_planes(XSpace& from, const XSpace& into);
 
 }  // namespace podscope::xspace

@@ -5,10 +5,12 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_replace.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xplane_reader.h"
@@ -167,6 +169,70 @@ TEST(KinetoConverter, CpuOnlyRankIsACoreNamedByItsRankWithAllReduceOpsStepsAndIn
   EXPECT_EQ(lines["Input Pipeline"][0].name, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
   EXPECT_EQ(lines["Input Pipeline"][0].stats.at("input_stage_id"), "1");
   EXPECT_EQ(lines["Input Pipeline"][0].stats.at("input_stage_parent_id"), "0");
+}
+
+// A trace taken on demand starts mid-step: the all-reduce of the step before (on gloo's thread 11) comes before the
+// first batch. The core's Input Pipeline and Steps lines must not take an id that a thread (gloo's other thread, 12)
+// has: its all-reduces would land on that line, which the analysis does not read as ops.
+TEST(KinetoConverter, InputAndStepsLinesNeverTakeAThreadsLine) {
+  const std::string json = R"({"distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 2},
+    "traceEvents": [
+      {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 9, "tid": 11, "ts": 5, "dur": 3},
+      {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 9, "tid": 9, "ts": 10, "dur": 100},
+      {"ph": "X", "cat": "user_annotation", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+       "pid": 9, "tid": 9, "ts": 12, "dur": 6},
+      {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 9, "tid": 12, "ts": 30, "dur": 50},
+      {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 9, "tid": 13, "ts": 120, "dur": 5}]})";
+  // A thread id at int64's end leaves no id above it: the core's lines take the lowest ids no thread has.
+  const std::string at_the_end = absl::StrReplaceAll(json, {{"\"tid\": 13", "\"tid\": 9223372036854775807"}});
+  for (const auto& [text, last_thread] :
+       {std::pair{json, "Thread 13"}, std::pair{at_the_end, "Thread 9223372036854775807"}}) {
+    absl::StatusOr<XSpace> space = convert_kineto_json(text);
+    ASSERT_TRUE(space.ok()) << space.status();
+    ASSERT_EQ(space->planes_size(), 1);
+    std::set<int64_t> ids;
+    for (const auto& line : space->planes(0).lines()) {
+      EXPECT_TRUE(ids.insert(line.id()).second) << "line id " << line.id() << " taken twice";
+    }
+    auto lines = lines_of(space->planes(0));
+    ASSERT_EQ(lines["Input Pipeline"].size(), 1u);
+    EXPECT_EQ(lines["Input Pipeline"][0].name, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+    ASSERT_EQ(lines["Steps"].size(), 1u);
+    for (const char* thread : {"Thread 11", "Thread 12", last_thread}) {
+      ASSERT_EQ(lines[thread].size(), 1u) << thread;
+      EXPECT_EQ(lines[thread][0].name, "all-reduce") << thread;
+    }
+  }
+}
+
+TEST(KinetoConverter, GlooCollectivesOfAGpuRankAreItsGpusHostCollectives) {
+  // Tensors on the GPU, all-reduced by gloo on the host: the GPU idles until the host's collective ends.
+  const std::string json = R"({"distributedInfo": {"backend": "gloo", "rank": 1, "world_size": 2},
+    "baseTimeNanoseconds": 1000000000,
+    "traceEvents": [
+      {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 9, "tid": 9, "ts": 10, "dur": 100},
+      {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 15, "dur": 10,
+       "args": {"device": 0, "stream": 7, "correlation": 1}},
+      {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 9, "tid": 11, "ts": 30, "dur": 50,
+       "args": {"Input type": ["float"], "Input Dims": [[1000]]}},
+      {"ph": "X", "cat": "user_annotation", "name": "nccl:all_reduce", "pid": 9, "tid": 9, "ts": 85, "dur": 2}]})";
+  absl::StatusOr<XSpace> space = convert_kineto_json(json);
+  ASSERT_TRUE(space.ok()) << space.status();
+  const XPlane* gpu = xspace::find_plane(*space, "/device:GPU:0");
+  ASSERT_NE(gpu, nullptr);
+  auto lines = lines_of(*gpu);
+  // NCCL's annotation only launches its kernels: not a host collective.
+  ASSERT_EQ(lines["Host collectives"].size(), 1u);
+  const Event& all_reduce = lines["Host collectives"][0];
+  EXPECT_EQ(all_reduce.name, "all-reduce");
+  EXPECT_EQ(all_reduce.start_ns, 1000000000 + 30000);
+  EXPECT_EQ(all_reduce.duration_ns, 50000);
+  EXPECT_EQ(all_reduce.stats.at("collective"), "all_reduce");
+  EXPECT_EQ(all_reduce.stats.at("bytes"), "4000");
+  // The host thread keeps its annotation too.
+  const XPlane* host = xspace::find_plane(*space, xspace::kHostPlaneName);
+  ASSERT_NE(host, nullptr);
+  EXPECT_EQ(lines_of(*host)["Thread 11"].size(), 1u);
 }
 
 TEST(KinetoConverter, WithoutProfilerStepsTheFirstOptimizersStepsCloseSteps) {

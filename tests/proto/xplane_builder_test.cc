@@ -59,6 +59,20 @@ TEST(XPlaneBuilder, MetadataIsSharedByName) {
   EXPECT_EQ(space.planes(0).event_metadata_size(), 2);
 }
 
+// A named line takes the id after the highest; where that is past int64's range (a trace's hostile thread id), the
+// lowest id not taken.
+TEST(XPlaneBuilder, NamedLinesTakeIdsNoLineHas) {
+  XSpace space;
+  XPlaneBuilder plane(find_or_add_plane(space, kHostPlaneName));
+  plane.line(7, "thread 7");
+  EXPECT_EQ(plane.line_named("a").proto()->id(), 8);
+  plane.line(INT64_MAX, "thread max");
+  plane.line(0, "thread 0");
+  EXPECT_EQ(plane.line_named("b").proto()->id(), 1);
+  EXPECT_EQ(plane.line_named("c").proto()->id(), 2);
+  EXPECT_EQ(plane.line_named("a").proto()->id(), 8);
+}
+
 TEST(XPlaneBuilder, CountersLandOnTheCountersLineWithAValueStat) {
   XSpace space;
   XPlaneBuilder plane(find_or_add_plane(space, kHostPlaneName));
@@ -151,6 +165,29 @@ TEST(MergeSpace, SamePlaneNamesMergeWithRemappedMetadata) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"sample", "op"}));
   reader.for_each_event(merged.lines(1), [&](const XEventView& e) { EXPECT_EQ(e.int_stat(kStepNumStat), 9); });
+}
+
+TEST(MergeSpace, DevicePlanesTwoProcessesNumberAlikeGetFreeOrdinals) {
+  XSpace capture;
+  find_or_add_plane(capture, kHostPlaneName);
+  find_or_add_plane(capture, "/device:GPU:0", 0);
+  find_or_add_plane(capture, "/device:GPU:2", 2);
+  XSpace process;
+  find_or_add_plane(process, kHostPlaneName);
+  find_or_add_plane(process, "/device:GPU:0", 0);
+  find_or_add_plane(process, "/device:GPU:1", 1);
+  find_or_add_plane(process, "/device:GPU:2", 2);
+  find_or_add_plane(process, "/device:TPU:0", 0);
+
+  const auto renamed = renumber_taken_device_planes(process, capture);
+  // GPU 1 is the process's own and stays; the TPU and the host plane are not taken.
+  EXPECT_EQ(renamed, (std::vector<std::pair<std::string, std::string>>{{"/device:GPU:0", "/device:GPU:3"},
+                                                                       {"/device:GPU:2", "/device:GPU:4"}}));
+  EXPECT_EQ(process.planes(1).name(), "/device:GPU:3");
+  EXPECT_EQ(process.planes(1).id(), 3);
+  EXPECT_EQ(process.planes(3).id(), 4);
+  merge_space(std::move(process), capture);
+  EXPECT_EQ(capture.planes_size(), 7) << "one host plane, five GPUs, one TPU";
 }
 
 }  // namespace
