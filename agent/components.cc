@@ -150,7 +150,7 @@ std::unique_ptr<grpc::Service> make_agent_service(AgentParts& parts) {
   CaptureSessions& captures = *parts.captures;
   return std::make_unique<AgentServiceImpl>(
       parts.clock, std::move(fill_status), [&captures] { return captures.start_lead(); }, *parts.recording,
-      *parts.triggered_snapshots, *parts.authorizer);
+      *parts.triggered_snapshots, *parts.request_metrics, *parts.authorizer);
 }
 
 std::unique_ptr<grpc::Service> make_profiler_service(AgentParts& parts) {

@@ -2,7 +2,8 @@
 //   held bytes per event: flood-shaped events in the compact event store vs the same events kept as decoded
 //   batches (how the agent held them before), both as RSS growth ÷ events;
 //   a real podscope-agent at its default capture_memory_limit_mb with F niced annotation_flood processes:
-//   its RSS growth over the whole capture ÷ the limit, and Profile's answer time beyond the duration vs the
+//   its RSS growth over the whole capture ÷ the limit and what it still holds 3 s after answering, the answer's
+//   bytes per kept event, and Profile's answer time beyond the duration vs the
 //   target (2 s + 1 s per million events kept) and vs a capture with no clients.
 // Usage: capture_memory_bench [--floods 8] [--threads 1] [--duration_ms 5000] [--events 4000000]
 #include <chrono>
@@ -70,6 +71,8 @@ void held_bytes_per_event(uint64_t events) {
 struct CaptureFigures {
   double growth_mib = 0;
   double answer_s = 0;  // beyond the duration
+  double answer_mib = 0;
+  double after_mib = 0;  // RSS growth 3 s after the answer: what the agent kept
   uint64_t kept = 0, dropped = 0;
 };
 
@@ -87,6 +90,9 @@ CaptureFigures capture(testing::AgentProcess& agent, int64_t duration_ms) {
   f.growth_mib = static_cast<double>(testing::status_kib(agent.pid(), "VmHWM") - before) / 1024;
   f.answer_s = took - static_cast<double>(duration_ms) / 1000;
   if (!status.ok()) std::fprintf(stderr, "Profile failed: %s\n", status.error_message().c_str());
+  f.answer_mib = static_cast<double>(response.ByteSizeLong()) / (1 << 20);
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  f.after_mib = static_cast<double>(testing::status_kib(agent.pid(), "VmRSS") - before) / 1024;
   for (const auto& plane : response.xspace().planes()) {
     if (plane.name().rfind("/device:CUSTOM:", 0) != 0) continue;
     for (const auto& line : plane.lines()) f.kept += static_cast<uint64_t>(line.events_size());
@@ -108,10 +114,12 @@ void agent_under_flood(int floods, int threads, int64_t duration_ms) {
   std::printf(
       "agent, %d floods of %d thread(s), %lld ms capture, capture_memory_limit_mb %.0f: RSS growth %.0f MiB = %.2f of "
       "the "
-      "limit; %llu events kept; answered %.2f s after the duration (target %.2f s; no clients: %.2f s)\n",
+      "limit, %.0f MiB kept 3 s after the answer; %llu events kept; answer %.0f MiB (%.1f bytes per kept event); "
+      "answered %.2f s after the duration (target %.2f s; no clients: %.2f s)\n",
       floods, threads, static_cast<long long>(duration_ms), limit_mib, flood.growth_mib, flood.growth_mib / limit_mib,
-      static_cast<unsigned long long>(flood.kept), flood.answer_s, 2.0 + static_cast<double>(flood.kept) / 1e6,
-      idle.answer_s);
+      flood.after_mib, static_cast<unsigned long long>(flood.kept), flood.answer_mib,
+      flood.kept == 0 ? 0.0 : flood.answer_mib * (1 << 20) / static_cast<double>(flood.kept), flood.answer_s,
+      2.0 + static_cast<double>(flood.kept) / 1e6, idle.answer_s);
   for (int i = 0; i < 50; ++i) agent.read_some(10);
   for (size_t at = agent.output().find("local clients:"); at != std::string::npos;
        at = agent.output().find("local clients:", at + 1)) {

@@ -1,5 +1,6 @@
 // The agent's cost of the flight recorder per event, Google Benchmark, in one run against today's capture:
-//   BM_CaptureWindowAdd — a capture window holding a batch (CompactEventStore, earliest and latest kept)
+//   BM_CaptureWindowAdd — a capture window holding a batch (CompactEventStore, earliest and latest kept): for each
+//                         record kind the bytes held per event and those its budget is charged
 //   BM_RecorderAdd      — the recorder holding a batch (the same store keeping the latest, its time window
 //                         expired on every batch), in steady state: full, dropping its oldest chunks; for
 //                         each record kind (steps and computes, input stages, allocation records) the bytes
@@ -50,17 +51,6 @@ podscope::local::EventsMsg batch_at(int64_t start_ns, int events) {
 
 constexpr int kBatch = 1000;
 
-void BM_CaptureWindowAdd(benchmark::State& state) {
-  podscope::agent::CompactEventStore store(size_t{256} << 20, podscope::agent::Retention::kEarliestAndLatest);
-  int64_t t = 1'000'000'000;
-  for (auto _ : state) {
-    store.add(1, batch_at(t, kBatch));
-    t += kBatch * 10'000;
-  }
-  state.SetItemsProcessed(state.iterations() * kBatch);
-}
-BENCHMARK(BM_CaptureWindowAdd);
-
 // The same events as input stages: a root stage and a read stage nested in it, 10 µs apart.
 podscope::local::InputStagesMsg stages_at(int64_t start_ns, int events) {
   podscope::local::InputStagesMsg batch;
@@ -95,6 +85,26 @@ podscope::local::AllocationsMsg allocations_at(int64_t start_ns, int events) {
   }
   return batch;
 }
+
+// A capture window's store per record kind (0: steps and computes, 1: input stages, 2: allocation records): the
+// bytes held per event and what the capture's budget is charged per event (held and the build's reservation).
+void BM_CaptureWindowAdd(benchmark::State& state) {
+  podscope::agent::CompactEventStore store(size_t{256} << 20, podscope::agent::Retention::kEarliestAndLatest);
+  int64_t t = 1'000'000'000;
+  for (auto _ : state) {
+    switch (state.range(0)) {
+      case 0: store.add(1, batch_at(t, kBatch)); break;
+      case 1: store.add(1, stages_at(t, kBatch)); break;
+      default: store.add(1, allocations_at(t, kBatch)); break;
+    }
+    t += kBatch * 10'000;
+  }
+  const double held = static_cast<double>(store.held_events());
+  state.counters["held_bytes_per_event"] = static_cast<double>(store.held_bytes()) / held;
+  state.counters["charged_bytes_per_event"] = static_cast<double>(store.charged_bytes()) / held;
+  state.SetItemsProcessed(state.iterations() * kBatch);
+}
+BENCHMARK(BM_CaptureWindowAdd)->Arg(0)->Arg(1)->Arg(2);
 
 void BM_RecorderAdd(benchmark::State& state) {
   int64_t t = 1'000'000'000;

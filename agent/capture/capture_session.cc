@@ -9,7 +9,6 @@
 #include "daemon/run_name.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
-#include "proto/xspace/xplane_reader.h"
 
 namespace podscope::agent {
 namespace {
@@ -149,8 +148,13 @@ absl::StatusOr<CaptureResult> CaptureSessions::run(tensorflow::ProfileRequest re
 
   CaptureResult result;
   result.session_id = plan->session_id;
-  const std::string end_reason = gather(*plan, request, now, cancelled, result.space);
-  result.empty_trace = !xspace::has_events(result.space);
+  std::string end_reason;
+  {
+    CaptureSpace out(host_name_);
+    end_reason = gather(*plan, request, now, cancelled, out);
+    result.empty_trace = !out.has_events();
+    result.xspace = out.finish();
+  }
   write_to_repository(request, limits, result);
   PODSCOPE_LOG(kInfo) << "capture " << result.session_id << " done"
                       << (end_reason.empty() ? "" : " (" + end_reason + ")")
@@ -195,28 +199,27 @@ absl::Status CaptureSessions::claim(const std::string& session_id) {
 }
 
 std::string CaptureSessions::gather(const CapturePlan& plan, const tensorflow::ProfileRequest& request, int64_t now,
-                                    const std::function<bool()>& cancelled, tensorflow::profiler::XSpace& space) {
+                                    const std::function<bool()>& cancelled, CaptureSpace& out) {
   std::vector<std::string> warnings;
   if (plan.start_ns > 0 && plan.start_ns < now) {
     warnings.push_back("requested start " + std::to_string(plan.start_ns) + " was " +
                        std::to_string((now - plan.start_ns) / 1'000'000) +
                        " ms in the past on the agent's clock; the capture started on arrival");
   }
-  const int64_t start_ns = plan_window(plan, request, now, space);
+  const int64_t start_ns = plan_window(plan, request, now, out);
   std::unique_lock lock(mu_);
   const bool reached_start = start_ns <= now || wait_until(start_ns, cancelled, lock);
   std::string end_reason;
   if (reached_start) {
     lock.unlock();
-    end_reason = run_window(plan, request, cancelled, space);
+    end_reason = run_window(plan, request, cancelled, out);
     if (!end_reason.empty()) warnings.push_back("capture ended early: " + end_reason);
   } else {
     end_reason = ended_because();
     lock.unlock();
-    space.add_hostnames(host_name_);
     warnings.push_back("capture ended before its start time (" + end_reason + ")");
   }
-  for (std::string& w : warnings) space.add_warnings(std::move(w));
+  for (std::string& w : warnings) out.space().add_warnings(std::move(w));
   return end_reason;
 }
 
@@ -230,14 +233,15 @@ StartLead CaptureSessions::start_lead() const {
 }
 
 int64_t CaptureSessions::plan_window(const CapturePlan& plan, const tensorflow::ProfileRequest& request, int64_t now,
-                                     tensorflow::profiler::XSpace& space) {
+                                     CaptureSpace& out) {
   int64_t start_ns = std::max(plan.start_ns, now);
   const StartLead lead = start_lead();
   if (lead.ns > 0 && start_ns < now + lead.ns) {
     const int64_t delay_ms = (now + lead.ns - std::max(plan.start_ns, now)) / 1'000'000;
     start_ns = now + lead.ns;
     // The capture's first warning: the wait is the first thing its user notices.
-    space.add_warnings("capture started " + std::to_string(delay_ms) + " ms later than requested: " + lead.reason);
+    out.space().add_warnings("capture started " + std::to_string(delay_ms) +
+                             " ms later than requested: " + lead.reason);
     PODSCOPE_LOG(kInfo) << "capture " << plan.session_id << " starts in " << lead.ns / 1'000'000
                         << " ms: " << lead.reason;
   }
@@ -252,7 +256,7 @@ int64_t CaptureSessions::plan_window(const CapturePlan& plan, const tensorflow::
 }
 
 std::string CaptureSessions::run_window(const CapturePlan& plan, const tensorflow::ProfileRequest& request,
-                                        const std::function<bool()>& cancelled, tensorflow::profiler::XSpace& space) {
+                                        const std::function<bool()>& cancelled, CaptureSpace& out) {
   CaptureWindow window;
   window.session_id = plan.session_id;
   window.start_ns = sample_now_();
@@ -269,9 +273,8 @@ std::string CaptureSessions::run_window(const CapturePlan& plan, const tensorflo
   }
   const int64_t end_ns = sample_now_();
   for (CaptureSource* s : sources_) s->close(end_ns);
-  space.add_hostnames(host_name_);
-  for (CaptureSource* s : sources_) s->collect(space);
-  xspace::XPlaneBuilder(xspace::find_or_add_plane(space, xspace::kHostPlaneName))
+  for (CaptureSource* s : sources_) s->collect(out);
+  xspace::XPlaneBuilder(&out.host_plane())
       .stats()
       .add(xspace::kCaptureStartStat, window.start_ns)
       .add(xspace::kCaptureEndStat, end_ns);
@@ -292,16 +295,14 @@ void CaptureSessions::write_to_repository(const tensorflow::ProfileRequest& requ
   if (!file.ok()) {
     // Asking for no path from an agent without a root is the normal remote case: nothing to warn about.
     if (!requested_dir.empty() || !limits.repository_root.empty()) {
-      result.space.add_warnings(std::string(file.status().message()));
+      append_warning(std::string(file.status().message()), result.xspace);
     }
     return;
   }
-  std::string bytes;
-  result.space.SerializeToString(&bytes);
-  if (absl::Status s = write_file_atomically(*file, bytes); s.ok()) {
+  if (absl::Status s = write_file_atomically(*file, result.xspace); s.ok()) {
     result.written_path = *file;
   } else {
-    result.space.add_warnings("not written to disk: " + std::string(s.message()));
+    append_warning("not written to disk: " + std::string(s.message()), result.xspace);
   }
 }
 

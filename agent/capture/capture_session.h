@@ -1,6 +1,7 @@
 // Captures, one at a time. CaptureSessions::run() validates a ProfileRequest, waits for its start time, opens
 // a window on every CaptureSource, waits for the end — duration elapsed, Terminate, the client cancelling or
-// passing its deadline, or agent shutdown: all the same path — closes every source, gathers one XSpace and,
+// passing its deadline, or agent shutdown: all the same path — closes every source, gathers one XSpace (serialized
+// while it is built, see CaptureSpace) and,
 // where the agent is configured for it and the client did not ask for it in the response, writes it under the
 // repository root.
 #pragma once
@@ -28,7 +29,7 @@ struct CaptureLimits {
 
 struct CaptureResult {
   std::string session_id;
-  tensorflow::profiler::XSpace space;
+  std::string xspace;  // serialized
   bool empty_trace = false;
   std::string written_path;  // empty when not written (the XSpace was asked for in the response, or no root)
 };
@@ -100,14 +101,14 @@ class CaptureSessions {
   absl::Status claim(const std::string& session_id);
   // Waits for the start, runs the window and adds the capture's own warnings; returns why it ended early ("").
   std::string gather(const CapturePlan& plan, const tensorflow::ProfileRequest& request, int64_t now,
-                     const std::function<bool()>& cancelled, tensorflow::profiler::XSpace& space);
+                     const std::function<bool()>& cancelled, CaptureSpace& out);
   // Plans the window on every source: its start is the request's, or later by the longest lead a source asks
   // for (noted as the capture's first warning). Returns the start.
   int64_t plan_window(const CapturePlan& plan, const tensorflow::ProfileRequest& request, int64_t now,
-                      tensorflow::profiler::XSpace& space);
+                      CaptureSpace& out);
   // Opens every source at one sampling pass, waits for the end, closes them all at another and collects.
   std::string run_window(const CapturePlan& plan, const tensorflow::ProfileRequest& request,
-                         const std::function<bool()>& cancelled, tensorflow::profiler::XSpace& space);
+                         const std::function<bool()>& cancelled, CaptureSpace& out);
   void write_to_repository(const tensorflow::ProfileRequest& request, const CaptureLimits& limits,
                            CaptureResult& result) const;
   void release();

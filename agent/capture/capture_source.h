@@ -1,15 +1,15 @@
 // A capture source is one place a capture window gathers data from: the host series, the local annotated
 // processes, CUPTI injectors, upstream framework profiler servers, PyTorch (Kineto) processes. CaptureSession opens a
 // window on every source at the start, closes them all at the end (duration elapsed, Terminate, client cancel or agent
-// shutdown — all the same path), then asks each to add what it gathered to the XSpace.
+// shutdown — all the same path), then asks each to add what it gathered to the capture's CaptureSpace.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "agent/capture/capture_space.h"
 #include "tensorflow/profiler_service.pb.h"
-#include "tensorflow/xplane.pb.h"
 
 namespace podscope::agent {
 
@@ -43,8 +43,8 @@ class CaptureSource {
   virtual void open(const CaptureWindow& window) = 0;
   // The window closes at `end_ns`. Must return quickly.
   virtual void close(int64_t end_ns) = 0;
-  // Adds what was gathered (planes, lines, warnings) to `space`. May wait, bounded, for data in flight.
-  virtual void collect(tensorflow::profiler::XSpace& space) = 0;
+  // Adds what was gathered (planes, lines, warnings) to `out`. May wait, bounded, for data in flight.
+  virtual void collect(CaptureSpace& out) = 0;
 };
 
 }  // namespace podscope::agent

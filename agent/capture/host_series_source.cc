@@ -26,7 +26,8 @@ void HostSeriesSource::open(const CaptureWindow& window) {
 
 void HostSeriesSource::close(int64_t end_ns) { end_ns_ = end_ns; }
 
-void HostSeriesSource::collect(tensorflow::profiler::XSpace& space) {
+void HostSeriesSource::collect(CaptureSpace& out) {
+  tensorflow::profiler::XSpace& space = out.space();
   xspace::XPlaneBuilder host_plane(xspace::find_or_add_plane(space, xspace::kHostPlaneName));
   host_plane.stats()
       .add(xspace::kCoreCountStat, host_.core_count)

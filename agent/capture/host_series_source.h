@@ -27,7 +27,7 @@ class HostSeriesSource final : public CaptureSource {
   std::string_view name() const override { return "host series"; }
   void open(const CaptureWindow& window) override;
   void close(int64_t end_ns) override;
-  void collect(tensorflow::profiler::XSpace& space) override;
+  void collect(CaptureSpace& out) override;
 
  private:
   const SeriesStore& series_;

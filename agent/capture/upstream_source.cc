@@ -221,7 +221,8 @@ void UpstreamSource::close(int64_t end_ns) {
   }
 }
 
-void UpstreamSource::collect(tensorflow::profiler::XSpace& space) {
+void UpstreamSource::collect(CaptureSpace& out) {
+  tensorflow::profiler::XSpace& space = out.space();
   join_all();
   for (auto& call : calls_) {
     const std::string who = "upstream profiler " + call->upstream->address + ": ";

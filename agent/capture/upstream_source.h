@@ -34,7 +34,7 @@ class UpstreamSource : public CaptureSource {
   std::string_view name() const override { return "upstream"; }
   void open(const CaptureWindow& window) override;
   void close(int64_t end_ns) override;
-  void collect(tensorflow::profiler::XSpace& space) override;
+  void collect(CaptureSpace& out) override;
 
  private:
   struct Upstream;

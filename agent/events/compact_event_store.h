@@ -84,8 +84,8 @@ struct HeldSpan {
 
 // What a capture reserves for one held event, in bytes, beyond the bytes held.
 struct CaptureCost {
-  // What building and answering an event costs beyond its record: the decoded event, the XEvent and its
-  // XStats as heap objects, and the serialized bytes twice (the response copy and gRPC's own).
+  // What building and answering an event costs beyond its record: the decoded event while its planes are built,
+  // and its serialized bytes in the answer (planes are written as they are built, and sent as those bytes).
   static size_t of(const local::EventMsg& event);
 };
 

@@ -152,7 +152,8 @@ void KinetoCaptureSource::open(const CaptureWindow&) {}
 
 void KinetoCaptureSource::close(int64_t end_ns) { closed_ns_ = end_ns; }
 
-void KinetoCaptureSource::collect(tensorflow::profiler::XSpace& space) {
+void KinetoCaptureSource::collect(CaptureSpace& out) {
+  tensorflow::profiler::XSpace& space = out.space();
   if (!plan_warning_.empty()) space.add_warnings(plan_warning_);
   // Kineto traces the whole planned window whatever happens here: a window cut short (Terminate, a client gone,
   // the agent stopping) takes only the traces already delivered and waits for none.

@@ -35,7 +35,7 @@ class KinetoCaptureSource final : public CaptureSource {
   void plan(const CaptureWindow& window) override;
   void open(const CaptureWindow& window) override;
   void close(int64_t end_ns) override;
-  void collect(tensorflow::profiler::XSpace& space) override;
+  void collect(CaptureSpace& out) override;
 
  private:
   struct Requested {

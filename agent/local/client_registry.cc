@@ -290,6 +290,7 @@ std::vector<LocalClientCapture> ClientRegistry::collect(std::chrono::millisecond
       return true;
     };
     changed_.wait_for(lock, timeout, all_answered);
+    last_window_charge_ = {window_events_->held_bytes(), window_events_->peak_charged_bytes()};
     for (auto& [id, g] : gathered_) {
       auto it = connections_.find(id);
       if (!g.complete && it != connections_.end()) {
@@ -306,6 +307,11 @@ std::vector<LocalClientCapture> ClientRegistry::collect(std::chrono::millisecond
   }
   for (auto& d : hung) d();
   return out;
+}
+
+ClientRegistry::WindowCharge ClientRegistry::last_window_charge() const {
+  std::lock_guard lock(mu_);
+  return last_window_charge_;
 }
 
 }  // namespace podscope::agent

@@ -82,6 +82,12 @@ class ClientRegistry {
   void close_window(int64_t end_ns);
   std::vector<LocalClientCapture> collect(std::chrono::milliseconds timeout);
   bool window_open() const;
+  // What the last collected window's store held when it closed, and the most it charged its budget.
+  struct WindowCharge {
+    size_t held_bytes = 0;
+    size_t peak_charged_bytes = 0;
+  };
+  WindowCharge last_window_charge() const;
 
   // Continuous recording: every registered client (and any that registers later) is sent the CaptureOpen of
   // a recording session (local::kRecordingSessionBit set) that no close follows, so that it streams all its
@@ -114,7 +120,8 @@ class ClientRegistry {
   int64_t clients_offset_ns_ = 0;
   std::map<uint64_t, LocalClientCapture> gathered_;   // by connection, for clients in the window
   std::unique_ptr<CompactEventStore> window_events_;  // while a window is open or closing
-  std::shared_ptr<FlightRecorder> recorder_;          // while recording
+  WindowCharge last_window_charge_;
+  std::shared_ptr<FlightRecorder> recorder_;  // while recording
   uint64_t recording_session_ = 0;
   uint64_t recordings_started_ = 0;
 };

@@ -19,7 +19,7 @@ void LocalClientsSource::close(int64_t end_ns) {
   registry_->close_window(end_ns);
 }
 
-void LocalClientsSource::collect(tensorflow::profiler::XSpace& space) {
+void LocalClientsSource::collect(CaptureSpace& out) {
   const auto collect_start = std::chrono::steady_clock::now();
   const auto captures = registry_->collect(flush_timeout_);
   const auto gathered = std::chrono::steady_clock::now();
@@ -32,13 +32,22 @@ void LocalClientsSource::collect(tensorflow::profiler::XSpace& space) {
     drops.budget_steps += c.events.dropped_steps();
   }
   if (on_dropped_) on_dropped_(drops);
-  add_custom_planes(captures, clock_, CustomPlaneOptions{start_ns_, end_ns_}, space);
-  for (const auto& c : captures) add_device_spaces(c, space);
+  // The planes go to the wire as they are built: the capture holds one batch of events as objects at a time.
+  add_custom_planes(captures, clock_,
+                    CustomPlaneOptions{start_ns_, end_ns_, &out.written_planes(), &out.host_plane_stream()},
+                    out.space());
+  out.count_written_events(kept);
+  for (const auto& c : captures) add_device_spaces(c, out.space());
   auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+  const ClientRegistry::WindowCharge charge = registry_->last_window_charge();
+  auto per_kept = [kept](size_t bytes) { return kept == 0 ? 0 : bytes / kept; };
   PODSCOPE_LOG(kInfo) << "local clients: " << captures.size() << " client(s), " << kept << " events kept, "
                       << drops.budget_events << " dropped by the capture memory budget (" << drops.budget_steps
-                      << " whole steps); last batches in after " << ms(gathered - collect_start)
-                      << " ms, planes built in " << ms(std::chrono::steady_clock::now() - gathered) << " ms";
+                      << " whole steps); held " << charge.held_bytes << " bytes (" << per_kept(charge.held_bytes)
+                      << " per kept event), charged at most " << charge.peak_charged_bytes << " ("
+                      << per_kept(charge.peak_charged_bytes) << " per kept event); last batches in after "
+                      << ms(gathered - collect_start) << " ms, planes built in "
+                      << ms(std::chrono::steady_clock::now() - gathered) << " ms";
 }
 
 void LocalClientsSource::add_device_spaces(const LocalClientCapture& capture,

@@ -40,7 +40,7 @@ class LocalClientsSource : public CaptureSource {
   std::string_view name() const override { return "local_clients"; }
   void open(const CaptureWindow& window) override;
   void close(int64_t end_ns) override;
-  void collect(tensorflow::profiler::XSpace& space) override;
+  void collect(CaptureSpace& out) override;
 
  private:
   void add_device_spaces(const LocalClientCapture& capture, tensorflow::profiler::XSpace& space) const;

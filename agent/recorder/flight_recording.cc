@@ -1,7 +1,5 @@
 #include "agent/recorder/flight_recording.h"
 
-#include <malloc.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <limits>
@@ -9,6 +7,7 @@
 #include <prometheus/family.h>
 
 #include "agent/local/custom_planes.h"
+#include "daemon/heap.h"
 #include "daemon/log.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
@@ -181,9 +180,9 @@ void FlightRecording::publish_metrics() {
 
 void FlightRecording::return_built_memory() {
   // A snapshot's build frees a heap of small objects that glibc keeps, in the arena of the thread that built it,
-  // for reuse; builds run on whichever gRPC thread asked, so each would keep its own. Hand the pages back.
+  // for reuse; builds run on whichever thread asked, so each would keep its own. Hand the pages back.
   built_since_trim_ = false;
-  malloc_trim(0);
+  return_free_heap();
 }
 void FlightRecording::update_metrics(const std::optional<FlightRecorderState>& state) {
   if (!state) return;
@@ -250,11 +249,8 @@ RecorderSnapshot FlightRecording::build(FlightRecorder& recorder, int64_t asked_
   snapshot.whole_since_ns = begin_ns;
   // The annotated processes' planes go to the wire as they are built, then the host plane (their step markers and
   // allocation records written as they were added), then the rest of the space.
-  tensorflow::profiler::XSpace space;
-  space.add_hostnames(host_name_);
-  tensorflow::profiler::XPlane* host_plane = xspace::find_or_add_plane(space, xspace::kHostPlaneName);
-  xspace::XPlaneStreamWriter host_stream(*host_plane);
-
+  CaptureSpace out(host_name_);
+  tensorflow::profiler::XSpace& space = out.space();
   const int64_t clients_offset = clock_.from_system_ns(0);
   std::vector<LocalClientCapture> captures = recorder.window(begin_ns - clients_offset, end_ns - clients_offset);
   warn_if_short(captures, snapshot, space);
@@ -267,7 +263,9 @@ RecorderSnapshot FlightRecording::build(FlightRecorder& recorder, int64_t asked_
       c.events.drops.clear();
     }
   }
-  add_custom_planes(captures, clock_, CustomPlaneOptions{begin_ns, end_ns, &snapshot.xspace, &host_stream}, space);
+  add_custom_planes(captures, clock_,
+                    CustomPlaneOptions{begin_ns, end_ns, &out.written_planes(), &out.host_plane_stream()}, space);
+  for (const LocalClientCapture& c : captures) out.count_written_events(c.events.events.size());
   std::vector<LocalClientCapture>().swap(captures);
 
   CaptureWindow window;
@@ -276,22 +274,16 @@ RecorderSnapshot FlightRecording::build(FlightRecorder& recorder, int64_t asked_
   window.planned_end_ns = end_ns;
   look_back_->open(window);
   look_back_->close(end_ns);
-  look_back_->collect(space);
+  look_back_->collect(out);
 
-  xspace::XPlaneBuilder(host_plane)
+  xspace::XPlaneBuilder(&out.host_plane())
       .stats()
       .add(xspace::kCaptureStartStat, begin_ns)
       .add(xspace::kCaptureEndStat, end_ns)
       .add(xspace::kRecordedWholeSinceStat, snapshot.whole_since_ns);
   space.add_warnings(std::string(kLeftOutWarning));
-  host_stream.finish(snapshot.xspace);
-  for (int i = 0; i < space.planes_size(); ++i) {
-    if (&space.planes(i) == host_plane) {
-      space.mutable_planes()->DeleteSubrange(i, 1);
-      break;
-    }
-  }
-  space.AppendToString(&snapshot.xspace);
+  snapshot.has_events = out.has_events();
+  snapshot.xspace = out.finish();
   snapshots_.Increment();
   built_since_trim_ = true;
   update_metrics(recorder.state());

@@ -41,6 +41,7 @@ struct RecorderSnapshot {
   int64_t end_ns = 0;
   int64_t whole_since_ns = 0;  // begin_ns, or later where flight_recorder_max_mb had dropped older events
   std::string xspace;
+  bool has_events = false;  // whether any plane of it holds an event
   std::unique_lock<std::timed_mutex> build_slot;
 };
 

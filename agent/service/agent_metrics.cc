@@ -54,6 +54,20 @@ RequestMetrics::RequestMetrics(prometheus::Registry& registry, const std::string
                                 "allowed_fanout_targets.")
                           .Labels({{"host", host_name}})
                           .Register(registry)
+                          .Add({})),
+      heap_returned(prometheus::BuildCounter()
+                        .Name("podscope_heap_returned_bytes_total")
+                        .Help("Resident memory handed back to the system once a large answer (a capture, a recorded "
+                              "window) was sent: glibc would keep it for reuse.")
+                        .Labels({{"host", host_name}})
+                        .Register(registry)
+                        .Add({})),
+      answers_refused(prometheus::BuildCounter()
+                          .Name("podscope_answers_refused_total")
+                          .Help("Profile, GetSnapshot and GetRecordedWindow calls refused because as many were "
+                                "already being answered as there are threads for them (kMaxAnswerThreads).")
+                          .Labels({{"host", host_name}})
+                          .Register(registry)
                           .Add({})) {}
 
 void register_build_info(prometheus::Registry& registry, const std::string& host_name, const std::string& version) {

@@ -19,6 +19,8 @@ struct RequestMetrics {
   prometheus::Counter& monitors_served;
   prometheus::Counter& pod_sessions_served;  // NewSession pod runs
   prometheus::Counter& fanouts_refused;      // NewSession naming a host outside allowed_fanout_targets
+  prometheus::Counter& heap_returned;        // bytes handed back to the system after large answers (raw_answer.h)
+  prometheus::Counter& answers_refused;      // over AnswerThreads' bound (raw_answer.h)
 };
 
 void register_build_info(prometheus::Registry& registry, const std::string& host_name, const std::string& version);

@@ -6,13 +6,16 @@ namespace podscope::agent {
 
 AgentServiceImpl::AgentServiceImpl(const Clock& clock, std::function<void(podscope::v1::AgentStatus&)> fill_status,
                                    std::function<StartLead()> start_lead, FlightRecording& recording,
-                                   const TriggeredSnapshots& snapshots, tls::CallAuthorizer& authorizer)
+                                   const TriggeredSnapshots& snapshots, RequestMetrics& metrics,
+                                   tls::CallAuthorizer& authorizer)
     : clock_(clock),
       fill_status_(std::move(fill_status)),
       start_lead_(std::move(start_lead)),
       recording_(recording),
       snapshots_(snapshots),
-      authorizer_(authorizer) {}
+      metrics_(metrics),
+      authorizer_(authorizer),
+      answer_threads_(kMaxAnswerThreads, metrics.answers_refused) {}
 
 grpc::Status AgentServiceImpl::Ping(grpc::ServerContext*, const podscope::v1::PingRequest* request,
                                     podscope::v1::PingResponse* response) {
@@ -35,21 +38,40 @@ grpc::Status AgentServiceImpl::GetStatus(grpc::ServerContext*, const podscope::v
   return grpc::Status::OK;
 }
 
-grpc::Status AgentServiceImpl::GetRecordedWindow(grpc::ServerContext* context,
-                                                 const podscope::v1::RecordedWindowRequest* request,
-                                                 podscope::v1::RecordedWindowResponse* response) {
-  if (grpc::Status allowed = authorizer_.authorize(*context, "GetRecordedWindow"); !allowed.ok()) return allowed;
+grpc::ServerUnaryReactor* AgentServiceImpl::GetRecordedWindow(grpc::CallbackServerContext* context,
+                                                              const grpc::ByteBuffer* request,
+                                                              grpc::ByteBuffer* response) {
+  podscope::v1::RecordedWindowRequest parsed;
+  grpc::Status ready = authorizer_.authorize(*context, "GetRecordedWindow");
+  if (ready.ok()) ready = parse_request(*request, parsed);
+  if (!ready.ok()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(ready);
+    return reactor;
+  }
+  return answer_threads_.run(context,
+                             [this, response, parsed = std::move(parsed)] { return answer_window(parsed, *response); });
+}
+
+grpc::Status AgentServiceImpl::answer_window(const podscope::v1::RecordedWindowRequest& request,
+                                             grpc::ByteBuffer& response) {
+  podscope::v1::RecordedWindowResponse fields;
+  std::string body;
   {
     absl::StatusOr<RecorderSnapshot> snapshot =
-        request->end_ns() > 0 ? recording_.span(request->start_ns(), request->end_ns(), WhenBuilding::kQueue)
-                              : recording_.last(request->last_ms(), WhenBuilding::kQueue);
+        request.end_ns() > 0 ? recording_.span(request.start_ns(), request.end_ns(), WhenBuilding::kQueue)
+                             : recording_.last(request.last_ms(), WhenBuilding::kQueue);
     if (!snapshot.ok()) return to_grpc_status(snapshot.status());
-    response->set_start_ns(snapshot->begin_ns);
-    response->set_end_ns(snapshot->end_ns);
-    response->set_whole_since_ns(snapshot->whole_since_ns);
-    *response->mutable_xspace() = std::move(snapshot->xspace);
+    fields.set_start_ns(snapshot->begin_ns);
+    fields.set_end_ns(snapshot->end_ns);
+    fields.set_whole_since_ns(snapshot->whole_since_ns);
+    body = std::move(snapshot->xspace);
   }
+  // The build's objects are freed: hand them back now; the answer's bytes go once gRPC has sent them.
   recording_.return_built_memory();
+  std::string head = fields.SerializeAsString();
+  append_field_prefix(podscope::v1::RecordedWindowResponse::kXspaceFieldNumber, body.size(), head);
+  response = raw_answer(std::move(head), std::move(body), metrics_.heap_returned);
   return grpc::Status::OK;
 }
 

@@ -11,36 +11,45 @@
 #include "agent/capture/capture_source.h"
 #include "agent/recorder/flight_recording.h"
 #include "agent/recorder/triggered_snapshots.h"
+#include "agent/service/agent_metrics.h"
+#include "agent/service/raw_answer.h"
 #include "podscope/v1/agent.grpc.pb.h"
 #include "daemon/clock.h"
 #include "tls/call_authorizer.h"
 
 namespace podscope::agent {
 
-class AgentServiceImpl final : public podscope::v1::Agent::Service {
+// GetRecordedWindow answers raw: the window's XSpace goes out as the bytes it was built as (raw_answer.h).
+class AgentServiceImpl final
+    : public podscope::v1::Agent::WithRawCallbackMethod_GetRecordedWindow<podscope::v1::Agent::Service> {
  public:
   // `fill_status` writes everything the agent knows into a status (collectors, clock, capture, clients...).
   // `start_lead` is the lead captures need now (CaptureSessions::start_lead), answered with every Ping.
   AgentServiceImpl(const Clock& clock, std::function<void(podscope::v1::AgentStatus&)> fill_status,
                    std::function<StartLead()> start_lead, FlightRecording& recording,
-                   const TriggeredSnapshots& snapshots, tls::CallAuthorizer& authorizer);
+                   const TriggeredSnapshots& snapshots, RequestMetrics& metrics, tls::CallAuthorizer& authorizer);
 
   grpc::Status Ping(grpc::ServerContext* context, const podscope::v1::PingRequest* request,
                     podscope::v1::PingResponse* response) override;
   grpc::Status GetStatus(grpc::ServerContext* context, const podscope::v1::StatusRequest* request,
                          podscope::v1::AgentStatus* response) override;
-  grpc::Status GetRecordedWindow(grpc::ServerContext* context, const podscope::v1::RecordedWindowRequest* request,
-                                 podscope::v1::RecordedWindowResponse* response) override;
+  // A podscope.v1.RecordedWindowRequest, answered with a podscope.v1.RecordedWindowResponse.
+  grpc::ServerUnaryReactor* GetRecordedWindow(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) override;
   grpc::Status GetStoredSnapshot(grpc::ServerContext* context, const podscope::v1::StoredSnapshotRequest* request,
                                  podscope::v1::RecordedWindowResponse* response) override;
 
  private:
+  grpc::Status answer_window(const podscope::v1::RecordedWindowRequest& request, grpc::ByteBuffer& response);
+
   const Clock& clock_;
   std::function<void(podscope::v1::AgentStatus&)> fill_status_;
   std::function<StartLead()> start_lead_;
   FlightRecording& recording_;
   const TriggeredSnapshots& snapshots_;
+  RequestMetrics& metrics_;
   tls::CallAuthorizer& authorizer_;
+  AnswerThreads answer_threads_;
 };
 
 }  // namespace podscope::agent

@@ -2,7 +2,6 @@
 
 #include "daemon/grpc_status.h"
 #include "daemon/log.h"
-#include "proto/xspace/xplane_reader.h"
 
 namespace podscope::agent {
 
@@ -14,29 +13,54 @@ ProfilerServiceImpl::ProfilerServiceImpl(CaptureSessions& captures, MonitorRepor
       metrics_(metrics),
       max_concurrent_monitors_(max_concurrent_monitors),
       recording_(recording),
-      authorizer_(authorizer) {}
+      authorizer_(authorizer),
+      answer_threads_(kMaxAnswerThreads, metrics.answers_refused) {}
 
-grpc::Status ProfilerServiceImpl::Profile(grpc::ServerContext* context, const tensorflow::ProfileRequest* request,
-                                          tensorflow::ProfileResponse* response) {
-  if (grpc::Status allowed = authorizer_.authorize(*context, "Profile"); !allowed.ok()) return allowed;
-  absl::StatusOr<CaptureResult> result = captures_.run(*request, [context] { return context->IsCancelled(); });
+grpc::ServerUnaryReactor* ProfilerServiceImpl::Profile(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  tensorflow::ProfileRequest parsed;
+  grpc::Status ready = authorizer_.authorize(*context, "Profile");
+  if (ready.ok()) ready = parse_request(*request, parsed);
+  if (!ready.ok()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(ready);
+    return reactor;
+  }
+  return answer_threads_.run(context, [this, context, response, parsed = std::move(parsed)] {
+    return run_profile(*context, parsed, *response);
+  });
+}
+
+grpc::Status ProfilerServiceImpl::run_profile(grpc::CallbackServerContext& context,
+                                              const tensorflow::ProfileRequest& request, grpc::ByteBuffer& response) {
+  absl::StatusOr<CaptureResult> result = captures_.run(request, [&context] { return context.IsCancelled(); });
   if (!result.ok()) {
     PODSCOPE_LOG(kWarning) << "Profile refused: " << result.status().message();
     metrics_.captures_refused.Increment();
     return to_grpc_status(result.status());
   }
   metrics_.captures_served.Increment();
-  response->set_empty_trace(result->empty_trace);
+  tensorflow::ProfileResponse fields;
+  fields.set_empty_trace(result->empty_trace);
+  std::string head = fields.SerializeAsString();
+  std::string body;
   // As TensorFlow's server: the XSpace asked for in the response goes there (and to no file); otherwise it is in
   // the file and the response holds nothing more. A capture that could not be written comes back as tool_data
   // `xplane.pb`, which TensorFlow's client saves as <host>.xplane.pb on its side.
-  if (!writes_capture_file(*request)) {
-    response->mutable_xspace()->Swap(&result->space);
+  if (!writes_capture_file(request)) {
+    append_field_prefix(tensorflow::ProfileResponse::kXspaceFieldNumber, result->xspace.size(), head);
+    body = std::move(result->xspace);
   } else if (result->written_path.empty()) {
-    tensorflow::ProfileToolData* tool = response->add_tool_data();
-    tool->set_name("xplane.pb");
-    result->space.SerializeToString(tool->mutable_data());
+    tensorflow::ProfileToolData tool;
+    tool.set_name("xplane.pb");
+    std::string tool_head = tool.SerializeAsString();
+    append_field_prefix(tensorflow::ProfileToolData::kDataFieldNumber, result->xspace.size(), tool_head);
+    append_field_prefix(tensorflow::ProfileResponse::kToolDataFieldNumber, tool_head.size() + result->xspace.size(),
+                        head);
+    head += tool_head;
+    body = std::move(result->xspace);
   }
+  response = raw_answer(std::move(head), std::move(body), metrics_.heap_returned);
   return grpc::Status::OK;
 }
 
@@ -79,15 +103,28 @@ grpc::Status ProfilerServiceImpl::StartContinuousProfiling(grpc::ServerContext* 
   return to_grpc_status(recording_.start(FlightRecorderSettings{window_ms * 1'000'000, continuous_max_bytes_}));
 }
 
-grpc::Status ProfilerServiceImpl::GetSnapshot(grpc::ServerContext* context, const tensorflow::GetSnapshotRequest*,
-                                              tensorflow::ProfileResponse* response) {
-  if (grpc::Status allowed = authorizer_.authorize(*context, "GetSnapshot"); !allowed.ok()) return allowed;
-  absl::StatusOr<RecorderSnapshot> snapshot = recording_.snapshot_since_last(WhenBuilding::kQueue);
-  if (!snapshot.ok()) return to_grpc_status(snapshot.status());
-  if (!response->mutable_xspace()->ParseFromString(snapshot->xspace)) {
-    return grpc::Status(grpc::StatusCode::INTERNAL, "the flight recorder's snapshot did not parse");
+grpc::ServerUnaryReactor* ProfilerServiceImpl::GetSnapshot(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer*, grpc::ByteBuffer* response) {
+  if (grpc::Status allowed = authorizer_.authorize(*context, "GetSnapshot"); !allowed.ok()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(allowed);
+    return reactor;
   }
-  response->set_empty_trace(!xspace::has_events(response->xspace()));
+  return answer_threads_.run(context, [this, response] { return take_snapshot(*response); });
+}
+
+grpc::Status ProfilerServiceImpl::take_snapshot(grpc::ByteBuffer& response) {
+  std::string body;
+  tensorflow::ProfileResponse fields;
+  {
+    absl::StatusOr<RecorderSnapshot> snapshot = recording_.snapshot_since_last(WhenBuilding::kQueue);
+    if (!snapshot.ok()) return to_grpc_status(snapshot.status());
+    fields.set_empty_trace(!snapshot->has_events);
+    body = std::move(snapshot->xspace);
+  }
+  std::string head = fields.SerializeAsString();
+  append_field_prefix(tensorflow::ProfileResponse::kXspaceFieldNumber, body.size(), head);
+  response = raw_answer(std::move(head), std::move(body), metrics_.heap_returned);
   return grpc::Status::OK;
 }
 

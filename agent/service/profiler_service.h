@@ -11,18 +11,23 @@
 #include "agent/capture/monitor_report.h"
 #include "agent/recorder/flight_recording.h"
 #include "agent/service/agent_metrics.h"
+#include "agent/service/raw_answer.h"
 #include "tls/call_authorizer.h"
 #include "tensorflow/profiler_service.grpc.pb.h"
 
 namespace podscope::agent {
 
-class ProfilerServiceImpl final : public tensorflow::ProfilerService::Service {
+// Profile and GetSnapshot answer raw: the XSpace goes out as the bytes it was built as (raw_answer.h).
+class ProfilerServiceImpl final
+    : public tensorflow::ProfilerService::WithRawCallbackMethod_Profile<
+          tensorflow::ProfilerService::WithRawCallbackMethod_GetSnapshot<tensorflow::ProfilerService::Service>> {
  public:
   ProfilerServiceImpl(CaptureSessions& captures, MonitorReporter monitor, RequestMetrics& metrics,
                       int64_t max_concurrent_monitors, FlightRecording& recording, tls::CallAuthorizer& authorizer);
 
-  grpc::Status Profile(grpc::ServerContext* context, const tensorflow::ProfileRequest* request,
-                       tensorflow::ProfileResponse* response) override;
+  // A tensorflow.ProfileRequest, answered with a tensorflow.ProfileResponse.
+  grpc::ServerUnaryReactor* Profile(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
   grpc::Status Terminate(grpc::ServerContext* context, const tensorflow::TerminateRequest* request,
                          tensorflow::TerminateResponse* response) override;
   grpc::Status Monitor(grpc::ServerContext* context, const tensorflow::MonitorRequest* request,
@@ -31,9 +36,10 @@ class ProfilerServiceImpl final : public tensorflow::ProfilerService::Service {
   // ALREADY_EXISTS when it records (as it does from the start with flight_recorder_seconds > 0).
   grpc::Status StartContinuousProfiling(grpc::ServerContext* context, const tensorflow::ProfileRequest* request,
                                         tensorflow::ContinuousProfilingResponse* response) override;
-  // What was recorded since the previous snapshot, as an XSpace (emit_xspace's form); NOT_FOUND when off.
-  grpc::Status GetSnapshot(grpc::ServerContext* context, const tensorflow::GetSnapshotRequest* request,
-                           tensorflow::ProfileResponse* response) override;
+  // What was recorded since the previous snapshot, as an XSpace (emit_xspace's form) in a
+  // tensorflow.ProfileResponse; NOT_FOUND when off.
+  grpc::ServerUnaryReactor* GetSnapshot(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::Status StopContinuousProfiling(grpc::ServerContext* context,
                                        const tensorflow::StopContinuousProfilingRequest* request,
                                        tensorflow::StopContinuousProfilingResponse* response) override;
@@ -41,6 +47,10 @@ class ProfilerServiceImpl final : public tensorflow::ProfilerService::Service {
   static constexpr int64_t kDefaultContinuousWindowMs = 30'000;
 
  private:
+  grpc::Status run_profile(grpc::CallbackServerContext& context, const tensorflow::ProfileRequest& request,
+                           grpc::ByteBuffer& response);
+  grpc::Status take_snapshot(grpc::ByteBuffer& response);
+
   CaptureSessions& captures_;
   MonitorReporter monitor_;
   RequestMetrics& metrics_;
@@ -50,6 +60,7 @@ class ProfilerServiceImpl final : public tensorflow::ProfilerService::Service {
   FlightRecording& recording_;
   const size_t continuous_max_bytes_ = size_t{64} << 20;
   tls::CallAuthorizer& authorizer_;
+  AnswerThreads answer_threads_;
 };
 
 }  // namespace podscope::agent

@@ -37,9 +37,9 @@ class CountingSource : public CaptureSource {
     ++closed;
     end_ns = end;
   }
-  void collect(tensorflow::profiler::XSpace& space) override {
+  void collect(CaptureSpace& out) override {
     ++collected;
-    xspace::XPlaneBuilder(xspace::find_or_add_plane(space, "/device:CUSTOM:0"))
+    xspace::XPlaneBuilder(xspace::find_or_add_plane(out.space(), "/device:CUSTOM:0"))
         .line_named("Steps")
         .add_event("step", window.start_ns, 1000);
   }
@@ -73,7 +73,9 @@ TEST(CaptureSessions, RunsOneWindowOverEverySource) {
   EXPECT_EQ(f.source.closed, 1);
   EXPECT_EQ(f.source.collected, 1);
   EXPECT_GE(f.source.end_ns - f.source.window.start_ns, 30'000'000);
-  EXPECT_EQ(r->space.hostnames(0), "host-x");
+  tensorflow::profiler::XSpace space;
+  ASSERT_TRUE(space.ParseFromString(r->xspace));
+  EXPECT_EQ(space.hostnames(0), "host-x");
   EXPECT_FALSE(r->empty_trace);
   EXPECT_EQ(f.source.window.request.opts().host_tracer_level(), 2u);  // TF defaults for version 0
   EXPECT_TRUE(f.source.window.request.opts().include_dataset_ops());
@@ -100,7 +102,9 @@ TEST(CaptureSessions, TerminateCancelAndShutdownAllEndThroughCloseAndCollect) {
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(f.source.closed, 1);
     EXPECT_EQ(f.source.collected, 1);
-    const std::string warning = r->space.warnings(0);
+    tensorflow::profiler::XSpace space;
+    ASSERT_TRUE(space.ParseFromString(r->xspace));
+    const std::string warning = space.warnings(0);
     EXPECT_NE(warning.find(way == 0   ? "terminated"
                            : way == 1 ? "cancelled"
                                       : "shutting down"),
@@ -321,8 +325,9 @@ TEST(HostSeriesSource, GaugesAsIsCountersAsRatesHostStatsAndWarnings) {
   window.start_ns = t0 + 1'000'000'000LL;  // samples 1..3 fall inside
   source.open(window);
   source.close(t0 + 3'000'000'000LL);
-  tensorflow::profiler::XSpace space;
-  source.collect(space);
+  CaptureSpace out("host-x");
+  source.collect(out);
+  tensorflow::profiler::XSpace& space = out.space();
 
   const auto* plane = xspace::find_plane(space, xspace::kHostPlaneName);
   ASSERT_NE(plane, nullptr);

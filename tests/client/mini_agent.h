@@ -65,8 +65,10 @@ class MiniAgent {
     if (during) during();
     std::this_thread::sleep_until(opened + duration);
     source_.close(clock_.now_ns());
+    agent::CaptureSpace out("mini-agent");
+    source_.collect(out);
     tensorflow::profiler::XSpace space;
-    source_.collect(space);
+    space.ParseFromString(out.finish());
     return space;
   }
 

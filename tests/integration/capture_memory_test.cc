@@ -1,7 +1,8 @@
 // A capture under a flood of annotations, for real: a podscope-agent with a small capture_memory_limit_mb and
 // several annotation_flood processes annotating as fast as they can. The agent's resident memory grows by at
-// most its budget over the whole capture (holding, XSpace build, response), Profile answers within duration +
-// 15 s, and what the budget dropped is counted per core on the planes, in the warnings and in /metrics.
+// most its budget over the whole capture (holding, XSpace build, response) and comes back once the answer is sent,
+// Profile answers within duration + 15 s, and what the budget dropped is counted per core on the planes, in the
+// warnings and in /metrics.
 
 #include <gtest/gtest.h>
 
@@ -60,13 +61,23 @@ TEST(CaptureMemory, AFloodOfAnnotationsStaysInsideTheBudgetAndDropsOnlyWholeStep
   ASSERT_TRUE(status.ok()) << status.error_message();
   floods.clear();
   for (int i = 0; i < 50; ++i) agent.read_some(10);
+  // And the memory comes back once the answer is sent: the agent hands the freed heap back (glibc would keep the
+  // capture's peak). Measured 0-10 MiB kept on a box loaded 10-30 deep (the clients' traffic goes on after the
+  // trim), where an agent that did not hand it back kept 15; at the default 256 MiB, 5-7 MiB against 224-237
+  // (capture_memory_bench).
+  int64_t kept_kib = 0;
+  for (const auto until = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(500ms);
+    kept_kib = testing::status_kib(agent.pid(), "VmRSS") - rss_before_kib;
+    if (kept_kib <= kLimitMib * 1024 / 2) break;
+  }
+  EXPECT_LE(kept_kib, kLimitMib * 1024 / 2) << "the agent kept " << kept_kib / 1024 << " MiB after answering";
 
-  // The budget covers what the capture holds and builds; the answer on its way out is gRPC's: serialized once, and
-  // copied once into its send buffers.
+  // The budget covers what the capture holds, builds and answers: the planes are written as they are built and gRPC
+  // sends those bytes without a copy.
   const int64_t answer_kib = static_cast<int64_t>(response.ByteSizeLong() / 1024);
-  EXPECT_LE(growth_kib, kLimitMib * 1024 + 2 * answer_kib)
-      << "the agent grew by " << growth_kib / 1024 << " MiB during the capture, its answer " << answer_kib / 1024
-      << " MiB";
+  EXPECT_LE(growth_kib, kLimitMib * 1024) << "the agent grew by " << growth_kib / 1024
+                                          << " MiB during the capture, its answer " << answer_kib / 1024 << " MiB";
   EXPECT_LT(took, std::chrono::milliseconds(kDurationMs) + 15s);
 
   // Every core's plane counts what was dropped there (that only whole steps go: compact_event_store_test).
@@ -88,9 +99,10 @@ TEST(CaptureMemory, AFloodOfAnnotationsStaysInsideTheBudgetAndDropsOnlyWholeStep
   EXPECT_GE(metric(metrics, "podscope_capture_budget_dropped_events_total"), static_cast<double>(dropped_events));
   EXPECT_GE(metric(metrics, "podscope_capture_budget_dropped_steps_total"), static_cast<double>(dropped_steps));
   std::printf(
-      "capture of %lld ms, limit %lld MiB: RSS growth %lld MiB, answered in %lld ms, %llu events kept, "
-      "%llu dropped in %llu steps\n",
+      "capture of %lld ms, limit %lld MiB: RSS growth %lld MiB, %lld MiB kept after the answer of %lld MiB, "
+      "answered in %lld ms, %llu events kept, %llu dropped in %llu steps\n",
       static_cast<long long>(kDurationMs), static_cast<long long>(kLimitMib), static_cast<long long>(growth_kib / 1024),
+      static_cast<long long>(kept_kib / 1024), static_cast<long long>(answer_kib / 1024),
       static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
       static_cast<unsigned long long>(kept_events), static_cast<unsigned long long>(dropped_events),
       static_cast<unsigned long long>(dropped_steps));

@@ -147,8 +147,10 @@ TEST_F(UpstreamSourceTest, ForwardsTheSameRequestAndMergesEveryUpstreamEvent) {
   const CaptureWindow window = make_window(50);
   source.open(window);
   source.close(window.planned_end_ns);
-  XSpace space = agent_space();
-  source.collect(space);
+  CaptureSpace out("agent-host");
+  out.space() = agent_space();
+  source.collect(out);
+  XSpace& space = out.space();
 
   const tensorflow::ProfileRequest received = upstream.service().received();
   EXPECT_EQ(received.duration_ms(), 50u);
@@ -177,8 +179,9 @@ TEST_F(UpstreamSourceTest, ReadsOlderServersXPlaneToolData) {
   const CaptureWindow window = make_window(10);
   source.open(window);
   source.close(window.planned_end_ns);
-  XSpace space;
-  source.collect(space);
+  CaptureSpace out("agent-host");
+  source.collect(out);
+  XSpace& space = out.space();
   EXPECT_THAT(space.warnings(), ::testing::IsEmpty());
   EXPECT_EQ(event_count(space, "/device:GPU:4"), event_count(upstream.service().space(), "/device:GPU:4"));
   EXPECT_GT(event_count(space, "/device:GPU:4"), 1000u);
@@ -195,8 +198,9 @@ TEST_F(UpstreamSourceTest, UnreachableUpstreamBecomesAWarningAndOthersStillMerge
   const CaptureWindow window = make_window(10);
   source.open(window);
   source.close(window.planned_end_ns);
-  XSpace space;
-  source.collect(space);
+  CaptureSpace out("agent-host");
+  source.collect(out);
+  XSpace& space = out.space();
   ASSERT_EQ(space.warnings_size(), 1) << ::testing::PrintToString(space.warnings());
   EXPECT_THAT(space.warnings(0), HasSubstr("upstream profiler " + dead + ": Profile failed"));
   EXPECT_GT(event_count(space, "/device:GPU:6"), 1000u);
@@ -213,8 +217,9 @@ TEST_F(UpstreamSourceTest, EarlyCloseTerminatesTheUpstreamSessionInsteadOfWaitin
   }
   const auto before = std::chrono::steady_clock::now();
   source.close(window.start_ns + 5'000'000);
-  XSpace space;
-  source.collect(space);
+  CaptureSpace out("agent-host");
+  source.collect(out);
+  XSpace& space = out.space();
   EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(5));
   EXPECT_EQ(upstream.service().terminated_session(), "session-7");
   EXPECT_GT(event_count(space, "/device:GPU:4"), 1000u);
@@ -254,8 +259,10 @@ void expect_repaired_and_merged(StandInProfilerService::Answer answer) {
   const CaptureWindow window = make_window(10);
   source.open(window);
   source.close(window.planned_end_ns);
-  XSpace space = agent_space();
-  source.collect(space);
+  CaptureSpace out("agent-host");
+  out.space() = agent_space();
+  source.collect(out);
+  XSpace& space = out.space();
 
   ASSERT_EQ(space.warnings_size(), 1) << ::testing::PrintToString(space.warnings());
   EXPECT_EQ(space.warnings(0), "upstream profiler " + upstream.address() +
@@ -296,8 +303,9 @@ TEST_F(UpstreamSourceTest, SessionRelativeTimesArePutOnTheAgentsClock) {
   const CaptureWindow window = make_window(10);
   source.open(window);
   source.close(window.planned_end_ns);
-  XSpace space;
-  source.collect(space);
+  CaptureSpace out("agent-host");
+  source.collect(out);
+  XSpace& space = out.space();
 
   const XPlane* merged = xspace::find_plane(space, xspace::kHostPlaneName);
   ASSERT_NE(merged, nullptr);

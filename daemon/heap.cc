@@ -1,0 +1,30 @@
+#include "daemon/heap.h"
+
+#include <malloc.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace podscope {
+namespace {
+
+// Resident pages of this process, from /proc/self/statm; 0 when unreadable.
+size_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long size = 0, resident = 0;
+  const int read = std::fscanf(f, "%lu %lu", &size, &resident);
+  std::fclose(f);
+  return read == 2 ? resident * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+}  // namespace
+
+size_t return_free_heap() {
+  const size_t before = resident_bytes();
+  malloc_trim(0);
+  const size_t after = resident_bytes();
+  return before > after ? before - after : 0;
+}
+
+}  // namespace podscope

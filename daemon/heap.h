@@ -1,0 +1,14 @@
+// The heap's free memory, handed back to the system. glibc keeps what a program frees for reuse, in the arena of
+// the thread that freed it, and gives pages back only from the top of each heap: after a large answer has been
+// built and sent, the daemon would otherwise keep its peak for good.
+#pragma once
+
+#include <cstddef>
+
+namespace podscope {
+
+// Hands the free pages of every arena back to the system; returns how much resident memory that gave back (bytes,
+// 0 when none). Costs a walk over the heap: call it after large frees, not per request.
+size_t return_free_heap();
+
+}  // namespace podscope
