@@ -48,6 +48,13 @@ absl::StatusOr<ClockEstimate> estimate_offset(const std::vector<PingExchange>& e
   return out;
 }
 
+int ping_window_size(int64_t round_trip_ns, int64_t client_ns_per_ping, int max_in_flight) {
+  const int bound = std::max(1, max_in_flight);
+  if (round_trip_ns <= 0 || client_ns_per_ping <= 0) return 1;
+  const int64_t fits = round_trip_ns / (2 * client_ns_per_ping);
+  return static_cast<int>(std::clamp<int64_t>(fits, 1, bound));
+}
+
 void DriftEstimator::add(const ClockEstimate& estimate) {
   points_.push_back({estimate.measured_at_ns, estimate.offset_ns});
   if (points_.size() > max_points_) points_.erase(points_.begin());

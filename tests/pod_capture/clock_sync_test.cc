@@ -153,6 +153,19 @@ TEST(ClockSync, RejectsAnEmptyOrInconsistentBurst) {
   EXPECT_NE(std::string(estimate.status().message()).find("no valid ping exchange"), std::string::npos);
 }
 
+TEST(PingWindow, HoldsWhatTheClientSendsInHalfARoundTrip) {
+  // Agents on the client's own CPUs: the round trip is hardly longer than the client's own work per ping.
+  EXPECT_EQ(ping_window_size(50'000, 40'000, 16), 1);
+  // A fleet 300 µs away, a client spending 20 µs per ping: 7 fit in half a round trip.
+  EXPECT_EQ(ping_window_size(300'000, 20'000, 16), 7);
+  // Far agents are still bounded.
+  EXPECT_EQ(ping_window_size(10'000'000, 20'000, 16), 16);
+  // Nothing observed yet, or a bound below one: one at a time.
+  EXPECT_EQ(ping_window_size(0, 20'000, 16), 1);
+  EXPECT_EQ(ping_window_size(300'000, 0, 16), 1);
+  EXPECT_EQ(ping_window_size(300'000, 20'000, 0), 1);
+}
+
 TEST(DriftEstimator, NeedsALongSeriesThenFindsTheSlope) {
   DriftEstimator drift;
   // 10 ppm: 10 µs of offset per second.
