@@ -48,7 +48,7 @@ namespace {
 
 using podscope::Clock;
 using podscope::pod_capture::AgentConnection;
-using podscope::pod_capture::PingWindow;
+using podscope::pod_capture::BurstPlan;
 using podscope::testing::AgentProcess;
 using podscope::testing::LightweightAgent;
 using podscope::testing::LightweightAgentOptions;
@@ -214,7 +214,7 @@ double us(int64_t ns) { return static_cast<double>(ns) / 1e3; }
 // One clock-sync burst of up to 16 pings to each of `n` in-process agents over `path`, with `window`: its time, pings
 // per agent, the most pings it had in flight, the smallest RTTs, the error against the injected offsets, its bound,
 // and how many agents' errors exceeded their bound (which must be none).
-void print_burst_row(int n, const Path& path, PingWindow window) {
+void print_burst_row(int n, const Path& path, BurstPlan window) {
   Fleet fleet(n, path, 2000 + static_cast<uint64_t>(n));
   const int64_t begin = now_ns();
   const auto burst = podscope::pod_capture::measure_clocks(fleet.targets(), Clock(), 16, 2000, window);
@@ -339,9 +339,9 @@ FanoutRow process_fanout(int n, int64_t duration_ms) {
 }
 
 void print_header(const char* baseline) {
-  std::printf("%6s %9s %9s %5s %9s %9s %9s | %-34s | %-34s | %8s %9s %9s | %-27s\n", "N", "sync", "per agent",
-              "pings", "issue", "margin", "close", "start after T: p50 / p99 / max, skew", baseline, "total",
-              "−duration", "captured", "clock error µs: open, pooled");
+  std::printf("%6s %9s %9s %5s %9s %9s %9s | %-34s | %-34s | %8s %9s %9s | %-27s\n", "N", "sync", "per agent", "pings",
+              "issue", "margin", "close", "start after T: p50 / p99 / max, skew", baseline, "total", "−duration",
+              "captured", "clock error µs: open, pooled");
 }
 
 void print_row(const FanoutRow& r) {
@@ -358,9 +358,9 @@ void print_row(const FanoutRow& r) {
   std::printf(
       "%6d %6.1f ms %6.3f ms %5.1f %6.1f ms %6.1f ms %6.1f ms | %-34s | %-34s | %5.0f ms %6.0f ms %5d/%d | %s, %s\n",
       r.n, ms(r.sync_ns), ms(r.sync_ns) / r.n, r.pings_per_agent, ms(r.issue_ns), ms(r.margin_ns), ms(r.close_ns),
-      lateness(r.late).c_str(), lateness(r.baseline).c_str(),
-              ms(r.total_ns), ms(r.total_ns) - static_cast<double>(r.duration_ms), r.captured, r.n,
-              error(r.opening_error).c_str(), error(r.pooled_error).c_str());
+      lateness(r.late).c_str(), lateness(r.baseline).c_str(), ms(r.total_ns),
+      ms(r.total_ns) - static_cast<double>(r.duration_ms), r.captured, r.n, error(r.opening_error).c_str(),
+      error(r.pooled_error).c_str());
 }
 
 double ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; }
@@ -437,8 +437,8 @@ int main(int argc, char** argv) {
         const char* name;
         Path path;
       };
-      for (const NamedPath& named : {NamedPath{"loopback", {}},
-                                     NamedPath{"+1 ms each way, ±200 µs jitter", {1'000'000, 200'000}}}) {
+      for (const NamedPath& named :
+           {NamedPath{"loopback", {}}, NamedPath{"+1 ms each way, ±200 µs jitter", {1'000'000, 200'000}}}) {
         Fleet fleet(n, named.path, 1000 + static_cast<uint64_t>(n));
         const ErrorStats e = clock_errors(fleet, 16);
         std::printf("%6d %-34s %7.1f µs %7.1f µs %7.1f µs\n", n, named.name, us(e.p50), us(e.p99), us(e.max));

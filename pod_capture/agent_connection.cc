@@ -153,12 +153,12 @@ void finish_burst(const AgentConnection& agent, Burst& burst) {
   out.estimate = *estimate;
 }
 
-// The window of a burst sized from what it observes (PingWindow::sized_from_rtts): the agents' smallest RTTs so
+// The window of a burst sized from what it observes (BurstPlan::sized_from_rtts): the agents' smallest RTTs so
 // far and the client's time not spent waiting for answers.
 class WindowSizer {
  public:
-  WindowSizer(size_t agents, const Clock& clock, PingWindow window)
-      : window_(window), clock_(clock), began_ns_(clock.now_ns()), smallest_rtt_(agents, 0) {}
+  WindowSizer(size_t agents, const Clock& clock, BurstPlan plan)
+      : plan_(plan), clock_(clock), began_ns_(clock.now_ns()), smallest_rtt_(agents, 0) {}
 
   size_t size() const { return static_cast<size_t>(size_); }
   int64_t client_ns_per_ping() const {
@@ -167,30 +167,35 @@ class WindowSizer {
   void sent() { ++sent_; }
   void waited(int64_t ns) { waited_ns_ += ns; }
 
-  // An answered ping of `agent`; every few answers the window is sized again.
-  void answered(size_t agent, const PingExchange& exchange) {
+  bool behind() const { return behind_; }
+
+  // An answered ping of `agent`, with `done` agents' bursts over; every few answers the window is sized again.
+  void answered(size_t agent, const PingExchange& exchange, size_t done) {
     const int64_t rtt = exchange.rtt_ns();
     if (rtt <= 0) return;
     if (smallest_rtt_[agent] == 0 || rtt < smallest_rtt_[agent]) smallest_rtt_[agent] = rtt;
-    if (!window_.sized_from_rtts || ++answers_ % kAnswersPerSizing != 0) return;
+    if (!plan_.sized_from_rtts || ++answers_ % kAnswersPerSizing != 0) return;
     scratch_.clear();
     for (int64_t r : smallest_rtt_) {
       if (r > 0) scratch_.push_back(r);
     }
     std::nth_element(scratch_.begin(), scratch_.begin() + scratch_.size() / 2, scratch_.end());
-    size_ = ping_window_size(scratch_[scratch_.size() / 2], client_ns_per_ping(), window_.max_in_flight);
+    behind_ = behind_ || (plan_.finish_by_ns > 0 &&
+                          burst_behind(began_ns_, clock_.now_ns(), done, smallest_rtt_.size(), plan_.finish_by_ns));
+    size_ = ping_window_size(scratch_[scratch_.size() / 2], client_ns_per_ping(), plan_.max_in_flight);
   }
 
  private:
   // Often enough to follow a change of load within a small share of a large pod's burst; rarely enough that the
   // median costs nothing beside the pings.
   static constexpr size_t kAnswersPerSizing = 8;
-  PingWindow window_;
+  BurstPlan plan_;
   const Clock& clock_;
-  int size_ = window_.sized_from_rtts ? 1 : std::max(1, window_.max_in_flight);
+  int size_ = plan_.sized_from_rtts ? 1 : std::max(1, plan_.max_in_flight);
   int64_t began_ns_;
   int64_t waited_ns_ = 0;
   size_t sent_ = 0, answers_ = 0;
+  bool behind_ = false;
   std::vector<int64_t> smallest_rtt_;  // 0: none yet
   std::vector<int64_t> scratch_;
 };
@@ -198,17 +203,17 @@ class WindowSizer {
 }  // namespace
 
 ClockBurst measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock, int count, int timeout_ms,
-                          PingWindow window) {
+                          BurstPlan plan) {
   ClockBurst out;
   if (agents.empty()) return out;
   std::vector<Burst> bursts(agents.size());
   grpc::CompletionQueue queue;
   std::vector<std::unique_ptr<PingCall>> calls(agents.size());
-  WindowSizer sizer(agents.size(), clock, window);
+  WindowSizer sizer(agents.size(), clock, plan);
   // Agents whose burst goes on wait here for a place in the window before any agent not yet pinged, so each
   // burst's pings follow one another closely.
   std::deque<size_t> going_on;
-  size_t next_agent = 0, in_flight = 0;
+  size_t next_agent = 0, in_flight = 0, done = 0;
   auto fill_window = [&] {
     while (in_flight < sizer.size() && (!going_on.empty() || next_agent < agents.size())) {
       size_t i = next_agent;
@@ -248,11 +253,13 @@ ClockBurst measure_clocks(const std::vector<AgentConnection*>& agents, const Clo
       const size_t i = call->agent;
       --in_flight;
       const size_t exchanges_before = bursts[i].measurement.exchanges.size();
-      take_answer(*agents[i], *call, bursts[i], count);
+      take_answer(*agents[i], *call, bursts[i],
+                  sizer.behind() ? std::min(count, static_cast<int>(kSettledExchanges)) : count);
       if (bursts[i].measurement.exchanges.size() > exchanges_before)
-        sizer.answered(i, bursts[i].measurement.exchanges.back());
+        sizer.answered(i, bursts[i].measurement.exchanges.back(), done);
       calls[i].reset();
       if (bursts[i].over) {
+        ++done;
         finish_burst(*agents[i], bursts[i]);
       } else {
         going_on.push_back(i);
@@ -264,6 +271,7 @@ ClockBurst measure_clocks(const std::vector<AgentConnection*>& agents, const Clo
   bool ok = false;
   while (queue.Next(&tag, &ok)) {}
   out.client_ns_per_ping = sizer.client_ns_per_ping();
+  out.fell_behind = sizer.behind();
   out.clocks.reserve(bursts.size());
   for (auto& burst : bursts) out.clocks.push_back(std::move(burst.measurement));
   return out;

@@ -55,6 +55,13 @@ int ping_window_size(int64_t round_trip_ns, int64_t client_ns_per_ping, int max_
   return static_cast<int>(std::clamp<int64_t>(fits, 1, bound));
 }
 
+bool burst_behind(int64_t began_ns, int64_t now_ns, size_t done, size_t agents, int64_t finish_by_ns) {
+  if (done == 0) return now_ns >= finish_by_ns;
+  const double per_agent_ns = static_cast<double>(now_ns - began_ns) / static_cast<double>(done);
+  return static_cast<double>(now_ns) + per_agent_ns * static_cast<double>(agents - done) >
+         static_cast<double>(finish_by_ns);
+}
+
 void DriftEstimator::add(const ClockEstimate& estimate) {
   points_.push_back({estimate.measured_at_ns, estimate.offset_ns});
   if (points_.size() > max_points_) points_.erase(points_.begin());

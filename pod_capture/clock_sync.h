@@ -54,6 +54,10 @@ bool burst_settled(const std::vector<PingExchange>& exchanges, size_t enough);
 // client's own CPU (agents on the same few cores) this gives 1; across a network it grows with the RTT.
 int ping_window_size(int64_t round_trip_ns, int64_t client_ns_per_ping, int max_in_flight);
 
+// Whether a burst begun at `began_ns` that has finished `done` of its `agents` agents by `now_ns` would, at that
+// pace, end after `finish_by_ns` (before any agent is done: whether `finish_by_ns` has passed).
+bool burst_behind(int64_t began_ns, int64_t now_ns, size_t done, size_t agents, int64_t finish_by_ns);
+
 // A running drift estimate from a long series of offsets (least-squares slope of offset over time).
 // Two bursts seconds apart disagree by more than the drift they would measure, so the CLI never corrects
 // for drift; the coordinator daemon feeds this from its periodic bursts and reports it.

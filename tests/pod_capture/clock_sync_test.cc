@@ -153,7 +153,7 @@ TEST(ClockSync, RejectsAnEmptyOrInconsistentBurst) {
   EXPECT_NE(std::string(estimate.status().message()).find("no valid ping exchange"), std::string::npos);
 }
 
-TEST(PingWindow, HoldsWhatTheClientSendsInHalfARoundTrip) {
+TEST(BurstPlan, HoldsWhatTheClientSendsInHalfARoundTrip) {
   // Agents on the client's own CPUs: the round trip is hardly longer than the client's own work per ping.
   EXPECT_EQ(ping_window_size(50'000, 40'000, 16), 1);
   // A fleet 300 µs away, a client spending 20 µs per ping: 7 fit in half a round trip.
