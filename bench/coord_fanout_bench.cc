@@ -4,9 +4,10 @@
 //     do, for N = 16, 64, 256, 1024;
 //   - P real podscope-agent processes on this host (--agent_processes, default 16).
 // Per row:
-//   sync               the opening clock-sync burst to every agent (up to 16 pings each), per agent, and the
-//                      pings per agent it took; close: how long the second burst, which runs while the agents
-//                      capture, went on after the last answer was in
+//   sync               the opening clock-sync burst to every agent, per agent, and the pings per agent it took
+//   issue, margin      from its end to the last Profile call issued, and to the planned start T
+//   close              how long the second burst, which runs while the agents capture, went on after the last
+//                      answer was in
 //   clock error        |measured − true offset| of every agent, p50 / p99: of the opening burst (which sets the
 //                      starts) and of both bursts pooled (which the host files are merged with); the true offset
 //                      is the injected one for in-process agents and 0 for agent processes on this host
@@ -18,8 +19,11 @@
 //   total              wall time of the whole capture (bursts + margin + duration + gather), and beyond duration
 // then the start lateness at N = 64 over mutual TLS (certificates from tests/integration/test_certs.py, channels
 // pre-established) beside plaintext, measured in the same run, then the clock-sync error against the injected
-// offsets, without and with emulated network jitter, then one burst to 256 and 1024 agents by pings in flight.
+// offsets, without and with emulated network jitter, then one burst to 256 and 1024 agents by pings in flight
+// (fixed, and sized from the RTTs), then the same across an emulated network (remote agents ~300 µs away, their
+// paths on sleeping timers that cost this process no CPU while a ping travels): bursts, and whole captures.
 // Usage: coord_fanout_bench [--duration_ms 1000] [--max_agents 1024] [--agent_processes 16]
+//                           [--sections fanout,processes,tls,errors,bursts,remote] (default: all)
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
