@@ -166,6 +166,17 @@ TEST(BurstPlan, HoldsWhatTheClientSendsInHalfARoundTrip) {
   EXPECT_EQ(ping_window_size(300'000, 20'000, 0), 1);
 }
 
+TEST(BurstPace, IsBehindWhenItsPaceWouldEndItAfterItsDeadline) {
+  // 100 of 1000 agents done in 100 ms: 900 more take 900 ms.
+  EXPECT_FALSE(burst_behind(0, 100'000'000, 100, 1000, 1'000'000'000));
+  EXPECT_TRUE(burst_behind(0, 100'000'000, 100, 1000, 999'000'000));
+  // Every agent done: never behind while the deadline is ahead.
+  EXPECT_FALSE(burst_behind(0, 500'000'000, 1000, 1000, 600'000'000));
+  // None done yet: behind only once the deadline has passed.
+  EXPECT_FALSE(burst_behind(0, 10'000'000, 0, 1000, 20'000'000));
+  EXPECT_TRUE(burst_behind(0, 20'000'000, 0, 1000, 20'000'000));
+}
+
 TEST(DriftEstimator, NeedsALongSeriesThenFindsTheSlope) {
   DriftEstimator drift;
   // 10 ppm: 10 µs of offset per second.
