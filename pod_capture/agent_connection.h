@@ -74,9 +74,10 @@ struct BurstPlan {
   // across a network, where a burst pinging one agent at a time would spend its time waiting.
   bool sized_from_rtts = false;
   // With sized_from_rtts, when the burst should be over (coordinator clock; 0: whenever). A burst that at its pace
-  // would end later (burst_behind) trades accuracy for time: its window grows by one ping each time it is sized
-  // while behind, and from then on each agent gets at most kSettledExchanges pings. Every estimate keeps its own
-  // bound (half the largest RTT it kept), so what it costs shows in the bounds reported.
+  // would end later (burst_behind, checked each time the window is sized) trades accuracy for time: from then on
+  // each agent gets at most kSettledExchanges pings. Its window stays what the RTTs allow, since a larger one would
+  // raise every RTT; every estimate keeps its own bound (half the largest RTT it kept), so what fewer pings cost
+  // shows in the bounds reported.
   int64_t finish_by_ns = 0;
 };
 
