@@ -338,7 +338,9 @@ TEST(ClockBurst, ABurstThatWouldOutlastItsDeadlineGivesEachAgentAtMostFourPings)
   for (size_t i = 0; i < burst.clocks.size(); ++i) {
     const ClockMeasurement& clock = burst.clocks[i];
     ASSERT_EQ(clock.kind, ClockMeasurement::kMeasured) << clock.detail;
-    if (i >= 8) EXPECT_LE(clock.exchanges.size(), kSettledExchanges) << "agent " << i;
+    if (i >= 8) {
+      EXPECT_LE(clock.exchanges.size(), kSettledExchanges) << "agent " << i;
+    }
     EXPECT_LE(std::abs(clock.estimate.offset_ns - offsets[i]), clock.estimate.error_bound_ns) << "agent " << i;
   }
 }
