@@ -4,9 +4,10 @@
 //     do, for N = 16, 64, 256, 1024;
 //   - P real podscope-agent processes on this host (--agent_processes, default 16).
 // Per row:
-//   sync               the opening clock-sync burst to every agent (up to 16 pings each), per agent, and the
-//                      pings per agent it took; close: how long the second burst, which runs while the agents
-//                      capture, went on after the last answer was in
+//   sync               the opening clock-sync burst to every agent, per agent, and the pings per agent it took
+//   issue, margin      from its end to the last Profile call issued, and to the planned start T
+//   close              how long the second burst, which runs while the agents capture, went on after the last
+//                      answer was in
 //   clock error        |measured − true offset| of every agent, p50 / p99: of the opening burst (which sets the
 //                      starts) and of both bursts pooled (which the host files are merged with); the true offset
 //                      is the injected one for in-process agents and 0 for agent processes on this host
@@ -18,8 +19,11 @@
 //   total              wall time of the whole capture (bursts + margin + duration + gather), and beyond duration
 // then the start lateness at N = 64 over mutual TLS (certificates from tests/integration/test_certs.py, channels
 // pre-established) beside plaintext, measured in the same run, then the clock-sync error against the injected
-// offsets, without and with emulated network jitter, then one burst to 256 and 1024 agents by pings in flight.
+// offsets, without and with emulated network jitter, then one burst to 256 and 1024 agents by pings in flight
+// (fixed, and sized from the RTTs), then the same across an emulated network (remote agents ~300 µs away, their
+// paths on sleeping timers that cost this process no CPU while a ping travels): bursts, and whole captures.
 // Usage: coord_fanout_bench [--duration_ms 1000] [--max_agents 1024] [--agent_processes 16]
+//                           [--sections fanout,processes,tls,errors,bursts,remote] (default: all)
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -38,6 +42,7 @@
 
 #include <filesystem>
 
+#include "absl/strings/str_split.h"
 #include "pod_capture/capture.h"
 #include "tests/integration/agent_process.h"
 #include "tests/pod_capture/lightweight_agent.h"
@@ -47,6 +52,7 @@ namespace {
 
 using podscope::Clock;
 using podscope::pod_capture::AgentConnection;
+using podscope::pod_capture::BurstPlan;
 using podscope::testing::AgentProcess;
 using podscope::testing::LightweightAgent;
 using podscope::testing::LightweightAgentOptions;
@@ -143,23 +149,35 @@ Transport mutual_tls(const std::filesystem::path& dir) {
   return {podscope::tls::server_credentials(agent), podscope::tls::channel_credentials(client)};
 }
 
+// The ping paths of a fleet: loopback as it is, or a network emulated by delays (each way, with uniform jitter) on
+// the agents' own punctual timers, or on a few sleeping timers shared by the fleet, which cost no CPU while a ping
+// is on its way, as remote agents' paths would.
+struct Path {
+  int64_t one_way_ns = 0, jitter_ns = 0;
+  int sleeping_timers = 0;
+};
+
 struct Fleet {
+  std::vector<std::unique_ptr<TimerThread>> path_timers;
   std::vector<std::unique_ptr<TimerThread>> timers;  // one per agent: each starts on its own, as agents do
   std::vector<std::unique_ptr<LightweightAgent>> agents;
   std::vector<std::unique_ptr<AgentConnection>> connections;
   std::vector<int64_t> offsets;
 
-  Fleet(int n, int64_t jitter_ns, int64_t one_way_ns, uint64_t seed, const Transport& transport = {}) {
+  Fleet(int n, const Path& path, uint64_t seed, const Transport& transport = {}) {
     std::mt19937_64 rng(seed);
     std::uniform_int_distribution<int64_t> offset(-50'000'000, 50'000'000);
+    for (int t = 0; t < path.sleeping_timers; ++t)
+      path_timers.push_back(std::make_unique<TimerThread>(TimerThread::Wait::kSleeping));
     for (int i = 0; i < n; ++i) {
       LightweightAgentOptions o;
       o.host_name = "agent" + std::to_string(i);
       o.credentials = transport.server;
       o.clock_offset_ns = offset(rng);
-      o.ping_request_delay_ns = one_way_ns;
-      o.ping_response_delay_ns = one_way_ns;
-      o.ping_jitter_ns = jitter_ns;
+      if (!path_timers.empty()) o.path_timers = path_timers[static_cast<size_t>(i) % path_timers.size()].get();
+      o.ping_request_delay_ns = path.one_way_ns;
+      o.ping_response_delay_ns = path.one_way_ns;
+      o.ping_jitter_ns = path.jitter_ns;
       offsets.push_back(o.clock_offset_ns);
       timers.push_back(std::make_unique<TimerThread>());
       agents.push_back(std::make_unique<LightweightAgent>(o, *timers.back()));
@@ -186,7 +204,7 @@ ErrorStats error_stats(std::vector<int64_t> errors) {
 }
 
 ErrorStats clock_errors(Fleet& fleet, int pings) {
-  const auto measured = podscope::pod_capture::measure_clocks(fleet.targets(), Clock(), pings, 2000);
+  const auto measured = podscope::pod_capture::measure_clocks(fleet.targets(), Clock(), pings, 2000).clocks;
   std::vector<int64_t> errors;
   for (size_t i = 0; i < measured.size(); ++i) {
     errors.push_back(std::abs(measured[i].estimate.offset_ns - fleet.offsets[i]));
@@ -197,29 +215,42 @@ ErrorStats clock_errors(Fleet& fleet, int pings) {
 double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 double us(int64_t ns) { return static_cast<double>(ns) / 1e3; }
 
-// One clock-sync burst of up to 16 pings to each of `n` in-process agents, `in_flight` pings at once: its time,
-// pings per agent, the smallest RTTs and the error against the injected offsets.
-void print_burst_row(int n, int in_flight) {
-  Fleet fleet(n, 0, 0, 2000 + static_cast<uint64_t>(n));
+// One clock-sync burst of up to 16 pings to each of `n` in-process agents over `path`, with `window`: its time, pings
+// per agent, the most pings it had in flight, the smallest RTTs, the error against the injected offsets, its bound,
+// and how many agents' errors exceeded their bound (which must be none).
+void print_burst_row(int n, const Path& path, BurstPlan window) {
+  Fleet fleet(n, path, 2000 + static_cast<uint64_t>(n));
   const int64_t begin = now_ns();
-  const auto measured = podscope::pod_capture::measure_clocks(fleet.targets(), Clock(), 16, 2000, in_flight);
+  const auto burst = podscope::pod_capture::measure_clocks(fleet.targets(), Clock(), 16, 2000, window);
   const int64_t took = now_ns() - begin;
-  std::vector<int64_t> errors, rtts;
-  size_t pings = 0;
-  for (size_t i = 0; i < measured.size(); ++i) {
-    errors.push_back(std::abs(measured[i].estimate.offset_ns - fleet.offsets[i]));
-    rtts.push_back(measured[i].estimate.rtt_ns);
-    pings += measured[i].exchanges.size();
+  std::vector<int64_t> errors, rtts, bounds;
+  size_t pings = 0, over_bound = 0;
+  for (size_t i = 0; i < burst.clocks.size(); ++i) {
+    const auto& estimate = burst.clocks[i].estimate;
+    errors.push_back(std::abs(estimate.offset_ns - fleet.offsets[i]));
+    rtts.push_back(estimate.rtt_ns);
+    bounds.push_back(estimate.error_bound_ns);
+    over_bound += errors.back() > estimate.error_bound_ns ? 1 : 0;
+    pings += burst.clocks[i].exchanges.size();
   }
   const ErrorStats e = error_stats(std::move(errors));
   const ErrorStats r = error_stats(std::move(rtts));
-  std::printf("%6d %9d %9.1f ms %7.1f %9.1f / %7.1f µs | %7.1f / %7.1f / %7.1f µs\n", n, in_flight, ms(took),
-              static_cast<double>(pings) / n, us(r.p50), us(r.p99), us(e.p50), us(e.p99), us(e.max));
+  const ErrorStats b = error_stats(std::move(bounds));
+  char shape[32];
+  std::snprintf(shape, sizeof shape, "%s%d", window.sized_from_rtts ? "sized ≤ " : "", window.max_in_flight);
+  std::printf("%6d %-12s %5d %9.1f ms %6.1f %7.1f / %7.1f µs | %7.1f / %7.1f / %7.1f µs | %7.1f / %7.1f µs %5zu\n", n,
+              shape, burst.largest_window, ms(took), static_cast<double>(pings) / n, us(r.p50), us(r.p99), us(e.p50),
+              us(e.p99), us(e.max), us(b.p50), us(b.p99), over_bound);
+}
+
+void print_burst_header() {
+  std::printf("%6s %-12s %5s %12s %6s %-21s | %-31s | %-20s %5s\n", "N", "window", "most", "burst", "pings",
+              "rtt_min p50 / p99", "error p50 / p99 / max", "bound p50 / p99", "over");
 }
 
 struct FanoutRow {
   int n = 0;
-  int64_t sync_ns = 0, close_ns = 0, margin_ms = 0, total_ns = 0, duration_ms = 0;
+  int64_t sync_ns = 0, issue_ns = 0, close_ns = 0, margin_ns = 0, total_ns = 0, duration_ms = 0;
   ErrorStats opening_error, pooled_error;
   double pings_per_agent = 0;  // answered pings of the opening burst (it ends early once settled)
   Lateness late, baseline;
@@ -236,8 +267,9 @@ FanoutRow row_of(const podscope::pod_capture::CaptureResult& result, const std::
   }
   FanoutRow row;
   row.n = n;
-  row.margin_ms = podscope::pod_capture::fanout_margin_ms(static_cast<size_t>(n));
-  row.sync_ns = result.start_ns - row.margin_ms * 1'000'000 - result.sync_begin_ns;
+  row.sync_ns = result.synced_ns - result.sync_begin_ns;
+  row.margin_ns = result.start_ns - result.synced_ns;
+  row.issue_ns = result.issued_ns - result.synced_ns;
   row.close_ns = end_ns - result.gathered_ns;
   row.total_ns = end_ns - begin_ns;
   row.duration_ms = result.duration_ms;
@@ -266,8 +298,8 @@ podscope::pod_capture::CaptureSpec spec_of(int64_t duration_ms) {
 }
 
 // One synchronized capture of `n` in-process agents served over `transport`.
-FanoutRow fanout(int n, int64_t duration_ms, const Transport& transport) {
-  Fleet fleet(n, 0, 0, static_cast<uint64_t>(n), transport);
+FanoutRow fanout(int n, int64_t duration_ms, const Transport& transport, const Path& path = {}) {
+  Fleet fleet(n, path, static_cast<uint64_t>(n), transport);
   const int64_t begin = now_ns();
   const auto result =
       podscope::pod_capture::run_capture(fleet.targets(), spec_of(duration_ms), Clock(), [](const std::string&) {});
@@ -311,9 +343,9 @@ FanoutRow process_fanout(int n, int64_t duration_ms) {
 }
 
 void print_header(const char* baseline) {
-  std::printf("%6s %9s %9s %5s %9s %6s | %-34s | %-34s | %8s %9s %9s | %-27s\n", "N", "sync", "per agent", "pings",
-              "close", "margin", "start after T: p50 / p99 / max, skew", baseline, "total", "−duration", "captured",
-              "clock error µs: open, pooled");
+  std::printf("%6s %9s %9s %5s %9s %9s %9s | %-34s | %-34s | %8s %9s %9s | %-27s\n", "N", "sync", "per agent", "pings",
+              "issue", "margin", "close", "start after T: p50 / p99 / max, skew", baseline, "total", "−duration",
+              "captured", "clock error µs: open, pooled");
 }
 
 void print_row(const FanoutRow& r) {
@@ -327,11 +359,12 @@ void print_row(const FanoutRow& r) {
     std::snprintf(text, sizeof text, "%5.1f / %6.1f", us(e.p50), us(e.p99));
     return std::string(text);
   };
-  std::printf("%6d %6.1f ms %6.3f ms %5.1f %6.1f ms %3lld ms | %-34s | %-34s | %5.0f ms %6.0f ms %5d/%d | %s, %s\n",
-              r.n, ms(r.sync_ns), ms(r.sync_ns) / r.n, r.pings_per_agent, ms(r.close_ns),
-              static_cast<long long>(r.margin_ms), lateness(r.late).c_str(), lateness(r.baseline).c_str(),
-              ms(r.total_ns), ms(r.total_ns) - static_cast<double>(r.duration_ms), r.captured, r.n,
-              error(r.opening_error).c_str(), error(r.pooled_error).c_str());
+  std::printf(
+      "%6d %6.1f ms %6.3f ms %5.1f %6.1f ms %6.1f ms %6.1f ms | %-34s | %-34s | %5.0f ms %6.0f ms %5d/%d | %s, %s\n",
+      r.n, ms(r.sync_ns), ms(r.sync_ns) / r.n, r.pings_per_agent, ms(r.issue_ns), ms(r.margin_ns), ms(r.close_ns),
+      lateness(r.late).c_str(), lateness(r.baseline).c_str(), ms(r.total_ns),
+      ms(r.total_ns) - static_cast<double>(r.duration_ms), r.captured, r.n, error(r.opening_error).c_str(),
+      error(r.pooled_error).c_str());
 }
 
 double ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; }
@@ -363,7 +396,9 @@ int main(int argc, char** argv) {
   int64_t duration_ms = 1000;
   int max_agents = 1024;
   int agent_processes = 16;
+  std::string sections = "fanout,processes,tls,errors,bursts,remote";
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--sections") == 0) sections = argv[i + 1];
     if (std::strcmp(argv[i], "--duration_ms") == 0) duration_ms = std::stoll(argv[i + 1]);
     if (std::strcmp(argv[i], "--max_agents") == 0) max_agents = std::stoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--agent_processes") == 0) agent_processes = std::stoi(argv[i + 1]);
@@ -374,43 +409,74 @@ int main(int argc, char** argv) {
   files.rlim_cur = files.rlim_max;
   setrlimit(RLIMIT_NOFILE, &files);
 
+  const std::vector<std::string> wanted = absl::StrSplit(sections, ',');
+  const auto wants = [&](const std::string& section) {
+    return std::find(wanted.begin(), wanted.end(), section) != wanted.end();
+  };
+
   std::printf("fan-out: %lld ms captures, %u CPUs; times in ms after the planned start T\n\n",
               static_cast<long long>(duration_ms), std::thread::hardware_concurrency());
-  std::printf("N lightweight agents in this process, each on its own timer thread\n");
-  print_header("N timer threads: p50 / p99 / max, skew");
-  for (int n : {16, 64, 256, 1024}) {
-    if (n > max_agents) break;
-    print_row(fanout(n, duration_ms, Transport{}));
+  if (wants("fanout")) {
+    std::printf("N lightweight agents in this process, each on its own timer thread\n");
+    print_header("N timer threads: p50 / p99 / max, skew");
+    for (int n : {16, 64, 256, 1024}) {
+      if (n > max_agents) break;
+      print_row(fanout(n, duration_ms, Transport{}));
+    }
   }
-  if (agent_processes > 0) {
+  if (wants("processes") && agent_processes > 0) {
     std::printf("\nN podscope-agent processes\n");
     print_header("N timer processes: p50 / p99 / max, skew");
     print_row(process_fanout(agent_processes, duration_ms));
   }
 
-  print_tls_comparison(std::min(64, max_agents), duration_ms);
+  if (wants("tls")) print_tls_comparison(std::min(64, max_agents), duration_ms);
 
-  std::printf("\nclock-sync error |measured − injected offset| (offsets uniform in ±50 ms, 16 pings per agent)\n");
-  std::printf("%6s %-34s %10s %10s %10s\n", "N", "path", "p50", "p99", "max");
-  for (int n : {16, 64}) {
-    if (n > max_agents) break;
-    struct Path {
-      const char* name;
-      int64_t one_way, jitter;
-    };
-    for (const Path& path : {Path{"loopback", 0, 0}, Path{"+1 ms each way, ±200 µs jitter", 1'000'000, 200'000}}) {
-      Fleet fleet(n, path.jitter, path.one_way, 1000 + static_cast<uint64_t>(n));
-      const ErrorStats e = clock_errors(fleet, 16);
-      std::printf("%6d %-34s %7.1f µs %7.1f µs %7.1f µs\n", n, path.name, us(e.p50), us(e.p99), us(e.max));
+  if (wants("errors")) {
+    std::printf("\nclock-sync error |measured − injected offset| (offsets uniform in ±50 ms, 16 pings per agent)\n");
+    std::printf("%6s %-34s %10s %10s %10s\n", "N", "path", "p50", "p99", "max");
+    for (int n : {16, 64}) {
+      if (n > max_agents) break;
+      struct NamedPath {
+        const char* name;
+        Path path;
+      };
+      for (const NamedPath& named :
+           {NamedPath{"loopback", {}}, NamedPath{"+1 ms each way, ±200 µs jitter", {1'000'000, 200'000}}}) {
+        Fleet fleet(n, named.path, 1000 + static_cast<uint64_t>(n));
+        const ErrorStats e = clock_errors(fleet, 16);
+        std::printf("%6d %-34s %7.1f µs %7.1f µs %7.1f µs\n", n, named.name, us(e.p50), us(e.p99), us(e.max));
+      }
     }
   }
 
-  std::printf("\none clock-sync burst (up to 16 pings each) by pings in flight through one completion queue\n");
-  std::printf("%6s %9s %12s %7s %-22s | %s\n", "N", "in flight", "burst", "pings", "rtt_min p50 / p99",
-              "error p50 / p99 / max");
-  for (int n : {256, 1024}) {
-    if (n > max_agents) break;
-    for (int in_flight : {1, 4, 16}) print_burst_row(n, in_flight);
+  if (wants("bursts")) {
+    std::printf("\none clock-sync burst (up to 16 pings each) by pings in flight through one completion queue\n");
+    print_burst_header();
+    for (int n : {256, 1024}) {
+      if (n > max_agents) break;
+      for (int in_flight : {1, 4, 16}) print_burst_row(n, {}, {.max_in_flight = in_flight});
+      print_burst_row(n, {}, {.max_in_flight = 16, .sized_from_rtts = true});
+    }
+  }
+
+  if (wants("remote")) {
+    // A fleet's RTT (~300 µs) on paths that cost this process no CPU while a ping travels.
+    const Path remote{.one_way_ns = 150'000, .jitter_ns = 20'000, .sleeping_timers = 4};
+    std::printf("\nacross an emulated network: 150 µs each way ± 20 µs, on 4 sleeping path timers\n");
+    print_burst_header();
+    for (int n : {256, 1024}) {
+      if (n > max_agents) break;
+      print_burst_row(n, remote, {.max_in_flight = 1});
+      print_burst_row(n, remote, {.max_in_flight = 16, .sized_from_rtts = true});
+      print_burst_row(n, remote, {.max_in_flight = 16});
+    }
+    std::printf("\nN lightweight agents across that network, one capture each\n");
+    print_header("N timer threads: p50 / p99 / max, skew");
+    for (int n : {256, 1024}) {
+      if (n > max_agents) break;
+      print_row(fanout(n, duration_ms, Transport{}, remote));
+    }
   }
   return 0;
 }

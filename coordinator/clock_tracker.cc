@@ -28,7 +28,7 @@ void ClockTracker::measure_all() {
       held.push_back(std::move(connection));
     }
   }
-  const auto measurements = pod_capture::measure_clocks(agents, clock_, pings_, 1000);
+  const auto measurements = pod_capture::measure_clocks(agents, clock_, pings_, 1000).clocks;
   for (size_t i = 0; i < names.size(); ++i) registry_.record_clock(names[i], measurements[i], clock_.now_ns());
   metrics_.update_workers(registry_.list(clock_.now_ns()));
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 
 #include "absl/strings/str_split.h"
 
@@ -152,31 +153,95 @@ void finish_burst(const AgentConnection& agent, Burst& burst) {
   out.estimate = *estimate;
 }
 
+// The window of a burst sized from what it observes (BurstPlan::sized_from_rtts): the agents' smallest RTTs so
+// far and the client's time not spent waiting for answers.
+class WindowSizer {
+ public:
+  WindowSizer(size_t agents, const Clock& clock, BurstPlan plan)
+      : plan_(plan), clock_(clock), began_ns_(clock.now_ns()), smallest_rtt_(agents, 0) {}
+
+  size_t size() const { return static_cast<size_t>(size_); }
+  int64_t client_ns_per_ping() const {
+    return sent_ > 0 ? (clock_.now_ns() - began_ns_ - waited_ns_) / static_cast<int64_t>(sent_) : 0;
+  }
+  void sent() { ++sent_; }
+  void waited(int64_t ns) { waited_ns_ += ns; }
+
+  bool behind() const { return behind_; }
+
+  // An answered ping of `agent`, with `done` agents' bursts over; every few answers the window is sized again.
+  void answered(size_t agent, const PingExchange& exchange, size_t done) {
+    const int64_t rtt = exchange.rtt_ns();
+    if (rtt <= 0) return;
+    if (smallest_rtt_[agent] == 0 || rtt < smallest_rtt_[agent]) smallest_rtt_[agent] = rtt;
+    if (!plan_.sized_from_rtts || ++answers_ % kAnswersPerSizing != 0) return;
+    scratch_.clear();
+    for (int64_t r : smallest_rtt_) {
+      if (r > 0) scratch_.push_back(r);
+    }
+    std::nth_element(scratch_.begin(), scratch_.begin() + scratch_.size() / 2, scratch_.end());
+    behind_ = behind_ || (plan_.finish_by_ns > 0 &&
+                          burst_behind(began_ns_, clock_.now_ns(), done, smallest_rtt_.size(), plan_.finish_by_ns));
+    size_ = ping_window_size(scratch_[scratch_.size() / 2], client_ns_per_ping(), plan_.max_in_flight);
+  }
+
+ private:
+  // Often enough to follow a change of load within a small share of a large pod's burst; rarely enough that the
+  // median costs nothing beside the pings.
+  static constexpr size_t kAnswersPerSizing = 8;
+  BurstPlan plan_;
+  const Clock& clock_;
+  int size_ = plan_.sized_from_rtts ? 1 : std::max(1, plan_.max_in_flight);
+  int64_t began_ns_;
+  int64_t waited_ns_ = 0;
+  size_t sent_ = 0, answers_ = 0;
+  bool behind_ = false;
+  std::vector<int64_t> smallest_rtt_;  // 0: none yet
+  std::vector<int64_t> scratch_;
+};
+
 }  // namespace
 
-std::vector<ClockMeasurement> measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock, int count,
-                                             int timeout_ms, int max_in_flight) {
+ClockBurst measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock, int count, int timeout_ms,
+                          BurstPlan plan) {
+  ClockBurst out;
+  if (agents.empty()) return out;
   std::vector<Burst> bursts(agents.size());
-  if (agents.empty()) return {};
   grpc::CompletionQueue queue;
   std::vector<std::unique_ptr<PingCall>> calls(agents.size());
-  size_t next_agent = 0, in_flight = 0;
-  auto send = [&](size_t i) {
-    ++bursts[i].sent;
-    calls[i] = send_ping(*agents[i], i, queue, clock, timeout_ms);
-    ++in_flight;
+  WindowSizer sizer(agents.size(), clock, plan);
+  // Agents whose burst goes on wait here for a place in the window before any agent not yet pinged, so each
+  // burst's pings follow one another closely.
+  std::deque<size_t> going_on;
+  size_t next_agent = 0, in_flight = 0, done = 0;
+  auto fill_window = [&] {
+    while (in_flight < sizer.size() && (!going_on.empty() || next_agent < agents.size())) {
+      size_t i = next_agent;
+      if (!going_on.empty()) {
+        i = going_on.front();
+        going_on.pop_front();
+      } else {
+        ++next_agent;
+      }
+      ++bursts[i].sent;
+      calls[i] = send_ping(*agents[i], i, queue, clock, timeout_ms);
+      sizer.sent();
+      ++in_flight;
+    }
+    out.largest_window = std::max(out.largest_window, static_cast<int>(in_flight));
   };
-  const size_t window = static_cast<size_t>(std::max(1, max_in_flight));
   std::vector<PingCall*> answered;
-  while (in_flight > 0 || next_agent < agents.size()) {
-    while (in_flight < window && next_agent < agents.size()) send(next_agent++);
+  while (in_flight > 0 || !going_on.empty() || next_agent < agents.size()) {
+    fill_window();
     // Every answer already in is read off the queue, each stamped t3 as it is taken, before any new ping goes
     // out: sending costs far more than taking an answer, and an answer left waiting meanwhile would have a late
     // t3 (a larger RTT, which the near-minimal-RTT filter then discards, but a wasted ping).
     answered.clear();
     void* tag = nullptr;
     bool ok = false;
+    const int64_t waiting_since = clock.now_ns();
     if (!queue.Next(&tag, &ok)) break;
+    sizer.waited(clock.now_ns() - waiting_since);
     for (;;) {
       auto* call = static_cast<PingCall*>(tag);
       call->t3_ns = clock.now_ns();
@@ -187,12 +252,17 @@ std::vector<ClockMeasurement> measure_clocks(const std::vector<AgentConnection*>
     for (PingCall* call : answered) {
       const size_t i = call->agent;
       --in_flight;
-      take_answer(*agents[i], *call, bursts[i], count);
+      const size_t exchanges_before = bursts[i].measurement.exchanges.size();
+      take_answer(*agents[i], *call, bursts[i],
+                  sizer.behind() ? std::min(count, static_cast<int>(kSettledExchanges)) : count);
+      if (bursts[i].measurement.exchanges.size() > exchanges_before)
+        sizer.answered(i, bursts[i].measurement.exchanges.back(), done);
       calls[i].reset();
       if (bursts[i].over) {
+        ++done;
         finish_burst(*agents[i], bursts[i]);
       } else {
-        send(i);
+        going_on.push_back(i);
       }
     }
   }
@@ -200,14 +270,15 @@ std::vector<ClockMeasurement> measure_clocks(const std::vector<AgentConnection*>
   void* tag = nullptr;
   bool ok = false;
   while (queue.Next(&tag, &ok)) {}
-  std::vector<ClockMeasurement> out;
-  out.reserve(bursts.size());
-  for (auto& burst : bursts) out.push_back(std::move(burst.measurement));
+  out.client_ns_per_ping = sizer.client_ns_per_ping();
+  out.fell_behind = sizer.behind();
+  out.clocks.reserve(bursts.size());
+  for (auto& burst : bursts) out.clocks.push_back(std::move(burst.measurement));
   return out;
 }
 
 ClockMeasurement measure_clock(AgentConnection& agent, const Clock& clock, int count, int timeout_ms) {
-  return std::move(measure_clocks({&agent}, clock, count, timeout_ms).front());
+  return std::move(measure_clocks({&agent}, clock, count, timeout_ms).clocks.front());
 }
 
 }  // namespace podscope::pod_capture

@@ -64,14 +64,42 @@ ClockMeasurement combine_clocks(const ClockMeasurement& before, const ClockMeasu
 // A burst ends early once this many of its exchanges are near its smallest RTT (burst_settled).
 inline constexpr size_t kSettledExchanges = 4;
 
+// How a burst paces its pings: how many of different agents it keeps in flight through its completion queue (each
+// agent's own pings go one after another), and by when it should be over.
+struct BurstPlan {
+  int max_in_flight = 1;
+  // false: always max_in_flight (the opening burst, which only sets the starts, trades accuracy for time).
+  // true: sized as the burst goes from the RTTs it observes and the client's own time per ping
+  // (ping_window_size), up to max_in_flight: one at a time where the agents share the client's CPUs, more
+  // across a network, where a burst pinging one agent at a time would spend its time waiting.
+  bool sized_from_rtts = false;
+  // With sized_from_rtts, when the burst should be over (coordinator clock; 0: whenever). A burst that at its pace
+  // would end later (burst_behind, checked each time the window is sized) trades accuracy for time: from then on
+  // each agent gets at most kSettledExchanges pings. Its window stays what the RTTs allow, since a larger one would
+  // raise every RTT; every estimate keeps its own bound (half the largest RTT it kept), so what fewer pings cost
+  // shows in the bounds reported.
+  int64_t finish_by_ns = 0;
+};
+
+// What one burst found: every agent's measurement, and what it observed of the client.
+struct ClockBurst {
+  std::vector<ClockMeasurement> clocks;  // in the agents' order
+  // This thread's time per ping sent, not waiting for answers (preparing and sending calls, taking answers): how
+  // fast this client issues calls right now, load included.
+  int64_t client_ns_per_ping = 0;
+  int largest_window = 0;    // the most pings it held in flight at once
+  bool fell_behind = false;  // it traded accuracy for time to be over by BurstPlan::finish_by_ns
+};
+
 // Measures every agent's clock, each with up to `count` pings in sequence (each bounded by `timeout_ms`; fewer once
-// its burst settles; one failed first ping ends it), from this thread through one completion queue, with up to
-// `max_in_flight` pings of different agents in flight at once. One at a time gives the cleanest exchanges; more
-// make a large pod's burst shorter, but on a busy client every ping then waits for the others (to be sent, or to
-// be read once answered), and although estimate_offset keeps only the near-minimal-RTT exchanges, the smallest
-// RTT itself grows with the window, and the error with it (docs/capture.md, "Clock sync").
-std::vector<ClockMeasurement> measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock, int count,
-                                             int timeout_ms, int max_in_flight = 1);
+// its burst settles; one failed first ping ends it), from this thread through one completion queue, with pings of
+// different agents in flight at once as `plan` says. One at a time gives the cleanest exchanges where the agents
+// share the client's CPUs; there a fixed larger window makes a large pod's burst shorter, but every ping then waits
+// for the others (to be sent, or to be read once answered), and although estimate_offset keeps only the
+// near-minimal-RTT exchanges, the smallest RTT itself grows with the window, and the error with it
+// (docs/capture.md, "Clock sync").
+ClockBurst measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock, int count, int timeout_ms,
+                          BurstPlan plan = {});
 
 // measure_clocks for one agent.
 ClockMeasurement measure_clock(AgentConnection& agent, const Clock& clock, int count, int timeout_ms);

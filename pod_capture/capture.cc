@@ -56,15 +56,21 @@ template <typename Response>
 struct FanOutAnswers {
   std::vector<grpc::Status> statuses;
   std::vector<Response> responses;
+  int64_t issued_ns = 0;  // when the first wave of calls (every call, unless more than max_in_flight) was out
 };
 using AttemptOutcome = FanOutAnswers<ProfileResponse>;
+
+// A large fan-out's first wave is issued by several threads (a call costs tens to hundreds of µs of this client's
+// time, mostly in gRPC); each takes at least this many calls, so small fan-outs stay on this thread.
+constexpr size_t kCallsPerIssuingThread = 64;
+constexpr size_t kMaxIssuingThreads = 4;
 
 // Sends one call to every agent through one completion queue and waits for all answers. At most
 // `max_in_flight` calls are outstanding; the rest are issued as earlier ones complete. `start(i, context, queue)`
 // issues agent i's call.
 template <typename Response, typename Start>
 FanOutAnswers<Response> fan_out(size_t agents, Start start, std::chrono::system_clock::time_point deadline,
-                                int max_in_flight) {
+                                int max_in_flight, const Clock& clock) {
   FanOutAnswers<Response> out;
   out.statuses.resize(agents);
   out.responses.resize(agents);
@@ -80,7 +86,19 @@ FanOutAnswers<Response> fan_out(size_t agents, Start start, std::chrono::system_
     calls[i] = std::move(call);
   };
   const size_t first_wave = std::min(agents, static_cast<size_t>(std::max(1, max_in_flight)));
-  for (; issued < first_wave; ++issued) issue(issued);
+  const size_t issuers = std::clamp<size_t>(first_wave / kCallsPerIssuingThread, 1, kMaxIssuingThreads);
+  {
+    std::vector<std::thread> helpers;
+    for (size_t t = 1; t < issuers; ++t) {
+      helpers.emplace_back([&, t] {
+        for (size_t i = t; i < first_wave; i += issuers) issue(i);
+      });
+    }
+    for (size_t i = 0; i < first_wave; i += issuers) issue(i);
+    for (auto& helper : helpers) helper.join();
+  }
+  issued = first_wave;
+  out.issued_ns = clock.now_ns();
   for (size_t done = 0; done < agents; ++done) {
     void* tag = nullptr;
     bool ok = false;
@@ -100,27 +118,28 @@ FanOutAnswers<Response> fan_out(size_t agents, Start start, std::chrono::system_
 
 // Profile at a common start, on every agent.
 AttemptOutcome profile_all(const std::vector<AgentConnection*>& agents, const std::vector<ProfileRequest>& requests,
-                           std::chrono::system_clock::time_point deadline, int max_in_flight) {
+                           std::chrono::system_clock::time_point deadline, int max_in_flight, const Clock& clock) {
   return fan_out<ProfileResponse>(
       agents.size(),
       [&](size_t i, grpc::ClientContext* context, grpc::CompletionQueue* queue) {
         return agents[i]->profiler->AsyncProfile(context, requests[i], queue);
       },
-      deadline, max_in_flight);
+      deadline, max_in_flight, clock);
 }
 
 // The same window of every agent's flight recorder, each on its own clock (`requests`), answered as Profile
 // answers are.
 AttemptOutcome recorded_windows(const std::vector<AgentConnection*>& agents,
                                 const std::vector<podscope::v1::RecordedWindowRequest>& requests,
-                                std::chrono::system_clock::time_point deadline, int max_in_flight) {
+                                std::chrono::system_clock::time_point deadline, int max_in_flight, const Clock& clock) {
   FanOutAnswers<podscope::v1::RecordedWindowResponse> windows = fan_out<podscope::v1::RecordedWindowResponse>(
       agents.size(),
       [&](size_t i, grpc::ClientContext* context, grpc::CompletionQueue* queue) {
         return agents[i]->agent->AsyncGetRecordedWindow(context, requests[i], queue);
       },
-      deadline, max_in_flight);
+      deadline, max_in_flight, clock);
   AttemptOutcome out;
+  out.issued_ns = windows.issued_ns;
   out.statuses = std::move(windows.statuses);
   out.responses.resize(agents.size());
   for (size_t i = 0; i < agents.size(); ++i) {
@@ -169,6 +188,8 @@ struct Attempt {
   std::vector<HostCapture> hosts;
   int64_t start_ns = 0;
   int64_t sync_begin_ns = 0;
+  int64_t synced_ns = 0;
+  int64_t issued_ns = 0;
   int64_t gathered_ns = 0;
   long with_data = 0;
   bool retry_worthy = false;  // some host failed with an error worth another attempt
@@ -245,19 +266,44 @@ std::pair<int64_t, std::string> longest_start_lead(const std::vector<AgentConnec
 // burst of 4 pings each is no shorter with 16 than with 8, and its error is twice as large (docs/capture.md).
 constexpr size_t kOpeningBurstMaxInFlight = 8;
 
-// How the opening burst, which sets only the starts, pings `agents` agents: one at a time (as the second burst) up
-// to 255 agents; beyond, one ping in flight per 128 agents, at most kOpeningBurstMaxInFlight, and kSettledExchanges
-// pings each. The pings of a shared window wait for one another, which costs each estimate tens of microseconds:
-// little beside the milliseconds by which a large pod's starts spread, and the merge offsets are pooled with the
-// second burst's cleaner exchanges.
-struct BurstShape {
+// The pings each agent gets in a large pod's opening burst: two, and the agents whose estimate is then looser than
+// kLooseStartBoundNs (both pings held up: a descheduled client or agent) are pinged again (tighten_loose_starts).
+constexpr int kOpeningBurstPingsInSharedWindow = 2;
+
+// How the opening burst, which sets only the starts, pings `agents` agents: one at a time up to 255 agents (up to
+// `pings` each); beyond, one ping in flight per 128 agents, at most kOpeningBurstMaxInFlight, and
+// kOpeningBurstPingsInSharedWindow pings each. The pings of a shared window wait for one another, which costs each
+// estimate tens to hundreds of microseconds: little beside the milliseconds by which a large pod's starts spread, and
+// the merge offsets are pooled with the second burst's cleaner exchanges.
+struct OpeningBurst {
   int pings = 0;
-  int in_flight = 1;
+  BurstPlan plan;
 };
-BurstShape opening_burst_shape(size_t agents, int pings) {
+OpeningBurst opening_burst_plan(size_t agents, int pings) {
   const int in_flight = static_cast<int>(std::clamp<size_t>(agents / 128, 1, kOpeningBurstMaxInFlight));
-  if (in_flight == 1) return {pings, 1};
-  return {std::min(pings, static_cast<int>(kSettledExchanges)), in_flight};
+  if (in_flight == 1) return {pings, {}};
+  return {std::min(pings, kOpeningBurstPingsInSharedWindow), {.max_in_flight = in_flight}};
+}
+
+// The loosest clock error bound a start is set with while a tighter one can be had: a millisecond, about the spread
+// of a large pod's starts themselves (docs/capture.md, "Fan-out benchmark").
+constexpr int64_t kLooseStartBoundNs = 1'000'000;
+
+// Pings again, one at a time, the agents whose opening estimate is looser than kLooseStartBoundNs, and pools both
+// bursts: on a loaded client both of a shared window's pings to an agent can be held up for tens of milliseconds,
+// and its start would be off by half that.
+void tighten_loose_starts(const std::vector<AgentConnection*>& agents, std::vector<ClockMeasurement>& clocks,
+                          const Clock& clock) {
+  std::vector<size_t> loose;
+  for (size_t i = 0; i < clocks.size(); ++i) {
+    if (clocks[i].kind == ClockMeasurement::kMeasured && clocks[i].estimate.error_bound_ns > kLooseStartBoundNs)
+      loose.push_back(i);
+  }
+  if (loose.empty()) return;
+  std::vector<AgentConnection*> again;
+  for (size_t i : loose) again.push_back(agents[i]);
+  const ClockBurst burst = measure_clocks(again, clock, static_cast<int>(kSettledExchanges), 1000);
+  for (size_t k = 0; k < loose.size(); ++k) clocks[loose[k]] = combine_clocks(clocks[loose[k]], burst.clocks[k]);
 }
 
 // How long after the start instant the second burst waits, so that it takes no CPU from the agents' starts. On the
@@ -266,18 +312,29 @@ BurstShape opening_burst_shape(size_t agents, int pings) {
 // it delayed none (4 runs, coord_fanout_bench).
 constexpr int64_t kStartsPastMs = 200;
 
+// The most pings the second burst keeps in flight; its window is sized from the RTTs it observes (BurstPlan), so
+// this bounds only how many agents it has in progress at once.
+constexpr int kSecondBurstMaxInFlight = 16;
+
 // The second clock-sync burst, run while the agents capture: it begins `wait_ms` after it is made (once their starts
-// are past) or as soon as the answers are in, whichever comes first, and pings one agent at a time, so its
-// exchanges are the cleanest the pooled merge offsets get. Its time hides in the capture's.
+// are past) or as soon as the answers are in, whichever comes first, with a window of pings sized from the RTTs it
+// observes: one agent at a time where they share this client's CPUs, so its exchanges are the cleanest the pooled
+// merge offsets get, and as many as the round trips leave room for across a network, so that over a large pod its
+// time still hides in the capture's.
 class SecondBurst {
  public:
-  SecondBurst(const std::vector<AgentConnection*>& agents, const Clock& clock, int pings, int64_t wait_ms)
-      : thread_([this, agents, &clock, pings, wait_ms] {
+  SecondBurst(const std::vector<AgentConnection*>& agents, const Clock& clock, int pings, int64_t wait_ms,
+              int64_t finish_by_ns)
+      : thread_([this, agents, &clock, pings, wait_ms, finish_by_ns] {
           {
             std::unique_lock lock(mu_);
             answered_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return answers_in_; });
           }
-          clocks_ = measure_clocks(agents, clock, pings, 1000);
+          clocks_ =
+              measure_clocks(
+                  agents, clock, pings, 1000,
+                  {.max_in_flight = kSecondBurstMaxInFlight, .sized_from_rtts = true, .finish_by_ns = finish_by_ns})
+                  .clocks;
         }) {}
   ~SecondBurst() {
     if (thread_.joinable()) thread_.join();
@@ -306,13 +363,17 @@ Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSp
   Attempt attempt;
   attempt.hosts.resize(agents.size());
   attempt.sync_begin_ns = clock.now_ns();
-  const BurstShape opening = opening_burst_shape(agents.size(), spec.clock_sync_pings);
-  const auto before = measure_clocks(agents, clock, opening.pings, 1000, opening.in_flight);
+  const OpeningBurst opening = opening_burst_plan(agents.size(), spec.clock_sync_pings);
+  ClockBurst opening_burst = measure_clocks(agents, clock, opening.pings, 1000, opening.plan);
+  tighten_loose_starts(agents, opening_burst.clocks, clock);
+  const std::vector<ClockMeasurement>& before = opening_burst.clocks;
+  attempt.synced_ns = clock.now_ns();
 
   // A window of the past ends now (or where the spec says) and starts last_ms before; a capture starts at least
   // the fan-out margin ahead, and the lead some agent asks for (PyTorch processes that poll) on top.
   const auto [lead_ms, lead_reason] = longest_start_lead(agents, before);
-  const int64_t margin_ms = fanout_margin_ms(agents.size());
+  const int64_t margin_ms = fanout_margin_ms(agents.size(), opening_burst.client_ns_per_ping);
+
   const int64_t delay_ms =
       spec.last_ms > 0 ? 0 : std::max<int64_t>(spec.delay_ms, margin_ms + (lead_ms > 0 ? lead_ms + margin_ms : 0));
   announce(lead_ms > 0 && spec.last_ms <= 0 ? " in " + std::to_string(delay_ms) + " ms (" + lead_reason + ")" : "");
@@ -340,12 +401,14 @@ Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSp
   const std::vector<size_t> asked = reached(before);
   // As many pings as a whole opening burst, once the starts are past: the merge offset is estimated from both
   // bursts (combine_clocks).
-  SecondBurst second(pick(agents, asked), clock, spec.clock_sync_pings,
-                     spec.last_ms > 0 ? 0 : delay_ms + kStartsPastMs);
+  // A capture's burst should be over when its answers come in, at the end of the window.
+  SecondBurst second(pick(agents, asked), clock, spec.clock_sync_pings, spec.last_ms > 0 ? 0 : delay_ms + kStartsPastMs,
+                     spec.last_ms > 0 ? 0 : attempt.start_ns + spec.duration_ms * 1'000'000);
   AttemptOutcome outcome =
       spec.last_ms > 0
-          ? recorded_windows(pick(agents, asked), pick(window_requests, asked), deadline, spec.max_in_flight)
-          : profile_all(pick(agents, asked), pick(requests, asked), deadline, spec.max_in_flight);
+          ? recorded_windows(pick(agents, asked), pick(window_requests, asked), deadline, spec.max_in_flight, clock)
+          : profile_all(pick(agents, asked), pick(requests, asked), deadline, spec.max_in_flight, clock);
+  attempt.issued_ns = outcome.issued_ns;
   attempt.gathered_ns = clock.now_ns();
   std::vector<ClockMeasurement> after = before;
   const std::vector<ClockMeasurement> after_asked = second.take();
@@ -421,9 +484,13 @@ int CaptureResult::exit_code() const {
 
 int64_t answer_wait_ms(int64_t duration_ms) { return 2 * duration_ms + 10'000; }
 
-int64_t fanout_margin_ms(size_t host_count) {
-  // Issuing a call costs tens of µs on the client; 100 ms covers the network and a loaded scheduler.
-  return 100 + static_cast<int64_t>(host_count) / 8;
+int64_t fanout_margin_ms(size_t host_count, int64_t client_ns_per_call) {
+  // From the opening burst's end to the last Profile call issued, a client spends per agent 0.7–1.4 times its time
+  // per ping in that burst (1024 in-process agents on the loaded 2-core development machine, the first wave issued
+  // by kMaxIssuingThreads threads while the agents' servers take their share of the CPUs); twice it leaves room for a
+  // load that grows meanwhile, never less than 125 µs per agent. 100 ms covers the network and a loaded scheduler.
+  const int64_t per_call_ns = std::max<int64_t>(125'000, 2 * client_ns_per_call);
+  return 100 + static_cast<int64_t>(host_count) * per_call_ns / 1'000'000;
 }
 
 CaptureResult run_capture(const std::vector<AgentConnection*>& agents, const CaptureSpec& spec, const Clock& clock,
@@ -450,6 +517,8 @@ CaptureResult run_capture(const std::vector<AgentConnection*>& agents, const Cap
       result.start_ns = attempt.start_ns;
       result.kept_attempt = attempt_number;
       result.sync_begin_ns = attempt.sync_begin_ns;
+      result.synced_ns = attempt.synced_ns;
+      result.issued_ns = attempt.issued_ns;
       result.gathered_ns = attempt.gathered_ns;
     }
     if (!worth_another_attempt(attempt, agents.size())) break;

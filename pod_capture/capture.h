@@ -82,8 +82,11 @@ struct CaptureResult {
   int attempts = 0;      // attempts made
   int kept_attempt = 0;  // the attempt whose results these are (the one with the most hosts)
   int64_t start_ns = 0;  // T, coordinator time, of the attempt kept
-  // Coordinator times of that attempt: its clock-sync burst began and every Profile answer was in.
+  // Coordinator times of that attempt: its clock-sync burst began, it was over, every call of the fan-out was
+  // issued, every answer was in.
   int64_t sync_begin_ns = 0;
+  int64_t synced_ns = 0;
+  int64_t issued_ns = 0;
   int64_t gathered_ns = 0;
   int64_t duration_ms = 0;
   int64_t last_ms = 0;  // > 0: a window of the agents' flight recorders, [start_ns, start_ns + last_ms]
@@ -104,8 +107,9 @@ using ProgressFn = std::function<void(const std::string& line)>;
 // named with DEADLINE_EXCEEDED and the capture goes on with the rest.
 int64_t answer_wait_ms(int64_t duration_ms);
 
-// How far ahead of "now" the common start is put so every Profile call arrives before it.
-int64_t fanout_margin_ms(size_t host_count);
+// How far ahead of "now" the common start is put so every Profile call arrives before it, given the client's time
+// per call measured in the opening clock-sync burst (ClockBurst::client_ns_per_ping).
+int64_t fanout_margin_ms(size_t host_count, int64_t client_ns_per_call);
 
 CaptureResult run_capture(const std::vector<AgentConnection*>& agents, const CaptureSpec& spec, const Clock& clock,
                           const ProgressFn& progress);

@@ -48,6 +48,20 @@ absl::StatusOr<ClockEstimate> estimate_offset(const std::vector<PingExchange>& e
   return out;
 }
 
+int ping_window_size(int64_t round_trip_ns, int64_t client_ns_per_ping, int max_in_flight) {
+  const int bound = std::max(1, max_in_flight);
+  if (round_trip_ns <= 0 || client_ns_per_ping <= 0) return 1;
+  const int64_t fits = round_trip_ns / (2 * client_ns_per_ping);
+  return static_cast<int>(std::clamp<int64_t>(fits, 1, bound));
+}
+
+bool burst_behind(int64_t began_ns, int64_t now_ns, size_t done, size_t agents, int64_t finish_by_ns) {
+  if (done == 0) return now_ns >= finish_by_ns;
+  const double per_agent_ns = static_cast<double>(now_ns - began_ns) / static_cast<double>(done);
+  return static_cast<double>(now_ns) + per_agent_ns * static_cast<double>(agents - done) >
+         static_cast<double>(finish_by_ns);
+}
+
 void DriftEstimator::add(const ClockEstimate& estimate) {
   points_.push_back({estimate.measured_at_ns, estimate.offset_ns});
   if (points_.size() > max_points_) points_.erase(points_.begin());

@@ -44,6 +44,20 @@ absl::StatusOr<ClockEstimate> estimate_offset(const std::vector<PingExchange>& e
 // noisy one is pinged on.
 bool burst_settled(const std::vector<PingExchange>& exchanges, size_t enough);
 
+// How many pings of different agents a burst whose window is sized from what it observes keeps in flight: as many
+// as the client can send and take in half a round trip of the path, between 1 and `max_in_flight`.
+// `round_trip_ns` is the agents' typical smallest RTT (the median of them), `client_ns_per_ping` the client's own
+// time per ping (sending, stamping and taking answers: its time not spent waiting for them). A window that fits
+// in half a round trip leaves the client idle most of the time, so an answer waits at most for one ping being
+// sent, and the smallest RTTs, which the estimate keeps and its bound is made of, stay the path's own; a larger
+// one would have answers queue behind sends and every RTT grow with the window. Where the round trip is the
+// client's own CPU (agents on the same few cores) this gives 1; across a network it grows with the RTT.
+int ping_window_size(int64_t round_trip_ns, int64_t client_ns_per_ping, int max_in_flight);
+
+// Whether a burst begun at `began_ns` that has finished `done` of its `agents` agents by `now_ns` would, at that
+// pace, end after `finish_by_ns` (before any agent is done: whether `finish_by_ns` has passed).
+bool burst_behind(int64_t began_ns, int64_t now_ns, size_t done, size_t agents, int64_t finish_by_ns);
+
 // A running drift estimate from a long series of offsets (least-squares slope of offset over time).
 // Two bursts seconds apart disagree by more than the drift they would measure, so the CLI never corrects
 // for drift; the coordinator daemon feeds this from its periodic bursts and reports it.

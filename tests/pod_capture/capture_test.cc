@@ -263,7 +263,8 @@ TEST(ClockBurst, ManyAgentsSharingAWindowOfPingsAreEachMeasuredWithinTheirBound)
   }
   for (auto& c : pod.connections)
     c->channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  const std::vector<ClockMeasurement> clocks = measure_clocks(pod.targets(), Clock(), 16, 2000, 16);
+  const std::vector<ClockMeasurement> clocks =
+      measure_clocks(pod.targets(), Clock(), 16, 2000, {.max_in_flight = 16}).clocks;
   ASSERT_EQ(clocks.size(), offsets.size());
   for (size_t i = 0; i < clocks.size(); ++i) {
     ASSERT_EQ(clocks[i].kind, ClockMeasurement::kMeasured) << clocks[i].detail;
@@ -273,6 +274,83 @@ TEST(ClockBurst, ManyAgentsSharingAWindowOfPingsAreEachMeasuredWithinTheirBound)
     // Loopback round trips: well under a millisecond unless the box stalls this process for long.
     EXPECT_LT(clocks[i].estimate.error_bound_ns, 20'000'000) << "agent " << i;
   }
+}
+
+TEST(ClockBurst, AcrossANetworkTheWindowGrowsAndEveryEstimateStaysWithinItsBound) {
+  // 64 agents 1 ms away each way (± 50 µs), their paths on sleeping timers that cost this process no CPU while a
+  // ping travels: a window sized from the RTTs holds several pings at once, and each estimate is as good as the
+  // path allows: within its bound, and near the truth.
+  TimerThread path(TimerThread::Wait::kSleeping);  // outlives the agents whose pings it carries
+  Pod pod;
+  std::mt19937_64 rng(5);
+  std::uniform_int_distribution<int64_t> offset(-50'000'000, 50'000'000);
+  std::vector<int64_t> offsets;
+  for (int i = 0; i < 64; ++i) {
+    offsets.push_back(offset(rng));
+    pod.add({.host_name = "agent" + std::to_string(i),
+             .clock_offset_ns = offsets.back(),
+             .path_timers = &path,
+             .ping_request_delay_ns = 1'000'000,
+             .ping_response_delay_ns = 1'000'000,
+             .ping_jitter_ns = 50'000});
+  }
+  for (auto& c : pod.connections)
+    c->channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  const ClockBurst burst =
+      measure_clocks(pod.targets(), Clock(), 16, 2000, {.max_in_flight = 16, .sized_from_rtts = true});
+  // A 2 ms round trip holds the sending of many pings, even on a loaded box.
+  EXPECT_GT(burst.largest_window, 1) << "client time per ping " << burst.client_ns_per_ping << " ns";
+  ASSERT_EQ(burst.clocks.size(), offsets.size());
+  std::vector<int64_t> errors;
+  for (size_t i = 0; i < burst.clocks.size(); ++i) {
+    const ClockMeasurement& clock = burst.clocks[i];
+    ASSERT_EQ(clock.kind, ClockMeasurement::kMeasured) << clock.detail;
+    errors.push_back(std::abs(clock.estimate.offset_ns - offsets[i]));
+    EXPECT_LE(errors.back(), clock.estimate.error_bound_ns) << "agent " << i << ": rtt " << clock.estimate.rtt_ns;
+  }
+  // Symmetric paths: the error is the jitter's and the timers' wake-ups', a small part of the 1 ms bound.
+  std::nth_element(errors.begin(), errors.begin() + errors.size() / 2, errors.end());
+  EXPECT_LT(errors[errors.size() / 2], 250'000);
+}
+
+TEST(ClockBurst, ABurstThatWouldOutlastItsDeadlineGivesEachAgentAtMostFourPings) {
+  // 32 agents 1 ms away with 200 µs of jitter each way, whose bursts settle slowly; the deadline has passed before
+  // the burst begins. From its first sizing on (after 8 answers, all from the first agents) it trades pings for
+  // time, and every estimate still holds its bound.
+  TimerThread path(TimerThread::Wait::kSleeping);  // outlives the agents whose pings it carries
+  Pod pod;
+  std::vector<int64_t> offsets;
+  for (int i = 0; i < 32; ++i) {
+    offsets.push_back(i * 1'000'000 - 16'000'000);
+    pod.add({.host_name = "agent" + std::to_string(i),
+             .clock_offset_ns = offsets.back(),
+             .path_timers = &path,
+             .ping_request_delay_ns = 1'000'000,
+             .ping_response_delay_ns = 1'000'000,
+             .ping_jitter_ns = 200'000});
+  }
+  for (auto& c : pod.connections)
+    c->channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  const ClockBurst burst = measure_clocks(pod.targets(), Clock(), 16, 2000,
+                                          {.max_in_flight = 16, .sized_from_rtts = true, .finish_by_ns = 1});
+  EXPECT_TRUE(burst.fell_behind);
+  ASSERT_EQ(burst.clocks.size(), offsets.size());
+  for (size_t i = 0; i < burst.clocks.size(); ++i) {
+    const ClockMeasurement& clock = burst.clocks[i];
+    ASSERT_EQ(clock.kind, ClockMeasurement::kMeasured) << clock.detail;
+    if (i >= 8) {
+      EXPECT_LE(clock.exchanges.size(), kSettledExchanges) << "agent " << i;
+    }
+    EXPECT_LE(std::abs(clock.estimate.offset_ns - offsets[i]), clock.estimate.error_bound_ns) << "agent " << i;
+  }
+}
+
+TEST(FanOutMargin, CoversIssuingEveryCallAtTheMeasuredRate) {
+  EXPECT_EQ(fanout_margin_ms(16, 0), 102);
+  EXPECT_EQ(fanout_margin_ms(1024, 0), 228) << "never under 125 µs per agent";
+  EXPECT_EQ(fanout_margin_ms(1024, 60'000), 228);
+  // A client that took 200 µs per ping in the opening burst gets twice that per agent.
+  EXPECT_EQ(fanout_margin_ms(1024, 200'000), 100 + 409);
 }
 
 TEST(Monitor, AggregatesStepTimesAcrossWorkers) {

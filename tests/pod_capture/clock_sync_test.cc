@@ -153,6 +153,30 @@ TEST(ClockSync, RejectsAnEmptyOrInconsistentBurst) {
   EXPECT_NE(std::string(estimate.status().message()).find("no valid ping exchange"), std::string::npos);
 }
 
+TEST(BurstPlan, HoldsWhatTheClientSendsInHalfARoundTrip) {
+  // Agents on the client's own CPUs: the round trip is hardly longer than the client's own work per ping.
+  EXPECT_EQ(ping_window_size(50'000, 40'000, 16), 1);
+  // A fleet 300 µs away, a client spending 20 µs per ping: 7 fit in half a round trip.
+  EXPECT_EQ(ping_window_size(300'000, 20'000, 16), 7);
+  // Far agents are still bounded.
+  EXPECT_EQ(ping_window_size(10'000'000, 20'000, 16), 16);
+  // Nothing observed yet, or a bound below one: one at a time.
+  EXPECT_EQ(ping_window_size(0, 20'000, 16), 1);
+  EXPECT_EQ(ping_window_size(300'000, 0, 16), 1);
+  EXPECT_EQ(ping_window_size(300'000, 20'000, 0), 1);
+}
+
+TEST(BurstPace, IsBehindWhenItsPaceWouldEndItAfterItsDeadline) {
+  // 100 of 1000 agents done in 100 ms: 900 more take 900 ms.
+  EXPECT_FALSE(burst_behind(0, 100'000'000, 100, 1000, 1'000'000'000));
+  EXPECT_TRUE(burst_behind(0, 100'000'000, 100, 1000, 999'000'000));
+  // Every agent done: never behind while the deadline is ahead.
+  EXPECT_FALSE(burst_behind(0, 500'000'000, 1000, 1000, 600'000'000));
+  // None done yet: behind only once the deadline has passed.
+  EXPECT_FALSE(burst_behind(0, 10'000'000, 0, 1000, 20'000'000));
+  EXPECT_TRUE(burst_behind(0, 20'000'000, 0, 1000, 20'000'000));
+}
+
 TEST(DriftEstimator, NeedsALongSeriesThenFindsTheSlope) {
   DriftEstimator drift;
   // 10 ppm: 10 µs of offset per second.

@@ -14,7 +14,7 @@ namespace {
 int64_t system_now_ns() { return Clock().now_ns(); }
 }  // namespace
 
-TimerThread::TimerThread() : thread_([this] { run(); }) {}
+TimerThread::TimerThread(Wait wait) : wait_(wait), thread_([this] { run(); }) {}
 
 TimerThread::~TimerThread() {
   {
@@ -46,7 +46,9 @@ void TimerThread::run() {
     if (due > now) {
       // Sleep on the condition variable until shortly before, then spin the rest: wake-up latency of a
       // sleeping thread would otherwise dominate the skew being measured.
-      if (due - now > 200'000) {
+      if (wait_ == Wait::kSleeping) {
+        cv_.wait_for(lock, std::chrono::nanoseconds(due - now));
+      } else if (due - now > 200'000) {
         cv_.wait_for(lock, std::chrono::nanoseconds(due - now - 150'000));
       } else {
         lock.unlock();
@@ -136,10 +138,11 @@ class LightweightAgent::Services final : public tensorflow::ProfilerService::Cal
       return reactor;
     }
     // The request "arrives" after its path delay; the response "leaves" and then travels its own.
-    owner_.timers_.at(system_now_ns() + request_delay, [this, reactor, response, response_delay] {
+    TimerThread& path = o.path_timers != nullptr ? *o.path_timers : owner_.timers_;
+    path.at(system_now_ns() + request_delay, [this, &path, reactor, response, response_delay] {
       response->set_server_receive_ns(clock_.now_ns());
       response->set_server_send_ns(clock_.now_ns());
-      owner_.timers_.at(system_now_ns() + response_delay, [reactor] { reactor->Finish(grpc::Status::OK); });
+      path.at(system_now_ns() + response_delay, [reactor] { reactor->Finish(grpc::Status::OK); });
     });
     return reactor;
   }

@@ -21,10 +21,13 @@
 
 namespace podscope::testing {
 
-// Runs callbacks at given CLOCK_REALTIME instants on one thread.
+// Runs callbacks at given CLOCK_REALTIME instants on one thread: punctually (it spins the last 200 µs before an
+// instant, as an agent's capture start would), or, as a network path, sleeping until each instant: its delays then
+// cost no CPU, and its wake-up latency on a loaded box is jitter, as a network's.
 class TimerThread {
  public:
-  TimerThread();
+  enum class Wait { kPunctual, kSleeping };
+  explicit TimerThread(Wait wait = Wait::kPunctual);
   ~TimerThread();
   TimerThread(const TimerThread&) = delete;
   TimerThread& operator=(const TimerThread&) = delete;
@@ -38,6 +41,7 @@ class TimerThread {
     bool operator>(const Entry& o) const { return due_ns != o.due_ns ? due_ns > o.due_ns : seq > o.seq; }
   };
   void run();
+  Wait wait_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue_;
@@ -52,7 +56,10 @@ struct LightweightAgentOptions {
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   int64_t clock_offset_ns = 0;
   bool ping_rpc = true;  // false: a plain TF profiler server (Ping answers UNIMPLEMENTED)
-  // Emulated one-way delays of a ping (request then response path) and uniform jitter added to each.
+  // Emulated one-way delays of a ping (request then response path) and uniform jitter added to each, run on
+  // `path_timers` where given (a sleeping TimerThread, shared by many agents: a remote agent's path costs this
+  // process no CPU), else on the agent's own timers.
+  TimerThread* path_timers = nullptr;
   int64_t ping_request_delay_ns = 0;
   int64_t ping_response_delay_ns = 0;
   int64_t ping_jitter_ns = 0;
