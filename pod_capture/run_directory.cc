@@ -129,6 +129,13 @@ std::string capture_json(const CaptureResult& result) {
   // The kept attempt, from its opening clock-sync burst to the last agent's answer (a window of the past needs
   // no waiting for the future).
   out += ",\n  \"collected_in_ms\": " + std::to_string((result.gathered_ns - result.sync_begin_ns) / 1'000'000);
+  // Its phases: the opening clock-sync burst, issuing every call, and how far ahead of the start the last call
+  // went out (negative: after it, so some agent started late). A window of the past has no start to be ahead of.
+  out += ",\n  \"clock_sync_in_ms\": " + std::to_string((result.synced_ns - result.sync_begin_ns) / 1'000'000);
+  if (result.last_ms == 0) {
+    out += ",\n  \"issued_in_ms\": " + std::to_string((result.issued_ns - result.synced_ns) / 1'000'000);
+    out += ",\n  \"issued_ahead_of_start_ms\": " + std::to_string((result.start_ns - result.issued_ns) / 1'000'000);
+  }
   if (result.analyzed_in_ms) out += ",\n  \"analyzed_in_ms\": " + std::to_string(*result.analyzed_in_ms);
   out += ",\n  \"start_skew_ns\": " + (result.start_skew_ns ? std::to_string(*result.start_skew_ns) : "null");
   out += ",\n  \"exit_code\": " + std::to_string(result.exit_code());

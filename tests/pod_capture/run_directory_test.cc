@@ -34,5 +34,25 @@ TEST(CaptureFiles, BudgetDropsPerCoreAndUnappliedMaxEventsAreInCaptureJsonAndThe
       << summary;
 }
 
+TEST(CaptureFiles, CaptureJsonTimesTheFanOutsPhases) {
+  CaptureResult result;
+  result.session_id = "run";
+  result.sync_begin_ns = 1'000'000'000;
+  result.synced_ns = 1'300'000'000;    // a 300 ms opening burst
+  result.issued_ns = 1'350'000'000;    // every call out 50 ms later
+  result.start_ns = 1'578'000'000;     // 228 ms ahead of the start
+  result.gathered_ns = 3'000'000'000;  // the last answer in
+  std::string json = capture_json(result);
+  for (const char* field : {R"("collected_in_ms": 2000)", R"("clock_sync_in_ms": 300)", R"("issued_in_ms": 50)",
+                            R"("issued_ahead_of_start_ms": 228)"}) {
+    EXPECT_NE(json.find(field), std::string::npos) << field << "\n" << json;
+  }
+  // A window of the past starts before its calls: no issuing lead to speak of.
+  result.last_ms = 2000;
+  json = capture_json(result);
+  EXPECT_EQ(json.find("issued_ahead_of_start_ms"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("clock_sync_in_ms": 300)"), std::string::npos) << json;
+}
+
 }  // namespace
 }  // namespace podscope::pod_capture
