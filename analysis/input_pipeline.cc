@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "analysis/step_sampling.h"
+#include "proto/xspace/names.h"
 
 namespace podscope::analysis {
 namespace {
@@ -270,12 +271,18 @@ void rank_hosts(const StepModel& model, InputPipelineAnalysisResult& out) {
   for (auto& s : ranked) *out.add_hosts() = std::move(s);
 }
 
-std::string input_statement(std::string_view verdict, double input_percent) {
+// `slowest_stage`: the most input-bound host's slowest input stage, which says whose input pipeline it is.
+std::string input_statement(std::string_view verdict, double input_percent, std::string_view slowest_stage) {
   if (verdict == "HIGHLY") {
+    const std::string_view next =
+        slowest_stage.starts_with(xspace::kTorchDataLoaderPrefix)
+            ? "see the host-side breakdown below: PyTorch's DataLoader loads each batch while the step waits "
+              "(worker processes, num_workers, load batches ahead; pin_memory speeds their copy to a GPU)."
+            : "see the host-side breakdown below and open `podscope analyze RUN --tool tf_data`.";
     return absl::StrFormat(
         "Your program is HIGHLY input-bound: %.1f %% of the step time waits for input. Reduce the input time first: "
-        "see the host-side breakdown below and open `podscope analyze RUN --tool tf_data`.",
-        input_percent);
+        "%s",
+        input_percent, next);
   }
   if (verdict == "MODERATELY") {
     return absl::StrFormat(
@@ -307,7 +314,8 @@ void recommend(const StepModel& model, InputPipelineAnalysisResult& out) {
   } else {
     const std::string_view verdict = input_bound_verdict(out.input_percent(), out.idle_percent());
     bottleneck.set_input_classification(std::string(verdict));
-    bottleneck.set_input_statement(input_statement(verdict, out.input_percent()));
+    bottleneck.set_input_statement(
+        input_statement(verdict, out.input_percent(), out.hosts_size() > 0 ? out.hosts(0).slowest_stage() : ""));
   }
   recommendation.add_details(bottleneck.input_statement());
   if (out.hosts_size() > 1 || (out.hosts_size() == 1 && out.hosts(0).input_percent() > 0)) {
