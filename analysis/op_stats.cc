@@ -315,6 +315,7 @@ class OpStatsBuilder::PlanePass final : public PlaneEventReader {
     if (text) {
       const StatOp& op = builder_.stat_op(device_, text->text, text->framework);
       if (op.malformed) ++builder_.warnings_.malformed_op_stats;
+      if (device_ && *kind_ != PlaneKind::kCustom) ++builder_.warnings_.device_events_with_op;
       slot = op.slot;
     } else if (m.op) {
       if (!m.slot) m.slot = builder_.slot_of(device_, m.op->type, m.op->name);

@@ -49,6 +49,9 @@ struct OpStatsWarnings {
   uint64_t malformed_op_stats = 0;
   // GPU/TPU events without an op stat: their time counts under the event's name, type "unknown".
   uint64_t device_events_without_op = 0;
+  // GPU/TPU events with one: where there are none, the program runs no framework (a bare CUDA program) and each
+  // kernel is its own op, which is no warning.
+  uint64_t device_events_with_op = 0;
 };
 
 // What one plane's ops add up to.

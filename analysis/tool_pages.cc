@@ -57,7 +57,8 @@ std::string op_stats_warnings(const OpStatsResult& ops) {
       "op stats",
       {{w.negative_durations, "events with a negative duration (left out)"},
        {w.malformed_op_stats, "events whose op stat is not name:Type (counted under the stat's text, type unknown)"},
-       {w.device_events_without_op, "device events without an op stat (counted under their own name, type unknown)"}});
+       {w.device_events_with_op > 0 ? w.device_events_without_op : 0,
+        "device events without an op stat (counted under their own name, type unknown)"}});
 }
 
 // One side's rows of the table without idle.

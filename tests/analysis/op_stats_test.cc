@@ -152,6 +152,20 @@ TEST(OpStatsTest, GpuKernelsCountForTheirTfOpAndAreBoundByTheRooflineOfTheDevice
   EXPECT_NE(page.find("1 device events without an op stat"), std::string::npos) << page;
 }
 
+TEST(OpStatsTest, KernelsOfAProgramWithoutAFrameworkAreTheirOwnOpsWithoutAWarning) {
+  GpuPlane gpu;
+  gpu.kernel("saxpy", 1'000'000, 2'000, "");
+  gpu.kernel("saxpy", 2'000'000, 2'000, "");
+  gpu.kernel("reduce", 3'000'000, 1'000, "");
+  const OpStatsResult result = xspace_to_op_stats(gpu.space);
+  const TfStatsRecord* saxpy = find_record(result.db.without_idle(), "Device", "saxpy");
+  ASSERT_NE(saxpy, nullptr);
+  EXPECT_EQ(saxpy->occurrences(), 2u);
+  EXPECT_EQ(result.warnings.device_events_with_op, 0u);
+  const std::string page = render_op_stats_page(result);
+  EXPECT_EQ(page.find("without an op stat"), std::string::npos) << page;
+}
+
 TEST(OpStatsTest, HostOpsAreTheTraceMesNamedAsTfOpsWithNestedOpsOffTheirSelfTime) {
   XSpace space;
   XPlane& host = add_plane(space, xspace::kHostPlaneName);
