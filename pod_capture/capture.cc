@@ -191,6 +191,7 @@ struct Attempt {
   int64_t synced_ns = 0;
   int64_t issued_ns = 0;
   int64_t gathered_ns = 0;
+  SecondBurstShape second_burst;
   long with_data = 0;
   bool retry_worthy = false;  // some host failed with an error worth another attempt
 };
@@ -330,31 +331,29 @@ class SecondBurst {
             std::unique_lock lock(mu_);
             answered_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return answers_in_; });
           }
-          clocks_ =
-              measure_clocks(
-                  agents, clock, pings, 1000,
-                  {.max_in_flight = kSecondBurstMaxInFlight, .sized_from_rtts = true, .finish_by_ns = finish_by_ns})
-                  .clocks;
+          burst_ = measure_clocks(
+              agents, clock, pings, 1000,
+              {.max_in_flight = kSecondBurstMaxInFlight, .sized_from_rtts = true, .finish_by_ns = finish_by_ns});
         }) {}
   ~SecondBurst() {
     if (thread_.joinable()) thread_.join();
   }
-  // Once the answers are in: the burst's measurements, when it is over.
-  std::vector<ClockMeasurement> take() {
+  // Once the answers are in: the burst, when it is over.
+  ClockBurst take() {
     {
       std::lock_guard lock(mu_);
       answers_in_ = true;
     }
     answered_.notify_all();
     thread_.join();
-    return std::move(clocks_);
+    return std::move(burst_);
   }
 
  private:
   std::mutex mu_;
   std::condition_variable answered_;
   bool answers_in_ = false;
-  std::vector<ClockMeasurement> clocks_;
+  ClockBurst burst_;
   std::thread thread_;
 };
 
@@ -411,8 +410,9 @@ Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSp
   attempt.issued_ns = outcome.issued_ns;
   attempt.gathered_ns = clock.now_ns();
   std::vector<ClockMeasurement> after = before;
-  const std::vector<ClockMeasurement> after_asked = second.take();
-  for (size_t k = 0; k < asked.size(); ++k) after[asked[k]] = after_asked[k];
+  const ClockBurst after_asked = second.take();
+  for (size_t k = 0; k < asked.size(); ++k) after[asked[k]] = after_asked.clocks[k];
+  attempt.second_burst = {after_asked.largest_window, after_asked.fell_behind};
   AttemptOutcome by_host = spread(std::move(outcome), asked, agents.size());
   collect_answers(attempt, by_host, after, spec.last_ms);
   return attempt;
@@ -520,6 +520,7 @@ CaptureResult run_capture(const std::vector<AgentConnection*>& agents, const Cap
       result.synced_ns = attempt.synced_ns;
       result.issued_ns = attempt.issued_ns;
       result.gathered_ns = attempt.gathered_ns;
+      result.second_burst = attempt.second_burst;
     }
     if (!worth_another_attempt(attempt, agents.size())) break;
     if (spec.stop_retrying && spec.stop_retrying()) break;

@@ -77,6 +77,13 @@ struct HostCapture {
   double clock_drift_ppm = 0;  // only the coordinator daemon's long series sets it
 };
 
+// How the second clock-sync burst ran: the most pings it held in flight (its window, sized from the RTTs it saw),
+// and whether it fell behind its deadline (the window's end) and gave the remaining agents fewer pings.
+struct SecondBurstShape {
+  int largest_window = 0;
+  bool fell_behind = false;
+};
+
 struct CaptureResult {
   std::string session_id;
   int attempts = 0;      // attempts made
@@ -88,6 +95,7 @@ struct CaptureResult {
   int64_t synced_ns = 0;
   int64_t issued_ns = 0;
   int64_t gathered_ns = 0;
+  SecondBurstShape second_burst;
   int64_t duration_ms = 0;
   int64_t last_ms = 0;  // > 0: a window of the agents' flight recorders, [start_ns, start_ns + last_ms]
   std::optional<SnapshotTrigger> trigger;

@@ -136,6 +136,8 @@ std::string capture_json(const CaptureResult& result) {
     out += ",\n  \"issued_in_ms\": " + std::to_string((result.issued_ns - result.synced_ns) / 1'000'000);
     out += ",\n  \"issued_ahead_of_start_ms\": " + std::to_string((result.start_ns - result.issued_ns) / 1'000'000);
   }
+  out += ",\n  \"second_clock_burst\": {\"largest_window\": " + std::to_string(result.second_burst.largest_window) +
+         ", \"fell_behind\": " + (result.second_burst.fell_behind ? "true" : "false") + "}";
   if (result.analyzed_in_ms) out += ",\n  \"analyzed_in_ms\": " + std::to_string(*result.analyzed_in_ms);
   out += ",\n  \"start_skew_ns\": " + (result.start_skew_ns ? std::to_string(*result.start_skew_ns) : "null");
   out += ",\n  \"exit_code\": " + std::to_string(result.exit_code());

@@ -42,9 +42,11 @@ TEST(CaptureFiles, CaptureJsonTimesTheFanOutsPhases) {
   result.issued_ns = 1'350'000'000;    // every call out 50 ms later
   result.start_ns = 1'578'000'000;     // 228 ms ahead of the start
   result.gathered_ns = 3'000'000'000;  // the last answer in
+  result.second_burst = {4, true};
   std::string json = capture_json(result);
-  for (const char* field : {R"("collected_in_ms": 2000)", R"("clock_sync_in_ms": 300)", R"("issued_in_ms": 50)",
-                            R"("issued_ahead_of_start_ms": 228)"}) {
+  for (const char* field :
+       {R"("collected_in_ms": 2000)", R"("clock_sync_in_ms": 300)", R"("issued_in_ms": 50)",
+        R"("issued_ahead_of_start_ms": 228)", R"("second_clock_burst": {"largest_window": 4, "fell_behind": true})"}) {
     EXPECT_NE(json.find(field), std::string::npos) << field << "\n" << json;
   }
   // A window of the past starts before its calls: no issuing lead to speak of.
