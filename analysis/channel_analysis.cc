@@ -39,20 +39,19 @@ ChannelResult analyze_channels(std::vector<MergedEndpoint> endpoints, double pea
   // By (step, channel), then sends before recv-dones, each side in start order: one sort, then one walk over the
   // groups (no container per channel).
   auto key_of = [](const MergedEndpoint& e) {
-    return std::make_tuple(e.endpoint->step_num, e.endpoint->channel_id, !e.endpoint->is_send, e.start_ns);
+    return std::make_tuple(e.step_num, e.channel_id, !e.is_send, e.start_ns);
   };
   std::stable_sort(endpoints.begin(), endpoints.end(),
                    [&](const MergedEndpoint& a, const MergedEndpoint& b) { return key_of(a) < key_of(b); });
   for (size_t begin = 0; begin < endpoints.size();) {
-    const int64_t step = endpoints[begin].endpoint->step_num;
-    const int64_t channel = endpoints[begin].endpoint->channel_id;
+    const int64_t step = endpoints[begin].step_num;
+    const int64_t channel = endpoints[begin].channel_id;
     size_t end = begin;
-    while (end < endpoints.size() && endpoints[end].endpoint->step_num == step &&
-           endpoints[end].endpoint->channel_id == channel) {
+    while (end < endpoints.size() && endpoints[end].step_num == step && endpoints[end].channel_id == channel) {
       ++end;
     }
     size_t recv_begin = begin;
-    while (recv_begin < end && endpoints[recv_begin].endpoint->is_send) ++recv_begin;
+    while (recv_begin < end && endpoints[recv_begin].is_send) ++recv_begin;
     const std::pair<int64_t, int64_t> key{step, channel};
     const auto* sends = endpoints.data() + begin;
     const auto* recvs = endpoints.data() + recv_begin;

@@ -13,10 +13,14 @@
 
 namespace podscope::analysis {
 
-// An endpoint of a core's trace (which outlives the analysis of the channels), with its core and its times in
-// coordinator time: sorting these moves no names.
+// An endpoint of a core's trace (which outlives the analysis of the channels), with its core, its times in
+// coordinator time and its sort key (step, channel, side) copied beside them: sorting these moves no names and
+// follows no pointers.
 struct MergedEndpoint {
   uint32_t core_id = 0;
+  bool is_send = false;
+  int64_t step_num = 0;
+  int64_t channel_id = 0;
   const ChannelEndpoint* endpoint = nullptr;
   int64_t start_ns = 0;
   int64_t end_ns = 0;

@@ -188,7 +188,7 @@ class PodAssembly {
       const int64_t offset = files_[core.file_index].clock_offset_ns.value_or(0);
       for (const ChannelEndpoint& e : core.trace.channel_endpoints) {
         if (!steps.contains(e.step_num)) continue;
-        endpoints.push_back({core_id, &e, e.start_ns - offset, e.end_ns - offset});
+        endpoints.push_back({core_id, e.is_send, e.step_num, e.channel_id, &e, e.start_ns - offset, e.end_ns - offset});
       }
     }
     all_reduce_ = analyze_all_reduces(collectives);
