@@ -335,9 +335,9 @@ class CanonicalStages {
 // Each call's children: the calls of the raw stages whose parent is its raw stage and that overlap it (with a
 // fresh id per call, exactly the calls nested in it; with one id per stage, those running within it). A stage's
 // calls by start, with the longest of them, bound the search. One sort of the calls and one of the stage links:
-// no container per stage.
+// no container per stage, and a stage's calls found by its number (RawStage::index), not by its id.
 void link_stage_children(const absl::flat_hash_map<int64_t, RawStage>& raw, const std::vector<int64_t>& raw_id_of_call,
-                         std::vector<IteratorCall>& calls) {
+                         const std::vector<uint32_t>& stage_of_call, std::vector<IteratorCall>& calls) {
   std::vector<uint32_t> by_stage(calls.size());
   std::iota(by_stage.begin(), by_stage.end(), 0u);
   std::sort(by_stage.begin(), by_stage.end(), [&](uint32_t a, uint32_t b) {
@@ -347,26 +347,33 @@ void link_stage_children(const absl::flat_hash_map<int64_t, RawStage>& raw, cons
     size_t begin = 0, end = 0;  // into by_stage
     int64_t longest_ps = 0;
   };
-  absl::flat_hash_map<int64_t, StageCalls> of_stage;
-  of_stage.reserve(raw.size());
+  std::vector<StageCalls> of_stage(raw.size());  // by stage number
   for (size_t i = 0; i < by_stage.size(); ++i) {
     const IteratorCall& call = calls[by_stage[i]];
-    StageCalls& stage = of_stage.try_emplace(raw_id_of_call[by_stage[i]], StageCalls{i, i, 0}).first->second;
+    StageCalls& stage = of_stage[stage_of_call[by_stage[i]]];
+    if (stage.end == 0) stage.begin = i;  // a stage's calls are contiguous in by_stage
     stage.end = i + 1;
     stage.longest_ps = std::max(stage.longest_ps, call.end_ps - call.start_ps);
   }
-  std::vector<std::pair<int64_t, int64_t>> links;  // (parent stage, child stage)
+  struct Link {
+    int64_t parent = 0;  // stage ids
+    int64_t child = 0;
+    uint32_t child_index = 0;
+    bool operator<(const Link& o) const { return std::tie(parent, child) < std::tie(o.parent, o.child); }
+  };
+  std::vector<Link> links;
   links.reserve(raw.size());
   for (const auto& [id, stage] : raw) {
-    if (stage.parent != 0 && stage.parent != id) links.emplace_back(stage.parent, id);
+    if (stage.parent != 0 && stage.parent != id) links.push_back({stage.parent, id, stage.index});
   }
   std::sort(links.begin(), links.end());
   for (uint32_t p = 0; p < calls.size(); ++p) {
     const int64_t parent_stage = raw_id_of_call[p];
-    auto link = std::lower_bound(links.begin(), links.end(), std::pair<int64_t, int64_t>{parent_stage, INT64_MIN});
+    auto link = std::lower_bound(links.begin(), links.end(), parent_stage,
+                                 [](const Link& l, int64_t parent) { return l.parent < parent; });
     IteratorCall& parent = calls[p];
-    for (; link != links.end() && link->first == parent_stage; ++link) {
-      const StageCalls& child = of_stage.at(link->second);
+    for (; link != links.end() && link->parent == parent_stage; ++link) {
+      const StageCalls& child = of_stage[link->child_index];
       const int64_t earliest_start = parent.start_ps - child.longest_ps;
       auto it = std::lower_bound(by_stage.begin() + static_cast<std::ptrdiff_t>(child.begin),
                                  by_stage.begin() + static_cast<std::ptrdiff_t>(child.end), earliest_start,
@@ -443,7 +450,7 @@ PlaneCalls StageCallReader::calls() && {
   absl::flat_hash_map<int64_t, RawStage>& raw = raw_;
   const std::vector<int64_t>& raw_id_of_call = raw_id_of_call_;
   if (line_ == nullptr) return std::move(out);
-  link_stage_children(raw, raw_id_of_call, out.calls);
+  link_stage_children(raw, raw_id_of_call, stage_of_call_, out.calls);
 
   CanonicalStages canonical(raw);
   for (uint32_t c = 0; c < out.calls.size(); ++c) {
