@@ -1,7 +1,6 @@
 #include "proto/xspace/xplane_builder.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -314,28 +313,26 @@ void merge_plane(XPlane&& from, XPlane& into) {
 
 std::vector<std::pair<std::string, std::string>> renumber_taken_device_planes(XSpace& from, const XSpace& into) {
   constexpr std::string_view kDevicePrefix = "/device:";
-  // "/device:GPU:3" → ("/device:GPU:", 3); nullopt for any other name.
-  const auto split = [&](std::string_view name) -> std::optional<std::pair<std::string_view, int64_t>> {
+  // "/device:GPU:3" → "/device:GPU:"; nullopt for a name that is no device plane's.
+  const auto kind_prefix = [&](std::string_view name) -> std::optional<std::string_view> {
     const size_t colon = name.rfind(':');
     if (!name.starts_with(kDevicePrefix) || colon < kDevicePrefix.size() || colon + 1 == name.size())
       return std::nullopt;
-    int64_t ordinal = 0;
     const std::string_view digits = name.substr(colon + 1);
-    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), ordinal);
-    if (error != std::errc() || end != digits.data() + digits.size() || ordinal < 0) return std::nullopt;
-    return std::pair(name.substr(0, colon + 1), ordinal);
+    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+    return name.substr(0, colon + 1);
   };
   std::set<std::string, std::less<>> taken;
   for (const XPlane& p : into.planes()) taken.insert(p.name());
   for (const XPlane& p : from.planes()) taken.insert(p.name());
   std::vector<std::pair<std::string, std::string>> renamed;
   for (XPlane& plane : *from.mutable_planes()) {
-    const auto device = split(plane.name());
-    if (!device || !find_plane(into, plane.name())) continue;
+    const auto prefix = kind_prefix(plane.name());
+    if (!prefix || !find_plane(into, plane.name())) continue;
     int64_t ordinal = 0;
     std::string name;
     do {
-      name = std::string(device->first) + std::to_string(ordinal++);
+      name = std::string(*prefix) + std::to_string(ordinal++);
     } while (taken.contains(name));
     taken.insert(name);
     renamed.emplace_back(plane.name(), name);
