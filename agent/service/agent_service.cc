@@ -44,12 +44,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetRecordedWindow(grpc::CallbackServ
   podscope::v1::RecordedWindowRequest parsed;
   grpc::Status ready = authorizer_.authorize(*context, "GetRecordedWindow");
   if (ready.ok()) ready = parse_request(*request, parsed);
-  if (!ready.ok()) {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(ready);
-    return reactor;
-  }
-  return answer_threads_.run(context,
+  return answer_threads_.run(context, ready,
                              [this, response, parsed = std::move(parsed)] { return answer_window(parsed, *response); });
 }
 

@@ -21,12 +21,7 @@ grpc::ServerUnaryReactor* ProfilerServiceImpl::Profile(grpc::CallbackServerConte
   tensorflow::ProfileRequest parsed;
   grpc::Status ready = authorizer_.authorize(*context, "Profile");
   if (ready.ok()) ready = parse_request(*request, parsed);
-  if (!ready.ok()) {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(ready);
-    return reactor;
-  }
-  return answer_threads_.run(context, [this, context, response, parsed = std::move(parsed)] {
+  return answer_threads_.run(context, ready, [this, context, response, parsed = std::move(parsed)] {
     return run_profile(*context, parsed, *response);
   });
 }
@@ -105,12 +100,8 @@ grpc::Status ProfilerServiceImpl::StartContinuousProfiling(grpc::ServerContext* 
 
 grpc::ServerUnaryReactor* ProfilerServiceImpl::GetSnapshot(grpc::CallbackServerContext* context,
                                                            const grpc::ByteBuffer*, grpc::ByteBuffer* response) {
-  if (grpc::Status allowed = authorizer_.authorize(*context, "GetSnapshot"); !allowed.ok()) {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(allowed);
-    return reactor;
-  }
-  return answer_threads_.run(context, [this, response] { return take_snapshot(*response); });
+  return answer_threads_.run(context, authorizer_.authorize(*context, "GetSnapshot"),
+                             [this, response] { return take_snapshot(*response); });
 }
 
 grpc::Status ProfilerServiceImpl::take_snapshot(grpc::ByteBuffer& response) {

@@ -49,9 +49,13 @@ grpc::ByteBuffer raw_answer(std::string head, std::string body, prometheus::Coun
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
-grpc::ServerUnaryReactor* AnswerThreads::run(grpc::CallbackServerContext* context,
+grpc::ServerUnaryReactor* AnswerThreads::run(grpc::CallbackServerContext* context, const grpc::Status& ready,
                                              std::function<grpc::Status()> answer) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!ready.ok()) {
+    reactor->Finish(ready);
+    return reactor;
+  }
   if (in_flight_.fetch_add(1) >= max_) {
     in_flight_.fetch_sub(1);
     refused_.Increment();

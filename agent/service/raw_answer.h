@@ -34,8 +34,10 @@ grpc::ByteBuffer raw_answer(std::string head, std::string body, prometheus::Coun
 class AnswerThreads {
  public:
   AnswerThreads(int max, prometheus::Counter& refused) : max_(max), refused_(refused) {}
-  // Runs `answer` on a thread of its own and finishes the call with its status.
-  grpc::ServerUnaryReactor* run(grpc::CallbackServerContext* context, std::function<grpc::Status()> answer);
+  // Runs `answer` on a thread of its own and finishes the call with its status; a call whose checks failed
+  // (`ready`: its caller's authorization, its request's parse) is finished with that status at once.
+  grpc::ServerUnaryReactor* run(grpc::CallbackServerContext* context, const grpc::Status& ready,
+                                std::function<grpc::Status()> answer);
 
  private:
   const int max_;

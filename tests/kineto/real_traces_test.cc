@@ -54,13 +54,18 @@ struct EventTotals {
   int64_t count = 0;
   int64_t ns = 0;
 };
-std::map<std::string, EventTotals> event_totals_by_name(const fs::path& gz, std::string_view category) {
+// A gzipped trace's text, inflated by zcat.
+std::string inflated(const fs::path& gz) {
   std::string json;
-  const std::string command = "zcat '" + gz.string() + "'";
-  FILE* pipe = popen(command.c_str(), "r");
+  FILE* pipe = popen(("zcat '" + gz.string() + "'").c_str(), "r");
   char buffer[1 << 16];
   for (size_t n; pipe && (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) json.append(buffer, n);
   if (pipe) pclose(pipe);
+  return json;
+}
+
+std::map<std::string, EventTotals> event_totals_by_name(const fs::path& gz, std::string_view category) {
+  const std::string json = inflated(gz);
   simdjson::dom::parser parser;
   simdjson::dom::element doc = parser.parse(json);
   std::map<std::string, EventTotals> totals;
@@ -252,11 +257,7 @@ TEST(KinetoRealTraces, GlooCpuOnlyRankIsItsRanksCoreWithAllReduces) {
 // Per ProfilerStep#N of a trace (the host's user annotation), the summed duration in ns of its `gloo:all_reduce`
 // annotations, read from the JSON independently of the converter.
 std::map<uint32_t, int64_t> gloo_all_reduce_ns_by_step(const fs::path& gz) {
-  std::string json;
-  FILE* pipe = popen(("zcat '" + gz.string() + "'").c_str(), "r");
-  char buffer[1 << 16];
-  for (size_t n; pipe && (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) json.append(buffer, n);
-  if (pipe) pclose(pipe);
+  const std::string json = inflated(gz);
   simdjson::dom::parser parser;
   simdjson::dom::element doc = parser.parse(json);
   struct Span {
