@@ -68,6 +68,10 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
                "a slow step is also longer than the median of its process's recent steps plus this many times their "
                "median absolute deviation, so that steps that vary by nature do not trigger",
                0, 1000);
+  o.add_double("trigger_min_excess_ms", &c.trigger_min_excess_ms,
+               "a slow step is also at least this many milliseconds longer than the median of its process's recent "
+               "steps: a stall of a step of well under a millisecond (one preemption) passes both factors",
+               0, 1e6);
   o.add_int("trigger_min_steps", &c.trigger_min_steps,
             "steps of a process the agent must have seen before one of them can trigger a snapshot", 3, 100000);
   o.add_int("trigger_warmup_s", &c.trigger_warmup_s,

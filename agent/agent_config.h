@@ -34,6 +34,7 @@ struct AgentConfig {
   int64_t flight_recorder_disk_mb = 256;       // triggered snapshots kept under repository_root, newest
   double trigger_step_factor = 2.0;            // a step this many times its process's rolling median triggers
   double trigger_spread_factor = 10.0;         // ... and more than this many MADs above that median
+  double trigger_min_excess_ms = 1.0;          // ... and at least this much longer than that median
   int64_t trigger_min_steps = 20;              // steps of a process seen before its median is trusted
   int64_t trigger_warmup_s = 2;                // a process's first seconds trigger nothing
   int64_t trigger_cooldown_s = 60;             // a snapshot of the budget comes back every this long

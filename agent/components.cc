@@ -120,6 +120,7 @@ std::unique_ptr<LifecycleComponent> make_triggered_snapshots(AgentParts& parts) 
   TriggeredSnapshotSettings settings;
   settings.slow_step.factor = c.trigger_step_factor;
   settings.slow_step.spread_factor = c.trigger_spread_factor;
+  settings.slow_step.min_excess_ns = static_cast<int64_t>(c.trigger_min_excess_ms * 1e6);
   settings.slow_step.min_steps = c.trigger_min_steps;
   settings.slow_step.warmup_ns = c.trigger_warmup_s * 1'000'000'000;
   settings.slow_step.cooldown_ns = c.trigger_cooldown_s * 1'000'000'000;

@@ -14,7 +14,9 @@ SlowStepVerdict SlowStepDetector::observe(int32_t pid, const StepRecord& step) {
     const int64_t median = std::max<int64_t>(w.sorted[w.sorted.size() / 2], 1);
     if (static_cast<double>(step_ns) > settings_.factor * static_cast<double>(median)) {
       const int64_t spread = mad(w, median);
-      if (static_cast<double>(step_ns - median) > settings_.spread_factor * static_cast<double>(spread)) {
+      const int64_t excess = step_ns - median;
+      if (excess >= settings_.min_excess_ns &&
+          static_cast<double>(excess) > settings_.spread_factor * static_cast<double>(spread)) {
         verdict.slow = SlowStep{pid, step, step_ns, median, spread};
         verdict.kind = warming_up(w, step.end_ns) ? SlowStepVerdict::Kind::kWarmingUp
                                                   : admit(verdict.slow, verdict.inside_cooldown);

@@ -1,7 +1,10 @@
 // SlowStepDetector: judges each step of an annotated process against that process's own baseline, the median
 // and the median absolute deviation (MAD) of its recent steps. A step is slow when it is longer than both
 // `factor` × the median and the median + `spread_factor` × the MAD: the ratio alone fires on processes whose
-// steps vary by nature, the spread alone on processes so regular that their MAD is nanoseconds.
+// steps vary by nature, the spread alone on processes so regular that their MAD is nanoseconds. It must also be
+// `min_excess_ns` longer than the median: a process of sub-millisecond steps is regular enough for one
+// preemption or page-fault burst to pass both (0.4-0.6 ms more than a 0.28 ms median, 2-3x and 40+ MADs, on a
+// 16-core host just past the warm-up), and a snapshot of such a stall shows nothing a user can act on.
 //
 // A process's first steps are not judged: until it has reported `min_steps` steps and `warmup_ns` has passed
 // since its first one (start-up, connection set-up, the recorder switching annotation on: its first steps are
@@ -34,6 +37,7 @@ namespace podscope::agent {
 struct SlowStepSettings {
   double factor = 2.0;          // × the median
   double spread_factor = 10.0;  // × the MAD above the median
+  int64_t min_excess_ns = 1'000'000;  // ... and at least this much above the median
   int64_t min_steps = 20;
   int64_t warmup_ns = 2'000'000'000;
   int64_t cooldown_ns = 60'000'000'000;  // one snapshot of the budget back every this long (0: no budget)

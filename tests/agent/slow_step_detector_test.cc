@@ -98,6 +98,31 @@ TEST(SlowStepDetector, AFastProcessStartingUpAndJitteringDoesNotTriggerAFiftyMil
   EXPECT_GT(slow.slow.ratio(), 140);
 }
 
+TEST(SlowStepDetector, ASubMillisecondStallOfATinyStepIsBelowTheFloorAFiftyMillisecondStepIsNot) {
+  // Measured on a 16-core host just past the warm-up: 0.26-0.30 ms steps, now and then one of 0.67-0.84 ms
+  // (2-3x the median, 40+ MADs): slow by both factors, and only the floor on the excess keeps it from the budget.
+  std::mt19937 random(7);
+  std::uniform_int_distribution<int64_t> steady(260 * kUs, 300 * kUs), stall(670 * kUs, 840 * kUs);
+  auto run = [&](int64_t min_excess_ns) {
+    SlowStepSettings s = settings(2.0, 20, 60'000 * kMs);
+    s.min_excess_ns = min_excess_ns;
+    SlowStepDetector detector(s);
+    int64_t t = 0;
+    int stall_snapshots = 0;
+    for (int64_t n = 0; n < 5'000; ++n) {
+      const int64_t ns = n % 1'000 == 999 ? stall(random) : steady(random);
+      stall_snapshots += detector.observe(1, step_ns(n, t += ns, ns)).kind == Kind::kSnapshot ? 1 : 0;
+    }
+    const bool fifty_ms = snapshots(detector, 1, step_ns(5'000, t += 50 * kMs, 50 * kMs));
+    return std::pair(stall_snapshots, fifty_ms);
+  };
+  const auto [stalls_without_floor, fifty_without_floor] = run(0);
+  EXPECT_EQ(stalls_without_floor, SlowStepDetector::kBudget) << "without the floor the stalls spend the budget";
+  const auto [stalls, fifty_ms] = run(SlowStepSettings{}.min_excess_ns);
+  EXPECT_EQ(stalls, 0);
+  EXPECT_TRUE(fifty_ms);
+}
+
 // The budget's snapshots spent on `n` slow steps of 3x, 100 ms apart.
 void spend_budget(SlowStepDetector& detector, int32_t pid, int64_t& n, int64_t& t) {
   for (int spent = 0; spent < SlowStepDetector::kBudget; ++spent) {
