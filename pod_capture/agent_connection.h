@@ -81,6 +81,10 @@ struct BurstPlan {
   int64_t finish_by_ns = 0;
 };
 
+// The most pings a burst sized from its RTTs keeps in flight (the second burst of a capture, the coordinator's
+// periodic one): the window follows the RTTs it observes, so this bounds only how many agents are in progress.
+inline constexpr int kSizedBurstMaxInFlight = 16;
+
 // What one burst found: every agent's measurement, and what it observed of the client.
 struct ClockBurst {
   std::vector<ClockMeasurement> clocks;  // in the agents' order

@@ -313,10 +313,6 @@ void tighten_loose_starts(const std::vector<AgentConnection*>& agents, std::vect
 // it delayed none (4 runs, coord_fanout_bench).
 constexpr int64_t kStartsPastMs = 200;
 
-// The most pings the second burst keeps in flight; its window is sized from the RTTs it observes (BurstPlan), so
-// this bounds only how many agents it has in progress at once.
-constexpr int kSecondBurstMaxInFlight = 16;
-
 // The second clock-sync burst, run while the agents capture: it begins `wait_ms` after it is made (once their starts
 // are past) or as soon as the answers are in, whichever comes first, with a window of pings sized from the RTTs it
 // observes: one agent at a time where they share this client's CPUs, so its exchanges are the cleanest the pooled
@@ -333,7 +329,7 @@ class SecondBurst {
           }
           burst_ = measure_clocks(
               agents, clock, pings, 1000,
-              {.max_in_flight = kSecondBurstMaxInFlight, .sized_from_rtts = true, .finish_by_ns = finish_by_ns});
+              {.max_in_flight = kSizedBurstMaxInFlight, .sized_from_rtts = true, .finish_by_ns = finish_by_ns});
         }) {}
   ~SecondBurst() {
     if (thread_.joinable()) thread_.join();
