@@ -21,6 +21,13 @@
 namespace podscope::coordinator {
 namespace {
 
+// A clock the coordinator measured (the estimate itself does not matter to these tests).
+pod_capture::ClockMeasurement measured_clock() {
+  pod_capture::ClockMeasurement m;
+  m.kind = pod_capture::ClockMeasurement::kMeasured;
+  return m;
+}
+
 using testing::LightweightAgent;
 using testing::TimerThread;
 
@@ -428,8 +435,7 @@ TEST_F(CoordinatorServiceTest, ANameBelongsToWhoRegisteredItEvenWhileItIsDownUnt
   request.set_address("10.0.0.1:8466");
   const int64_t now = clock_.now_ns();
   ASSERT_TRUE(registry_->register_worker(request, "agent-a.example", now).ok());
-  registry_->record_clock("worker-a", pod_capture::ClockMeasurement{.kind = pod_capture::ClockMeasurement::kMeasured},
-                          now);
+  registry_->record_clock("worker-a", measured_clock(), now);
   // Long down, another identity claims it from another address: refused, and its heartbeats are not taken.
   const int64_t later = now + 60'000'000'000;
   podscope::v1::RegisterRequest takeover = request;
@@ -452,8 +458,7 @@ TEST_F(CoordinatorServiceTest, ANameBelongsToWhoRegisteredItEvenWhileItIsDownUnt
 TEST_F(CoordinatorServiceTest, StaleRegistrationsExpireAndMakeRoomAndAReturningKnownAgentIsNeverBlocked) {
   const int64_t now = clock_.now_ns();
   // host0 proved itself (its clock was measured); SetUp's others never did.
-  registry_->record_clock("host0", pod_capture::ClockMeasurement{.kind = pod_capture::ClockMeasurement::kMeasured},
-                          now);
+  registry_->record_clock("host0", measured_clock(), now);
   // Fill the registry with fakes that point at nothing: their pings fail.
   for (size_t i = 3; i < kMaxWorkers; ++i) {
     ASSERT_TRUE(register_as(channel_, "fake" + std::to_string(i), "127.0.0.1:" + std::to_string(1000 + i), "f").ok());

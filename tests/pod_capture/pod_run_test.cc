@@ -191,7 +191,9 @@ TEST(RunPod, AFullDiskFailsTheRunNamingWhyAndLeavesNoOutputThatLooksWhole) {
       disk.leave_room(c.room);
       auto outcome = run_pod(pod.members, quick_spec("full"), run_dir, Clock(), [](const std::string&) {});
       expect_no_output_that_looks_whole(outcome, run_dir, "No space left on device");
-      if (c.room < capture_bytes) EXPECT_FALSE(outcome.ok()) << "the capture's files did not fit";
+      if (c.room < capture_bytes) {
+        EXPECT_FALSE(outcome.ok()) << "the capture's files did not fit";
+      }
       std::filesystem::remove_all(run_dir);
     }
     return;
