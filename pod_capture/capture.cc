@@ -244,6 +244,7 @@ void collect_answers(Attempt& attempt, AttemptOutcome& outcome, const std::vecto
       continue;
     }
     host.ok = true;
+    host.budget_drops = budget_drops_of(host.space);
     ++attempt.with_data;
     if (auto start = recorded_start(host.space)) host.actual_start_merged_ns = *start - host.clock.estimate.offset_ns;
     if (auto whole = earliest_stat(host.space, xspace::kRecordedWholeSinceStat))
@@ -524,6 +525,19 @@ CaptureResult run_capture(const std::vector<AgentConnection*>& agents, const Cap
   }
   summarize_hosts(result);
   return result;
+}
+
+std::vector<BudgetDrop> budget_drops_of(const tensorflow::profiler::XSpace& space) {
+  std::vector<BudgetDrop> out;
+  for (const auto& plane : space.planes()) {
+    if (plane.name().rfind(xspace::kCustomPlanePrefix, 0) != 0) continue;
+    const xspace::XPlaneReader reader(plane);
+    const auto events = reader.int_stat(xspace::kDroppedEventsStat);
+    if (!events) continue;
+    out.push_back({plane.id(), reader.int_stat(xspace::kClientPidStat).value_or(0), *events,
+                   reader.int_stat(xspace::kDroppedStepsStat).value_or(0)});
+  }
+  return out;
 }
 
 }  // namespace podscope::pod_capture

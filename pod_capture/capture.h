@@ -59,15 +59,23 @@ struct CaptureSpec {
 // ProfileRequest.max_events as TensorFlow's client always sends it; servers (TensorFlow's and ours) ignore it.
 inline constexpr int64_t kRequestedMaxEvents = 1'000'000;
 
+// What a host's capture memory budget dropped on one core (its `/device:CUSTOM:<core>` plane's stats).
+struct BudgetDrop {
+  int64_t core = 0, pid = 0, events = 0, steps = 0;
+};
+std::vector<BudgetDrop> budget_drops_of(const tensorflow::profiler::XSpace& space);
+
 struct HostCapture {
   std::string address;
   std::string file_stem;
   std::string host_name;  // the agent's own name when it reported one, else the file stem
   bool ok = false;        // returned a non-empty XSpace
   std::string error;      // why not
+  // Until its file is written (write_run_files); the analysis reads the file.
   tensorflow::profiler::XSpace space;
-  ClockMeasurement clock_before;   // sets the start on the agent's clock
-  ClockMeasurement clock_after;    // the second burst, while the agents captured
+  std::vector<BudgetDrop> budget_drops;  // read from `space` when it arrives
+  ClockMeasurement clock_before;         // sets the start on the agent's clock
+  ClockMeasurement clock_after;          // the second burst, while the agents captured
   ClockMeasurement clock;          // both bursts pooled (combine_clocks): the offset the host's times are merged with
   int64_t requested_start_ns = 0;  // on the agent's clock
   std::optional<int64_t> actual_start_merged_ns;  // the agent's recorded start, in coordinator time

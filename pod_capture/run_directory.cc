@@ -10,7 +10,6 @@
 #include "trace_writers/pod_trace.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
-#include "proto/xspace/xplane_reader.h"
 
 namespace podscope::pod_capture {
 namespace {
@@ -30,28 +29,10 @@ std::string format_ms(int64_t ns) {
   return buf;
 }
 
-// What a host's capture memory budget dropped on one core (its `/device:CUSTOM:<core>` plane's stats).
-struct BudgetDrop {
-  int64_t core = 0, pid = 0, events = 0, steps = 0;
-};
-
-std::vector<BudgetDrop> budget_drops(const tensorflow::profiler::XSpace& space) {
-  std::vector<BudgetDrop> out;
-  for (const auto& plane : space.planes()) {
-    if (plane.name().rfind(xspace::kCustomPlanePrefix, 0) != 0) continue;
-    const xspace::XPlaneReader reader(plane);
-    const auto events = reader.int_stat(xspace::kDroppedEventsStat);
-    if (!events) continue;
-    out.push_back({plane.id(), reader.int_stat(xspace::kClientPidStat).value_or(0), *events,
-                   reader.int_stat(xspace::kDroppedStepsStat).value_or(0)});
-  }
-  return out;
-}
-
 // `[{"core": 2, "pid": 4242, "events": 1234, "steps": 56}, ...]`.
-std::string budget_drops_json(const tensorflow::profiler::XSpace& space) {
+std::string budget_drops_json(const std::vector<BudgetDrop>& drops) {
   std::string out = "[";
-  for (const BudgetDrop& d : budget_drops(space)) {
+  for (const BudgetDrop& d : drops) {
     if (out.size() > 1) out += ", ";
     out += "{\"core\": " + std::to_string(d.core) + ", \"pid\": " + std::to_string(d.pid) +
            ", \"events\": " + std::to_string(d.events) + ", \"steps\": " + std::to_string(d.steps) + "}";
@@ -189,7 +170,7 @@ std::string capture_json(const CaptureResult& result) {
                   : std::string("null"));
     }
     out += ", \"attempts\": " + std::to_string(h.attempts);
-    out += ", \"budget_drops\": " + budget_drops_json(h.space) + "}";
+    out += ", \"budget_drops\": " + budget_drops_json(h.budget_drops) + "}";
   }
   out += "\n  ]\n}\n";
   return out;
@@ -202,7 +183,7 @@ std::string capture_summary_text(const CaptureResult& result, const std::filesys
     if (h.ok) {
       out += "ok";
       int64_t events = 0, steps = 0;
-      for (const BudgetDrop& d : budget_drops(h.space)) {
+      for (const BudgetDrop& d : h.budget_drops) {
         events += d.events;
         steps += d.steps;
       }

@@ -22,6 +22,7 @@ TEST(CaptureFiles, BudgetDropsPerCoreAndUnappliedMaxEventsAreInCaptureJsonAndThe
       .add(xspace::kDroppedEventsStat, int64_t{1234})
       .add(xspace::kDroppedStepsStat, int64_t{56});
   xspace::find_or_add_plane(host.space, "/device:CUSTOM:3", 3);  // nothing dropped there
+  host.budget_drops = budget_drops_of(host.space);
   result.hosts.push_back(std::move(host));
 
   const std::string json = capture_json(result);
