@@ -107,13 +107,18 @@ absl::StatusOr<std::unique_lock<std::timed_mutex>> FlightRecording::claim_build_
 absl::StatusOr<RecorderSnapshot> FlightRecording::snapshot_since_last(WhenBuilding when_building) {
   absl::StatusOr<std::unique_lock<std::timed_mutex>> slot = claim_build_slot(when_building);
   if (!slot.ok()) return slot.status();
-  std::lock_guard lock(mu_);
-  if (!recorder_) return absl::NotFoundError("no continuous profiling session: the flight recorder is not recording");
-  const int64_t end = sample_now_();
-  const int64_t asked_begin = last_snapshot_end_ns_;
-  const int64_t begin = std::max(asked_begin, end - recorder_->settings().window_ns);
-  last_snapshot_end_ns_ = end;
-  RecorderSnapshot snapshot = build(*recorder_, asked_begin, begin, end);
+  std::shared_ptr<FlightRecorder> recorder;
+  int64_t asked_begin = 0, begin = 0, end = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (!recorder_) return absl::NotFoundError("no continuous profiling session: the flight recorder is not recording");
+    recorder = recorder_;
+    end = sample_now_();
+    asked_begin = last_snapshot_end_ns_;
+    begin = std::max(asked_begin, end - recorder_->settings().window_ns);
+    last_snapshot_end_ns_ = end;
+  }
+  RecorderSnapshot snapshot = build(*recorder, asked_begin, begin, end);
   snapshot.build_slot = std::move(*slot);
   return snapshot;
 }
@@ -131,13 +136,17 @@ absl::StatusOr<RecorderSnapshot> FlightRecording::last(int64_t duration_ms, When
   }
   absl::StatusOr<std::unique_lock<std::timed_mutex>> slot = claim_build_slot(when_building);
   if (!slot.ok()) return slot.status();
-  std::lock_guard lock(mu_);
-  if (absl::Status s = check_recording(); !s.ok()) return s;
-  const int64_t end = sample_now_();
-  const int64_t window_ns = recorder_->settings().window_ns;
-  const int64_t asked_ns = std::min<int64_t>(duration_ms, std::numeric_limits<int64_t>::max() / 1'000'000) * 1'000'000;
-  const int64_t begin = end - std::min(asked_ns, window_ns);
-  RecorderSnapshot snapshot = build(*recorder_, end - asked_ns, begin, end);
+  std::shared_ptr<FlightRecorder> recorder;
+  int64_t asked_ns = 0, begin = 0, end = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (absl::Status s = check_recording(); !s.ok()) return s;
+    recorder = recorder_;
+    end = sample_now_();
+    asked_ns = std::min<int64_t>(duration_ms, std::numeric_limits<int64_t>::max() / 1'000'000) * 1'000'000;
+    begin = end - std::min(asked_ns, recorder_->settings().window_ns);
+  }
+  RecorderSnapshot snapshot = build(*recorder, end - asked_ns, begin, end);
   snapshot.build_slot = std::move(*slot);
   return snapshot;
 }
@@ -149,17 +158,23 @@ absl::StatusOr<RecorderSnapshot> FlightRecording::span(int64_t begin_ns, int64_t
   }
   absl::StatusOr<std::unique_lock<std::timed_mutex>> slot = claim_build_slot(when_building);
   if (!slot.ok()) return slot.status();
-  std::lock_guard lock(mu_);
-  if (absl::Status s = check_recording(); !s.ok()) return s;
-  const int64_t now = sample_now_();
-  const int64_t end = std::min(end_ns, now);
-  const int64_t begin = std::max(begin_ns, now - recorder_->settings().window_ns);
-  if (end <= begin) {
-    return absl::OutOfRangeError("span [" + std::to_string(begin_ns) + ", " + std::to_string(end_ns) +
-                                 "] ns is outside the flight recorder's window (it ends now, " + std::to_string(now) +
-                                 ", and holds " + std::to_string(recorder_->settings().window_ns / 1'000'000) + " ms)");
+  std::shared_ptr<FlightRecorder> recorder;
+  int64_t begin = 0, end = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (absl::Status s = check_recording(); !s.ok()) return s;
+    recorder = recorder_;
+    const int64_t now = sample_now_();
+    const int64_t window_ns = recorder_->settings().window_ns;
+    end = std::min(end_ns, now);
+    begin = std::max(begin_ns, now - window_ns);
+    if (end <= begin) {
+      return absl::OutOfRangeError("span [" + std::to_string(begin_ns) + ", " + std::to_string(end_ns) +
+                                   "] ns is outside the flight recorder's window (it ends now, " + std::to_string(now) +
+                                   ", and holds " + std::to_string(window_ns / 1'000'000) + " ms)");
+    }
   }
-  RecorderSnapshot snapshot = build(*recorder_, begin_ns, begin, end);
+  RecorderSnapshot snapshot = build(*recorder, begin_ns, begin, end);
   snapshot.build_slot = std::move(*slot);
   return snapshot;
 }
@@ -286,7 +301,8 @@ RecorderSnapshot FlightRecording::build(FlightRecorder& recorder, int64_t asked_
   snapshot.xspace = out.finish();
   snapshots_.Increment();
   built_since_trim_ = true;
-  update_metrics(recorder.state());
+  std::lock_guard lock(mu_);
+  if (recorder_.get() == &recorder) update_metrics(recorder.state());  // unless stopped meanwhile
   return snapshot;
 }
 

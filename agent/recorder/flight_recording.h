@@ -91,7 +91,8 @@ class FlightRecording {
   absl::Status check_recording() const;
   // The build slot, or RESOURCE_EXHAUSTED (counted) when a queued request's wait ran out.
   absl::StatusOr<std::unique_lock<std::timed_mutex>> claim_build_slot(WhenBuilding when_building);
-  // Builds the span [begin_ns, end_ns] (agent clock) of `recorder`, asked from `asked_begin_ns` (mu_ held).
+  // Builds the span [begin_ns, end_ns] (agent clock) of `recorder`, asked from `asked_begin_ns`, with the build slot
+  // and without mu_ (fixed under it by the caller): status and metrics answer while a window of seconds is built.
   RecorderSnapshot build(FlightRecorder& recorder, int64_t asked_begin_ns, int64_t begin_ns, int64_t end_ns);
   // Adds the warning that the snapshot holds less than asked, naming why, where it does.
   void warn_if_short(const std::vector<LocalClientCapture>& captures, RecorderSnapshot& snapshot,
@@ -104,7 +105,7 @@ class FlightRecording {
   std::unique_ptr<CaptureSource> look_back_;
   std::function<int64_t()> sample_now_;
 
-  std::timed_mutex build_mu_;  // the build slot; taken before mu_
+  std::timed_mutex build_mu_;  // the build slot, held while a build runs (look_back_ is used only then); before mu_
   std::atomic<bool> built_since_trim_ = false;
   mutable std::mutex mu_;
   std::shared_ptr<FlightRecorder> recorder_;

@@ -40,7 +40,9 @@ class FakeSystemd {
 
   // Under systemd with WatchdogSec=1s: pings expected every 500 ms.
   AgentEnvironment environment() const {
-    return {.variables = {"NOTIFY_SOCKET=" + socket_path(), "WATCHDOG_USEC=1000000"}};
+    AgentEnvironment env;
+    env.variables = {"NOTIFY_SOCKET=" + socket_path(), "WATCHDOG_USEC=1000000"};
+    return env;
   }
 
   // How many messages containing `text` arrive within `duration`.

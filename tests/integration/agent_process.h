@@ -101,10 +101,7 @@ class AgentProcess {
     if (wait_ready) wait_for_ready();
   }
   ~AgentProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
+    if (pid_ > 0) stop();
     if (output_fd_ >= 0) close(output_fd_);
   }
   AgentProcess(const AgentProcess&) = delete;
@@ -158,6 +155,20 @@ class AgentProcess {
     return pid_ < 0;
   }
   void signal(int sig) { kill(pid_, sig); }
+  // SIGTERM, as systemd stops it, so the agent removes what it made under /tmp; SIGKILL past 10 s.
+  void stop() {
+    kill(pid_, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (waitpid(pid_, nullptr, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, nullptr, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    pid_ = -1;
+  }
   pid_t pid() const { return pid_; }
   const std::string& output() const { return output_; }
   int grpc_port() const { return grpc_port_; }

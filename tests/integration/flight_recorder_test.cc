@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -385,6 +386,45 @@ TEST(FlightRecorder, WindowsAskedInParallelAreBuiltOneAtATimeAndTheirMemoryIsRet
       "%lld MiB; then +%lld MiB kept\n",
       static_cast<long long>(one_kib / 1024), static_cast<long long>(eight_kib / 1024), built,
       static_cast<long long>(answer_kib / 1024), static_cast<long long>((rss_kib() - before_kib) / 1024));
+}
+
+TEST(FlightRecorder, StatusAnswersWhileAWindowOfTheWholeRecorderIsBuilt) {
+  AgentProcess agent(
+      {"--sample_interval_ms", "100", "--flight_recorder_seconds", "60", "--flight_recorder_max_mb", "16"});
+  const std::string socket = agent.socket_dir() + "/agent.sock";
+  testing::FloodProcess flood_a(socket, 0, 1, 9), flood_b(socket, 1, 1, 9);
+  ASSERT_TRUE(wait_for([&] { return agent_status(agent).flight_recorder().dropped_events() > 0; }, 60s))
+      << agent.output();
+  auto whole_window = [&] { return recorded_window(agent, 60000, 60s); };
+  auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  auto began = std::chrono::steady_clock::now();
+  ASSERT_TRUE(whole_window().ok());
+  const double alone_s = seconds_since(began);
+
+  // A second build, and status asked all along it: each answer comes while the build goes on, not after it.
+  std::atomic<bool> built = false;
+  began = std::chrono::steady_clock::now();
+  std::thread window([&] {
+    EXPECT_TRUE(whole_window().ok());
+    built = true;
+  });
+  double slowest_status_s = 0;
+  int answered = 0;
+  while (!built) {
+    const auto asked = std::chrono::steady_clock::now();
+    agent_status(agent);
+    slowest_status_s = std::max(slowest_status_s, seconds_since(asked));
+    ++answered;
+    std::this_thread::sleep_for(20ms);
+  }
+  window.join();
+  const double build_s = seconds_since(began);
+  std::printf("window of the whole recorder: %.2f s alone, %.2f s with status asked %d times; slowest status %.3f s\n",
+              alone_s, build_s, answered, slowest_status_s);
+  // A build that stalled status would hold it for most of the build.
+  EXPECT_LT(slowest_status_s, std::max(0.5, build_s / 3)) << "status waited for the build";
 }
 
 absl::StatusOr<podscope::v1::RecordedWindowResponse> stored_snapshot(const AgentProcess& agent, const std::string& id) {
