@@ -66,8 +66,8 @@ void read_record(CodedInputStream& in, int64_t& start, HeldEvent& e) {
   if (flags & kHasArg) in.ReadVarint64(&arg);
   if (flags & kHasValue) in.ReadVarint64(&value);
   if (flags & kHasValue2) in.ReadVarint64(&value2);
-  start = static_cast<int64_t>(static_cast<uint64_t>(start) +
-                               static_cast<uint64_t>(WireFormatLite::ZigZagDecode64(delta)));
+  start =
+      static_cast<int64_t>(static_cast<uint64_t>(start) + static_cast<uint64_t>(WireFormatLite::ZigZagDecode64(delta)));
   e.kind = static_cast<EventKind>(flags & kKindBits);
   e.stream = stream;
   e.start_ns = start;
@@ -472,9 +472,8 @@ HeldClientEvents CompactEventStore::copy(uint64_t id, int64_t begin_ns, int64_t 
   out.chunks.reserve(static_cast<size_t>(std::count_if(c.chunks.begin(), c.chunks.end(), overlaps)));
   for (const Chunk& chunk : c.chunks) {
     if (!overlaps(chunk)) continue;
-    out.chunks.push_back({{chunk.bytes.begin(), chunk.bytes.begin() + static_cast<ptrdiff_t>(chunk.used)},
-                          chunk.used,
-                          chunk.events});
+    out.chunks.push_back(
+        {{chunk.bytes.begin(), chunk.bytes.begin() + static_cast<ptrdiff_t>(chunk.used)}, chunk.used, chunk.events});
     out.kept_events += chunk.events;
   }
   // Outside the span is not a loss: left out, not counted.

@@ -140,7 +140,8 @@ TEST(CustomPlanes, ClientsSharingACoreShareItsPlaneInStartOrderAndEventsThatStar
               {EventKind::kCompute, 3, 0, kT0 + 500, 10, 0, 0},
               {EventKind::kCompute, 2, 0, kT0 + 100, 10, 0, 0},
               {EventKind::kStep, 1, 0, kT0 + 2000, 1000, 3, 0}}),
-      client(200, 66, {{EventKind::kStep, 1, 0, kT0 + 1000, 900, 2, 0}, {EventKind::kCompute, 3, 0, kT0 + 1100, 10, 0, 0}}),
+      client(200, 66,
+             {{EventKind::kStep, 1, 0, kT0 + 1000, 900, 2, 0}, {EventKind::kCompute, 3, 0, kT0 + 1100, 10, 0, 0}}),
   };
   tensorflow::profiler::XSpace space;
   add_custom_planes(captures, Clock(0), {kT0, kT0 + 1'000'000}, space);
