@@ -166,7 +166,7 @@ class SortedEvents {
  private:
   const Clock& clock_;
   const CustomPlaneOptions& options_;
-  std::vector<std::pair<const LocalClientCapture*, uint32_t>> chunks_;  // each client's chunks, as the keys count
+  std::vector<std::pair<const LocalClientCapture*, uint32_t>> chunks_;  // by a key's chunk: the client, its chunk
   std::vector<EventKey> keys_;
 };
 
