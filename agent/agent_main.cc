@@ -4,6 +4,7 @@
 
 #include "agent/agent.h"
 #include "agent/agent_config.h"
+#include "daemon/heap.h"
 #include "daemon/log.h"
 #include "daemon/open_file_limit.h"
 #include "daemon/options.h"
@@ -28,6 +29,7 @@ absl::StatusOr<podscope::agent::AgentConfig> reread_config(const podscope::Comma
 
 int main(int argc, char** argv) {
   const podscope::ShutdownSignals signals;  // before any thread starts, so every thread inherits the mask
+  podscope::keep_heap_thresholds();
 
   podscope::agent::AgentConfig config;
   podscope::OptionSet options;

@@ -27,4 +27,10 @@ size_t return_free_heap() {
   return before > after ? before - after : 0;
 }
 
+void keep_heap_thresholds() {
+  constexpr int kDefaultThresholdBytes = 128 << 10;
+  mallopt(M_MMAP_THRESHOLD, kDefaultThresholdBytes);
+  mallopt(M_TRIM_THRESHOLD, kDefaultThresholdBytes);
+}
+
 }  // namespace podscope

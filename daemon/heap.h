@@ -11,4 +11,11 @@ namespace podscope {
 // 0 when none). Costs a walk over the heap: call it after large frees, not per request.
 size_t return_free_heap();
 
+// Keeps glibc's default thresholds fixed: a block of 128 KiB or more is mapped on its own, and a heap whose free
+// top passes 128 KiB gives it back. glibc otherwise raises both after a large block is freed (up to 32 and 64 MiB):
+// a capture's build frees lists of many MiB on the thread that built it, the next build's lists then come from
+// that thread's heap, and the free top of a thread's heap is one thing return_free_heap() cannot give back (tens of
+// MiB kept after a few windows). Call once at start, before the threads.
+void keep_heap_thresholds();
+
 }  // namespace podscope

@@ -45,22 +45,77 @@ int64_t end_of(const Event& e) {
 bool id_is_name(EventKind kind) { return local::is_name_id(local::traits_of(kind).id); }
 bool arg_is_name(EventKind kind) { return local::is_name_id(local::traits_of(kind).arg); }
 
-// The record's flags byte keeps the kind in its low four bits.
-static_assert(std::size(local::kEventKinds) < 16);
+// The record's flags byte keeps the kind in its low four bits; a record that a take or copy leaves out (a dropped
+// step's, or one outside a copy's span) keeps its place with the kind kLeftOut.
+constexpr uint8_t kKindBits = 0x0f;
+constexpr uint8_t kLeftOut = 0x0f;
+static_assert(std::size(local::kEventKinds) < kLeftOut);
+
+bool is_left_out(const HeldEvent& e) { return static_cast<uint8_t>(e.kind) == kLeftOut; }
+
+// Reads the record at `in`'s position into `e`; `start` is the start of the record before it, and becomes its own.
+void read_record(CodedInputStream& in, int64_t& start, HeldEvent& e) {
+  uint8_t flags = 0;
+  uint32_t stream = 0;
+  uint64_t delta = 0, duration = 0, id = 0, arg = 0, value = 0, value2 = 0;
+  in.ReadRaw(&flags, 1);
+  in.ReadVarint32(&stream);
+  in.ReadVarint64(&delta);
+  in.ReadVarint64(&duration);
+  if (flags & kHasId) in.ReadVarint64(&id);
+  if (flags & kHasArg) in.ReadVarint64(&arg);
+  if (flags & kHasValue) in.ReadVarint64(&value);
+  if (flags & kHasValue2) in.ReadVarint64(&value2);
+  start =
+      static_cast<int64_t>(static_cast<uint64_t>(start) + static_cast<uint64_t>(WireFormatLite::ZigZagDecode64(delta)));
+  e.kind = static_cast<EventKind>(flags & kKindBits);
+  e.stream = stream;
+  e.start_ns = start;
+  e.duration_ns = WireFormatLite::ZigZagDecode64(duration);
+  e.id = static_cast<uint32_t>(id);
+  e.arg = WireFormatLite::ZigZagDecode32(static_cast<uint32_t>(arg));
+  e.value = WireFormatLite::ZigZagDecode64(value);
+  e.value2 = WireFormatLite::ZigZagDecode64(value2);
+}
+
+// Calls `f(event, offset)` for each of the first `records` records in `bytes`, left-out ones included.
+template <typename F>
+void decode_records(const std::vector<uint8_t>& bytes, size_t used, uint32_t records, F&& f) {
+  CodedInputStream in(bytes.data(), static_cast<int>(used));
+  int64_t start = 0;
+  for (uint32_t i = 0; i < records; ++i) {
+    const auto offset = static_cast<uint32_t>(in.CurrentPosition());
+    HeldEvent e;
+    read_record(in, start, e);
+    f(e, offset);
+  }
+}
+
+// Leaves out every kept record of `held` whose event `leave(event)` says so.
+template <typename Leave>
+void leave_out_if(HeldClientEvents& held, Leave&& leave) {
+  for (HeldChunk& chunk : held.chunks) {
+    decode_records(chunk.bytes, chunk.used, chunk.records, [&](const HeldEvent& e, uint32_t offset) {
+      if (is_left_out(e) || !leave(e)) return;
+      chunk.bytes[offset] = static_cast<uint8_t>((chunk.bytes[offset] & ~kKindBits) | kLeftOut);
+      --held.kept_events;
+    });
+  }
+}
 
 }  // namespace
 
-// A capture's planes are written to the wire as they are built and answered as those bytes (no copy). What an
-// event costs beyond its record: its decoded form and its place in its core's list while the planes are built, and
-// its serialized bytes twice: in the answer, and in the pieces of its plane while they are joined (and the heap
-// that glibc keeps of them). Measured (capture_memory_bench, 4 floods of a step and 9 computes per step, 256 MiB):
-// the answer takes 53 bytes per kept event, the agent grew by 1.07 of the limit with the serialized bytes counted
-// once and a 20-byte event; this charges 178 per flood event on average.
+// A capture's planes are built from the held records a core at a time, written to the wire as they are built and
+// answered as those bytes (no copy). What an event costs beyond its record: its sort key while its core's plane is
+// built (every event may be on one core), and its serialized bytes twice: in the answer, and in the pieces of its
+// plane while they are joined (and the heap that glibc keeps of them). Measured (capture_memory_bench, floods of a
+// step and 9 computes per step, 256 MiB): the answer takes 53 bytes per kept event, and the agent grew by 0.62 of
+// the limit with the floods on 4 cores, 0.76 with them on one.
 size_t CaptureCost::of(const local::EventMsg& event) {
-  constexpr size_t kDecodedBytes = sizeof(HeldEvent), kPlacedBytes = 24;
+  constexpr size_t kSortKeyBytes = 16;
   constexpr size_t kEventSerializedBytes = 28, kStatSerializedBytes = 9;
   const size_t stats = local::traits_of(event.kind).stats;
-  return kDecodedBytes + kPlacedBytes + 2 * (kEventSerializedBytes + stats * kStatSerializedBytes);
+  return kSortKeyBytes + 2 * (kEventSerializedBytes + stats * kStatSerializedBytes);
 }
 
 uint64_t HeldClientEvents::dropped_events() const {
@@ -74,8 +129,26 @@ uint64_t HeldClientEvents::dropped_steps() const {
   return n;
 }
 
+void HeldClientEvents::for_each(absl::FunctionRef<void(const HeldEvent&, HeldRecord)> f) const {
+  for (uint32_t i = 0; i < chunks.size(); ++i) {
+    decode_records(chunks[i].bytes, chunks[i].used, chunks[i].records, [&](const HeldEvent& e, uint32_t offset) {
+      if (!is_left_out(e)) f(e, {i, offset});
+    });
+  }
+}
+
+HeldEvent HeldClientEvents::at(HeldRecord where, int64_t start_ns) const {
+  const HeldChunk& chunk = chunks[where.chunk];
+  CodedInputStream in(chunk.bytes.data() + where.offset, static_cast<int>(chunk.used - where.offset));
+  int64_t start = 0;
+  HeldEvent e;
+  read_record(in, start, e);
+  e.start_ns = start_ns;
+  return e;
+}
+
 struct CompactEventStore::Chunk {
-  std::unique_ptr<uint8_t[]> bytes = std::make_unique<uint8_t[]>(kChunkBytes);
+  std::vector<uint8_t> bytes = std::vector<uint8_t>(kChunkBytes);
   size_t used = 0;
   uint32_t events = 0;
   size_t charged = 0;   // the chunk's bytes and bookkeeping, plus its events' build reservations
@@ -88,33 +161,7 @@ struct CompactEventStore::Chunk {
   // Calls `f(HeldEvent)` for every record.
   template <typename F>
   void decode(F&& f) const {
-    CodedInputStream in(bytes.get(), static_cast<int>(used));
-    int64_t start = 0;
-    for (uint32_t i = 0; i < events; ++i) {
-      HeldEvent e;
-      uint8_t flags = 0;
-      uint32_t stream = 0;
-      uint64_t delta = 0, duration = 0, id = 0, arg = 0, value = 0, value2 = 0;
-      in.ReadRaw(&flags, 1);
-      in.ReadVarint32(&stream);
-      in.ReadVarint64(&delta);
-      in.ReadVarint64(&duration);
-      if (flags & kHasId) in.ReadVarint64(&id);
-      if (flags & kHasArg) in.ReadVarint64(&arg);
-      if (flags & kHasValue) in.ReadVarint64(&value);
-      if (flags & kHasValue2) in.ReadVarint64(&value2);
-      start = static_cast<int64_t>(static_cast<uint64_t>(start) +
-                                   static_cast<uint64_t>(WireFormatLite::ZigZagDecode64(delta)));
-      e.kind = static_cast<EventKind>(flags & 0x0f);
-      e.stream = stream;
-      e.start_ns = start;
-      e.duration_ns = WireFormatLite::ZigZagDecode64(duration);
-      e.id = static_cast<uint32_t>(id);
-      e.arg = WireFormatLite::ZigZagDecode32(static_cast<uint32_t>(arg));
-      e.value = WireFormatLite::ZigZagDecode64(value);
-      e.value2 = WireFormatLite::ZigZagDecode64(value2);
-      f(e);
-    }
+    decode_records(bytes, used, events, [&f](const HeldEvent& e, uint32_t) { f(e); });
   }
 };
 
@@ -223,8 +270,8 @@ void CompactEventStore::start_chunk(Client& c) {
 void CompactEventStore::append(Client& c, uint32_t stream, const local::EventMsg& e, uint32_t id, int32_t arg,
                                size_t reserve) {
   Chunk& chunk = c.chunks.back();
-  uint8_t* p = chunk.bytes.get() + chunk.used;
-  uint8_t flags = static_cast<uint8_t>(e.kind) & 0x0f;
+  uint8_t* p = chunk.bytes.data() + chunk.used;
+  uint8_t flags = static_cast<uint8_t>(e.kind) & kKindBits;
   if (id) flags |= kHasId;
   if (arg) flags |= kHasArg;
   if (e.value) flags |= kHasValue;
@@ -239,7 +286,7 @@ void CompactEventStore::append(Client& c, uint32_t stream, const local::EventMsg
   if (arg) p = CodedOutputStream::WriteVarint64ToArray(WireFormatLite::ZigZagEncode32(arg), p);
   if (e.value) p = CodedOutputStream::WriteVarint64ToArray(WireFormatLite::ZigZagEncode64(e.value), p);
   if (e.value2) p = CodedOutputStream::WriteVarint64ToArray(WireFormatLite::ZigZagEncode64(e.value2), p);
-  chunk.used = static_cast<size_t>(p - chunk.bytes.get());
+  chunk.used = static_cast<size_t>(p - chunk.bytes.data());
   chunk.last_start_ns = e.start_ns;
   chunk.first_start_ns = std::min(chunk.first_start_ns, e.start_ns);
   chunk.last_end_ns = std::max(chunk.last_end_ns, end_of(e));
@@ -368,25 +415,25 @@ struct Spans {
 
 }  // namespace
 
-void CompactEventStore::drop_incomplete_steps(const Client& c, HeldClientEvents& out) {
+void CompactEventStore::leave_out_incomplete_steps(const Client& c, HeldClientEvents& out) {
   // Whole steps only: a step that overlaps the span where events were lost goes with everything on its
   // core inside it; so does anything else inside that span.
   if (c.lost_begin_ns > c.lost_end_ns) return;
   const int64_t lost_begin = c.lost_begin_ns, lost_end = c.lost_end_ns;
   std::map<int32_t, Spans> dropped_steps;
-  for (const HeldEvent& e : out.events) {
-    if (e.kind != EventKind::kStep) continue;
+  out.for_each([&](const HeldEvent& e, HeldRecord) {
+    if (e.kind != EventKind::kStep) return;
     const int64_t end = end_of(e);
     if (end >= lost_begin && e.start_ns <= lost_end)
       dropped_steps[c.streams[e.stream].core].spans.push_back({e.start_ns, end});
-  }
+  });
   for (auto& [core, spans] : dropped_steps) spans.normalize();
   auto dropped = [&](const HeldEvent& e) {
     if (e.start_ns >= lost_begin && e.start_ns <= lost_end) return true;
     auto it = dropped_steps.find(c.streams[e.stream].core);
     return it != dropped_steps.end() && it->second.contains(e.start_ns);
   };
-  std::erase_if(out.events, [&](const HeldEvent& e) {
+  leave_out_if(out, [&](const HeldEvent& e) {
     if (!dropped(e)) return false;
     CoreDrops& d = out.drops[c.streams[e.stream].core];
     ++d.events;
@@ -401,18 +448,15 @@ HeldClientEvents CompactEventStore::take(uint64_t id) {
   if (found == clients_.end()) return out;
   Client& c = *found->second;
 
-  size_t count = 0;
-  for (const Chunk& chunk : c.chunks) count += chunk.events;
-  out.events.reserve(count);
-  while (!c.chunks.empty()) {
-    c.chunks.front().decode([&out](const HeldEvent& e) { out.events.push_back(e); });
-    reserved_ -= c.chunks.front().reserved;
-    c.chunks.pop_front();
+  out.chunks.reserve(c.chunks.size());
+  for (Chunk& chunk : c.chunks) {
+    out.chunks.push_back({std::move(chunk.bytes), chunk.used, chunk.events});
+    out.kept_events += chunk.events;
   }
   out.received_events = c.received;
   out.drops = c.lost;
   if (c.lost_end_ns >= c.lost_begin_ns) out.lost_until_ns = c.lost_end_ns;
-  drop_incomplete_steps(c, out);
+  leave_out_incomplete_steps(c, out);
 
   out.names = std::move(c.names);
   out.streams = std::move(c.streams);
@@ -426,17 +470,17 @@ HeldClientEvents CompactEventStore::copy(uint64_t id, int64_t begin_ns, int64_t 
   if (found == clients_.end()) return out;
   const Client& c = *found->second;
   auto overlaps = [&](const Chunk& chunk) { return chunk.last_end_ns >= begin_ns && chunk.first_start_ns <= end_ns; };
-  size_t at_most = 0;  // made once at its size: a growing list would leave each smaller copy behind in the heap
-  for (const Chunk& chunk : c.chunks) at_most += overlaps(chunk) ? chunk.events : 0;
-  out.events.reserve(at_most);
+  out.chunks.reserve(static_cast<size_t>(std::count_if(c.chunks.begin(), c.chunks.end(), overlaps)));
   for (const Chunk& chunk : c.chunks) {
     if (!overlaps(chunk)) continue;
-    chunk.decode([&](const HeldEvent& e) {
-      if (e.start_ns <= end_ns && end_of(e) >= begin_ns) out.events.push_back(e);
-    });
+    out.chunks.push_back(
+        {{chunk.bytes.begin(), chunk.bytes.begin() + static_cast<ptrdiff_t>(chunk.used)}, chunk.used, chunk.events});
+    out.kept_events += chunk.events;
   }
-  drop_incomplete_steps(c, out);
-  out.received_events = out.events.size() + out.dropped_events();
+  // Outside the span is not a loss: left out, not counted.
+  leave_out_if(out, [&](const HeldEvent& e) { return e.start_ns > end_ns || end_of(e) < begin_ns; });
+  leave_out_incomplete_steps(c, out);
+  out.received_events = out.kept_events + out.dropped_events();
   if (c.lost_end_ns >= c.lost_begin_ns) out.lost_until_ns = c.lost_end_ns;
   out.names = c.names;
   out.streams = c.streams;

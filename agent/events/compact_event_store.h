@@ -8,7 +8,7 @@
 // response — stays inside one budget; a flight recorder's store does not: its snapshots are built one at a
 // time outside it (FlightRecording). Clients share the budget fairly: one over its share loses its own
 // chunks first.
-// Losing a chunk loses whole steps, never part of one: take() drops every event of a step that lost any.
+// Losing a chunk loses whole steps, never part of one: take() leaves out every event of a step that lost any.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "proto/local/frame_codec.h"
 
 namespace podscope::agent {
@@ -59,10 +60,27 @@ struct CoreDrops {
   uint64_t steps = 0;
 };
 
+// Where one held record lies among a client's chunks.
+struct HeldRecord {
+  uint32_t chunk = 0;
+  uint32_t offset = 0;  // within the chunk's bytes
+};
+
+// Records as the store held them: handed over as they are, decoded only while their planes are written.
+struct HeldChunk {
+  std::vector<uint8_t> bytes;  // the records from the start; past them, room the store did not fill
+  size_t used = 0;
+  uint32_t records = 0;  // kept ones and left-out ones (see HeldClientEvents)
+};
+
 struct HeldClientEvents {
   std::vector<std::string> names;  // index 0 is ""
   std::vector<EventStream> streams;
-  std::vector<HeldEvent> events;       // in arrival order
+  // The events kept, in arrival order, as their records: 8-20 bytes each where a decoded event takes 48, so
+  // that a build holds its events compactly and decodes them a plane at a time. The records of dropped steps
+  // (and, in a copy, of events outside its span) stay in place, marked as left out.
+  std::vector<HeldChunk> chunks;
+  uint64_t kept_events = 0;
   uint64_t received_events = 0;        // everything the client sent inside the window: held + dropped
   std::map<int32_t, CoreDrops> drops;  // cores that lost events; the steps count whole steps
   // The end of the latest event the budget dropped (clients' clock): from then on the client's events are
@@ -70,6 +88,12 @@ struct HeldClientEvents {
   int64_t lost_until_ns = std::numeric_limits<int64_t>::min();
   uint64_t dropped_events() const;
   uint64_t dropped_steps() const;
+
+  // Calls `f(event, where)` for every kept event, in arrival order.
+  void for_each(absl::FunctionRef<void(const HeldEvent&, HeldRecord)> f) const;
+  // The kept event held at `where`, which started at `start_ns` (a record holds its start relative to the one
+  // before it, so a record read alone is given its start).
+  HeldEvent at(HeldRecord where, int64_t start_ns) const;
 };
 
 // What one client's held events span, for saying what a recorder really holds.
@@ -84,8 +108,8 @@ struct HeldSpan {
 
 // What a capture reserves for one held event, in bytes, beyond the bytes held.
 struct CaptureCost {
-  // What building and answering an event costs beyond its record: the decoded event while its planes are built,
-  // and its serialized bytes in the answer (planes are written as they are built, and sent as those bytes).
+  // What building and answering an event costs beyond its record: its sort key while its plane is built, and its
+  // serialized bytes in the answer (planes are written as they are built, and sent as those bytes).
   static size_t of(const local::EventMsg& event);
 };
 
@@ -112,11 +136,11 @@ class CompactEventStore {
   // false (nothing charged) when even that cannot make room.
   bool charge(uint64_t client, size_t bytes);
 
-  // Decodes `client`'s held events, drops those of every step that lost events (and any in the time span
-  // that was lost), forgets the client and returns them.
+  // Hands over `client`'s held records, leaves out those of every step that lost events (and any in the time
+  // span that was lost) and forgets the client.
   HeldClientEvents take(uint64_t client);
-  // The held events of `client` that overlap [begin_ns, end_ns] (the clients' clock), decoded and left held;
-  // steps that lost events go whole, as in take(). `drops` counts only what that rule removed.
+  // A copy of the held records of `client` whose events overlap [begin_ns, end_ns] (the clients' clock), left
+  // held; steps that lost events are left out whole, as in take(). `drops` counts only what that rule removed.
   HeldClientEvents copy(uint64_t client, int64_t begin_ns, int64_t end_ns) const;
   // Forgets the chunks whose events all ended before `cutoff_ns`: they aged out of a recorder's window, which
   // is no loss. A client left with nothing held is forgotten.
@@ -156,9 +180,9 @@ class CompactEventStore {
   void start_chunk(Client& c);
   void append(Client& c, uint32_t stream, const local::EventMsg& e, uint32_t id, int32_t arg, size_t reserve);
   size_t fair_share() const;
-  // Removes from `out` every event of a step that overlaps the span `c` lost events in, and anything else in
+  // Leaves out of `out` every event of a step that overlaps the span `c` lost events in, and anything else in
   // that span, counting them in out.drops.
-  static void drop_incomplete_steps(const Client& c, HeldClientEvents& out);
+  static void leave_out_incomplete_steps(const Client& c, HeldClientEvents& out);
 
   size_t budget_;
   Retention retention_;

@@ -110,12 +110,73 @@ void add_input_stage_stats(const HeldEvent& e, xspace::XStatsBuilder& stats) {
   stats.add(xspace::kInputStageParentIdStat, e.value2);
 }
 
-// The steps among one core's events (sorted by start), by start.
-std::vector<StepSpan> steps_of(const std::vector<PlacedEvent>& events) {
+bool is_memory_event(const HeldEvent& e) {
+  return e.kind == EventKind::kAllocation || e.kind == EventKind::kDeallocation;
+}
+
+// One event of the plane being built: where its record is held, and its start. 16 bytes where a decoded event
+// takes 48: a build holds its events as records, and one key per event of the plane it writes.
+struct EventKey {
+  int64_t start_ns;  // clients' clock, which orders events as the agent clock does (one offset for every client)
+  uint32_t chunk;    // index into SortedEvents::chunks_
+  uint32_t offset;
+};
+static_assert(sizeof(EventKey) == 16);
+
+// The events of one plane (a core's, or one process's allocation records) in start order, read back from their
+// records as they are written.
+class SortedEvents {
+ public:
+  SortedEvents(const Clock& clock, const CustomPlaneOptions& options) : clock_(clock), options_(options) {}
+
+  void reserve(size_t events) { keys_.reserve(events); }
+  // Adds `capture`'s kept events inside the window for which `wanted(event)`.
+  template <typename Wanted>
+  void add(const LocalClientCapture& capture, Wanted&& wanted) {
+    const HeldClientEvents& held = capture.events;
+    const auto first_chunk = static_cast<uint32_t>(chunks_.size());
+    for (uint32_t i = 0; i < held.chunks.size(); ++i) chunks_.push_back({&capture, i});
+    held.for_each([&](const HeldEvent& e, HeldRecord where) {
+      if (!wanted(e)) return;
+      const int64_t start = clock_.from_system_ns(e.start_ns);
+      // Client values may be anything: an end past INT64_MAX is the end of time, not a wrapped negative.
+      const int64_t end = xspace::saturating_add(start, e.duration_ns);
+      if (end < options_.window_start_ns || start > options_.window_end_ns) return;
+      keys_.push_back({e.start_ns, first_chunk + where.chunk, where.offset});
+    });
+  }
+  // By start; events that start together stay in the order they arrived in, client by client.
+  void sort() {
+    std::sort(keys_.begin(), keys_.end(), [](const EventKey& a, const EventKey& b) {
+      return std::tie(a.start_ns, a.chunk, a.offset) < std::tie(b.start_ns, b.chunk, b.offset);
+    });
+  }
+  bool empty() const { return keys_.empty(); }
+
+  // Calls `f(PlacedEvent)` for every event, in order; the event lives for the call.
+  template <typename F>
+  void for_each(F&& f) const {
+    for (const EventKey& key : keys_) {
+      const auto& [capture, chunk] = chunks_[key.chunk];
+      const HeldEvent e = capture->events.at({chunk, key.offset}, key.start_ns);
+      f(PlacedEvent{&e, &capture->events, clock_.from_system_ns(key.start_ns)});
+    }
+  }
+
+ private:
+  const Clock& clock_;
+  const CustomPlaneOptions& options_;
+  std::vector<std::pair<const LocalClientCapture*, uint32_t>> chunks_;  // by a key's chunk: the client, its chunk
+  std::vector<EventKey> keys_;
+};
+
+// The steps among one core's events, by start.
+std::vector<StepSpan> steps_of(const SortedEvents& events) {
   std::vector<StepSpan> steps;
-  for (const auto& p : events)
+  events.for_each([&steps](const PlacedEvent& p) {
     if (p.event->kind == EventKind::kStep)
       steps.push_back({p.event->value, p.start_ns, p.start_ns + p.event->duration_ns});
+  });
   return steps;
 }
 
@@ -236,16 +297,14 @@ class BatchFlusher {
 constexpr size_t kReservedBytesPerEvent = 160;
 
 // Adds one core's events to its plane; with `stream`, moving them to the wire a batch at a time.
-void add_core_events(int32_t core, std::vector<PlacedEvent>& events, xspace::XPlaneBuilder& builder,
+void add_core_events(int32_t core, const SortedEvents& events, xspace::XPlaneBuilder& builder,
                      xspace::XPlaneStreamWriter* stream) {
-  std::sort(events.begin(), events.end(),
-            [](const PlacedEvent& a, const PlacedEvent& b) { return a.start_ns < b.start_ns; });
   CorePlaneWriter writer(core, builder, steps_of(events));
   BatchFlusher flusher(stream);
-  for (const auto& p : events) {
+  events.for_each([&](const PlacedEvent& p) {
     writer.add(p);
     flusher.added();
-  }
+  });
 }
 
 // XProf's overview and input pipeline tools ignore `/device:CUSTOM:` planes and read a host-only program's steps
@@ -271,38 +330,38 @@ bool is_input_time(const HeldEvent& e) {
   return e.kind == EventKind::kInfeed || (e.kind == EventKind::kInputStage && e.value2 == 0);
 }
 
-void add_host_step_markers(int32_t core, const std::vector<PlacedEvent>& events, tensorflow::profiler::XSpace& space,
+void add_host_step_markers(int32_t core, const SortedEvents& events, tensorflow::profiler::XSpace& space,
                            BatchFlusher& flusher) {
   std::vector<StepSpan> steps;
-  std::vector<const PlacedEvent*> step_events;
-  for (const auto& p : events) {
-    if (p.event->kind != EventKind::kStep) continue;
+  std::vector<std::string_view> step_names;
+  events.for_each([&](const PlacedEvent& p) {
+    if (p.event->kind != EventKind::kStep) return;
     const int64_t end = xspace::saturating_add(p.start_ns, p.event->duration_ns);
-    if (end <= p.start_ns) continue;  // an empty or negative step holds nothing
+    if (end <= p.start_ns) return;  // an empty or negative step holds nothing
     steps.push_back({p.event->value, p.start_ns, end});
-    step_events.push_back(&p);
-  }
+    step_names.push_back(name_of(*p.client, p.event->id));
+  });
   if (steps.empty()) return;
   std::vector<StepSegments> segments(steps.size());
-  for (const auto& p : events) {  // by start, so each union grows at its end
+  events.for_each([&](const PlacedEvent& p) {  // by start, so each union grows at its end
     if (p.event->kind == EventKind::kStep || p.event->kind == EventKind::kFreeForm ||
         (p.event->kind == EventKind::kInputStage && !is_input_time(*p.event)))
-      continue;
+      return;
     auto it = std::upper_bound(steps.begin(), steps.end(), p.start_ns,
                                [](int64_t t, const StepSpan& s) { return t < s.start_ns; });
-    if (it == steps.begin() || p.start_ns >= std::prev(it)->end_ns) continue;
+    if (it == steps.begin() || p.start_ns >= std::prev(it)->end_ns) return;
     const StepSpan& step = *std::prev(it);
     const int64_t end = std::min(step.end_ns, xspace::saturating_add(p.start_ns, p.event->duration_ns));
-    if (end <= p.start_ns) continue;
+    if (end <= p.start_ns) return;
     auto& segment = segments[static_cast<size_t>(std::distance(steps.begin(), std::prev(it)))];
     add_to_union(is_input_time(*p.event) ? segment.input : segment.ops, p.start_ns, end);
-  }
+  });
   xspace::XPlaneBuilder host(xspace::find_or_add_plane(space, xspace::kHostPlaneName));
   xspace::XLineBuilder line = host.line_named(std::string(xspace::kHostStepMarkersLinePrefix) + std::to_string(core));
   const int64_t ops_id = host.event_metadata_id(xspace::kHostStepOpsEventName);
   const int64_t input_id = host.event_metadata_id(xspace::kHostStepInputEventName);
   for (size_t i = 0; i < steps.size(); ++i) {
-    std::string_view name = name_of(*step_events[i]->client, step_events[i]->event->id);
+    const std::string_view name = step_names[i];
     line.add_event(name.empty() ? std::string_view("train") : name, steps[i].start_ns,
                    steps[i].end_ns - steps[i].start_ns)
         .add(xspace::kStepNumStat, steps[i].step_num)
@@ -325,35 +384,31 @@ void add_host_step_markers(int32_t core, const std::vector<PlacedEvent>& events,
   }
 }
 
-bool is_memory_event(const HeldEvent& e) {
-  return e.kind == EventKind::kAllocation || e.kind == EventKind::kDeallocation;
-}
-
 // The allocator name each (process, tag) is shown under: the tag itself, or "<tag> (pid P)" where processes
 // of this capture share a tag, since the memory profile keys allocators by name within a host.
 std::map<std::pair<int32_t, std::string>, std::string> allocator_names(
-    const std::vector<std::pair<const LocalClientCapture*, std::vector<PlacedEvent>>>& memory) {
+    const std::vector<std::pair<const LocalClientCapture*, SortedEvents>>& memory) {
   std::map<std::string, std::set<int32_t>> pids_by_tag;
-  for (const auto& [capture, events] : memory)
-    for (const PlacedEvent& p : events)
-      pids_by_tag[std::string(name_of(*p.client, p.event->id))].insert(capture->client.pid);
+  for (const auto& [capture, events] : memory) {
+    events.for_each([&, pid = capture->client.pid](const PlacedEvent& p) {
+      pids_by_tag[std::string(name_of(*p.client, p.event->id))].insert(pid);
+    });
+  }
   std::map<std::pair<int32_t, std::string>, std::string> names;
   for (const auto& [tag, pids] : pids_by_tag)
     for (int32_t pid : pids) names[{pid, tag}] = pids.size() == 1 ? tag : tag + " (pid " + std::to_string(pid) + ")";
   return names;
 }
 
-// Writes one process's allocation records (sorted by time here) on its line of the host plane, each allocator
-// replayed on its own; returns how many freed a block the capture did not see allocated.
-uint64_t add_process_memory_events(const LocalClientCapture& capture, std::vector<PlacedEvent>& events,
+// Writes one process's allocation records on its line of the host plane, each allocator replayed on its own;
+// returns how many freed a block the capture did not see allocated.
+uint64_t add_process_memory_events(const LocalClientCapture& capture, const SortedEvents& events,
                                    const std::map<std::pair<int32_t, std::string>, std::string>& names,
                                    xspace::XPlaneBuilder& host, BatchFlusher& flusher) {
-  std::stable_sort(events.begin(), events.end(),
-                   [](const PlacedEvent& a, const PlacedEvent& b) { return a.start_ns < b.start_ns; });
   xspace::XLineBuilder line = host.line_named(std::string(xspace::kMemoryAllocationsLinePrefix) + " pid " +
                                               std::to_string(capture.client.pid) + " (" + capture.client.program + ")");
   std::map<uint32_t, xspace::AllocatorEvents> allocators;  // by the tag's name index
-  for (const PlacedEvent& p : events) {
+  events.for_each([&](const PlacedEvent& p) {
     const HeldEvent& e = *p.event;
     auto it = allocators.find(e.id);
     if (it == allocators.end()) {
@@ -365,15 +420,62 @@ uint64_t add_process_memory_events(const LocalClientCapture& capture, std::vecto
                                                   : it->second.free(line, p.start_ns, address);
     if (auto op = name_of(*p.client, static_cast<uint32_t>(e.arg)); !op.empty()) stats.add(xspace::kTfOpStat, op);
     flusher.added();
-  }
+  });
   uint64_t unknown_frees = 0;
   for (const auto& [tag, allocator] : allocators) unknown_frees += allocator.unknown_frees();
   return unknown_frees;
 }
 
+// What a build writes where: per core, the clients with events there and how many (allocation records aside);
+// per client with allocation records, how many.
+struct BuildPlan {
+  struct Core {
+    std::vector<const LocalClientCapture*> clients;
+    size_t events = 0;
+  };
+  std::map<int32_t, Core> cores;
+  std::vector<std::pair<const LocalClientCapture*, size_t>> memory;
+};
+
+// Reads each client's records once, counting its events per stream, so that each plane's list is made once, at
+// its size.
+BuildPlan plan_of(const std::vector<LocalClientCapture>& captures) {
+  BuildPlan plan;
+  for (const auto& capture : captures) {
+    const HeldClientEvents& held = capture.events;
+    std::vector<size_t> stream_events(held.streams.size());
+    size_t memory_events = 0;
+    held.for_each([&](const HeldEvent& e, HeldRecord) {
+      if (is_memory_event(e)) {
+        ++memory_events;
+      } else {
+        ++stream_events[e.stream];
+      }
+    });
+    std::map<int32_t, size_t> by_core;
+    for (size_t i = 0; i < held.streams.size(); ++i)
+      if (stream_events[i] > 0) by_core[held.streams[i].core] += stream_events[i];
+    for (const auto& [core, n] : by_core) {
+      plan.cores[core].clients.push_back(&capture);
+      plan.cores[core].events += n;
+    }
+    if (memory_events > 0) plan.memory.emplace_back(&capture, memory_events);
+  }
+  return plan;
+}
+
 // Every process's allocation records, on the host plane where TensorFlow writes its allocators' events.
-void add_memory_events(std::vector<std::pair<const LocalClientCapture*, std::vector<PlacedEvent>>>& memory,
+void add_memory_events(const BuildPlan& plan, const Clock& clock, const CustomPlaneOptions& options,
                        tensorflow::profiler::XSpace& space, BatchFlusher& flusher) {
+  std::vector<std::pair<const LocalClientCapture*, SortedEvents>> memory;
+  for (const auto& [capture, n] : plan.memory) {
+    SortedEvents events(clock, options);
+    events.reserve(n);
+    events.add(*capture, is_memory_event);
+    if (events.empty()) continue;
+    events.sort();
+    memory.emplace_back(capture, std::move(events));
+  }
   if (memory.empty()) return;
   const auto names = allocator_names(memory);
   xspace::XPlaneBuilder host(xspace::find_or_add_plane(space, xspace::kHostPlaneName));
@@ -385,46 +487,28 @@ void add_memory_events(std::vector<std::pair<const LocalClientCapture*, std::vec
   }
 }
 
+// One core's events, sorted: each client's records there, read once more.
+SortedEvents events_on_core(int32_t core, const BuildPlan::Core& planned, const Clock& clock,
+                            const CustomPlaneOptions& options) {
+  SortedEvents events(clock, options);
+  events.reserve(planned.events);
+  for (const LocalClientCapture* capture : planned.clients) {
+    const std::vector<EventStream>& streams = capture->events.streams;
+    events.add(*capture, [&](const HeldEvent& e) { return !is_memory_event(e) && streams[e.stream].core == core; });
+  }
+  events.sort();
+  return events;
+}
+
 }  // namespace
 
 void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Clock& clock,
                        const CustomPlaneOptions& options, tensorflow::profiler::XSpace& space) {
-  // Per core, every event in the window, with the client that names it; and what the budget dropped there.
-  std::map<int32_t, std::vector<PlacedEvent>> by_core;
+  BuildPlan plan = plan_of(captures);
+  // What the budget dropped, per core.
   std::map<int32_t, std::pair<const LocalClientCapture*, CoreDrops>> drops_by_core;
-  std::vector<std::pair<const LocalClientCapture*, std::vector<PlacedEvent>>> memory;  // per client that has any
-  std::map<int32_t, size_t> events_by_core;  // so that each core's list is made once, at its size
   for (const auto& capture : captures) {
-    for (const HeldEvent& e : capture.events.events) {
-      if (!is_memory_event(e)) ++events_by_core[capture.events.streams[e.stream].core];
-    }
-  }
-  size_t core_events = 0;
-  for (const auto& [core, n] : events_by_core) {
-    by_core[core].reserve(n);
-    core_events += n;
-  }
-  if (options.serialized_planes) {
-    // Room for everything the planes can take (an event and its stats serialize to well under this): growing
-    // the string would copy it whole, while room never written costs no memory.
-    options.serialized_planes->reserve(options.serialized_planes->size() + core_events * kReservedBytesPerEvent);
-  }
-  for (const auto& capture : captures) {
-    const HeldClientEvents& held = capture.events;
-    std::vector<PlacedEvent> memory_events;
-    for (const HeldEvent& e : held.events) {
-      const int64_t start = clock.from_system_ns(e.start_ns);
-      // Client values may be anything: an end past INT64_MAX is the end of time, not a wrapped negative.
-      const int64_t end = xspace::saturating_add(start, e.duration_ns);
-      if (end < options.window_start_ns || start > options.window_end_ns) continue;
-      if (is_memory_event(e)) {
-        memory_events.push_back({&e, &held, start});
-        continue;
-      }
-      by_core[held.streams[e.stream].core].push_back({&e, &held, start});
-    }
-    if (!memory_events.empty()) memory.emplace_back(&capture, std::move(memory_events));
-    for (const auto& [core, d] : held.drops) {
+    for (const auto& [core, d] : capture.events.drops) {
       auto& [owner, total] = drops_by_core[core];
       owner = &capture;
       total.events += d.events;
@@ -432,10 +516,19 @@ void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Cl
     }
     add_client_warnings(capture, space);
   }
+  if (options.serialized_planes) {
+    // Room for everything the planes can take (an event and its stats serialize to well under this): growing
+    // the string would copy it whole, while room never written costs no memory.
+    size_t core_events = 0;
+    for (const auto& [core, planned] : plan.cores) core_events += planned.events;
+    options.serialized_planes->reserve(options.serialized_planes->size() + core_events * kReservedBytesPerEvent);
+  }
 
-  for (auto& [core, d] : drops_by_core) by_core[core];  // a core that lost everything still has its plane
+  for (auto& [core, d] : drops_by_core) plan.cores[core];  // a core that lost everything still has its plane
   BatchFlusher host_flusher(options.serialized_planes ? options.host_plane_stream : nullptr);
-  for (auto& [core, events] : by_core) {
+  // One core at a time: its events are decoded from their records as its plane is written.
+  for (const auto& [core, planned] : plan.cores) {
+    const SortedEvents events = events_on_core(core, planned, clock, options);
     const std::string plane_name = std::string(xspace::kCustomPlanePrefix) + std::to_string(core);
     tensorflow::profiler::XPlane streamed;
     std::optional<xspace::XPlaneStreamWriter> stream;
@@ -458,9 +551,8 @@ void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Cl
     add_core_events(core, events, builder, stream ? &*stream : nullptr);
     if (stream) stream->finish(*options.serialized_planes);
     add_host_step_markers(core, events, space, host_flusher);
-    std::vector<PlacedEvent>().swap(events);  // the next core's build reuses this memory
   }
-  add_memory_events(memory, space, host_flusher);
+  add_memory_events(plan, clock, options, space, host_flusher);
 }
 
 }  // namespace podscope::agent

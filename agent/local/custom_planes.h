@@ -32,7 +32,9 @@ struct CustomPlaneOptions {
   xspace::XPlaneStreamWriter* host_plane_stream = nullptr;
 };
 
-// `clock` shifts the clients' system-clock times onto the agent clock (its --clock_offset_ns).
+// `clock` shifts the clients' system-clock times onto the agent clock (its --clock_offset_ns). The planes are built
+// one core at a time from the clients' held records: a build holds a 16-byte sort key per event of the core it
+// writes, and decodes each event as it is written.
 void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Clock& clock,
                        const CustomPlaneOptions& options, tensorflow::profiler::XSpace& space);
 

@@ -35,7 +35,7 @@ std::vector<LocalClientCapture> FlightRecorder::window(int64_t begin_ns, int64_t
     capture.client = info;
     capture.events = store_.copy(connection, begin_ns, end_ns);
     capture.complete = true;
-    if (capture.events.events.empty() && capture.events.dropped_events() == 0) continue;
+    if (capture.events.kept_events == 0 && capture.events.dropped_events() == 0) continue;
     out.push_back(std::move(capture));
   }
   return out;

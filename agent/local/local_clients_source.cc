@@ -26,7 +26,7 @@ void LocalClientsSource::collect(CaptureSpace& out) {
   WindowDrops drops;
   uint64_t kept = 0;
   for (const auto& c : captures) {
-    kept += c.events.events.size();
+    kept += c.events.kept_events;
     drops.client_buffer_events += c.dropped_events;
     drops.budget_events += c.events.dropped_events();
     drops.budget_steps += c.events.dropped_steps();

@@ -280,7 +280,7 @@ RecorderSnapshot FlightRecording::build(FlightRecorder& recorder, int64_t asked_
   }
   add_custom_planes(captures, clock_,
                     CustomPlaneOptions{begin_ns, end_ns, &out.written_planes(), &out.host_plane_stream()}, space);
-  for (const LocalClientCapture& c : captures) out.count_written_events(c.events.events.size());
+  for (const LocalClientCapture& c : captures) out.count_written_events(c.events.kept_events);
   std::vector<LocalClientCapture>().swap(captures);
 
   CaptureWindow window;

@@ -1,7 +1,8 @@
 // Building /device:CUSTOM:<core> planes from client batches: names and stats as TF/XLA spell them,
 // step_num on every event inside a step, the agent's clock offset applied, window clipping, warnings; input
 // stages of every thread on the plane's Input Pipeline line with their category, id and parent id; allocation
-// records on the host plane as TensorFlow's allocator events with each allocator's running totals.
+// records on the host plane as TensorFlow's allocator events with each allocator's running totals; clients that share
+// a core in its one plane, in start order, events that start together in the order they came.
 #include "agent/local/custom_planes.h"
 
 #include <gtest/gtest.h>
@@ -115,6 +116,53 @@ TEST(CustomPlanes, OnePlanePerCoreWithXlaNamesAndStats) {
   EXPECT_EQ(count["infeed"], 1);
   EXPECT_EQ(count["outfeed"], 1);
   EXPECT_TRUE(space.warnings().empty());
+}
+
+TEST(CustomPlanes, ClientsSharingACoreShareItsPlaneInStartOrderAndEventsThatStartTogetherKeepTheirOrder) {
+  auto client = [](int32_t pid, int64_t thread, std::vector<local::EventMsg> events) {
+    LocalClientCapture c;
+    c.client.pid = pid;
+    c.client.program = "trainer";
+    c.complete = true;
+    local::EventsMsg b;
+    b.core = 0;
+    b.thread_id = thread;
+    b.names = {{1, "train"}, {2, "a"}, {3, "b"}, {4, "c"}};
+    b.events = std::move(events);
+    c.events = held(b);
+    return c;
+  };
+  const std::vector<LocalClientCapture> captures{
+      client(100, 55,
+             {{EventKind::kStep, 1, 0, kT0, 1000, 1, 0},
+              {EventKind::kCompute, 4, 0, kT0 + 500, 10, 0, 0},  // three that start together, in this order
+              {EventKind::kCompute, 2, 0, kT0 + 500, 10, 0, 0},
+              {EventKind::kCompute, 3, 0, kT0 + 500, 10, 0, 0},
+              {EventKind::kCompute, 2, 0, kT0 + 100, 10, 0, 0},
+              {EventKind::kStep, 1, 0, kT0 + 2000, 1000, 3, 0}}),
+      client(200, 66,
+             {{EventKind::kStep, 1, 0, kT0 + 1000, 900, 2, 0}, {EventKind::kCompute, 3, 0, kT0 + 1100, 10, 0, 0}}),
+  };
+  tensorflow::profiler::XSpace space;
+  add_custom_planes(captures, Clock(0), {kT0, kT0 + 1'000'000}, space);
+  const auto* plane = xspace::find_plane(space, "/device:CUSTOM:0");
+  ASSERT_NE(plane, nullptr);
+  XPlaneReader reader(*plane);
+  auto events_of = [&](std::string_view line_name) {
+    std::vector<std::pair<std::string, int64_t>> events;  // name, step_num
+    const auto* line = reader.find_line(line_name);
+    EXPECT_NE(line, nullptr) << line_name;
+    if (line) {
+      reader.for_each_event(*line, [&](const XEventView& e) {
+        events.emplace_back(std::string(e.name()), e.int_stat(xspace::kStepNumStat).value_or(-1));
+      });
+    }
+    return events;
+  };
+  using Events = std::vector<std::pair<std::string, int64_t>>;
+  EXPECT_EQ(events_of(xspace::kStepsLineName), (Events{{"train", 1}, {"train", 2}, {"train", 3}}));
+  EXPECT_EQ(events_of("Thread 55"), (Events{{"a", 1}, {"c", 1}, {"a", 1}, {"b", 1}}));
+  EXPECT_EQ(events_of("Thread 66"), (Events{{"b", 2}})) << "the step of the core, whichever client sent it";
 }
 
 // XProf reads a host-only program's steps from root events on /host:CPU and the events nested in them.

@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "agent/local/flight_recorder.h"
+#include "tests/agent/events/decoded_events.h"
 #include "tests/client/mini_agent.h"
 #include "tests/sanitized.h"
 
@@ -424,7 +425,7 @@ TEST_F(LocalSocketServerTest, VersionOneClientWithoutHelloIsFullyServed) {
   const auto gathered = registry.collect(2s);
   ASSERT_EQ(gathered.size(), 1u);
   EXPECT_TRUE(gathered[0].complete);
-  EXPECT_EQ(gathered[0].events.events.size(), 1u);
+  EXPECT_EQ(gathered[0].events.kept_events, 1u);
   EXPECT_FALSE(old.closed_by_agent(100ms));
 }
 
@@ -455,8 +456,9 @@ TEST_F(LocalSocketServerTest, VersionTwoClientIsServedAndInputStagesAreHeldOnlyF
   ASSERT_EQ(gathered.size(), 2u);
   for (const auto& g : gathered) {
     EXPECT_TRUE(g.complete);
-    ASSERT_EQ(g.events.events.size(), 1u) << g.client.program;
-    const HeldEvent& e = g.events.events[0];
+    const std::vector<HeldEvent> events = testing::decoded(g.events);
+    ASSERT_EQ(events.size(), 1u) << g.client.program;
+    const HeldEvent& e = events[0];
     if (g.client.program == "v2") {
       EXPECT_EQ(e.kind, local::EventKind::kCompute);
     } else {
@@ -495,15 +497,16 @@ TEST_F(LocalSocketServerTest, AllocationsAreHeldInTheWindowAndAVersionThreeClien
   const auto it = std::find_if(gathered.begin(), gathered.end(),
                                [](const LocalClientCapture& g) { return g.client.program == "raw"; });
   ASSERT_NE(it, gathered.end());
-  ASSERT_EQ(it->events.events.size(), 2u);
-  const HeldEvent& allocated = it->events.events[0];
+  const std::vector<HeldEvent> events = testing::decoded(it->events);
+  ASSERT_EQ(events.size(), 2u);
+  const HeldEvent& allocated = events[0];
   EXPECT_EQ(allocated.kind, local::EventKind::kAllocation);
   EXPECT_EQ(it->events.names[allocated.id], "GPU_0_bfc");
   EXPECT_EQ(it->events.names[static_cast<uint32_t>(allocated.arg)], "matmul");
   EXPECT_EQ(allocated.value, 4096);
   EXPECT_EQ(allocated.value2, 0x1000);
   EXPECT_EQ(allocated.start_ns, 150);
-  EXPECT_EQ(it->events.events[1].kind, local::EventKind::kDeallocation);
+  EXPECT_EQ(events[1].kind, local::EventKind::kDeallocation);
   EXPECT_FALSE(current.closed_by_agent(100ms));
 }
 
@@ -531,7 +534,7 @@ TEST_F(LocalSocketServerTest, WhileRecordingEventsInputStagesAndAllocationsAllRe
   const auto window = recorder->window(0, 1'000'000);
   ASSERT_EQ(window.size(), 1u);
   std::vector<std::pair<local::EventKind, std::string>> held;
-  for (const HeldEvent& e : window[0].events.events) held.emplace_back(e.kind, window[0].events.names[e.id]);
+  for (const HeldEvent& e : testing::decoded(window[0].events)) held.emplace_back(e.kind, window[0].events.names[e.id]);
   EXPECT_THAT(held, ::testing::ElementsAre(::testing::Pair(local::EventKind::kCompute, "matmul"),
                                            ::testing::Pair(local::EventKind::kInputStage, "read_batch"),
                                            ::testing::Pair(local::EventKind::kAllocation, "host_pinned"),

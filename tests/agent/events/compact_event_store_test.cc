@@ -11,6 +11,9 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <vector>
+
+#include "tests/agent/events/decoded_events.h"
 
 namespace podscope::agent {
 namespace {
@@ -18,6 +21,7 @@ namespace {
 using local::EventKind;
 using local::EventMsg;
 using local::EventsMsg;
+using testing::decoded;
 
 constexpr int64_t kT0 = 1'700'000'000'000'000'000;
 constexpr size_t kMiB = size_t{1} << 20;
@@ -40,11 +44,13 @@ EventsMsg steps(int32_t core, int64_t first, int64_t count, int ops_per_step) {
 
 // step_num → events of that step (its step event included) among the held ones.
 std::map<int64_t, int> events_per_step(const HeldClientEvents& held) {
+  const std::vector<HeldEvent> events = decoded(held);
+  EXPECT_EQ(events.size(), held.kept_events) << "the kept events are the ones not left out";
   std::map<int64_t, std::pair<int64_t, int64_t>> spans;
-  for (const HeldEvent& e : held.events)
+  for (const HeldEvent& e : events)
     if (e.kind == EventKind::kStep) spans[e.value] = {e.start_ns, e.start_ns + e.duration_ns};
   std::map<int64_t, int> out;
-  for (const HeldEvent& e : held.events) {
+  for (const HeldEvent& e : events) {
     for (const auto& [step, span] : spans) {
       if (e.start_ns >= span.first && e.start_ns <= span.second) ++out[step];
     }
@@ -67,12 +73,14 @@ TEST(CompactEventStore, EveryFieldRoundTripsExactlyIncludingExtremes) {
   };
   store.add(5, b);
   const HeldClientEvents held = store.take(5);
-  ASSERT_EQ(held.events.size(), 4u);
+  const std::vector<HeldEvent> events = decoded(held);
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(held.kept_events, 4u);
   ASSERT_EQ(held.streams.size(), 1u);
   EXPECT_EQ(held.streams[0].core, 3);
   EXPECT_EQ(held.streams[0].thread_id, std::numeric_limits<int64_t>::min());
 
-  const HeldEvent& ar = held.events[0];
+  const HeldEvent& ar = events[0];
   EXPECT_EQ(ar.kind, EventKind::kAllReduce);
   EXPECT_EQ(ar.id, 123456u);  // an all-reduce id is the client's own
   EXPECT_EQ(held.names[static_cast<size_t>(ar.arg)], "all-reduce group {0,1}");
@@ -80,22 +88,43 @@ TEST(CompactEventStore, EveryFieldRoundTripsExactlyIncludingExtremes) {
   EXPECT_EQ(ar.value, 8192);
   EXPECT_EQ(ar.value2, -1);
 
-  const HeldEvent& mm = held.events[1];
+  const HeldEvent& mm = events[1];
   EXPECT_EQ(held.names[mm.id], "matmul");
   EXPECT_EQ(mm.start_ns, std::numeric_limits<int64_t>::min());
   EXPECT_EQ(mm.duration_ns, std::numeric_limits<int64_t>::max());
   EXPECT_EQ(mm.value, std::numeric_limits<int64_t>::min());
   EXPECT_EQ(mm.value2, std::numeric_limits<int64_t>::max());
 
-  const HeldEvent& send = held.events[2];
+  const HeldEvent& send = events[2];
   EXPECT_EQ(send.id, 0xffffffffu);
   EXPECT_EQ(send.arg, -5);
   EXPECT_EQ(send.start_ns, std::numeric_limits<int64_t>::max());
   EXPECT_EQ(send.duration_ns, -1);
 
-  EXPECT_EQ(held.events[3].id, 0u) << "an undefined name is no name, not another's";
+  EXPECT_EQ(events[3].id, 0u) << "an undefined name is no name, not another's";
   EXPECT_EQ(held.dropped_events(), 0u);
   EXPECT_EQ(store.charged_bytes(), 0u) << "take() gives the budget back";
+}
+
+TEST(CompactEventStore, ARecordReadAloneIsTheEventAtItsPlaceGivenItsStart) {
+  CompactEventStore store(64 * kMiB, Retention::kEarliestAndLatest);
+  for (int64_t s = 0; s < 3000; s += 100) store.add(1, steps(s % 200 == 0 ? 0 : 1, s, 100, 9));
+  const HeldClientEvents held = store.take(1);
+  ASSERT_GT(held.chunks.size(), 1u) << "records in more than one chunk";
+  uint64_t read = 0;
+  held.for_each([&](const HeldEvent& e, HeldRecord where) {
+    const HeldEvent alone = held.at(where, e.start_ns);
+    EXPECT_EQ(alone.kind, e.kind);
+    EXPECT_EQ(alone.stream, e.stream);
+    EXPECT_EQ(alone.start_ns, e.start_ns);
+    EXPECT_EQ(alone.duration_ns, e.duration_ns);
+    EXPECT_EQ(alone.id, e.id);
+    EXPECT_EQ(alone.value, e.value);
+    EXPECT_EQ(alone.value2, e.value2);
+    ++read;
+  });
+  EXPECT_EQ(read, 30'000u);
+  EXPECT_EQ(held.kept_events, 30'000u);
 }
 
 // One root input stage and a read stage nested in it inside every step of steps(core, first, count, ...).
@@ -119,9 +148,10 @@ TEST(CompactEventStore, InputStagesRoundTripAsEventsWithNamesCategoriesAndIds) {
   b.stages.push_back({4, local::InputStageCategory::kEnqueue, ~uint64_t{0} >> 1, ~uint64_t{0} >> 2, kT0, 0});
   store.add(1, b);
   const HeldClientEvents held = store.take(1);
-  ASSERT_EQ(held.events.size(), 3u);
-  for (size_t i = 0; i < held.events.size(); ++i) {
-    const HeldEvent& e = held.events[i];
+  const std::vector<HeldEvent> events = decoded(held);
+  ASSERT_EQ(events.size(), 3u);
+  for (size_t i = 0; i < events.size(); ++i) {
+    const HeldEvent& e = events[i];
     const local::InputStageMsg& sent = b.stages[i];
     EXPECT_EQ(e.kind, EventKind::kInputStage) << i;
     EXPECT_EQ(held.names[e.id], sent.name_id == 3 ? "input_batch" : "read_batch") << i;
@@ -149,7 +179,7 @@ TEST(CompactEventStore, InputStagesAreChargedAndDroppedWithTheirWholeSteps) {
   }
   const HeldClientEvents held = store.take(1);
   EXPECT_EQ(held.received_events, 24'000u);
-  EXPECT_EQ(held.events.size() + held.dropped_events(), held.received_events) << "every event kept or counted";
+  EXPECT_EQ(held.kept_events + held.dropped_events(), held.received_events) << "every event kept or counted";
   ASSERT_GT(held.dropped_steps(), 0u);
   const auto per_step = events_per_step(held);
   for (const auto& [step, n] : per_step) EXPECT_EQ(n, 12) << "step " << step << " is whole, its stages included";
@@ -171,7 +201,7 @@ TEST(CompactEventStore, AFullBudgetKeepsTheEarliestAndLatestStepsWholeAndCountsT
   const HeldClientEvents held = store.take(1);
 
   EXPECT_EQ(held.received_events, 20'000u);
-  EXPECT_EQ(held.events.size() + held.dropped_events(), held.received_events) << "every event kept or counted";
+  EXPECT_EQ(held.kept_events + held.dropped_events(), held.received_events) << "every event kept or counted";
   ASSERT_GT(held.dropped_steps(), 0u);
   const auto per_step = events_per_step(held);
   ASSERT_FALSE(per_step.empty());
@@ -200,9 +230,9 @@ TEST(CompactEventStore, AFloodingClientLosesItsOwnEventsBeforeAModestOneLosesAny
   const HeldClientEvents modest = store.take(2);
   const HeldClientEvents flood = store.take(1);
   EXPECT_EQ(modest.dropped_events(), 0u);
-  EXPECT_EQ(modest.events.size(), 1000u);
+  EXPECT_EQ(modest.kept_events, 1000u);
   EXPECT_GT(flood.dropped_events(), 150'000u);
-  EXPECT_EQ(flood.events.size() + flood.dropped_events(), 200'000u);
+  EXPECT_EQ(flood.kept_events + flood.dropped_events(), 200'000u);
 }
 
 TEST(CompactEventStore, TheFlightRecorderKeepsTheLatestSteps) {
@@ -238,7 +268,7 @@ TEST(CompactEventStore, ACopyOfASpanLeavesEverythingHeldAndDropsOnlyIncompleteSt
   EXPECT_GT(all.dropped_events() + store.lost_events(), 0u);
   EXPECT_GT(all.lost_until_ns, kT0) << "the copy says until when events were lost";
   EXPECT_LE(all.lost_until_ns, spans[0].whole_since_ns);
-  for (const HeldEvent& e : all.events) EXPECT_GE(e.start_ns, all.lost_until_ns);
+  for (const HeldEvent& e : decoded(all)) EXPECT_GE(e.start_ns, all.lost_until_ns);
 }
 
 // Allocation records of one allocator thread: an allocation and its free per op, addresses of a real heap.
@@ -310,7 +340,7 @@ TEST(CompactEventStore, EventsWhollyOutsideTheWindowAreNeitherHeldNorCounted) {
   ASSERT_FALSE(per_step.empty());
   EXPECT_EQ(per_step.begin()->first, 10);
   EXPECT_EQ(per_step.rbegin()->first, 20);  // it starts at the window's end
-  EXPECT_EQ(held.received_events, held.events.size());
+  EXPECT_EQ(held.received_events, held.kept_events);
   EXPECT_EQ(held.dropped_events(), 0u);
 }
 
