@@ -35,8 +35,8 @@
 namespace podscope::agent {
 
 struct SlowStepSettings {
-  double factor = 2.0;          // × the median
-  double spread_factor = 10.0;  // × the MAD above the median
+  double factor = 2.0;                // × the median
+  double spread_factor = 10.0;        // × the MAD above the median
   int64_t min_excess_ns = 1'000'000;  // ... and at least this much above the median
   int64_t min_steps = 20;
   int64_t warmup_ns = 2'000'000'000;
