@@ -27,4 +27,10 @@ size_t return_free_heap() {
   return before > after ? before - after : 0;
 }
 
+void keep_freed_heap_for_reuse() {
+  constexpr int kLargestHeapBlock = 32 << 20;  // glibc's largest mmap threshold
+  mallopt(M_MMAP_THRESHOLD, kLargestHeapBlock);
+  mallopt(M_TRIM_THRESHOLD, 2 * kLargestHeapBlock);
+}
+
 }  // namespace podscope
