@@ -206,9 +206,9 @@ struct FieldShape {
   Kind kind = Kind::kSpace;  // for kMessage
 };
 
-FieldShape shape_of(Kind kind, int field) {
+constexpr FieldShape shape_of(Kind kind, int field) {
   auto message = [](Kind k) { return FieldShape{Payload::kMessage, k}; };
-  const FieldShape string{Payload::kString};
+  constexpr FieldShape string{Payload::kString};
   switch (kind) {
     case Kind::kSpace: return field == 1 ? message(Kind::kPlane) : field <= 4 ? string : FieldShape{};
     case Kind::kPlane:
@@ -246,6 +246,27 @@ class StructureCheck {
 
   // Whether the bytes hold a well-formed `kind`; when not, broken() says what broke and at which byte.
   bool check(Kind kind, const uint8_t* p, const uint8_t* end) {
+    switch (kind) {
+      case Kind::kSpace: return check<Kind::kSpace>(p, end);
+      case Kind::kPlane: return check<Kind::kPlane>(p, end);
+      case Kind::kLine: return check<Kind::kLine>(p, end);
+      case Kind::kEvent: return check<Kind::kEvent>(p, end);
+      case Kind::kStat: return check<Kind::kStat>(p, end);
+      case Kind::kEventMetadataEntry: return check<Kind::kEventMetadataEntry>(p, end);
+      case Kind::kEventMetadata: return check<Kind::kEventMetadata>(p, end);
+      case Kind::kStatMetadataEntry: return check<Kind::kStatMetadataEntry>(p, end);
+      case Kind::kStatMetadata: return check<Kind::kStatMetadata>(p, end);
+    }
+    return fail(p, "an unknown message kind");
+  }
+
+  const std::string& broken() const { return broken_; }
+
+ private:
+  // One walk per kind, so that a field's shape is known when the code is compiled, not looked up per field (the
+  // check visits every field of every event and stat).
+  template <Kind kind>
+  bool check(const uint8_t* p, const uint8_t* end) {
     while (p < end) {
       uint64_t tag = 0;
       if (!read_varint(p, end, tag)) return fail(p, "truncated tag");
@@ -297,9 +318,6 @@ class StructureCheck {
     return true;
   }
 
-  const std::string& broken() const { return broken_; }
-
- private:
   static bool read_varint(const uint8_t*& p, const uint8_t* end, uint64_t& value) {
     if (p < end && *p < 0x80) {  // most tags and lengths are one byte
       value = *p++;
