@@ -291,7 +291,8 @@ class CanonicalStages {
   uint32_t of(uint32_t index) {
     if (canonical_[index] != kUnknown) return canonical_[index];
     // The chain up to a stage already known (or a root), then down again.
-    std::vector<uint32_t> chain = {index};
+    std::vector<uint32_t>& chain = chain_;
+    chain.assign(1, index);
     int64_t above = 0;  // a stage id
     for (int depth = 0; depth < kMaxIteratorDepth; ++depth) {
       const int64_t parent = stage(chain.back()).parent;
@@ -330,6 +331,7 @@ class CanonicalStages {
   std::vector<uint32_t> canonical_;
   std::vector<int64_t> canonical_parent_;
   absl::flat_hash_map<std::pair<int64_t, std::string_view>, uint32_t> by_parent_and_name_;
+  std::vector<uint32_t> chain_;  // of(): kept from stage to stage (most stages are new, one per call)
 };
 
 // Each call's children: the calls of the raw stages whose parent is its raw stage and that overlap it (with a
@@ -367,12 +369,14 @@ void link_stage_children(const absl::flat_hash_map<int64_t, RawStage>& raw, cons
     if (stage.parent != 0 && stage.parent != id) links.push_back({stage.parent, id, stage.index});
   }
   std::sort(links.begin(), links.end());
-  for (uint32_t p = 0; p < calls.size(); ++p) {
+  // The calls by stage id and the links by parent stage id, merged: each call's links are found by walking both in
+  // step, not by a search per call.
+  auto first_link = links.begin();
+  for (const uint32_t p : by_stage) {
     const int64_t parent_stage = raw_id_of_call[p];
-    auto link = std::lower_bound(links.begin(), links.end(), parent_stage,
-                                 [](const Link& l, int64_t parent) { return l.parent < parent; });
+    while (first_link != links.end() && first_link->parent < parent_stage) ++first_link;
     IteratorCall& parent = calls[p];
-    for (; link != links.end() && link->parent == parent_stage; ++link) {
+    for (auto link = first_link; link != links.end() && link->parent == parent_stage; ++link) {
       const StageCalls& child = of_stage[link->child_index];
       const int64_t earliest_start = parent.start_ps - child.longest_ps;
       auto it = std::lower_bound(by_stage.begin() + static_cast<std::ptrdiff_t>(child.begin),
