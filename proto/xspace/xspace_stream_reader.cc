@@ -244,8 +244,9 @@ class StructureCheck {
  public:
   explicit StructureCheck(const uint8_t* file) : file_(file) {}
 
-  // Whether the bytes hold a well-formed `kind`; when not, broken() says what broke and at which byte.
-  bool check(Kind kind, const uint8_t* p, const uint8_t* end) {
+  // Whether the bytes hold a well-formed `kind`; when not, broken() says what broke and at which byte. Inlined
+  // where a walk meets a nested message, so that the message's kind, known there, picks its walk directly.
+  [[gnu::always_inline]] bool check(Kind kind, const uint8_t* p, const uint8_t* end) {
     switch (kind) {
       case Kind::kSpace: return check<Kind::kSpace>(p, end);
       case Kind::kPlane: return check<Kind::kPlane>(p, end);
@@ -273,11 +274,9 @@ class StructureCheck {
       const uint64_t field = tag >> 3;
       if (field == 0 || tag > std::numeric_limits<uint32_t>::max()) return fail(p, "an invalid tag");
       switch (tag & 7) {
-        case WireFormatLite::WIRETYPE_VARINT: {
-          uint64_t value = 0;
-          if (!read_varint(p, end, value)) return fail(p, "truncated varint");
+        case WireFormatLite::WIRETYPE_VARINT:
+          if (!skip_varint(p, end)) return fail(p, "truncated varint");
           break;
-        }
         case WireFormatLite::WIRETYPE_FIXED64:
           if (end - p < 8) return fail(p, "truncated 8-byte field");
           p += 8;
@@ -290,10 +289,7 @@ class StructureCheck {
           uint64_t length = 0;
           if (!read_varint(p, end, length)) return fail(p, "truncated length");
           const auto room = static_cast<uint64_t>(end - p);
-          if (length > room) {
-            return fail(p, "declared length " + std::to_string(length) + " runs past the " + std::to_string(room) +
-                               " bytes that hold it (past the end of the file, or of the message it is in)");
-          }
+          if (length > room) return fail_length(p, length, room);
           const uint8_t* field_end = p + length;
           const FieldShape shape = shape_of(kind, static_cast<int>(field));
           if (shape.payload == Payload::kString && !google::protobuf::internal::IsStructurallyValidUTF8(
@@ -310,9 +306,7 @@ class StructureCheck {
           p = field_end;
           break;
         }
-        default:
-          return fail(p, "field " + std::to_string(field) + " has wire type " + std::to_string(tag & 7) +
-                             ", which no XSpace message uses");
+        default: return fail_wire_type(p, field, tag & 7);
       }
     }
     return true;
@@ -331,9 +325,27 @@ class StructureCheck {
     }
     return false;
   }
-  bool fail(const uint8_t* p, const std::string& what) {
+  // A varint whose value is not needed (most of an event's fields): only where it ends, at most 10 bytes on.
+  static bool skip_varint(const uint8_t*& p, const uint8_t* end) {
+    for (int i = 0; i < 10 && p < end; ++i) {
+      if (*p++ < 0x80) return true;
+    }
+    return false;
+  }
+  // The failures out of line: the walks run once per event and stat, and building these messages inline made each
+  // call save and restore registers for them.
+  [[gnu::cold, gnu::noinline]] bool fail(const uint8_t* p, const char* what) { return fail(p, std::string(what)); }
+  [[gnu::cold, gnu::noinline]] bool fail(const uint8_t* p, const std::string& what) {
     broken_ = what + " at byte " + std::to_string(p - file_);
     return false;
+  }
+  [[gnu::cold, gnu::noinline]] bool fail_length(const uint8_t* p, uint64_t length, uint64_t room) {
+    return fail(p, "declared length " + std::to_string(length) + " runs past the " + std::to_string(room) +
+                       " bytes that hold it (past the end of the file, or of the message it is in)");
+  }
+  [[gnu::cold, gnu::noinline]] bool fail_wire_type(const uint8_t* p, uint64_t field, uint64_t wire_type) {
+    return fail(p, "field " + std::to_string(field) + " has wire type " + std::to_string(wire_type) +
+                       ", which no XSpace message uses");
   }
 
   const uint8_t* file_;
