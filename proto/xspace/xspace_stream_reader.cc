@@ -90,9 +90,20 @@ class ArenaBlockPool {
     } else {
       block.data = std::malloc(size);
       if (block.data == nullptr) throw std::bad_alloc();
+      populate(block.data, size);
     }
     pool.lent_.push_back(block);
     return block.data;
+  }
+
+  // A new block's pages made present in one call: the arena fills a block before it asks for the next, and
+  // faulting its pages in one at a time was 16 k of the 36 k page faults of a 4 s capture's analysis. Kernels
+  // without MADV_POPULATE_WRITE (before 5.14) fault them in as before.
+  static void populate(void* data, size_t size) {
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + size) & ~(page - 1);
+    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
   }
 
   static void release(void* data, size_t) {
