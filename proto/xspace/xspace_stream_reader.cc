@@ -62,7 +62,8 @@ class ArenaBlockPool {
   static google::protobuf::ArenaOptions arena_options() {
     google::protobuf::ArenaOptions options;
     options.start_block_size = 64 << 10;
-    options.max_block_size = 4 << 20;
+    // Every page of a block is made present (populate): the last block of a plane, partly used, costs at most this.
+    options.max_block_size = 1 << 20;
     options.block_alloc = &allocate;
     options.block_dealloc = &release;
     return options;
