@@ -14,8 +14,8 @@ size_t return_free_heap();
 // For a short-lived process that builds large tables, frees them and builds others (the CLI's analysis): blocks of
 // up to 32 MiB come from the heap, and what is freed stays there for the next block. By default glibc maps each
 // large block afresh and unmaps it when freed, so every table grown or made again faulted its pages in anew (on a
-// fast trainer's capture, 3 in 10 of the analysis' page faults). The process keeps its peak until it exits:
-// daemons do not call this.
+// fast trainer's capture, 3 in 10 of the analysis' page faults). Free memory stays with the process until it
+// exits or calls return_free_heap: daemons do not call this.
 void keep_freed_heap_for_reuse();
 
 }  // namespace podscope
