@@ -290,8 +290,10 @@ MemoryActivityMetadata MemoryProfileBuilder::metadata_of(const Activity& a) cons
 PerAllocatorMemoryProfile MemoryProfileBuilder::profile_of(Allocator& allocator, int64_t origin_ns,
                                                            size_t max_timeline_points) {
   std::vector<Activity>& acts = allocator.activities;
-  std::stable_sort(acts.begin(), acts.end(),
-                   [](const Activity& a, const Activity& b) { return a.time_ns < b.time_ns; });
+  // An allocator's events are mostly in time order already (a client's come from one line); stable_sort would
+  // copy them all through a buffer of their size even then.
+  auto by_time = [](const Activity& a, const Activity& b) { return a.time_ns < b.time_ns; };
+  if (!std::is_sorted(acts.begin(), acts.end(), by_time)) std::stable_sort(acts.begin(), acts.end(), by_time);
   const Peaks peaks = complete_activities(acts);
   PerAllocatorMemoryProfile profile;
   summarize_peak(acts, peaks, origin_ns, profile);

@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <tuple>
 #include <utility>
 
@@ -61,11 +62,19 @@ struct IteratorCall {
   int64_t iterator_id = 0;
   int64_t start_ps = 0;
   int64_t end_ps = 0;
-  std::vector<uint32_t> children;  // into PlaneCalls::calls
+};
+
+// A call that runs within another (indices into PlaneCalls::calls).
+struct ChildLink {
+  uint32_t parent = 0;
+  uint32_t child = 0;
 };
 
 struct PlaneCalls {
   std::vector<IteratorCall> calls;
+  // Every call's children, in the order they were found: one vector for the plane, grouped by parent only for the
+  // walks (CallChildren), where a vector per call cost an allocation or three per call.
+  std::vector<ChildLink> child_links;
   std::map<int64_t, IteratorMetadata> metadata;
   // The calls of each root iterator.
   std::map<int64_t, std::vector<uint32_t>> root_calls;
@@ -176,13 +185,13 @@ class HostPlaneCalls {
         const std::optional<int64_t> id = view.int_stat(xspace::kIteratorIdStat);
         if (!id) return std::nullopt;
         const auto index = static_cast<uint32_t>(out_.calls.size());
-        out_.calls.push_back({*id, e.start_ps, e.end_ps, {}});
+        out_.calls.push_back({*id, e.start_ps, e.end_ps});
         describe_iterator(*id, view);
         if (is_root_iterator(view.name())) out_.root_calls[*id].push_back(index);
         if (around && around->kind == TfDataEventKind::kProduce && !produces_[around->index].producer) {
           produces_[around->index].producer = index;
         } else if (enclosing_iterator) {
-          out_.calls[*enclosing_iterator].children.push_back(index);
+          out_.child_links.push_back({*enclosing_iterator, index});
         }
         return Open{e.end_ps, e.kind, index, index};
       }
@@ -227,14 +236,14 @@ class HostPlaneCalls {
     auto starts_before = [&](uint32_t a, uint32_t b) { return out_.calls[a].start_ps < out_.calls[b].start_ps; };
     for (auto& [key, calls] : producers) std::sort(calls.begin(), calls.end(), starts_before);
     for (const Consume& c : consumes_) {
-      IteratorCall& consumer = out_.calls[c.consumer];
+      const IteratorCall& consumer = out_.calls[c.consumer];
       const auto it = producers.find({consumer.iterator_id, c.element_id});
       if (it == producers.end()) continue;
       const std::vector<uint32_t>& candidates = it->second;
       const auto after = std::partition_point(candidates.begin(), candidates.end(),
                                               [&](uint32_t p) { return out_.calls[p].start_ps < consumer.end_ps; });
       if (after == candidates.begin() || *std::prev(after) == c.consumer) continue;
-      consumer.children.push_back(*std::prev(after));
+      out_.child_links.push_back({c.consumer, *std::prev(after)});
     }
   }
 
@@ -291,7 +300,8 @@ class CanonicalStages {
   uint32_t of(uint32_t index) {
     if (canonical_[index] != kUnknown) return canonical_[index];
     // The chain up to a stage already known (or a root), then down again.
-    std::vector<uint32_t> chain = {index};
+    std::vector<uint32_t>& chain = chain_;
+    chain.assign(1, index);
     int64_t above = 0;  // a stage id
     for (int depth = 0; depth < kMaxIteratorDepth; ++depth) {
       const int64_t parent = stage(chain.back()).parent;
@@ -330,6 +340,7 @@ class CanonicalStages {
   std::vector<uint32_t> canonical_;
   std::vector<int64_t> canonical_parent_;
   absl::flat_hash_map<std::pair<int64_t, std::string_view>, uint32_t> by_parent_and_name_;
+  std::vector<uint32_t> chain_;  // of(): kept from stage to stage (most stages are new, one per call)
 };
 
 // Each call's children: the calls of the raw stages whose parent is its raw stage and that overlap it (with a
@@ -337,7 +348,8 @@ class CanonicalStages {
 // calls by start, with the longest of them, bound the search. One sort of the calls and one of the stage links:
 // no container per stage, and a stage's calls found by its number (RawStage::index), not by its id.
 void link_stage_children(const absl::flat_hash_map<int64_t, RawStage>& raw, const std::vector<int64_t>& raw_id_of_call,
-                         const std::vector<uint32_t>& stage_of_call, std::vector<IteratorCall>& calls) {
+                         const std::vector<uint32_t>& stage_of_call, const std::vector<IteratorCall>& calls,
+                         std::vector<ChildLink>& child_links) {
   std::vector<uint32_t> by_stage(calls.size());
   std::iota(by_stage.begin(), by_stage.end(), 0u);
   std::sort(by_stage.begin(), by_stage.end(), [&](uint32_t a, uint32_t b) {
@@ -367,12 +379,14 @@ void link_stage_children(const absl::flat_hash_map<int64_t, RawStage>& raw, cons
     if (stage.parent != 0 && stage.parent != id) links.push_back({stage.parent, id, stage.index});
   }
   std::sort(links.begin(), links.end());
-  for (uint32_t p = 0; p < calls.size(); ++p) {
+  // The calls by stage id and the links by parent stage id, merged: each call's links are found by walking both in
+  // step, not by a search per call.
+  auto first_link = links.begin();
+  for (const uint32_t p : by_stage) {
     const int64_t parent_stage = raw_id_of_call[p];
-    auto link = std::lower_bound(links.begin(), links.end(), parent_stage,
-                                 [](const Link& l, int64_t parent) { return l.parent < parent; });
-    IteratorCall& parent = calls[p];
-    for (; link != links.end() && link->parent == parent_stage; ++link) {
+    while (first_link != links.end() && first_link->parent < parent_stage) ++first_link;
+    const IteratorCall& parent = calls[p];
+    for (auto link = first_link; link != links.end() && link->parent == parent_stage; ++link) {
       const StageCalls& child = of_stage[link->child_index];
       const int64_t earliest_start = parent.start_ps - child.longest_ps;
       auto it = std::lower_bound(by_stage.begin() + static_cast<std::ptrdiff_t>(child.begin),
@@ -380,7 +394,7 @@ void link_stage_children(const absl::flat_hash_map<int64_t, RawStage>& raw, cons
                                  [&](uint32_t c, int64_t t) { return calls[c].start_ps < t; });
       const auto stage_end = by_stage.begin() + static_cast<std::ptrdiff_t>(child.end);
       for (; it != stage_end && calls[*it].start_ps < parent.end_ps; ++it) {
-        if (calls[*it].end_ps > parent.start_ps) parent.children.push_back(*it);
+        if (calls[*it].end_ps > parent.start_ps) child_links.push_back({p, *it});
       }
     }
   }
@@ -411,7 +425,7 @@ class StageCallReader final : public InputStageStatsReader {
   void add_event(const xspace::XEventView& e) override {
     const std::optional<int64_t> id = e.int_stat(id_stat_);
     if (!id || *id == 0) return;  // 0 is "no parent"
-    out_.calls.push_back({*id, e.offset_ps(), e.offset_ps() + e.duration_ps(), {}});
+    out_.calls.push_back({*id, e.offset_ps(), e.offset_ps() + e.duration_ps()});
     raw_id_of_call_.push_back(*id);
     auto [it, inserted] = raw_.try_emplace(*id);
     if (inserted) it->second.index = static_cast<uint32_t>(raw_.size() - 1);
@@ -450,7 +464,7 @@ PlaneCalls StageCallReader::calls() && {
   absl::flat_hash_map<int64_t, RawStage>& raw = raw_;
   const std::vector<int64_t>& raw_id_of_call = raw_id_of_call_;
   if (line_ == nullptr) return std::move(out);
-  link_stage_children(raw, raw_id_of_call, stage_of_call_, out.calls);
+  link_stage_children(raw, raw_id_of_call, stage_of_call_, out.calls, out.child_links);
 
   CanonicalStages canonical(raw);
   for (uint32_t c = 0; c < out.calls.size(); ++c) {
@@ -486,11 +500,33 @@ int64_t covered_length(std::vector<std::pair<int64_t, int64_t>>& spans) {
   return covered;
 }
 
+// Each call's children, grouped by call from the plane's links (in the order they were found) in one counting
+// pass.
+class CallChildren {
+ public:
+  explicit CallChildren(const PlaneCalls& plane)
+      : first_(plane.calls.size() + 1, 0), children_(plane.child_links.size()) {
+    for (const ChildLink& link : plane.child_links) ++first_[link.parent + 1];
+    for (size_t c = 1; c < first_.size(); ++c) first_[c] += first_[c - 1];
+    std::vector<uint32_t> next(first_.begin(), first_.end() - 1);
+    for (const ChildLink& link : plane.child_links) children_[next[link.parent]++] = link.child;
+  }
+
+  std::span<const uint32_t> of(uint32_t call) const {
+    return std::span<const uint32_t>(children_).subspan(first_[call], first_[call + 1] - first_[call]);
+  }
+
+ private:
+  std::vector<uint32_t> first_;  // by call: where its children start in children_, then the end
+  std::vector<uint32_t> children_;
+};
+
 // One root call's iterator tree, walked within the bounds; a call reached twice (through two links) counts once.
 class CallTreeWalk {
  public:
-  CallTreeWalk(const std::vector<IteratorCall>& calls, std::vector<uint32_t>& visited_by, uint32_t walk_id)
-      : calls_(calls), visited_by_(visited_by), walk_id_(walk_id) {}
+  CallTreeWalk(const std::vector<IteratorCall>& calls, const CallChildren& children, std::vector<uint32_t>& visited_by,
+               uint32_t walk_id)
+      : calls_(calls), children_(children), visited_by_(visited_by), walk_id_(walk_id) {}
 
   void run(uint32_t root, InputPipelineStat& out, TfDataWalkCounts& counts) && {
     visit(root, /*blocking=*/true, 0);
@@ -532,7 +568,7 @@ class CallTreeWalk {
       stat.set_start_time_ps(call.start_ps);
     }
     std::vector<std::pair<int64_t, int64_t>> overlaps;
-    for (uint32_t child_index : call.children) {
+    for (uint32_t child_index : children_.of(index)) {
       const IteratorCall& child = calls_[child_index];
       const int64_t from = std::max(child.start_ps, call.start_ps);
       const int64_t to = std::min(child.end_ps, call.end_ps);
@@ -547,6 +583,7 @@ class CallTreeWalk {
   }
 
   const std::vector<IteratorCall>& calls_;
+  const CallChildren& children_;
   std::vector<uint32_t>& visited_by_;
   const uint32_t walk_id_;
   std::map<int64_t, IteratorStat> stats_;
@@ -559,6 +596,7 @@ class CallTreeWalk {
 PlaneTfDataStats pipelines_of(const PlaneCalls& plane, const std::map<int64_t, std::string>& pipeline_names) {
   PlaneTfDataStats out;
   for (const auto& [id, m] : plane.metadata) (*out.stats.mutable_iterator_metadata())[id] = m;
+  const CallChildren children(plane);
   std::vector<uint32_t> visited_by(plane.calls.size(), 0);
   uint32_t walk_id = 0;
   for (const auto& [root_id, root_calls] : plane.root_calls) {
@@ -584,7 +622,7 @@ PlaneTfDataStats pipelines_of(const PlaneCalls& plane, const std::map<int64_t, s
     pipeline.set_num_calls(static_cast<int64_t>(slowest_first.size()));
     const size_t kept = std::min(slowest_first.size(), kSlowestTfDataCallsKept);
     for (size_t i = 0; i < kept; ++i) {
-      CallTreeWalk(plane.calls, visited_by, ++walk_id).run(slowest_first[i], *pipeline.add_stats(), out.walk);
+      CallTreeWalk(plane.calls, children, visited_by, ++walk_id).run(slowest_first[i], *pipeline.add_stats(), out.walk);
     }
   }
   return out;

@@ -8,6 +8,7 @@
 
 #include "analysis/runner/analysis_runner.h"
 #include "analysis/runner/tools.h"
+#include "daemon/heap.h"
 #include "trace_writers/pod_trace.h"
 
 namespace podscope::cli {
@@ -60,6 +61,7 @@ int run_analyze_command(const AnalyzeFlags& flags) {
     std::cerr << "podscope analyze: " << outcome.status().message() << "\n";
     return 1;
   }
+  return_free_heap();  // what the analysis freed, before the traces read the run again
   auto traces = pod_capture::write_run_traces(flags.run_dir, selection, files);
   if (!traces.ok()) {
     std::cerr << "podscope analyze: trace: " << traces.status().message() << "\n";

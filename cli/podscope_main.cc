@@ -6,8 +6,10 @@
 #include "cli/capture_command.h"
 #include "cli/forget_command.h"
 #include "cli/status_command.h"
+#include "daemon/heap.h"
 
 int main(int argc, char** argv) {
+  podscope::keep_freed_heap_for_reuse();  // a short-lived process: its analysis reuses what it frees
   CLI::App app{"podscope: synchronized profiling of ML training pods"};
   app.set_version_flag("--version", PODSCOPE_VERSION);
   app.require_subcommand(1);
