@@ -71,9 +71,11 @@ struct HostCapture {
   std::string host_name;  // the agent's own name when it reported one, else the file stem
   bool ok = false;        // returned a non-empty XSpace
   std::string error;      // why not
-  // Until its file is written (write_run_files); the analysis reads the file.
-  tensorflow::profiler::XSpace space;
-  std::vector<BudgetDrop> budget_drops;  // read from `space` when it arrives
+  // The agent's XSpace as it answered, serialized, until its file is written (write_run_files); the analysis reads
+  // the file. Parsed, a space costs several times its bytes: it is parsed one host at a time, when it arrives and
+  // when its file is written (docs/capture.md, "Memory").
+  std::string xspace;
+  std::vector<BudgetDrop> budget_drops;  // read from the space when it arrives
   ClockMeasurement clock_before;         // sets the start on the agent's clock
   ClockMeasurement clock_after;          // the second burst, while the agents captured
   ClockMeasurement clock;          // both bursts pooled (combine_clocks): the offset the host's times are merged with

@@ -16,13 +16,14 @@ TEST(CaptureFiles, BudgetDropsPerCoreAndUnappliedMaxEventsAreInCaptureJsonAndThe
   HostCapture host;
   host.ok = true;
   host.file_stem = "host0";
-  xspace::XPlaneBuilder(xspace::find_or_add_plane(host.space, "/device:CUSTOM:2", 2))
+  tensorflow::profiler::XSpace space;
+  xspace::XPlaneBuilder(xspace::find_or_add_plane(space, "/device:CUSTOM:2", 2))
       .stats()
       .add(xspace::kClientPidStat, int64_t{4242})
       .add(xspace::kDroppedEventsStat, int64_t{1234})
       .add(xspace::kDroppedStepsStat, int64_t{56});
-  xspace::find_or_add_plane(host.space, "/device:CUSTOM:3", 3);  // nothing dropped there
-  host.budget_drops = budget_drops_of(host.space);
+  xspace::find_or_add_plane(space, "/device:CUSTOM:3", 3);  // nothing dropped there
+  host.budget_drops = budget_drops_of(space);
   result.hosts.push_back(std::move(host));
 
   const std::string json = capture_json(result);
