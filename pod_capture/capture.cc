@@ -151,7 +151,8 @@ AttemptOutcome recorded_windows(const std::vector<AgentConnection*>& agents,
   out.issued_ns = windows.issued_ns;
   out.statuses = std::move(windows.statuses);
   out.responses.resize(agents.size());
-  for (size_t i = 0; i < agents.size(); ++i) out.responses[i].set_xspace(std::move(*windows.responses[i].mutable_xspace()));
+  for (size_t i = 0; i < agents.size(); ++i)
+    out.responses[i].set_xspace(std::move(*windows.responses[i].mutable_xspace()));
   return out;
 }
 

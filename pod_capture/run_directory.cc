@@ -76,7 +76,8 @@ void record_clock_stats(const HostCapture& host, tensorflow::profiler::XSpace& s
 // clock stamped, the file written, the planes fed to `traces`.
 absl::Status write_host(const std::filesystem::path& dir, const HostCapture& host, PodTraceWriter& traces) {
   tensorflow::profiler::XSpace space;
-  if (!space.ParseFromString(host.xspace)) return absl::DataLossError("the XSpace of " + host.address + " does not parse");
+  if (!space.ParseFromString(host.xspace))
+    return absl::DataLossError("the XSpace of " + host.address + " does not parse");
   record_clock_stats(host, space);
   {
     std::string bytes;
