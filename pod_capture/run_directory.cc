@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <string>
 #include <system_error>
 #include <vector>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "daemon/atomic_file.h"
 #include "trace_writers/json_text.h"
@@ -72,17 +76,37 @@ void record_clock_stats(const HostCapture& host, tensorflow::profiler::XSpace& s
   if (space.hostnames_size() == 0) space.add_hostnames(host.host_name);
 }
 
+// A space's bytes with its maps (the planes' metadata) in key order: protobuf otherwise writes a map in the order
+// of its hash table, which is seeded per process, so the same answers would give files that differ from run to run.
+absl::StatusOr<std::string> serialize_deterministically(const tensorflow::profiler::XSpace& space) {
+  const size_t size = space.ByteSizeLong();
+  if (size > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return absl::ResourceExhaustedError("an XSpace of " + std::to_string(size) + " bytes is over protobuf's 2 GiB");
+  }
+  std::string bytes(size, '\0');
+  google::protobuf::io::ArrayOutputStream array(bytes.data(), static_cast<int>(size));
+  google::protobuf::io::CodedOutputStream coded(&array);
+  coded.SetSerializationDeterministic(true);
+  space.SerializeWithCachedSizes(&coded);
+  if (coded.HadError()) return absl::InternalError("the XSpace does not serialize");
+  return bytes;
+}
+
 // A host's file and its planes in the pod traces: its answer parsed (the one parsed space the writing holds), its
 // clock stamped, the file written, the planes fed to `traces`.
 absl::Status write_host(const std::filesystem::path& dir, const HostCapture& host, PodTraceWriter& traces) {
   tensorflow::profiler::XSpace space;
-  if (!space.ParseFromString(host.xspace))
+  if (!space.ParseFromString(host.xspace)) {
     return absl::DataLossError("the XSpace of " + host.address + " does not parse");
+  }
   record_clock_stats(host, space);
   {
-    std::string bytes;
-    if (!space.SerializeToString(&bytes)) return absl::InternalError("cannot serialize the XSpace of " + host.address);
-    if (auto status = podscope::write_file_atomically(dir / (host.file_stem + ".xplane.pb"), bytes); !status.ok())
+    absl::StatusOr<std::string> bytes = serialize_deterministically(space);
+    if (!bytes.ok()) {
+      return absl::Status(bytes.status().code(),
+                          "cannot write the XSpace of " + host.address + ": " + std::string(bytes.status().message()));
+    }
+    if (auto status = podscope::write_file_atomically(dir / (host.file_stem + ".xplane.pb"), *bytes); !status.ok())
       return status;
   }
   for (const auto& plane : space.planes()) traces.add_plane({host.host_name, host.clock.estimate.offset_ns}, plane);
