@@ -92,13 +92,14 @@ absl::StatusOr<std::string> serialize_deterministically(const tensorflow::profil
   return bytes;
 }
 
-// A host's file and its planes in the pod traces: its answer parsed (the one parsed space the writing holds), its
-// clock stamped, the file written, the planes fed to `traces`.
-absl::Status write_host(const std::filesystem::path& dir, const HostCapture& host, PodTraceWriter& traces) {
+// A host's file and its planes in the pod traces: its answer parsed (the one parsed space the writing holds) and
+// released, its clock stamped, the file written, the planes fed to `traces`.
+absl::Status write_host(const std::filesystem::path& dir, HostCapture& host, PodTraceWriter& traces) {
   tensorflow::profiler::XSpace space;
-  if (!space.ParseFromString(host.xspace)) {
-    return absl::DataLossError("the XSpace of " + host.address + " does not parse");
-  }
+  const bool parsed = space.ParseFromString(host.xspace);
+  // Held beside the parsed space and the file's bytes, the answer would add its size to the writing's peak.
+  host.xspace = std::string();
+  if (!parsed) return absl::DataLossError("the XSpace of " + host.address + " does not parse");
   record_clock_stats(host, space);
   {
     absl::StatusOr<std::string> bytes = serialize_deterministically(space);
@@ -285,7 +286,6 @@ absl::Status write_run_files(const std::filesystem::path& dir, CaptureResult& re
   for (auto& host : result.hosts) {
     if (!host.ok) continue;
     if (auto status = write_host(dir, host, **traces); !status.ok()) return status;
-    host.xspace = std::string();  // its file holds it now
   }
   if (auto status = podscope::write_file_atomically(dir / "capture.json", capture_json(result)); !status.ok())
     return status;
