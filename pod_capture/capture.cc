@@ -223,10 +223,11 @@ ProfileRequest profile_request(const CaptureSpec& spec, const AgentConnection& a
 // name, whether it holds events, its recorded start, what its memory budget dropped), and kept serialized when it
 // has events. DATA_LOSS when the space does not parse.
 grpc::Status take_answer(HostCapture& host, SerializedProfileResponse& response) {
-  tensorflow::profiler::XSpace space;
-  if (!space.ParseFromString(response.xspace())) {
+  ParsedAnswer parsed;
+  if (!parsed.parse(response.xspace())) {
     return grpc::Status(grpc::StatusCode::DATA_LOSS, "the answer's XSpace does not parse");
   }
+  const tensorflow::profiler::XSpace& space = parsed.space();
   if (space.hostnames_size() > 0 && !space.hostnames(0).empty()) host.host_name = space.hostnames(0);
   if (response.empty_trace() || !xspace::has_events(space)) {
     host.error = "no trace event was collected";

@@ -95,11 +95,12 @@ absl::StatusOr<std::string> serialize_deterministically(const tensorflow::profil
 // A host's file and its planes in the pod traces: its answer parsed (the one parsed space the writing holds) and
 // released, its clock stamped, the file written, the planes fed to `traces`.
 absl::Status write_host(const std::filesystem::path& dir, HostCapture& host, PodTraceWriter& traces) {
-  tensorflow::profiler::XSpace space;
-  const bool parsed = space.ParseFromString(host.xspace);
+  ParsedAnswer parsed;
+  const bool ok = parsed.parse(host.xspace);
   // Held beside the parsed space and the file's bytes, the answer would add its size to the writing's peak.
   host.xspace = std::string();
-  if (!parsed) return absl::DataLossError("the XSpace of " + host.address + " does not parse");
+  if (!ok) return absl::DataLossError("the XSpace of " + host.address + " does not parse");
+  tensorflow::profiler::XSpace& space = parsed.space();
   record_clock_stats(host, space);
   {
     absl::StatusOr<std::string> bytes = serialize_deterministically(space);
