@@ -11,14 +11,17 @@
 #include <thread>
 #include <utility>
 
+#include <grpcpp/generic/generic_stub.h>
+
+#include "podscope/v1/profile_answer.pb.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 
 namespace podscope::pod_capture {
 namespace {
 
+using podscope::v1::SerializedProfileResponse;
 using tensorflow::ProfileRequest;
-using tensorflow::ProfileResponse;
 
 bool is_retryable(const grpc::Status& status) {
   return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
@@ -58,7 +61,8 @@ struct FanOutAnswers {
   std::vector<Response> responses;
   int64_t issued_ns = 0;  // when the first wave of calls (every call, unless more than max_in_flight) was out
 };
-using AttemptOutcome = FanOutAnswers<ProfileResponse>;
+// Every host's answer, its XSpace still serialized: parsed, the answers of a pod would be held all at once.
+using AttemptOutcome = FanOutAnswers<SerializedProfileResponse>;
 
 // A large fan-out's first wave is issued by several threads (a call costs tens to hundreds of µs of this client's
 // time, mostly in gRPC); each takes at least this many calls, so small fan-outs stay on this thread.
@@ -116,13 +120,18 @@ FanOutAnswers<Response> fan_out(size_t agents, Start start, std::chrono::system_
   return out;
 }
 
-// Profile at a common start, on every agent.
+// Profile at a common start, on every agent: tensorflow.ProfilerService's Profile on the agent's channel, as its
+// generated stub calls it, with the answer read as SerializedProfileResponse.
 AttemptOutcome profile_all(const std::vector<AgentConnection*>& agents, const std::vector<ProfileRequest>& requests,
                            std::chrono::system_clock::time_point deadline, int max_in_flight, const Clock& clock) {
-  return fan_out<ProfileResponse>(
+  const std::string method = std::string("/") + tensorflow::ProfilerService::service_full_name() + "/Profile";
+  return fan_out<SerializedProfileResponse>(
       agents.size(),
       [&](size_t i, grpc::ClientContext* context, grpc::CompletionQueue* queue) {
-        return agents[i]->profiler->AsyncProfile(context, requests[i], queue);
+        grpc::TemplatedGenericStub<ProfileRequest, SerializedProfileResponse> stub(agents[i]->channel);
+        auto reader = stub.PrepareUnaryCall(context, method, requests[i], queue);
+        reader->StartCall();
+        return reader;
       },
       deadline, max_in_flight, clock);
 }
@@ -142,14 +151,8 @@ AttemptOutcome recorded_windows(const std::vector<AgentConnection*>& agents,
   out.issued_ns = windows.issued_ns;
   out.statuses = std::move(windows.statuses);
   out.responses.resize(agents.size());
-  for (size_t i = 0; i < agents.size(); ++i) {
-    if (!out.statuses[i].ok()) continue;
-    if (!out.responses[i].mutable_xspace()->ParseFromString(windows.responses[i].xspace())) {
-      out.statuses[i] = grpc::Status(grpc::StatusCode::DATA_LOSS, "the recorded window's XSpace does not parse");
-      continue;
-    }
-    out.responses[i].set_empty_trace(!xspace::has_events(out.responses[i].xspace()));
-  }
+  for (size_t i = 0; i < agents.size(); ++i)
+    out.responses[i].set_xspace(std::move(*windows.responses[i].mutable_xspace()));
   return out;
 }
 
@@ -216,6 +219,29 @@ ProfileRequest profile_request(const CaptureSpec& spec, const AgentConnection& a
   return request;
 }
 
+// Takes an answer that arrived into its host: the space is parsed, alone, for what the capture reads of it (its host
+// name, whether it holds events, its recorded start, what its memory budget dropped), and kept serialized when it
+// has events. DATA_LOSS when the space does not parse.
+grpc::Status take_answer(HostCapture& host, SerializedProfileResponse& response) {
+  ParsedAnswer parsed;
+  if (!parsed.parse(response.xspace())) {
+    return grpc::Status(grpc::StatusCode::DATA_LOSS, "the answer's XSpace does not parse");
+  }
+  const tensorflow::profiler::XSpace& space = parsed.space();
+  if (space.hostnames_size() > 0 && !space.hostnames(0).empty()) host.host_name = space.hostnames(0);
+  if (response.empty_trace() || !xspace::has_events(space)) {
+    host.error = "no trace event was collected";
+    return grpc::Status::OK;
+  }
+  host.ok = true;
+  host.xspace = std::move(*response.mutable_xspace());
+  host.budget_drops = budget_drops_of(space);
+  if (auto start = recorded_start(space)) host.actual_start_merged_ns = *start - host.clock.estimate.offset_ns;
+  if (auto whole = earliest_stat(space, xspace::kRecordedWholeSinceStat))
+    host.recorded_whole_since_merged_ns = *whole - host.clock.estimate.offset_ns;
+  return grpc::Status::OK;
+}
+
 // Takes each agent's answer into its HostCapture and counts the hosts with data.
 void collect_answers(Attempt& attempt, AttemptOutcome& outcome, const std::vector<ClockMeasurement>& after,
                      int64_t last_ms) {
@@ -229,26 +255,16 @@ void collect_answers(Attempt& attempt, AttemptOutcome& outcome, const std::vecto
       attempt.retry_worthy = true;
       continue;
     }
-    const grpc::Status& status = outcome.statuses[i];
+    grpc::Status status = outcome.statuses[i];
+    if (status.ok()) status = take_answer(host, outcome.responses[i]);
+    outcome.responses[i] = SerializedProfileResponse();  // what the host did not keep is freed now
     if (!status.ok()) {
       host.error = std::string(last_ms > 0 ? "GetRecordedWindow" : "Profile") + " failed (" +
                    std::to_string(status.error_code()) + "): " + status.error_message();
       attempt.retry_worthy |= is_retryable(status);
       continue;
     }
-    ProfileResponse& response = outcome.responses[i];
-    if (response.has_xspace()) host.space = std::move(*response.mutable_xspace());
-    if (host.space.hostnames_size() > 0 && !host.space.hostnames(0).empty()) host.host_name = host.space.hostnames(0);
-    if (response.empty_trace() || !xspace::has_events(host.space)) {
-      host.error = "no trace event was collected";
-      continue;
-    }
-    host.ok = true;
-    host.budget_drops = budget_drops_of(host.space);
-    ++attempt.with_data;
-    if (auto start = recorded_start(host.space)) host.actual_start_merged_ns = *start - host.clock.estimate.offset_ns;
-    if (auto whole = earliest_stat(host.space, xspace::kRecordedWholeSinceStat))
-      host.recorded_whole_since_merged_ns = *whole - host.clock.estimate.offset_ns;
+    if (host.ok) ++attempt.with_data;
   }
 }
 

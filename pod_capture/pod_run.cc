@@ -27,12 +27,6 @@ void apply_known_facts(const std::vector<PodAgent>& agents, CaptureResult& resul
   }
 }
 
-// The analysis reads the host files just written: the parsed spaces held beside it would double the peak (a 10 s
-// window of two fast ranks, a 106 MB file: 1.2 GB for the command against 0.48 GB for the analysis alone).
-void release_host_spaces(CaptureResult& result) {
-  for (HostCapture& host : result.hosts) host.space = tensorflow::profiler::XSpace();
-}
-
 // Runs the pod analysis over a run with data (its files land beside the host files), records how long it took in
 // capture.json and adds its summary.
 void analyze(PodRunOutcome& outcome) {
@@ -121,7 +115,6 @@ absl::StatusOr<PodRunOutcome> run_pod(const std::vector<PodAgent>& agents, const
                                             outcome.run_dir.string() + " was removed: it would lack files)");
   }
   outcome.summary_text = capture_summary_text(outcome.capture, {});
-  release_host_spaces(outcome.capture);
   analyze(outcome);
   return outcome;
 }

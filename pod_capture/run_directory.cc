@@ -2,8 +2,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
+#include <memory>
+#include <string>
 #include <system_error>
 #include <vector>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "daemon/atomic_file.h"
 #include "trace_writers/json_text.h"
@@ -46,10 +52,13 @@ std::filesystem::path run_directory(const std::filesystem::path& logdir, const s
   return logdir / "plugins" / "profile" / run_name;
 }
 
-void record_clock_stats(HostCapture& host, double drift_ppm) {
+namespace {
+
+// Stamps the host's clock measurement onto every plane of its space (names from proto/xspace/names.h).
+void record_clock_stats(const HostCapture& host, tensorflow::profiler::XSpace& space) {
   // Analysis reads a host's clock from its /host:CPU plane, so that plane exists in every file we write.
-  xspace::find_or_add_plane(host.space, xspace::kHostPlaneName);
-  for (auto& plane : *host.space.mutable_planes()) {
+  xspace::find_or_add_plane(space, xspace::kHostPlaneName);
+  for (auto& plane : *space.mutable_planes()) {
     xspace::XPlaneBuilder builder(&plane);
     // A re-written file must not carry two values for one stat: drop earlier ones first.
     auto* stats = plane.mutable_stats();
@@ -62,12 +71,59 @@ void record_clock_stats(HostCapture& host, double drift_ppm) {
     builder.stats()
         .add(xspace::kClockOffsetStat, host.clock.estimate.offset_ns)
         .add(xspace::kClockRttStat, host.clock.estimate.rtt_ns)
-        .add(xspace::kClockDriftStat, drift_ppm);
+        .add(xspace::kClockDriftStat, host.clock_drift_ppm);
   }
-  if (host.space.hostnames_size() == 0) host.space.add_hostnames(host.host_name);
+  if (space.hostnames_size() == 0) space.add_hostnames(host.host_name);
 }
 
-namespace {
+// A space's bytes with its maps (the planes' metadata) in key order: protobuf otherwise writes a map in the order
+// of its hash table, which is seeded per process, so the same answers would give files that differ from run to run.
+absl::StatusOr<std::string> serialize_deterministically(const tensorflow::profiler::XSpace& space) {
+  const size_t size = space.ByteSizeLong();
+  if (size > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return absl::ResourceExhaustedError("an XSpace of " + std::to_string(size) + " bytes is over protobuf's 2 GiB");
+  }
+  std::string bytes(size, '\0');
+  google::protobuf::io::ArrayOutputStream array(bytes.data(), static_cast<int>(size));
+  google::protobuf::io::CodedOutputStream coded(&array);
+  coded.SetSerializationDeterministic(true);
+  space.SerializeWithCachedSizes(&coded);
+  if (coded.HadError()) return absl::InternalError("the XSpace does not serialize");
+  return bytes;
+}
+
+// A host's file and its planes in the pod traces: its answer parsed (the one parsed space the writing holds) and
+// released, its clock stamped, the file written, the planes fed to `traces`.
+absl::Status write_host(const std::filesystem::path& dir, HostCapture& host, PodTraceWriter& traces) {
+  ParsedAnswer parsed;
+  const bool ok = parsed.parse(host.xspace);
+  // Held beside the parsed space and the file's bytes, the answer would add its size to the writing's peak.
+  host.xspace = std::string();
+  if (!ok) return absl::DataLossError("the XSpace of " + host.address + " does not parse");
+  tensorflow::profiler::XSpace& space = parsed.space();
+  record_clock_stats(host, space);
+  {
+    absl::StatusOr<std::string> bytes = serialize_deterministically(space);
+    if (!bytes.ok()) {
+      return absl::Status(bytes.status().code(),
+                          "cannot write the XSpace of " + host.address + ": " + std::string(bytes.status().message()));
+    }
+    if (auto status = podscope::write_file_atomically(dir / (host.file_stem + ".xplane.pb"), *bytes); !status.ok())
+      return status;
+  }
+  for (const auto& plane : space.planes()) traces.add_plane({host.host_name, host.clock.estimate.offset_ns}, plane);
+  return absl::OkStatus();
+}
+
+// The merged traces of a capture's hosts (pod.trace.json.gz, pod.perfetto-trace), JSON times relative to the
+// capture's start: none when no host captured.
+absl::StatusOr<std::unique_ptr<PodTraceWriter>> open_capture_traces(const std::filesystem::path& dir,
+                                                                    const CaptureResult& result) {
+  if (std::none_of(result.hosts.begin(), result.hosts.end(), [](const HostCapture& h) { return h.ok; })) {
+    return nullptr;
+  }
+  return PodTraceWriter::open(dir, kPodTraceStem, result.start_ns);
+}
 
 // A window of the agents' flight recorders: what it is (the last N ms on request, or a triggered snapshot and
 // the slow step that froze it), its span in coordinator time, and what a recorder cannot hold.
@@ -226,33 +282,15 @@ absl::Status write_run_files(const std::filesystem::path& dir, CaptureResult& re
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError("cannot create run directory " + dir.string() + ": " + ec.message());
+  auto traces = open_capture_traces(dir, result);
+  if (!traces.ok()) return traces.status();
   for (auto& host : result.hosts) {
     if (!host.ok) continue;
-    record_clock_stats(host, host.clock_drift_ppm);
-    std::string bytes;
-    if (!host.space.SerializeToString(&bytes)) {
-      return absl::InternalError("cannot serialize the XSpace of " + host.address);
-    }
-    if (auto status = podscope::write_file_atomically(dir / (host.file_stem + ".xplane.pb"), bytes); !status.ok())
-      return status;
+    if (auto status = write_host(dir, host, **traces); !status.ok()) return status;
   }
   if (auto status = podscope::write_file_atomically(dir / "capture.json", capture_json(result)); !status.ok())
     return status;
-  return write_capture_traces(dir, result);
-}
-
-absl::Status write_capture_traces(const std::filesystem::path& dir, const CaptureResult& result) {
-  if (std::none_of(result.hosts.begin(), result.hosts.end(), [](const HostCapture& h) { return h.ok; })) {
-    return absl::OkStatus();
-  }
-  auto traces = PodTraceWriter::open(dir, kPodTraceStem, result.start_ns);
-  if (!traces.ok()) return traces.status();
-  for (const auto& host : result.hosts) {
-    if (!host.ok) continue;
-    for (const auto& plane : host.space.planes()) {
-      (*traces)->add_plane({host.host_name, host.clock.estimate.offset_ns}, plane);
-    }
-  }
+  if (*traces == nullptr) return absl::OkStatus();
   return (*traces)->commit().status();
 }
 

@@ -17,20 +17,16 @@ namespace podscope::pod_capture {
 
 std::filesystem::path run_directory(const std::filesystem::path& logdir, const std::string& run_name);
 
-// Stamps each host's clock measurement onto every plane of its XSpace (names from proto/xspace/names.h).
-void record_clock_stats(HostCapture& host, double drift_ppm);
-
 std::string capture_json(const CaptureResult& result);
 
 // The lines `podscope capture` prints after a capture: per host, its outcome and clock; then the skew and,
 // when `run_dir` is not empty, where the files are.
 std::string capture_summary_text(const CaptureResult& result, const std::filesystem::path& run_dir);
 
-// Records clock stats and writes all files into `run_dir` (created if missing).
+// Writes all files into `run_dir` (created if missing), one host at a time: its answer parsed, its clock measurement
+// stamped on every plane, its file written and its planes fed to the merged traces, then the parsed space and the
+// host's answer (HostCapture::xspace) released, so the writing holds one parsed space whatever the pod's size.
 absl::Status write_run_files(const std::filesystem::path& run_dir, CaptureResult& result);
-// The merged traces of a capture's hosts (pod.trace.json.gz, pod.perfetto-trace), JSON times relative to the
-// capture's start; nothing when no host captured.
-absl::Status write_capture_traces(const std::filesystem::path& run_dir, const CaptureResult& result);
 // write_run_files into run_directory(logdir, result.session_id); returns that directory.
 absl::StatusOr<std::filesystem::path> write_run_directory(const std::filesystem::path& logdir, CaptureResult& result);
 

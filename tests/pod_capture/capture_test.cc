@@ -151,6 +151,21 @@ TEST(Capture, RetriesEveryHostWithANewStartAfterAnUnavailableHost) {
   EXPECT_EQ(progress[2], "Starting to trace for 100 ms. Remaining attempt(s): 1");
 }
 
+TEST(Capture, AnAnswerWhoseXSpaceDoesNotParseIsNamedAndTheOthersAreKept) {
+  Pod pod;
+  pod.add({.host_name = "steady"});
+  // Its XSpace names its host in bytes that are not UTF-8: protobuf writes them (with a logged error) and no reader
+  // parses them back.
+  pod.add({.host_name = "broken\xff\xfe"});
+  CaptureResult result = run_capture(pod.targets(), quick_spec(100), Clock(), [](const std::string&) {});
+  EXPECT_EQ(result.exit_code(), 3);
+  EXPECT_EQ(result.attempts, 1) << "a space that does not parse is not worth another attempt";
+  EXPECT_TRUE(result.hosts[0].ok);
+  EXPECT_FALSE(result.hosts[1].ok);
+  EXPECT_TRUE(result.hosts[1].xspace.empty());
+  EXPECT_EQ(result.hosts[1].error, "Profile failed (15): the answer's XSpace does not parse");
+}
+
 TEST(Capture, RetriesWhenNoHostCollectedAnything) {
   Pod pod;
   pod.add({.host_name = "idle", .empty_trace = true});
