@@ -16,7 +16,8 @@ std::string on_demand_config_text(const OnDemandTrace& trace) {
 }
 
 std::string delivered_trace_path(const std::string& log_file, int32_t pid) {
-  const std::string suffix = "_" + std::to_string(pid);
+  std::string suffix = "_";
+  suffix += std::to_string(pid);
   for (std::string_view ending : {std::string_view(".pt.trace.json"), std::string_view(".json")}) {
     const size_t at = log_file.find(ending);
     if (at != std::string::npos) return log_file.substr(0, at) + suffix + log_file.substr(at);
