@@ -169,13 +169,13 @@ enum class Closed {
   kRequestTooLarge,
   kBadRequest,
   kEvictedAtLimit,
-  kRefusedAtLimit,
+  kEvictedSlowReader,
   kTlsHandshakeFailed,
   kPlaintextOnTls,
   kCount
 };
 constexpr const char* kClosedReasons[] = {"request_timeout",      "write_timeout",    "request_too_large",
-                                          "bad_request",          "evicted_at_limit", "refused_at_limit",
+                                          "bad_request",          "evicted_at_limit", "evicted_slow_reader",
                                           "tls_handshake_failed", "plaintext_on_tls"};
 static_assert(std::size(kClosedReasons) == static_cast<size_t>(Closed::kCount));
 
@@ -260,7 +260,7 @@ namespace {
 
 using Server = MetricsServer::Impl;
 
-// One accepted connection: its phase decides whether the connection limit may push it out.
+// One accepted connection: its phase, and since when, decide which one the connection limit pushes out.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   enum class Phase { kRequest, kAnswer, kClosing };
@@ -269,11 +269,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Closes the socket at once: every pending operation ends.
   virtual void abort() = 0;
   Phase phase() const { return phase_; }
-  SteadyClock::time_point accepted() const { return accepted_; }
+  // When the connection was accepted, or when its answer began once it has a request in.
+  SteadyClock::time_point since() const { return since_; }
 
  protected:
+  void answering() {
+    if (phase_ != Phase::kAnswer) since_ = SteadyClock::now();
+    phase_ = Phase::kAnswer;
+  }
+
   Phase phase_ = Phase::kRequest;
-  SteadyClock::time_point accepted_ = SteadyClock::now();
+  SteadyClock::time_point since_ = SteadyClock::now();
 };
 
 // A connection over `Stream`: beast::tcp_stream (plain HTTP) or beast::ssl_stream of one (TLS).
@@ -288,7 +294,7 @@ class Session final : public Connection {
   }
 
   void start() override {
-    lowest().expires_at(accepted_ + kRequestTimeout);
+    lowest().expires_at(since_ + kRequestTimeout);
     if constexpr (kTls) {
       beast::async_detect_ssl(lowest(), buffer_,
                               [self = shared()](beast::error_code ec, bool tls) { self->on_detected(ec, tls); });
@@ -318,7 +324,7 @@ class Session final : public Connection {
     if (ec) return end_early(ec);
     if (!tls) {
       server_.count(Closed::kPlaintextOnTls);
-      phase_ = Phase::kAnswer;
+      answering();
       asio::async_write(lowest(), asio::buffer(kPlaintextOnTls, sizeof kPlaintextOnTls - 1),
                         [self = shared()](beast::error_code error, size_t) {
                           if (!error) self->drain_and_close();
@@ -361,13 +367,13 @@ class Session final : public Connection {
     Asked asked{request.method(), target.substr(0, target.find('?')),
                 accepts_gzip(text_of(request[http::field::accept_encoding])),
                 text_of(request[http::field::authorization])};
-    phase_ = Phase::kAnswer;
+    answering();
     server_.answer(asked, serving_, [self = shared()](std::shared_ptr<Reply> reply) { self->write(std::move(reply)); });
   }
 
   void write(std::shared_ptr<Reply> reply) {
     if (aborted_) return;
-    phase_ = Phase::kAnswer;
+    answering();
     reply->message.version(11);
     reply->message.keep_alive(false);
     lowest().expires_after(kWriteTimeout);
@@ -546,24 +552,23 @@ void MetricsServer::Impl::accept() {
 }
 
 // At the limit, the newcomer replaces the oldest connection that holds a slot without a request in (or whose answer
-// is out): a scraper sends its request at once, so only connections that ask nothing are pushed out.
+// is out): a scraper sends its request at once, so connections that ask nothing go first. When every slot is
+// answering, the answer in progress longest goes: a scraper reads its answer at once, so a client that does not read
+// cannot keep the port from the scrapers that come after it.
 void MetricsServer::Impl::admit(tcp::socket socket) {
   refresh_web_config();
   std::erase_if(connections_, [](const std::weak_ptr<Connection>& c) { return c.expired(); });
   if (connections_.size() >= kMaxConnections) {
-    std::shared_ptr<Connection> oldest;
+    // Ordered by (answering, since when): the first is pushed out.
+    const auto rank = [](const Connection& c) { return std::pair(c.phase() == Connection::Phase::kAnswer, c.since()); };
+    std::shared_ptr<Connection> pushed;
     for (const std::weak_ptr<Connection>& weak : connections_) {
       std::shared_ptr<Connection> c = weak.lock();
-      if (c == nullptr || c->phase() == Connection::Phase::kAnswer) continue;
-      if (oldest == nullptr || c->accepted() < oldest->accepted()) oldest = std::move(c);
+      if (c != nullptr && (pushed == nullptr || rank(*c) < rank(*pushed))) pushed = std::move(c);
     }
-    if (oldest == nullptr) {
-      count(Closed::kRefusedAtLimit);
-      return;  // every slot is sending an answer: the newcomer's socket closes here
-    }
-    count(Closed::kEvictedAtLimit);
-    oldest->abort();
-    std::erase_if(connections_, [&oldest](const std::weak_ptr<Connection>& c) { return c.lock() == oldest; });
+    count(pushed->phase() == Connection::Phase::kAnswer ? Closed::kEvictedSlowReader : Closed::kEvictedAtLimit);
+    pushed->abort();
+    std::erase_if(connections_, [&pushed](const std::weak_ptr<Connection>& c) { return c.lock() == pushed; });
   }
   std::shared_ptr<Connection> connection;
   if (serving_.tls != nullptr) {

@@ -8,7 +8,8 @@
 // second, when a connection arrives), so a rotated certificate is served without a restart.
 //
 // Every resource is bounded and every bound counted in podscope_metrics_connections_closed_total{reason}: connections
-// (at the limit a new one pushes out the oldest that has not sent a whole request), the request head (8 KiB: 431),
+// (64: at the limit a new one pushes out the oldest that has not sent a whole request, else the answer in progress
+// longest, so that clients that never read cannot keep scrapers out), the request head (8 KiB: 431),
 // the time to handshake and send it, the time to read the answer. A rendered /metrics body is shared by the scrapes
 // that overlap it, and at most kMaxHeldRenders are held for slow readers: past that a scrape is answered with the
 // newest held render (counted in podscope_metrics_held_renders_served_total), so that clients that never read hold

@@ -292,6 +292,21 @@ TEST(MetricsServer, ClientsThatNeverReadShareAtMostTwoRendersAndAreClosedAtTheWr
   for (int fd : stalled) close(fd);
 }
 
+TEST(MetricsServer, AScraperIsServedWhileEverySlotHoldsAClientThatNeverReads) {
+  auto server = start_server(big_registry(20000));
+  std::vector<int> stalled;
+  for (int i = 0; i < 64; ++i) stalled.push_back(ask_and_never_read(server->port()));
+  std::this_thread::sleep_for(500ms);
+  // The answer in progress longest makes room (once: the scrape's slot is free again after it), so a client that
+  // does not read cannot keep scrapers out.
+  EXPECT_EQ(get(server->port(), "/metrics").status, 200);
+  EXPECT_EQ(get(server->port(), "/healthz").status, 200);
+  for (int fd : stalled) close(fd);
+  std::this_thread::sleep_for(500ms);  // their answers end, and with them the renders they held
+  const std::string fresh = get(server->port(), "/metrics").body;
+  EXPECT_EQ(closed(fresh, "evicted_slow_reader"), 1) << fresh.substr(0, 2000);
+}
+
 TEST(MetricsServer, APortInUseIsAnErrorNamingTheAddress) {
   auto registry = std::make_shared<prometheus::Registry>();
   auto first = start_server(registry);
