@@ -13,10 +13,10 @@ packages=(
   # libraries
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost-dev libyaml-cpp-dev prometheus-cpp-dev libcli11-dev
-  zlib1g-dev libzstd-dev libsystemd-dev libsimdjson-dev
+  zlib1g-dev libzstd-dev libsystemd-dev libsimdjson-dev libssl-dev libcrypt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # tools the tests and the demo run
-  prometheus python3 python3-venv python3-websocket chromium iproute2 systemd procps
+  prometheus python3 python3-venv python3-websocket chromium iproute2 systemd procps curl
 )
 
 missing=()

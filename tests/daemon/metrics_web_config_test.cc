@@ -10,8 +10,8 @@
 namespace podscope {
 namespace {
 
-// A bcrypt hash of cost 10 in the format's own example.
-constexpr char kHash[] = "$2y$10$mDwo.lAisC94iLAyP81MCesa29IzH37oigHC/42V2pdJlUprsJPze";
+// A bcrypt hash of cost 10 (of "podscope", by libxcrypt).
+constexpr char kHash[] = "$2y$10$rahWy/xMd4x.ptsm8FVXDe454ATaqv4a2QZw8fFoRLln7.D/vY312";
 
 class MetricsWebConfigTest : public ::testing::Test {
  protected:
