@@ -485,8 +485,6 @@ absl::Status MetricsServer::Impl::load_web_config() {
   const auto error = [this](const absl::Status& s) {
     return absl::InvalidArgumentError("metrics_web_config " + std::string(s.message()));
   };
-  // Stamped before reading: a change made while it is read is seen by the next check.
-  web_config_stamps_ = stamps_of({settings_.web_config});
   absl::StatusOr<MetricsWebConfig> config = read_metrics_web_config(settings_.web_config);
   if (!config.ok()) return error(config.status());
   web_config_files_ = config->files();
@@ -601,6 +599,12 @@ void MetricsServer::Impl::refresh_web_config() {
     status = tls.status();
     if (tls.ok()) serving.tls = std::move(*tls);
   }
+  // The files the newest readable file names are watched, so that fixing one of them is seen too. They were stamped
+  // before reading (a change made meanwhile is seen by the next check); files named for the first time are now.
+  if (config.ok() && config->files() != web_config_files_) {
+    web_config_files_ = config->files();
+    web_config_stamps_ = stamps_of(web_config_files_);
+  }
   if (!status.ok()) {
     web_config_failed_->Increment();
     PODSCOPE_LOG(kError) << "metrics_web_config " << settings_.web_config
@@ -610,8 +614,6 @@ void MetricsServer::Impl::refresh_web_config() {
   serving.users = std::make_shared<const MetricsBasicAuth::Users>(std::move(config->basic_auth_users));
   if (!auth_ && !serving.users->empty()) auth_ = std::make_unique<MetricsBasicAuth>();
   serving_ = std::move(serving);
-  web_config_files_ = config->files();
-  web_config_stamps_ = stamps_of(web_config_files_);
   web_config_applied_->Increment();
   PODSCOPE_LOG(kInfo) << "metrics_web_config " << settings_.web_config << " read again: " << serving_.users->size()
                       << " basic auth user(s)" << (serves_tls() ? ", TLS" : "");

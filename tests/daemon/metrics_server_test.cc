@@ -407,8 +407,9 @@ TEST_F(MetricsServerBasicAuth, AFloodOfWrongPasswordsNeitherDelaysAScraperNorQue
   const auto took = std::chrono::steady_clock::now() - start;
   for (std::thread& t : flood) t.join();
   EXPECT_EQ(scrape.status, 200);
-  // The scraper's remembered password is not checked again: it waits for none of the flood's checks.
-  EXPECT_LT(took, 500ms);
+  // The scraper's remembered password is not checked again: it waits for none of the flood's checks (8 waiting
+  // checks of cost 12 take seconds).
+  EXPECT_LT(took, 1s);
   EXPECT_GT(busy.load(), 0);  // at most 8 checks wait; the rest are answered busy at once
   EXPECT_EQ(busy + refused, 24);
   const std::string body = get(server->port(), "/metrics", basic("prometheus", "s3cret")).body;
