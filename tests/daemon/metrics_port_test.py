@@ -5,7 +5,8 @@
 - curl and Python: plain HTTP refused on the TLS port, gzip served and decoded (curl --compressed, Python's gzip),
   a wrong password 401;
 - the file read again while the agent runs: client certificates required (RequireAndVerifyClientCert), a rotated
-  certificate served, a change that would turn TLS off refused; a bad file stops the agent with exit 2;
+  certificate served, a change that would turn TLS off refused; client_allowed_sans; a bad file stops the agent with
+  exit 2;
 - 64 clients that ask for a 5.7 MB /metrics and never read keep the agent's RSS bounded, and a scrape still answers.
 
 Environment: PODSCOPE_BIN (built binaries; the client library in PODSCOPE_BIN/../lib). Skipped without Prometheus.
@@ -268,6 +269,25 @@ class WebConfigReadAgainTest(unittest.TestCase):
                              r"tls_server_config removed: turning TLS on or off takes a restart")
         self.wait_until(lambda: self.handshake("cli") and any(map(refused.search, agent.lines)),
                         "a change that turns TLS off was not refused")
+
+    def test_client_allowed_sans_admit_only_the_certificates_they_name(self):
+        write_web_config(self.web_config, tls=self.tls(client_auth_type="RequireAndVerifyClientCert",
+                                                       client_ca_file=self.certs["ca"],
+                                                       client_allowed_sans="[cli.podscope.test]"))
+        agent, self.address = start_agent(self.tmp.name, "--metrics_web_config", self.web_config)
+        self.addCleanup(agent.stop)
+        self.assertTrue(self.handshake("cli"))  # DNS:cli.podscope.test
+        self.assertFalse(self.handshake("intruder"))  # the same CA, another name
+        self.assertFalse(self.handshake("spiffe"))  # the same CA, a URI not listed
+        self.assertFalse(self.handshake())
+        cli_cert, cli_key = self.certs["cli"]
+        context = ssl.create_default_context(cafile=self.certs["ca"])
+        context.load_cert_chain(cli_cert, cli_key)
+        request = urllib.request.Request(f"https://{self.address}/metrics")
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+            text = response.read().decode()
+        self.assertEqual(sample(text, 'podscope_metrics_connections_closed_total{host="node-0",'
+                                      'reason="tls_handshake_failed"}'), 3)
 
     def test_a_bad_web_config_stops_the_agent_with_exit_2_naming_the_file_and_line(self):
         with open(self.web_config, "w") as f:
