@@ -7,6 +7,8 @@
 #include <zlib.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -331,7 +333,7 @@ TEST(MetricsServer, StopsWithinASecondWhileClientsHoldConnections) {
   for (int fd : held) close(fd);
 }
 
-// --- basic authentication (metrics_web_config's basic_auth_users) ---
+// --- metrics_web_config: basic authentication (basic_auth_users) ---
 
 // A bcrypt hash of `password` made by libxcrypt, as htpasswd -B would.
 std::string bcrypt(const std::string& password, int cost) {
@@ -347,7 +349,7 @@ std::string basic(const std::string& user, const std::string& password) {
   return "Authorization: Basic " + absl::Base64Escape(user + ":" + password) + "\r\n";
 }
 
-class MetricsServerBasicAuth : public ::testing::Test {
+class MetricsServerWebConfig : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / ("podscope_metrics_auth_" + std::to_string(getpid()) + "_" +
@@ -365,7 +367,7 @@ class MetricsServerBasicAuth : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-TEST_F(MetricsServerBasicAuth, OnlyAUserWithItsPasswordIsServed) {
+TEST_F(MetricsServerWebConfig, OnlyAUserWithItsPasswordIsServed) {
   const std::string config = web_config("basic_auth_users:\n  prometheus: " + bcrypt("s3cret", 5) +
                                         "\n  other: " + bcrypt("other-password", 5) + "\n");
   auto server = start_server(std::make_shared<prometheus::Registry>(), {}, config);
@@ -388,7 +390,7 @@ TEST_F(MetricsServerBasicAuth, OnlyAUserWithItsPasswordIsServed) {
   EXPECT_EQ(sample(served.body, unauthorized + "\"wrong_credentials\"}"), 4) << served.body;
 }
 
-TEST_F(MetricsServerBasicAuth, AFloodOfWrongPasswordsNeitherDelaysAScraperNorQueuesWithoutBound) {
+TEST_F(MetricsServerWebConfig, AFloodOfWrongPasswordsNeitherDelaysAScraperNorQueuesWithoutBound) {
   // Cost 12: each check takes a few hundred milliseconds, so the flood's checks pile up.
   const std::string config = web_config("basic_auth_users:\n  prometheus: " + bcrypt("s3cret", 12) + "\n");
   auto server = start_server(std::make_shared<prometheus::Registry>(), {}, config);
@@ -416,7 +418,7 @@ TEST_F(MetricsServerBasicAuth, AFloodOfWrongPasswordsNeitherDelaysAScraperNorQue
   EXPECT_EQ(sample(body, "podscope_metrics_requests_unauthorized_total{reason=\"checks_busy\"}"), busy.load());
 }
 
-TEST_F(MetricsServerBasicAuth, AChangedFileIsReadAgainAndABrokenOneKeepsTheRunningUsers) {
+TEST_F(MetricsServerWebConfig, AChangedFileIsReadAgainAndABrokenOneKeepsTheRunningUsers) {
   const std::string config = web_config("basic_auth_users:\n  prometheus: " + bcrypt("first", 4) + "\n");
   auto server = start_server(std::make_shared<prometheus::Registry>(), {}, config);
   EXPECT_EQ(get(server->port(), "/metrics", basic("prometheus", "first")).status, 200);
@@ -434,7 +436,7 @@ TEST_F(MetricsServerBasicAuth, AChangedFileIsReadAgainAndABrokenOneKeepsTheRunni
   EXPECT_EQ(sample(kept.body, "podscope_metrics_web_config_reloads_total{outcome=\"failed\"}"), 1) << kept.body;
 }
 
-TEST_F(MetricsServerBasicAuth, ABadFileStopsTheStartNamingTheOptionAndTheLine) {
+TEST_F(MetricsServerWebConfig, ABadFileStopsTheStartNamingTheOptionAndTheLine) {
   const std::string config = web_config("basic_auth_users:\n  prometheus: plain-text-password\n");
   absl::StatusOr<std::unique_ptr<MetricsServer>> server = MetricsServer::start(
       {.listen = "127.0.0.1:0", .web_config = config}, std::make_shared<prometheus::Registry>(), {});
@@ -442,6 +444,43 @@ TEST_F(MetricsServerBasicAuth, ABadFileStopsTheStartNamingTheOptionAndTheLine) {
   EXPECT_EQ(server.status().message(), "metrics_web_config " + config +
                                            ":2: basic_auth_users.prometheus: is not a bcrypt hash ($2a$, $2b$ or "
                                            "$2y$, as htpasswd -B writes)");
+}
+
+// --- TLS (metrics_web_config's tls_server_config), with curl as the client ---
+
+// What `command` prints on stdout.
+std::string output_of(const std::string& command) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
+  pclose(pipe);
+  return out;
+}
+
+TEST_F(MetricsServerWebConfig, ServesTlsToCurlRefusesPlainHttpAndStopsWithHandshakesPending) {
+  const std::string certs = (dir_ / "certs").string();
+  ASSERT_EQ(std::system(("python3 " PODSCOPE_SOURCE_DIR "/tests/integration/test_certs.py " + certs).c_str()), 0);
+  const std::string config = web_config(
+      "tls_server_config:\n  cert_file: certs/server.pem\n"
+      "  key_file: certs/server.key\nbasic_auth_users:\n  prometheus: " +
+      bcrypt("s3cret", 4) + "\n");
+  auto server = start_server(big_registry(200), {}, config);
+  EXPECT_TRUE(server->serves_tls());
+  const std::string url = "https://127.0.0.1:" + std::to_string(server->port()) + "/metrics";
+  const std::string curl = "curl -sS --max-time 10 --cacert " + certs + "/ca.pem ";
+  EXPECT_NE(output_of(curl + "--compressed -u prometheus:s3cret " + url).find("podscope_test_big{"), std::string::npos);
+  EXPECT_EQ(output_of(curl + "-o /dev/null -w '%{http_code}' -u prometheus:wrong " + url), "401");
+  EXPECT_EQ(get(server->port(), "/metrics").body, "Client sent an HTTP request to an HTTPS server.\n");
+  std::vector<int> pending;
+  for (int i = 0; i < 4; ++i) pending.push_back(connect_idle(server->port()));  // handshakes never started
+  pending.push_back(ask_and_never_read(server->port()));                        // not TLS, never read
+  std::this_thread::sleep_for(200ms);
+  const auto start = std::chrono::steady_clock::now();
+  server.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  for (int fd : pending) close(fd);
 }
 
 }  // namespace
