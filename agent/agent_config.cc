@@ -6,6 +6,7 @@
 
 #include "agent/capture/fanout_targets.h"
 #include "daemon/log.h"
+#include "daemon/metrics_server.h"
 
 namespace podscope::agent {
 
@@ -16,6 +17,7 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
   o.add_string("listen", &c.listen,
                "gRPC address (tensorflow.ProfilerService, podscope.v1.Agent); port 0 picks a free port");
   o.add_string("metrics_listen", &c.metrics_listen, "Prometheus /metrics address; port 0 picks a free port");
+  o.add_string("metrics_web_config", &c.metrics_web_config, kMetricsWebConfigHelp);
   o.add_string("host_name", &c.host_name, "host name reported in captures and metrics (empty: the kernel's)");
   o.add_string("socket", &c.socket, "Unix socket that annotated training processes connect to");
   o.add_string("repository_root", &c.repository_root,

@@ -16,6 +16,7 @@ struct AgentConfig {
   // --- core agent ---
   std::string listen = "0.0.0.0:8466";              // gRPC: tensorflow.ProfilerService + podscope.v1.Agent
   std::string metrics_listen = "0.0.0.0:9466";      // Prometheus /metrics
+  std::string metrics_web_config;                   // its TLS and basic auth (exporter-toolkit's format); "": none
   std::string host_name;                            // empty: the kernel's host name
   std::string socket = "/run/podscope/agent.sock";  // Unix socket for annotated training processes
   std::string repository_root;                      // empty: captures are returned, never written to disk

@@ -12,7 +12,7 @@ packages=(
   # libraries (the test and benchmark frameworks too: the one configuration of the tree finds them)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost-dev libyaml-cpp-dev prometheus-cpp-dev libcli11-dev
-  zlib1g-dev libzstd-dev libsystemd-dev libsimdjson-dev
+  zlib1g-dev libzstd-dev libsystemd-dev libsimdjson-dev libssl-dev libcrypt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # what the demo runs beside the binaries
   python3 procps
@@ -22,7 +22,7 @@ test_packages=(
   # and on Debian 13 (whose default is 19), so both releases build and format the tree alike
   clang-14 libclang-rt-14-dev clang-format-14
   # tools the tests run
-  prometheus python3-venv python3-websocket chromium iproute2 systemd
+  prometheus python3-venv python3-websocket chromium iproute2 systemd curl
 )
 case "${1:-}" in
   "") ;;
