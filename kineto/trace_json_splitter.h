@@ -62,6 +62,8 @@ class TraceJsonSplitter {
 
   void scan();
   size_t scan_element(size_t i);
+  size_t scan_block(size_t i);
+  size_t scan_bytes(size_t i, size_t limit);
   void end_value(size_t end);
   void end_element(size_t end);
   absl::Status emit_window();
