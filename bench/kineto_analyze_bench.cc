@@ -201,7 +201,8 @@ struct Run {
   int exit_code = -1;
   long peak_rss_kb = 0;
   double seconds = 0;
-  std::string last_line;  // of its stderr, for a refusal
+  double cpu_seconds = 0;  // user + system
+  std::string last_line;   // of its stderr, for a refusal
 };
 
 // `podscope analyze DIR`, its output to a file in `log_dir`; its peak RSS from wait4.
@@ -222,6 +223,8 @@ Run analyze(const fs::path& podscope, const fs::path& dir, const fs::path& log) 
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   run.peak_rss_kb = usage.ru_maxrss;
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  run.cpu_seconds = seconds(usage.ru_utime) + seconds(usage.ru_stime);
   std::istringstream lines(inflate_file(log));  // gzread reads plain files as they are
   for (std::string line; std::getline(lines, line);) {
     if (!line.empty()) run.last_line = line;
@@ -277,17 +280,17 @@ int main(int argc, char** argv) {
   fs::create_directories(work);
   std::printf("source: %s, %zu events, %.1f MiB of text; events written %s\n", trace.c_str(), copies.events(),
               static_cast<double>(source.size()) / (1 << 20), minify ? "without whitespace" : "as Kineto wrote them");
-  std::printf("%10s %10s %10s | %-9s %10s %8s %8s %6s | %s\n", "text MiB", "gzip MiB", "events", "podscope", "peak MiB",
-              "x text", "seconds", "exit", "after/before peak");
+  std::printf("%10s %10s %10s | %-9s %10s %8s %8s %8s %6s | %s\n", "text MiB", "gzip MiB", "events", "podscope",
+              "peak MiB", "x text", "wall s", "cpu s", "exit", "after/before: peak, cpu");
   for (const uint64_t mib : sizes_mib) {
     const fs::path file = work / "rank0.pt.trace.json.gz";
     const Written w = write_trace(copies, mib << 20, minify, file);
     const double text_mib = static_cast<double>(w.text_bytes) / (1 << 20);
     auto report = [&](const char* which, const Run& run, const std::string& ratio) {
       const double peak_mib = static_cast<double>(run.peak_rss_kb) / 1024;
-      std::printf("%10.1f %10.1f %10" PRIu64 " | %-9s %10.1f %8.2f %8.1f %6d | %s\n", text_mib,
+      std::printf("%10.1f %10.1f %10" PRIu64 " | %-9s %10.1f %8.2f %8.1f %8.1f %6d | %s\n", text_mib,
                   static_cast<double>(w.gzip_bytes) / (1 << 20), w.events, which, peak_mib, peak_mib / text_mib,
-                  run.seconds, run.exit_code, ratio.c_str());
+                  run.seconds, run.cpu_seconds, run.exit_code, ratio.c_str());
       if (run.exit_code != 0) std::printf("%34s %s\n", "", run.last_line.c_str());
       std::fflush(stdout);
     };
@@ -297,9 +300,10 @@ int main(int argc, char** argv) {
       report("before", *before, "");
     }
     const Run after = analyze_fresh(podscope, file, work, "after");
-    char ratio[32] = "";
+    char ratio[48] = "";
     if (before)
-      std::snprintf(ratio, sizeof ratio, "%.2f", static_cast<double>(after.peak_rss_kb) / before->peak_rss_kb);
+      std::snprintf(ratio, sizeof ratio, "%.2f, %.2f", static_cast<double>(after.peak_rss_kb) / before->peak_rss_kb,
+                    after.cpu_seconds / before->cpu_seconds);
     report("after", after, ratio);
     fs::remove(file);
   }
