@@ -434,7 +434,7 @@ class Builder {
     finish_planes();
   }
 
-  // The streamed planes as a serialized XSpace, its warnings after them (the bytes protobuf writes for the whole).
+  // The streamed planes as a serialized XSpace, its warnings after them (as protobuf writes the whole).
   std::string take_bytes() {
     std::string bytes;
     for (const auto& writer : writers_) writer->finish(bytes);

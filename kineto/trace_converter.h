@@ -114,9 +114,8 @@ class KinetoTraceParser {
 // Lays the parsed trace out as planes and appends them to `space`.
 void build_xspace(KinetoTrace&& trace, tensorflow::profiler::XSpace& space);
 
-// Lays it out as a serialized XSpace, the bytes protobuf writes for the XSpace build_xspace makes: each plane goes to
-// the wire a batch of events at a time as it is built, so the planes are never all held as objects (a few bytes per
-// event instead of a few hundred).
+// Lays it out as a serialized XSpace, the XSpace build_xspace makes: each plane goes to the wire a batch of events at
+// a time as it is built, so the planes are never all held as objects (a few bytes per event instead of a few hundred).
 std::string build_xspace_bytes(KinetoTrace&& trace);
 
 // Both phases on a string that is not padded (tests, small traces): copies it once.

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,40 @@ TEST(TraceJsonSplitter, EveryPieceSizeGivesTheSameEventsAndFields) {
     ASSERT_TRUE(pieces.status.ok()) << piece << ": " << pieces.status;
     EXPECT_EQ(joined(pieces.events), joined(whole.events)) << piece;
     EXPECT_EQ(pieces.fields, whole.fields) << piece;
+  }
+}
+
+// Random events whose strings hold brackets, commas, quotes and backslashes anywhere, some events longer than the
+// splitter's 64-byte blocks: every piece size cuts them where a whole-text parse does.
+TEST(TraceJsonSplitter, RandomEventsCutAlikeWhateverThePieces) {
+  std::mt19937 random(7);
+  const std::string alphabet = "ab {}[],:\"\\/\u00e9 ";
+  auto random_string = [&](size_t max) {
+    std::string out;
+    for (size_t n = random() % max; n > 0; --n) {
+      const char c = alphabet[random() % alphabet.size()];
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    return out;
+  };
+  for (int trace = 0; trace < 20; ++trace) {
+    std::vector<std::string> events;
+    std::string text = R"({"skipped": {"a": [")" + random_string(200) + R"("]}, "traceEvents": [)";
+    for (int i = 0, n = static_cast<int>(random() % 40); i < n; ++i) {
+      events.push_back(R"({"name":")" + random_string(150) + R"(","args":{"x":[")" + random_string(20) + R"(",{}]}})");
+      text += (i == 0 ? "" : ",\n  ") + events.back();
+    }
+    text += R"(], "baseTimeNanoseconds": 3})";
+    std::string expected;
+    for (const std::string& e : events) expected += (expected.empty() ? "" : ",") + e;
+    std::erase_if(expected, [](char c) { return c == ' ' || c == '\n'; });
+    for (const size_t piece : {size_t{1}, size_t{2}, size_t{63}, size_t{64}, size_t{65}, size_t{1000}, text.size()}) {
+      const Split s = split(text, piece);
+      ASSERT_TRUE(s.status.ok()) << piece << ": " << s.status << "\n" << text;
+      EXPECT_EQ(joined(s.events), expected) << piece << "\n" << text;
+      EXPECT_EQ(s.fields, R"({"traceEvents":[],"baseTimeNanoseconds":3})") << piece;
+    }
   }
 }
 
