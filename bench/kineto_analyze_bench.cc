@@ -5,7 +5,11 @@
 // tensorboard_trace_handler(use_gzip=True) writes it. Each `podscope analyze` runs as a child process on a directory
 // of its own holding only the trace; its peak RSS is the kernel's (wait4's ru_maxrss). With `--baseline PATH` another
 // build of podscope (e.g. main's, before a change) runs on the same files in the same run, so the figures compare.
-//   kineto_analyze_bench [--sizes-mib 64,256,1024] [--minified 0|1] [--baseline PATH] [--podscope PATH] [--trace PATH]
+// `--shape`: `kineto` (the events as Kineto wrote them), `minified` (without whitespace: more events per byte, a
+// harsher case) or `same` (the source's first cpu_op written again and again unchanged: one step, one thread, the
+// shape of a trace whose gigabyte gzips to a few MB).
+//   kineto_analyze_bench [--sizes-mib 64,256,1024] [--shape kineto|minified|same] [--baseline PATH] [--podscope PATH]
+//                        [--trace PATH]
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -110,6 +114,14 @@ class TraceCopies {
   const std::string& head() const { return head_; }
   const std::string& tail() const { return tail_; }
   size_t events() const { return events_.size(); }
+  size_t first_cpu_op() const {
+    for (size_t i = 0; i < events_.size(); ++i) {
+      if (std::string_view(text_).substr(events_[i].first, events_[i].second).find("\"cpu_op\"") != std::string::npos) {
+        return i;
+      }
+    }
+    return 0;
+  }
 
   // Event `i` of copy `copy`.
   std::string event(size_t i, int64_t copy) const {
@@ -172,9 +184,10 @@ struct Written {
   uint64_t events = 0;
 };
 
-// Copies of the source's events until the text reaches `target_bytes`, written gzip to `out`; `minify`: each event
-// without whitespace (denser in events per byte than Kineto's indented text, so a harsher case).
-Written write_trace(const TraceCopies& copies, uint64_t target_bytes, bool minify, const fs::path& out) {
+enum class Shape { kKineto, kMinified, kSame };
+
+// Copies of the source's events, of `shape`, until the text reaches `target_bytes`, written gzip to `out`.
+Written write_trace(const TraceCopies& copies, uint64_t target_bytes, Shape shape, const fs::path& out) {
   gzFile gz = gzopen(out.c_str(), "wb1");
   Written w;
   auto put = [&](std::string_view s) {
@@ -185,9 +198,11 @@ Written write_trace(const TraceCopies& copies, uint64_t target_bytes, bool minif
   bool first = true;
   for (int64_t copy = 0; w.text_bytes < target_bytes; ++copy) {
     for (size_t i = 0; i < copies.events(); ++i) {
-      if (!first) put(minify ? "," : ",\n  ");
+      if (!first) put(shape == Shape::kMinified ? "," : ",\n  ");
       first = false;
-      put(minify ? minified(copies.event(i, copy)) : copies.event(i, copy));
+      if (shape == Shape::kSame) put(copies.event(copies.first_cpu_op(), 0));
+      else if (shape == Shape::kMinified) put(minified(copies.event(i, copy)));
+      else put(copies.event(i, copy));
       ++w.events;
     }
   }
@@ -257,18 +272,25 @@ int main(int argc, char** argv) {
   fs::path podscope = fs::path(PODSCOPE_BINARY_DIR) / "bin/podscope";
   fs::path baseline;
   std::vector<uint64_t> sizes_mib = {64, 256, 1024};
-  bool minify = false;
+  Shape shape = Shape::kKineto;
+  std::string shape_name = "kineto";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--trace") trace = argv[i + 1];
     else if (flag == "--podscope") podscope = argv[i + 1];
     else if (flag == "--baseline") baseline = argv[i + 1];
     else if (flag == "--sizes-mib") sizes_mib = parse_sizes(argv[i + 1]);
-    else if (flag == "--minified") minify = std::string(argv[i + 1]) == "1";
+    else if (flag == "--shape") shape_name = argv[i + 1];
     else {
       std::cerr << "unknown flag " << flag << "\n";
       return 2;
     }
+  }
+  if (shape_name == "minified") shape = Shape::kMinified;
+  else if (shape_name == "same") shape = Shape::kSame;
+  else if (shape_name != "kineto") {
+    std::cerr << "--shape is kineto, minified or same\n";
+    return 2;
   }
   if (!fs::exists(trace)) {
     std::cerr << "no trace at " << trace << " (pass --trace PATH)\n";
@@ -278,13 +300,13 @@ int main(int argc, char** argv) {
   const TraceCopies copies(source);
   const fs::path work = fs::temp_directory_path() / ("kineto_analyze_bench_" + std::to_string(getpid()));
   fs::create_directories(work);
-  std::printf("source: %s, %zu events, %.1f MiB of text; events written %s\n", trace.c_str(), copies.events(),
-              static_cast<double>(source.size()) / (1 << 20), minify ? "without whitespace" : "as Kineto wrote them");
+  std::printf("source: %s, %zu events, %.1f MiB of text; shape %s\n", trace.c_str(), copies.events(),
+              static_cast<double>(source.size()) / (1 << 20), shape_name.c_str());
   std::printf("%10s %10s %10s | %-9s %10s %8s %8s %8s %6s | %s\n", "text MiB", "gzip MiB", "events", "podscope",
               "peak MiB", "x text", "wall s", "cpu s", "exit", "after/before: peak, cpu");
   for (const uint64_t mib : sizes_mib) {
     const fs::path file = work / "rank0.pt.trace.json.gz";
-    const Written w = write_trace(copies, mib << 20, minify, file);
+    const Written w = write_trace(copies, mib << 20, shape, file);
     const double text_mib = static_cast<double>(w.text_bytes) / (1 << 20);
     auto report = [&](const char* which, const Run& run, const std::string& ratio) {
       const double peak_mib = static_cast<double>(run.peak_rss_kb) / 1024;
