@@ -1,8 +1,10 @@
 // Reading a torch.profiler trace file: `*.pt.trace.json` or its gzip (`*.pt.trace.json.gz`, as
-// tensorboard_trace_handler writes with use_gzip), bounded in size, converted by trace_converter.h. The JSON is
-// freed before the planes are built, so the file's text and its XSpace are never both held.
+// tensorboard_trace_handler writes with use_gzip), or any Chrome trace with traceEvents under another name, bounded in
+// size, converted by trace_converter.h. The file is read (and inflated) a chunk at a time and its events parsed as
+// they come, so its text is never held: a conversion holds the events' compact records, then the planes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -20,10 +22,25 @@ namespace podscope::kineto {
 // with an error naming the bound.
 inline constexpr uint64_t kMaxTraceBytes = uint64_t{4} << 30;
 
-// Whether a file name is a torch.profiler trace's.
+// Whether a file name is a torch.profiler trace's (`*.pt.trace.json[.gz]`): such a file is read as a trace whatever
+// it holds (a broken one is a bad file of the run, named with its error).
 bool is_kineto_trace_file_name(std::string_view file_name);
 
-// A run directory file's name without `.xplane.pb` or `.pt.trace.json[.gz]`: the host name of its planes when
+// Whether a file name is a JSON file's (`*.json`, `*.json.gz`): a Chrome trace, if its content says so.
+bool is_json_file_name(std::string_view file_name);
+
+// How many bytes of a file's start is_chrome_trace_head needs to see: a Kineto trace's fields before its events
+// (device properties, process groups) fit in them many times over, gzip or not.
+inline constexpr size_t kChromeTraceHeadBytes = size_t{1} << 20;
+
+// Whether a file whose first bytes (up to kChromeTraceHeadBytes of it, plain or gzip) are `head` is a Chrome trace: a
+// JSON object whose `traceEvents` array starts within them, as HTA and Perfetto's UI read any file. Pure.
+bool is_chrome_trace_head(std::string_view head);
+
+// is_chrome_trace_head on the start of a regular file (false for anything else, or a file that cannot be read).
+bool is_chrome_trace_file(const std::filesystem::path& path);
+
+// A run file's name without `.xplane.pb`, `.pt.trace.json[.gz]` or `.json[.gz]`: the host name of its planes when
 // neither its host plane nor its XSpace names one (analysis/step_spans.h, FileSteps::host_name).
 std::string run_file_stem(std::string_view file_name);
 
@@ -34,7 +51,8 @@ struct ProcessRank {
   int64_t world_size = -1;
 };
 
-// Reads and converts one trace file; errors name the file. `fallback` is the rank when the trace has none.
+// Reads and converts one trace file; errors name the file. `fallback` is the rank when the trace has none. What it
+// holds at its peak is the events' records, then the XSpace.
 absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::filesystem::path& path,
                                                                     uint64_t max_bytes = kMaxTraceBytes,
                                                                     const ProcessRank& fallback = {});
@@ -42,11 +60,12 @@ absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::f
 // How many bytes of converted traces (serialized XSpace size) a RunFileReader keeps for later passes in all.
 inline constexpr uint64_t kKeptConversionBytes = uint64_t{256} << 20;
 
-// The planes of a run directory's files, whichever kind each is, for every pass over the run: the analysis and the
-// pod-trace writer's two passes read through one reader. An XSpace is streamed plane by plane at each pass, as
-// read_xspace_planes does, so no file is too large. A torch.profiler trace is decompressed, parsed and converted
-// once, at its first pass, and its planes kept for the next passes while the kept conversions stay within
-// `kept_bytes` (a conversion beyond it is done again at each pass); its failure is kept too.
+// The planes of a run's files, whichever kind each is, for every pass over the run: the analysis and the pod-trace
+// writer's two passes read through one reader. An XSpace (`*.xplane.pb`) is streamed plane by plane at each pass, as
+// read_xspace_planes does, so no file is too large; any other file is a trace. A trace is decompressed, parsed and
+// converted once, at its first pass, into a serialized XSpace (a few bytes per event: the planes are never all held
+// as objects), which is kept for the next passes while the kept conversions stay within `kept_bytes` (a conversion
+// beyond it is done again at each pass) and streamed plane by plane at each; its failure is kept too.
 class RunFileReader {
  public:
   explicit RunFileReader(uint64_t kept_bytes = kKeptConversionBytes) : kept_bytes_left_(kept_bytes) {}
@@ -58,7 +77,7 @@ class RunFileReader {
                            xspace::XSpaceHeader* header = nullptr, const xspace::XLineFilter& keep_line = nullptr);
 
  private:
-  std::map<std::filesystem::path, absl::StatusOr<tensorflow::profiler::XSpace>> converted_;
+  std::map<std::filesystem::path, absl::StatusOr<std::string>> converted_;  // serialized XSpace
   uint64_t kept_bytes_left_;
 };
 

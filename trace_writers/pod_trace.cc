@@ -230,10 +230,15 @@ absl::StatusOr<PodTraceFiles> write_run_traces(const fs::path& run_dir, const Tr
                                                kineto::RunFileReader& reader) {
   auto paths = analysis::list_run_files(run_dir);
   if (!paths.ok()) return paths.status();
+  return write_traces(*paths, run_dir, selection, reader);
+}
+
+absl::StatusOr<PodTraceFiles> write_traces(const std::vector<fs::path>& paths, const fs::path& output_dir,
+                                           const TraceSelection& selection, kineto::RunFileReader& reader) {
   std::vector<RunFile> files;
   std::vector<std::string> skipped;
   StepExtent extent;
-  for (const fs::path& path : *paths) {
+  for (const fs::path& path : paths) {
     auto file = read_run_file(reader, path, selection, extent);
     if (file.ok()) {
       files.push_back(std::move(*file));
@@ -241,11 +246,11 @@ absl::StatusOr<PodTraceFiles> write_run_traces(const fs::path& run_dir, const Tr
       skipped.emplace_back(file.status().message());
     }
   }
-  if (files.empty()) return absl::DataLossError("no file of " + run_dir.string() + " could be read");
+  if (files.empty()) return absl::DataLossError("no file of " + output_dir.string() + " could be read");
   auto plan = plan_for(selection, files, extent);
   if (!plan.ok()) return plan.status();
 
-  auto writer = PodTraceWriter::open(run_dir, plan->stem, plan->time_base_ns, plan->window);
+  auto writer = PodTraceWriter::open(output_dir, plan->stem, plan->time_base_ns, plan->window);
   if (!writer.ok()) return writer.status();
   for (const RunFile& file : files) {
     absl::Status status = reader.read_planes(file.path, [&](const XPlane& plane) {

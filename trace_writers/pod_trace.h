@@ -76,5 +76,10 @@ absl::StatusOr<PodTraceFiles> write_run_traces(const std::filesystem::path& run_
 // torch.profiler trace is converted once for all of them.
 absl::StatusOr<PodTraceFiles> write_run_traces(const std::filesystem::path& run_dir, const TraceSelection& selection,
                                                kineto::RunFileReader& files);
+// The same over the files given (analysis::check_run_files' list) instead of a directory's, written into
+// `output_dir`.
+absl::StatusOr<PodTraceFiles> write_traces(const std::vector<std::filesystem::path>& paths,
+                                           const std::filesystem::path& output_dir, const TraceSelection& selection,
+                                           kineto::RunFileReader& files);
 
 }  // namespace podscope::pod_capture

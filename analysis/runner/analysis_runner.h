@@ -1,8 +1,8 @@
-// The file-touching shell around the pod analysis: reads every *.xplane.pb (and torch.profiler trace) of a run
-// directory one plane at a time (clock offsets and host names come from each file's /host:CPU plane), feeds the
-// pod analyzer, the step model and every tool of the tool table (tools.h), and writes each tool's files and
-// report.html, a tab per tool, atomically into the same directory. Used by `podscope analyze RUN_DIR` and after
-// every capture. See docs/analysis.md.
+// The file-touching shell around the pod analysis: reads every *.xplane.pb (and torch.profiler or other Chrome trace)
+// of a run directory, or the files given, one plane at a time (clock offsets and host names come from each file's
+// /host:CPU plane), feeds the pod analyzer, the step model and every tool of the tool table (tools.h), and writes each
+// tool's files and report.html, a tab per tool, atomically into the same directory. Used by `podscope analyze RUN_DIR`
+// and after every capture. See docs/analysis.md.
 #pragma once
 
 #include <filesystem>
@@ -60,10 +60,24 @@ absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::pat
 absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::path& run_dir,
                                                       const AnalysisOptions& options, kineto::RunFileReader& files);
 
-// The profile files of a run directory (*.xplane.pb and torch.profiler's *.pt.trace.json[.gz]), sorted by name:
-// the order that fixes the global core numbering of TF/JAX device planes, for every reader of a run. NotFound when
-// the directory is missing or holds none.
-absl::StatusOr<std::vector<std::filesystem::path>> list_run_files(const std::filesystem::path& run_dir);
+// The analysis of the files given (`podscope analyze a.json.gz b.xplane.pb`) as if they were a run directory's,
+// its outputs written into `output_dir`; same failures, and InvalidArgument for a file that is neither an XSpace nor a
+// Chrome trace (check_run_files).
+absl::StatusOr<AnalysisOutcome> analyze_files(const std::vector<std::filesystem::path>& paths,
+                                              const std::filesystem::path& output_dir, const AnalysisOptions& options,
+                                              kineto::RunFileReader& files);
+
+// The profile files of a run directory, sorted by name (the order that fixes the global core numbering of TF/JAX
+// device planes, for every reader of a run): *.xplane.pb, torch.profiler's *.pt.trace.json[.gz], and any other
+// *.json[.gz] whose content is a Chrome trace (kineto::is_chrome_trace_file), as HTA reads a directory; the run's
+// own JSON outputs are left out. Each other *.json[.gz] left out is named in `notes`, with why. NotFound when the
+// directory is missing or holds none.
+absl::StatusOr<std::vector<std::filesystem::path>> list_run_files(const std::filesystem::path& run_dir,
+                                                                  std::vector<std::string>* notes = nullptr);
+
+// The files given, sorted as list_run_files sorts them, when each is a regular file that is an XSpace (by its name)
+// or a trace (by its name, or its content a Chrome trace); else the error names the first that is not.
+absl::StatusOr<std::vector<std::filesystem::path>> check_run_files(std::vector<std::filesystem::path> files);
 
 // The reading and analysing part of analyze_run_directory (same failures), writing nothing: `written_files` stays
 // empty.

@@ -380,6 +380,67 @@ std::string check_structure(int fd, size_t size) {
 
 }  // namespace
 
+namespace {
+
+// Hands `on_plane` each plane of the XSpace on `stream` (`size` bytes, whose structure was checked), one arena at a
+// time. `what` names the XSpace in errors.
+absl::Status read_checked_planes(google::protobuf::io::ZeroCopyInputStream& stream, int64_t size, std::string_view what,
+                                 const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
+                                 XSpaceHeader* header, const XLineFilter& keep_line) {
+  const ArenaBlockPool arena_blocks;
+  google::protobuf::io::CodedInputStream input(&stream);
+  // A single plane may be far larger than protobuf's default message limit.
+  input.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  auto broken = [&](std::string_view problem) {
+    return absl::DataLossError(std::string(what) + " is not a valid XSpace at byte " +
+                               std::to_string(input.CurrentPosition()) + ": " + std::string(problem));
+  };
+
+  // A declared length is checked against what is left of the bytes before anything is allocated for it: a few
+  // hostile bytes must not make the reader reserve gigabytes. The structure check found every length fitting; this
+  // holds for a file that changed since.
+  auto fits = [&](uint32_t length) { return int64_t{length} <= size - input.CurrentPosition(); };
+
+  while (true) {
+    const uint32_t tag = input.ReadTag();
+    if (tag == 0) break;
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    const auto wire_type = WireFormatLite::GetTagWireType(tag);
+    if (wire_type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED && field == kPlanesField) {
+      uint32_t length = 0;
+      if (!input.ReadVarint32(&length)) return broken("truncated plane length");
+      if (!fits(length)) return broken("plane length " + std::to_string(length) + " runs past the end of the file");
+      const auto limit = input.PushLimit(static_cast<int>(length));
+      // One arena per plane: its many small messages are allocated in blocks and freed all at once.
+      google::protobuf::Arena arena(ArenaBlockPool::arena_options());
+      auto* plane = google::protobuf::Arena::CreateMessage<tensorflow::profiler::XPlane>(&arena);
+      const bool parsed = keep_line ? parse_plane(input, *plane, keep_line)
+                                    : plane->MergeFromCodedStream(&input) && input.ConsumedEntireMessage();
+      if (!parsed || input.BytesUntilLimit() != 0) return broken("plane does not parse");
+      input.PopLimit(limit);
+      if (absl::Status s = on_plane(*plane); !s.ok()) return s;
+    } else if (wire_type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED &&
+               (field == kErrorsField || field == kWarningsField || field == kHostnamesField)) {
+      uint32_t length = 0;
+      if (!input.ReadVarint32(&length)) return broken("truncated string length");
+      if (!fits(length)) return broken("string length " + std::to_string(length) + " runs past the end of the file");
+      std::string value;
+      if (!input.ReadString(&value, static_cast<int>(length))) return broken("truncated string field");
+      if (header != nullptr) {
+        (field == kErrorsField     ? header->errors
+         : field == kWarningsField ? header->warnings
+                                   : header->hostnames)
+            .push_back(std::move(value));
+      }
+    } else if (!WireFormatLite::SkipField(&input, tag)) {
+      return broken("unknown field " + std::to_string(field) + " cannot be skipped");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status read_xspace_planes(const std::filesystem::path& path,
                                 const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
                                 XSpaceHeader* header, const XLineFilter& keep_line) {
@@ -400,63 +461,30 @@ absl::Status read_xspace_planes(const std::filesystem::path& path,
     return absl::DataLossError("XSpace file " + path.string() + " is not a valid XSpace: " + broken +
                                "; none of its planes was read");
   }
-  const ArenaBlockPool arena_blocks;
   google::protobuf::io::FileInputStream file(fd.get());
-  google::protobuf::io::CodedInputStream input(&file);
-  // A single plane may be far larger than protobuf's default message limit.
-  input.SetTotalBytesLimit(std::numeric_limits<int>::max());
-  auto broken = [&](std::string_view what) {
-    return absl::DataLossError("XSpace file " + path.string() + " is not a valid XSpace at byte " +
-                               std::to_string(input.CurrentPosition()) + ": " + std::string(what));
-  };
-
-  // A declared length is checked against what is left of the file before anything is allocated for it: a few
-  // hostile bytes must not make the reader reserve gigabytes. The structure check found every length fitting; this
-  // holds for a file that changed since.
-  auto fits_in_file = [&](uint32_t length) { return int64_t{length} <= file_size - input.CurrentPosition(); };
-
-  while (true) {
-    const uint32_t tag = input.ReadTag();
-    if (tag == 0) break;
-    const int field = WireFormatLite::GetTagFieldNumber(tag);
-    const auto wire_type = WireFormatLite::GetTagWireType(tag);
-    if (wire_type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED && field == kPlanesField) {
-      uint32_t length = 0;
-      if (!input.ReadVarint32(&length)) return broken("truncated plane length");
-      if (!fits_in_file(length)) {
-        return broken("plane length " + std::to_string(length) + " runs past the end of the file");
-      }
-      const auto limit = input.PushLimit(static_cast<int>(length));
-      // One arena per plane: its many small messages are allocated in blocks and freed all at once.
-      google::protobuf::Arena arena(ArenaBlockPool::arena_options());
-      auto* plane = google::protobuf::Arena::CreateMessage<tensorflow::profiler::XPlane>(&arena);
-      const bool parsed = keep_line ? parse_plane(input, *plane, keep_line)
-                                    : plane->MergeFromCodedStream(&input) && input.ConsumedEntireMessage();
-      if (!parsed || input.BytesUntilLimit() != 0) return broken("plane does not parse");
-      input.PopLimit(limit);
-      if (absl::Status s = on_plane(*plane); !s.ok()) return s;
-    } else if (wire_type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED &&
-               (field == kErrorsField || field == kWarningsField || field == kHostnamesField)) {
-      uint32_t length = 0;
-      if (!input.ReadVarint32(&length)) return broken("truncated string length");
-      if (!fits_in_file(length))
-        return broken("string length " + std::to_string(length) + " runs past the end of the file");
-      std::string value;
-      if (!input.ReadString(&value, static_cast<int>(length))) return broken("truncated string field");
-      if (header != nullptr) {
-        (field == kErrorsField     ? header->errors
-         : field == kWarningsField ? header->warnings
-                                   : header->hostnames)
-            .push_back(std::move(value));
-      }
-    } else if (!WireFormatLite::SkipField(&input, tag)) {
-      return broken("unknown field " + std::to_string(field) + " cannot be skipped");
-    }
-  }
-  if (file.GetErrno() != 0) {
+  absl::Status status =
+      read_checked_planes(file, file_size, "XSpace file " + path.string(), on_plane, header, keep_line);
+  if (status.ok() && file.GetErrno() != 0) {
     return absl::DataLossError("reading XSpace file " + path.string() + ": " + std::strerror(file.GetErrno()));
   }
-  return absl::OkStatus();
+  return status;
+}
+
+absl::Status read_xspace_planes(std::string_view bytes, std::string_view name,
+                                const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
+                                XSpaceHeader* header, const XLineFilter& keep_line) {
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return absl::DataLossError(std::string(name) + " has " + std::to_string(bytes.size()) +
+                               " bytes of XSpace, past protobuf's 2 GiB limit");
+  }
+  const auto* begin = reinterpret_cast<const uint8_t*>(bytes.data());
+  StructureCheck walk(begin);
+  if (!walk.check(Kind::kSpace, begin, begin + bytes.size())) {
+    return absl::DataLossError(std::string(name) + " is not a valid XSpace: " + walk.broken() +
+                               "; none of its planes was read");
+  }
+  google::protobuf::io::ArrayInputStream stream(bytes.data(), static_cast<int>(bytes.size()));
+  return read_checked_planes(stream, static_cast<int64_t>(bytes.size()), name, on_plane, header, keep_line);
 }
 
 }  // namespace podscope::xspace

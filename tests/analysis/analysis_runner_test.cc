@@ -535,5 +535,37 @@ TEST_F(RunDirectory, WritesTheStepToolsBesideThePodFiles) {
   EXPECT_NE(outcome->recommendation_text.find("NOT input-bound"), std::string::npos) << outcome->recommendation_text;
 }
 
+// Which files of a directory are the run's: XSpaces, and Chrome traces by their content whatever their names (as HTA
+// reads a directory); other JSON is noted, and what a capture or an analysis wrote there is left out silently.
+TEST_F(RunDirectory, ChromeTracesAreTakenByTheirContentOtherJsonNotedAndTheRunsOwnOutputsLeftOut) {
+  write_pod(SyntheticPodSpec{});
+  constexpr std::string_view kTrace =
+      R"({"schemaVersion": 1, "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1,)"
+      R"( "tid": 1, "ts": 5, "dur": 3}]})";
+  std::ofstream(dir_ / "worker_rank7.json") << kTrace;
+  std::ofstream(dir_ / "notes.json") << R"({"traceEvents_not": []})";
+  std::ofstream(dir_ / "notes.txt") << "not JSON, not noted";
+  std::ofstream(dir_ / "capture.json") << R"({"hosts": []})";
+  std::ofstream(dir_ / "pod.trace.json.gz") << R"({"displayTimeUnit":"ns","traceEvents":[]})";  // our merged trace
+  std::ofstream(dir_ / "pod.step3.trace.json.gz") << R"({"displayTimeUnit":"ns","traceEvents":[]})";
+  const std::vector<fs::path> expected = {dir_ / "host0.xplane.pb", dir_ / "host1.xplane.pb", dir_ / "host2.xplane.pb",
+                                          dir_ / "host3.xplane.pb", dir_ / "worker_rank7.json"};
+  std::vector<std::string> notes;
+  auto listed = list_run_files(dir_, &notes);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(*listed, expected);
+  EXPECT_EQ(notes, std::vector<std::string>{
+                       "ignored notes.json: not a Chrome trace (no traceEvents array in its first 1024 KiB)"});
+  // The analysis' own JSON files (each tool's <stem>.json beside its <stem>.pb) are neither read nor noted.
+  auto outcome = analyze_run_directory(dir_);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_NE(outcome->summary_text.find("note: ignored notes.json"), std::string::npos) << outcome->summary_text;
+  notes.clear();
+  listed = list_run_files(dir_, &notes);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(*listed, expected);
+  EXPECT_EQ(notes.size(), 1u);
+}
+
 }  // namespace
 }  // namespace podscope::analysis
