@@ -28,6 +28,7 @@
 #include "kineto/ipc/fabric_message.h"
 #include "kineto/ipc/on_demand_config.h"
 #include "podscope/v1/agent.grpc.pb.h"
+#include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xplane_reader.h"
 #include "tensorflow/profiler_service.grpc.pb.h"
 #include "tests/integration/agent_process.h"
@@ -345,16 +346,22 @@ TEST(KinetoHandoff, OneUsersProcessesTakeAtMostTheirShareAndMetricsStayBounded) 
   KinetoPoller rank(k.sockets, {}, testing::kNobody);
   ASSERT_TRUE(testing::wait_for(
       [&] {
-        for (const auto& p : status_of(k.agent).kineto().processes()) {
+        const auto status = status_of(k.agent);
+        for (const auto& p : status.kineto().processes()) {
           if (p.pid() == rank.pid()) return true;
         }
         return false;
       },
       std::chrono::seconds(10)));
-  const std::string metrics = testing::http_get(k.agent.metrics_port(), "/metrics");
+  std::string metrics;
+  EXPECT_TRUE(testing::wait_for(
+      [&] {
+        metrics = testing::http_get(k.agent.metrics_port(), "/metrics");
+        return metrics.find("podscope_kineto_processes{host=\"handoff-host\"} 257") != std::string::npos;
+      },
+      std::chrono::seconds(10)));
   std::printf("/metrics: %zu bytes with 257 processes polling\n", metrics.size());
   EXPECT_EQ(metrics.find("pid=\""), std::string::npos);
-  EXPECT_NE(metrics.find("podscope_kineto_processes{host=\"handoff-host\"} 257"), std::string::npos);
 }
 
 TEST(KinetoHandoff, APollerCannotPushACapturesStartBeyondTheBound) {
@@ -390,15 +397,14 @@ TEST(KinetoHandoff, UnderTheSystemdUnitAnUnprivilegedAgentTakesAnotherUsersTrace
   fs::create_directory(runtime_directory);
   ASSERT_EQ(::chown(runtime_directory.c_str(), kAgentUid, kAgentUid), 0);
   fs::permissions(runtime_directory, fs::perms(0751));
-  const std::string sockets = run.file("sockets");
-  fs::create_directory(sockets);
-  fs::permissions(sockets, fs::perms(01777));
-  AgentProcess agent({"--kineto_endpoint", sockets + "/dynolog", "--kineto_trace_dir", runtime_directory + "/kineto",
+  // Kineto's default endpoint, an abstract name (the agent shares the host's network namespace); a unique one here.
+  const std::string endpoint = "podscope-test-systemd-" + std::to_string(::getpid());
+  AgentProcess agent({"--kineto_endpoint", endpoint, "--kineto_trace_dir", runtime_directory + "/kineto",
                       "--socket", runtime_directory + "/agent.sock"},
                      true, unit);
   testing::Identity rank_user = testing::kNobody;
   rank_user.umask = 077;
-  KinetoPoller rank(sockets, {}, rank_user);
+  KinetoPoller rank("@" + endpoint, {}, rank_user);
   ASSERT_TRUE(testing::wait_for(
       [&] {
         const auto s = status_of(agent);
@@ -428,14 +434,13 @@ TEST(KinetoHandoff, InTheDaemonSetARootAgentWithoutCapabilitiesOnAReadOnlyRootTa
   const std::string host_path = node.file("run-podscope");  // hostPath DirectoryOrCreate: root's, 0755
   fs::create_directory(host_path);
   fs::permissions(host_path, fs::perms(0755));
-  const std::string sockets = node.file("sockets");
-  fs::create_directory(sockets);
-  fs::permissions(sockets, fs::perms(01777));
   testing::AgentEnvironment pod;
   pod.read_only_root = true;
-  pod.writable_paths = {host_path, sockets};
+  pod.writable_paths = {host_path};
   pod.no_capabilities = true;
-  AgentProcess agent({"--kineto_endpoint", sockets + "/dynolog", "--kineto_trace_dir", host_path + "/kineto",
+  // hostNetwork: Kineto's default abstract endpoint reaches it (a unique name here).
+  const std::string endpoint = "podscope-test-daemonset-" + std::to_string(::getpid());
+  AgentProcess agent({"--kineto_endpoint", endpoint, "--kineto_trace_dir", host_path + "/kineto",
                       "--socket", host_path + "/agent.sock"},
                      true, pod);
   // The agent's / is read-only, and it holds no capability.
@@ -451,7 +456,7 @@ TEST(KinetoHandoff, InTheDaemonSetARootAgentWithoutCapabilitiesOnAReadOnlyRootTa
   EXPECT_TRUE(root_read_only) << mounts;
   EXPECT_NE(read_file("/proc/" + std::to_string(agent.pid()) + "/status").find("CapEff:\t0000000000000000"),
             std::string::npos);
-  KinetoPoller rank(sockets, {}, testing::kNobody);
+  KinetoPoller rank("@" + endpoint, {}, testing::kNobody);
   ASSERT_TRUE(testing::wait_for(
       [&] {
         const auto s = status_of(agent);

@@ -2,11 +2,13 @@
 // KINETO_IPC_SOCKET_DIR), polls with the bytes Kineto sends, and when handed a trace request writes what Kineto
 // writes where Kineto writes it (`<log file>` with `_<pid>` inserted, through `.tmp` and a rename) after the window.
 // It can also lie and misbehave as a hostile local user would, for the tests that attack the agent with it:
-//   kineto_poller SOCKET_DIR [--interval_ms N] [--children N] [--claim_pid N] [--claim_ancestors a,b]
+//   kineto_poller SOCKET_DIR|@NAME [--interval_ms N] [--children N] [--claim_pid N] [--claim_ancestors a,b]
 //                 [--deliver trace|none|symlink:TARGET|hardlink:TARGET|fifo|gzip_bomb:MIB]
 // It prints "ready <pid>" once its first poll was answered (a liar, which the agent does not answer: sent), then
 // "handed <log file> <start, Unix ms>" for each request; with --children N it forks N more pollers first (each its own process)
 // and prints "ready" once all were.
+// SOCKET_DIR: the agent serves SOCKET_DIR/dynolog; @NAME: the agent serves the abstract name NAME (Kineto's
+// default mode, where no file permission stands between the agent and a process's own end).
 // It stops when its standard input closes.
 #include <fcntl.h>
 #include <poll.h>
@@ -98,17 +100,33 @@ std::string small_trace(const std::map<std::string, std::string>& keys, int64_t 
          R"(, "traceEvents": [)" + events + "]}";
 }
 
-// A gzip of `mib` MiB of trace text as dense as JSON gets (a token per byte): a few hundred KiB on disk.
-void write_gzip_bomb(const std::string& path, int mib) {
-  gzFile gz = gzopen(path.c_str(), "wb9");
-  const std::string head = R"({"traceEvents": [)";
-  gzwrite(gz, head.data(), static_cast<unsigned>(head.size()));
+// A gzip of `mib` MiB of trace text as dense as JSON gets (a token per byte): a few hundred KiB, made once at
+// start so that it is delivered as soon as the window ends.
+std::string gzip_bomb(int mib) {
+  z_stream z{};
+  deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY);
+  std::string out;
+  auto feed = [&](const std::string& text, int flush) {
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+    z.avail_in = static_cast<uInt>(text.size());
+    char buf[1 << 16];
+    do {
+      z.next_out = reinterpret_cast<Bytef*>(buf);
+      z.avail_out = sizeof buf;
+      deflate(&z, flush);
+      out.append(buf, sizeof buf - z.avail_out);
+    } while (z.avail_out == 0);
+  };
+  feed(R"({"traceEvents": [)", Z_NO_FLUSH);
   std::string chunk;
   for (int i = 0; i < (1 << 20) / 2; ++i) chunk += "0,";
-  for (int i = 0; i < mib; ++i) gzwrite(gz, chunk.data(), static_cast<unsigned>(chunk.size()));
-  gzwrite(gz, "0]}", 3);
-  gzclose(gz);
+  for (int i = 0; i < mib; ++i) feed(chunk, Z_NO_FLUSH);
+  feed("0]}", Z_FINISH);
+  deflateEnd(&z);
+  return out;
 }
+
+std::string bomb;  // made at start for --deliver gzip_bomb:MIB
 
 void deliver(const Options& o, const std::string& config) {
   const auto keys = config_keys(config);
@@ -126,17 +144,21 @@ void deliver(const Options& o, const std::string& config) {
   } else if (o.deliver == "fifo") {
     ::mkfifo(file.c_str(), 0666);
   } else if (o.deliver.starts_with("gzip_bomb:")) {
-    write_gzip_bomb(file + ".tmp", std::stoi(o.deliver.substr(10)));
+    { std::ofstream(file + ".tmp", std::ios::binary) << bomb; }
     std::rename((file + ".tmp").c_str(), file.c_str());
   }
 }
 
 // Polls until killed; writes a byte to `ready_fd` once it was answered (a liar: once it sent).
 [[noreturn]] void poll_loop(const Options& o, int ready_fd) {
-  const ipc::FabricAddress own = *ipc::fabric_address(o.socket_dir + "/client" + std::to_string(::getpid()));
-  const ipc::FabricAddress agent = *ipc::fabric_address(o.socket_dir + "/dynolog");
+  const bool abstract = o.socket_dir.starts_with("@");
+  const std::string client = "client" + std::to_string(::getpid());
+  const ipc::FabricAddress own = *ipc::fabric_address(abstract ? o.socket_dir.substr(1) + "-" + client
+                                                               : o.socket_dir + "/" + client);
+  const ipc::FabricAddress agent =
+      *ipc::fabric_address(abstract ? o.socket_dir.substr(1) : o.socket_dir + "/dynolog");
   const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  ::unlink(own.file.c_str());
+  if (!abstract) ::unlink(own.file.c_str());
   if (::bind(fd, reinterpret_cast<const sockaddr*>(&own.address), own.length) != 0) std::exit(3);
   std::vector<int32_t> pids = {o.claim_pid > 0 ? o.claim_pid : ::getpid()};
   for (int32_t a : o.claims_ancestors ? o.claim_ancestors : real_ancestors()) pids.push_back(a);
@@ -194,6 +216,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (o.deliver.starts_with("gzip_bomb:")) bomb = gzip_bomb(std::stoi(o.deliver.substr(10)));
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) return 3;
   std::vector<pid_t> pollers;
