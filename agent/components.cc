@@ -146,11 +146,11 @@ std::unique_ptr<LifecycleComponent> make_triggered_snapshots(AgentParts& parts) 
 
 std::unique_ptr<grpc::Service> make_agent_service(AgentParts& parts) {
   auto fill_status = [&parts](podscope::v1::AgentStatus& s) {
-    fill_agent_status({parts.host_name, parts.start_time_ns, parts.clock, parts.collectors, *parts.clock_health,
-                       *parts.captures, *parts.recording, *parts.triggered_snapshots, *parts.local_clients,
-                       *parts.local_socket_counters, parts.kineto_endpoint, parts.kineto_source,
-                       *parts.kineto_processes},
-                      s);
+    fill_agent_status(
+        {parts.host_name, parts.start_time_ns, parts.clock, parts.collectors, *parts.clock_health, *parts.captures,
+         *parts.recording, *parts.triggered_snapshots, *parts.local_clients, *parts.local_socket_counters,
+         parts.kineto_endpoint, parts.kineto_source, *parts.kineto_processes},
+        s);
   };
   CaptureSessions& captures = *parts.captures;
   return std::make_unique<AgentServiceImpl>(
@@ -192,7 +192,7 @@ std::unique_ptr<LifecycleComponent> make_local_socket(AgentParts& parts) {
 
 std::unique_ptr<LifecycleComponent> make_kineto_endpoint(AgentParts& parts) {
   auto endpoint = std::make_unique<KinetoEndpoint>(parts.config.kineto_endpoint, parts.kineto_processes, parts.clock,
-                                               *parts.registry, parts.host_name);
+                                                   *parts.registry, parts.host_name);
   parts.kineto_endpoint = endpoint.get();
   return endpoint;
 }

@@ -125,16 +125,15 @@ void KinetoCaptureSource::plan(const CaptureWindow& window) {
     if (is_launcher(p, live)) continue;
     absl::StatusOr<std::filesystem::path> dir = directory_.directory_for(p.uid);
     if (!dir.ok()) {
-      const std::string warning = "Kineto process " + std::to_string(p.pid) + " not traced: " +
-                                  std::string(dir.status().message());
+      const std::string warning =
+          "Kineto process " + std::to_string(p.pid) + " not traced: " + std::string(dir.status().message());
       PODSCOPE_LOG(kWarning) << warning;
       plan_warning_ += (plan_warning_.empty() ? "" : "; ") + warning;
       continue;
     }
     // The agent's pid in the name: processes of one uid in different containers may share their own pids.
     kineto::ipc::OnDemandTrace trace;
-    trace.log_file =
-        (*dir / ("trace" + std::to_string(sequence_) + "-" + std::to_string(p.pid) + ".json")).string();
+    trace.log_file = (*dir / ("trace" + std::to_string(sequence_) + "-" + std::to_string(p.pid) + ".json")).string();
     trace.start_unix_ms = (window.start_ns - clock_.offset_ns()) / kNsPerMs;
     trace.duration_ms = (window.planned_end_ns - window.start_ns) / kNsPerMs;
     trace.trace_id = std::to_string(sequence_);
@@ -219,8 +218,8 @@ std::string KinetoCaptureSource::merge_trace(const Requested& r, const OpenedTra
     if (message.starts_with(opened)) message = "its trace " + r.file_name + message.substr(opened.size());
     if (converted.status().code() == absl::StatusCode::kResourceExhausted) {
       return refuse_trace(TraceRefusal::kTooLarge, who + ": " + message +
-                                                        " (what this capture's memory budget leaves, "
-                                                        "capture_memory_limit_mb); not taken");
+                                                       " (what this capture's memory budget leaves, "
+                                                       "capture_memory_limit_mb); not taken");
     }
     return refuse_trace(TraceRefusal::kUnreadable, who + ": " + message);
   }

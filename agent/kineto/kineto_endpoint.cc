@@ -23,7 +23,7 @@ std::string_view refusal_label(size_t reason) {
 }  // namespace
 
 KinetoEndpoint::KinetoEndpoint(std::string endpoint, std::shared_ptr<KinetoProcesses> processes, const Clock& clock,
-                           prometheus::Registry& registry, const std::string& host_name)
+                               prometheus::Registry& registry, const std::string& host_name)
     : endpoint_(std::move(endpoint)),
       processes_(std::move(processes)),
       clock_(clock),

@@ -30,9 +30,8 @@ namespace podscope::agent {
 
 // What the endpoint refuses, by reason: the codec's refusals, the lies (process_lineage.h), then a poll from one
 // process more than KinetoProcesses::kMaxProcesses or kMaxProcessesPerUid.
-inline constexpr std::array<std::string_view, 5> kKinetoEndpointRefusals = {"unverified", "forged_pid",
-                                                                            "forged_ancestor", "process_cap",
-                                                                            "uid_cap"};
+inline constexpr std::array<std::string_view, 5> kKinetoEndpointRefusals = {
+    "unverified", "forged_pid", "forged_ancestor", "process_cap", "uid_cap"};
 inline constexpr size_t kKinetoRefusalCount = kineto::ipc::kRefusals.size() + kKinetoEndpointRefusals.size();
 
 struct KinetoEndpointStatus {
@@ -48,7 +47,7 @@ struct KinetoEndpointStatus {
 class KinetoEndpoint final : public LifecycleComponent {
  public:
   KinetoEndpoint(std::string endpoint, std::shared_ptr<KinetoProcesses> processes, const Clock& clock,
-               prometheus::Registry& registry, const std::string& host_name);
+                 prometheus::Registry& registry, const std::string& host_name);
   ~KinetoEndpoint() override;
 
   std::string_view name() const override { return "kineto_endpoint"; }

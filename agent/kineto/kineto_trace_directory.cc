@@ -30,10 +30,9 @@ absl::Status set_acl(int fd, acl_type_t type, const std::string& text) {
   std::unique_ptr<void, AclFree> acl(acl_from_text(text.c_str()));
   if (!acl) return absl::InternalError("acl_from_text(" + text + "): " + errno_text(errno));
   // The default ACL can be set through a path only: /proc/self/fd/N names this very directory.
-  const int rc = type == ACL_TYPE_ACCESS
-                     ? acl_set_fd(fd, static_cast<acl_t>(acl.get()))
-                     : acl_set_file(("/proc/self/fd/" + std::to_string(fd)).c_str(), type,
-                                    static_cast<acl_t>(acl.get()));
+  const int rc = type == ACL_TYPE_ACCESS ? acl_set_fd(fd, static_cast<acl_t>(acl.get()))
+                                         : acl_set_file(("/proc/self/fd/" + std::to_string(fd)).c_str(), type,
+                                                        static_cast<acl_t>(acl.get()));
   if (rc != 0) return absl::FailedPreconditionError(errno_text(errno));
   return absl::OkStatus();
 }
@@ -74,8 +73,8 @@ absl::StatusOr<OwnedFd> own_directory(int parent_fd, const std::string& name, co
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return absl::FailedPreconditionError(path + ": " + errno_text(errno));
   if (st.st_uid != ::geteuid()) {
-    return absl::FailedPreconditionError(path + " belongs to uid " + std::to_string(st.st_uid) + ", not the agent (uid " +
-                                         std::to_string(::geteuid()) + "): not used");
+    return absl::FailedPreconditionError(path + " belongs to uid " + std::to_string(st.st_uid) +
+                                         ", not the agent (uid " + std::to_string(::geteuid()) + "): not used");
   }
   if (::fchmod(fd.get(), mode) != 0) return absl::FailedPreconditionError(path + ": chmod: " + errno_text(errno));
   return fd;
@@ -187,7 +186,8 @@ TraceLookup KinetoTraceDirectory::find(uint32_t uid, const std::string& name) co
   if (::fstat(fd.get(), &st) != 0) {
     return refuse(TraceRefusal::kUnreadable, "its trace " + path + ": " + errno_text(errno));
   }
-  if (!S_ISREG(st.st_mode)) return refuse(TraceRefusal::kNotRegularFile, "its trace " + path + " is not a regular file");
+  if (!S_ISREG(st.st_mode))
+    return refuse(TraceRefusal::kNotRegularFile, "its trace " + path + " is not a regular file");
   if (st.st_uid != uid) {
     return refuse(TraceRefusal::kWrongOwner, "its trace " + path + " belongs to uid " + std::to_string(st.st_uid) +
                                                  ", not the process's uid " + std::to_string(uid));

@@ -26,9 +26,9 @@ std::optional<ProcessStatus> parse_process_status(std::string_view text);
 
 // A sender whose claims hold.
 struct VerifiedSender {
-  int32_t pid = 0;         // in the agent's pid namespace: what /proc here is keyed by
-  int32_t own_pid = 0;     // in its own pid namespace: what Kineto writes and names its trace files with
-  uint32_t uid = 0;        // the sender's (real) uid
+  int32_t pid = 0;                 // in the agent's pid namespace: what /proc here is keyed by
+  int32_t own_pid = 0;             // in its own pid namespace: what Kineto writes and names its trace files with
+  uint32_t uid = 0;                // the sender's (real) uid
   std::vector<int32_t> ancestors;  // in the agent's pid namespace, parent first, as far as its namespace reaches
 };
 

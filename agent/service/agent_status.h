@@ -38,7 +38,7 @@ struct AgentStatusSources {
   const LocalSocketCounters& local_socket_counters;
   const KinetoEndpoint* kineto_endpoint;     // null when `kineto_endpoint` is off
   const KinetoCaptureSource* kineto_source;  // null when `kineto_endpoint` is off
-  KinetoProcesses& kineto_processes;  // live() forgets the silent ones
+  KinetoProcesses& kineto_processes;         // live() forgets the silent ones
 };
 
 void fill_agent_status(const AgentStatusSources& sources, podscope::v1::AgentStatus& status);

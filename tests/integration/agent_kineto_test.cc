@@ -117,8 +117,8 @@ struct KinetoAgent {
     fs::permissions(dir, fs::perms(0755));
     fs::create_directories(sockets);
     fs::permissions(sockets, fs::perms(01777));
-    std::vector<std::string> args = {"--kineto_endpoint", sockets + "/dynolog", "--kineto_trace_dir", trace_root,
-                                     "--host_name", "kineto-host"};
+    std::vector<std::string> args = {"--kineto_endpoint", sockets + "/dynolog", "--kineto_trace_dir",
+                                     trace_root,          "--host_name",        "kineto-host"};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -351,8 +351,8 @@ TEST(AgentKineto, ACaptureCutShortAnswersAtOnceWithoutWaitingForTraces) {
   EXPECT_LT(std::chrono::steady_clock::now() - terminated, std::chrono::seconds(3));
   bool named = false;
   for (const auto& w : response.xspace().warnings()) {
-    named |= w.find("Kineto process " + std::to_string(silent.pid()) + ": the window was cut short") !=
-             std::string::npos;
+    named |=
+        w.find("Kineto process " + std::to_string(silent.pid()) + ": the window was cut short") != std::string::npos;
   }
   EXPECT_TRUE(named);
 }

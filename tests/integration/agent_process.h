@@ -73,9 +73,9 @@ inline bool enter_agent_environment(const AgentEnvironment& environment) {
       if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) return false;
     }
   }
-  if (environment.uid != 0 && (setgroups(0, nullptr) != 0 || setresgid(environment.gid, environment.gid,
-                                                                         environment.gid) != 0 ||
-                               setresuid(environment.uid, environment.uid, environment.uid) != 0)) {
+  if (environment.uid != 0 &&
+      (setgroups(0, nullptr) != 0 || setresgid(environment.gid, environment.gid, environment.gid) != 0 ||
+       setresuid(environment.uid, environment.uid, environment.uid) != 0)) {
     return false;
   }
   return true;

@@ -104,8 +104,8 @@ struct HandoffAgent {
     fs::create_directories(sockets);
     fs::permissions(sockets, fs::perms(01777));
     fs::create_directories(dir + "/" + under);
-    std::vector<std::string> args = {"--kineto_endpoint", sockets + "/dynolog", "--kineto_trace_dir", trace_root,
-                                     "--host_name", "handoff-host"};
+    std::vector<std::string> args = {"--kineto_endpoint", sockets + "/dynolog", "--kineto_trace_dir",
+                                     trace_root,          "--host_name",        "handoff-host"};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -297,9 +297,8 @@ TEST(KinetoHandoff, ForgedPollsAreDroppedWhateverPidTheyClaimAndLockNoOneOut) {
     send(ipc::encode_poll({3, 0, {200'000 + i}}));
     ++forged;
   }
-  ASSERT_TRUE(testing::wait_for(
-      [&] { return count_of(status_of(k.agent).kineto().refused(), "forged_pid") == forged; },
-      std::chrono::seconds(30)));
+  ASSERT_TRUE(testing::wait_for([&] { return count_of(status_of(k.agent).kineto().refused(), "forged_pid") == forged; },
+                                std::chrono::seconds(30)));
   ::close(fd);
   auto status = status_of(k.agent);
   EXPECT_EQ(status.kineto().processes_size(), 0);
@@ -323,9 +322,8 @@ TEST(KinetoHandoff, AForgedAncestorIsDroppedAndCannotMakeARankALauncher) {
   // Another user's process claims the rank as its ancestor: were it believed, the rank would be a launcher and not
   // traced.
   KinetoPoller liar(k.sockets, {"--claim_ancestors", std::to_string(rank.pid())}, testing::kAttacker);
-  ASSERT_TRUE(testing::wait_for(
-      [&] { return count_of(status_of(k.agent).kineto().refused(), "forged_ancestor") >= 2; },
-      std::chrono::seconds(10)));
+  ASSERT_TRUE(testing::wait_for([&] { return count_of(status_of(k.agent).kineto().refused(), "forged_ancestor") >= 2; },
+                                std::chrono::seconds(10)));
   const auto status = status_of(k.agent);
   ASSERT_EQ(status.kineto().processes_size(), 1);
   EXPECT_EQ(status.kineto().processes(0).pid(), rank.pid());
@@ -401,8 +399,8 @@ TEST(KinetoHandoff, UnderTheSystemdUnitAnUnprivilegedAgentTakesAnotherUsersTrace
   fs::permissions(runtime_directory, fs::perms(0751));
   // Kineto's default endpoint, an abstract name (the agent shares the host's network namespace); a unique one here.
   const std::string endpoint = "podscope-test-systemd-" + std::to_string(::getpid());
-  AgentProcess agent({"--kineto_endpoint", endpoint, "--kineto_trace_dir", runtime_directory + "/kineto",
-                      "--socket", runtime_directory + "/agent.sock"},
+  AgentProcess agent({"--kineto_endpoint", endpoint, "--kineto_trace_dir", runtime_directory + "/kineto", "--socket",
+                      runtime_directory + "/agent.sock"},
                      true, unit);
   testing::Identity rank_user = testing::kNobody;
   rank_user.umask = 077;
@@ -442,8 +440,8 @@ TEST(KinetoHandoff, InTheDaemonSetARootAgentWithoutCapabilitiesOnAReadOnlyRootTa
   pod.no_capabilities = true;
   // hostNetwork: Kineto's default abstract endpoint reaches it (a unique name here).
   const std::string endpoint = "podscope-test-daemonset-" + std::to_string(::getpid());
-  AgentProcess agent({"--kineto_endpoint", endpoint, "--kineto_trace_dir", host_path + "/kineto",
-                      "--socket", host_path + "/agent.sock"},
+  AgentProcess agent({"--kineto_endpoint", endpoint, "--kineto_trace_dir", host_path + "/kineto", "--socket",
+                      host_path + "/agent.sock"},
                      true, pod);
   // The agent's / is read-only, and it holds no capability.
   const std::string mounts = read_file("/proc/" + std::to_string(agent.pid()) + "/mountinfo");

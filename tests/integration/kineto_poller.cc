@@ -5,11 +5,10 @@
 //   kineto_poller SOCKET_DIR|@NAME [--interval_ms N] [--children N] [--claim_pid N] [--claim_ancestors a,b]
 //                 [--deliver trace|none|symlink:TARGET|hardlink:TARGET|fifo|gzip_bomb:MIB]
 // It prints "ready <pid>" once its first poll was answered (a liar, which the agent does not answer: sent), then
-// "handed <log file> <start, Unix ms>" for each request; with --children N it forks N more pollers first (each its own process)
-// and prints "ready" once all were.
-// SOCKET_DIR: the agent serves SOCKET_DIR/dynolog; @NAME: the agent serves the abstract name NAME (Kineto's
-// default mode, where no file permission stands between the agent and a process's own end).
-// It stops when its standard input closes.
+// "handed <log file> <start, Unix ms>" for each request; with --children N it forks N more pollers first (each its own
+// process) and prints "ready" once all were. SOCKET_DIR: the agent serves SOCKET_DIR/dynolog; @NAME: the agent serves
+// the abstract name NAME (Kineto's default mode, where no file permission stands between the agent and a process's own
+// end). It stops when its standard input closes.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -153,10 +152,9 @@ void deliver(const Options& o, const std::string& config) {
 [[noreturn]] void poll_loop(const Options& o, int ready_fd) {
   const bool abstract = o.socket_dir.starts_with("@");
   const std::string client = "client" + std::to_string(::getpid());
-  const ipc::FabricAddress own = *ipc::fabric_address(abstract ? o.socket_dir.substr(1) + "-" + client
-                                                               : o.socket_dir + "/" + client);
-  const ipc::FabricAddress agent =
-      *ipc::fabric_address(abstract ? o.socket_dir.substr(1) : o.socket_dir + "/dynolog");
+  const ipc::FabricAddress own =
+      *ipc::fabric_address(abstract ? o.socket_dir.substr(1) + "-" + client : o.socket_dir + "/" + client);
+  const ipc::FabricAddress agent = *ipc::fabric_address(abstract ? o.socket_dir.substr(1) : o.socket_dir + "/dynolog");
   const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (!abstract) ::unlink(own.file.c_str());
   if (::bind(fd, reinterpret_cast<const sockaddr*>(&own.address), own.length) != 0) std::exit(3);

@@ -67,7 +67,8 @@ TEST_F(TraceDirectoryTest, AUidsDirectoryIsItsAndTheAgentsAlone) {
   EXPECT_EQ(st.st_mode & 07777, 0711u);
   // The rank writes, renames and removes in its directory, with a private umask.
   EXPECT_EQ(run_as(kRank, 077, [&] { return write_file(*dir / "t.json.tmp", "{}"); }), 0);
-  EXPECT_EQ(run_as(kRank, 077, [&] { return ::rename((*dir / "t.json.tmp").c_str(), (*dir / "t.json").c_str()) ? errno : 0; }),
+  EXPECT_EQ(run_as(kRank, 077,
+                   [&] { return ::rename((*dir / "t.json.tmp").c_str(), (*dir / "t.json").c_str()) ? errno : 0; }),
             0);
   // Another user can neither plant nor list, there or in the root.
   EXPECT_EQ(run_as(kAttacker, 022, [&] { return ::symlink("/etc/shadow", (*dir / "u.json").c_str()) ? errno : 0; }),
@@ -105,15 +106,17 @@ TEST_F(TraceDirectoryTest, AnUnprivilegedAgentReadsWhatARankWroteWithAPrivateUma
   struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0007, 0u);  // others have nothing (the group bits show the ACL's mask)
-  EXPECT_EQ(run_as(kAgent, 022, [&] {
-              const int fd = ::open(path.c_str(), O_RDONLY);
-              return fd >= 0 ? 0 : errno;
-            }),
+  EXPECT_EQ(run_as(kAgent, 022,
+                   [&] {
+                     const int fd = ::open(path.c_str(), O_RDONLY);
+                     return fd >= 0 ? 0 : errno;
+                   }),
             0);
-  EXPECT_EQ(run_as(kAttacker, 022, [&] {
-              const int fd = ::open(path.c_str(), O_RDONLY);
-              return fd >= 0 ? 0 : errno;
-            }),
+  EXPECT_EQ(run_as(kAttacker, 022,
+                   [&] {
+                     const int fd = ::open(path.c_str(), O_RDONLY);
+                     return fd >= 0 ? 0 : errno;
+                   }),
             EACCES);
 }
 
@@ -147,10 +150,10 @@ TEST_F(TraceDirectoryTest, RemovalFollowsNoLinkAndARootNotTheAgentsIsRefused) {
     KinetoTraceDirectory directory(root);
     const fs::path dir = *directory.directory_for(kRank);
     ASSERT_EQ(run_as(kRank, 022, [&] { return ::symlink(elsewhere.c_str(), (dir / "sub").c_str()) ? errno : 0; }), 0);
-    ASSERT_EQ(run_as(kRank, 022, [&] {
-                return ::mkdir((dir / "d").c_str(), 0700) == 0 ? write_file(dir / "d" / "f", "x") : errno;
-              }),
-              0);
+    ASSERT_EQ(
+        run_as(kRank, 022,
+               [&] { return ::mkdir((dir / "d").c_str(), 0700) == 0 ? write_file(dir / "d" / "f", "x") : errno; }),
+        0);
     directory.remove_leftovers();
     EXPECT_TRUE(fs::is_empty(dir));
     EXPECT_TRUE(fs::exists(elsewhere / "keep"));
