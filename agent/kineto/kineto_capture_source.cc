@@ -1,12 +1,9 @@
 #include "agent/kineto/kineto_capture_source.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <chrono>
-#include <cstring>
 #include <fstream>
-#include <system_error>
 #include <thread>
 
 #include "daemon/log.h"
@@ -104,9 +101,11 @@ KinetoCaptureSource::~KinetoCaptureSource() = default;
 StartLead KinetoCaptureSource::start_lead() const {
   const int64_t interval = processes_->longest_poll_interval_ns(clock_.now_ns());
   if (interval == 0) return {};
+  const bool bounded = interval >= KinetoProcesses::kMaxAwaitedPollIntervalNs;
   return {interval + kConfigApplyMarginNs,
           "PyTorch (Kineto) processes learn of a capture at their next poll, every " + seconds_text(interval) +
-              " here (ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS; docs/kineto.md tells how to shorten it)"};
+              (bounded ? " or more here (a process polling less often is not waited for; " : " here (") +
+              "ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS; docs/kineto.md tells how to shorten it)"};
 }
 
 void KinetoCaptureSource::plan(const CaptureWindow& window) {

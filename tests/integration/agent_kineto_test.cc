@@ -108,6 +108,15 @@ class FakeKineto {
   int fd_ = -1;
 };
 
+// The users the Kineto processes run as: two others than the test's where it may take them on (root, as CI runs it),
+// else the test's own.
+testing::Identity rank_user() {
+  return ::geteuid() == 0 ? testing::kNobody : testing::Identity{::getuid(), ::getgid(), 022};
+}
+testing::Identity other_user() {
+  return ::geteuid() == 0 ? testing::kAttacker : testing::Identity{::getuid(), ::getgid(), 022};
+}
+
 // An agent serving a socket file in `sockets` (a directory any user may bind a socket in, as
 // KINETO_IPC_SOCKET_DIR is for its processes) and handing out trace directories under `trace_root`.
 struct KinetoAgent {
@@ -196,7 +205,7 @@ TEST(AgentKineto, HostileDatagramsAreCountedAndDroppedWhileTheAgentServesOn) {
 
 TEST(AgentKineto, PollingProcessesAreListedInStatusAndMetricsAsTheKernelNamesThem) {
   KinetoAgent k;
-  testing::KinetoPoller rank(k.sockets, {}, testing::kNobody);
+  testing::KinetoPoller rank(k.sockets, {}, rank_user());
   // Its own poll names its parent (the poller's launcher), whose parent is this test.
   ASSERT_TRUE(testing::wait_for(
       [&] {
@@ -218,7 +227,7 @@ TEST(AgentKineto, PollingProcessesAreListedInStatusAndMetricsAsTheKernelNamesThe
   ASSERT_EQ(status.kineto().processes_size(), 1);
   const auto& p = status.kineto().processes(0);
   EXPECT_EQ(p.pid(), rank.pid());
-  EXPECT_EQ(p.uid(), testing::kNobody.uid);
+  EXPECT_EQ(p.uid(), rank_user().uid);
   ASSERT_GE(p.ancestors_size(), 2);
   EXPECT_EQ(p.ancestors(1), ::getpid());
   EXPECT_GT(p.last_poll_ns(), 0);
@@ -269,8 +278,8 @@ void wait_for_intervals(const AgentProcess& agent, int processes) {
 
 TEST(AgentKineto, ACaptureRequestsEveryPollingProcessesTraceMergesTheDeliveredAndNamesTheMissing) {
   KinetoAgent k;
-  testing::KinetoPoller delivering(k.sockets, {}, testing::kNobody);
-  testing::KinetoPoller silent(k.sockets, {"--deliver", "none"}, testing::kAttacker);
+  testing::KinetoPoller delivering(k.sockets, {}, rank_user());
+  testing::KinetoPoller silent(k.sockets, {"--deliver", "none"}, other_user());
   wait_for_intervals(k.agent, 2);
 
   auto stub = tensorflow::ProfilerService::NewStub(k.agent.channel());
@@ -292,9 +301,10 @@ TEST(AgentKineto, ACaptureRequestsEveryPollingProcessesTraceMergesTheDeliveredAn
   // Each process was handed the window and a file in its own uid's directory under the agent's root.
   ASSERT_EQ(delivering.handed().size(), 1u);
   const std::string log_file = delivering.handed()[0].log_file;
-  EXPECT_EQ(log_file.rfind(k.trace_root + "/65534/trace", 0), 0u) << log_file;
+  EXPECT_EQ(log_file.rfind(k.trace_root + "/" + std::to_string(rank_user().uid) + "/trace", 0), 0u) << log_file;
   ASSERT_EQ(silent.handed().size(), 1u);
-  EXPECT_EQ(silent.handed()[0].log_file.rfind(k.trace_root + "/4242/trace", 0), 0u) << silent.handed()[0].log_file;
+  EXPECT_EQ(silent.handed()[0].log_file.rfind(k.trace_root + "/" + std::to_string(other_user().uid) + "/trace", 0), 0u)
+      << silent.handed()[0].log_file;
   EXPECT_EQ(silent.handed()[0].start_unix_ms, delivering.handed()[0].start_unix_ms);
   const xspace::XPlaneReader host(*xspace::find_plane(space, xspace::kHostPlaneName));
   const auto capture_start = host.int_stat(xspace::kCaptureStartStat);
@@ -319,7 +329,7 @@ TEST(AgentKineto, ACaptureRequestsEveryPollingProcessesTraceMergesTheDeliveredAn
 
 TEST(AgentKineto, ACaptureCutShortAnswersAtOnceWithoutWaitingForTraces) {
   KinetoAgent k;
-  testing::KinetoPoller silent(k.sockets, {"--deliver", "none"}, testing::kNobody);
+  testing::KinetoPoller silent(k.sockets, {"--deliver", "none"}, rank_user());
   wait_for_intervals(k.agent, 1);
   auto stub = tensorflow::ProfilerService::NewStub(k.agent.channel());
   tensorflow::ProfileResponse response;

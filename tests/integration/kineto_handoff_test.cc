@@ -381,6 +381,10 @@ TEST(KinetoHandoff, APollerCannotPushACapturesStartBeyondTheBound) {
   ASSERT_TRUE(stub->Ping(&context, request, &response).ok());
   // At most the bound (10 s) plus Kineto's 2 s to apply a request, whatever the poller's 14 s.
   EXPECT_EQ(response.capture_start_lead_ms(), 12000);
+  EXPECT_NE(response.capture_start_lead_reason().find("every 10.0 s or more here (a process polling less often is "
+                                                      "not waited for"),
+            std::string::npos)
+      << response.capture_start_lead_reason();
 }
 
 // The systemd unit: the agent as its own unprivileged user (User=podscope), /run/podscope its RuntimeDirectory
