@@ -113,6 +113,11 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
                "where PyTorch processes started with KINETO_USE_DAEMON=1 poll for trace requests: a name (abstract "
                "socket, Kineto's default 'dynolog') or an absolute path <dir>/dynolog (a socket file, for processes "
                "with KINETO_IPC_SOCKET_DIR=<dir>); empty: off");
+  o.add_string("kineto_trace_dir", &c.kineto_trace_dir,
+               "the directory (absolute; made by the agent, mode 0711) under which each uid's PyTorch processes get "
+               "a directory only they and the agent may write, for the traces a capture asks of them; Kineto's "
+               "recent releases write on-demand traces only under /tmp or the process's KINETO_ONDEMAND_TRACE_DIR, "
+               "which must then name this directory or one above it");
 
   // --- TensorBoard's worker-list capture (ProfileAnalysis.NewSession) ---
   o.add_list("allowed_fanout_targets", &c.allowed_fanout_targets,

@@ -46,9 +46,10 @@ struct AgentConfig {
   LocalSocketLimits socket_limits;               // socket_max_connections[_per_uid], socket_*_timeout_ms
 
   // --- devices and upstream profiler servers ---
-  std::vector<std::string> upstream;                // framework profiler servers (TF/JAX) to forward captures to
-  std::string tpu_metrics_addr = "localhost:8431";  // libtpu's runtime metric service
-  std::string kineto_endpoint = "dynolog";          // the IPC fabric endpoint PyTorch's Kineto polls; "": off
+  std::vector<std::string> upstream;                      // framework profiler servers (TF/JAX) to forward captures to
+  std::string tpu_metrics_addr = "localhost:8431";        // libtpu's runtime metric service
+  std::string kineto_endpoint = "dynolog";                // the IPC fabric endpoint PyTorch's Kineto polls; "": off
+  std::string kineto_trace_dir = "/run/podscope/kineto";  // each uid's directory for the traces Kineto delivers
 
   // --- TensorBoard's worker-list capture (ProfileAnalysis.NewSession) ---
   std::vector<std::string> allowed_fanout_targets;  // host:port patterns; empty: any host on this agent's gRPC port

@@ -1,13 +1,14 @@
 // The agent's end of dynolog's IPC fabric, as a lifecycle component: serves `kineto_endpoint` on a thread of
 // its own, answers every poll and registration of PyTorch's Kineto from KinetoProcesses, and counts what it
-// refuses. A taken endpoint (dynolog running on the host) or a bad one leaves the agent running: status says
-// why nothing is served.
+// refuses. A datagram is taken as its sender's only: the kernel names the sender (process_lineage.h), and a
+// payload that claims another process, or an ancestor the sender does not have, is dropped unanswered. A taken
+// endpoint (dynolog running on the host) or a bad one leaves the agent running: status says why nothing is
+// served. Its metrics have no per-process label: their series are as many whatever polls.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,10 +28,11 @@
 
 namespace podscope::agent {
 
-// What the daemon refuses, by reason: the codec's refusals, then a poll from one process more than
-// KinetoProcesses::kMaxProcesses.
-inline constexpr size_t kKinetoRefusalCount = kineto::ipc::kRefusals.size() + 1;
-inline constexpr std::string_view kProcessCapRefusal = "process_cap";
+// What the endpoint refuses, by reason: the codec's refusals, the lies (process_lineage.h), then a poll from one
+// process more than KinetoProcesses::kMaxProcesses or kMaxProcessesPerUid.
+inline constexpr std::array<std::string_view, 5> kKinetoEndpointRefusals = {
+    "unverified", "forged_pid", "forged_ancestor", "process_cap", "uid_cap"};
+inline constexpr size_t kKinetoRefusalCount = kineto::ipc::kRefusals.size() + kKinetoEndpointRefusals.size();
 
 struct KinetoEndpointStatus {
   std::string endpoint;  // as configured; empty: off
@@ -42,11 +44,11 @@ struct KinetoEndpointStatus {
   std::vector<std::pair<std::string, uint64_t>> refused;  // by reason, every reason listed
 };
 
-class KinetoDaemon final : public LifecycleComponent {
+class KinetoEndpoint final : public LifecycleComponent {
  public:
-  KinetoDaemon(std::string endpoint, std::shared_ptr<KinetoProcesses> processes, const Clock& clock,
-               prometheus::Registry& registry, const std::string& host_name);
-  ~KinetoDaemon() override;
+  KinetoEndpoint(std::string endpoint, std::shared_ptr<KinetoProcesses> processes, const Clock& clock,
+                 prometheus::Registry& registry, const std::string& host_name);
+  ~KinetoEndpoint() override;
 
   std::string_view name() const override { return "kineto_endpoint"; }
   // Binds the endpoint and starts serving; never fails the agent (see status()).
@@ -58,9 +60,7 @@ class KinetoDaemon final : public LifecycleComponent {
  private:
   void serve(kineto::ipc::FabricEndpoint endpoint);
   void handle(const kineto::ipc::FabricEndpoint& endpoint, const kineto::ipc::Datagram& datagram);
-  void refuse(size_t reason);
-  // The per-process gauges follow the live processes.
-  void publish_processes();
+  void refuse(std::string_view reason);
 
   std::string endpoint_;
   std::shared_ptr<KinetoProcesses> processes_;
@@ -72,8 +72,6 @@ class KinetoDaemon final : public LifecycleComponent {
   prometheus::Counter& unanswered_;
   std::array<prometheus::Counter*, kKinetoRefusalCount> refused_{};
   prometheus::Gauge& process_count_;
-  prometheus::Family<prometheus::Gauge>& last_poll_family_;
-  std::map<int32_t, std::pair<std::string, prometheus::Gauge*>> last_poll_;  // pid → (labels key, gauge)
 
   mutable std::mutex mu_;
   KinetoEndpointStatus::State state_ = KinetoEndpointStatus::State::kOff;

@@ -1,8 +1,8 @@
-#include "agent/kineto/kineto_daemon.h"
+#include "agent/kineto/kineto_endpoint.h"
 
 #include <variant>
 
-#include "absl/strings/str_join.h"
+#include "agent/kineto/process_lineage.h"
 #include "daemon/log.h"
 
 namespace podscope::agent {
@@ -15,15 +15,15 @@ constexpr int kDatagramsPerWake = 256;
 constexpr int kWaitMs = 200;
 constexpr int64_t kPublishEveryNs = 1'000'000'000;
 
-std::string refusal_label(size_t reason) {
-  return reason < ipc::kRefusals.size() ? std::string(ipc::refusal_name(ipc::kRefusals[reason]))
-                                        : std::string(kProcessCapRefusal);
+std::string_view refusal_label(size_t reason) {
+  return reason < ipc::kRefusals.size() ? ipc::refusal_name(ipc::kRefusals[reason])
+                                        : kKinetoEndpointRefusals[reason - ipc::kRefusals.size()];
 }
 
 }  // namespace
 
-KinetoDaemon::KinetoDaemon(std::string endpoint, std::shared_ptr<KinetoProcesses> processes, const Clock& clock,
-                           prometheus::Registry& registry, const std::string& host_name)
+KinetoEndpoint::KinetoEndpoint(std::string endpoint, std::shared_ptr<KinetoProcesses> processes, const Clock& clock,
+                               prometheus::Registry& registry, const std::string& host_name)
     : endpoint_(std::move(endpoint)),
       processes_(std::move(processes)),
       clock_(clock),
@@ -51,23 +51,20 @@ KinetoDaemon::KinetoDaemon(std::string endpoint, std::shared_ptr<KinetoProcesses
                          .Help("Kineto processes that polled the kineto_endpoint in the last 60 s")
                          .Labels({{"host", host_name}})
                          .Register(registry)
-                         .Add({})),
-      last_poll_family_(prometheus::BuildGauge()
-                            .Name("podscope_kineto_process_last_poll_seconds")
-                            .Help("Unix time of each live Kineto process's last poll, by pid, job id and ancestors")
-                            .Labels({{"host", host_name}})
-                            .Register(registry)) {
+                         .Add({})) {
   auto& refused = prometheus::BuildCounter()
                       .Name("podscope_kineto_refused_total")
                       .Help("Datagrams on the kineto_endpoint dropped unanswered, by reason")
                       .Labels({{"host", host_name}})
                       .Register(registry);
-  for (size_t i = 0; i < kKinetoRefusalCount; ++i) refused_[i] = &refused.Add({{"reason", refusal_label(i)}});
+  for (size_t i = 0; i < kKinetoRefusalCount; ++i) {
+    refused_[i] = &refused.Add({{"reason", std::string(refusal_label(i))}});
+  }
 }
 
-KinetoDaemon::~KinetoDaemon() { stop(); }
+KinetoEndpoint::~KinetoEndpoint() { stop(); }
 
-absl::Status KinetoDaemon::start() {
+absl::Status KinetoEndpoint::start() {
   if (endpoint_.empty()) {
     std::lock_guard lock(mu_);
     state_ = KinetoEndpointStatus::State::kOff;
@@ -100,12 +97,12 @@ absl::Status KinetoDaemon::start() {
   return absl::OkStatus();
 }
 
-void KinetoDaemon::stop() {
+void KinetoEndpoint::stop() {
   stopping_ = true;
   if (thread_.joinable()) thread_.join();
 }
 
-void KinetoDaemon::serve(ipc::FabricEndpoint endpoint) {
+void KinetoEndpoint::serve(ipc::FabricEndpoint endpoint) {
   int64_t published_ns = 0;
   while (!stopping_) {
     if (endpoint.wait_readable(kWaitMs)) {
@@ -117,60 +114,48 @@ void KinetoDaemon::serve(ipc::FabricEndpoint endpoint) {
     }
     const int64_t now = clock_.now_ns();
     if (now - published_ns >= kPublishEveryNs) {
-      publish_processes();
+      process_count_.Set(static_cast<double>(processes_->live(now).size()));
       published_ns = now;
     }
   }
 }
 
-void KinetoDaemon::handle(const ipc::FabricEndpoint& endpoint, const ipc::Datagram& datagram) {
+void KinetoEndpoint::handle(const ipc::FabricEndpoint& endpoint, const ipc::Datagram& datagram) {
   const ipc::Decoded decoded = ipc::decode_message(datagram.bytes, datagram.length);
-  std::string answer;
   if (const auto* refusal = std::get_if<ipc::Refusal>(&decoded)) {
-    refuse(static_cast<size_t>(*refusal));
+    refuse(ipc::refusal_name(*refusal));
     return;
   }
-  if (const auto* poll = std::get_if<ipc::Poll>(&decoded)) {
-    bool at_cap = false;
-    answer = ipc::encode_poll_answer(processes_->on_poll(*poll, clock_.now_ns(), at_cap));
-    if (at_cap) refuse(kKinetoRefusalCount - 1);
+  const auto* poll = std::get_if<ipc::Poll>(&decoded);
+  const auto* registration = std::get_if<ipc::Registration>(&decoded);
+  const std::variant<VerifiedSender, Lie> verified =
+      verify_sender(datagram.sender, poll ? poll->pids : std::vector<int32_t>{registration->pid});
+  if (const Lie* lie = std::get_if<Lie>(&verified)) {
+    refuse(lie_name(*lie));
+    return;
+  }
+  const VerifiedSender& sender = std::get<VerifiedSender>(verified);
+  std::string answer;
+  if (poll) {
+    PollRefusal refused = PollRefusal::kNone;
+    answer = ipc::encode_poll_answer(processes_->on_poll(sender, *poll, clock_.now_ns(), refused));
+    if (refused == PollRefusal::kProcessCap) refuse("process_cap");
+    if (refused == PollRefusal::kUidCap) refuse("uid_cap");
     polls_.Increment();
   } else {
-    answer = ipc::encode_registration_answer(processes_->on_registration(std::get<ipc::Registration>(decoded)));
+    answer = ipc::encode_registration_answer(processes_->on_registration(sender, *registration));
     registrations_.Increment();
   }
   if (!endpoint.answer(datagram, answer)) unanswered_.Increment();
 }
 
-void KinetoDaemon::refuse(size_t reason) { refused_[reason]->Increment(); }
-
-void KinetoDaemon::publish_processes() {
-  const std::vector<KinetoProcess> live = processes_->live(clock_.now_ns());
-  process_count_.Set(static_cast<double>(live.size()));
-  std::map<int32_t, std::pair<std::string, prometheus::Gauge*>> next;
-  for (const KinetoProcess& p : live) {
-    std::vector<std::string> ancestors;
-    for (int32_t a : p.ancestors) ancestors.push_back(std::to_string(a));
-    const std::string job = std::to_string(p.job_id);
-    const std::string chain = absl::StrJoin(ancestors, ",");
-    const std::string key = job + "|" + chain;
-    auto old = last_poll_.find(p.pid);
-    prometheus::Gauge* gauge = nullptr;
-    if (old != last_poll_.end() && old->second.first == key) {
-      gauge = old->second.second;
-      last_poll_.erase(old);
-    } else {
-      gauge = &last_poll_family_.Add({{"pid", std::to_string(p.pid)}, {"job_id", job}, {"ancestors", chain}});
-    }
-    gauge->Set(static_cast<double>(p.last_poll_ns - clock_.offset_ns()) / 1e9);
-    next.emplace(p.pid, std::make_pair(key, gauge));
+void KinetoEndpoint::refuse(std::string_view reason) {
+  for (size_t i = 0; i < kKinetoRefusalCount; ++i) {
+    if (refusal_label(i) == reason) refused_[i]->Increment();
   }
-  // What is left polled no more (or changed its labels).
-  for (auto& [pid, entry] : last_poll_) last_poll_family_.Remove(entry.second);
-  last_poll_ = std::move(next);
 }
 
-KinetoEndpointStatus KinetoDaemon::status() const {
+KinetoEndpointStatus KinetoEndpoint::status() const {
   KinetoEndpointStatus out;
   out.endpoint = endpoint_;
   {
@@ -182,7 +167,7 @@ KinetoEndpointStatus KinetoDaemon::status() const {
   out.registrations = static_cast<uint64_t>(registrations_.Value());
   out.unanswered = static_cast<uint64_t>(unanswered_.Value());
   for (size_t i = 0; i < kKinetoRefusalCount; ++i) {
-    out.refused.emplace_back(refusal_label(i), static_cast<uint64_t>(refused_[i]->Value()));
+    out.refused.emplace_back(std::string(refusal_label(i)), static_cast<uint64_t>(refused_[i]->Value()));
   }
   return out;
 }
