@@ -51,35 +51,36 @@ AllReduceResult analyze_all_reduces(const std::vector<CoreCollective>& collectiv
   // (step, match key) -> the occurrences on every core.
   absl::flat_hash_map<std::pair<int64_t, std::string_view>, std::vector<const CoreCollective*>> matched;
   for (const CoreCollective& c : collectives) {
-    matched[{c.instance->step_num, c.instance->match_key}].push_back(&c);
+    matched[{c.instance->step_num(), c.instance->match_key()}].push_back(&c);
   }
   for (const auto& [key, occurrences] : matched) {
     int64_t shortest = std::numeric_limits<int64_t>::max();
-    for (const CoreCollective* c : occurrences) shortest = std::min(shortest, c->instance->duration_ns);
+    for (const CoreCollective* c : occurrences) shortest = std::min(shortest, c->instance->duration_ns());
     for (const CoreCollective* c : occurrences) {
-      result.sync_ns[{key.first, c->core_id}] += c->instance->duration_ns - shortest;
+      result.sync_ns[{key.first, c->core_id}] += c->instance->duration_ns() - shortest;
     }
   }
 
   // Per step and name: occurrences over all cores, mean duration, largest payload, replica group.
-  std::vector<const CollectiveInstance*> by_step(collectives.size());
+  std::vector<const podscope::v1::Collective*> by_step(collectives.size());
   std::transform(collectives.begin(), collectives.end(), by_step.begin(),
                  [](const CoreCollective& c) { return c.instance; });
-  std::stable_sort(by_step.begin(), by_step.end(), [](const CollectiveInstance* a, const CollectiveInstance* b) {
-    return std::tie(a->step_num, a->name) < std::tie(b->step_num, b->name);
-  });
-  for (const CollectiveInstance* c : by_step) {
-    if (result.ops.empty() || result.ops.back().step_num != c->step_num || result.ops.back().name != c->name) {
+  std::stable_sort(
+      by_step.begin(), by_step.end(), [](const podscope::v1::Collective* a, const podscope::v1::Collective* b) {
+        return std::forward_as_tuple(a->step_num(), a->name()) < std::forward_as_tuple(b->step_num(), b->name());
+      });
+  for (const podscope::v1::Collective* c : by_step) {
+    if (result.ops.empty() || result.ops.back().step_num != c->step_num() || result.ops.back().name != c->name()) {
       AllReduceOpSummary op;
-      op.step_num = c->step_num;
-      op.name = c->name;
+      op.step_num = c->step_num();
+      op.name = c->name();
       result.ops.push_back(op);
     }
     AllReduceOpSummary& op = result.ops.back();
     ++op.occurrences;
-    op.total_ns += c->duration_ns;
-    op.bytes = std::max(op.bytes, c->bytes);
-    if (op.replica_group.empty()) op.replica_group = c->replica_group;
+    op.total_ns += c->duration_ns();
+    op.bytes = std::max(op.bytes, c->bytes());
+    if (op.replica_group.empty()) op.replica_group = c->replica_group();
   }
   return result;
 }

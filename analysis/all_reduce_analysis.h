@@ -8,21 +8,21 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "analysis/core_trace.h"
+#include "podscope/v1/step_database.pb.h"
 #include "podscope/v1/pod_viewer.pb.h"
 
 namespace podscope::analysis {
 
 struct CoreCollective {
   uint32_t core_id = 0;
-  const CollectiveInstance* instance = nullptr;
+  const podscope::v1::Collective* instance = nullptr;
 };
 
 // One collective name in one step, summed over its occurrences on every core. Its AllReduceOpInfo is made only for
 // the steps the pod viewer shows (all_reduce_ops_of_step), most steps being summed and not shown.
 struct AllReduceOpSummary {
   int64_t step_num = 0;
-  std::string_view name;  // a view into the cores' traces
+  std::string_view name;  // a view into the step database
   uint32_t occurrences = 0;
   int64_t total_ns = 0;
   uint64_t bytes = 0;

@@ -82,13 +82,13 @@ ChannelResult analyze_channels(std::vector<MergedEndpoint> endpoints, double pea
       }
       total_duration += duration;
       total_delay += delay;
-      bytes = std::max({bytes, send.endpoint->bytes, recv.endpoint->bytes});
-      summary.src_cores.push_back(send.endpoint->src_core ? static_cast<uint32_t>(*send.endpoint->src_core)
-                                                          : send.core_id);
-      summary.dst_cores.push_back(recv.endpoint->dst_core ? static_cast<uint32_t>(*recv.endpoint->dst_core)
-                                                          : recv.core_id);
-      summary.names.push_back(send.endpoint->name);
-      summary.names.push_back(recv.endpoint->name);
+      bytes = std::max({bytes, send.endpoint->bytes(), recv.endpoint->bytes()});
+      summary.src_cores.push_back(send.endpoint->has_src_core() ? static_cast<uint32_t>(send.endpoint->src_core())
+                                                                : send.core_id);
+      summary.dst_cores.push_back(recv.endpoint->has_dst_core() ? static_cast<uint32_t>(recv.endpoint->dst_core())
+                                                                : recv.core_id);
+      summary.names.push_back(send.endpoint->name());
+      summary.names.push_back(recv.endpoint->name());
     }
     sort_unique(summary.src_cores), sort_unique(summary.dst_cores), sort_unique(summary.names);
     const double mean_duration_us = static_cast<double>(total_duration) / pairs / 1e3;

@@ -8,12 +8,12 @@
 #include <string_view>
 #include <vector>
 
-#include "analysis/core_trace.h"
+#include "podscope/v1/step_database.pb.h"
 #include "podscope/v1/pod_viewer.pb.h"
 
 namespace podscope::analysis {
 
-// An endpoint of a core's trace (which outlives the analysis of the channels), with its core, its times in
+// An endpoint of a core's step database (which outlives the analysis of the channels), with its core, its times in
 // coordinator time and its sort key (step, channel, side) copied beside them: sorting these moves no names and
 // follows no pointers.
 struct MergedEndpoint {
@@ -21,7 +21,7 @@ struct MergedEndpoint {
   bool is_send = false;
   int64_t step_num = 0;
   int64_t channel_id = 0;
-  const ChannelEndpoint* endpoint = nullptr;
+  const podscope::v1::ChannelEndpoint* endpoint = nullptr;
   int64_t start_ns = 0;
   int64_t end_ns = 0;
 };
@@ -38,7 +38,7 @@ struct ChannelSummary {
   double utilization = 0;
   std::vector<uint32_t> src_cores;      // sorted, once each
   std::vector<uint32_t> dst_cores;      // sorted, once each
-  std::vector<std::string_view> names;  // sorted, once each; views into the cores' traces
+  std::vector<std::string_view> names;  // sorted, once each; views into the step database
 };
 
 podscope::v1::ChannelInfo channel_info(const ChannelSummary& summary);

@@ -5,19 +5,9 @@
 namespace podscope::analysis {
 namespace {
 
-constexpr std::array<std::string_view, kEventTypeCount> kEventTypeNames = {
-    "UNKNOWN",           "HOST_COMPUTE",         "HOST_PREPROCESS",
-    "HOST_POSTPROCESS",  "HOST_BATCH_FORMATION", "HOST_RUNTIME",
-    "HOST_COMPILE",      "HOST_TO_HOST",         "HOST_TO_DEVICE",
-    "HOST_PREPARE",      "DEVICE_COLLECTIVES",   "HOST_WAIT_INPUT",
-    "DEVICE_TO_DEVICE",  "DEVICE_TO_HOST",       "DEVICE_COMPUTE_32",
-    "DEVICE_COMPUTE_16", "DEVICE_WAIT_DEVICE",   "DEVICE_WAIT_HOST"};
-
 bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
 }  // namespace
-
-std::string_view event_type_name(EventType type) { return kEventTypeNames[static_cast<size_t>(type)]; }
 
 EventType device_event_type(OpKind kind, std::string_view op_name, std::string_view tensor_shapes) {
   switch (kind) {

@@ -46,7 +46,6 @@ inline int64_t& at(EventTypeDurations& d, EventType t) { return d[static_cast<in
 inline int64_t at(const EventTypeDurations& d, EventType t) { return d[static_cast<int>(t)]; }
 
 inline constexpr int event_type_priority(EventType type) { return 10 * static_cast<int>(type); }
-std::string_view event_type_name(EventType type);
 inline constexpr bool is_device_event_type(EventType type) {
   return type == EventType::kDeviceCollectives || type >= EventType::kDeviceToDevice;
 }

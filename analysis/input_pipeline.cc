@@ -8,7 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "analysis/step_events.h"
 #include "analysis/step_sampling.h"
+#include "analysis/step_spans.h"
 #include "proto/xspace/names.h"
 
 namespace podscope::analysis {
@@ -44,57 +46,12 @@ void pack(const Message& message, google::protobuf::Any& any) {
   any.set_value(message.SerializeAsString());
 }
 
-// One step number across the cores that have it: the pod's step is its slowest core's (the step ends when its
-// last core does; XProf's step time and breakdown of a multi-device host agree with it: docs/analysis.md), with the
-// spread across its cores beside it.
-struct StepAcrossCores {
-  const ModelCore* slowest = nullptr;
-  const StepTime* slowest_step = nullptr;
-  uint32_t cores = 0;
-  int64_t min_step_ns = 0;
-  int64_t max_step_ns = 0;
-  int64_t min_wait_ns = 0;
-  int64_t max_wait_ns = 0;
-
-  void add(const ModelCore& core, const StepTime& step) {
-    const int64_t wait = at(step.type_ns, EventType::kHostWaitInput);
-    const bool slower =
-        slowest_step == nullptr || step.duration_ns() > slowest_step->duration_ns() ||
-        (step.duration_ns() == slowest_step->duration_ns() &&
-         generic_breakdown(step.type_ns).input_ns() > generic_breakdown(slowest_step->type_ns).input_ns());
-    if (slower) {
-      slowest = &core;
-      slowest_step = &step;
-    }
-    if (cores == 0) {
-      min_wait_ns = max_wait_ns = wait;
-      min_step_ns = max_step_ns = step.duration_ns();
-    } else {
-      min_wait_ns = std::min(min_wait_ns, wait);
-      max_wait_ns = std::max(max_wait_ns, wait);
-      min_step_ns = std::min(min_step_ns, step.duration_ns());
-      max_step_ns = std::max(max_step_ns, step.duration_ns());
-    }
-    ++cores;
-  }
-  const EventTypeDurations& breakdown_ns() const { return slowest_step->type_ns; }
-  int64_t duration_ns() const { return slowest_step->duration_ns(); }
-};
-
-std::map<int64_t, StepAcrossCores> steps_across_cores(const StepModel& model) {
-  std::map<int64_t, StepAcrossCores> steps;
-  for (const ModelCore& core : model.cores) {
-    for (const StepTime& step : core.trace.steps) steps[step.step_num].add(core, step);
-  }
-  return steps;
-}
-
-PerGenericStepDetails step_details(int64_t step_num, const StepAcrossCores& s) {
-  const GenericBreakdown g = generic_breakdown(s.breakdown_ns());
+PerGenericStepDetails step_details(const PodStep& s) {
+  const GenericBreakdown g = generic_breakdown(s.type_ns);
   PerGenericStepDetails d;
-  d.set_step_number(static_cast<int32_t>(step_num));
-  d.set_step_name(std::to_string(step_num));
-  d.set_step_time_ms(ms(s.duration_ns()));
+  d.set_step_number(static_cast<int32_t>(s.step_num));
+  d.set_step_name(std::to_string(s.step_num));
+  d.set_step_time_ms(ms(s.duration_ns));
   d.set_unknown_time_ms(ms(g.unknown_ns));
   d.set_host_wait_input_ms(ms(g.host_wait_input_ns));
   d.set_host_to_device_ms(ms(g.host_to_device_ns));
@@ -105,7 +62,7 @@ PerGenericStepDetails step_details(int64_t step_num, const StepAcrossCores& s) {
   d.set_host_compute_ms(ms(g.host_compute_ns));
   d.set_host_prepare_ms(ms(g.host_prepare_ns));
   d.set_host_compile_ms(ms(g.host_compile_ns));
-  d.set_core_name(s.slowest->name);
+  d.set_core_name(s.longest->name);
   d.set_min_core_wait_input_ms(ms(s.min_wait_ns));
   d.set_max_core_wait_input_ms(ms(s.max_wait_ns));
   d.set_core_count(s.cores);
@@ -127,16 +84,16 @@ void add_shown_step_details(const std::vector<PerGenericStepDetails>& details, I
 }
 
 // The device side: per step, summaries, shares and the verdict.
-void fill_device_side(const StepModel& model, InputPipelineAnalysisResult& out) {
+void fill_device_side(const PodSteps& pod, InputPipelineAnalysisResult& out) {
   std::vector<double> step_ms, input_pct, unknown, wait, h2d, input, output, compute, d2d, collectives, host_compute,
       prepare, compile;
   int64_t total_ns = 0, input_ns = 0, output_ns = 0, unknown_ns = 0, compute_ns = 0;
   std::vector<PerGenericStepDetails> details;
-  for (const auto& [step_num, s] : steps_across_cores(model)) {
-    const PerGenericStepDetails& d = details.emplace_back(step_details(step_num, s));
-    const GenericBreakdown g = generic_breakdown(s.breakdown_ns());
+  for (const PodStep& s : pod.steps) {
+    const PerGenericStepDetails& d = details.emplace_back(step_details(s));
+    const GenericBreakdown g = generic_breakdown(s.type_ns);
     step_ms.push_back(d.step_time_ms());
-    input_pct.push_back(percent(g.input_ns(), s.duration_ns()));
+    input_pct.push_back(percent(g.input_ns(), s.duration_ns));
     unknown.push_back(d.unknown_time_ms());
     wait.push_back(d.host_wait_input_ms());
     h2d.push_back(d.host_to_device_ms());
@@ -148,7 +105,7 @@ void fill_device_side(const StepModel& model, InputPipelineAnalysisResult& out) 
     host_compute.push_back(d.host_compute_ms());
     prepare.push_back(d.host_prepare_ms());
     compile.push_back(d.host_compile_ms());
-    total_ns += s.duration_ns();
+    total_ns += s.duration_ns;
     input_ns += g.input_ns();
     output_ns += g.output_ns;
     unknown_ns += g.unknown_ns;
@@ -177,19 +134,20 @@ void fill_device_side(const StepModel& model, InputPipelineAnalysisResult& out) 
 }
 
 // Input ops of the whole pod: host planes' tf.data / input ops and annotated input stages, merged by name.
-std::vector<InputOpTotal> pod_input_ops(const StepModel& model) {
+std::vector<InputOpTotal> pod_input_ops(const PodSteps& pod) {
   std::map<std::string, InputOpTotal> by_name;
-  auto add = [&](const InputOpTotal& op) {
-    auto [it, first] = by_name.try_emplace(op.name, InputOpTotal{op.name, op.category});
-    it->second.count += op.count;
-    it->second.time_ns += op.time_ns;
-    it->second.self_ns += op.self_ns;
+  auto add = [&](const podscope::v1::InputOp& op) {
+    auto [it, first] =
+        by_name.try_emplace(op.name(), InputOpTotal{op.name(), static_cast<InputCategory>(op.category())});
+    it->second.count += op.count();
+    it->second.time_ns += op.time_ns();
+    it->second.self_ns += op.self_ns();
   };
-  for (const auto& ops : model.host_input_ops) {
-    for (const InputOpTotal& op : ops) add(op);
+  for (const auto& host : pod.hosts) {
+    for (const auto& op : host.host_input_ops()) add(op);
   }
-  for (const ModelCore& core : model.cores) {
-    for (const InputOpTotal& stage : core.trace.input_stages) add(stage);
+  for (const PodCore& core : pod.cores) {
+    for (const auto& stage : core.core->input_stages()) add(stage);
   }
   std::vector<InputOpTotal> ops;
   for (auto& [name, op] : by_name) ops.push_back(std::move(op));
@@ -197,8 +155,8 @@ std::vector<InputOpTotal> pod_input_ops(const StepModel& model) {
   return ops;
 }
 
-void fill_host_side(const StepModel& model, InputPipelineAnalysisResult& out) {
-  const std::vector<InputOpTotal> ops = pod_input_ops(model);
+void fill_host_side(const PodSteps& pod, InputPipelineAnalysisResult& out) {
+  const std::vector<InputOpTotal> ops = pod_input_ops(pod);
   int64_t total_self = 0;
   for (const InputOpTotal& op : ops) total_self += op.self_ns;
   auto& breakdown = *out.mutable_input_time_breakdown();
@@ -229,7 +187,7 @@ void fill_host_side(const StepModel& model, InputPipelineAnalysisResult& out) {
 }
 
 // Hosts by their cores' input share, each with its slowest input stage or op.
-void rank_hosts(const StepModel& model, InputPipelineAnalysisResult& out) {
+void rank_hosts(const PodSteps& pod, InputPipelineAnalysisResult& out) {
   struct HostTotals {
     int64_t step_ns = 0;
     int64_t input_ns = 0;
@@ -237,20 +195,21 @@ void rank_hosts(const StepModel& model, InputPipelineAnalysisResult& out) {
     std::map<std::string, int64_t> stage_self_ns;
   };
   std::map<std::string, HostTotals> hosts;
-  for (const ModelCore& core : model.cores) {
-    if (core.trace.steps.empty()) continue;
+  for (const PodCore& core : pod.cores) {
+    if (core.steps.empty()) continue;
     HostTotals& h = hosts[core.host_name];
-    for (const StepTime& step : core.trace.steps) {
-      h.step_ns += step.duration_ns();
-      h.input_ns += generic_breakdown(step.type_ns).input_ns();
-      h.unknown_ns += at(step.type_ns, EventType::kUnknown);
+    for (const podscope::v1::CoreStep* step : core.steps) {
+      const EventTypeDurations type_ns = type_ns_of(*step);
+      h.step_ns += step->end_ns() - step->start_ns();
+      h.input_ns += generic_breakdown(type_ns).input_ns();
+      h.unknown_ns += at(type_ns, EventType::kUnknown);
     }
-    for (const InputOpTotal& stage : core.trace.input_stages) h.stage_self_ns[stage.name] += stage.self_ns;
+    for (const auto& stage : core.core->input_stages()) h.stage_self_ns[stage.name()] += stage.self_ns();
   }
-  for (size_t file = 0; file < model.host_input_ops.size() && file < model.host_names.size(); ++file) {
-    auto it = hosts.find(model.host_names[file]);
+  for (const auto& host : pod.hosts) {
+    auto it = hosts.find(host.host_name());
     if (it == hosts.end()) continue;
-    for (const InputOpTotal& op : model.host_input_ops[file]) it->second.stage_self_ns[op.name] += op.self_ns;
+    for (const auto& op : host.host_input_ops()) it->second.stage_self_ns[op.name()] += op.self_ns();
   }
   std::vector<tensorflow::profiler::HostInputSummary> ranked;
   for (const auto& [name, h] : hosts) {
@@ -299,7 +258,7 @@ std::string input_statement(std::string_view verdict, double input_percent, std:
   return absl::StrFormat("Your program is NOT input-bound: %.1f %% of the step time waits for input.", input_percent);
 }
 
-void recommend(const StepModel& model, InputPipelineAnalysisResult& out) {
+void recommend(const PodSteps& pod, InputPipelineAnalysisResult& out) {
   auto& recommendation = *out.mutable_recommendation();
   tensorflow::profiler::BottleneckAnalysis bottleneck;
   bottleneck.set_input_percent(out.input_percent());
@@ -310,7 +269,7 @@ void recommend(const StepModel& model, InputPipelineAnalysisResult& out) {
     bottleneck.set_input_classification("unknown");
     bottleneck.set_input_statement(absl::StrCat(
         "Input-bound: unknown, because ",
-        model.has_steps() ? "every step found was dropped (see the diagnostics)" : no_steps_explanation(), "."));
+        pod.has_steps() ? "every step found was dropped (see the diagnostics)" : no_steps_explanation(), "."));
   } else {
     const std::string_view verdict = input_bound_verdict(out.input_percent(), out.idle_percent());
     bottleneck.set_input_classification(std::string(verdict));
@@ -331,26 +290,28 @@ void recommend(const StepModel& model, InputPipelineAnalysisResult& out) {
   pack(bottleneck, *recommendation.mutable_bottleneck_analysis());
 }
 
-void diagnose(const StepModel& model, InputPipelineAnalysisResult& out) {
+void diagnose(const PodSteps& pod, InputPipelineAnalysisResult& out) {
   auto& diagnostics = *out.mutable_diagnostics();
-  for (const auto& [reason, count] : model.dropped_steps) {
+  for (const auto& [reason, count] : pod.dropped_steps) {
     diagnostics.add_info(absl::StrCat("dropped ", count, " steps: ", reason));
   }
-  if (model.planes_without_steps > 0) {
+  if (pod.planes_without_steps > 0) {
     diagnostics.add_info(
-        absl::StrCat(model.planes_without_steps, " of ", model.device_planes, " device planes have no steps"));
+        absl::StrCat(pod.planes_without_steps, " of ", pod.device_planes, " device planes have no steps"));
   }
-  for (const auto& note : model.notes) diagnostics.add_warnings(note);
-  if (!model.has_steps()) diagnostics.add_errors(no_steps_explanation());
+  for (const auto& note : pod.notes) diagnostics.add_warnings(note);
+  if (!pod.has_steps()) diagnostics.add_errors(no_steps_explanation());
 }
 
-std::string hardware_type(const StepModel& model) {
+std::string hardware_type(const PodSteps& pod) {
   std::set<std::string> kinds;
-  for (const ModelCore& core : model.cores) {
-    switch (core.trace.kind) {
-      case PlaneKind::kGpu: kinds.insert("GPU"); break;
-      case PlaneKind::kTpu: kinds.insert("TPU"); break;
-      case PlaneKind::kCustom: kinds.insert("CUSTOM"); break;
+  for (const PodCore& core : pod.cores) {
+    switch (core.core->kind()) {
+      case podscope::v1::CORE_KIND_GPU: kinds.insert("GPU"); break;
+      case podscope::v1::CORE_KIND_TPU: kinds.insert("TPU"); break;
+      case podscope::v1::CORE_KIND_CUSTOM:
+      case podscope::v1::CORE_KIND_HOST: kinds.insert("CUSTOM"); break;
+      default: break;
     }
   }
   return absl::StrJoin(kinds, ",");
@@ -371,14 +332,14 @@ std::string_view bottleneck_level(double percent) {
   return "no";
 }
 
-InputPipelineAnalysisResult step_model_to_input_pipeline(const StepModel& model) {
+InputPipelineAnalysisResult pod_steps_to_input_pipeline(const PodSteps& pod) {
   InputPipelineAnalysisResult out;
-  out.set_hardware_type(hardware_type(model));
-  fill_device_side(model, out);
-  fill_host_side(model, out);
-  rank_hosts(model, out);
-  recommend(model, out);
-  diagnose(model, out);
+  out.set_hardware_type(hardware_type(pod));
+  fill_device_side(pod, out);
+  fill_host_side(pod, out);
+  rank_hosts(pod, out);
+  recommend(pod, out);
+  diagnose(pod, out);
   return out;
 }
 

@@ -1,4 +1,4 @@
-// The input pipeline analyzer: from the step model to XProf's InputPipelineAnalysisResult (device side per step,
+// The input pipeline analyzer: from the pod's steps to XProf's InputPipelineAnalysisResult (device side per step,
 // the input-bound verdict, the host side by input category and op), plus podscope's per-host ranking; and its
 // terminal page. Pure functions.
 #pragma once
@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "analysis/step_model.h"
+#include "analysis/pod_steps.h"
 #include "tensorflow/input_pipeline.pb.h"
 
 namespace podscope::analysis {
@@ -20,10 +20,10 @@ std::string_view input_bound_verdict(double input_percent, double all_others_per
 // "moderate" (≥ 3 %) or "no".
 std::string_view bottleneck_level(double percent);
 
-// Every step once, shown by its slowest core (ties: the one waiting longest for input), with the range of input
-// wait across cores; summaries; the verdict (or "unknown, because ..." without steps); the host side from the
-// tf.data / input ops and annotated input stages; hosts ranked by input share.
-tensorflow::profiler::InputPipelineAnalysisResult step_model_to_input_pipeline(const StepModel& model);
+// Every step once, as the pod's combined step (pod_steps.h) with the spread of step time and input wait across
+// cores; summaries; the verdict (or "unknown, because ..." without steps); the host side from the tf.data / input
+// ops and annotated input stages; hosts ranked by input share.
+tensorflow::profiler::InputPipelineAnalysisResult pod_steps_to_input_pipeline(const PodSteps& pod);
 
 std::string render_input_pipeline_text(const tensorflow::profiler::InputPipelineAnalysisResult& result);
 

@@ -6,7 +6,7 @@
 
 #include "analysis/kernel_stats.h"
 #include "analysis/op_classifier.h"
-#include "analysis/step_model.h"
+#include "analysis/step_events.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 

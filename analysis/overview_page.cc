@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analysis/input_pipeline.h"
+#include "analysis/step_database.h"
+#include "analysis/step_spans.h"
 
 namespace podscope::analysis {
 namespace {
@@ -20,19 +22,20 @@ constexpr size_t kTopDeviceOps = 10;
 
 double percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 
-void describe_environment(const StepModel& model, OverviewPage& page) {
+void describe_environment(const PodSteps& pod, OverviewPage& page) {
   auto& env = *page.mutable_run_environment();
-  std::set<std::string> hosts(model.host_names.begin(), model.host_names.end());
+  std::set<std::string> hosts;
+  for (const auto& host : pod.hosts) hosts.insert(host.host_name());
   int32_t cores = 0;
   int64_t batch_size = 0;
-  for (const ModelCore& core : model.cores) {
+  for (const PodCore& core : pod.cores) {
     hosts.insert(core.host_name);
-    if (core.trace.event_count > 0) ++cores;
-    batch_size = std::max(batch_size, core.trace.batch_size);
+    if (core.core->event_count() > 0) ++cores;
+    batch_size = std::max(batch_size, core.core->batch_size());
   }
   env.set_batch_size_per_core(batch_size);
   env.set_host_count(static_cast<int32_t>(hosts.size()));
-  env.set_task_count(static_cast<int32_t>(model.host_names.size()));
+  env.set_task_count(static_cast<int32_t>(pod.hosts.size()));
   for (const auto& host : hosts) {
     (*env.mutable_hostnames())[host] = true;
     env.add_host_dependent_job_info()->set_host_id(host);
@@ -44,27 +47,29 @@ void describe_environment(const StepModel& model, OverviewPage& page) {
 }
 
 // Idle shares, 16/32-bit compute, FLOP rate and memory bandwidth against the device's peak.
-void summarize_performance(const StepModel& model, OverviewPage& page) {
+void summarize_performance(const PodSteps& pod, OverviewPage& page) {
   auto& analysis = *page.mutable_analysis();
   double step_ns = 0, device_busy_ns = 0, host_busy_ns = 0, compute16 = 0, compute32 = 0;
   double flops = 0, bytes = 0, peak_flops_time = 0, peak_bytes_time = 0;
-  for (const ModelCore& core : model.cores) {
+  for (const PodCore& core : pod.cores) {
     double core_busy = 0;
-    for (const StepTime& step : core.trace.steps) {
-      step_ns += static_cast<double>(step.duration_ns());
-      device_busy_ns += static_cast<double>(step.device_busy_ns);
-      host_busy_ns += static_cast<double>(std::min(step.host_busy_ns, step.duration_ns()));
-      compute16 += static_cast<double>(at(step.type_ns, EventType::kDeviceCompute16));
-      compute32 += static_cast<double>(at(step.type_ns, EventType::kDeviceCompute32));
+    for (const podscope::v1::CoreStep* step : core.steps) {
+      const int64_t duration = step->end_ns() - step->start_ns();
+      step_ns += static_cast<double>(duration);
+      device_busy_ns += static_cast<double>(step->device_busy_ns());
+      host_busy_ns += static_cast<double>(std::min(step->host_busy_ns(), duration));
+      compute16 += static_cast<double>(step->type_ns(static_cast<int>(EventType::kDeviceCompute16)));
+      compute32 += static_cast<double>(step->type_ns(static_cast<int>(EventType::kDeviceCompute32)));
     }
-    for (const DeviceOpTotal& op : core.trace.ops) {
-      flops += op.flops;
-      bytes += op.bytes_accessed;
-      core_busy += static_cast<double>(op.self_ns);
+    for (const podscope::v1::CoreOp& op : core.core->ops()) {
+      flops += op.flops();
+      bytes += op.bytes_accessed();
+      core_busy += static_cast<double>(op.self_ns());
     }
     // Peak work the core could have done in the time its ops ran.
-    peak_flops_time += core.trace.capability.peak_flops_per_s() * core_busy / 1e9;
-    peak_bytes_time += core.trace.capability.memory_bandwidth_bytes_per_s * core_busy / 1e9;
+    const DeviceCapability capability = device_capability(core.core->capability());
+    peak_flops_time += capability.peak_flops_per_s() * core_busy / 1e9;
+    peak_bytes_time += capability.memory_bandwidth_bytes_per_s * core_busy / 1e9;
   }
   analysis.set_device_idle_time_percent(step_ns > 0 ? 100.0 - percent(device_busy_ns, step_ns) : 0.0);
   analysis.set_host_idle_time_percent(step_ns > 0 ? 100.0 - percent(host_busy_ns, step_ns) : 0.0);
@@ -78,13 +83,13 @@ void summarize_performance(const StepModel& model, OverviewPage& page) {
   if (bytes > 0 && peak_bytes_time > 0) {
     analysis.set_memory_bw_utilization_relative_to_hw_limit_percent(percent(bytes, peak_bytes_time));
   }
-  if (!model.has_steps()) {
+  if (!pod.has_steps()) {
     analysis.set_remark_text(absl::StrCat("Step time: unknown, because ", no_steps_explanation(), "."));
     analysis.set_remark_color("red");
   }
 }
 
-void rank_top_device_ops(const StepModel& model, OverviewPage& page) {
+void rank_top_device_ops(const PodSteps& pod, OverviewPage& page) {
   struct Total {
     OpKind kind = OpKind::kLowFlopsCompute;
     double self_ns = 0;
@@ -92,13 +97,13 @@ void rank_top_device_ops(const StepModel& model, OverviewPage& page) {
   };
   std::map<std::string, Total> totals;
   double all_ns = 0;
-  for (const ModelCore& core : model.cores) {
-    for (const DeviceOpTotal& op : core.trace.ops) {
-      Total& t = totals[op.name];
-      t.kind = op.kind;
-      t.self_ns += static_cast<double>(op.self_ns);
-      t.flops += op.flops;
-      all_ns += static_cast<double>(op.self_ns);
+  for (const PodCore& core : pod.cores) {
+    for (const podscope::v1::CoreOp& op : core.core->ops()) {
+      Total& t = totals[op.name()];
+      t.kind = static_cast<OpKind>(op.kind());
+      t.self_ns += static_cast<double>(op.self_ns());
+      t.flops += op.flops();
+      all_ns += static_cast<double>(op.self_ns());
     }
   }
   std::vector<std::pair<std::string, Total>> ranked(totals.begin(), totals.end());
@@ -118,7 +123,7 @@ void rank_top_device_ops(const StepModel& model, OverviewPage& page) {
   }
 }
 
-// Shares of the step time (slowest core per step, every step) for kernel launch, collectives and all others: the
+// Shares of the step time (the pod's combined steps, every step) for kernel launch, collectives and all others: the
 // ratios of their averages over the steps to the average step time.
 struct StepShares {
   double kernel_launch = 0;
@@ -147,7 +152,11 @@ void recommend(OverviewPage& page) {
                                 : verdict == "HIGHLY" || verdict == "MODERATELY" ? "host"
                                                                                  : "device");
   std::string statement = input_bottleneck.input_statement();
-  if (recommendation.bottleneck() == "host") {
+  // In a synchronous pod every core waits for the one waiting for its input, while the pod's combined step shows what
+  // the busiest core did (its compute): an input-bound host is named even when the pod as a whole is not.
+  const bool host_input_bound =
+      input.hosts_size() > 0 && (input.hosts(0).verdict() == "HIGHLY" || input.hosts(0).verdict() == "MODERATELY");
+  if (recommendation.bottleneck() == "host" || host_input_bound) {
     // Pod-wide, where to look first: the most input-bound host and its slowest stage.
     for (int i = 1; i < input.recommendation().details_size(); ++i) {
       absl::StrAppend(&statement, " ", input.recommendation().details(i), ".");
@@ -207,13 +216,13 @@ std::string dominant_bottleneck(const GenericRecommendation& g) {
 
 }  // namespace
 
-OverviewPage step_model_to_overview_page(const StepModel& model,
-                                         const tensorflow::profiler::InputPipelineAnalysisResult& input_pipeline) {
+OverviewPage pod_steps_to_overview_page(const PodSteps& pod,
+                                        const tensorflow::profiler::InputPipelineAnalysisResult& input_pipeline) {
   OverviewPage page;
   *page.mutable_input_analysis() = input_pipeline;
-  describe_environment(model, page);
-  summarize_performance(model, page);
-  rank_top_device_ops(model, page);
+  describe_environment(pod, page);
+  summarize_performance(pod, page);
+  rank_top_device_ops(pod, page);
   recommend(page);
   *page.mutable_diagnostics() = input_pipeline.diagnostics();
   return page;
@@ -258,7 +267,7 @@ std::string render_overview_text(const OverviewPage& page) {
     absl::StrAppendFormat(&text, ", batch size %d per core", env.batch_size_per_core());
   text += "\n";
   if (input.step_details_size() > 0) {
-    absl::StrAppend(&text, "\nstep-time graph (ms, slowest core per step):\n",
+    absl::StrAppend(&text, "\nstep-time graph (ms, the pod's combined step):\n",
                     "  step       total  compute  input  collectives  d2d  launch  host  output  other\n");
     for (const auto& any : input.step_details()) {
       PerGenericStepDetails d;

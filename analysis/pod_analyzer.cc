@@ -10,14 +10,13 @@
 #include "analysis/all_reduce_analysis.h"
 #include "analysis/channel_analysis.h"
 #include "analysis/step_category.h"
-#include "analysis/step_model.h"
 #include "analysis/step_sampling.h"
-#include "proto/xspace/names.h"
-#include "proto/xspace/xplane_reader.h"
 
 namespace podscope::analysis {
 namespace {
 
+using podscope::v1::CoreStep;
+using podscope::v1::CoreStepDatabase;
 using podscope::v1::PodAnalysis;
 
 // Global core ids of TF/JAX device planes: file index × 1000 + device ordinal, so one file's GPU:4 is
@@ -36,19 +35,22 @@ std::optional<uint32_t> device_ordinal(std::string_view plane_name) {
   return ordinal;
 }
 
-std::string_view plane_kind_name(PlaneKind kind) {
+std::string_view core_kind_name(podscope::v1::CoreKind kind) {
   switch (kind) {
-    case PlaneKind::kCustom: return "CUSTOM";
-    case PlaneKind::kTpu: return "TPU";
-    case PlaneKind::kGpu: return "GPU";
+    case podscope::v1::CORE_KIND_CUSTOM: return "CUSTOM";
+    case podscope::v1::CORE_KIND_TPU: return "TPU";
+    case podscope::v1::CORE_KIND_GPU: return "GPU";
+    default: return "";
   }
-  return "";
 }
 
 // Our op kinds onto the step categories; collective time is split into sync and compute afterwards.
-CategoryDurations categorize(const StepBreakdown& step, int64_t sync_ns) {
+CategoryDurations categorize(const CoreStep& step, int64_t sync_ns) {
   CategoryDurations d{};
-  auto op = [&](OpKind k) { return step.op_ns[static_cast<int>(k)]; };
+  auto op = [&](OpKind k) {
+    const int i = static_cast<int>(k);
+    return i < step.op_ns_size() ? step.op_ns(i) : 0;
+  };
   const int64_t collective = op(OpKind::kCollective);
   const int64_t sync = std::min(collective, sync_ns);
   at(d, StepCategory::kAllReduceSync) = sync;
@@ -62,10 +64,11 @@ CategoryDurations categorize(const StepBreakdown& step, int64_t sync_ns) {
   at(d, StepCategory::kHostToDevice) = op(OpKind::kHostToDevice);
   at(d, StepCategory::kDeviceToHost) = op(OpKind::kDeviceToHost);
   at(d, StepCategory::kDeviceToDevice) = op(OpKind::kDeviceToDevice);
-  at(d, StepCategory::kKernelLaunch) = step.kernel_launch_ns;
-  at(d, StepCategory::kHostCompute) = step.host_compute_ns;
-  at(d, StepCategory::kCompilation) = step.compilation_ns;
-  at(d, StepCategory::kIdle) = step.idle_ns - step.kernel_launch_ns - step.host_compute_ns - step.compilation_ns;
+  at(d, StepCategory::kKernelLaunch) = step.kernel_launch_ns();
+  at(d, StepCategory::kHostCompute) = step.host_compute_ns();
+  at(d, StepCategory::kCompilation) = step.compilation_ns();
+  at(d, StepCategory::kIdle) =
+      step.idle_ns() - step.kernel_launch_ns() - step.host_compute_ns() - step.compilation_ns();
   return d;
 }
 
@@ -86,22 +89,19 @@ struct CoreIdentity {
   std::string host_name;
   int32_t chip_id = 0;
   int32_t node_id = 0;
-  size_t core_index = 0;  // into the traced cores
+  const PodCore* core = nullptr;
 };
 
-// Builds the PodAnalysis from every traced core, one pass per concern, in order.
+// Builds the PodAnalysis from the pod's steps, one pass per concern, in order.
 class PodAssembly {
  public:
-  PodAssembly(const std::vector<HostFileContext>& files, const std::vector<TracedCore>& cores,
-              const PodAnalyzerOptions& options)
-      : files_(files), cores_(cores), options_(options) {}
+  PodAssembly(const PodSteps& pod, const PodAnalyzerOptions& options) : pod_(pod), options_(options) {}
 
   PodAnalysis build() && {
-    counts().set_files(static_cast<uint32_t>(files_.size()));
-    counts().set_device_planes(static_cast<uint32_t>(cores_.size()));
+    counts().set_files(static_cast<uint32_t>(pod_.hosts.size()));
+    counts().set_device_planes(pod_.device_planes);
     out_.set_peak_link_bandwidth_bytes_per_s(options_.peak_link_bandwidth_bytes_per_s);
     identify_cores();
-    keep_whole_steps();
     match_across_cores();
     fill_pod_stats();
     describe_topology();
@@ -118,77 +118,64 @@ class PodAssembly {
   podscope::v1::AnalysisCounts& counts() { return *out_.mutable_counts(); }
   podscope::v1::PodViewerDatabase& db() { return *out_.mutable_pod_viewer(); }
 
-  // Who each core is; planes without steps are skipped (they still count toward top ops), and so is a
-  // second plane claiming a core id already taken.
+  // Who each device core is; planes without steps are skipped (they still count toward top ops), and so is a
+  // second plane claiming a core id already taken. Its steps are those the pod keeps.
   void identify_cores() {
-    for (size_t i = 0; i < cores_.size(); ++i) {
-      const TracedCore& core = cores_[i];
-      counts().set_events(counts().events() + core.trace.event_count);
-      if (core.trace.steps.empty()) {
+    for (const PodCore& core : pod_.cores) {
+      const CoreStepDatabase& db = *core.core;
+      if (db.kind() == podscope::v1::CORE_KIND_HOST) continue;
+      counts().set_events(counts().events() + db.event_count());
+      if (db.steps_found() == 0) {
         counts().set_planes_without_steps(counts().planes_without_steps() + 1);
         continue;
       }
-      const HostFileContext& ctx = files_[core.file_index];
       CoreIdentity id;
-      id.core_index = i;
-      const auto ordinal = device_ordinal(core.trace.plane_name);
-      const std::optional<int64_t> rank = core.trace.rank;
-      if (core.trace.kind == PlaneKind::kCustom || !ordinal) {
-        id.core_id = static_cast<uint32_t>(core.trace.plane_id);
-        id.chip_id = static_cast<int32_t>(core.trace.plane_id);
+      id.core = &core;
+      const auto ordinal = device_ordinal(db.plane_name());
+      const std::optional<int64_t> rank = db.has_rank() ? std::optional<int64_t>(db.rank()) : std::nullopt;
+      if (db.kind() == podscope::v1::CORE_KIND_CUSTOM || !ordinal) {
+        id.core_id = static_cast<uint32_t>(db.plane_id());
+        id.chip_id = static_cast<int32_t>(db.plane_id());
       } else if (rank && *rank >= 0 && *rank < kCoreIdsPerFile) {
         id.core_id = static_cast<uint32_t>(*rank);
         id.chip_id = static_cast<int32_t>(*ordinal);
       } else {
-        id.core_id = static_cast<uint32_t>(core.file_index) * kCoreIdsPerFile + *ordinal;
+        id.core_id = static_cast<uint32_t>(core.host_index) * kCoreIdsPerFile + *ordinal;
         id.chip_id = static_cast<int32_t>(*ordinal);
       }
-      id.node_id = static_cast<int32_t>(core.file_index);
-      id.host_name = core.trace.host_name ? *core.trace.host_name : ctx.steps.host_name();
+      id.node_id = static_cast<int32_t>(core.host_index);
+      id.host_name = core.host_name;
       if (identities_.contains(id.core_id)) {
-        warnings_.push_back(absl::StrCat("core id ", id.core_id, " of plane ", core.trace.plane_name, " in file ",
-                                         core.file_index, " is already taken by another plane; plane skipped"));
+        warnings_.push_back(absl::StrCat("core id ", id.core_id, " of plane ", db.plane_name(), " in file ",
+                                         core.host_index, " is already taken by another plane; plane skipped"));
         continue;
       }
+      counts().set_partial_steps_trimmed(counts().partial_steps_trimmed() + db.steps_cut_by_window());
       host_names_[id.core_id] = id.host_name;
       identities_[id.core_id] = std::move(id);
-      device_kinds_.insert(std::string(plane_kind_name(core.trace.kind)));
+      device_kinds_.insert(std::string(core_kind_name(db.kind())));
     }
   }
 
-  const TracedCore& core_of(uint32_t core_id) const { return cores_[identities_.at(core_id).core_index]; }
-
-  // Partial steps at the edges of a known capture window are dropped.
-  void keep_whole_steps() {
-    for (const auto& [core_id, identity] : identities_) {
-      const TracedCore& core = core_of(core_id);
-      const HostFileContext& ctx = files_[core.file_index];
-      for (const StepBreakdown& step : core.trace.steps) {
-        if (ctx.steps.cut_by_window(step.span.start_ns, step.span.end_ns)) {
-          counts().set_partial_steps_trimmed(counts().partial_steps_trimmed() + 1);
-          continue;
-        }
-        kept_steps_[core_id].push_back(&step);
-      }
-    }
-  }
+  const PodCore& core_of(uint32_t core_id) const { return *identities_.at(core_id).core; }
 
   // All-reduce sync vs compute and channels: the events of the kept steps, matched across cores.
   void match_across_cores() {
     std::vector<CoreCollective> collectives;
     std::vector<MergedEndpoint> endpoints;
     for (const auto& [core_id, identity] : identities_) {
-      const TracedCore& core = core_of(core_id);
+      const PodCore& core = core_of(core_id);
       absl::flat_hash_set<int64_t> steps;
-      for (const StepBreakdown* s : kept_steps_[core_id]) steps.insert(s->span.step_num);
-      for (const CollectiveInstance& c : core.trace.collectives) {
-        if (steps.contains(c.step_num)) collectives.push_back({core_id, &c});
+      for (const CoreStep* s : core.steps) steps.insert(s->step_num());
+      for (const podscope::v1::Collective& c : core.core->collectives()) {
+        if (steps.contains(c.step_num())) collectives.push_back({core_id, &c});
       }
       // Channel endpoints move onto the coordinator's clock: host time − (host − coordinator) offset.
-      const int64_t offset = files_[core.file_index].clock_offset_ns.value_or(0);
-      for (const ChannelEndpoint& e : core.trace.channel_endpoints) {
-        if (!steps.contains(e.step_num)) continue;
-        endpoints.push_back({core_id, e.is_send, e.step_num, e.channel_id, &e, e.start_ns - offset, e.end_ns - offset});
+      const int64_t offset = core.host->clock_offset_ns();
+      for (const podscope::v1::ChannelEndpoint& e : core.core->channel_endpoints()) {
+        if (!steps.contains(e.step_num())) continue;
+        endpoints.push_back(
+            {core_id, e.is_send(), e.step_num(), e.channel_id(), &e, e.start_ns() - offset, e.end_ns() - offset});
       }
     }
     all_reduce_ = analyze_all_reduces(collectives);
@@ -207,11 +194,11 @@ class PodAssembly {
   // One PodStatsMap per step number, one record per core in it.
   void fill_pod_stats() {
     std::map<int64_t, std::map<uint32_t, CategoryDurations>> records;
-    for (const auto& [core_id, steps] : kept_steps_) {
-      for (const StepBreakdown* s : steps) {
-        const auto sync = all_reduce_.sync_ns.find({s->span.step_num, core_id});
+    for (const auto& [core_id, identity] : identities_) {
+      for (const CoreStep* s : identity.core->steps) {
+        const auto sync = all_reduce_.sync_ns.find({s->step_num(), core_id});
         const CategoryDurations d = categorize(*s, sync == all_reduce_.sync_ns.end() ? 0 : sync->second);
-        CategoryDurations& record = records[s->span.step_num][core_id];
+        CategoryDurations& record = records[s->step_num()][core_id];
         for (int id = 1; id <= kMaxStepCategoryId; ++id) record[id] += d[id];
       }
     }
@@ -330,7 +317,7 @@ class PodAssembly {
       auto* core = out_.add_cores();
       core->set_core_id(core_id);
       core->set_host_name(identity.host_name);
-      core->set_plane_name(core_of(core_id).trace.plane_name);
+      core->set_plane_name(core_of(core_id).core->plane_name());
       core->set_step_count(count);
       core->set_average_step_us(static_cast<double>(sum(sums)) / count / 1e3);
       for (int id = 1; id <= kMaxStepCategoryId; ++id) {
@@ -348,11 +335,12 @@ class PodAssembly {
       uint32_t cores = 0;
     };
     std::map<std::pair<std::string, OpKind>, Accumulator> top;
-    for (const TracedCore& core : cores_) {
-      for (const OpTotal& op : core.trace.op_totals) {
-        Accumulator& acc = top[{op.name, op.kind}];
-        acc.occurrences += op.occurrences;
-        acc.total_ns += op.total_ns;
+    for (const PodCore& core : pod_.cores) {
+      if (core.core->kind() == podscope::v1::CORE_KIND_HOST) continue;
+      for (const podscope::v1::CoreOp& op : core.core->ops()) {
+        Accumulator& acc = top[{op.name(), static_cast<OpKind>(op.pod_kind())}];
+        acc.occurrences += op.occurrences();
+        acc.total_ns += op.total_ns();
         ++acc.cores;
       }
     }
@@ -390,8 +378,7 @@ class PodAssembly {
     }
   }
 
-  const std::vector<HostFileContext>& files_;
-  const std::vector<TracedCore>& cores_;
+  const PodSteps& pod_;
   const PodAnalyzerOptions& options_;
 
   PodAnalysis out_;
@@ -399,7 +386,6 @@ class PodAssembly {
   std::map<uint32_t, CoreIdentity> identities_;
   std::map<uint32_t, std::string> host_names_;
   std::set<std::string> device_kinds_;
-  std::map<uint32_t, std::vector<const StepBreakdown*>> kept_steps_;
   AllReduceResult all_reduce_;
   ChannelResult channels_;
   std::map<int64_t, std::map<uint32_t, CoreStepTimes>> step_times_;
@@ -408,96 +394,8 @@ class PodAssembly {
 
 }  // namespace
 
-HostFileContext& PodAnalyzer::file(size_t file_index) {
-  if (files_.size() <= file_index) files_.resize(file_index + 1);
-  return files_[file_index];
-}
-
-bool PodAnalyzer::wants_line(std::string_view plane_name, std::string_view line_name) {
-  const auto kind = device_plane_kind(plane_name);
-  return kind && (line_name == xspace::kStepsLineName || is_op_line(*kind, line_name));
-}
-
-void PodAnalyzer::add_file_names(size_t file_index, const std::vector<std::string>& hostnames,
-                                 std::string_view file_stem) {
-  file(file_index).steps.add_file_names(hostnames, file_stem);
-}
-
-void PodAnalyzer::begin_plane(size_t file_index, const xspace::XPlaneReader& plane,
-                              std::vector<PlaneEventReader*>& readers) {
-  HostFileContext& ctx = file(file_index);
-  if (plane.name() == xspace::kHostPlaneName) {
-    ctx.steps.add_host_plane(plane.proto());
-    if (auto offset = plane.int_stat(xspace::kClockOffsetStat)) ctx.clock_offset_ns = offset;
-    return;
-  }
-  const auto kind = device_plane_kind(plane.name());
-  if (!kind) return;
-  if (!ctx.clock_offset_ns) ctx.clock_offset_ns = plane.int_stat(xspace::kClockOffsetStat);
-  tracing_ = {&plane.proto(), *kind, make_core_trace_reader(plane, *kind)};
-  readers.push_back(tracing_.reader.get());
-}
-
-void PodAnalyzer::end_plane(size_t file_index) {
-  if (!tracing_.reader) return;
-  Tracing tracing = std::move(tracing_);
-  tracing_ = {};
-  HostFileContext& ctx = file(file_index);
-  cores_.push_back({file_index, std::move(*tracing.reader).finish()});
-  const CoreTrace& trace = cores_.back().trace;
-  ctx.steps.add_device_plane_source(trace.source);
-  if (ctx.steps.device_steps_seen()) {
-    std::erase_if(awaiting_host_markers_,
-                  [&](const AwaitingHostMarkers& w) { return cores_[w.core_index].file_index == file_index; });
-  } else if (trace.event_count > 0) {
-    awaiting_host_markers_.push_back({cores_.size() - 1, tracing.kind, *tracing.plane});
-  }
-}
-
-bool PodAnalyzer::awaits_host_markers(size_t file_index) const {
-  return std::any_of(awaiting_host_markers_.begin(), awaiting_host_markers_.end(),
-                     [&](const AwaitingHostMarkers& w) { return cores_[w.core_index].file_index == file_index; });
-}
-
-void PodAnalyzer::add_host_markers(size_t file_index, const HostStepMarkers& markers) {
-  std::erase_if(awaiting_host_markers_, [&](const AwaitingHostMarkers& waiting) {
-    TracedCore& core = cores_[waiting.core_index];
-    if (core.file_index != file_index) return false;
-    if (!markers.markers.empty()) core.trace = trace_core(waiting.plane, waiting.kind, markers);
-    return true;
-  });
-}
-
-void PodAnalyzer::add_host_work(size_t file_index, const std::vector<TypedInterval>& host_segments) {
-  for (TracedCore& core : cores_) {
-    if (core.file_index == file_index) fill_idle_with_host_work(core.trace, host_segments);
-  }
-}
-
-PodAnalysis PodAnalyzer::finish() && {
-  PodAssembly assembly(files_, cores_, options_);
-  return std::move(assembly).build();
-}
-
-PodAnalysis analyze_pod(const std::vector<const tensorflow::profiler::XSpace*>& spaces,
-                        const PodAnalyzerOptions& options) {
-  PodAnalyzer analyzer(options);
-  for (size_t i = 0; i < spaces.size(); ++i) {
-    analyzer.add_file_names(i, {spaces[i]->hostnames().begin(), spaces[i]->hostnames().end()},
-                            FileSteps::in_memory_stem(i));
-    for (const auto& plane : spaces[i]->planes()) analyzer.add_plane(i, plane);
-    HostActivity host;
-    for (const auto& plane : spaces[i]->planes()) {
-      if (plane.name() == xspace::kHostPlaneName || plane.name() == xspace::kCuptiHostPlaneName) {
-        add_host_activity_from_plane(plane, host);
-      }
-      if (plane.name() == xspace::kHostPlaneName && analyzer.awaits_host_markers(i)) {
-        analyzer.add_host_markers(i, read_host_step_markers(plane));
-      }
-    }
-    analyzer.add_host_work(i, disjoint_by_priority(host.intervals));
-  }
-  return std::move(analyzer).finish();
+PodAnalysis analyze_pod_steps(const PodSteps& pod, const PodAnalyzerOptions& options) {
+  return PodAssembly(pod, options).build();
 }
 
 }  // namespace podscope::analysis

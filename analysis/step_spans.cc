@@ -64,17 +64,6 @@ std::vector<StepSpan> number_markers(std::vector<RawMarker> raw) {
 
 }  // namespace
 
-std::string_view step_source_name(StepSource source) {
-  switch (source) {
-    case StepSource::kNone: return "none";
-    case StepSource::kStepsLine: return "Steps line";
-    case StepSource::kGroupIds: return "group_id of device ops";
-    case StepSource::kHostMarkers: return "host step markers";
-    case StepSource::kNvtxRanges: return "NVTX step ranges";
-  }
-  return "none";
-}
-
 std::string no_steps_explanation() {
   return "no steps found: looked for a `Steps` line on device planes (podscope's `Step` annotation writes one), "
          "`group_id` stats on device ops (TensorFlow's step grouping), step markers on /host:CPU (events named "
@@ -241,66 +230,6 @@ const HostStepMarkers& FileSteps::markers_for_unstepped_planes() const {
 
 bool FileSteps::cut_by_window(int64_t start_ns, int64_t end_ns) const {
   return (capture_start_ns_ && start_ns <= *capture_start_ns_) || (capture_end_ns_ && end_ns >= *capture_end_ns_);
-}
-
-bool FileStepSpans::wants_line(std::string_view plane_name, std::string_view line_name) {
-  if (plane_name == xspace::kHostPlaneName) return line_name != xspace::kCountersLineName;
-  const auto kind = device_plane_kind(plane_name);
-  return kind && (line_name == xspace::kStepsLineName || is_op_line(*kind, line_name));
-}
-
-void FileStepSpans::add_file_names(const std::vector<std::string>& hostnames, std::string_view file_stem) {
-  file_.add_file_names(hostnames, file_stem);
-}
-
-void FileStepSpans::add_plane(const tensorflow::profiler::XPlane& plane_proto) {
-  const XPlaneReader plane(plane_proto);
-  if (plane_proto.name() == xspace::kHostPlaneName) {
-    file_.add_host_plane(plane_proto);
-    file_.set_host_markers(read_host_step_markers(plane_proto));
-    host_clock_offset_ns_ = plane.int_stat(xspace::kClockOffsetStat);
-    return;
-  }
-  const auto kind = device_plane_kind(plane_proto.name());
-  if (!kind) return;
-  Pending pending;
-  pending.steps.plane_name = plane_proto.name();
-  if (auto host = plane.str_stat(xspace::kHostNameStat)) pending.steps.host_name = std::string(*host);
-  pending.steps.clock_offset_ns = plane.int_stat(xspace::kClockOffsetStat);
-  DeviceStepSpans own(plane);
-  for (const auto& line : plane_proto.lines()) {
-    if (!is_op_line(*kind, line.name())) continue;
-    plane.for_each_event(line, [&](const XEventView& e) {
-      const auto group = own.group_id_stat() ? e.int_stat(xspace::kGroupIdStat) : std::nullopt;
-      own.add_op(e.start_ns(), e.end_ns(), group);
-      pending.unstepped_ops.push_back({0, e.start_ns(), e.end_ns()});
-    });
-  }
-  pending.steps.source = own.source();
-  file_.add_device_plane_source(pending.steps.source);
-  pending.steps.steps = std::move(own).take_steps();
-  if (pending.steps.source != StepSource::kNone) pending.unstepped_ops = {};
-  planes_.push_back(std::move(pending));
-}
-
-FileStepSpans::Result FileStepSpans::finish() && {
-  Result result;
-  result.host_name = file_.host_name();
-  result.capture_start_ns = file_.capture_start_ns();
-  result.clock_offset_ns = host_clock_offset_ns_;
-  const HostStepMarkers& markers = file_.markers_for_unstepped_planes();
-  for (Pending& pending : planes_) {
-    PlaneSteps& plane = pending.steps;
-    if (plane.source == StepSource::kNone && !markers.markers.empty()) {
-      MarkerStepSpans by_markers(markers.markers);
-      for (const StepSpan& op : pending.unstepped_ops) by_markers.add_op(op.start_ns, op.end_ns);
-      plane.steps = std::move(by_markers).take_steps();
-      if (!plane.steps.empty()) plane.source = markers.source;
-    }
-    std::erase_if(plane.steps, [&](const StepSpan& s) { return file_.cut_by_window(s.start_ns, s.end_ns); });
-    result.planes.push_back(std::move(plane));
-  }
-  return result;
 }
 
 }  // namespace podscope::analysis

@@ -1,6 +1,6 @@
-// The one answer to "what are the steps of a plane": every reader of steps (the pod viewer's trace_core, the
-// step tools' core_steps_from_plane, the trace window, the trace writers' channel flows) asks here. A step
-// source is one entry of StepSource and one reader below:
+// The one answer to "what are the steps of a plane": the step database (step_database.h), which every tool that
+// reads steps reads, and the trace writers' channel flows ask here. A step source is one entry of StepSource and
+// one reader below:
 //   1. the device plane's `Steps` line (podscope's `Step` annotation, XProf's converted planes);
 //   2. the `group_id` stat of its ops (TensorFlow/JAX step grouping): one step per group, first op to last;
 //   3. step markers on its file's `/host:CPU` plane, when no device plane of the file has steps of its own:
@@ -34,7 +34,6 @@ struct StepSpan {
 
 // Where a core's steps came from.
 enum class StepSource { kNone, kStepsLine, kGroupIds, kHostMarkers, kNvtxRanges };
-std::string_view step_source_name(StepSource source);
 
 // Why a run has no steps, naming the step sources looked for and how to add one.
 std::string no_steps_explanation();
@@ -163,40 +162,6 @@ class FileSteps {
   std::optional<int64_t> capture_end_ns_;
   HostStepMarkers markers_;
   bool device_steps_seen_ = false;
-};
-
-// The step spans of every device plane of one file, for readers that need only the spans (the trace window):
-// the planes as they stream past, then finish().
-class FileStepSpans {
- public:
-  // The lines it reads: device planes' Steps and op lines; every line of /host:CPU but counters.
-  static bool wants_line(std::string_view plane_name, std::string_view line_name);
-  void add_plane(const tensorflow::profiler::XPlane& plane);
-  void add_file_names(const std::vector<std::string>& hostnames, std::string_view file_stem);
-
-  struct PlaneSteps {
-    std::string plane_name;
-    std::optional<std::string> host_name;  // the plane's own host_name stat
-    std::optional<int64_t> clock_offset_ns;
-    StepSource source = StepSource::kNone;
-    std::vector<StepSpan> steps;  // partial steps at the capture window's edges dropped
-  };
-  struct Result {
-    std::string host_name;
-    std::optional<int64_t> capture_start_ns;
-    std::optional<int64_t> clock_offset_ns;  // the host plane's
-    std::vector<PlaneSteps> planes;          // device planes, in file order
-  };
-  Result finish() &&;
-
- private:
-  struct Pending {
-    PlaneSteps steps;
-    std::vector<StepSpan> unstepped_ops;  // op spans (step_num unused) of a plane without steps of its own
-  };
-  FileSteps file_;
-  std::optional<int64_t> host_clock_offset_ns_;
-  std::vector<Pending> planes_;
 };
 
 }  // namespace podscope::analysis

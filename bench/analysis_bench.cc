@@ -1,6 +1,7 @@
 // Pod analysis throughput and peak memory, end to end (read *.xplane.pb + every tool + all outputs written), without
-// the file writes, and each tool alone (the pod viewer, the step tools, tf.data, kernel stats, the memory profile,
-// op stats), beside a plain protobuf parse of the same files measured in the same run. Two kinds of input:
+// the file writes, and each tool alone (the step database with the pod viewer and the step tools, tf.data, kernel
+// stats, the memory profile, op stats), beside a plain protobuf parse of the same files measured in the same run. Two
+// kinds of input:
 //   - a generated pod that gives every tool work (annotated hosts with input stages; TensorFlow GPU hosts with
 //     kernels, their ops and launches, tf.data events, executor ops and allocator events);
 //   - real captures of a fast trainer: the bench starts a podscope-agent and two ring_trainer ranks (--matrix 64
@@ -36,6 +37,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <memory>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -53,7 +55,8 @@
 #include "analysis/renderers.h"
 #include "analysis/runner/analysis_runner.h"
 #include "analysis/runner/tools.h"
-#include "analysis/step_model.h"
+#include "analysis/pod_steps.h"
+#include "analysis/step_database.h"
 #include "analysis/tf_data_stats.h"
 #include "analysis/tool_pages.h"
 #include "proto/xspace/names.h"
@@ -193,40 +196,30 @@ int measure_analysis_in_memory(const fs::path& dir) {
   return m.print(outcome->analysis.counts().events());
 }
 
-// The pod viewer alone (the analysis before the step tools), outputs rendered into memory.
-int measure_pod_viewer(const fs::path& dir) {
-  const Measurement m;
-  podscope::analysis::PodAnalyzer analyzer;
-  const bool ok = stream_planes(
-      dir, podscope::analysis::PodAnalyzer::wants_line,
-      [&](size_t i, const auto& plane) { analyzer.add_plane(i, plane); },
-      [&](size_t i, const podscope::xspace::XSpaceHeader& header) {
-        analyzer.add_file_names(i, header.hostnames, podscope::analysis::FileSteps::in_memory_stem(i));
-      });
-  if (!ok) return 1;
-  const auto analysis = std::move(analyzer).finish();
-  if (render_pod_outputs(analysis) == 0) return 1;
-  return m.print(analysis.counts().events());
-}
-
-// The step tools alone (step model, overview page, input pipeline analyzer), outputs rendered into memory.
+// The step database alone and the tools that read it (the pod viewer, the overview page, the input pipeline
+// analyzer), outputs rendered into memory.
 int measure_step_tools(const fs::path& dir) {
   const Measurement m;
-  podscope::analysis::StepModelBuilder builder;
+  std::vector<podscope::v1::HostStepDatabase> hosts;
+  std::unique_ptr<podscope::analysis::HostStepDatabaseBuilder> builder;
   const bool ok = stream_planes(
-      dir, podscope::analysis::StepModelBuilder::wants_line,
-      [&](size_t i, const auto& plane) { builder.add_plane(i, plane); },
+      dir, podscope::analysis::HostStepDatabaseBuilder::wants_line,
+      [&](size_t, const auto& plane) {
+        if (!builder) builder = std::make_unique<podscope::analysis::HostStepDatabaseBuilder>();
+        builder->add_plane(plane);
+      },
       [&](size_t i, const podscope::xspace::XSpaceHeader& header) {
-        builder.add_file_names(i, header.hostnames, podscope::analysis::FileSteps::in_memory_stem(i));
+        if (!builder) builder = std::make_unique<podscope::analysis::HostStepDatabaseBuilder>();
+        hosts.push_back(std::move(*builder).finish(header.hostnames, podscope::analysis::FileSteps::in_memory_stem(i)));
+        builder.reset();
       });
   if (!ok) return 1;
-  const podscope::analysis::StepModel model = std::move(builder).finish();
-  const auto input_pipeline = podscope::analysis::step_model_to_input_pipeline(model);
-  const auto overview = podscope::analysis::step_model_to_overview_page(model, input_pipeline);
-  if (render_step_tool_outputs(overview, input_pipeline) == 0) return 1;
-  uint64_t events = 0;
-  for (const auto& core : model.cores) events += core.trace.event_count;
-  return m.print(events);
+  const podscope::analysis::PodSteps pod = podscope::analysis::merge_step_databases(hosts);
+  const auto analysis = podscope::analysis::analyze_pod_steps(pod);
+  const auto input_pipeline = podscope::analysis::pod_steps_to_input_pipeline(pod);
+  const auto overview = podscope::analysis::pod_steps_to_overview_page(pod, input_pipeline);
+  if (render_pod_outputs(analysis) + render_step_tool_outputs(overview, input_pipeline) == 0) return 1;
+  return m.print(analysis.counts().events());
 }
 
 // tf.data alone: the host planes that name iterators and the annotated input stages, combined and rendered.
@@ -308,8 +301,7 @@ struct Mode {
 
 constexpr Mode kModes[] = {
     {"parse", "plain parse (baseline):", measure_parse},
-    {"pod-viewer", "pod viewer alone:", measure_pod_viewer},
-    {"step-tools", "step tools alone:", measure_step_tools},
+    {"step-tools", "step database and its tools alone:", measure_step_tools},
     {"tf-data", "tf.data alone:", measure_tf_data},
     {"kernel-stats", "kernel stats alone:", measure_kernel_stats},
     {"memory-profile", "memory profile alone:", measure_memory_profile},

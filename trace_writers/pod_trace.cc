@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "analysis/runner/analysis_runner.h"
-#include "analysis/step_spans.h"
+#include "analysis/step_database.h"
 #include "kineto/trace_file.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"

@@ -6,9 +6,10 @@
 #include "analysis/input_pipeline.h"
 #include "analysis/overview_page.h"
 #include "analysis/plane_walk.h"
+#include "analysis/pod_steps.h"
 #include "analysis/renderers.h"
 #include "analysis/runner/tools.h"
-#include "analysis/step_model.h"
+#include "analysis/step_database.h"
 #include "analysis/tool_pages.h"
 #include "daemon/atomic_file.h"
 #include "proto/xspace/xspace_stream_reader.h"
@@ -45,14 +46,14 @@ absl::StatusOr<std::vector<std::filesystem::path>> list_run_files(const std::fil
 
 namespace {
 
-// Everything that reads the planes as they stream past: the pod analyzer, the step model, and the builder of every
-// tool that reads the planes itself (ToolInput::kPlanes), in table order. Each plane is walked once for all of them.
+// Everything that reads the planes as they stream past: the step database of the file being read, and the builder of
+// every tool that reads the planes itself (ToolInput::kPlanes), in table order. Each plane is walked once for all
+// of them.
 struct PlaneConsumers {
-  PodAnalyzer pod;
-  StepModelBuilder steps;
+  std::unique_ptr<HostStepDatabaseBuilder> steps;  // of the file being read
   std::vector<std::unique_ptr<PlaneToolBuilder>> tools;
 
-  explicit PlaneConsumers(const PodAnalyzerOptions& options) : pod(options) {
+  PlaneConsumers() {
     for (const Tool& tool : analysis_tools())
       if (tool.reads == ToolInput::kPlanes) tools.push_back(tool.builder());
   }
@@ -60,7 +61,7 @@ struct PlaneConsumers {
   // The plane read once for all of them: each adds its readers of the plane, one walk hands them its events.
   void read_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) {
     const xspace::XPlaneReader reader(plane);
-    std::vector<PlaneConsumer*> consumers = {&pod, &steps};
+    std::vector<PlaneConsumer*> consumers = {steps.get()};
     for (auto& tool : tools) consumers.push_back(tool.get());
     std::vector<PlaneEventReader*> readers;
     for (PlaneConsumer* consumer : consumers) consumer->begin_plane(file_index, reader, readers);
@@ -69,21 +70,21 @@ struct PlaneConsumers {
   }
 
   static bool wants_line(std::string_view plane_name, std::string_view line_name) {
-    if (PodAnalyzer::wants_line(plane_name, line_name) || StepModelBuilder::wants_line(plane_name, line_name))
-      return true;
+    if (HostStepDatabaseBuilder::wants_line(plane_name, line_name)) return true;
     for (const Tool& tool : analysis_tools())
       if (tool.reads == ToolInput::kPlanes && tool.wants_line(plane_name, line_name)) return true;
     return false;
   }
 };
 
-// Feeds one file's planes to the analyzers. A broken file (truncated, lengths that lie, an empty file) gives them
-// nothing: the reader checks a file's structure before its first plane. The error names the file and where it broke.
+// Feeds one file's planes to the analyzers and adds its host's step database to `hosts`. A broken file (truncated,
+// lengths that lie, an empty file) gives them nothing: the reader checks a file's structure before its first plane.
+// The error names the file and where it broke.
 absl::Status read_into(PlaneConsumers& consumers, kineto::RunFileReader& files, size_t index,
-                       const std::filesystem::path& file) {
-  PodAnalyzer& analyzer = consumers.pod;
+                       const std::filesystem::path& file, std::vector<podscope::v1::HostStepDatabase>& hosts) {
   std::error_code ec;
   if (std::filesystem::file_size(file, ec) == 0 && !ec) return absl::DataLossError(file.string() + " is empty");
+  consumers.steps = std::make_unique<HostStepDatabaseBuilder>();
   xspace::XSpaceHeader header;
   absl::Status status = files.read_planes(
       file,
@@ -95,22 +96,9 @@ absl::Status read_into(PlaneConsumers& consumers, kineto::RunFileReader& files, 
   if (!status.ok()) return status;
   // The file's names: its stem names the host when its planes do not.
   const std::string stem = kineto::run_file_stem(file.filename().string());
-  analyzer.add_file_names(index, header.hostnames, stem);
-  consumers.steps.add_file_names(index, header.hostnames, stem);
+  hosts.push_back(std::move(*consumers.steps).finish(header.hostnames, stem));
   for (auto& tool : consumers.tools) tool->end_file(index, header.hostnames, stem);
-  // Device planes without steps of their own take them from the host plane's step markers, which the step model
-  // read as the host plane passed.
-  if (analyzer.awaits_host_markers(index)) analyzer.add_host_markers(index, consumers.steps.host_step_markers(index));
-  // The host work the step model read fills the pod viewer's idle time as it fills the step tools'.
-  analyzer.add_host_work(index, consumers.steps.end_file(index));
   return absl::OkStatus();
-}
-
-// The step tools from the step model: the overview embeds the input pipeline's analysis.
-void run_step_tools(StepModel model, AnalysisOutcome& outcome) {
-  outcome.input_pipeline = step_model_to_input_pipeline(model);
-  outcome.overview_page = step_model_to_overview_page(model, outcome.input_pipeline);
-  outcome.recommendation_text = render_overview_recommendation_text(outcome.overview_page);
 }
 
 // Writes one output file atomically and records it. Unsynced: the outputs are made again from the run's files,
@@ -140,6 +128,14 @@ absl::Status write_outputs(const std::filesystem::path& run_dir, const AnalysisO
 }
 
 }  // namespace
+
+void run_step_tools(const PodAnalyzerOptions& options, AnalysisOutcome& outcome) {
+  const PodSteps pod = merge_step_databases(outcome.step_databases);
+  outcome.analysis = analyze_pod_steps(pod, options);
+  outcome.input_pipeline = pod_steps_to_input_pipeline(pod);
+  outcome.overview_page = pod_steps_to_overview_page(pod, outcome.input_pipeline);
+  outcome.recommendation_text = render_overview_recommendation_text(outcome.overview_page);
+}
 
 absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::path& run_dir,
                                                       const AnalysisOptions& options) {
@@ -174,9 +170,9 @@ absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& r
   absl::StatusOr<std::vector<std::filesystem::path>> paths = list_run_files(run_dir);
   if (!paths.ok()) return paths.status();
   AnalysisOutcome outcome;
-  PlaneConsumers consumers(options);
+  PlaneConsumers consumers;
   for (size_t i = 0; i < paths->size(); ++i) {
-    if (absl::Status s = read_into(consumers, files, i, (*paths)[i]); !s.ok()) {
+    if (absl::Status s = read_into(consumers, files, i, (*paths)[i], outcome.step_databases); !s.ok()) {
       outcome.bad_files.emplace_back(s.message());
     }
   }
@@ -185,8 +181,7 @@ absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& r
     for (const auto& bad : outcome.bad_files) all += "\n  " + bad;
     return absl::DataLossError("no file of " + run_dir.string() + " could be read:" + all);
   }
-  outcome.analysis = std::move(consumers.pod).finish();
-  run_step_tools(std::move(consumers.steps).finish(), outcome);
+  run_step_tools(options, outcome);
   for (auto& tool : consumers.tools) std::move(*tool).finish(outcome);
   outcome.summary_text = render_summary_text(outcome.analysis);
   outcome.summary_text += render_op_tool_warnings(outcome.kernel_stats, outcome.memory_profile, outcome.op_stats);

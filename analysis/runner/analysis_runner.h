@@ -1,6 +1,6 @@
 // The file-touching shell around the pod analysis: reads every *.xplane.pb (and torch.profiler trace) of a run
-// directory one plane at a time (clock offsets and host names come from each file's /host:CPU plane), feeds the
-// pod analyzer, the step model and every tool of the tool table (tools.h), and writes each tool's files and
+// directory one plane at a time (clock offsets and host names come from each file's /host:CPU plane), builds each
+// file's step database and feeds every tool of the tool table (tools.h), and writes each tool's files and
 // report.html, a tab per tool, atomically into the same directory. Used by `podscope analyze RUN_DIR` and after
 // every capture. See docs/analysis.md.
 #pragma once
@@ -16,6 +16,7 @@
 #include "analysis/pod_analyzer.h"
 #include "kineto/trace_file.h"
 #include "podscope/v1/pod_analysis.pb.h"
+#include "podscope/v1/step_database.pb.h"
 #include "tensorflow/input_pipeline.pb.h"
 #include "tensorflow/overview_page.pb.h"
 #include "tensorflow/tf_data_stats.pb.h"
@@ -29,6 +30,9 @@ struct AnalysisOptions {
 };
 
 struct AnalysisOutcome {
+  // Each file's host, as the step tools read it: its step database (step_database.h), in file order, the files that
+  // could not be read left out.
+  std::vector<podscope::v1::HostStepDatabase> step_databases;
   podscope::v1::PodAnalysis analysis;
   // What the CLI prints after a capture.
   std::string summary_text;
@@ -71,5 +75,10 @@ absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& r
                                                   const PodAnalyzerOptions& options = {});
 absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& run_dir,
                                                   const PodAnalyzerOptions& options, kineto::RunFileReader& files);
+
+// The tools that read steps (the pod viewer, the overview page, which embeds the input pipeline analyzer's result),
+// from `outcome.step_databases`, the pod's hosts in file order, merged: what analyze_run_files does once every file
+// is read, and what hosts analysed apart (each file alone, its database written and read back) merge into.
+void run_step_tools(const PodAnalyzerOptions& options, AnalysisOutcome& outcome);
 
 }  // namespace podscope::analysis

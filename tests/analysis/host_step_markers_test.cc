@@ -7,12 +7,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "analysis/core_trace.h"
-#include "analysis/pod_analyzer.h"
 #include "analysis/runner/analysis_runner.h"
 #include "analysis/step_category.h"
+#include "analysis/step_spans.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
+#include "tests/analysis/step_databases.h"
 #include "tests/scratch_directory.h"
 
 namespace podscope::analysis {
@@ -57,6 +57,9 @@ void add_gpu_plane(XSpace& space) {
   }
 }
 
+using testing::pod_analysis;
+using testing::read_host_step_markers;
+
 double us(const podscope::v1::PodStatsRecord& r, StepCategory c) {
   const auto it = r.step_breakdown_us().find(static_cast<int>(c));
   return it == r.step_breakdown_us().end() ? -1.0 : it->second;
@@ -87,14 +90,14 @@ TEST(PodAnalyzerHostMarkersTest, HostPlaneAfterTheDevicePlaneGivesOneStepPerTrai
   XSpace space;
   add_gpu_plane(space);
   add_host_plane(space);
-  expect_one_step_per_marker(analyze_pod({&space}));
+  expect_one_step_per_marker(pod_analysis({&space}));
 }
 
 TEST(PodAnalyzerHostMarkersTest, HostPlaneBeforeTheDevicePlaneGivesTheSameSteps) {
   XSpace space;
   add_host_plane(space);
   add_gpu_plane(space);
-  expect_one_step_per_marker(analyze_pod({&space}));
+  expect_one_step_per_marker(pod_analysis({&space}));
 }
 
 // The runner reads files a plane at a time and leaves unwanted lines out: the host plane's lines must
@@ -126,7 +129,7 @@ TEST(PodAnalyzerHostMarkersTest, FileWithStepsOnAnotherDevicePlaneKeepsTheMarker
   stepped.line_named(xspace::kStepsLineName).add_event("100", kT0, 30 * kMs);
   stepped.line_named("Stream #8(Compute)").add_event("fusion.1", kT0 + kMs, 5 * kMs);
   add_host_plane(space);
-  const auto analysis = analyze_pod({&space});
+  const auto analysis = pod_analysis({&space});
   EXPECT_EQ(analysis.counts().planes_without_steps(), 1u);
   const auto& seq = analysis.pod_viewer().pod_stats_sequence();
   ASSERT_EQ(seq.pod_stats_map_size(), 1);
@@ -138,7 +141,7 @@ TEST(PodAnalyzerHostMarkersTest, MarkersInOtherFilesAreNotUsed) {
   add_gpu_plane(device_only);
   XSpace host_only;
   add_host_plane(host_only);
-  const auto analysis = analyze_pod({&device_only, &host_only});
+  const auto analysis = pod_analysis({&device_only, &host_only});
   EXPECT_EQ(analysis.counts().planes_without_steps(), 1u);
   EXPECT_EQ(analysis.pod_viewer().pod_stats_sequence().pod_stats_map_size(), 0);
 }

@@ -16,7 +16,8 @@
 #include "analysis/op_stats.h"
 #include "analysis/renderers.h"
 #include "analysis/runner/analysis_runner.h"
-#include "analysis/step_model.h"
+#include "analysis/pod_steps.h"
+#include "analysis/step_database.h"
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xspace_stream_reader.h"
 #include "tests/analysis/synthetic_pod.h"
@@ -129,25 +130,26 @@ TEST(PlaneWalk, TheSharedWalkGivesEveryToolWhatItsOwnWalkGives) {
   EXPECT_GT(kernels_alone.db.reports_size(), 0);
   EXPECT_EQ(serialize_deterministically(kernels_alone.db), serialize_deterministically(shared->kernel_stats.db));
 
-  StepModelBuilder steps;
+  std::vector<podscope::v1::HostStepDatabase> hosts;
   for (size_t i = 0; i < files.size(); ++i) {
+    HostStepDatabaseBuilder steps;
     xspace::XSpaceHeader header;
     ASSERT_TRUE(xspace::read_xspace_planes(
                     files[i],
                     [&](const XPlane& plane) {
-                      steps.add_plane(i, plane);
+                      steps.add_plane(plane);
                       return absl::OkStatus();
                     },
-                    &header, StepModelBuilder::wants_line)
+                    &header, HostStepDatabaseBuilder::wants_line)
                     .ok());
     std::string stem = files[i].filename().string();
     stem.resize(stem.size() - std::string_view(".xplane.pb").size());
-    steps.add_file_names(i, header.hostnames, stem);
-    steps.end_file(i);
+    hosts.push_back(std::move(steps).finish(header.hostnames, stem));
+    EXPECT_EQ(serialize_deterministically(hosts.back()), serialize_deterministically(shared->step_databases[i]));
   }
-  const StepModel model = std::move(steps).finish();
+  const PodSteps model = merge_step_databases(hosts);
   ASSERT_EQ(model.cores.size(), static_cast<size_t>(spec.ranks));
-  EXPECT_EQ(serialize_deterministically(step_model_to_input_pipeline(model)),
+  EXPECT_EQ(serialize_deterministically(pod_steps_to_input_pipeline(model)),
             serialize_deterministically(shared->input_pipeline));
 }
 

@@ -13,19 +13,21 @@
 #include "analysis/step_category.h"
 #include "analysis/step_sampling.h"
 #include "proto/xspace/names.h"
+#include "tests/analysis/step_databases.h"
 #include "tests/analysis/synthetic_pod.h"
 
 namespace podscope::analysis {
 namespace {
 
 using testing::make_synthetic_pod;
+using testing::pod_analysis;
 using testing::SyntheticPodSpec;
 
 podscope::v1::PodAnalysis analyze(const SyntheticPodSpec& spec, int drop_last_ranks = 0) {
   const auto spaces = make_synthetic_pod(spec);
   std::vector<const tensorflow::profiler::XSpace*> pointers;
   for (size_t i = 0; i + drop_last_ranks < spaces.size(); ++i) pointers.push_back(&spaces[i]);
-  return analyze_pod(pointers);
+  return pod_analysis(pointers);
 }
 
 double us(const podscope::v1::PodStatsRecord& r, StepCategory c) {
@@ -240,7 +242,7 @@ TEST(PodAnalyzerTest, TopologyLaysOutOneRowOfCoresPerHost) {
   for (const auto& plane : spaces[1].planes()) {
     if (plane.name() != xspace::kHostPlaneName) *spaces[0].add_planes() = plane;
   }
-  const auto analysis = analyze_pod({&spaces[0], &spaces[2], &spaces[3]});
+  const auto analysis = pod_analysis({&spaces[0], &spaces[2], &spaces[3]});
   const auto& topology = analysis.pod_viewer().topology();
   EXPECT_EQ(topology.x_dimension(), 2);
   EXPECT_EQ(topology.y_dimension(), 3);

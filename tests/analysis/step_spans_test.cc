@@ -1,7 +1,7 @@
-// The one step model: the pod viewer (trace_core), the step tools (core_steps_from_plane) and the trace window's
-// reader (FileStepSpans) find the same steps of the same cores with the same durations, on the real TensorFlow
-// file, the synthetic pod, a real capture of a ring all-reduce pod and a real CUDA program's capture whose steps
-// are NVTX ranges.
+// The one step database: the pod viewer, the step tools (the pod's steps) and the trace window's reader
+// (FileStepSpans) read the same steps of the same cores with the same durations, on the real TensorFlow file, the
+// synthetic pod, a real capture of a ring all-reduce pod and a real CUDA program's capture whose steps are NVTX
+// ranges.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -18,10 +18,11 @@
 #include "analysis/pod_analyzer.h"
 #include "analysis/runner/analysis_runner.h"
 #include "analysis/step_category.h"
-#include "analysis/step_model.h"
+#include "analysis/step_database.h"
 #include "analysis/step_spans.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
+#include "tests/analysis/step_databases.h"
 #include "tests/analysis/synthetic_pod.h"
 #include "tests/scratch_directory.h"
 #include "tests/shared_testdata.h"
@@ -31,6 +32,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using tensorflow::profiler::XSpace;
+using testing::read_host_step_markers;
 
 // (host/plane, step number) → duration in ns.
 using CoreStepDurations = std::map<std::pair<std::string, int64_t>, int64_t>;
@@ -68,12 +70,12 @@ CoreStepDurations pod_viewer_steps(const podscope::v1::PodAnalysis& analysis,
   return steps;
 }
 
-// The step model's steps: their durations, or the time of one event type.
-CoreStepDurations step_model_steps(const StepModel& model, std::optional<EventType> type = std::nullopt) {
+// The step tools' steps (each core's, as the pod keeps them): their durations, or the time of one event type.
+CoreStepDurations step_tool_steps(const PodSteps& pod, std::optional<EventType> type = std::nullopt) {
   CoreStepDurations steps;
-  for (const ModelCore& core : model.cores) {
-    for (const StepTime& s : core.trace.steps) {
-      steps[{core.name, s.step_num}] = type ? at(s.type_ns, *type) : s.duration_ns();
+  for (const PodCore& core : pod.cores) {
+    for (const podscope::v1::CoreStep* s : core.steps) {
+      steps[{core.name, s->step_num()}] = type ? s->type_ns(static_cast<int>(*type)) : s->end_ns() - s->start_ns();
     }
   }
   return steps;
@@ -98,9 +100,10 @@ CoreStepDurations trace_window_steps(const std::vector<XSpace>& spaces) {
 // the steps it shows, its step count for all), and the pod viewer's kernel launch time is the step tools'; returns
 // how many steps they found.
 size_t expect_readers_agree(const std::vector<XSpace>& spaces) {
-  const auto analysis = analyze_pod(pointers(spaces));
-  const StepModel model = step_model_from_xspaces(pointers(spaces));
-  const CoreStepDurations tools = step_model_steps(model);
+  const auto hosts = testing::step_databases(pointers(spaces));
+  const PodSteps model = merge_step_databases(hosts);
+  const auto analysis = analyze_pod_steps(model);
+  const CoreStepDurations tools = step_tool_steps(model);
   const CoreStepDurations window = trace_window_steps(spaces);
   EXPECT_EQ(tools, window);
   const CoreStepDurations pod = pod_viewer_steps(analysis);
@@ -112,7 +115,7 @@ size_t expect_readers_agree(const std::vector<XSpace>& spaces) {
     }
     EXPECT_EQ(duration, it->second) << key.first << " step " << key.second;
   }
-  const CoreStepDurations launches = step_model_steps(model, EventType::kHostPrepare);
+  const CoreStepDurations launches = step_tool_steps(model, EventType::kHostPrepare);
   for (const auto& [key, launch] : pod_viewer_steps(analysis, StepCategory::kKernelLaunch)) {
     EXPECT_NEAR(launch, launches.at(key), 1) << key.first << " step " << key.second;
   }
@@ -123,7 +126,7 @@ size_t expect_readers_agree(const std::vector<XSpace>& spaces) {
   return tools.size();
 }
 
-TEST(OneStepModelTest, ReadersAgreeOnTheRealTensorFlowFile) {
+TEST(OneStepDatabaseTest, ReadersAgreeOnTheRealTensorFlowFile) {
   const auto path = podscope::testing::shared_testdata_file("tf_bert_8gpu_host0.xplane.pb");
   if (!path) return;
   std::vector<XSpace> spaces;
@@ -131,7 +134,7 @@ TEST(OneStepModelTest, ReadersAgreeOnTheRealTensorFlowFile) {
   EXPECT_GE(expect_readers_agree(spaces), 2u) << "GPU:4 and GPU:6, one step each";
 }
 
-TEST(OneStepModelTest, ReadersAgreeOnTheSyntheticPodWithEdgeStepsCut) {
+TEST(OneStepDatabaseTest, ReadersAgreeOnTheSyntheticPodWithEdgeStepsCut) {
   testing::SyntheticPodSpec spec;
   spec.cut_edge_steps = true;
   EXPECT_EQ(expect_readers_agree(testing::make_synthetic_pod(spec)), 4u * 3u) << "5 steps, the 2 at the edges cut";
@@ -141,14 +144,14 @@ TEST(OneStepModelTest, ReadersAgreeOnTheSyntheticPodWithEdgeStepsCut) {
 }
 
 // tests/data/analysis/ring_trainer_offsets: a real capture of 4 ring_trainer ranks by 4 agents.
-TEST(OneStepModelTest, ReadersAgreeOnARealCaptureOfFourRanks) {
+TEST(OneStepDatabaseTest, ReadersAgreeOnARealCaptureOfFourRanks) {
   const fs::path run = fs::path(PODSCOPE_SOURCE_DIR) / "tests/data/analysis/ring_trainer_offsets";
   std::vector<XSpace> spaces;
   for (int i = 0; i < 4; ++i) spaces.push_back(read_space(run / ("host" + std::to_string(i) + ".xplane.pb")));
   EXPECT_GT(expect_readers_agree(spaces), 4u);
 }
 
-TEST(OneStepModelTest, ReadersAgreeOnTheCudaProgramsNvtxSteps) {
+TEST(OneStepDatabaseTest, ReadersAgreeOnTheCudaProgramsNvtxSteps) {
   std::vector<XSpace> spaces;
   spaces.push_back(read_space(kNvtxRun / "gpuhost.xplane.pb"));
   EXPECT_GT(expect_readers_agree(spaces), 1000u);
@@ -156,7 +159,7 @@ TEST(OneStepModelTest, ReadersAgreeOnTheCudaProgramsNvtxSteps) {
 
 // A CUDA program traced by libpodscope_cupti (tests/cupti/cuda_training_loop.cu, captured on an H100) marks each
 // step with an NVTX range "step": they land on /host:CPU's `NVTX thread <tid>` line and number the GPU's steps.
-TEST(OneStepModelTest, NvtxStepRangesOfARealCudaCaptureGiveItsSteps) {
+TEST(OneStepDatabaseTest, NvtxStepRangesOfARealCudaCaptureGiveItsSteps) {
   const XSpace space = read_space(kNvtxRun / "gpuhost.xplane.pb");
   size_t ranges = 0;
   for (const auto& plane : space.planes()) {
@@ -166,20 +169,21 @@ TEST(OneStepModelTest, NvtxStepRangesOfARealCudaCaptureGiveItsSteps) {
     ranges = found.markers.size();
   }
   EXPECT_GT(ranges, 1000u);
-  const StepModel model = step_model_from_xspaces({&space});
+  const auto hosts = testing::step_databases({&space});
+  const PodSteps model = merge_step_databases(hosts);
   ASSERT_EQ(model.cores.size(), 1u);
-  const ModelCore& gpu = model.cores[0];
+  const PodCore& gpu = model.cores[0];
   EXPECT_EQ(gpu.name, "gpuhost/device:GPU:0");
-  EXPECT_EQ(gpu.trace.source, StepSource::kNvtxRanges);
+  EXPECT_EQ(gpu.core->source(), podscope::v1::STEP_SOURCE_NVTX_RANGES);
   EXPECT_EQ(model.planes_without_steps, 0u);
   // Every range but those the capture window cuts and those whose kernels fall outside it is a step.
-  EXPECT_GE(gpu.trace.steps.size() + 4, ranges);
-  EXPECT_LE(gpu.trace.steps.size(), ranges);
+  EXPECT_GE(gpu.steps.size() + 4, ranges);
+  EXPECT_LE(gpu.steps.size(), ranges);
 
   auto outcome = analyze_run_files(kNvtxRun);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(outcome->analysis.counts().planes_without_steps(), 0u);
-  EXPECT_EQ(outcome->analysis.counts().steps(), gpu.trace.steps.size());
+  EXPECT_EQ(outcome->analysis.counts().steps(), gpu.steps.size());
   EXPECT_EQ(outcome->summary_text.find("without steps"), std::string::npos) << outcome->summary_text;
   EXPECT_GT(outcome->input_pipeline.step_time_summary().average(), 0);
   // The launches on /host:CUPTI fill the GPU's idle time in the pod viewer as in the overview.
@@ -192,7 +196,7 @@ TEST(OneStepModelTest, NvtxStepRangesOfARealCudaCaptureGiveItsSteps) {
 
 // NVTX ranges named step* count as steps on NVTX lines only (train* counts on any line, as TensorFlow's markers);
 // TensorFlow's markers win over them.
-TEST(OneStepModelTest, NvtxRangesCountByNameAndYieldToTensorFlowMarkers) {
+TEST(OneStepDatabaseTest, NvtxRangesCountByNameAndYieldToTensorFlowMarkers) {
   tensorflow::profiler::XPlane plane;
   xspace::XPlaneBuilder host(&plane);
   plane.set_name(std::string(xspace::kHostPlaneName));
@@ -217,7 +221,7 @@ TEST(OneStepModelTest, NvtxRangesCountByNameAndYieldToTensorFlowMarkers) {
 }
 
 // A file whose planes name no host is named by its stem in every output that names hosts.
-TEST(OneStepModelTest, AFileWithoutAHostNameIsNamedByItsStem) {
+TEST(OneStepDatabaseTest, AFileWithoutAHostNameIsNamedByItsStem) {
   const podscope::testing::ScratchDirectory scratch("step_spans");
   const std::filesystem::path& dir = scratch.path();
   testing::SyntheticPodSpec spec;

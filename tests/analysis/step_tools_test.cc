@@ -8,8 +8,10 @@
 #include "analysis/json_writer.h"
 #include "analysis/overview_page.h"
 #include "analysis/renderers.h"
+#include "analysis/pod_steps.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
+#include "tests/analysis/step_databases.h"
 #include "tests/shared_testdata.h"
 
 namespace podscope::analysis {
@@ -19,6 +21,7 @@ using tensorflow::profiler::BottleneckAnalysis;
 using tensorflow::profiler::GenericRecommendation;
 using tensorflow::profiler::PerGenericStepDetails;
 using tensorflow::profiler::XSpace;
+using testing::step_databases;
 using xspace::XPlaneBuilder;
 
 constexpr int64_t kMs = 1'000'000;
@@ -51,22 +54,24 @@ TEST(InputPipelineTest, OneSlowInputHostIsHighlyInputBoundAndTheOthersAreNot) {
   for (int core = 0; core < 4; ++core) spaces.push_back(host_with_core(core, core == 2 ? 3 : 0));
   std::vector<const XSpace*> pointers;
   for (const auto& s : spaces) pointers.push_back(&s);
-  const StepModel model = step_model_from_xspaces(pointers);
-  const auto result = step_model_to_input_pipeline(model);
+  const auto hosts = step_databases(pointers);
+  const PodSteps model = merge_step_databases(hosts);
+  const auto result = pod_steps_to_input_pipeline(model);
 
   ASSERT_EQ(result.hosts_size(), 4);
   EXPECT_EQ(result.hosts(0).host_name(), "host2");
   EXPECT_DOUBLE_EQ(result.hosts(0).input_percent(), 30.0);
   EXPECT_EQ(result.hosts(0).verdict(), "HIGHLY");
   for (int i = 1; i < 4; ++i) EXPECT_EQ(result.hosts(i).verdict(), "NOT") << result.hosts(i).host_name();
-  // Each step is shown by its slowest core, the one waiting longest for input among equals; the range across
-  // cores is 0 .. 3 ms; the host ranking names host2.
+  // Each step is the pod's combined step: host2 waits for input while the others compute, so the pod's step has no
+  // time every core spent waiting (compute outranks the wait, as in XProf); the range across cores, 0 .. 3 ms, and
+  // the host ranking name host2.
   ASSERT_EQ(result.step_details_size(), 5);
   PerGenericStepDetails step;
   ASSERT_TRUE(result.step_details(0).UnpackTo(&step));
   EXPECT_EQ(result.step_details(0).type_url(), "type.googleapis.com/tensorflow.profiler.PerGenericStepDetails");
   EXPECT_EQ(step.step_number(), 100);
-  EXPECT_DOUBLE_EQ(step.host_wait_input_ms(), 3.0);
+  EXPECT_DOUBLE_EQ(step.host_wait_input_ms(), 0.0);
   EXPECT_DOUBLE_EQ(step.min_core_wait_input_ms(), 0.0);
   EXPECT_DOUBLE_EQ(step.max_core_wait_input_ms(), 3.0);
   EXPECT_EQ(step.core_count(), 4u);
@@ -74,7 +79,7 @@ TEST(InputPipelineTest, OneSlowInputHostIsHighlyInputBoundAndTheOthersAreNot) {
   EXPECT_DOUBLE_EQ(result.step_time_summary().standard_deviation(), 0.0);
   BottleneckAnalysis bottleneck;
   ASSERT_TRUE(result.recommendation().bottleneck_analysis().UnpackTo(&bottleneck));
-  EXPECT_EQ(bottleneck.input_classification(), "HIGHLY");
+  EXPECT_EQ(bottleneck.input_classification(), "NOT");
   const std::string text = render_input_pipeline_text(result);
   EXPECT_NE(text.find("Most input-bound host: host2"), std::string::npos) << text;
 }
@@ -95,9 +100,10 @@ TEST(StepToolsTest, NoStepsGivesUnknownBecauseNamingTheStepSources) {
   XPlaneBuilder plane(space.add_planes());
   plane.proto()->set_name(std::string(xspace::kGpuPlanePrefix) + "0");
   plane.line_named("Stream #7(Compute)").add_event("volta_sgemm", kT0, kMs);
-  const StepModel model = step_model_from_xspaces({&space});
-  const auto input = step_model_to_input_pipeline(model);
-  const auto page = step_model_to_overview_page(model, input);
+  const auto hosts = step_databases({&space});
+  const PodSteps model = merge_step_databases(hosts);
+  const auto input = pod_steps_to_input_pipeline(model);
+  const auto page = pod_steps_to_overview_page(model, input);
   BottleneckAnalysis bottleneck;
   ASSERT_TRUE(input.recommendation().bottleneck_analysis().UnpackTo(&bottleneck));
   EXPECT_EQ(bottleneck.input_classification(), "unknown");
@@ -113,9 +119,11 @@ TEST(StepToolsTest, NoStepsGivesUnknownBecauseNamingTheStepSources) {
 // A GPU step of 10 ms: kernel launches 0–2 ms while the GPU idles, a half-precision kernel 2–3 ms with 3 GFLOP, a
 // 32-bit kernel 3–10 ms.
 // A synchronous pod of two cores whose roles alternate (step 0: core 0 computes 8 ms and waits in the all-reduce
-// for the rest of its step, core 1 computes 2 ms; step 1 swapped): every step is shown by its slowest core (core 1,
-// 10 ms, as XProf's step time), with the spread of the cores' step times (9 and 10 ms) beside it.
-TEST(InputPipelineTest, APodsStepIsItsSlowestCoresWithTheSpreadBeside) {
+// for the rest of its step, core 1 computes 2 ms; step 1 swapped): every step is XProf's combined step, both cores'
+// events swept together over the longest core's span (core 1, 10 ms, as XProf's step time): 8 ms of compute and
+// 2 ms of all-reduce in both steps, as the pod did, with the spread of the cores' step times (9 and 10 ms) beside
+// it. (The slowest core's step alone would alternate between 2 and 8 ms of compute.)
+TEST(InputPipelineTest, APodsStepIsItsCoresSweptTogetherWithTheSpreadBeside) {
   std::vector<XSpace> spaces(2);
   for (int core = 0; core < 2; ++core) {
     XPlaneBuilder plane(spaces[core].add_planes());
@@ -132,22 +140,22 @@ TEST(InputPipelineTest, APodsStepIsItsSlowestCoresWithTheSpreadBeside) {
       ops.add_event("all-reduce", s + compute_ms * kMs, (step_ms - compute_ms) * kMs);
     }
   }
-  const StepModel model = step_model_from_xspaces({&spaces[0], &spaces[1]});
-  const auto result = step_model_to_input_pipeline(model);
+  const auto hosts = step_databases({&spaces[0], &spaces[1]});
+  const PodSteps model = merge_step_databases(hosts);
+  const auto result = pod_steps_to_input_pipeline(model);
   ASSERT_EQ(result.step_details_size(), 2);
   for (int i = 0; i < 2; ++i) {
     PerGenericStepDetails d;
     ASSERT_TRUE(result.step_details(i).UnpackTo(&d));
     EXPECT_EQ(d.step_number(), i);
     EXPECT_EQ(d.core_count(), 2u);
-    // Core 1 computes 2 ms in step 0 and 8 ms in step 1, then waits in the all-reduce for the rest of its 10 ms.
-    EXPECT_DOUBLE_EQ(d.device_compute_ms(), i == 0 ? 2.0 : 8.0) << "step " << i;
-    EXPECT_DOUBLE_EQ(d.device_collectives_ms(), i == 0 ? 8.0 : 2.0) << "step " << i;
+    EXPECT_DOUBLE_EQ(d.device_compute_ms(), 8.0) << "step " << i;
+    EXPECT_DOUBLE_EQ(d.device_collectives_ms(), 2.0) << "step " << i;
     EXPECT_DOUBLE_EQ(d.unknown_time_ms(), 0.0) << "step " << i;
-    EXPECT_DOUBLE_EQ(d.step_time_ms(), 10.0) << "the slowest core's step";
+    EXPECT_DOUBLE_EQ(d.step_time_ms(), 10.0) << "the longest core's span";
     EXPECT_DOUBLE_EQ(d.min_core_step_time_ms(), 9.0);
     EXPECT_DOUBLE_EQ(d.max_core_step_time_ms(), 10.0);
-    EXPECT_EQ(d.core_name(), "host1/device:CUSTOM:1") << "the slowest core";
+    EXPECT_EQ(d.core_name(), "host1/device:CUSTOM:1") << "the longest core";
   }
   EXPECT_DOUBLE_EQ(result.step_time_summary().average(), 10.0);
   EXPECT_DOUBLE_EQ(result.step_time_summary().standard_deviation(), 0.0);
@@ -164,8 +172,9 @@ TEST(OverviewPageTest, TopOpsPrecisionAndKernelLaunchRecommendation) {
   XPlaneBuilder cupti(space.add_planes());
   cupti.proto()->set_name(std::string(xspace::kCuptiHostPlaneName));
   cupti.line_named("api").add_event("cudaLaunchKernel", kT0, 2 * kMs);
-  const StepModel model = step_model_from_xspaces({&space});
-  const auto page = step_model_to_overview_page(model, step_model_to_input_pipeline(model));
+  const auto hosts = step_databases({&space});
+  const PodSteps model = merge_step_databases(hosts);
+  const auto page = pod_steps_to_overview_page(model, pod_steps_to_input_pipeline(model));
 
   const auto& a = page.analysis();
   ASSERT_EQ(a.top_device_ops_size(), 2);
@@ -189,7 +198,7 @@ TEST(OverviewPageTest, TopOpsPrecisionAndKernelLaunchRecommendation) {
 }
 
 TEST(StepToolsTest, RealTensorFlowFileGivesFiniteOverviewAndInputPipeline) {
-  const auto path = testing::shared_testdata_file("tf_bert_8gpu_host0.xplane.pb");
+  const auto path = podscope::testing::shared_testdata_file("tf_bert_8gpu_host0.xplane.pb");
   if (!path) return;
   XSpace space;
   std::ifstream in(*path, std::ios::binary);
@@ -202,9 +211,10 @@ TEST(StepToolsTest, RealTensorFlowFileGivesFiniteOverviewAndInputPipeline) {
       }
     }
   }
-  const StepModel model = step_model_from_xspaces({&space});
-  const auto input = step_model_to_input_pipeline(model);
-  const auto page = step_model_to_overview_page(model, input);
+  const auto hosts = step_databases({&space});
+  const PodSteps model = merge_step_databases(hosts);
+  const auto input = pod_steps_to_input_pipeline(model);
+  const auto page = pod_steps_to_overview_page(model, input);
   // One step, on GPU:4 and GPU:6, numbered by their group ids: shown as the pod's step, with both cores' times as
   // its spread.
   ASSERT_EQ(input.step_details_size(), 1);
@@ -216,10 +226,11 @@ TEST(StepToolsTest, RealTensorFlowFileGivesFiniteOverviewAndInputPipeline) {
   EXPECT_NEAR(d.step_time_ms(), std::max(gpu4_ms, gpu6_ms), 1e-6);
   EXPECT_DOUBLE_EQ(d.min_core_step_time_ms(), std::min(gpu4_ms, gpu6_ms));
   EXPECT_DOUBLE_EQ(d.max_core_step_time_ms(), std::max(gpu4_ms, gpu6_ms));
-  for (const ModelCore& core : model.cores) {
-    if (core.trace.plane_name == "/device:GPU:4" || core.trace.plane_name == "/device:GPU:6") {
-      ASSERT_EQ(core.trace.steps.size(), 1u) << core.trace.plane_name;
-      EXPECT_EQ(core.trace.steps[0].duration_ns(), steps_ps.at(core.trace.plane_name) / 1000);
+  for (const PodCore& core : model.cores) {
+    const std::string& plane = core.core->plane_name();
+    if (plane == "/device:GPU:4" || plane == "/device:GPU:6") {
+      ASSERT_EQ(core.steps.size(), 1u) << plane;
+      EXPECT_EQ(core.steps[0]->end_ns() - core.steps[0]->start_ns(), steps_ps.at(plane) / 1000);
     }
   }
   EXPECT_GT(input.input_op_details_size(), 0);
@@ -249,8 +260,9 @@ TEST(OverviewPageTest, SixteenBitComputeFromTensorShapesElseKernelName) {
   stream.add_event("volta_fp16_s884gemm_fp16_64x64_nn", kT0 + 2 * kMs, 3 * kMs)
       .add("shape", std::string_view("(float[4,384];float[])"));
   stream.add_event("fused_add", kT0 + 5 * kMs, 5 * kMs).add("shape", std::string_view("(half[4,384,4096])"));
-  const StepModel model = step_model_from_xspaces({&space});
-  const auto page = step_model_to_overview_page(model, step_model_to_input_pipeline(model));
+  const auto hosts = step_databases({&space});
+  const PodSteps model = merge_step_databases(hosts);
+  const auto page = pod_steps_to_overview_page(model, pod_steps_to_input_pipeline(model));
   EXPECT_NEAR(page.analysis().device_compute_16bit_percent(), 70.0, 1e-9);
   EXPECT_NEAR(page.analysis().device_compute_32bit_percent(), 30.0, 1e-9);
 }
@@ -267,8 +279,9 @@ TEST(OverviewPageTest, RunEnvironmentShowsTheAnnotatedBatchSize) {
         .add(xspace::kBatchSizeStat, int64_t{64});
     ops.add_event("matmul", kT0 + i * 10 * kMs, 8 * kMs);
   }
-  const StepModel model = step_model_from_xspaces({&space});
-  const auto page = step_model_to_overview_page(model, step_model_to_input_pipeline(model));
+  const auto hosts = step_databases({&space});
+  const PodSteps model = merge_step_databases(hosts);
+  const auto page = pod_steps_to_overview_page(model, pod_steps_to_input_pipeline(model));
   EXPECT_EQ(page.run_environment().batch_size_per_core(), 64);
   EXPECT_NE(render_overview_text(page).find("batch size 64 per core"), std::string::npos) << render_overview_text(page);
 }
@@ -279,8 +292,9 @@ TEST(OverviewPageTest, RunEnvironmentWithoutAnnotatedBatchSizeSaysNothingOfIt) {
   core.proto()->set_name(std::string(xspace::kCustomPlanePrefix) + "0");
   core.line_named(xspace::kStepsLineName).add_event("step", kT0, 10 * kMs).add(xspace::kStepNumStat, int64_t{1});
   core.line_named("Ops").add_event("matmul", kT0, 8 * kMs);
-  const StepModel model = step_model_from_xspaces({&space});
-  const auto page = step_model_to_overview_page(model, step_model_to_input_pipeline(model));
+  const auto hosts = step_databases({&space});
+  const PodSteps model = merge_step_databases(hosts);
+  const auto page = pod_steps_to_overview_page(model, pod_steps_to_input_pipeline(model));
   EXPECT_EQ(page.run_environment().batch_size_per_core(), 0);
   EXPECT_EQ(render_overview_text(page).find("batch size"), std::string::npos);
 }

@@ -13,7 +13,8 @@
 #include "analysis/overview_page.h"
 #include "analysis/pod_analyzer.h"
 #include "analysis/renderers.h"
-#include "analysis/step_model.h"
+#include "analysis/pod_steps.h"
+#include "analysis/step_database.h"
 #include "analysis/tf_data_stats.h"
 #include "analysis/tool_pages.h"
 #include "proto/xspace/names.h"
@@ -41,13 +42,14 @@ tp::CombinedTfDataStats tf_data_of(const tp::XSpace& space) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tp::XSpace space;
   if (!space.ParseFromArray(data, static_cast<int>(size))) return 0;
-  const podscope::v1::PodAnalysis analysis = analyze_pod({&space});
+  const std::vector<podscope::v1::HostStepDatabase> hosts = {build_host_step_database(space, "host0")};
+  const PodSteps pod = merge_step_databases(hosts);
+  const podscope::v1::PodAnalysis analysis = analyze_pod_steps(pod);
   (void)render_pod_viewer_json(analysis);
   (void)render_summary_text(analysis);
 
-  const StepModel model = step_model_from_xspaces({&space});
-  const tp::InputPipelineAnalysisResult input_pipeline = step_model_to_input_pipeline(model);
-  const tp::OverviewPage overview = step_model_to_overview_page(model, input_pipeline);
+  const tp::InputPipelineAnalysisResult input_pipeline = pod_steps_to_input_pipeline(pod);
+  const tp::OverviewPage overview = pod_steps_to_overview_page(pod, input_pipeline);
   (void)render_overview_text(overview);
   (void)render_input_pipeline_text(input_pipeline);
 
