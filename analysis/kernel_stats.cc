@@ -369,26 +369,68 @@ KernelStatsResult KernelStatsBuilder::finish(size_t max_reports) && {
   result.kernel_time_ns = kernel_time_ns_;
   result.launches_attributed_by_correlation = attributed_by_correlation_;
   result.reports_cut = rows.size() - kept;
-  for (size_t i = 0; i < kept; ++i) {
-    const Key& key = *rows[i].first;
-    const Totals& totals = *rows[i].second;
-    KernelReport& r = *result.db.add_reports();
-    r.set_name(key.name);
-    r.set_registers_per_thread(key.launch.registers_per_thread);
-    r.set_static_shmem_bytes(key.launch.static_shmem_bytes);
-    r.set_dynamic_shmem_bytes(key.launch.dynamic_shmem_bytes);
-    for (uint32_t d : key.launch.block) r.add_block_dim(d);
-    for (uint32_t d : key.launch.grid) r.add_grid_dim(d);
-    r.set_total_duration_ns(totals.total_ns);
-    r.set_min_duration_ns(totals.min_ns);
-    r.set_max_duration_ns(totals.max_ns);
-    r.set_is_kernel_using_tensor_core(key.uses_tensor_core);
-    r.set_is_op_tensor_core_eligible(key.op_tensor_core_eligible);
-    r.set_op_name(key.op_name);
-    r.set_occurrences(static_cast<uint32_t>(std::min<uint64_t>(totals.occurrences, UINT32_MAX)));
-    r.set_occupancy_pct(totals.occupancy_pct);
-  }
+  for (size_t i = 0; i < kept; ++i) *result.db.add_reports() = report_of(*rows[i].first, *rows[i].second);
   return result;
+}
+
+KernelReport KernelStatsBuilder::report_of(const Key& key, const Totals& totals) {
+  KernelReport r;
+  r.set_name(key.name);
+  r.set_registers_per_thread(key.launch.registers_per_thread);
+  r.set_static_shmem_bytes(key.launch.static_shmem_bytes);
+  r.set_dynamic_shmem_bytes(key.launch.dynamic_shmem_bytes);
+  for (uint32_t d : key.launch.block) r.add_block_dim(d);
+  for (uint32_t d : key.launch.grid) r.add_grid_dim(d);
+  r.set_total_duration_ns(totals.total_ns);
+  r.set_min_duration_ns(totals.min_ns);
+  r.set_max_duration_ns(totals.max_ns);
+  r.set_is_kernel_using_tensor_core(key.uses_tensor_core);
+  r.set_is_op_tensor_core_eligible(key.op_tensor_core_eligible);
+  r.set_op_name(key.op_name);
+  r.set_occurrences(static_cast<uint32_t>(std::min<uint64_t>(totals.occurrences, UINT32_MAX)));
+  r.set_occupancy_pct(totals.occupancy_pct);
+  return r;
+}
+
+podscope::v1::KernelStatsPart KernelStatsBuilder::take_part() && {
+  end_file();
+  std::vector<std::pair<const Key*, const Totals*>> rows;
+  rows.reserve(reports_.size());
+  for (const auto& [key, totals] : reports_) rows.emplace_back(&key, &totals);
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first->tied() < b.first->tied(); });
+  podscope::v1::KernelStatsPart part;
+  for (const auto& [key, totals] : rows) *part.mutable_reports()->add_reports() = report_of(*key, *totals);
+  part.set_corrupt_kernel_details(warnings_.corrupt_kernel_details);
+  part.set_kernel_launches(launches_);
+  part.set_kernel_time_ns(kernel_time_ns_);
+  part.set_launches_attributed_by_correlation(attributed_by_correlation_);
+  return part;
+}
+
+void KernelStatsBuilder::add_part(size_t, const podscope::v1::KernelStatsPart& part) {
+  for (const KernelReport& r : part.reports().reports()) {
+    Key key;
+    key.name = r.name();
+    key.launch.registers_per_thread = r.registers_per_thread();
+    key.launch.static_shmem_bytes = r.static_shmem_bytes();
+    key.launch.dynamic_shmem_bytes = r.dynamic_shmem_bytes();
+    for (int d = 0; d < 3 && d < r.block_dim_size(); ++d) key.launch.block[static_cast<size_t>(d)] = r.block_dim(d);
+    for (int d = 0; d < 3 && d < r.grid_dim_size(); ++d) key.launch.grid[static_cast<size_t>(d)] = r.grid_dim(d);
+    key.uses_tensor_core = r.is_kernel_using_tensor_core();
+    key.op_tensor_core_eligible = r.is_op_tensor_core_eligible();
+    key.op_name = r.op_name();
+    Totals& totals = reports_[std::move(key)];
+    totals.min_ns =
+        totals.occurrences == 0 ? r.min_duration_ns() : std::min<uint64_t>(totals.min_ns, r.min_duration_ns());
+    totals.max_ns = std::max<uint64_t>(totals.max_ns, r.max_duration_ns());
+    totals.total_ns += r.total_duration_ns();
+    totals.occupancy_pct = std::max(totals.occupancy_pct, r.occupancy_pct());
+    totals.occurrences += r.occurrences();
+  }
+  warnings_.corrupt_kernel_details += part.corrupt_kernel_details();
+  launches_ += part.kernel_launches();
+  kernel_time_ns_ += part.kernel_time_ns();
+  attributed_by_correlation_ += part.launches_attributed_by_correlation();
 }
 
 KernelStatsResult xplane_to_kernel_stats(const XPlane& plane) {

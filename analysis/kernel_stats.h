@@ -24,6 +24,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
 #include "analysis/plane_walk.h"
+#include "podscope/v1/host_analysis.pb.h"
 #include "tensorflow/kernel_stats.pb.h"
 #include "tensorflow/xplane.pb.h"
 
@@ -93,6 +94,11 @@ class KernelStatsBuilder final : public PlaneConsumer {
   // Every plane of the file was added: its kernels without an op stat take the op that launched them.
   void end_file();
 
+  // One host's file as a part of the pod's kernel stats: every row, by key, and the counts. Ends the file.
+  podscope::v1::KernelStatsPart take_part() &&;
+  // A host's part: its rows folded into the same rows of the other hosts'.
+  void add_part(size_t host_index, const podscope::v1::KernelStatsPart& part);
+
   // The reports sorted by total duration (longest first, then by key), at most `max_reports` of them. Ends the
   // file being read.
   KernelStatsResult finish(size_t max_reports = kMaxKernelReports) &&;
@@ -152,6 +158,7 @@ class KernelStatsBuilder final : public PlaneConsumer {
   static Key key_of(std::string_view kernel, std::string_view details, std::string_view op_name,
                     std::optional<std::string_view> equation);
   void fold(Key key, uint64_t duration_ns);
+  static tensorflow::profiler::KernelReport report_of(const Key& key, const Totals& totals);
   static void add_launch(Totals& totals, float occupancy_pct, uint64_t duration_ns);
   // Correlation id → the name of the innermost annotated span around its launch on the same thread.
   absl::flat_hash_map<int64_t, uint32_t> ops_of_launches();

@@ -421,6 +421,77 @@ void MemoryProfileBuilder::add_active_allocations(const std::vector<PeakRow>& ro
   }
 }
 
+podscope::v1::MemoryPart MemoryProfileBuilder::take_part() && {
+  podscope::v1::MemoryPart part;
+  for (const std::string& text : strings_) part.add_strings(text);
+  if (auto host = host_names_.find(0); host != host_names_.end()) part.set_host_name(host->second);
+  part.set_events(events_);
+  part.set_events_missing_stats(warnings_.events_missing_stats);
+  for (auto& [source, allocator] : allocators_) {
+    auto& out = *part.add_allocators();
+    out.set_name(source.allocator);
+    for (const Activity& a : allocator.activities) {
+      out.add_time_ns(a.time_ns);
+      out.add_allocation(a.allocation);
+      out.add_bytes_reserved(a.bytes_reserved);
+      out.add_bytes_allocated(a.bytes_allocated);
+      out.add_bytes_available(a.bytes_available);
+      out.add_fragmentation(a.fragmentation);
+      out.add_peak_bytes_in_use(a.peak_bytes_in_use);
+      out.add_requested_bytes(a.requested_bytes);
+      out.add_allocation_bytes(a.allocation_bytes);
+      out.add_address(a.address);
+      out.add_step_id(a.step_id);
+      out.add_op(a.op);
+      out.add_region_type(a.region_type);
+      out.add_data_type(a.data_type);
+      out.add_tensor_shape(a.tensor_shape);
+    }
+  }
+  return part;
+}
+
+void MemoryProfileBuilder::add_part(size_t file_index, const podscope::v1::MemoryPart& part) {
+  std::vector<uint32_t> ids;
+  ids.reserve(static_cast<size_t>(part.strings_size()));
+  for (const std::string& text : part.strings()) ids.push_back(intern(text));
+  const auto id_of = [&](uint32_t index) { return index < ids.size() ? ids[index] : 0; };
+  if (part.has_host_name()) host_names_[file_index] = part.host_name();
+  events_ += part.events();
+  warnings_.events_missing_stats += part.events_missing_stats();
+  for (const auto& in : part.allocators()) {
+    Allocator& allocator = allocators_[{file_index, in.name()}];
+    allocator.name = in.name();
+    allocator.file_index = file_index;
+    const int n = in.time_ns_size();
+    // A part whose columns differ in length was not written by take_part: its allocator is left out.
+    if (in.allocation_size() != n || in.bytes_reserved_size() != n || in.bytes_allocated_size() != n ||
+        in.bytes_available_size() != n || in.fragmentation_size() != n || in.peak_bytes_in_use_size() != n ||
+        in.requested_bytes_size() != n || in.allocation_bytes_size() != n || in.address_size() != n ||
+        in.step_id_size() != n || in.op_size() != n || in.region_type_size() != n || in.data_type_size() != n ||
+        in.tensor_shape_size() != n) {
+      continue;
+    }
+    for (int i = 0; i < n; ++i) {
+      allocator.activities.push_back({.time_ns = in.time_ns(i),
+                                      .allocation = in.allocation(i),
+                                      .bytes_reserved = in.bytes_reserved(i),
+                                      .bytes_allocated = in.bytes_allocated(i),
+                                      .bytes_available = in.bytes_available(i),
+                                      .fragmentation = in.fragmentation(i),
+                                      .peak_bytes_in_use = in.peak_bytes_in_use(i),
+                                      .requested_bytes = in.requested_bytes(i),
+                                      .allocation_bytes = in.allocation_bytes(i),
+                                      .address = in.address(i),
+                                      .step_id = in.step_id(i),
+                                      .op = id_of(in.op(i)),
+                                      .region_type = id_of(in.region_type(i)),
+                                      .data_type = id_of(in.data_type(i)),
+                                      .tensor_shape = id_of(in.tensor_shape(i))});
+    }
+  }
+}
+
 MemoryProfileResult MemoryProfileBuilder::finish(size_t max_timeline_points) && {
   MemoryProfileResult result;
   MemoryProfile& out = result.profile;

@@ -16,6 +16,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "analysis/plane_walk.h"
+#include "podscope/v1/host_analysis.pb.h"
 #include "tensorflow/memory_profile.pb.h"
 #include "tensorflow/xplane.pb.h"
 
@@ -56,6 +57,12 @@ class MemoryProfileBuilder final : public PlaneConsumer {
   void add_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) {
     read_plane_alone(*this, file_index, plane);
   }
+
+  // One host's file as a part of the pod's profile (its activities, which the pod's time axis is drawn from): the
+  // builder read that one file, as file 0.
+  podscope::v1::MemoryPart take_part() &&;
+  // A host's part, as the file `host_index` of the pod.
+  void add_part(size_t host_index, const podscope::v1::MemoryPart& part);
 
   // One PerAllocatorMemoryProfile per allocator, keyed by its name (by `<host>/<name>` when the run's memory
   // events come from more than one file).

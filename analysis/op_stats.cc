@@ -384,6 +384,71 @@ std::string_view bound_by(double flops, double bytes, double peak_flops_per_s, d
 
 }  // namespace
 
+podscope::v1::OpStatsPart OpStatsBuilder::take_part() && {
+  podscope::v1::OpStatsPart part;
+  std::vector<const OpTotals*> ops;
+  ops.reserve(ops_.size());
+  for (const OpTotals& op : ops_) ops.push_back(&op);
+  std::sort(ops.begin(), ops.end(), [](const OpTotals* a, const OpTotals* b) {
+    return std::tie(a->device, a->type, a->name) < std::tie(b->device, b->type, b->name);
+  });
+  for (const OpTotals* op : ops) {
+    auto* out = part.add_ops();
+    out->set_device(op->device);
+    out->set_type(op->type);
+    out->set_name(op->name);
+    out->set_occurrences(op->occurrences);
+    out->set_total_ns(op->total_ns);
+    out->set_self_ns(op->self_ns);
+    out->set_flops(op->flops);
+    out->set_bytes(op->bytes);
+    out->set_tensor_core_ns(op->tensor_core_ns);
+  }
+  for (const PlaneOpTime& plane : planes_) {
+    auto* out = part.add_planes();
+    out->set_plane(plane.plane);
+    out->set_device(plane.device);
+    out->set_events(plane.events);
+    out->set_self_ns(plane.self_ns);
+    out->set_busy_ns(plane.busy_ns);
+    out->set_span_ns(plane.span_ns);
+  }
+  part.set_negative_durations(warnings_.negative_durations);
+  part.set_malformed_op_stats(warnings_.malformed_op_stats);
+  part.set_device_events_without_op(warnings_.device_events_without_op);
+  part.set_device_events_with_op(warnings_.device_events_with_op);
+  part.set_device_type(device_type_);
+  part.set_peak_flops_per_s(peak_flops_per_s_);
+  part.set_peak_memory_bytes_per_s(peak_memory_bytes_per_s_);
+  return part;
+}
+
+void OpStatsBuilder::add_part(size_t, const podscope::v1::OpStatsPart& part) {
+  for (const auto& in : part.ops()) {
+    OpTotals& op = ops_[slot_of(in.device(), in.type(), in.name())];
+    op.occurrences += in.occurrences();
+    op.total_ns += in.total_ns();
+    op.self_ns += in.self_ns();
+    op.flops += in.flops();
+    op.bytes += in.bytes();
+    op.tensor_core_ns += in.tensor_core_ns();
+  }
+  for (const auto& in : part.planes()) {
+    planes_.push_back({in.plane(), in.device(), in.events(), in.self_ns(), in.busy_ns(), in.span_ns()});
+  }
+  warnings_.negative_durations += part.negative_durations();
+  warnings_.malformed_op_stats += part.malformed_op_stats();
+  warnings_.device_events_without_op += part.device_events_without_op();
+  warnings_.device_events_with_op += part.device_events_with_op();
+  if (device_type_.empty()) device_type_ = part.device_type();
+  // Both peaks from one host's device, so that the ridge point is one device's.
+  if (!(peak_flops_per_s_ > 0 && peak_memory_bytes_per_s_ > 0) && part.peak_flops_per_s() > 0 &&
+      part.peak_memory_bytes_per_s() > 0) {
+    peak_flops_per_s_ = part.peak_flops_per_s();
+    peak_memory_bytes_per_s_ = part.peak_memory_bytes_per_s();
+  }
+}
+
 OpStatsResult OpStatsBuilder::finish(size_t max_records_per_side) && {
   OpStatsResult result;
   result.warnings = warnings_;

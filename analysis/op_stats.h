@@ -23,6 +23,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "analysis/plane_walk.h"
+#include "podscope/v1/host_analysis.pb.h"
 #include "tensorflow/tf_stats.pb.h"
 #include "tensorflow/xplane.pb.h"
 
@@ -89,6 +90,11 @@ class OpStatsBuilder final : public PlaneConsumer {
                    std::vector<PlaneEventReader*>& readers) override;
   void end_plane(size_t file_index) override;
   void add_plane(const tensorflow::profiler::XPlane& plane) { read_plane_alone(*this, 0, plane); }
+
+  // One host's file as a part of the pod's op stats: every op's totals, each plane's sums, the counts, the peaks.
+  podscope::v1::OpStatsPart take_part() &&;
+  // A host's part: its ops summed into the same ops of the other hosts', its planes after theirs.
+  void add_part(size_t host_index, const podscope::v1::OpStatsPart& part);
 
   // The rows per side sorted by self time (longest first, then type and name), at most `max_records_per_side`
   // per side (the cut ones counted in the database); ranks run over the device rows, then the host rows.

@@ -33,17 +33,19 @@ std::string serialize_deterministically(const google::protobuf::Message& message
 // all-reduce sync share.
 std::string render_summary_text(const podscope::v1::PodAnalysis& analysis);
 
-// One tab of report.html: a tool's result, drawn by the page's code for `id` (its section is "tab-<id>").
+// One tab of report.html: the section "tab-<id>" titled `title`, its body, its drawing (a script that registers
+// `drawers.<id>`), and its data, in protobuf's JSON form, under `data_key` in the page's data.
 struct ReportTab {
   std::string_view id;
   std::string_view title;
-  const google::protobuf::Message* result;
+  std::string_view body;
+  std::string_view script;
+  std::string_view data_key;
+  std::string data_json;
 };
 
-// One HTML file with inline data, style and script: works offline, loads nothing. One tab per entry of `tabs`, in
-// that order, the first shown; the page has drawings for the tabs overview (with the step-time graph), input,
-// tfdata, pod, kernels, opstats and memory, and any other id is an error. The kernel and op tables sort by any
-// column. Long tables are cut to what a page shows (the full results are the tools' own files).
-absl::StatusOr<std::string> render_report_html(std::span<const ReportTab> tabs, const std::string& title);
+// One HTML file with inline data, style and script (the page's files, report.html, report.css and report.js,
+// embedded at build time): works offline, loads nothing. One tab per entry of `tabs`, in that order, the first shown.
+std::string render_report_html(std::span<const ReportTab> tabs, const std::string& title);
 
 }  // namespace podscope::analysis

@@ -36,13 +36,15 @@ std::string warning_lines(const char* tool, std::initializer_list<CountedProblem
   return out;
 }
 
-std::string kernel_warnings(const KernelStatsResult& kernels) {
+}  // namespace
+
+std::string render_kernel_stats_warnings(const KernelStatsResult& kernels) {
   return warning_lines("kernel stats",
                        {{kernels.warnings.corrupt_kernel_details,
                          "kernels with unreadable kernel_details (counted, with the default launch configuration)"}});
 }
 
-std::string memory_warnings(const MemoryProfileResult& memory) {
+std::string render_memory_profile_warnings(const MemoryProfileResult& memory) {
   const MemoryProfileWarnings& w = memory.warnings;
   return warning_lines(
       "memory profile",
@@ -51,7 +53,7 @@ std::string memory_warnings(const MemoryProfileResult& memory) {
        {w.reused_live_addresses, "allocations at an address still live (its free was not recorded)"}});
 }
 
-std::string op_stats_warnings(const OpStatsResult& ops) {
+std::string render_op_stats_warnings(const OpStatsResult& ops) {
   const OpStatsWarnings& w = ops.warnings;
   return warning_lines(
       "op stats",
@@ -60,6 +62,8 @@ std::string op_stats_warnings(const OpStatsResult& ops) {
        {w.device_events_with_op > 0 ? w.device_events_without_op : 0,
         "device events without an op stat (counted under their own name, type unknown)"}});
 }
+
+namespace {
 
 // One side's rows of the table without idle.
 void append_op_rows(const OpStatsResult& ops, bool device, size_t rows, std::string& out) {
@@ -104,7 +108,7 @@ std::string render_op_stats_page(const OpStatsResult& ops, size_t rows) {
   absl::StrAppend(&out, "\n");
   append_op_rows(ops, true, rows, out);
   append_op_rows(ops, false, rows, out);
-  return out + op_stats_warnings(ops);
+  return out + render_op_stats_warnings(ops);
 }
 
 std::string render_kernel_stats_page(const KernelStatsResult& kernels, size_t rows) {
@@ -118,7 +122,7 @@ std::string render_kernel_stats_page(const KernelStatsResult& kernels, size_t ro
                           kernels.launches_attributed_by_correlation);
   }
   absl::StrAppend(&out, "\n");
-  if (db.reports_size() == 0) return out + kernel_warnings(kernels);
+  if (db.reports_size() == 0) return out + render_kernel_stats_warnings(kernels);
   absl::StrAppendFormat(&out, "%4s %11s %7s %9s %5s %7s %11s %9s %5s %3s %3s  %s\n", "rank", "total_ms", "count",
                         "avg_us", "regs", "shmem", "grid", "block", "occ%", "TC", "el", "kernel / op");
   const size_t shown = std::min(rows, static_cast<size_t>(db.reports_size()));
@@ -139,7 +143,7 @@ std::string render_kernel_stats_page(const KernelStatsResult& kernels, size_t ro
     absl::StrAppendFormat(&out, "... %d more rows in kernel_stats.json\n", db.reports_size() - shown);
   }
   absl::StrAppend(&out, "TC: the kernel's name suggests tensor cores; el: its op can use them\n");
-  return out + kernel_warnings(kernels);
+  return out + render_kernel_stats_warnings(kernels);
 }
 
 std::string render_memory_profile_page(const MemoryProfileResult& memory, size_t rows) {
@@ -176,7 +180,7 @@ std::string render_memory_profile_page(const MemoryProfileResult& memory, size_t
       absl::StrAppendFormat(&out, "  ... %d more rows in memory_profile.json\n", a.active_allocations_size() - shown);
     }
   }
-  return out + memory_warnings(memory);
+  return out + render_memory_profile_warnings(memory);
 }
 
 absl::StatusOr<std::string> render_memory_profile_json(const tensorflow::profiler::MemoryProfile& profile) {
@@ -206,11 +210,6 @@ absl::StatusOr<std::string> render_memory_profile_json(const tensorflow::profile
     json->insert(1, allocators + (json->size() > 2 ? "," : ""));
   }
   return json;
-}
-
-std::string render_op_tool_warnings(const KernelStatsResult& kernels, const MemoryProfileResult& memory,
-                                    const OpStatsResult& ops) {
-  return kernel_warnings(kernels) + memory_warnings(memory) + op_stats_warnings(ops);
 }
 
 }  // namespace podscope::analysis

@@ -28,8 +28,9 @@ absl::StatusOr<std::string> render_memory_profile_json(const tensorflow::profile
 // time as a table; then the warnings.
 std::string render_op_stats_page(const OpStatsResult& ops, size_t rows = 25);
 
-// One line per kind of warning the tools counted ("" when none), for the pod summary.
-std::string render_op_tool_warnings(const KernelStatsResult& kernels, const MemoryProfileResult& memory,
-                                    const OpStatsResult& ops);
+// One line per kind of warning each tool counted ("" when none), for the pod summary.
+std::string render_kernel_stats_warnings(const KernelStatsResult& kernels);
+std::string render_memory_profile_warnings(const MemoryProfileResult& memory);
+std::string render_op_stats_warnings(const OpStatsResult& ops);
 
 }  // namespace podscope::analysis

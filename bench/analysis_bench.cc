@@ -54,7 +54,7 @@
 #include "analysis/overview_page.h"
 #include "analysis/renderers.h"
 #include "analysis/runner/analysis_runner.h"
-#include "analysis/runner/tools.h"
+#include "analysis/tools/tool.h"
 #include "analysis/pod_steps.h"
 #include "analysis/step_database.h"
 #include "analysis/tf_data_stats.h"
@@ -142,10 +142,9 @@ size_t render_pod_viewer_outputs(const podscope::v1::PodAnalysis& analysis) {
 
 // Every pod-viewer output, the report showing the pod viewer alone.
 size_t render_pod_outputs(const podscope::v1::PodAnalysis& analysis) {
-  return render_pod_viewer_outputs(analysis) +
-         podscope::analysis::render_report_html(
-             std::vector<podscope::analysis::ReportTab>{{"pod", "Pod viewer", &analysis}}, "bench")
-             ->size();
+  const std::vector<podscope::analysis::ReportTab> tabs = {
+      {"pod", "Pod viewer", "", "", "pod", *podscope::analysis::message_to_json(analysis, false)}};
+  return render_pod_viewer_outputs(analysis) + podscope::analysis::render_report_html(tabs, "bench").size();
 }
 
 // A tool's .pb and .json, as the runner writes them.
@@ -187,11 +186,17 @@ int measure_analysis_in_memory(const fs::path& dir) {
     return 1;
   }
   const auto& o = *outcome;
-  size_t rendered = render_pod_viewer_outputs(o.analysis) + render_step_tool_outputs(o.overview_page, o.input_pipeline);
-  rendered += podscope::analysis::render_report_html(podscope::analysis::report_tabs(o), "bench")->size();
-  rendered += render_tool_files(o.tf_data_stats) + render_tool_files(o.kernel_stats.db) +
-              render_tool_files(o.op_stats.db) + o.memory_profile.profile.SerializeAsString().size() +
-              podscope::analysis::render_memory_profile_json(o.memory_profile.profile)->size();
+  size_t rendered = render_pod_viewer_outputs(o.analysis) +
+                    render_step_tool_outputs(o.result<tensorflow::profiler::OverviewPage>(),
+                                             o.result<tensorflow::profiler::InputPipelineAnalysisResult>());
+  rendered += podscope::analysis::render_report_html(*podscope::analysis::report_tabs(o), "bench").size();
+  rendered +=
+      render_tool_files(o.result<tensorflow::profiler::CombinedTfDataStats>()) +
+      render_tool_files(o.result<podscope::analysis::KernelStatsResult>().db) +
+      render_tool_files(o.result<podscope::analysis::OpStatsResult>().db) +
+      o.result<podscope::analysis::MemoryProfileResult>().profile.SerializeAsString().size() +
+      podscope::analysis::render_memory_profile_json(o.result<podscope::analysis::MemoryProfileResult>().profile)
+          ->size();
   if (rendered == 0) return 1;
   return m.print(outcome->analysis.counts().events());
 }

@@ -7,20 +7,11 @@
 #include <vector>
 
 #include "analysis/runner/analysis_runner.h"
-#include "analysis/runner/tools.h"
+#include "analysis/tools/tool.h"
 #include "daemon/heap.h"
 #include "trace_writers/pod_trace.h"
 
 namespace podscope::cli {
-namespace {
-
-// The page of the tool asked for; without one, the default page.
-std::string tool_page(const std::string& name, const analysis::AnalysisOutcome& outcome) {
-  const analysis::Tool* tool = analysis::find_tool(name);
-  return tool != nullptr ? tool->page(outcome) : analysis::default_page(outcome);
-}
-
-}  // namespace
 
 void add_analyze_flags(CLI::App& command, AnalyzeFlags& flags) {
   command.add_option("run_dir", flags.run_dir, "Run directory (<logdir>/plugins/profile/<run>)")->required();
@@ -67,7 +58,7 @@ int run_analyze_command(const AnalyzeFlags& flags) {
     std::cerr << "podscope analyze: trace: " << traces.status().message() << "\n";
     return 1;
   }
-  std::cout << tool_page(flags.tool, *outcome);
+  std::cout << analysis::tool_page(*outcome, flags.tool);
   for (const auto& file : outcome->written_files) std::cout << "wrote " << file.string() << "\n";
   std::cout << "wrote " << traces->json.string() << "\n";
   std::cout << "wrote " << traces->perfetto.string() << " (" << traces->counts.slices << " slices, "

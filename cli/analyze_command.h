@@ -1,5 +1,5 @@
 // `podscope analyze RUN_DIR [--trace-window A:B|step:N] [--tool NAME]`: the pod analysis and the tools of a captured
-// run directory (the tool table, analysis/runner/tools.h) and its merged traces (pod.trace.json.gz,
+// run directory (the tool table, analysis/tools/tool.h) and its merged traces (pod.trace.json.gz,
 // pod.perfetto-trace), or with --trace-window, small traces of that window only. Prints the chosen tool's page
 // (default: the overview, then the pod summary).
 #pragma once

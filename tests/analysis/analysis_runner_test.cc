@@ -10,7 +10,13 @@
 #include <sstream>
 
 #include "analysis/renderers.h"
-#include "analysis/runner/tools.h"
+#include "analysis/input_pipeline.h"
+#include "analysis/kernel_stats.h"
+#include "analysis/memory_profile.h"
+#include "analysis/op_stats.h"
+#include "analysis/overview_page.h"
+#include "analysis/tf_data_stats.h"
+#include "analysis/tools/tool.h"
 #include "analysis/step_category.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -30,13 +36,7 @@ using testing::SyntheticPodSpec;
 
 class RunDirectory : public ::testing::Test {
  protected:
-  void write_pod(const SyntheticPodSpec& spec) {
-    const auto spaces = make_synthetic_pod(spec);
-    for (size_t i = 0; i < spaces.size(); ++i) {
-      std::ofstream out(dir_ / ("host" + std::to_string(i) + ".xplane.pb"), std::ios::binary);
-      ASSERT_TRUE(spaces[i].SerializeToOstream(&out));
-    }
-  }
+  void write_pod(const SyntheticPodSpec& spec) { ASSERT_TRUE(testing::write_synthetic_pod(dir_, spec)); }
 
   static std::string read(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
@@ -142,31 +142,32 @@ TEST_F(RunDirectory, EveryToolOfTheToolTableWritesItsFilesShowsItsTabAndHasAPage
   const std::string html = read(dir_ / "report.html");
   std::set<std::string> names;
   size_t files = 0;
-  for (const Tool& tool : analysis_tools()) {
+  const std::span<const Tool> tools = analysis_tools();
+  ASSERT_EQ(outcome->results.size(), tools.size());
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const Tool& tool = tools[i];
     EXPECT_TRUE(names.insert(std::string(tool.name)).second) << "two tools named " << tool.name;
     EXPECT_EQ(find_tool(tool.name), &tool);
-    EXPECT_EQ(tool.reads == ToolInput::kPlanes, tool.builder != nullptr && tool.wants_line != nullptr) << tool.name;
-    for (const ToolFile& file : tool.files(*outcome)) {
+    EXPECT_EQ(tool.parts.host_part != nullptr, tool.parts.wants_line != nullptr) << tool.name;
+    const ToolResult& result = *outcome->results[i];
+    for (const ToolFile& file : result.files(*outcome)) {
       EXPECT_TRUE(fs::exists(dir_ / file.name)) << tool.name << ": " << file.name;
       ++files;
     }
+    EXPECT_FALSE(tool_tab_file(std::string(tool.name) + ".html").empty()) << tool.name;
+    EXPECT_NE(tool_tab_file(std::string(tool.name) + ".js").find("drawers." + std::string(tool.tab_id) + " ="),
+              std::string::npos)
+        << tool.name;
     EXPECT_NE(html.find("<section id=\"tab-" + std::string(tool.tab_id) + "\" data-title=\"" +
                         std::string(tool.tab_title) + "\">"),
               std::string::npos)
         << tool.name;
-    EXPECT_FALSE(tool.page(*outcome).empty()) << tool.name;
+    EXPECT_EQ(tool_result(*outcome, tool.name), &result);
+    EXPECT_FALSE(result.page(*outcome).empty()) << tool.name;
   }
   EXPECT_EQ(outcome->written_files.size(), files + 1) << "every tool's files, then report.html";
   EXPECT_EQ(outcome->written_files.back().filename(), "report.html");
   EXPECT_EQ(find_tool("no such tool"), nullptr);
-}
-
-TEST(ReportHtml, ATabThePageCannotDrawIsAnErrorNamingIt) {
-  const podscope::v1::PodAnalysis pod;
-  const ReportTab tabs[] = {{"pod", "Pod viewer", &pod}, {"flamegraph", "Flame graph", &pod}};
-  const absl::StatusOr<std::string> html = render_report_html(tabs, "t");
-  ASSERT_FALSE(html.ok());
-  EXPECT_NE(html.status().message().find("'flamegraph'"), std::string::npos) << html.status();
 }
 
 TEST_F(RunDirectory, TensorFlowFileGivesABreakdownForEveryGpuWithAStep) {
@@ -213,8 +214,8 @@ TEST_F(RunDirectory, TensorFlowFileGivesKernelStatsAMemoryProfileAndOpStatsAsPro
   tensorflow::profiler::KernelStatsDb kernels;
   ASSERT_TRUE(kernels.ParseFromString(read(dir_ / "kernel_stats.pb")));
   EXPECT_EQ(kernels.reports_size(), static_cast<int>(kMaxKernelReports));  // the file has more distinct kernels
-  EXPECT_GT(outcome->kernel_stats.reports_cut, 0u);
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(kernels, outcome->kernel_stats.db));
+  EXPECT_GT(outcome->result<KernelStatsResult>().reports_cut, 0u);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(kernels, outcome->result<KernelStatsResult>().db));
   tensorflow::profiler::KernelStatsDb kernels_from_json;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(read(dir_ / "kernel_stats.json"), &kernels_from_json).ok());
   EXPECT_EQ(kernels_from_json.reports_size(), kernels.reports_size());
@@ -229,7 +230,7 @@ TEST_F(RunDirectory, TensorFlowFileGivesKernelStatsAMemoryProfileAndOpStatsAsPro
 
   tensorflow::profiler::TfStatsDatabase op_stats;
   ASSERT_TRUE(op_stats.ParseFromString(read(dir_ / "framework_op_stats.pb")));
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(op_stats, outcome->op_stats.db));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(op_stats, outcome->result<OpStatsResult>().db));
   EXPECT_EQ(op_stats.device_type(), "GPU");
   EXPECT_GT(op_stats.device_records_cut(), 0u);  // more than 500 ops per side
   EXPECT_EQ(op_stats.without_idle().tf_stats_record_size(), 2 * static_cast<int>(kMaxOpStatsRecordsPerSide));
@@ -324,8 +325,10 @@ TEST_F(RunDirectory, TruncatedAndLyingFilesAreNamedAndContributeNothing) {
   EXPECT_NE(outcome->summary_text.find("warning: file skipped: "), std::string::npos) << outcome->summary_text;
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(outcome->analysis.pod_viewer(),
                                                                  good_only->analysis.pod_viewer()));
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(outcome->overview_page, good_only->overview_page));
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(outcome->op_stats.db, good_only->op_stats.db));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+      outcome->result<tensorflow::profiler::OverviewPage>(), good_only->result<tensorflow::profiler::OverviewPage>()));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(outcome->result<OpStatsResult>().db,
+                                                                 good_only->result<OpStatsResult>().db));
 }
 
 TEST_F(RunDirectory, OnlyBadFilesIsAnErrorNamingEachAndNothingIsWritten) {
@@ -358,7 +361,8 @@ TEST_F(RunDirectory, TensorFlowFileGivesItsPrefetchPipelinesInTfDataStats) {
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   tensorflow::profiler::CombinedTfDataStats written;
   ASSERT_TRUE(written.ParseFromString(read(dir_ / "tf_data_stats.pb")));
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(written, outcome->tf_data_stats));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+      written, outcome->result<tensorflow::profiler::CombinedTfDataStats>()));
   EXPECT_TRUE(written.is_input_bound());
   ASSERT_EQ(written.tf_data_stats_size(), 1);
   const std::string host = written.tf_data_stats().begin()->first;
@@ -377,7 +381,10 @@ TEST_F(RunDirectory, TensorFlowFileGivesItsPrefetchPipelinesInTfDataStats) {
   EXPECT_TRUE(field(json, "isInputBound").bool_value());
   EXPECT_EQ(field(json, "bottleneckAnalysis").list_value().values_size(), 2);
   EXPECT_EQ(field(json, "tfDataStats").struct_value().fields_size(), 1);
-  EXPECT_NE(outcome->tf_data_text.find("pipeline Host:0: calls 1"), std::string::npos) << outcome->tf_data_text;
+  EXPECT_NE(tf_data_stats_to_text(outcome->result<tensorflow::profiler::CombinedTfDataStats>())
+                .find("pipeline Host:0: calls 1"),
+            std::string::npos)
+      << tf_data_stats_to_text(outcome->result<tensorflow::profiler::CombinedTfDataStats>());
 }
 
 TEST_F(RunDirectory, AnnotatedInputStagesAreAnalysedAsPipelinesOfTheirHost) {
@@ -401,7 +408,7 @@ TEST_F(RunDirectory, AnnotatedInputStagesAreAnalysedAsPipelinesOfTheirHost) {
   }
   auto outcome = analyze_run_directory(dir_);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
-  const auto& stats = outcome->tf_data_stats;
+  const auto& stats = outcome->result<tensorflow::profiler::CombinedTfDataStats>();
   ASSERT_EQ(stats.bottleneck_analysis_size(), 1);
   const auto& b = stats.bottleneck_analysis(0);
   EXPECT_EQ(b.input_pipeline(), "next_batch (core 1)");
@@ -418,9 +425,12 @@ TEST_F(RunDirectory, RunWithoutTfDataSaysNoTfDataActivityCaptured) {
   write_pod(SyntheticPodSpec{});
   auto outcome = analyze_run_directory(dir_);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
-  EXPECT_FALSE(outcome->tf_data_stats.is_input_bound());
-  EXPECT_EQ(outcome->tf_data_stats.bottleneck_analysis_size(), 0);
-  EXPECT_NE(outcome->tf_data_text.find("no tf.data activity captured"), std::string::npos) << outcome->tf_data_text;
+  EXPECT_FALSE(outcome->result<tensorflow::profiler::CombinedTfDataStats>().is_input_bound());
+  EXPECT_EQ(outcome->result<tensorflow::profiler::CombinedTfDataStats>().bottleneck_analysis_size(), 0);
+  EXPECT_NE(tf_data_stats_to_text(outcome->result<tensorflow::profiler::CombinedTfDataStats>())
+                .find("no tf.data activity captured"),
+            std::string::npos)
+      << tf_data_stats_to_text(outcome->result<tensorflow::profiler::CombinedTfDataStats>());
   tensorflow::profiler::CombinedTfDataStats written;
   ASSERT_TRUE(written.ParseFromString(read(dir_ / "tf_data_stats.pb")));
   EXPECT_TRUE(written.summary().starts_with("no tf.data activity captured"));
@@ -523,10 +533,12 @@ TEST_F(RunDirectory, WritesTheStepToolsBesideThePodFiles) {
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   tensorflow::profiler::OverviewPage overview;
   ASSERT_TRUE(overview.ParseFromString(read(dir_ / "overview_page.pb")));
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(overview, outcome->overview_page));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+      overview, outcome->result<tensorflow::profiler::OverviewPage>()));
   tensorflow::profiler::InputPipelineAnalysisResult input;
   ASSERT_TRUE(input.ParseFromString(read(dir_ / "input_pipeline.pb")));
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(input, outcome->input_pipeline));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+      input, outcome->result<tensorflow::profiler::InputPipelineAnalysisResult>()));
   const std::string json = read(dir_ / "input_pipeline.json");
   EXPECT_NE(json.find("\"stepTimeSummary\""), std::string::npos);
   EXPECT_NE(json.find("type.googleapis.com/tensorflow.profiler.PerGenericStepDetails"), std::string::npos);

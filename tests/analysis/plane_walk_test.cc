@@ -89,29 +89,23 @@ TEST(PlaneWalk, TheSharedWalkGivesEveryToolWhatItsOwnWalkGives) {
   spec.steps = 12;
   spec.compute_events_per_step = 3;
   spec.input_stages = true;
+  spec.tensorflow_gpu_odd_ranks = true;
   podscope::testing::ScratchDirectory dir("plane-walk");
-  for (int rank = 0; rank < spec.ranks; ++rank) {
-    testing::SyntheticPodSpec rank_spec = spec;
-    rank_spec.gpu_plane = rank % 2 == 1;
-    rank_spec.tf_data_events = rank_spec.gpu_plane;
-    rank_spec.tf_ops_and_memory = rank_spec.gpu_plane;
-    std::ofstream out(dir.path() / ("host" + std::to_string(rank) + ".xplane.pb"), std::ios::binary);
-    ASSERT_TRUE(testing::make_synthetic_rank(rank_spec, rank).SerializeToOstream(&out));
-  }
+  ASSERT_TRUE(testing::write_synthetic_pod(dir.path(), spec));
   const absl::StatusOr<AnalysisOutcome> shared = analyze_run_files(dir.path());
   ASSERT_TRUE(shared.ok()) << shared.status();
 
   OpStatsBuilder op_stats;
   read_alone(dir.path(), op_stats, OpStatsBuilder::wants_line);
   EXPECT_EQ(serialize_deterministically(std::move(op_stats).finish().db),
-            serialize_deterministically(shared->op_stats.db));
+            serialize_deterministically(shared->result<OpStatsResult>().db));
 
   MemoryProfileBuilder memory;
   read_alone(dir.path(), memory, MemoryProfileBuilder::wants_line);
   const MemoryProfileResult memory_alone = std::move(memory).finish();
   EXPECT_GT(memory_alone.events, 0u);
   EXPECT_EQ(serialize_deterministically(memory_alone.profile),
-            serialize_deterministically(shared->memory_profile.profile));
+            serialize_deterministically(shared->result<MemoryProfileResult>().profile));
 
   KernelStatsBuilder kernels;
   const std::vector<std::filesystem::path> files = *list_run_files(dir.path());
@@ -128,7 +122,8 @@ TEST(PlaneWalk, TheSharedWalkGivesEveryToolWhatItsOwnWalkGives) {
   }
   const KernelStatsResult kernels_alone = std::move(kernels).finish();
   EXPECT_GT(kernels_alone.db.reports_size(), 0);
-  EXPECT_EQ(serialize_deterministically(kernels_alone.db), serialize_deterministically(shared->kernel_stats.db));
+  EXPECT_EQ(serialize_deterministically(kernels_alone.db),
+            serialize_deterministically(shared->result<KernelStatsResult>().db));
 
   std::vector<podscope::v1::HostStepDatabase> hosts;
   for (size_t i = 0; i < files.size(); ++i) {
@@ -150,7 +145,7 @@ TEST(PlaneWalk, TheSharedWalkGivesEveryToolWhatItsOwnWalkGives) {
   const PodSteps model = merge_step_databases(hosts);
   ASSERT_EQ(model.cores.size(), static_cast<size_t>(spec.ranks));
   EXPECT_EQ(serialize_deterministically(pod_steps_to_input_pipeline(model)),
-            serialize_deterministically(shared->input_pipeline));
+            serialize_deterministically(shared->result<tensorflow::profiler::InputPipelineAnalysisResult>()));
 }
 
 }  // namespace

@@ -16,6 +16,12 @@
 
 #include "analysis/event_type.h"
 #include "analysis/pod_analyzer.h"
+#include "analysis/input_pipeline.h"
+#include "analysis/kernel_stats.h"
+#include "analysis/memory_profile.h"
+#include "analysis/op_stats.h"
+#include "analysis/overview_page.h"
+#include "analysis/tf_data_stats.h"
 #include "analysis/runner/analysis_runner.h"
 #include "analysis/step_category.h"
 #include "analysis/step_database.h"
@@ -185,7 +191,7 @@ TEST(OneStepDatabaseTest, NvtxStepRangesOfARealCudaCaptureGiveItsSteps) {
   EXPECT_EQ(outcome->analysis.counts().planes_without_steps(), 0u);
   EXPECT_EQ(outcome->analysis.counts().steps(), gpu.steps.size());
   EXPECT_EQ(outcome->summary_text.find("without steps"), std::string::npos) << outcome->summary_text;
-  EXPECT_GT(outcome->input_pipeline.step_time_summary().average(), 0);
+  EXPECT_GT(outcome->result<tensorflow::profiler::InputPipelineAnalysisResult>().step_time_summary().average(), 0);
   // The launches on /host:CUPTI fill the GPU's idle time in the pod viewer as in the overview.
   double launch_us = 0;
   for (const auto& core : outcome->analysis.cores()) {
@@ -242,9 +248,9 @@ TEST(OneStepDatabaseTest, AFileWithoutAHostNameIsNamedByItsStem) {
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   ASSERT_GT(outcome->analysis.cores_size(), 0);
   EXPECT_EQ(outcome->analysis.cores(0).host_name(), "worker-7");
-  ASSERT_GT(outcome->input_pipeline.hosts_size(), 0);
-  EXPECT_EQ(outcome->input_pipeline.hosts(0).host_name(), "worker-7");
-  for (const auto& host : outcome->tf_data_stats.bottleneck_analysis()) {
+  ASSERT_GT(outcome->result<tensorflow::profiler::InputPipelineAnalysisResult>().hosts_size(), 0);
+  EXPECT_EQ(outcome->result<tensorflow::profiler::InputPipelineAnalysisResult>().hosts(0).host_name(), "worker-7");
+  for (const auto& host : outcome->result<tensorflow::profiler::CombinedTfDataStats>().bottleneck_analysis()) {
     EXPECT_EQ(host.host().rfind("worker-7", 0), 0u) << host.host();
   }
 }

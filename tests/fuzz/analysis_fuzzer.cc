@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "analysis/input_pipeline.h"
+#include "analysis/json_writer.h"
 #include "analysis/kernel_stats.h"
 #include "analysis/memory_profile.h"
 #include "analysis/op_stats.h"
@@ -69,15 +70,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)render_memory_profile_page(memory_profile);
   (void)render_memory_profile_json(memory_profile.profile);
   (void)render_op_stats_page(op_stats);
-  (void)render_op_tool_warnings(kernel_stats, memory_profile, op_stats);
+  (void)render_kernel_stats_warnings(kernel_stats);
+  (void)render_memory_profile_warnings(memory_profile);
+  (void)render_op_stats_warnings(op_stats);
 
-  const ReportTab tabs[] = {{"overview", "Overview", &overview},
-                            {"input", "Input pipeline", &input_pipeline},
-                            {"tfdata", "tf.data", &tf_data},
-                            {"pod", "Pod viewer", &analysis},
-                            {"kernels", "Kernel stats", &kernel_stats.db},
-                            {"opstats", "Op stats", &op_stats.db},
-                            {"memory", "Memory", &memory_profile.profile}};
+  std::vector<ReportTab> tabs;
+  const std::pair<std::string_view, const google::protobuf::Message*> shown[] = {{"overview", &overview},
+                                                                                 {"input", &input_pipeline},
+                                                                                 {"tfdata", &tf_data},
+                                                                                 {"pod", &analysis},
+                                                                                 {"kernels", &kernel_stats.db},
+                                                                                 {"opstats", &op_stats.db},
+                                                                                 {"memory", &memory_profile.profile}};
+  for (const auto& [id, message] : shown) {
+    auto json = message_to_json(*message, false);
+    if (json.ok()) tabs.push_back({id, id, "", "", id, *std::move(json)});
+  }
   (void)render_report_html(tabs, "fuzz");
   return 0;
 }
