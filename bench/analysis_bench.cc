@@ -46,20 +46,21 @@
 #include "absl/strings/str_format.h"
 #include "bench/pod_bench.h"
 #include "daemon/heap.h"
-#include "analysis/input_pipeline.h"
-#include "analysis/json_writer.h"
-#include "analysis/kernel_stats.h"
-#include "analysis/memory_profile.h"
-#include "analysis/op_stats.h"
-#include "analysis/overview_page.h"
-#include "analysis/renderers.h"
+#include "analysis/tools/input_pipeline.h"
+#include "analysis/rendering/json_writer.h"
+#include "analysis/tools/kernel_stats.h"
+#include "analysis/tools/memory_profile.h"
+#include "analysis/tools/op_stats.h"
+#include "analysis/tools/overview_page.h"
+#include "analysis/rendering/renderers.h"
 #include "analysis/runner/analysis_runner.h"
 #include "analysis/tools/tool.h"
-#include "analysis/pod_steps.h"
-#include "analysis/step_database.h"
-#include "analysis/tf_data_stats.h"
-#include "analysis/tool_pages.h"
+#include "analysis/steps/pod_steps.h"
+#include "analysis/steps/step_database.h"
+#include "analysis/tools/tf_data_stats.h"
+#include "analysis/tools/tool_pages.h"
 #include "proto/xspace/names.h"
+#include "proto/xspace/serialize.h"
 #include "proto/xspace/xplane_reader.h"
 #include "tests/analysis/synthetic_pod.h"
 #include "proto/xspace/xplane_builder.h"
@@ -149,7 +150,7 @@ size_t render_pod_outputs(const podscope::v1::PodAnalysis& analysis) {
 
 // A tool's .pb and .json, as the runner writes them.
 size_t render_tool_files(const google::protobuf::Message& message) {
-  return podscope::analysis::serialize_deterministically(message).size() +
+  return podscope::xspace::serialize_deterministically(message)->size() +
          podscope::analysis::message_to_json(message, false)->size();
 }
 
@@ -160,7 +161,7 @@ size_t render_step_tool_outputs(const tensorflow::profiler::OverviewPage& overvi
   rendered += podscope::analysis::render_input_pipeline_text(input_pipeline).size();
   for (const google::protobuf::Message* message : {static_cast<const google::protobuf::Message*>(&overview),
                                                    static_cast<const google::protobuf::Message*>(&input_pipeline)}) {
-    rendered += podscope::analysis::serialize_deterministically(*message).size();
+    rendered += podscope::xspace::serialize_deterministically(*message)->size();
     rendered += podscope::analysis::message_to_json(*message, true)->size();
   }
   return rendered;
@@ -306,7 +307,7 @@ struct Mode {
 
 constexpr Mode kModes[] = {
     {"parse", "plain parse (baseline):", measure_parse},
-    {"step-tools", "step database and its tools alone:", measure_step_tools},
+    {"step-tools", "step database + its tools:", measure_step_tools},
     {"tf-data", "tf.data alone:", measure_tf_data},
     {"kernel-stats", "kernel stats alone:", measure_kernel_stats},
     {"memory-profile", "memory profile alone:", measure_memory_profile},
@@ -361,7 +362,7 @@ ModeFigures report(const std::string& name, const fs::path& dir, int repeat) {
         kModes[m].label, f.cpu_seconds, f.seconds, f.cpu_seconds / parse.cpu_seconds, parse.events / f.cpu_seconds,
         heap_mb(f), heap_mb(f) / mb, heap_mb(f) / heap_mb(parse));
   }
-  const Figures& pod_viewer = figures[1];
+  const Figures& step_tools = figures[1];
   const Figures& in_memory = figures[kModeCount - 2];
   const Figures& end_to_end = figures[kModeCount - 1];
   uint64_t output_bytes = 0;
@@ -369,12 +370,12 @@ ModeFigures report(const std::string& name, const fs::path& dir, int repeat) {
     if (!e.path().filename().string().ends_with(".xplane.pb")) output_bytes += e.file_size();
   }
   std::printf(
-      "  every tool but the pod viewer: %.3f s CPU (%.2fx parse); file writes: %.3f s CPU\n"
+      "  every tool but those of the step database: %.3f s CPU (%.2fx parse); file writes: %.3f s CPU\n"
       "  analysis / parse CPU time: %.2fx end to end, %.2fx without file writes (target <= 2x); analysis peak / "
       "input: %.2fx, / the parse's peak: %.2fx (target <= 1x)\n"
       "  outputs written: %.1f MiB = %.2fx input\n",
-      in_memory.cpu_seconds - pod_viewer.cpu_seconds,
-      (in_memory.cpu_seconds - pod_viewer.cpu_seconds) / parse.cpu_seconds,
+      in_memory.cpu_seconds - step_tools.cpu_seconds,
+      (in_memory.cpu_seconds - step_tools.cpu_seconds) / parse.cpu_seconds,
       end_to_end.cpu_seconds - in_memory.cpu_seconds, end_to_end.cpu_seconds / parse.cpu_seconds,
       in_memory.cpu_seconds / parse.cpu_seconds, heap_mb(end_to_end) / mb, heap_mb(end_to_end) / heap_mb(parse),
       static_cast<double>(output_bytes) / (1 << 20), static_cast<double>(output_bytes) / static_cast<double>(bytes));

@@ -24,7 +24,7 @@ inline constexpr uint64_t kMaxTraceBytes = uint64_t{4} << 30;
 bool is_kineto_trace_file_name(std::string_view file_name);
 
 // A run directory file's name without `.xplane.pb` or `.pt.trace.json[.gz]`: the host name of its planes when
-// neither its host plane nor its XSpace names one (analysis/step_spans.h, FileSteps::host_name).
+// neither its host plane nor its XSpace names one (analysis/steps/step_spans.h, FileSteps::host_name).
 std::string run_file_stem(std::string_view file_name);
 
 // What a caller knows of the traced process when its trace does not say: traces of Kineto's on-demand (daemon)

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <memory>
 
-#include "analysis/renderers.h"
+#include "analysis/rendering/renderers.h"
 #include "daemon/atomic_file.h"
 #include "proto/xspace/xspace_stream_reader.h"
 
@@ -110,7 +110,11 @@ absl::StatusOr<podscope::v1::HostAnalysis> analyze_host_file(const std::filesyst
       &header, HostAnalysisBuilder::wants_line);
   if (!status.ok()) return status;
   // The file's stem names the host when its planes do not.
-  return std::move(host).finish(header.hostnames, kineto::run_file_stem(file.filename().string()));
+  absl::StatusOr<podscope::v1::HostAnalysis> analysis =
+      std::move(host).finish(header.hostnames, kineto::run_file_stem(file.filename().string()));
+  if (!analysis.ok())
+    return absl::Status(analysis.status().code(), file.string() + ": " + std::string(analysis.status().message()));
+  return analysis;
 }
 
 absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& run_dir,

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "analysis/pod_analyzer.h"
+#include "analysis/pod/pod_analyzer.h"
 #include "analysis/tools/tool.h"
 #include "kineto/trace_file.h"
 

@@ -1,13 +1,13 @@
 #include "analysis/tools/tool.h"
 
-#include "analysis/json_writer.h"
-#include "analysis/renderers.h"
+#include "analysis/rendering/json_writer.h"
+#include "analysis/rendering/renderers.h"
 
 namespace podscope::analysis {
 
 std::vector<ToolFile> message_files(std::string_view stem, const google::protobuf::Message& result, bool indented) {
   std::vector<ToolFile> files;
-  files.push_back({std::string(stem) + ".pb", serialize_deterministically(result)});
+  files.push_back({std::string(stem) + ".pb", xspace::serialize_deterministically(result)});
   files.push_back({std::string(stem) + ".json", message_to_json(result, indented)});
   return files;
 }
@@ -60,14 +60,16 @@ void HostAnalysisBuilder::read_plane(const tensorflow::profiler::XPlane& plane) 
   for (PlaneConsumer* consumer : consumers) consumer->end_plane(0);
 }
 
-podscope::v1::HostAnalysis HostAnalysisBuilder::finish(const std::vector<std::string>& hostnames,
-                                                       std::string_view file_stem) && {
+absl::StatusOr<podscope::v1::HostAnalysis> HostAnalysisBuilder::finish(const std::vector<std::string>& hostnames,
+                                                                       std::string_view file_stem) && {
   podscope::v1::HostAnalysis host;
   *host.mutable_steps() = std::move(*steps_).finish(hostnames, file_stem);
   const std::span<const Tool> tools = analysis_tools();
   for (size_t i = 0; i < tools.size(); ++i) {
-    if (parts_[i])
-      (*host.mutable_tool_parts())[std::string(tools[i].name)] = std::move(*parts_[i]).finish(host.steps());
+    if (!parts_[i]) continue;
+    absl::StatusOr<std::string> part = std::move(*parts_[i]).finish(host.steps());
+    if (!part.ok()) return part.status();
+    (*host.mutable_tool_parts())[std::string(tools[i].name)] = *std::move(part);
   }
   return host;
 }

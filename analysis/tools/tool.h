@@ -18,15 +18,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "analysis/plane_walk.h"
-#include "analysis/pod_analyzer.h"
-#include "analysis/pod_steps.h"
-#include "analysis/renderers.h"
+#include "analysis/steps/plane_walk.h"
+#include "analysis/pod/pod_analyzer.h"
+#include "analysis/steps/pod_steps.h"
+#include "analysis/rendering/renderers.h"
 #include "google/protobuf/message.h"
-#include "analysis/step_database.h"
+#include "analysis/steps/step_database.h"
 #include "podscope/v1/host_analysis.pb.h"
 #include "podscope/v1/pod_analysis.pb.h"
 #include "podscope/v1/step_database.pb.h"
+#include "proto/xspace/serialize.h"
 
 namespace podscope::analysis {
 
@@ -117,7 +118,7 @@ struct AnalysisOutcome {
 // part (its own message, serialized deterministically), told the host's step database (which names the host).
 class HostPartBuilder : public PlaneConsumer {
  public:
-  virtual std::string finish(const podscope::v1::HostStepDatabase& host) && = 0;
+  virtual absl::StatusOr<std::string> finish(const podscope::v1::HostStepDatabase& host) && = 0;
 };
 
 // The part builder of a tool whose builder is a PlaneConsumer with a part of its own (kernel stats, op stats, the
@@ -130,8 +131,8 @@ class HostPartOf final : public HostPartBuilder {
     consumer_.begin_plane(file_index, plane, readers);
   }
   void end_plane(size_t file_index) override { consumer_.end_plane(file_index); }
-  std::string finish(const podscope::v1::HostStepDatabase&) && override {
-    return serialize_deterministically(std::move(consumer_).take_part());
+  absl::StatusOr<std::string> finish(const podscope::v1::HostStepDatabase&) && override {
+    return xspace::serialize_deterministically(std::move(consumer_).take_part());
   }
 
  private:
@@ -214,7 +215,9 @@ class HostAnalysisBuilder {
   static bool wants_line(std::string_view plane_name, std::string_view line_name);
   void read_plane(const tensorflow::profiler::XPlane& plane);
   // Every plane was read; the XSpace's `hostnames` and the file's stem name the host when its planes do not.
-  podscope::v1::HostAnalysis finish(const std::vector<std::string>& hostnames, std::string_view file_stem) &&;
+  // ResourceExhausted when a part is over protobuf's 2 GiB.
+  absl::StatusOr<podscope::v1::HostAnalysis> finish(const std::vector<std::string>& hostnames,
+                                                    std::string_view file_stem) &&;
 
  private:
   std::unique_ptr<HostStepDatabaseBuilder> steps_;

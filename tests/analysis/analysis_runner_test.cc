@@ -9,15 +9,15 @@
 #include <set>
 #include <sstream>
 
-#include "analysis/renderers.h"
-#include "analysis/input_pipeline.h"
-#include "analysis/kernel_stats.h"
-#include "analysis/memory_profile.h"
-#include "analysis/op_stats.h"
-#include "analysis/overview_page.h"
-#include "analysis/tf_data_stats.h"
+#include "analysis/rendering/renderers.h"
+#include "analysis/tools/input_pipeline.h"
+#include "analysis/tools/kernel_stats.h"
+#include "analysis/tools/memory_profile.h"
+#include "analysis/tools/op_stats.h"
+#include "analysis/tools/overview_page.h"
+#include "analysis/tools/tf_data_stats.h"
 #include "analysis/tools/tool.h"
-#include "analysis/step_category.h"
+#include "analysis/pod/step_category.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"

@@ -9,7 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "analysis/renderers.h"
+#include "analysis/rendering/renderers.h"
+#include "proto/xspace/serialize.h"
 #include "analysis/runner/analysis_runner.h"
 #include "tests/analysis/synthetic_pod.h"
 #include "tests/scratch_directory.h"
@@ -43,9 +44,9 @@ void expect_merge_of_hosts_is_the_pod(const fs::path& run) {
     auto host = analyze_host_file(file, reader);
     ASSERT_TRUE(host.ok()) << host.status();
     // What the host would send: its analysis as bytes.
-    const std::string bytes = serialize_deterministically(*host);
+    const std::string bytes = *xspace::serialize_deterministically(*host);
     ASSERT_TRUE(hosts.emplace_back().ParseFromString(bytes)) << file;
-    EXPECT_EQ(serialize_deterministically(hosts.back()), bytes) << file;
+    EXPECT_EQ(*xspace::serialize_deterministically(hosts.back()), bytes) << file;
   }
   const AnalysisOutcome merged = merge_host_analyses(std::move(hosts), {});
 

@@ -8,8 +8,8 @@
 #include <fstream>
 
 #include "analysis/runner/analysis_runner.h"
-#include "analysis/step_category.h"
-#include "analysis/step_spans.h"
+#include "analysis/pod/step_category.h"
+#include "analysis/steps/step_spans.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "tests/analysis/step_databases.h"

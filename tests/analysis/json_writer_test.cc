@@ -2,7 +2,7 @@
 // at random with the values that format differently (NaN, infinities, subnormals, -0, long and short decimals,
 // 64-bit extremes, unknown enum numbers, escapes, code points protobuf escapes, bytes that are not UTF-8, Any with
 // and without a value), must print to the same bytes, indented and not.
-#include "analysis/json_writer.h"
+#include "analysis/rendering/json_writer.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // GPU kernel stats: both kernel_details forms, folding by launch configuration and op, the top-N cut, bad
 // details, and TensorFlow's real 8-GPU file.
-#include "analysis/kernel_stats.h"
+#include "analysis/tools/kernel_stats.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Memory profile from TensorFlow's allocator events: peak, what was live at it, the timeline's downsampling,
 // bad events, and TensorFlow's real file.
-#include "analysis/memory_profile.h"
+#include "analysis/tools/memory_profile.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
 // The classification table on names from each source: our annotations, XLA ops, GPU kernels and copies.
-#include "analysis/op_classifier.h"
+#include "analysis/steps/op_classifier.h"
 
 #include <gtest/gtest.h>
 
-#include "analysis/all_reduce_analysis.h"
+#include "analysis/pod/all_reduce_analysis.h"
 
 namespace podscope::analysis {
 namespace {

@@ -1,14 +1,14 @@
 // Framework op stats: self time under nesting, ops from TF op stats and from annotations, the roofline's bound,
 // host ops by their TraceMe names, fractions with and without idle, the per-side cut, bad input, and TensorFlow's
 // real 8-GPU file.
-#include "analysis/op_stats.h"
+#include "analysis/tools/op_stats.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 
-#include "analysis/op_classifier.h"
-#include "analysis/tool_pages.h"
+#include "analysis/steps/op_classifier.h"
+#include "analysis/tools/tool_pages.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xplane_reader.h"

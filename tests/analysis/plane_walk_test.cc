@@ -1,7 +1,7 @@
 // One walk over a plane for every tool: each reader is handed the events of the lines it reads, in the plane's
 // order, between its begin and end of each line; and the analysis that walks each plane once for all its tools
 // gives every tool what the tool reading the planes on its own gives.
-#include "analysis/plane_walk.h"
+#include "analysis/steps/plane_walk.h"
 
 #include <gtest/gtest.h>
 
@@ -10,14 +10,15 @@
 #include <string>
 #include <vector>
 
-#include "analysis/kernel_stats.h"
-#include "analysis/input_pipeline.h"
-#include "analysis/memory_profile.h"
-#include "analysis/op_stats.h"
-#include "analysis/renderers.h"
+#include "analysis/tools/kernel_stats.h"
+#include "analysis/tools/input_pipeline.h"
+#include "analysis/tools/memory_profile.h"
+#include "analysis/tools/op_stats.h"
+#include "analysis/rendering/renderers.h"
+#include "proto/xspace/serialize.h"
 #include "analysis/runner/analysis_runner.h"
-#include "analysis/pod_steps.h"
-#include "analysis/step_database.h"
+#include "analysis/steps/pod_steps.h"
+#include "analysis/steps/step_database.h"
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xspace_stream_reader.h"
 #include "tests/analysis/synthetic_pod.h"
@@ -97,15 +98,15 @@ TEST(PlaneWalk, TheSharedWalkGivesEveryToolWhatItsOwnWalkGives) {
 
   OpStatsBuilder op_stats;
   read_alone(dir.path(), op_stats, OpStatsBuilder::wants_line);
-  EXPECT_EQ(serialize_deterministically(std::move(op_stats).finish().db),
-            serialize_deterministically(shared->result<OpStatsResult>().db));
+  EXPECT_EQ(*xspace::serialize_deterministically(std::move(op_stats).finish().db),
+            *xspace::serialize_deterministically(shared->result<OpStatsResult>().db));
 
   MemoryProfileBuilder memory;
   read_alone(dir.path(), memory, MemoryProfileBuilder::wants_line);
   const MemoryProfileResult memory_alone = std::move(memory).finish();
   EXPECT_GT(memory_alone.events, 0u);
-  EXPECT_EQ(serialize_deterministically(memory_alone.profile),
-            serialize_deterministically(shared->result<MemoryProfileResult>().profile));
+  EXPECT_EQ(*xspace::serialize_deterministically(memory_alone.profile),
+            *xspace::serialize_deterministically(shared->result<MemoryProfileResult>().profile));
 
   KernelStatsBuilder kernels;
   const std::vector<std::filesystem::path> files = *list_run_files(dir.path());
@@ -122,8 +123,8 @@ TEST(PlaneWalk, TheSharedWalkGivesEveryToolWhatItsOwnWalkGives) {
   }
   const KernelStatsResult kernels_alone = std::move(kernels).finish();
   EXPECT_GT(kernels_alone.db.reports_size(), 0);
-  EXPECT_EQ(serialize_deterministically(kernels_alone.db),
-            serialize_deterministically(shared->result<KernelStatsResult>().db));
+  EXPECT_EQ(*xspace::serialize_deterministically(kernels_alone.db),
+            *xspace::serialize_deterministically(shared->result<KernelStatsResult>().db));
 
   std::vector<podscope::v1::HostStepDatabase> hosts;
   for (size_t i = 0; i < files.size(); ++i) {
@@ -140,12 +141,13 @@ TEST(PlaneWalk, TheSharedWalkGivesEveryToolWhatItsOwnWalkGives) {
     std::string stem = files[i].filename().string();
     stem.resize(stem.size() - std::string_view(".xplane.pb").size());
     hosts.push_back(std::move(steps).finish(header.hostnames, stem));
-    EXPECT_EQ(serialize_deterministically(hosts.back()), serialize_deterministically(shared->step_databases[i]));
+    EXPECT_EQ(*xspace::serialize_deterministically(hosts.back()),
+              *xspace::serialize_deterministically(shared->step_databases[i]));
   }
   const PodSteps model = merge_step_databases(hosts);
   ASSERT_EQ(model.cores.size(), static_cast<size_t>(spec.ranks));
-  EXPECT_EQ(serialize_deterministically(pod_steps_to_input_pipeline(model)),
-            serialize_deterministically(shared->result<tensorflow::profiler::InputPipelineAnalysisResult>()));
+  EXPECT_EQ(*xspace::serialize_deterministically(pod_steps_to_input_pipeline(model)),
+            *xspace::serialize_deterministically(shared->result<tensorflow::profiler::InputPipelineAnalysisResult>()));
 }
 
 }  // namespace

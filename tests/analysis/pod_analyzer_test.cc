@@ -1,7 +1,7 @@
 // The pod analysis on synthetic ring-all-reduce pods with a known truth: stragglers and their sync,
 // infeed-bound steps, clock merging of channels, unpaired endpoints, edge trimming, matching without ids, per-step
 // records bounded.
-#include "analysis/pod_analyzer.h"
+#include "analysis/pod/pod_analyzer.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "analysis/renderers.h"
-#include "analysis/step_category.h"
-#include "analysis/step_sampling.h"
+#include "analysis/rendering/renderers.h"
+#include "analysis/pod/step_category.h"
+#include "analysis/steps/step_sampling.h"
 #include "proto/xspace/names.h"
 #include "tests/analysis/step_databases.h"
 #include "tests/analysis/synthetic_pod.h"

@@ -1,5 +1,5 @@
 // The sweep that splits a core's time: priority between overlapping ops, idle, clipping at step edges.
-#include "analysis/step_breakdown.h"
+#include "analysis/steps/step_breakdown.h"
 
 #include <gtest/gtest.h>
 

@@ -1,14 +1,14 @@
 // The step database: per step and core, time by event type with XProf's priorities, the program's step numbers,
 // host activity filling the device's idle time, dropped steps counted by reason (the host's and the pod's share of
 // the keep rule), a host's database written and read back, and the real TF file.
-#include "analysis/step_database.h"
+#include "analysis/steps/step_database.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <fstream>
 
-#include "analysis/pod_steps.h"
+#include "analysis/steps/pod_steps.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "tests/analysis/step_databases.h"

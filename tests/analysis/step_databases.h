@@ -5,11 +5,11 @@
 
 #include <vector>
 
-#include "analysis/plane_walk.h"
-#include "analysis/pod_analyzer.h"
-#include "analysis/pod_steps.h"
-#include "analysis/step_database.h"
-#include "analysis/step_spans.h"
+#include "analysis/steps/plane_walk.h"
+#include "analysis/pod/pod_analyzer.h"
+#include "analysis/steps/pod_steps.h"
+#include "analysis/steps/step_database.h"
+#include "analysis/steps/step_spans.h"
 #include "podscope/v1/pod_analysis.pb.h"
 #include "podscope/v1/step_database.pb.h"
 #include "tensorflow/xplane.pb.h"

@@ -4,11 +4,11 @@
 
 #include <fstream>
 
-#include "analysis/input_pipeline.h"
-#include "analysis/json_writer.h"
-#include "analysis/overview_page.h"
-#include "analysis/renderers.h"
-#include "analysis/pod_steps.h"
+#include "analysis/tools/input_pipeline.h"
+#include "analysis/rendering/json_writer.h"
+#include "analysis/tools/overview_page.h"
+#include "analysis/rendering/renderers.h"
+#include "analysis/steps/pod_steps.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "tests/analysis/step_databases.h"

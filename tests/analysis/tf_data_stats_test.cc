@@ -1,7 +1,7 @@
 // The tf.data bottleneck analysis on in-memory planes (nested synchronous iterators, an async Prefetch with its
 // Produce/Consume links, a tree too deep and too wide for the walk's bounds, annotated input stages, none at
 // all) and on the real TensorFlow file from ../shared/testdata.
-#include "analysis/tf_data_stats.h"
+#include "analysis/tools/tf_data_stats.h"
 
 #include <gtest/gtest.h>
 

@@ -6,18 +6,18 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "analysis/input_pipeline.h"
-#include "analysis/json_writer.h"
-#include "analysis/kernel_stats.h"
-#include "analysis/memory_profile.h"
-#include "analysis/op_stats.h"
-#include "analysis/overview_page.h"
-#include "analysis/pod_analyzer.h"
-#include "analysis/renderers.h"
-#include "analysis/pod_steps.h"
-#include "analysis/step_database.h"
-#include "analysis/tf_data_stats.h"
-#include "analysis/tool_pages.h"
+#include "analysis/tools/input_pipeline.h"
+#include "analysis/rendering/json_writer.h"
+#include "analysis/tools/kernel_stats.h"
+#include "analysis/tools/memory_profile.h"
+#include "analysis/tools/op_stats.h"
+#include "analysis/tools/overview_page.h"
+#include "analysis/pod/pod_analyzer.h"
+#include "analysis/rendering/renderers.h"
+#include "analysis/steps/pod_steps.h"
+#include "analysis/steps/step_database.h"
+#include "analysis/tools/tf_data_stats.h"
+#include "analysis/tools/tool_pages.h"
 #include "proto/xspace/names.h"
 
 namespace {
