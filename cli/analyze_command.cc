@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "analysis/runner/analysis_runner.h"
-#include "analysis/runner/tools.h"
+#include "analysis/tools/tool.h"
 #include "cli/terminal_text.h"
 #include "daemon/heap.h"
 #include "trace_writers/pod_trace.h"
@@ -17,12 +17,6 @@ namespace podscope::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The page of the tool asked for; without one, the default page.
-std::string tool_page(const std::string& name, const analysis::AnalysisOutcome& outcome) {
-  const analysis::Tool* tool = analysis::find_tool(name);
-  return tool != nullptr ? tool->page(outcome) : analysis::default_page(outcome);
-}
 
 // What the command reads and where its outputs go: a run directory (itself), or files given (their outputs into
 // --out, else the first file's directory).
@@ -105,7 +99,7 @@ int run_analyze_command(const AnalyzeFlags& flags) {
                               : pod_capture::write_traces(files, inputs.output_dir, selection, reader);
   if (!traces.ok()) return fail("trace: " + std::string(traces.status().message()), 1);
   std::ostringstream out;
-  out << tool_page(flags.tool, *outcome);
+  out << analysis::tool_page(*outcome, flags.tool);
   for (const auto& file : outcome->written_files) out << "wrote " << file.string() << "\n";
   out << "wrote " << traces->json.string() << "\n";
   out << "wrote " << traces->perfetto.string() << " (" << traces->counts.slices << " slices, "

@@ -1,6 +1,6 @@
 // `podscope analyze RUN_DIR | FILE... [--out DIR] [--trace-window A:B|step:N] [--tool NAME]`: the pod analysis and the
 // tools of a captured run directory, or of the profile files given (XSpaces and Chrome traces, as HTA and Perfetto's
-// UI take files), (the tool table, analysis/runner/tools.h) and its merged traces (pod.trace.json.gz,
+// UI take files), (the tool table, analysis/tools/tool.h) and its merged traces (pod.trace.json.gz,
 // pod.perfetto-trace), or with --trace-window, small traces of that window only. Prints the chosen tool's page
 // (default: the overview, then the pod summary), through terminal_text.h like everything it prints.
 #pragma once

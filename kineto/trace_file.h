@@ -41,7 +41,7 @@ bool is_chrome_trace_head(std::string_view head);
 bool is_chrome_trace_file(const std::filesystem::path& path);
 
 // A run file's name without `.xplane.pb`, `.pt.trace.json[.gz]` or `.json[.gz]`: the host name of its planes when
-// neither its host plane nor its XSpace names one (analysis/step_spans.h, FileSteps::host_name).
+// neither its host plane nor its XSpace names one (analysis/steps/step_spans.h, FileSteps::host_name).
 std::string run_file_stem(std::string_view file_name);
 
 // What a caller knows of the traced process when its trace does not say: traces of Kineto's on-demand (daemon)

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "analysis/runner/analysis_runner.h"
-#include "analysis/step_spans.h"
+#include "analysis/steps/step_database.h"
 #include "kineto/trace_file.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
@@ -62,7 +62,7 @@ class FirstEvent {
 };
 
 // Reads what `selection` needs of `path`: its host name and clock offset (plane stats); for a step, the step
-// spans of its device planes (analysis/step_spans.h, as the analysis finds them), extending `extent`; for a
+// spans of its device planes (analysis/steps/step_spans.h, as the analysis finds them), extending `extent`; for a
 // window in ms, its first event.
 absl::StatusOr<RunFile> read_run_file(kineto::RunFileReader& files, const fs::path& path,
                                       const TraceSelection& selection, StepExtent& extent) {
@@ -112,7 +112,8 @@ std::optional<double> parse_double(std::string_view text) {
   return value;
 }
 
-std::string format_ms(double ms) {
+// A window bound in ms as the trace file's stem names it: as short as it reads ("0.5", "12").
+std::string window_bound_text(double ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", ms);
   return buf;
@@ -145,8 +146,8 @@ absl::StatusOr<Plan> plan_for(const TraceSelection& selection, const std::vector
       plan.window = TraceWindow{*origin + static_cast<int64_t>(selection.from_ms * 1e6),
                                 *origin + static_cast<int64_t>(selection.to_ms * 1e6)};
       plan.time_base_ns = plan.window->start_ns;
-      plan.stem =
-          std::string(kPodTraceStem) + "." + format_ms(selection.from_ms) + "-" + format_ms(selection.to_ms) + "ms";
+      plan.stem = std::string(kPodTraceStem) + "." + window_bound_text(selection.from_ms) + "-" +
+                  window_bound_text(selection.to_ms) + "ms";
       break;
     }
     case TraceSelection::Kind::kStep:

@@ -56,7 +56,7 @@ class PodTraceWriter {
 // Which part of a run `podscope analyze --trace-window` writes: all of it, a span of milliseconds from the
 // capture's start (else, in files that record none, from the run's first event), or one step (from the first
 // core's start of it to the last core's end, merged clocks; the steps as the analysis finds them,
-// analysis/step_spans.h).
+// analysis/steps/step_spans.h).
 struct TraceSelection {
   enum class Kind { kWhole, kMilliseconds, kStep };
   Kind kind = Kind::kWhole;

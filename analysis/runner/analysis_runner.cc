@@ -3,13 +3,7 @@
 #include <algorithm>
 #include <memory>
 
-#include "analysis/input_pipeline.h"
-#include "analysis/overview_page.h"
-#include "analysis/plane_walk.h"
-#include "analysis/renderers.h"
-#include "analysis/runner/tools.h"
-#include "analysis/step_model.h"
-#include "analysis/tool_pages.h"
+#include "analysis/rendering/renderers.h"
 #include "daemon/atomic_file.h"
 #include "proto/xspace/xspace_stream_reader.h"
 
@@ -88,74 +82,6 @@ absl::StatusOr<std::vector<std::filesystem::path>> check_run_files(std::vector<s
 
 namespace {
 
-// Everything that reads the planes as they stream past: the pod analyzer, the step model, and the builder of every
-// tool that reads the planes itself (ToolInput::kPlanes), in table order. Each plane is walked once for all of them.
-struct PlaneConsumers {
-  PodAnalyzer pod;
-  StepModelBuilder steps;
-  std::vector<std::unique_ptr<PlaneToolBuilder>> tools;
-
-  explicit PlaneConsumers(const PodAnalyzerOptions& options) : pod(options) {
-    for (const Tool& tool : analysis_tools())
-      if (tool.reads == ToolInput::kPlanes) tools.push_back(tool.builder());
-  }
-
-  // The plane read once for all of them: each adds its readers of the plane, one walk hands them its events.
-  void read_plane(size_t file_index, const tensorflow::profiler::XPlane& plane) {
-    const xspace::XPlaneReader reader(plane);
-    std::vector<PlaneConsumer*> consumers = {&pod, &steps};
-    for (auto& tool : tools) consumers.push_back(tool.get());
-    std::vector<PlaneEventReader*> readers;
-    for (PlaneConsumer* consumer : consumers) consumer->begin_plane(file_index, reader, readers);
-    walk_plane(reader, readers);
-    for (PlaneConsumer* consumer : consumers) consumer->end_plane(file_index);
-  }
-
-  static bool wants_line(std::string_view plane_name, std::string_view line_name) {
-    if (PodAnalyzer::wants_line(plane_name, line_name) || StepModelBuilder::wants_line(plane_name, line_name))
-      return true;
-    for (const Tool& tool : analysis_tools())
-      if (tool.reads == ToolInput::kPlanes && tool.wants_line(plane_name, line_name)) return true;
-    return false;
-  }
-};
-
-// Feeds one file's planes to the analyzers. A broken file (truncated, lengths that lie, an empty file) gives them
-// nothing: the reader checks a file's structure before its first plane. The error names the file and where it broke.
-absl::Status read_into(PlaneConsumers& consumers, kineto::RunFileReader& files, size_t index,
-                       const std::filesystem::path& file) {
-  PodAnalyzer& analyzer = consumers.pod;
-  std::error_code ec;
-  if (std::filesystem::file_size(file, ec) == 0 && !ec) return absl::DataLossError(file.string() + " is empty");
-  xspace::XSpaceHeader header;
-  absl::Status status = files.read_planes(
-      file,
-      [&](const tensorflow::profiler::XPlane& plane) {
-        consumers.read_plane(index, plane);
-        return absl::OkStatus();
-      },
-      &header, PlaneConsumers::wants_line);
-  if (!status.ok()) return status;
-  // The file's names: its stem names the host when its planes do not.
-  const std::string stem = kineto::run_file_stem(file.filename().string());
-  analyzer.add_file_names(index, header.hostnames, stem);
-  consumers.steps.add_file_names(index, header.hostnames, stem);
-  for (auto& tool : consumers.tools) tool->end_file(index, header.hostnames, stem);
-  // Device planes without steps of their own take them from the host plane's step markers, which the step model
-  // read as the host plane passed.
-  if (analyzer.awaits_host_markers(index)) analyzer.add_host_markers(index, consumers.steps.host_step_markers(index));
-  // The host work the step model read fills the pod viewer's idle time as it fills the step tools'.
-  analyzer.add_host_work(index, consumers.steps.end_file(index));
-  return absl::OkStatus();
-}
-
-// The step tools from the step model: the overview embeds the input pipeline's analysis.
-void run_step_tools(StepModel model, AnalysisOutcome& outcome) {
-  outcome.input_pipeline = step_model_to_input_pipeline(model);
-  outcome.overview_page = step_model_to_overview_page(model, outcome.input_pipeline);
-  outcome.recommendation_text = render_overview_recommendation_text(outcome.overview_page);
-}
-
 // Writes one output file atomically and records it. Unsynced: the outputs are made again from the run's files,
 // and syncing each of them cost more than the analysis of a small run.
 absl::Status write_output(const std::filesystem::path& run_dir, std::string_view name, const std::string& content,
@@ -169,17 +95,17 @@ absl::Status write_output(const std::filesystem::path& run_dir, std::string_view
 // Every tool's files, then report.html with a tab per tool.
 absl::Status write_outputs(const std::filesystem::path& run_dir, const AnalysisOptions& options,
                            AnalysisOutcome& outcome) {
-  for (const Tool& tool : analysis_tools()) {
-    for (ToolFile& file : tool.files(outcome)) {
+  for (const auto& result : outcome.results) {
+    for (ToolFile& file : result->files(outcome)) {
       if (!file.content.ok()) return file.content.status();
       if (absl::Status s = write_output(run_dir, file.name, *file.content, outcome); !s.ok()) return s;
     }
   }
   const std::string title =
       options.report_title.empty() ? "podscope pod analysis: " + run_dir.filename().string() : options.report_title;
-  absl::StatusOr<std::string> html = render_report_html(report_tabs(outcome), title);
-  if (!html.ok()) return html.status();
-  return write_output(run_dir, "report.html", *html, outcome);
+  absl::StatusOr<std::vector<ReportTab>> tabs = report_tabs(outcome);
+  if (!tabs.ok()) return tabs.status();
+  return write_output(run_dir, "report.html", render_report_html(*tabs, title), outcome);
 }
 
 // Writes the outcome's files into `output_dir`, all or none.
@@ -202,24 +128,24 @@ absl::StatusOr<AnalysisOutcome> write_all(absl::StatusOr<AnalysisOutcome> outcom
 absl::StatusOr<AnalysisOutcome> analyze_paths(const std::vector<std::filesystem::path>& paths,
                                               const std::vector<std::string>& notes, std::string_view what,
                                               const PodAnalyzerOptions& options, kineto::RunFileReader& files) {
-  AnalysisOutcome outcome;
-  PlaneConsumers consumers(options);
-  for (size_t i = 0; i < paths.size(); ++i) {
-    if (absl::Status s = read_into(consumers, files, i, paths[i]); !s.ok()) {
-      outcome.bad_files.emplace_back(s.message());
+  std::vector<podscope::v1::HostAnalysis> hosts;
+  std::vector<std::string> bad_files;
+  for (const std::filesystem::path& path : paths) {
+    absl::StatusOr<podscope::v1::HostAnalysis> host = analyze_host_file(path, files);
+    if (host.ok()) {
+      hosts.push_back(*std::move(host));
+    } else {
+      bad_files.emplace_back(host.status().message());
     }
   }
-  if (outcome.bad_files.size() == paths.size()) {
+  if (hosts.empty()) {
     std::string all;
-    for (const auto& bad : outcome.bad_files) all += "\n  " + bad;
+    for (const auto& bad : bad_files) all += "\n  " + bad;
     return absl::DataLossError("no file of " + std::string(what) + " could be read:" + all);
   }
-  outcome.analysis = std::move(consumers.pod).finish();
-  run_step_tools(std::move(consumers.steps).finish(), outcome);
-  for (auto& tool : consumers.tools) std::move(*tool).finish(outcome);
-  outcome.summary_text = render_summary_text(outcome.analysis);
-  outcome.summary_text += render_op_tool_warnings(outcome.kernel_stats, outcome.memory_profile, outcome.op_stats);
-  for (const auto& bad : outcome.bad_files) outcome.summary_text += "warning: file skipped: " + bad + "\n";
+  AnalysisOutcome outcome = merge_host_analyses(std::move(hosts), options);
+  for (const auto& bad : bad_files) outcome.summary_text += "warning: file skipped: " + bad + "\n";
+  outcome.bad_files = std::move(bad_files);
   for (const auto& note : notes) outcome.summary_text += "note: " + note + "\n";
   return outcome;
 }
@@ -249,6 +175,28 @@ absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& r
                                                   const PodAnalyzerOptions& options) {
   kineto::RunFileReader files;
   return analyze_run_files(run_dir, options, files);
+}
+
+absl::StatusOr<podscope::v1::HostAnalysis> analyze_host_file(const std::filesystem::path& file,
+                                                             kineto::RunFileReader& files) {
+  std::error_code ec;
+  if (std::filesystem::file_size(file, ec) == 0 && !ec) return absl::DataLossError(file.string() + " is empty");
+  HostAnalysisBuilder host;
+  xspace::XSpaceHeader header;
+  absl::Status status = files.read_planes(
+      file,
+      [&](const tensorflow::profiler::XPlane& plane) {
+        host.read_plane(plane);
+        return absl::OkStatus();
+      },
+      &header, HostAnalysisBuilder::wants_line);
+  if (!status.ok()) return status;
+  // The file's stem names the host when its planes do not.
+  absl::StatusOr<podscope::v1::HostAnalysis> analysis =
+      std::move(host).finish(header.hostnames, kineto::run_file_stem(file.filename().string()));
+  if (!analysis.ok())
+    return absl::Status(analysis.status().code(), file.string() + ": " + std::string(analysis.status().message()));
+  return analysis;
 }
 
 absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& run_dir,

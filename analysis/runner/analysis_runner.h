@@ -1,8 +1,9 @@
 // The file-touching shell around the pod analysis: reads every *.xplane.pb (and torch.profiler or other Chrome trace)
 // of a run directory, or the files given, one plane at a time (clock offsets and host names come from each file's
-// /host:CPU plane), feeds the pod analyzer, the step model and every tool of the tool table (tools.h), and writes each
-// tool's files and report.html, a tab per tool, atomically into the same directory. Used by `podscope analyze RUN_DIR`
-// and after every capture. See docs/analysis.md.
+// /host:CPU plane), builds each file's analysis (its step database and every tool's part of it,
+// analysis/tools/tool.h), merges them into the pod's, and writes each tool's files and report.html, a tab per tool,
+// atomically into the same directory. Used by `podscope analyze RUN_DIR` and after every capture. See
+// docs/analysis.md.
 #pragma once
 
 #include <filesystem>
@@ -10,15 +11,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "analysis/kernel_stats.h"
-#include "analysis/memory_profile.h"
-#include "analysis/op_stats.h"
-#include "analysis/pod_analyzer.h"
+#include "analysis/pod/pod_analyzer.h"
+#include "analysis/tools/tool.h"
 #include "kineto/trace_file.h"
-#include "podscope/v1/pod_analysis.pb.h"
-#include "tensorflow/input_pipeline.pb.h"
-#include "tensorflow/overview_page.pb.h"
-#include "tensorflow/tf_data_stats.pb.h"
 
 namespace podscope::analysis {
 
@@ -26,28 +21,6 @@ struct AnalysisOptions {
   PodAnalyzerOptions analyzer;
   // Shown at the top of report.html; empty means the run directory's name.
   std::string report_title;
-};
-
-struct AnalysisOutcome {
-  podscope::v1::PodAnalysis analysis;
-  // What the CLI prints after a capture.
-  std::string summary_text;
-  // The step tools.
-  tensorflow::profiler::OverviewPage overview_page;
-  tensorflow::profiler::InputPipelineAnalysisResult input_pipeline;
-  // The overview's recommendation, which the capture command prints after the pod summary.
-  std::string recommendation_text;
-  tensorflow::profiler::CombinedTfDataStats tf_data_stats;
-  // The tf.data tool's terminal page (`podscope analyze RUN --tool tf_data`).
-  std::string tf_data_text;
-  std::vector<std::filesystem::path> written_files;
-  // Files that could not be read (empty, truncated, or with lengths that lie: none of their planes is analysed),
-  // each naming the file and what was wrong; the other files were analysed.
-  std::vector<std::string> bad_files;
-  // The op-level tools, as written to their files (with the warnings they counted).
-  KernelStatsResult kernel_stats;
-  MemoryProfileResult memory_profile;
-  OpStatsResult op_stats;
 };
 
 // Fails when the directory has no *.xplane.pb or none of them can be read (naming each); writes nothing then.
@@ -78,6 +51,12 @@ absl::StatusOr<std::vector<std::filesystem::path>> list_run_files(const std::fil
 // The files given, sorted as list_run_files sorts them, when each is a regular file that is an XSpace (by its name)
 // or a trace (by its name, or its content a Chrome trace); else the error names the first that is not.
 absl::StatusOr<std::vector<std::filesystem::path>> check_run_files(std::vector<std::filesystem::path> files);
+
+// One host's file (an XSpace, or a torch.profiler trace converted to one) analysed on its own: its step database and
+// every tool's part, which merge_host_analyses (analysis/tools/tool.h) merges with the run's other files' into the
+// pod's analysis. DataLoss naming the file when it cannot be read (empty, truncated, lengths that lie).
+absl::StatusOr<podscope::v1::HostAnalysis> analyze_host_file(const std::filesystem::path& file,
+                                                             kineto::RunFileReader& files);
 
 // The reading and analysing part of analyze_run_directory (same failures), writing nothing: `written_files` stays
 // empty.

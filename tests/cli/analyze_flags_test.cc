@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "analysis/runner/tools.h"
+#include "analysis/tools/tool.h"
 #include "tests/cli/command_flags.h"
 
 namespace podscope::cli {

@@ -18,7 +18,13 @@
 #include <gtest/gtest.h>
 
 #include "analysis/runner/analysis_runner.h"
-#include "analysis/step_category.h"
+#include "analysis/tools/input_pipeline.h"
+#include "analysis/tools/kernel_stats.h"
+#include "analysis/tools/memory_profile.h"
+#include "analysis/tools/op_stats.h"
+#include "analysis/tools/overview_page.h"
+#include "analysis/tools/tf_data_stats.h"
+#include "analysis/pod/step_category.h"
 #include "kineto/trace_converter.h"
 #include "kineto/trace_file.h"
 #include "tests/analysis/synthetic_pod.h"
@@ -160,7 +166,7 @@ TEST(KinetoRealTraces, NcclRankHasItsStepsKernelTotalsAndCollectives) {
   // GPU kernel stats: every kernel's total is the sum of its kernel events in the trace.
   const auto expected = kernel_ns_by_name(run.path() / "nccl_2rank_rank0.pt.trace.json.gz");
   std::map<std::string, int64_t> measured;
-  for (const auto& report : outcome->kernel_stats.db.reports()) {
+  for (const auto& report : outcome->result<analysis::KernelStatsResult>().db.reports()) {
     measured[report.name()] += static_cast<int64_t>(report.total_duration_ns());
   }
   ASSERT_EQ(measured.size(), expected.size());
@@ -175,7 +181,7 @@ TEST(KinetoRealTraces, NcclRankHasItsStepsKernelTotalsAndCollectives) {
   }
   EXPECT_TRUE(nccl_collective);
   // The step tools found the steps too.
-  EXPECT_EQ(outcome->input_pipeline.step_details_size(), 3);
+  EXPECT_EQ(outcome->result<tensorflow::profiler::InputPipelineAnalysisResult>().step_details_size(), 3);
 }
 
 TEST(KinetoRealTraces, H100RankKernelsJoinTheirOpsAndHostWorkExplainsTheIdleDevice) {
@@ -197,7 +203,7 @@ TEST(KinetoRealTraces, H100RankKernelsJoinTheirOpsAndHostWorkExplainsTheIdleDevi
   // Kernel totals are the sums of their kernel events; every kernel is joined to the aten op that launched it.
   const auto expected = kernel_ns_by_name(run.path() / trace);
   std::map<std::string, int64_t> measured;
-  for (const auto& report : outcome->kernel_stats.db.reports()) {
+  for (const auto& report : outcome->result<analysis::KernelStatsResult>().db.reports()) {
     measured[report.name()] += static_cast<int64_t>(report.total_duration_ns());
     EXPECT_TRUE(report.op_name().starts_with("aten::")) << report.name() << " op " << report.op_name();
   }
@@ -205,14 +211,14 @@ TEST(KinetoRealTraces, H100RankKernelsJoinTheirOpsAndHostWorkExplainsTheIdleDevi
   for (const auto& [name, ns] : expected) EXPECT_NEAR(measured[name], ns, 1) << name;
   // Framework op stats count the device time under those ops: all 95 device events (80 kernels, 10 memsets, 5
   // memcpys) have an op; aten::mm's self time is its 15 kernels' (3 per step, in the backward pass).
-  EXPECT_EQ(outcome->op_stats.warnings.device_events_without_op, 0u);
+  EXPECT_EQ(outcome->result<analysis::OpStatsResult>().warnings.device_events_without_op, 0u);
   int64_t mm_kernels_ns = 0;
   for (const auto& [name, ns] : expected) {
     if (name.find("sgemm_256x128") != std::string::npos || name.find("_nn_n_tilesize64x128") != std::string::npos)
       mm_kernels_ns += ns;
   }
   bool found_mm = false;
-  for (const auto& record : outcome->op_stats.db.with_idle().tf_stats_record()) {
+  for (const auto& record : outcome->result<analysis::OpStatsResult>().db.with_idle().tf_stats_record()) {
     if (record.host_or_device() != "Device" || record.op_name() != "aten::mm") continue;
     found_mm = true;
     EXPECT_EQ(record.op_type(), "aten");
@@ -235,7 +241,7 @@ TEST(KinetoRealTraces, H100RankHostOpsAreTheTracesCpuOps) {
   const auto expected = event_totals_by_name(run.path() / trace, "cpu_op");
   ASSERT_GT(expected.size(), 20u);
   std::map<std::string, const tensorflow::profiler::TfStatsRecord*> host_rows;
-  for (const auto& record : outcome->op_stats.db.with_idle().tf_stats_record()) {
+  for (const auto& record : outcome->result<analysis::OpStatsResult>().db.with_idle().tf_stats_record()) {
     if (record.host_or_device() == "Host" && record.op_type() != "IDLE") host_rows[record.op_name()] = &record;
   }
   EXPECT_EQ(host_rows.size(), expected.size());
@@ -252,8 +258,8 @@ TEST(KinetoRealTraces, H100RankHostOpsAreTheTracesCpuOps) {
   }
   // aten::addmm runs twice a step (two Linear layers) on the host; its GPU kernels are the device rows'.
   EXPECT_EQ(expected.at("aten::addmm").count, 10);
-  EXPECT_GT(outcome->op_stats.host_self_ns, 0);
-  EXPECT_LE(outcome->op_stats.host_self_ns, host_ns);
+  EXPECT_GT(outcome->result<analysis::OpStatsResult>().host_self_ns, 0);
+  EXPECT_LE(outcome->result<analysis::OpStatsResult>().host_self_ns, host_ns);
 }
 
 TEST(KinetoRealTraces, TwoSampledRanksMergeIntoOnePod) {
