@@ -13,6 +13,7 @@ ClockTracker::~ClockTracker() {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
+  stopping_.cancel();
   cv_.notify_all();
   thread_.join();
 }
@@ -34,8 +35,12 @@ void ClockTracker::measure_all() {
   const auto measurements =
       pod_capture::measure_clocks(
           agents, clock_, pings_, 1000,
-          {.max_in_flight = pod_capture::kSizedBurstMaxInFlight, .sized_from_rtts = true, .finish_by_ns = finish_by_ns})
+          {.max_in_flight = pod_capture::kSizedBurstMaxInFlight,
+           .sized_from_rtts = true,
+           .finish_by_ns = finish_by_ns,
+           .cancellation = &stopping_})
           .clocks;
+  if (stopping_.cancelled()) return;  // a cut-off round measured nothing worth recording
   for (size_t i = 0; i < names.size(); ++i) registry_.record_clock(names[i], measurements[i], clock_.now_ns());
   metrics_.update_workers(registry_.list(clock_.now_ns()));
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <map>
+#include <optional>
 
 #include "absl/strings/str_split.h"
 
@@ -79,10 +81,65 @@ struct PingCall {
   int64_t t0_ns = 0;
   int64_t t3_ns = 0;
   grpc::ClientContext context;
+  std::optional<TrackedCall> tracked;  // before the context goes
   podscope::v1::PingResponse response;
   grpc::Status status;
   std::unique_ptr<grpc::ClientAsyncResponseReader<podscope::v1::PingResponse>> reader;
 };
+
+// Connects every agent's channel at once and waits, at most until `deadline`, for each to be ready or to fail; the
+// agents that are not ready then are named, with why, in `unreached` (index → detail).
+std::map<size_t, std::string> connect_all(const std::vector<AgentConnection*>& agents,
+                                          std::chrono::system_clock::time_point deadline, int64_t wait_ms,
+                                          Cancellation* cancellation) {
+  std::map<size_t, std::string> unreached;
+  grpc::CompletionQueue queue;
+  size_t waiting = 0;
+  for (size_t i = 0; i < agents.size(); ++i) {
+    const grpc_connectivity_state state = agents[i]->channel->GetState(/*try_to_connect=*/true);
+    if (state == GRPC_CHANNEL_READY) continue;
+    agents[i]->channel->NotifyOnStateChange(state, deadline, &queue, reinterpret_cast<void*>(i));
+    ++waiting;
+  }
+  const std::string no_connection = ": no connection within " + std::to_string(wait_ms) + " ms";
+  while (waiting > 0) {
+    void* tag = nullptr;
+    bool changed = false;
+    // Polled so that a cancelled burst stops waiting for the rest.
+    const auto poll = std::min(deadline, std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+    const grpc::CompletionQueue::NextStatus next = queue.AsyncNext(&tag, &changed, poll);
+    if (next == grpc::CompletionQueue::SHUTDOWN) break;
+    if (next == grpc::CompletionQueue::TIMEOUT) {
+      if (cancellation == nullptr || !cancellation->cancelled()) continue;
+      break;
+    }
+    const auto i = reinterpret_cast<size_t>(tag);
+    const grpc_connectivity_state state = agents[i]->channel->GetState(false);
+    if (!changed) {  // the deadline passed
+      unreached[i] = agents[i]->address + no_connection;
+      --waiting;
+    } else if (state == GRPC_CHANNEL_READY) {
+      --waiting;
+    } else if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) {
+      unreached[i] = agents[i]->address + ": connection failed";
+      --waiting;
+    } else {
+      agents[i]->channel->NotifyOnStateChange(state, deadline, &queue, tag);
+    }
+  }
+  // A cancelled wait leaves notifications armed: the queue drains them as their deadline comes, at most `wait_ms`
+  // away; the agents still waiting count as unreached.
+  for (size_t i = 0; i < agents.size() && waiting > 0; ++i) {
+    if (!unreached.contains(i) && agents[i]->channel->GetState(false) != GRPC_CHANNEL_READY) {
+      unreached[i] = agents[i]->address + ": cancelled before it connected";
+    }
+  }
+  queue.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (queue.Next(&tag, &ok)) {}
+  return unreached;
+}
 
 // One agent's burst in progress.
 struct Burst {
@@ -94,10 +151,11 @@ struct Burst {
 // Sends one agent's next ping. The request (serialized when the call is prepared) carries a t0 for the agent to
 // echo; the exchange's t0 is read again just before the call starts, so preparing it is not counted as the way up.
 std::unique_ptr<PingCall> send_ping(AgentConnection& agent, size_t index, grpc::CompletionQueue& queue,
-                                    const Clock& clock, int timeout_ms) {
+                                    const Clock& clock, int timeout_ms, Cancellation* cancellation) {
   auto call = std::make_unique<PingCall>();
   call->agent = index;
   call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+  call->tracked.emplace(cancellation, &call->context);
   podscope::v1::PingRequest request;
   request.set_client_send_ns(clock.now_ns());
   call->reader = agent.agent->PrepareAsyncPing(&call->context, request, &queue);
@@ -202,37 +260,50 @@ class WindowSizer {
 
 }  // namespace
 
+int64_t connect_wait_ms(size_t agents, int timeout_ms) {
+  return timeout_ms + kConnectMsPerAgent * static_cast<int64_t>(agents);
+}
+
 ClockBurst measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock, int count, int timeout_ms,
                           BurstPlan plan) {
   ClockBurst out;
   if (agents.empty()) return out;
   std::vector<Burst> bursts(agents.size());
+  const int64_t wait_ms = connect_wait_ms(agents.size(), timeout_ms);
+  const std::map<size_t, std::string> unreached = connect_all(
+      agents, std::chrono::system_clock::now() + std::chrono::milliseconds(wait_ms), wait_ms, plan.cancellation);
+  std::deque<size_t> not_pinged;  // the connected agents, in order
+  for (size_t i = 0; i < agents.size(); ++i) {
+    if (auto it = unreached.find(i); it != unreached.end()) {
+      bursts[i].measurement.detail = it->second;
+    } else {
+      not_pinged.push_back(i);
+    }
+  }
   grpc::CompletionQueue queue;
   std::vector<std::unique_ptr<PingCall>> calls(agents.size());
   WindowSizer sizer(agents.size(), clock, plan);
   // Agents whose burst goes on wait here for a place in the window before any agent not yet pinged, so each
   // burst's pings follow one another closely.
   std::deque<size_t> going_on;
-  size_t next_agent = 0, in_flight = 0, done = 0;
+  size_t in_flight = 0, done = unreached.size();
+  const auto cancelled = [&plan] { return plan.cancellation != nullptr && plan.cancellation->cancelled(); };
   auto fill_window = [&] {
-    while (in_flight < sizer.size() && (!going_on.empty() || next_agent < agents.size())) {
-      size_t i = next_agent;
-      if (!going_on.empty()) {
-        i = going_on.front();
-        going_on.pop_front();
-      } else {
-        ++next_agent;
-      }
+    while (in_flight < sizer.size() && (!going_on.empty() || !not_pinged.empty()) && !cancelled()) {
+      std::deque<size_t>& from = going_on.empty() ? not_pinged : going_on;
+      const size_t i = from.front();
+      from.pop_front();
       ++bursts[i].sent;
-      calls[i] = send_ping(*agents[i], i, queue, clock, timeout_ms);
+      calls[i] = send_ping(*agents[i], i, queue, clock, timeout_ms, plan.cancellation);
       sizer.sent();
       ++in_flight;
     }
     out.largest_window = std::max(out.largest_window, static_cast<int>(in_flight));
   };
   std::vector<PingCall*> answered;
-  while (in_flight > 0 || !going_on.empty() || next_agent < agents.size()) {
+  while (in_flight > 0 || ((!going_on.empty() || !not_pinged.empty()) && !cancelled())) {
     fill_window();
+    if (in_flight == 0) break;
     // Every answer already in is read off the queue, each stamped t3 as it is taken, before any new ping goes
     // out: sending costs far more than taking an answer, and an answer left waiting meanwhile would have a late
     // t3 (a larger RTT, which the near-minimal-RTT filter then discards, but a wasted ping).
@@ -273,7 +344,11 @@ ClockBurst measure_clocks(const std::vector<AgentConnection*>& agents, const Clo
   out.client_ns_per_ping = sizer.client_ns_per_ping();
   out.fell_behind = sizer.behind();
   out.clocks.reserve(bursts.size());
-  for (auto& burst : bursts) out.clocks.push_back(std::move(burst.measurement));
+  for (size_t i = 0; i < bursts.size(); ++i) {
+    if (bursts[i].sent == 0 && bursts[i].measurement.detail.empty())
+      bursts[i].measurement.detail = agents[i]->address + ": not pinged: the capture was cancelled";
+    out.clocks.push_back(std::move(bursts[i].measurement));
+  }
   return out;
 }
 

@@ -47,7 +47,7 @@ struct PodRunOutcome {
 };
 
 // Captures the pod, writes the run into `run_dir` (created if missing) and, when any host returned data,
-// analyses it there. An analysis that cannot read the data leaves the capture standing (a warning); one whose
+// analyses it there. CANCELLED, with nothing written, when spec.cancellation ended the capture. An analysis that cannot read the data leaves the capture standing (a warning); one whose
 // outputs cannot be written removes those it wrote and fails the run (analysis_outputs_lost). An error when the
 // capture's own files cannot be written: the run directory is removed then, so no run that looks whole but lacks
 // hosts is left behind.
