@@ -88,7 +88,8 @@ struct PingCall {
 };
 
 // Connects every agent's channel at once and waits, at most until `deadline`, for each to be ready or to fail; the
-// agents that are not ready then are named, with why, in `unreached` (index → detail).
+// agents still connecting then (a host that drops the connection) are named, with why, in the answer (index →
+// detail). One whose connection failed is not: its first ping fails at once, with gRPC's reason.
 std::map<size_t, std::string> connect_all(const std::vector<AgentConnection*>& agents,
                                           std::chrono::system_clock::time_point deadline, int64_t wait_ms,
                                           Cancellation* cancellation) {
@@ -121,8 +122,7 @@ std::map<size_t, std::string> connect_all(const std::vector<AgentConnection*>& a
     } else if (state == GRPC_CHANNEL_READY) {
       --waiting;
     } else if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) {
-      unreached[i] = agents[i]->address + ": connection failed";
-      --waiting;
+      --waiting;  // its first ping fails at once, saying why
     } else {
       agents[i]->channel->NotifyOnStateChange(state, deadline, &queue, tag);
     }
@@ -130,7 +130,8 @@ std::map<size_t, std::string> connect_all(const std::vector<AgentConnection*>& a
   // A cancelled wait leaves notifications armed: the queue drains them as their deadline comes, at most `wait_ms`
   // away; the agents still waiting count as unreached.
   for (size_t i = 0; i < agents.size() && waiting > 0; ++i) {
-    if (!unreached.contains(i) && agents[i]->channel->GetState(false) != GRPC_CHANNEL_READY) {
+    const grpc_connectivity_state state = agents[i]->channel->GetState(false);
+    if (!unreached.contains(i) && (state == GRPC_CHANNEL_IDLE || state == GRPC_CHANNEL_CONNECTING)) {
       unreached[i] = agents[i]->address + ": cancelled before it connected";
     }
   }

@@ -13,7 +13,7 @@ packages=(
   # libraries
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost-dev libyaml-cpp-dev prometheus-cpp-dev libcli11-dev
-  zlib1g-dev libzstd-dev libsystemd-dev libsimdjson-dev
+  zlib1g-dev libzstd-dev libsystemd-dev libsimdjson-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # tools the tests and the demo run
   prometheus python3 python3-venv python3-websocket chromium iproute2 systemd procps

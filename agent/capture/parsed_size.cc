@@ -5,6 +5,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/wire_format_lite.h"
@@ -82,10 +83,11 @@ class Walker {
   }
 
  private:
-  // The message's object (the size of its type), from its prototype.
+  // The message's object (the size of its type), from its prototype. A map's entries are no objects of their own:
+  // their key and value live in the map's node (kMapNode), the value's object counted as its message.
   size_t object_size(const Descriptor& type) {
     auto [it, added] = sizes_.try_emplace(&type, 0);
-    if (added) {
+    if (added && !type.options().map_entry()) {
       const google::protobuf::Message* prototype =
           google::protobuf::MessageFactory::generated_factory()->GetPrototype(&type);
       it->second = prototype != nullptr ? prototype->SpaceUsedLong() : 0;

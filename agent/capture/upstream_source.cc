@@ -1,13 +1,13 @@
 #include "agent/capture/upstream_source.h"
 
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
-#include <climits>
+#include <functional>
 #include <optional>
 
 #include "agent/capture/parsed_size.h"
+#include "agent/capture/upstream_profile_call.h"
 #include "daemon/log.h"
 #include "proto/xspace/utf8.h"
 #include "proto/xspace/xplane_builder.h"
@@ -18,41 +18,8 @@ namespace {
 
 constexpr std::string_view kXPlaneToolName = "xplane.pb";
 
-constexpr char kProfileMethod[] = "/tensorflow.ProfilerService/Profile";
-
-// Profile answers are taken as bytes: gRPC's own parsing would drop a whole answer whose strings are not valid
-// UTF-8 (TensorFlow's server sends op names as it got them), which answered_space repairs instead.
-using RawProfileStub = grpc::TemplatedGenericStub<tensorflow::ProfileRequest, grpc::ByteBuffer>;
-
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-// One Profile call, waited for on this thread; `context` may cancel it from another.
-grpc::Status profile(RawProfileStub& stub, grpc::ClientContext& context, const tensorflow::ProfileRequest& request,
-                     grpc::ByteBuffer& answer) {
-  grpc::CompletionQueue queue;
-  grpc::Status status;
-  auto call = stub.PrepareUnaryCall(&context, kProfileMethod, request, &queue);
-  call->StartCall();
-  call->Finish(&answer, &status, nullptr);
-  void* tag = nullptr;
-  bool ok = false;
-  queue.Next(&tag, &ok);
-  queue.Shutdown();  // gRPC requires a queue shut down and drained before it is destroyed
-  while (queue.Next(&tag, &ok)) {}
-  return status;
-}
-
-// The answer as one contiguous string; the buffer is freed.
-std::string bytes_of(grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  std::string bytes;
-  if (!buffer.Dump(&slices).ok()) return bytes;
-  bytes.reserve(buffer.Length());
-  for (const grpc::Slice& slice : slices) bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-  buffer.Clear();
-  return bytes;
 }
 
 // What parsing `bytes` as a `type` would hold at its peak beside them, or an error when they are no such message.
@@ -147,18 +114,16 @@ int64_t relative_times_base_ns(const tensorflow::profiler::XSpace& space) {
 
 struct UpstreamSource::Upstream {
   std::string address;
-  size_t max_answer_bytes = 0;  // gRPC refuses a larger answer (RESOURCE_EXHAUSTED) before holding it
   std::unique_ptr<tensorflow::ProfilerService::Stub> stub;  // Terminate
-  std::unique_ptr<RawProfileStub> profile_stub;
 };
 
-// One forwarded Profile in flight. The worker thread owns the RPC; close() may cancel it early through
-// Terminate (the framework then answers with what it traced so far).
+// One forwarded Profile in flight (call_upstream_profile). The worker thread owns the call; close() may end it early
+// through Terminate (the framework then answers with what it traced so far), a new window or the source's end
+// cancels it.
 struct UpstreamSource::Call {
   Upstream* upstream = nullptr;
-  grpc::ClientContext context;
-  grpc::ByteBuffer answer;
-  grpc::Status status;
+  std::atomic<bool> cancelled{false};
+  UpstreamAnswer answer;
   std::thread worker;
 };
 
@@ -169,16 +134,10 @@ UpstreamSource::UpstreamSource(std::vector<std::string> addresses, const Clock& 
       on_refused_(std::move(on_refused)),
       clock_(clock) {}
 
-std::unique_ptr<UpstreamSource::Upstream> UpstreamSource::connect(const std::string& address,
-                                                                  size_t max_answer_bytes) const {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(static_cast<int>(std::min<size_t>(max_answer_bytes, INT_MAX)));
+std::unique_ptr<UpstreamSource::Upstream> UpstreamSource::connect(const std::string& address) const {
   auto up = std::make_unique<Upstream>();
-  const auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-  up->stub = tensorflow::ProfilerService::NewStub(channel);
-  up->profile_stub = std::make_unique<RawProfileStub>(channel);
+  up->stub = tensorflow::ProfilerService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   up->address = address;
-  up->max_answer_bytes = max_answer_bytes;
   return up;
 }
 
@@ -192,20 +151,18 @@ std::vector<std::string> UpstreamSource::servers() const {
   return wanted;
 }
 
-std::vector<UpstreamSource::Upstream*> UpstreamSource::upstreams_for_window(size_t max_answer_bytes) {
+std::vector<UpstreamSource::Upstream*> UpstreamSource::upstreams_for_window() {
   const std::vector<std::string> wanted = servers();
-  // A server no longer listed (its process ended) is forgotten with its channel; so is a channel sized for
-  // another share.
+  // A server no longer listed (its process ended) is forgotten with its channel.
   std::erase_if(upstreams_, [&](const std::unique_ptr<Upstream>& up) {
-    return up->max_answer_bytes != max_answer_bytes ||
-           std::find(wanted.begin(), wanted.end(), up->address) == wanted.end();
+    return std::find(wanted.begin(), wanted.end(), up->address) == wanted.end();
   });
   std::vector<Upstream*> out;
   for (const std::string& address : wanted) {
     auto it = std::find_if(upstreams_.begin(), upstreams_.end(),
                            [&](const std::unique_ptr<Upstream>& up) { return up->address == address; });
     if (it == upstreams_.end()) {
-      upstreams_.push_back(connect(address, max_answer_bytes));
+      upstreams_.push_back(connect(address));
       it = std::prev(upstreams_.end());
     }
     out.push_back(it->get());
@@ -214,7 +171,7 @@ std::vector<UpstreamSource::Upstream*> UpstreamSource::upstreams_for_window(size
 }
 
 UpstreamSource::~UpstreamSource() {
-  for (auto& call : calls_) call->context.TryCancel();
+  for (auto& call : calls_) call->cancelled = true;
   join_all();
 }
 
@@ -230,7 +187,7 @@ void UpstreamSource::plan(const CaptureWindow& window) {
 }
 
 void UpstreamSource::open(const CaptureWindow& window) {
-  for (auto& call : calls_) call->context.TryCancel();  // a previous window never collected
+  for (auto& call : calls_) call->cancelled = true;  // a previous window never collected
   join_all();
   calls_.clear();
   // A window that was not planned here, or planned before any server was listed, takes half of what is left.
@@ -246,13 +203,13 @@ void UpstreamSource::open(const CaptureWindow& window) {
   const auto deadline = std::chrono::system_clock::now() + duration + std::max(duration, kMinAnswerWait);
   const size_t listed = std::max<size_t>(servers().size(), 1);
   share_bytes_ = reserved_bytes_ / listed;
-  for (Upstream* upstream : upstreams_for_window(share_bytes_)) {
+  for (Upstream* upstream : upstreams_for_window()) {
     auto call = std::make_unique<Call>();
     call->upstream = upstream;
-    call->context.set_deadline(deadline);
     Call* c = call.get();
-    c->worker =
-        std::thread([c, request] { c->status = profile(*c->upstream->profile_stub, c->context, request, c->answer); });
+    c->worker = std::thread([c, request, share = share_bytes_, deadline] {
+      c->answer = call_upstream_profile(c->upstream->address, request, share, deadline, c->cancelled);
+    });
     calls_.push_back(std::move(call));
   }
 }
@@ -289,18 +246,17 @@ void UpstreamSource::refuse(const std::string& who, const std::string& what, ten
 
 void UpstreamSource::merge_answer(Call& call, tensorflow::profiler::XSpace& space) {
   const std::string who = "upstream profiler " + call.upstream->address + ": ";
-  if (call.status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
-    // gRPC read no more than the answer's length before refusing it.
-    refuse(who, "its answer is larger (" + call.status.error_message() + ")", space);
+  UpstreamAnswer& answer = call.answer;
+  if (answer.outcome == UpstreamAnswer::Outcome::kTooLarge) {
+    refuse(who, "its answer of " + mib(answer.declared_bytes) + " (not read) is larger", space);
     return;
   }
-  if (!call.status.ok()) {
-    space.add_warnings(who + "Profile failed: " + std::to_string(call.status.error_code()) + " " +
-                       call.status.error_message());
+  if (answer.outcome == UpstreamAnswer::Outcome::kFailed) {
+    space.add_warnings(who + "Profile failed: " + answer.error);
     return;
   }
   std::optional<tensorflow::profiler::XSpace> upstream_space =
-      answered_space(bytes_of(call.answer), share_bytes_, who, space,
+      answered_space(std::move(answer.bytes), share_bytes_, who, space,
                      [&](const std::string& what) { refuse(who, what, space); });
   if (!upstream_space) return;
   // The framework's own errors and warnings stay visible, attributed to it.

@@ -7,9 +7,9 @@
 // upstream events are never filtered by our window, since older TF writes times that are not Unix epoch.
 //
 // What the servers answer is charged to the capture's memory (CaptureMemory): when a window is planned with servers
-// to ask, their answers reserve half of the capture's budget, shared equally; gRPC takes no answer larger than its
-// share, and an answer is parsed only when its bytes and what they will cost parsed (parsed_size_bound) fit the
-// share. An answer that does not fit is dropped, said in the capture's warnings naming capture_memory_limit_mb, and
+// to ask, their answers reserve half of the capture's budget, shared equally; an answer longer than its share is not
+// read (call_upstream_profile), and one is parsed only when its bytes and what they will cost parsed
+// (parsed_size_bound) fit the share. An answer that does not fit is dropped, said in the capture's warnings naming capture_memory_limit_mb, and
 // counted. A server that does not answer is waited for at most the window's duration past its end (at least
 // kMinAnswerWait), as long as the framework takes to gather a trace of that length.
 #pragma once
@@ -55,9 +55,9 @@ class UpstreamSource : public CaptureSource {
   void join_all();
   // The configured and the announced servers, each once.
   std::vector<std::string> servers() const;
-  // Their channels, each taking answers of at most `max_answer_bytes`: channels kept for those still listed.
-  std::vector<Upstream*> upstreams_for_window(size_t max_answer_bytes);
-  std::unique_ptr<Upstream> connect(const std::string& address, size_t max_answer_bytes) const;
+  // Their channels (for Terminate): channels kept for those still listed.
+  std::vector<Upstream*> upstreams_for_window();
+  std::unique_ptr<Upstream> connect(const std::string& address) const;
   // The call's answer merged into `space`, or a warning there saying why not.
   void merge_answer(Call& call, tensorflow::profiler::XSpace& space);
   // A warning that an answer was dropped at its share of the capture's memory, counted.
