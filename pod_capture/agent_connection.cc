@@ -87,52 +87,34 @@ struct PingCall {
   std::unique_ptr<grpc::ClientAsyncResponseReader<podscope::v1::PingResponse>> reader;
 };
 
-// Connects every agent's channel at once and waits, at most until `deadline`, for each to be ready or to fail; the
-// agents still connecting then (a host that drops the connection) are named, with why, in the answer (index →
-// detail). One whose connection failed is not: its first ping fails at once, with gRPC's reason.
-std::map<size_t, std::string> connect_all(const std::vector<AgentConnection*>& agents,
-                                          std::chrono::system_clock::time_point deadline, int64_t wait_ms,
-                                          Cancellation* cancellation) {
+// One ping to every agent at once, within `deadline`: the agents that answer (a Ping, or UNIMPLEMENTED: a plain
+// TF server) take part in the burst; the others are named with why in the answer (index → detail). On a fresh
+// channel this is the connection's set-up too, which the burst's exchanges then do not carry.
+std::map<size_t, std::string> probe_all(const std::vector<AgentConnection*>& agents,
+                                        std::chrono::system_clock::time_point deadline, const Clock& clock,
+                                        Cancellation* cancellation) {
   std::map<size_t, std::string> unreached;
   grpc::CompletionQueue queue;
-  size_t waiting = 0;
+  std::vector<std::unique_ptr<PingCall>> calls(agents.size());
   for (size_t i = 0; i < agents.size(); ++i) {
-    const grpc_connectivity_state state = agents[i]->channel->GetState(/*try_to_connect=*/true);
-    if (state == GRPC_CHANNEL_READY) continue;
-    agents[i]->channel->NotifyOnStateChange(state, deadline, &queue, reinterpret_cast<void*>(i));
-    ++waiting;
+    auto call = std::make_unique<PingCall>();
+    call->agent = i;
+    call->context.set_deadline(deadline);
+    call->tracked.emplace(cancellation, &call->context);
+    podscope::v1::PingRequest request;
+    request.set_client_send_ns(clock.now_ns());
+    call->reader = agents[i]->agent->PrepareAsyncPing(&call->context, request, &queue);
+    call->reader->StartCall();
+    call->reader->Finish(&call->response, &call->status, call.get());
+    calls[i] = std::move(call);
   }
-  const std::string no_connection = ": no connection within " + std::to_string(wait_ms) + " ms";
-  while (waiting > 0) {
+  for (size_t answered = 0; answered < agents.size(); ++answered) {
     void* tag = nullptr;
-    bool changed = false;
-    // Polled so that a cancelled burst stops waiting for the rest.
-    const auto poll = std::min(deadline, std::chrono::system_clock::now() + std::chrono::milliseconds(100));
-    const grpc::CompletionQueue::NextStatus next = queue.AsyncNext(&tag, &changed, poll);
-    if (next == grpc::CompletionQueue::SHUTDOWN) break;
-    if (next == grpc::CompletionQueue::TIMEOUT) {
-      if (cancellation == nullptr || !cancellation->cancelled()) continue;
-      break;
-    }
-    const auto i = reinterpret_cast<size_t>(tag);
-    const grpc_connectivity_state state = agents[i]->channel->GetState(false);
-    if (!changed) {  // the deadline passed
-      unreached[i] = agents[i]->address + no_connection;
-      --waiting;
-    } else if (state == GRPC_CHANNEL_READY) {
-      --waiting;
-    } else if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) {
-      --waiting;  // its first ping fails at once, saying why
-    } else {
-      agents[i]->channel->NotifyOnStateChange(state, deadline, &queue, tag);
-    }
-  }
-  // A cancelled wait leaves notifications armed: the queue drains them as their deadline comes, at most `wait_ms`
-  // away; the agents still waiting count as unreached.
-  for (size_t i = 0; i < agents.size() && waiting > 0; ++i) {
-    const grpc_connectivity_state state = agents[i]->channel->GetState(false);
-    if (!unreached.contains(i) && (state == GRPC_CHANNEL_IDLE || state == GRPC_CHANNEL_CONNECTING)) {
-      unreached[i] = agents[i]->address + ": cancelled before it connected";
+    bool ok = false;
+    if (!queue.Next(&tag, &ok)) break;
+    const PingCall& call = *static_cast<PingCall*>(tag);
+    if (!call.status.ok() && call.status.error_code() != grpc::StatusCode::UNIMPLEMENTED) {
+      unreached[call.agent] = agents[call.agent]->address + ": ping failed: " + call.status.error_message();
     }
   }
   queue.Shutdown();
@@ -261,8 +243,8 @@ class WindowSizer {
 
 }  // namespace
 
-int64_t connect_wait_ms(size_t agents, int timeout_ms) {
-  return timeout_ms + kConnectMsPerAgent * static_cast<int64_t>(agents);
+int64_t probe_wait_ms(size_t agents, int timeout_ms) {
+  return timeout_ms + kProbeMsPerAgent * static_cast<int64_t>(agents);
 }
 
 ClockBurst measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock, int count, int timeout_ms,
@@ -270,9 +252,9 @@ ClockBurst measure_clocks(const std::vector<AgentConnection*>& agents, const Clo
   ClockBurst out;
   if (agents.empty()) return out;
   std::vector<Burst> bursts(agents.size());
-  const int64_t wait_ms = connect_wait_ms(agents.size(), timeout_ms);
-  const std::map<size_t, std::string> unreached = connect_all(
-      agents, std::chrono::system_clock::now() + std::chrono::milliseconds(wait_ms), wait_ms, plan.cancellation);
+  const std::map<size_t, std::string> unreached =
+      probe_all(agents, std::chrono::system_clock::now() + std::chrono::milliseconds(probe_wait_ms(agents.size(), timeout_ms)),
+                clock, plan.cancellation);
   std::deque<size_t> not_pinged;  // the connected agents, in order
   for (size_t i = 0; i < agents.size(); ++i) {
     if (auto it = unreached.find(i); it != unreached.end()) {

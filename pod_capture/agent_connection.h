@@ -98,21 +98,20 @@ struct ClockBurst {
   bool fell_behind = false;  // it traded accuracy for time to be over by BurstPlan::finish_by_ns
 };
 
-// How long a burst waits for every agent's channel to connect before its first ping: `timeout_ms`, and
-// kConnectMsPerAgent more per agent (their handshakes share this client's CPUs).
-inline constexpr int64_t kConnectMsPerAgent = 5;
-int64_t connect_wait_ms(size_t agents, int timeout_ms);
+// How long a burst's first ping to every agent, all at once, is waited for: `timeout_ms`, and kProbeMsPerAgent more
+// per agent (their connections' set-up and answers share this client's CPUs).
+inline constexpr int64_t kProbeMsPerAgent = 5;
+int64_t probe_wait_ms(size_t agents, int timeout_ms);
 
-// Measures every agent's clock. First every agent's channel connects, all at once, within connect_wait_ms: an agent
-// that does not (unreachable, or a host that drops the connection) is kUnreachable at no further cost, so that
-// unreachable agents cost a burst one wait instead of a ping timeout each. Then each connected agent gets up to
-// `count` pings in sequence (each bounded by `timeout_ms`; fewer once its burst settles; one failed first ping ends
-// it), from this thread through one completion queue, with pings of different agents in flight at once as `plan`
-// says. One at a time gives the cleanest exchanges where the agents
-// share the client's CPUs; there a fixed larger window makes a large pod's burst shorter, but every ping then waits
-// for the others (to be sent, or to be read once answered), and although estimate_offset keeps only the
-// near-minimal-RTT exchanges, the smallest RTT itself grows with the window, and the error with it
-// (docs/capture.md, "Clock sync").
+// Measures every agent's clock. First every agent gets one ping, all at once, answered within probe_wait_ms: an agent
+// that does not answer it (unreachable, a host that drops the connection, a server that never answers) is
+// kUnreachable at no further cost, so that however many such agents there are, a burst waits for them once. Then each
+// agent that answered gets up to `count` pings in sequence (each bounded by `timeout_ms`; fewer once its burst
+// settles; one failed first ping ends it), from this thread through one completion queue, with pings of different
+// agents in flight at once as `plan` says. One at a time gives the cleanest exchanges where the agents share the
+// client's CPUs; there a fixed larger window makes a large pod's burst shorter, but every ping then waits for the
+// others (to be sent, or to be read once answered), and although estimate_offset keeps only the near-minimal-RTT
+// exchanges, the smallest RTT itself grows with the window, and the error with it (docs/capture.md, "Clock sync").
 ClockBurst measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock, int count, int timeout_ms,
                           BurstPlan plan = {});
 
