@@ -2,8 +2,6 @@
 
 #include <system_error>
 
-#include "daemon/log.h"
-
 namespace podscope::agent {
 namespace {
 
@@ -24,8 +22,6 @@ absl::StatusOr<RepositoryQuota::PlannedWrite> RepositoryQuota::admit(const std::
   if (held_ + needed >= quota_bytes_) forget_removed();
   if (held_ + needed < quota_bytes_) return planned;
   if (on_refused_) on_refused_();
-  PODSCOPE_LOG(kWarning) << "not written under " << dir.string() << ": repository_quota_mb=" << (quota_bytes_ >> 20)
-                         << " reached";
   return absl::ResourceExhaustedError(
       "not written to disk: what remote requests wrote under repository_root since the agent started holds " +
       mib(held_) + ", the agent's repository_quota_mb=" + std::to_string(quota_bytes_ >> 20) +

@@ -23,6 +23,7 @@
 #include "tensorflow/profiler_analysis.pb.h"
 #include "tests/integration/agent_process.h"
 #include "tests/integration/tensorflow_client_wire.h"
+#include "tests/pod_capture/silent_hosts.h"
 #include "tls/credentials.h"
 
 namespace podscope {
@@ -211,38 +212,6 @@ TEST(AgentNewSession, AHostListLongerThanMaxFanoutHostsIsRefusedAtOnceWithNothin
   expect_refusals_counted(agent, 1);
 }
 
-// A host that takes connections and never answers: a listener on every loopback address that never accepts.
-class SilentHosts {
- public:
-  SilentHosts() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_ANY);
-    socklen_t length = sizeof(address);
-    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 || listen(fd_, 4096) != 0 ||
-        getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-      throw std::runtime_error("silent listener failed");
-    }
-    port_ = ntohs(address.sin_port);
-  }
-  ~SilentHosts() { close(fd_); }
-  // `count` addresses 127.1.x.y:port, all of them this listener.
-  std::vector<std::string> hosts(int count) const {
-    std::vector<std::string> out;
-    for (int i = 0; i < count; ++i) {
-      out.push_back("127.1." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1) + ":" +
-                    std::to_string(port_));
-    }
-    return out;
-  }
-  int port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
-
 TEST(AgentNewSession, TwoThousandHostsThatNeverAnswerHoldTheAgentSecondsAndAStopIsPrompt) {
   // Before, each such host cost the opening clock-sync burst a ping timeout, eight at a time: a NewSession of 2,000
   // allowed hosts that never answer held the agent 184 s, and a SIGTERM meanwhile waited 122 s (the unit's
@@ -250,7 +219,7 @@ TEST(AgentNewSession, TwoThousandHostsThatNeverAnswerHoldTheAgentSecondsAndAStop
   constexpr int kHosts = 2000;
   const testing::ScratchDirectory scratch("agent_new_session");
   const std::string root = scratch.path();
-  const SilentHosts silent;
+  const testing::SilentHosts silent;
   AgentProcess agent({"--repository_root", root, "--host_name", "worker-0", "--allowed_fanout_targets",
                       "127.1.*:" + std::to_string(silent.port())});
   const testing::TfCapture capture = testing::tf_capture(100, root, "silent");
