@@ -153,8 +153,9 @@ std::unique_ptr<grpc::Service> make_agent_service(AgentParts& parts) {
   };
   CaptureSessions& captures = *parts.captures;
   return std::make_unique<AgentServiceImpl>(
-      parts.clock, parts.host_name, parts.instance_id, std::move(fill_status), [&captures] { return captures.start_lead(); }, *parts.recorder,
-      *parts.triggered_snapshots, *parts.request_metrics, *parts.authorizer);
+      parts.clock, parts.host_name, parts.instance_id, std::move(fill_status),
+      [&captures] { return captures.start_lead(); }, *parts.recorder, *parts.triggered_snapshots,
+      *parts.request_metrics, *parts.authorizer);
 }
 
 std::unique_ptr<grpc::Service> make_profiler_service(AgentParts& parts) {
@@ -282,10 +283,11 @@ AgentParts::AgentParts(const AgentConfig& config)
       sampler(std::make_unique<Sampler>(io, clock, *series, *registry, host_name,
                                         std::chrono::milliseconds(config.sample_interval_ms))),
       request_metrics(std::make_unique<RequestMetrics>(*registry, host_name)),
-      repository_quota(std::make_unique<RepositoryQuota>(static_cast<size_t>(config.repository_quota_mb) << 20,
-                                                         [this] { request_metrics->repository_writes_refused.Increment(); })),
-      captures(std::make_unique<CaptureSessions>(clock, host_name, [this] { return sampler->run_pass(); },
-                                                 *repository_quota)),
+      repository_quota(
+          std::make_unique<RepositoryQuota>(static_cast<size_t>(config.repository_quota_mb) << 20,
+                                            [this] { request_metrics->repository_writes_refused.Increment(); })),
+      captures(std::make_unique<CaptureSessions>(
+          clock, host_name, [this] { return sampler->run_pass(); }, *repository_quota)),
       local_clients(std::make_shared<ClientRegistry>()),
       local_socket_counters(std::make_unique<LocalSocketCounters>(*registry, host_name)),
       step_metrics(std::make_unique<StepMetrics>(*registry, host_name)),

@@ -73,7 +73,7 @@ struct AgentParts {
   std::unique_ptr<LocalSocketCounters> local_socket_counters;
   std::unique_ptr<StepMetrics> step_metrics;
   std::shared_ptr<KinetoProcesses> kineto_processes;  // polling PyTorch processes: the endpoint's and captures'
-  std::unique_ptr<FlightRecorder> recorder;          // made by its entry, after the collectors
+  std::unique_ptr<FlightRecorder> recorder;           // made by its entry, after the collectors
   TriggeredSnapshots* triggered_snapshots = nullptr;  // made by its entry, after the recorder's
   const KinetoDaemon* kineto_daemon = nullptr;        // made by its entry, for status
   std::unique_ptr<PodSessions> pod_sessions;          // made with the ProfileAnalysis service

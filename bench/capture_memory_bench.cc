@@ -91,9 +91,9 @@ CaptureFigures capture(testing::AgentProcess& agent, int64_t duration_ms) {
   request.set_max_events(1'000'000);
   request.set_emit_xspace(true);
   const auto start = std::chrono::steady_clock::now();
-  const testing::RawReply reply = testing::call_with_bytes(agent.channel(), "/tensorflow.ProfilerService/Profile",
-                                                           request.SerializeAsString(),
-                                                           static_cast<int>(duration_ms / 1000) + 60);
+  const testing::RawReply reply =
+      testing::call_with_bytes(agent.channel(), "/tensorflow.ProfilerService/Profile", request.SerializeAsString(),
+                               static_cast<int>(duration_ms / 1000) + 60);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CaptureFigures f;
   f.growth_mib = static_cast<double>(testing::status_kib(agent.pid(), "VmHWM") - before) / 1024;

@@ -197,8 +197,8 @@ grpc::Status CoordinatorService::ForgetWorker(grpc::ServerContext* context,
                            << context->peer() << "): not its owner nor in registry_admins";
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         "ForgetWorker: worker \"" + request->host_name() + "\" was registered by " + *owner + "; " +
-                            caller + " may not forget it (only " +
-                            (settings_.tls_on ? "that identity or " : "") + "one in the coordinator's registry_admins)");
+                            caller + " may not forget it (only " + (settings_.tls_on ? "that identity or " : "") +
+                            "one in the coordinator's registry_admins)");
   }
   if (!registry_.forget(request->host_name())) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND,

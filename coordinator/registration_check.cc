@@ -29,9 +29,9 @@ absl::Status RegistrationCheck::admit(const std::string& source, int64_t now_ns)
         " s from now");
   }
   if (from.checking >= kMaxCheckingPerSource) {
-    return absl::ResourceExhaustedError("Register: " + std::to_string(from.checking) + " registrations from " +
-                                        source + " are being checked already (at most " +
-                                        std::to_string(kMaxCheckingPerSource) + " at once)");
+    return absl::ResourceExhaustedError("Register: " + std::to_string(from.checking) + " registrations from " + source +
+                                        " are being checked already (at most " + std::to_string(kMaxCheckingPerSource) +
+                                        " at once)");
   }
   ++from.checking;
   return absl::OkStatus();
@@ -64,8 +64,9 @@ absl::Status RegistrationCheck::call_back(const podscope::v1::RegisterRequest& r
                                        "; an agent registers only its own name and address");
   }
   if (!answer.instance_matches()) {
-    return absl::PermissionDeniedError(claim + "the agent at that address is not the instance that registers; an "
-                                               "agent registers only its own name and address");
+    return absl::PermissionDeniedError(claim +
+                                       "the agent at that address is not the instance that registers; an "
+                                       "agent registers only its own name and address");
   }
   return absl::OkStatus();
 }

@@ -44,7 +44,8 @@ SweptWrites sweep_interrupted_writes(const std::filesystem::path& root) {
   std::error_code error;
   for (std::filesystem::recursive_directory_iterator it(root, error), end; !error && it != end; it.increment(error)) {
     std::error_code kind_error;
-    if (it->is_regular_file(kind_error) && interrupted_write(it->path().filename().string())) found.push_back(it->path());
+    if (it->is_regular_file(kind_error) && interrupted_write(it->path().filename().string()))
+      found.push_back(it->path());
   }
   for (const std::filesystem::path& file : found) {
     std::error_code file_error;

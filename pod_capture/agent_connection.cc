@@ -252,9 +252,9 @@ ClockBurst measure_clocks(const std::vector<AgentConnection*>& agents, const Clo
   ClockBurst out;
   if (agents.empty()) return out;
   std::vector<Burst> bursts(agents.size());
-  const std::map<size_t, std::string> unreached =
-      probe_all(agents, std::chrono::system_clock::now() + std::chrono::milliseconds(probe_wait_ms(agents.size(), timeout_ms)),
-                clock, plan.cancellation);
+  const std::map<size_t, std::string> unreached = probe_all(
+      agents, std::chrono::system_clock::now() + std::chrono::milliseconds(probe_wait_ms(agents.size(), timeout_ms)),
+      clock, plan.cancellation);
   std::deque<size_t> not_pinged;  // the connected agents, in order
   for (size_t i = 0; i < agents.size(); ++i) {
     if (auto it = unreached.find(i); it != unreached.end()) {

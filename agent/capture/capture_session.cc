@@ -139,7 +139,7 @@ bool CaptureSessions::wait_for(int64_t duration_ms, const std::function<bool()>&
 }
 
 absl::StatusOr<CapturedSession> CaptureSessions::run(tensorflow::ProfileRequest request,
-                                                   const std::function<bool()>& cancelled) {
+                                                     const std::function<bool()>& cancelled) {
   fill_profile_defaults(request);
   const int64_t now = clock_.now_ns();
   const CaptureLimits limits = this->limits();

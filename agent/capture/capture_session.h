@@ -65,7 +65,7 @@ absl::StatusOr<std::string> resolve_capture_file(const std::string& configured_r
 struct CapturePlan {
   std::string session_id;
   int64_t duration_ms = 0;
-  int64_t start_ns = 0;  // opts.start_timestamp_ns on the agent's clock; 0: on arrival
+  int64_t start_ns = 0;                   // opts.start_timestamp_ns on the agent's clock; 0: on arrival
   std::shared_ptr<CaptureMemory> memory;  // capture_memory_limit_mb as it was when the request came
 };
 

@@ -20,11 +20,11 @@ using google::protobuf::internal::WireFormatLite;
 
 // protobuf's own default: deeper nesting is refused by its parser as well.
 constexpr int kMaxNesting = 100;
-constexpr size_t kAllocation = 16;                              // malloc's header and rounding
-constexpr size_t kSlot = 2 * sizeof(void*);                     // a repeated element's pointer, capacity doubled
+constexpr size_t kAllocation = 16;                             // malloc's header and rounding
+constexpr size_t kSlot = 2 * sizeof(void*);                    // a repeated element's pointer, capacity doubled
 constexpr size_t kString = sizeof(std::string) + kAllocation;  // a string field's own object
-constexpr size_t kMapNode = 64;                                 // a map entry's node and its bucket
-constexpr size_t kScalar = 2 * sizeof(int64_t);                 // a repeated scalar, capacity doubled
+constexpr size_t kMapNode = 64;                                // a map entry's node and its bucket
+constexpr size_t kScalar = 2 * sizeof(int64_t);                // a repeated scalar, capacity doubled
 
 class Walker {
  public:
@@ -44,10 +44,9 @@ class Walker {
       if (tag == 0) return broken();
       const FieldDescriptor* field = type.FindFieldByNumber(WireFormatLite::GetTagFieldNumber(tag));
       const bool delimited = WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
-      const bool known =
-          field != nullptr && (delimited || (field->type() != FieldDescriptor::TYPE_MESSAGE &&
-                                             field->type() != FieldDescriptor::TYPE_STRING &&
-                                             field->type() != FieldDescriptor::TYPE_BYTES));
+      const bool known = field != nullptr && (delimited || (field->type() != FieldDescriptor::TYPE_MESSAGE &&
+                                                            field->type() != FieldDescriptor::TYPE_STRING &&
+                                                            field->type() != FieldDescriptor::TYPE_BYTES));
       if (!known || !delimited) {
         // A scalar, or what the parser keeps as an unknown field (its bytes, in a string of its own).
         if (WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_START_GROUP ||

@@ -83,8 +83,7 @@ uint64_t bytes_under(const std::filesystem::path& dir) {
 
 PodSessions::PodSessions(const Clock& clock, std::function<std::string()> repository_root,
                          std::function<int()> own_grpc_port, std::vector<std::string> allowed_targets, size_t max_hosts,
-                         bool tls_on, std::shared_ptr<grpc::ChannelCredentials> credentials,
-                         RepositoryQuota& quota)
+                         bool tls_on, std::shared_ptr<grpc::ChannelCredentials> credentials, RepositoryQuota& quota)
     : clock_(clock),
       repository_root_(std::move(repository_root)),
       own_grpc_port_(std::move(own_grpc_port)),

@@ -39,9 +39,9 @@ class PodSessions {
   // Errors, with nothing contacted: PERMISSION_DENIED (a host outside allowed_fanout_targets: names it and the
   // patterns; or another host for a caller without a certificate while TLS is on), INVALID_ARGUMENT (no hosts, a
   // malformed address or one that does not resolve, a session id that is no plain name, a repository path outside
-  // the root), RESOURCE_EXHAUSTED (more hosts than max_fanout_hosts, or repository_quota_mb reached), FAILED_PRECONDITION (the agent has no
-  // repository root: says how to give it one), ALREADY_EXISTS (another pod session is running). Otherwise the pod
-  // run, as run_pod returns it. `caller` is who asked, as its handshake proved.
+  // the root), RESOURCE_EXHAUSTED (more hosts than max_fanout_hosts, or repository_quota_mb reached),
+  // FAILED_PRECONDITION (the agent has no repository root: says how to give it one), ALREADY_EXISTS (another pod
+  // session is running). Otherwise the pod run, as run_pod returns it. `caller` is who asked, as its handshake proved.
   absl::StatusOr<pod_capture::PodRunOutcome> run(const tensorflow::NewProfileSessionRequest& request,
                                                  const tls::PeerCertificate& caller);
   // Ends the running pod session at once (its calls are cancelled; it answers CANCELLED) and refuses new ones: the

@@ -127,8 +127,8 @@ UpstreamAnswer call_upstream_profile(const std::string& address, const tensorflo
   curl_slist* headers = nullptr;
   headers = curl_slist_append(headers, "Content-Type: application/grpc");
   headers = curl_slist_append(headers, "TE: trailers");
-  headers = curl_slist_append(headers, ("grpc-timeout: " + std::to_string(std::min<int64_t>(left_ms, 99'999'999)) +
-                                        "m").c_str());
+  headers = curl_slist_append(
+      headers, ("grpc-timeout: " + std::to_string(std::min<int64_t>(left_ms, 99'999'999)) + "m").c_str());
   headers = curl_slist_append(headers, "Expect:");
   char error[CURL_ERROR_SIZE] = {};
   const std::string url = "http://" + address + kProfilePath;

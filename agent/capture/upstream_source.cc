@@ -34,8 +34,8 @@ std::string mib(size_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >>
 // The XSpace in an upstream's answer: inline (`xspace`) or, from servers that predate it, tool data "xplane.pb".
 // What is wrong with the answer, and how many of its strings had to be repaired, become warnings in `space`; what
 // would not fit `share_bytes` parsed is refused through `refuse(what)`. `bytes` are freed once parsed.
-std::optional<tensorflow::profiler::XSpace> answered_space(std::string bytes, size_t share_bytes, const std::string& who,
-                                                           tensorflow::profiler::XSpace& space,
+std::optional<tensorflow::profiler::XSpace> answered_space(std::string bytes, size_t share_bytes,
+                                                           const std::string& who, tensorflow::profiler::XSpace& space,
                                                            const std::function<void(const std::string&)>& refuse) {
   const absl::StatusOr<size_t> cost = parse_cost(bytes, *tensorflow::ProfileResponse::descriptor());
   if (!cost.ok()) {
@@ -255,9 +255,8 @@ void UpstreamSource::merge_answer(Call& call, tensorflow::profiler::XSpace& spac
     space.add_warnings(who + "Profile failed: " + answer.error);
     return;
   }
-  std::optional<tensorflow::profiler::XSpace> upstream_space =
-      answered_space(std::move(answer.bytes), share_bytes_, who, space,
-                     [&](const std::string& what) { refuse(who, what, space); });
+  std::optional<tensorflow::profiler::XSpace> upstream_space = answered_space(
+      std::move(answer.bytes), share_bytes_, who, space, [&](const std::string& what) { refuse(who, what, space); });
   if (!upstream_space) return;
   // The framework's own errors and warnings stay visible, attributed to it.
   for (const auto& e : upstream_space->errors()) space.add_warnings(who + e);

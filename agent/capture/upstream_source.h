@@ -9,9 +9,9 @@
 // What the servers answer is charged to the capture's memory (CaptureMemory): when a window is planned with servers
 // to ask, their answers reserve half of the capture's budget, shared equally; an answer longer than its share is not
 // read (call_upstream_profile), and one is parsed only when its bytes and what they will cost parsed
-// (parsed_size_bound) fit the share. An answer that does not fit is dropped, said in the capture's warnings naming capture_memory_limit_mb, and
-// counted. A server that does not answer is waited for at most the window's duration past its end (at least
-// kMinAnswerWait), as long as the framework takes to gather a trace of that length.
+// (parsed_size_bound) fit the share. An answer that does not fit is dropped, said in the capture's warnings naming
+// capture_memory_limit_mb, and counted. A server that does not answer is waited for at most the window's duration past
+// its end (at least kMinAnswerWait), as long as the framework takes to gather a trace of that length.
 #pragma once
 
 #include <chrono>
@@ -69,8 +69,8 @@ class UpstreamSource : public CaptureSource {
   std::vector<std::unique_ptr<Upstream>> upstreams_;
   const Clock& clock_;
   CaptureWindow window_;
-  size_t reserved_bytes_ = 0;  // the servers' share of the window's capture memory
-  size_t share_bytes_ = 0;     // each server's
+  size_t reserved_bytes_ = 0;                 // the servers' share of the window's capture memory
+  size_t share_bytes_ = 0;                    // each server's
   std::vector<std::unique_ptr<Call>> calls_;  // one per upstream while a window is open
 };
 

@@ -358,8 +358,7 @@ struct HostStepMarkers {
   }
 };
 
-void add_host_step_markers(const HostStepMarkers& markers, tensorflow::profiler::XSpace& space,
-                           BatchFlusher& flusher) {
+void add_host_step_markers(const HostStepMarkers& markers, tensorflow::profiler::XSpace& space, BatchFlusher& flusher) {
   if (markers.steps.empty()) return;
   xspace::XPlaneBuilder host(xspace::find_or_add_plane(space, xspace::kHostPlaneName));
   xspace::XLineBuilder line =
@@ -558,7 +557,6 @@ void build_core(CoreBuild& b, const Clock& clock, const CustomPlaneOptions& opti
   b.markers.emplace(b.core, events);
   add_core_events(b.core, events, builder, b.stream ? &*b.stream : nullptr, *b.markers);
 }
-
 
 }  // namespace
 

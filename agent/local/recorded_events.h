@@ -1,6 +1,6 @@
-// RecordedEvents: what the flight recorder holds, the rolling window of what annotated processes sent: every batch of every registered
-// client (while recording, clients stream continuously, see ClientRegistry::start_recording) is held in a
-// CompactEventStore that keeps the latest events, bounded by time (`window_ns`: older chunks age out) and by
+// RecordedEvents: what the flight recorder holds, the rolling window of what annotated processes sent: every batch of
+// every registered client (while recording, clients stream continuously, see ClientRegistry::start_recording) is held
+// in a CompactEventStore that keeps the latest events, bounded by time (`window_ns`: older chunks age out) and by
 // memory (`max_bytes`, charged by the bytes really held: oldest chunks are dropped first, whole steps at a
 // time, and counted). Snapshots copy a span out and leave it held; FlightRecorder builds them one at a time.
 #pragma once

@@ -31,8 +31,8 @@ prometheus::Counter& counter(prometheus::Registry& registry, const std::string& 
 }  // namespace
 
 FlightRecorder::FlightRecorder(std::shared_ptr<ClientRegistry> registry, const Clock& clock, std::string host_name,
-                                 std::unique_ptr<CaptureSource> look_back, std::function<int64_t()> sample_now,
-                                 prometheus::Registry& metrics)
+                               std::unique_ptr<CaptureSource> look_back, std::function<int64_t()> sample_now,
+                               prometheus::Registry& metrics)
     : registry_(std::move(registry)),
       clock_(clock),
       host_name_(std::move(host_name)),
@@ -225,7 +225,7 @@ void FlightRecorder::update_metrics(const std::optional<FlightRecorderState>& st
 }
 
 void FlightRecorder::warn_if_short(const std::vector<LocalClientCapture>& captures, RecorderSnapshot& snapshot,
-                                    tensorflow::profiler::XSpace& space) const {
+                                   tensorflow::profiler::XSpace& space) const {
   const int64_t clients_offset = clock_.from_system_ns(0);
   std::string dropped_by;
   for (const LocalClientCapture& c : captures) {
@@ -256,7 +256,7 @@ void FlightRecorder::warn_if_short(const std::vector<LocalClientCapture>& captur
 }
 
 RecorderSnapshot FlightRecorder::build(RecordedEvents& events, int64_t asked_begin_ns, int64_t begin_ns,
-                                        int64_t end_ns) {
+                                       int64_t end_ns) {
   RecorderSnapshot snapshot;
   snapshot.asked_begin_ns = std::min(asked_begin_ns, begin_ns);
   snapshot.begin_ns = begin_ns;

@@ -58,8 +58,8 @@ class FlightRecorder {
   // `look_back` adds the sampled series of a past span (a HostSeriesSource of its own); `sample_now` runs a
   // sampling pass and returns its time (agent clock), the end of every snapshot.
   FlightRecorder(std::shared_ptr<ClientRegistry> registry, const Clock& clock, std::string host_name,
-                  std::unique_ptr<CaptureSource> look_back, std::function<int64_t()> sample_now,
-                  prometheus::Registry& metrics);
+                 std::unique_ptr<CaptureSource> look_back, std::function<int64_t()> sample_now,
+                 prometheus::Registry& metrics);
   ~FlightRecorder();
 
   // ALREADY_EXISTS when recording.

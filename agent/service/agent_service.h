@@ -28,9 +28,9 @@ class AgentServiceImpl final
   // `start_lead` is the lead captures need now (CaptureSessions::start_lead), answered with every Ping, and so is
   // `host_name`; a Ping naming `instance_id` (the agent's own, chosen at start) is told so.
   AgentServiceImpl(const Clock& clock, std::string host_name, std::string instance_id,
-                   std::function<void(podscope::v1::AgentStatus&)> fill_status,
-                   std::function<StartLead()> start_lead, FlightRecorder& recorder,
-                   const TriggeredSnapshots& snapshots, RequestMetrics& metrics, tls::CallAuthorizer& authorizer);
+                   std::function<void(podscope::v1::AgentStatus&)> fill_status, std::function<StartLead()> start_lead,
+                   FlightRecorder& recorder, const TriggeredSnapshots& snapshots, RequestMetrics& metrics,
+                   tls::CallAuthorizer& authorizer);
 
   grpc::Status Ping(grpc::ServerContext* context, const podscope::v1::PingRequest* request,
                     podscope::v1::PingResponse* response) override;

@@ -80,7 +80,6 @@ absl::Status append_repaired(std::string_view bytes, const Descriptor& type, int
   return absl::OkStatus();
 }
 
-
 // Where the first byte that starts no well-formed sequence is; text.size() when there is none.
 size_t first_invalid(std::string_view text) {
   size_t at = 0;

@@ -1,7 +1,8 @@
 // SlowStepDetector on synthetic step sequences: a step is slow past both the ratio to its process's median and
 // the median + k × MAD; a process's first steps and seconds trigger nothing; snapshots come from a budget of
 // kBudget, one back every cool-down, and past it only a step twice as slow as every slow step of the last cool-down
-// triggers, as within it only one twice as slow as every stall of a warm-up of the last cool-down; the same slow step seen again is covered by its snapshot; every process has its own baseline.
+// triggers, as within it only one twice as slow as every stall of a warm-up of the last cool-down; the same slow step
+// seen again is covered by its snapshot; every process has its own baseline.
 #include "agent/steps/slow_step_detector.h"
 
 #include <gtest/gtest.h>

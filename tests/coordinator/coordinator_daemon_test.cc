@@ -28,7 +28,8 @@ TEST(CoordinatorDaemon, StopsPromptlyDuringALongCaptureAndAClockRoundOverWorkers
   config.clock_sync_interval_ms = 100;
   config.workers = {"live=" + live.address()};
   int i = 0;
-  for (const std::string& host : silent.hosts(500)) config.workers.push_back("silent" + std::to_string(i++) + "=" + host);
+  for (const std::string& host : silent.hosts(500))
+    config.workers.push_back("silent" + std::to_string(i++) + "=" + host);
   CoordinatorDaemon daemon(config);
   ASSERT_TRUE(daemon.start().ok());
   const std::string address = "127.0.0.1:" + std::to_string(daemon.grpc_port());
@@ -63,9 +64,10 @@ TEST(CoordinatorDaemon, StopsPromptlyDuringALongCaptureAndAClockRoundOverWorkers
   const double stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopping).count();
   capture.join();
   const double answered_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopping).count();
-  std::printf("coordinator stopped %.1f s after shutdown began (its capture answered at %.1f s), a 20 s capture and "
-              "%d silent workers under way\n",
-              stop_s, answered_s, 500);
+  std::printf(
+      "coordinator stopped %.1f s after shutdown began (its capture answered at %.1f s), a 20 s capture and "
+      "%d silent workers under way\n",
+      stop_s, answered_s, 500);
   EXPECT_LT(stop_s, 10) << "the unit's TimeoutStopSec";
   EXPECT_LT(answered_s, 10);
 }

@@ -306,9 +306,10 @@ TEST_F(CoordinatorServiceTest, RegistrationsPointingAtAnotherLiveAgentAreRefused
     too_many += s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ? 1 : 0;
   }
   const int pinged = agents_[0]->ping_calls() - pings_before;
-  std::printf("%d registrations at one live agent: %d refused after a call-back, %d refused without one; the agent "
-              "was called %d times; the registry holds %zu workers\n",
-              kFakes, unverified, too_many, pinged, registry_->list(clock_.now_ns()).size());
+  std::printf(
+      "%d registrations at one live agent: %d refused after a call-back, %d refused without one; the agent "
+      "was called %d times; the registry holds %zu workers\n",
+      kFakes, unverified, too_many, pinged, registry_->list(clock_.now_ns()).size());
   EXPECT_EQ(unverified, RegistrationCheck::kMaxFailuresPerSource);
   EXPECT_EQ(too_many, kFakes - RegistrationCheck::kMaxFailuresPerSource);
   EXPECT_EQ(pinged, RegistrationCheck::kMaxFailuresPerSource);
@@ -683,8 +684,8 @@ TEST_F(CoordinatorOverTlsTest, ANameBelongsToTheCertificateThatRegisteredItUntil
   testing::TimerThread timers;
   std::vector<std::unique_ptr<testing::LightweightAgent>> worker_a;
   for (int i = 0; i < 3; ++i) {
-    worker_a.push_back(std::make_unique<testing::LightweightAgent>(
-        testing::LightweightAgentOptions{.host_name = "worker-a"}, timers));
+    worker_a.push_back(
+        std::make_unique<testing::LightweightAgent>(testing::LightweightAgentOptions{.host_name = "worker-a"}, timers));
   }
   const std::string first = worker_a[0]->address(), back = worker_a[1]->address(), other = worker_a[2]->address();
   ASSERT_TRUE(register_worker(*agent, "worker-a", first).ok());

@@ -239,8 +239,9 @@ TEST(AgentNewSession, TwoThousandHostsThatNeverAnswerHoldTheAgentSecondsAndAStop
   const std::optional<int> exited = agent.wait_exit(std::chrono::seconds(60));
   const double stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopping).count();
   caller.join();
-  std::printf("NewSession of %d hosts that never answer: answered in %.1f s; SIGTERM during another: exited in %.1f s\n",
-              kHosts, took_s, stop_s);
+  std::printf(
+      "NewSession of %d hosts that never answer: answered in %.1f s; SIGTERM during another: exited in %.1f s\n",
+      kHosts, took_s, stop_s);
   ASSERT_TRUE(exited.has_value()) << agent.output();
   EXPECT_LT(took_s, 60);
   EXPECT_LT(stop_s, 10) << "the unit's TimeoutStopSec";

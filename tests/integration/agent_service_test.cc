@@ -370,8 +370,7 @@ TEST(AgentProcessLifecycle, WritesACrashCutOffUnderTheRootAreRemovedAtStartAndCo
   EXPECT_EQ(std::distance(fs::directory_iterator(runs / "capture"), fs::directory_iterator()), 1);
   const std::string metrics = testing::http_get(agent.metrics_port(), "/metrics");
   EXPECT_NE(metrics.find("podscope_interrupted_writes_removed_total{host=\"node-c\"} 2"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find("podscope_interrupted_writes_removed_bytes_total{host=\"node-c\"} 2097152"),
-            std::string::npos)
+  EXPECT_NE(metrics.find("podscope_interrupted_writes_removed_bytes_total{host=\"node-c\"} 2097152"), std::string::npos)
       << metrics;
 }
 

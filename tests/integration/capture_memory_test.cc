@@ -228,12 +228,11 @@ TEST(CaptureMemory, AnAnnouncedProfilerServerAnsweringFourHundredMibIsRefusedWit
   for (const auto& w : response.xspace().warnings()) {
     if (w.find(who) != std::string::npos) warning = w;
   }
-  std::printf("an announced server answering %lld MiB, capture_memory_limit_mb %lld: the agent grew by %lld MiB, "
-              "answered in %lld ms; \"%s\"\n",
-              static_cast<long long>(kAnswerMib), static_cast<long long>(kLimitMib),
-              static_cast<long long>(growth_kib / 1024),
-              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
-              warning.c_str());
+  std::printf(
+      "an announced server answering %lld MiB, capture_memory_limit_mb %lld: the agent grew by %lld MiB, "
+      "answered in %lld ms; \"%s\"\n",
+      static_cast<long long>(kAnswerMib), static_cast<long long>(kLimitMib), static_cast<long long>(growth_kib / 1024),
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()), warning.c_str());
   EXPECT_NE(warning.find("capture_memory_limit_mb=256"), std::string::npos) << warning;
   EXPECT_LE(growth_kib, kLimitMib * 1024) << "the agent grew by " << growth_kib / 1024 << " MiB";
   const std::string metrics = testing::http_get(agent.metrics_port(), "/metrics");

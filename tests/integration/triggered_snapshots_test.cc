@@ -1,10 +1,10 @@
 // Triggered snapshots of the real podscope-agent binary with real ring_trainer ranks (two fast ranks, `--matrix 64
 // --grad_bytes 65536`, thousands of steps a second): a fresh agent + trainer start freezes nothing while the
-// ranks warm up, nor spends its budget on the jitter just after; a real 50 ms step late in a run is captured even after a smaller slow step froze a snapshot and
-// started the cool-down, in a snapshot whose span was fixed at the trigger (it ends the settle time after the
-// slow step) and which holds that step; snapshots written under a repository root are found again by a
-// restarted agent, listed and served, and all of them together stay within flight_recorder_disk_mb, while
-// capture runs and other hosts' files beside them are left alone.
+// ranks warm up, nor spends its budget on the jitter just after; a real 50 ms step late in a run is captured even after
+// a smaller slow step froze a snapshot and started the cool-down, in a snapshot whose span was fixed at the trigger (it
+// ends the settle time after the slow step) and which holds that step; snapshots written under a repository root are
+// found again by a restarted agent, listed and served, and all of them together stay within flight_recorder_disk_mb,
+// while capture runs and other hosts' files beside them are left alone.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -130,8 +130,8 @@ TEST(TriggeredSnapshots, FreshStartsSpendNoSnapshotOnTheirWarmUpNorOnTheJitterAf
           << "start " << start << ": step " << s.step_num() << " of pid " << s.pid() << " froze " << s.id()
           << " during the warm-up (" << s.step_ns() << " ns against a median of " << s.median_ns() << " ns)";
       std::cerr << "start " << start << ": step " << s.step_num() << " froze " << s.id() << ", " << s.step_ns()
-                << " ns against a median of " << s.median_ns() << " ns, "
-                << (s.step_end_ns() - started_ns) / 1'000'000 << " ms after the start\n";
+                << " ns against a median of " << s.median_ns() << " ns, " << (s.step_end_ns() - started_ns) / 1'000'000
+                << " ms after the start\n";
     }
     frozen += recorder.snapshots_size();
     std::cerr << "start " << start << ": " << recorder.snapshots_size() << " snapshots; slow steps ignored while "
