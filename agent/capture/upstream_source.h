@@ -32,8 +32,8 @@ class UpstreamSource : public CaptureSource {
   // The servers local processes announced now (host:port), asked at every window's open.
   using AnnouncedServers = std::function<std::vector<std::string>()>;
   // The least a server is waited for past the window's planned end: a framework gathers even a short trace for a
-  // second or two.
-  static constexpr std::chrono::milliseconds kMinAnswerWait{3000};
+  // second or two, and several on a loaded host (as the pod capture allows each agent 10 s: answer_wait_ms).
+  static constexpr std::chrono::milliseconds kMinAnswerWait{10000};
 
   // `addresses` are host:port of framework profiler servers (plaintext gRPC, as TF and JAX serve it), the
   // configured `upstream`; `announced` (may be empty) adds those that local processes announced. `on_refused`
