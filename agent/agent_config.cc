@@ -23,6 +23,11 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
   o.add_string("repository_root", &c.repository_root,
                "directory captures may be written under (empty: never write files, only return data)",
                Reload::kApplied);
+  o.add_int("repository_quota_mb", &c.repository_quota_mb,
+            "what the captures (Profile) and pod runs (NewSession) that clients ask for may write under "
+            "repository_root, in MiB, counted since the agent started (each directory made counts at least 1 MiB; "
+            "what was deleted since counts no more); past it nothing more is written, said in the capture and counted",
+            1, 1 << 24);
   o.add_int("sample_interval_ms", &c.sample_interval_ms, "host sampling period in milliseconds", 10, 60000,
             Reload::kApplied);
   o.add_int("max_duration_ms", &c.max_duration_ms, "longest capture or monitor a client may ask for", 1,

@@ -6,10 +6,11 @@
 
 #include <functional>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "agent/capture/capture_source.h"
-#include "agent/recorder/flight_recording.h"
+#include "agent/recorder/flight_recorder.h"
 #include "agent/recorder/triggered_snapshots.h"
 #include "agent/service/agent_metrics.h"
 #include "agent/service/raw_answer.h"
@@ -24,10 +25,12 @@ class AgentServiceImpl final
     : public podscope::v1::Agent::WithRawCallbackMethod_GetRecordedWindow<podscope::v1::Agent::Service> {
  public:
   // `fill_status` writes everything the agent knows into a status (collectors, clock, capture, clients...).
-  // `start_lead` is the lead captures need now (CaptureSessions::start_lead), answered with every Ping.
-  AgentServiceImpl(const Clock& clock, std::function<void(podscope::v1::AgentStatus&)> fill_status,
-                   std::function<StartLead()> start_lead, FlightRecording& recording,
-                   const TriggeredSnapshots& snapshots, RequestMetrics& metrics, tls::CallAuthorizer& authorizer);
+  // `start_lead` is the lead captures need now (CaptureSessions::start_lead), answered with every Ping, and so is
+  // `host_name`; a Ping naming `instance_id` (the agent's own, chosen at start) is told so.
+  AgentServiceImpl(const Clock& clock, std::string host_name, std::string instance_id,
+                   std::function<void(podscope::v1::AgentStatus&)> fill_status, std::function<StartLead()> start_lead,
+                   FlightRecorder& recorder, const TriggeredSnapshots& snapshots, RequestMetrics& metrics,
+                   tls::CallAuthorizer& authorizer);
 
   grpc::Status Ping(grpc::ServerContext* context, const podscope::v1::PingRequest* request,
                     podscope::v1::PingResponse* response) override;
@@ -43,9 +46,11 @@ class AgentServiceImpl final
   grpc::Status answer_window(const podscope::v1::RecordedWindowRequest& request, grpc::ByteBuffer& response);
 
   const Clock& clock_;
+  const std::string host_name_;
+  const std::string instance_id_;
   std::function<void(podscope::v1::AgentStatus&)> fill_status_;
   std::function<StartLead()> start_lead_;
-  FlightRecording& recording_;
+  FlightRecorder& recorder_;
   const TriggeredSnapshots& snapshots_;
   RequestMetrics& metrics_;
   tls::CallAuthorizer& authorizer_;
