@@ -89,8 +89,8 @@ absl::Status CoordinatorDaemon::start() {
                                            *authorizer_, *registration_check_, [this] { tracker_->wake(); });
   analysis_service_ = std::make_unique<ProfileAnalysisService>(*registry_, *runner_, settings_, clock_, *authorizer_);
 
-  absl::StatusOr<std::unique_ptr<tls::DaemonServers>> servers =
-      tls::DaemonServers::start({.listen = config_.listen,
+  absl::StatusOr<std::unique_ptr<front_door::DaemonServers>> servers =
+      front_door::DaemonServers::start({.listen = config_.listen,
                                  .metrics_listen = config_.metrics_listen,
                                  .metrics_web_config = config_.metrics_web_config,
                                  .tls = config_.tls,

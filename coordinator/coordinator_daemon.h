@@ -16,7 +16,7 @@
 #include "daemon/grpc_health_service.h"
 #include "daemon/options.h"
 #include "tls/call_authorizer.h"
-#include "tls/daemon_servers.h"
+#include "front_door/daemon_servers.h"
 #include "tls/tls_config.h"
 
 namespace podscope::coordinator {
@@ -67,7 +67,7 @@ class CoordinatorDaemon {
   std::unique_ptr<ProfileAnalysisService> analysis_service_;
   GrpcHealthService health_service_;
   std::unique_ptr<ClockTracker> tracker_;
-  std::unique_ptr<tls::DaemonServers> servers_;
+  std::unique_ptr<front_door::DaemonServers> servers_;
 };
 
 }  // namespace podscope::coordinator
