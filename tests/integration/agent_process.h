@@ -29,6 +29,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "podscope/v1/agent.pb.h"
 #include "tests/scratch_directory.h"
 
 namespace podscope::testing {
@@ -267,5 +268,10 @@ struct CommandResult {
   std::string output;
 };
 CommandResult run_command(const std::string& command);
+
+// The agent's answer to GetStatus (10 s deadline); nullopt when the call fails.
+std::optional<podscope::v1::AgentStatus> try_agent_status(const AgentProcess& agent);
+// The agent's answer to GetStatus; a failed call fails the test (an empty status is returned).
+podscope::v1::AgentStatus agent_status(const AgentProcess& agent);
 
 }  // namespace podscope::testing

@@ -156,12 +156,10 @@ TEST(AgentService, SecondConcurrentProfileIsRefusedNamingTheRunningSession) {
   AgentProcess agent({});
   auto first = std::async(std::launch::async, [&] { return profile(agent, request_ms(1500, "first-session")); });
   // Wait until the first one runs.
-  auto stub = podscope::v1::Agent::NewStub(agent.channel());
   for (int i = 0; i < 100; ++i) {
-    grpc::ClientContext c;
-    podscope::v1::AgentStatus status;
-    ASSERT_TRUE(stub->GetStatus(&c, {}, &status).ok());
-    if (status.capture_session_id() == "first-session") break;
+    const std::optional<podscope::v1::AgentStatus> status = testing::try_agent_status(agent);
+    ASSERT_TRUE(status.has_value());
+    if (status->capture_session_id() == "first-session") break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ProfileOutcome second = profile(agent, request_ms(100, "second-session"));
@@ -174,12 +172,10 @@ TEST(AgentService, TerminateEndsTheCaptureEarlyAndProfileAnswersWithWhatWasColle
   AgentProcess agent({"--sample_interval_ms", "50"});
   const auto t0 = std::chrono::steady_clock::now();
   auto running = std::async(std::launch::async, [&] { return profile(agent, request_ms(20000, "long")); });
-  auto agent_stub = podscope::v1::Agent::NewStub(agent.channel());
   for (int i = 0; i < 100; ++i) {  // until the capture has started
-    grpc::ClientContext c;
-    podscope::v1::AgentStatus status;
-    ASSERT_TRUE(agent_stub->GetStatus(&c, {}, &status).ok());
-    if (status.capture_session_id() == "long") break;
+    const std::optional<podscope::v1::AgentStatus> status = testing::try_agent_status(agent);
+    ASSERT_TRUE(status.has_value());
+    if (status->capture_session_id() == "long") break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
@@ -494,10 +490,9 @@ TEST(AgentService, PingStampsTheAgentsClockIncludingTheTestOffset) {
 
 TEST(AgentService, StatusListsCollectorsAndClockHealth) {
   AgentProcess agent({"--host_name", "node-s"});
-  auto stub = podscope::v1::Agent::NewStub(agent.channel());
-  grpc::ClientContext c;
-  podscope::v1::AgentStatus status;
-  ASSERT_TRUE(stub->GetStatus(&c, {}, &status).ok());
+  const std::optional<podscope::v1::AgentStatus> answer = testing::try_agent_status(agent);
+  ASSERT_TRUE(answer.has_value());
+  const podscope::v1::AgentStatus& status = *answer;
   EXPECT_EQ(status.host_name(), "node-s");
   EXPECT_FALSE(status.version().empty());
   EXPECT_FALSE(status.clock_detail().empty());
@@ -531,11 +526,9 @@ TEST(AgentProcessLifecycle, SigtermDuringACaptureAnswersItAndExitsWithinThreeSec
   AgentProcess agent({"--sample_interval_ms", "50"});
   const int grpc_port = agent.grpc_port();
   auto running = std::async(std::launch::async, [&] { return profile(agent, request_ms(30000, "interrupted")); });
-  auto stub = podscope::v1::Agent::NewStub(agent.channel());
   for (int i = 0; i < 100; ++i) {
-    grpc::ClientContext c;
-    podscope::v1::AgentStatus status;
-    if (stub->GetStatus(&c, {}, &status).ok() && status.capture_session_id() == "interrupted") break;
+    const std::optional<podscope::v1::AgentStatus> status = testing::try_agent_status(agent);
+    if (status && status->capture_session_id() == "interrupted") break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const auto t0 = std::chrono::steady_clock::now();

@@ -204,12 +204,8 @@ TEST(CaptureMemory, AnAnnouncedProfilerServerAnsweringFourHundredMibIsRefusedWit
   podscope::init(options);
   podscope::announce_profiler(server.port());
   const auto announced = [&agent] {
-    auto stub = podscope::v1::Agent::NewStub(agent.channel());
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + 5s);
-    podscope::v1::AgentStatus status;
-    return stub->GetStatus(&context, podscope::v1::StatusRequest(), &status).ok() && status.clients_size() == 1 &&
-           status.clients(0).profiler_port() != 0;
+    const std::optional<podscope::v1::AgentStatus> status = testing::try_agent_status(agent);
+    return status && status->clients_size() == 1 && status->clients(0).profiler_port() != 0;
   };
   const auto deadline = std::chrono::steady_clock::now() + 30s;
   while (!announced() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);

@@ -30,6 +30,7 @@ namespace podscope {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::agent_status;
 using testing::AgentProcess;
 using testing::TrainerProcess;
 using testing::wait_for;
@@ -39,15 +40,6 @@ constexpr int64_t kSettleNs = 500'000'000;  // TriggeredSnapshotSettings::settle
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-podscope::v1::AgentStatus agent_status(const AgentProcess& agent) {
-  auto stub = podscope::v1::Agent::NewStub(agent.channel());
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + 5s);
-  podscope::v1::AgentStatus status;
-  EXPECT_TRUE(stub->GetStatus(&context, podscope::v1::StatusRequest(), &status).ok());
-  return status;
 }
 
 std::vector<podscope::v1::StoredSnapshot> snapshots_of(const AgentProcess& agent) {
