@@ -125,12 +125,13 @@ absl::Status Agent::start_servers() {
   std::vector<grpc::Service*> services;
   for (const auto& service : services_) services.push_back(service.get());
   front_door::DaemonServerSettings settings{.listen = parts_.config.listen,
-                                     .metrics_listen = parts_.config.metrics_listen,
-                                     .metrics_web_config = parts_.config.metrics_web_config,
-                                     .tls = parts_.config.tls,
-                                     .max_request_bytes = static_cast<size_t>(parts_.config.max_request_mb) << 20,
-                                     .services = std::move(services),
-                                     .labels = {{"host", parts_.host_name}}};
+                                            .metrics_listen = parts_.config.metrics_listen,
+                                            .metrics_web_config = parts_.config.metrics_web_config,
+                                            .tls = parts_.config.tls,
+                                            .max_request_bytes = static_cast<size_t>(parts_.config.max_request_mb)
+                                                                 << 20,
+                                            .services = std::move(services),
+                                            .labels = {{"host", parts_.host_name}}};
   absl::StatusOr<std::unique_ptr<front_door::DaemonServers>> servers =
       front_door::DaemonServers::start(std::move(settings), parts_.clock, parts_.registry);
   if (!servers.ok()) return servers.status();

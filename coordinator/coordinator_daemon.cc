@@ -89,14 +89,14 @@ absl::Status CoordinatorDaemon::start() {
                                            *authorizer_, *registration_check_, [this] { tracker_->wake(); });
   analysis_service_ = std::make_unique<ProfileAnalysisService>(*registry_, *runner_, settings_, clock_, *authorizer_);
 
-  absl::StatusOr<std::unique_ptr<front_door::DaemonServers>> servers =
-      front_door::DaemonServers::start({.listen = config_.listen,
-                                 .metrics_listen = config_.metrics_listen,
-                                 .metrics_web_config = config_.metrics_web_config,
-                                 .tls = config_.tls,
-                                 .services = {coordinator_service_.get(), analysis_service_.get(), &health_service_},
-                                 .labels = {}},
-                                clock_, metrics_.registry());
+  absl::StatusOr<std::unique_ptr<front_door::DaemonServers>> servers = front_door::DaemonServers::start(
+      {.listen = config_.listen,
+       .metrics_listen = config_.metrics_listen,
+       .metrics_web_config = config_.metrics_web_config,
+       .tls = config_.tls,
+       .services = {coordinator_service_.get(), analysis_service_.get(), &health_service_},
+       .labels = {}},
+      clock_, metrics_.registry());
   if (!servers.ok()) return servers.status();
   servers_ = std::move(*servers);
   PODSCOPE_LOG(kInfo) << "podscope-coordinator listening " << servers_->listening() << " (" << config_.workers.size()
