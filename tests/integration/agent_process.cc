@@ -2,8 +2,6 @@
 
 #include <cstdio>
 
-#include <gtest/gtest.h>
-
 #include "podscope/v1/agent.grpc.pb.h"
 #include "tests/http_client.h"
 
@@ -40,8 +38,8 @@ std::optional<podscope::v1::AgentStatus> try_agent_status(const AgentProcess& ag
 
 podscope::v1::AgentStatus agent_status(const AgentProcess& agent) {
   std::optional<podscope::v1::AgentStatus> status = try_agent_status(agent);
-  EXPECT_TRUE(status.has_value()) << "GetStatus failed";
-  return status.value_or(podscope::v1::AgentStatus());
+  if (!status) throw std::runtime_error("GetStatus failed:\n" + agent.output());
+  return std::move(*status);
 }
 
 }  // namespace podscope::testing

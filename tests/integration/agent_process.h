@@ -271,7 +271,7 @@ CommandResult run_command(const std::string& command);
 
 // The agent's answer to GetStatus (10 s deadline); nullopt when the call fails.
 std::optional<podscope::v1::AgentStatus> try_agent_status(const AgentProcess& agent);
-// The agent's answer to GetStatus; a failed call fails the test (an empty status is returned).
+// The agent's answer to GetStatus; throws with the agent's output when the call fails.
 podscope::v1::AgentStatus agent_status(const AgentProcess& agent);
 
 }  // namespace podscope::testing
