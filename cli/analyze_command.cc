@@ -55,7 +55,7 @@ int run_analyze_command(const AnalyzeFlags& flags) {
     selection = *parsed;
   }
   // One reader for both passes over the run: each torch.profiler trace is converted once.
-  kineto::RunFileReader files;
+  run_directory::RunFileReader files;
   auto outcome = analysis::analyze_run_directory(flags.run_dir, {}, files);
   if (!outcome.ok()) {
     std::cerr << "podscope analyze: " << outcome.status().message() << "\n";

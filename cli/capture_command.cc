@@ -17,7 +17,7 @@
 #include "pod_capture/monitor.h"
 #include "pod_capture/pod_run.h"
 #include "pod_capture/remote_capture.h"
-#include "pod_capture/run_directory.h"
+#include "run_directory/run_directory.h"
 #include "podscope/v1/coordinator.grpc.pb.h"
 #include "tls/credentials.h"
 
@@ -190,8 +190,9 @@ int capture_from_agents(const CaptureFlags& flags, pod_capture::CaptureSpec spec
     TerminateOnInterrupt interrupt(agents.pointers, spec.session_id);
     spec.stop_retrying = [&interrupt] { return interrupt.interrupted(); };
     ProgressBar bar(spec.last_ms > 0 ? 0 : spec.duration_ms, !flags.quiet);
-    outcome = pod_capture::run_pod(pod, spec, pod_capture::run_directory(flags.logdir, spec.session_id), Clock(),
-                                   progress_printer(flags.quiet));
+    outcome = pod_capture::run_pod(pod, spec,
+                                   run_directory::RunDirectory::in_logdir(flags.logdir, spec.session_id).local_path(),
+                                   Clock(), progress_printer(flags.quiet));
   }
   if (!outcome.ok()) {
     std::cerr << "podscope capture: " << outcome.status().message() << "\n";

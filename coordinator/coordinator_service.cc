@@ -10,7 +10,7 @@
 #include "daemon/log.h"
 #include "daemon/path_within_root.h"
 #include "coordinator/pod_snapshots.h"
-#include "pod_capture/run_directory.h"
+#include "run_directory/run_directory.h"
 #include "proto/xspace/utf8.h"
 
 namespace podscope::coordinator {
@@ -74,7 +74,8 @@ bool stream_file(const std::filesystem::path& path, const std::string& relative,
 
 // Kept under the repository root when there is one; otherwise staged in a temp directory for the stream.
 std::filesystem::path capture_run_directory(const CoordinatorSettings& settings, const std::string& run_name) {
-  if (!settings.repository_root.empty()) return pod_capture::run_directory(settings.repository_root, run_name);
+  if (!settings.repository_root.empty())
+    return run_directory::RunDirectory::in_logdir(settings.repository_root, run_name).local_path();
   return std::filesystem::temp_directory_path() / ("podscope-coordinator-" + std::to_string(getpid()) + "-" + run_name);
 }
 

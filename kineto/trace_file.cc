@@ -103,19 +103,6 @@ bool is_gzip(const PaddedBuffer& b) {
 
 }  // namespace
 
-bool is_kineto_trace_file_name(std::string_view name) {
-  return name.ends_with(".pt.trace.json") || name.ends_with(".pt.trace.json.gz");
-}
-
-std::string run_file_stem(std::string_view name) {
-  for (const std::string_view suffix :
-       {std::string_view(".xplane.pb"), std::string_view(".pt.trace.json.gz"), std::string_view(".pt.trace.json")}) {
-    if (name.size() > suffix.size() && name.ends_with(suffix))
-      return std::string(name.substr(0, name.size() - suffix.size()));
-  }
-  return std::string(name);
-}
-
 absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::filesystem::path& path,
                                                                     uint64_t max_bytes, const ProcessRank& fallback) {
   absl::StatusOr<PaddedBuffer> raw = read_whole(path, max_bytes);
@@ -134,34 +121,6 @@ absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::f
   tensorflow::profiler::XSpace space;
   build_xspace(std::move(*trace), space);
   return space;
-}
-
-absl::Status RunFileReader::read_planes(
-    const std::filesystem::path& path, const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
-    xspace::XSpaceHeader* header, const xspace::XLineFilter& keep_line) {
-  if (!is_kineto_trace_file_name(path.filename().string())) {
-    return xspace::read_xspace_planes(path, on_plane, header, keep_line);
-  }
-  absl::StatusOr<tensorflow::profiler::XSpace> fresh;
-  const absl::StatusOr<tensorflow::profiler::XSpace>* space = nullptr;
-  if (const auto kept = converted_.find(path); kept != converted_.end()) {
-    space = &kept->second;
-  } else {
-    fresh = read_kineto_trace_file(path);
-    const uint64_t bytes = fresh.ok() ? fresh->ByteSizeLong() : 0;
-    if (bytes <= kept_bytes_left_) {
-      kept_bytes_left_ -= bytes;
-      space = &converted_.emplace(path, std::move(fresh)).first->second;
-    } else {
-      space = &fresh;
-    }
-  }
-  if (!space->ok()) return space->status();
-  if (header) header->warnings.assign((*space)->warnings().begin(), (*space)->warnings().end());
-  for (const tensorflow::profiler::XPlane& plane : (*space)->planes()) {
-    if (absl::Status s = on_plane(plane); !s.ok()) return s;
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace podscope::kineto

@@ -3,10 +3,8 @@
 #include <chrono>
 
 #include "analysis/runner/analysis_runner.h"
-#include "daemon/atomic_file.h"
 #include "daemon/run_name.h"
-#include "daemon/unique_directory.h"
-#include "pod_capture/run_directory.h"
+#include "pod_capture/capture_files.h"
 
 namespace podscope::pod_capture {
 namespace {
@@ -29,13 +27,13 @@ void apply_known_facts(const std::vector<PodAgent>& agents, CaptureResult& resul
 
 // Runs the pod analysis over a run with data (its files land beside the host files), records how long it took in
 // capture.json and adds its summary.
-void analyze(PodRunOutcome& outcome) {
+void analyze(const run_directory::RunDirectory& run, PodRunOutcome& outcome) {
   if (outcome.capture.exit_code() == 1) return;
   const auto start = std::chrono::steady_clock::now();
-  auto analysis = analysis::analyze_run_directory(outcome.run_dir);
+  auto analysis = analysis::analyze_run_directory(run);
   outcome.capture.analyzed_in_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-  if (absl::Status s = write_file_atomically(outcome.run_dir / "capture.json", capture_json(outcome.capture));
+  if (absl::Status s = run.write(run_directory::kCaptureRecordName, capture_json(outcome.capture), Durability::kSynced);
       !s.ok()) {
     outcome.summary_text += "Warning: capture.json without the analysis time: " + std::string(s.message()) + "\n";
   }
@@ -103,19 +101,18 @@ absl::StatusOr<PodRunOutcome> run_pod(const std::vector<PodAgent>& agents, const
   PodRunOutcome outcome;
   // Claimed before the capture: an unwritable logdir is found before anyone waits for a capture, and a run of the
   // same name (the same second, a reused session id) gets a suffix instead of being overwritten.
-  absl::StatusOr<std::filesystem::path> claimed = create_unique_directory(run_dir.parent_path(), run_dir.filename());
-  if (!claimed.ok()) return claimed.status();
-  outcome.run_dir = *claimed;
+  absl::StatusOr<run_directory::RunDirectory> run = run_directory::RunDirectory(run_dir).claim();
+  if (!run.ok()) return run.status();
+  outcome.run_dir = run->local_path();
   outcome.capture = run_capture(connections_of(agents), spec, clock, progress);
   apply_known_facts(agents, outcome.capture);
-  if (auto written = write_run_files(outcome.run_dir, outcome.capture); !written.ok()) {
-    std::error_code ignored;
-    std::filesystem::remove_all(outcome.run_dir, ignored);
-    return absl::Status(written.code(), std::string(written.message()) + " (the run directory " +
-                                            outcome.run_dir.string() + " was removed: it would lack files)");
+  if (auto written = write_run_files(*run, outcome.capture); !written.ok()) {
+    run->remove_all();
+    return absl::Status(written.code(), std::string(written.message()) + " (the run directory " + run->location() +
+                                            " was removed: it would lack files)");
   }
   outcome.summary_text = capture_summary_text(outcome.capture, {});
-  analyze(outcome);
+  analyze(*run, outcome);
   return outcome;
 }
 

@@ -6,9 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "analysis/runner/analysis_runner.h"
 #include "analysis/step_spans.h"
-#include "kineto/trace_file.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 #include "proto/xspace/xspace_stream_reader.h"
@@ -19,11 +17,9 @@ namespace {
 namespace fs = std::filesystem;
 using tensorflow::profiler::XPlane;
 
-constexpr std::string_view kXSpaceSuffix = ".xplane.pb";
-
 // What a host file says about itself, read before its events.
-struct RunFile {
-  fs::path path;
+struct HostFile {
+  run_directory::RunFile file;
   std::string host_name;
   int64_t clock_offset_ns = 0;
   std::optional<int64_t> capture_start_ns;  // coordinator clock
@@ -61,13 +57,14 @@ class FirstEvent {
   std::vector<std::pair<int64_t, std::optional<int64_t>>> firsts_;
 };
 
-// Reads what `selection` needs of `path`: its host name and clock offset (plane stats); for a step, the step
+// Reads what `selection` needs of `run_file`: its host name and clock offset (plane stats); for a step, the step
 // spans of its device planes (analysis/step_spans.h, as the analysis finds them), extending `extent`; for a
 // window in ms, its first event.
-absl::StatusOr<RunFile> read_run_file(kineto::RunFileReader& files, const fs::path& path,
-                                      const TraceSelection& selection, StepExtent& extent) {
-  RunFile file;
-  file.path = path;
+absl::StatusOr<HostFile> read_host_file(run_directory::RunFileReader& files, const run_directory::RunDirectory& run,
+                                        const run_directory::RunFile& run_file, const TraceSelection& selection,
+                                        StepExtent& extent) {
+  HostFile file;
+  file.file = run_file;
   analysis::FileStepSpans steps;
   FirstEvent first_event;
   std::optional<int64_t> device_offset;
@@ -76,7 +73,7 @@ absl::StatusOr<RunFile> read_run_file(kineto::RunFileReader& files, const fs::pa
     return selection.kind != TraceSelection::Kind::kWhole && analysis::FileStepSpans::wants_line(plane_name, line_name);
   };
   absl::Status status = files.read_planes(
-      path,
+      run, run_file,
       [&](const XPlane& plane) {
         const xspace::XPlaneReader reader(plane);
         if (plane.name() != xspace::kHostPlaneName && !device_offset) {
@@ -88,7 +85,7 @@ absl::StatusOr<RunFile> read_run_file(kineto::RunFileReader& files, const fs::pa
       },
       &header, keep_line);
   if (!status.ok()) return status;
-  steps.add_file_names(header.hostnames, kineto::run_file_stem(path.filename().string()));
+  steps.add_file_names(header.hostnames, run_directory::file_stem(run_file.name));
   const analysis::FileStepSpans::Result found = std::move(steps).finish();
   file.host_name = found.host_name;
   file.clock_offset_ns = found.clock_offset_ns.value_or(device_offset.value_or(0));
@@ -125,10 +122,10 @@ struct Plan {
   std::string stem;
 };
 
-absl::StatusOr<Plan> plan_for(const TraceSelection& selection, const std::vector<RunFile>& files,
+absl::StatusOr<Plan> plan_for(const TraceSelection& selection, const std::vector<HostFile>& files,
                               const StepExtent& step) {
   std::optional<int64_t> capture_start, first_event;
-  for (const RunFile& f : files) {
+  for (const HostFile& f : files) {
     if (f.capture_start_ns) capture_start = std::min(capture_start.value_or(*f.capture_start_ns), *f.capture_start_ns);
     if (f.first_event_ns) first_event = std::min(first_event.value_or(*f.first_event_ns), *f.first_event_ns);
   }
@@ -165,14 +162,17 @@ absl::StatusOr<Plan> plan_for(const TraceSelection& selection, const std::vector
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PodTraceWriter>> PodTraceWriter::open(const fs::path& dir, std::string_view stem,
+absl::StatusOr<std::unique_ptr<PodTraceWriter>> PodTraceWriter::open(const run_directory::RunDirectory& run,
+                                                                     std::string_view stem,
                                                                      std::optional<int64_t> time_base_ns,
                                                                      std::optional<TraceWindow> window) {
   std::unique_ptr<PodTraceWriter> writer(new PodTraceWriter(time_base_ns, window));
-  writer->files_.json = dir / (std::string(stem) + ".trace.json.gz");
-  writer->files_.perfetto = dir / (std::string(stem) + ".perfetto-trace");
-  if (auto s = writer->json_file_.open(writer->files_.json, StreamedFile::Compression::kGzip); !s.ok()) return s;
-  if (auto s = writer->perfetto_file_.open(writer->files_.perfetto, StreamedFile::Compression::kNone); !s.ok()) {
+  writer->files_.json = run.location_of(std::string(stem) + ".trace.json.gz");
+  writer->files_.perfetto = run.location_of(std::string(stem) + ".perfetto-trace");
+  if (auto s = writer->json_file_.open(writer->files_.json, run_directory::StreamedFile::Compression::kGzip); !s.ok())
+    return s;
+  if (auto s = writer->perfetto_file_.open(writer->files_.perfetto, run_directory::StreamedFile::Compression::kNone);
+      !s.ok()) {
     return s;
   }
   return writer;
@@ -221,34 +221,35 @@ absl::StatusOr<TraceSelection> parse_trace_selection(std::string_view text) {
   return selection;
 }
 
-absl::StatusOr<PodTraceFiles> write_run_traces(const fs::path& run_dir, const TraceSelection& selection) {
-  kineto::RunFileReader files;
-  return write_run_traces(run_dir, selection, files);
+absl::StatusOr<PodTraceFiles> write_run_traces(const run_directory::RunDirectory& run,
+                                               const TraceSelection& selection) {
+  run_directory::RunFileReader files;
+  return write_run_traces(run, selection, files);
 }
 
-absl::StatusOr<PodTraceFiles> write_run_traces(const fs::path& run_dir, const TraceSelection& selection,
-                                               kineto::RunFileReader& reader) {
-  auto paths = analysis::list_run_files(run_dir);
-  if (!paths.ok()) return paths.status();
-  std::vector<RunFile> files;
+absl::StatusOr<PodTraceFiles> write_run_traces(const run_directory::RunDirectory& run, const TraceSelection& selection,
+                                               run_directory::RunFileReader& reader) {
+  auto run_files = run.profile_files();
+  if (!run_files.ok()) return run_files.status();
+  std::vector<HostFile> files;
   std::vector<std::string> skipped;
   StepExtent extent;
-  for (const fs::path& path : *paths) {
-    auto file = read_run_file(reader, path, selection, extent);
+  for (const run_directory::RunFile& run_file : *run_files) {
+    auto file = read_host_file(reader, run, run_file, selection, extent);
     if (file.ok()) {
       files.push_back(std::move(*file));
     } else {
       skipped.emplace_back(file.status().message());
     }
   }
-  if (files.empty()) return absl::DataLossError("no file of " + run_dir.string() + " could be read");
+  if (files.empty()) return absl::DataLossError("no file of " + run.location() + " could be read");
   auto plan = plan_for(selection, files, extent);
   if (!plan.ok()) return plan.status();
 
-  auto writer = PodTraceWriter::open(run_dir, plan->stem, plan->time_base_ns, plan->window);
+  auto writer = PodTraceWriter::open(run, plan->stem, plan->time_base_ns, plan->window);
   if (!writer.ok()) return writer.status();
-  for (const RunFile& file : files) {
-    absl::Status status = reader.read_planes(file.path, [&](const XPlane& plane) {
+  for (const HostFile& file : files) {
+    absl::Status status = reader.read_planes(run, file.file, [&](const XPlane& plane) {
       const xspace::XPlaneReader reader(plane);
       // A plane's own host name and offset win over its file's (as in the analysis).
       const auto own_host = reader.str_stat(xspace::kHostNameStat);

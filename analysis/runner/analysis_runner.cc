@@ -10,39 +10,9 @@
 #include "analysis/runner/tools.h"
 #include "analysis/step_model.h"
 #include "analysis/tool_pages.h"
-#include "daemon/atomic_file.h"
 #include "proto/xspace/xspace_stream_reader.h"
 
 namespace podscope::analysis {
-namespace {
-
-constexpr std::string_view kXSpaceSuffix = ".xplane.pb";
-
-}  // namespace
-
-absl::StatusOr<std::vector<std::filesystem::path>> list_run_files(const std::filesystem::path& run_dir) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(run_dir, ec)) {
-    return absl::NotFoundError("run directory " + run_dir.string() + " does not exist or is not a directory");
-  }
-  std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(run_dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && ((name.size() > kXSpaceSuffix.size() && name.ends_with(kXSpaceSuffix)) ||
-                                    kineto::is_kineto_trace_file_name(name))) {
-      files.push_back(entry.path());
-    }
-  }
-  if (ec) return absl::InternalError("listing run directory " + run_dir.string() + ": " + ec.message());
-  if (files.empty()) {
-    return absl::NotFoundError("run directory " + run_dir.string() +
-                               " has no *.xplane.pb files and no torch.profiler traces (*.pt.trace.json[.gz])");
-  }
-  // File order fixes the global core numbering of TF/JAX device planes.
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 namespace {
 
 // Everything that reads the planes as they stream past: the pod analyzer, the step model, and the builder of every
@@ -79,14 +49,13 @@ struct PlaneConsumers {
 
 // Feeds one file's planes to the analyzers. A broken file (truncated, lengths that lie, an empty file) gives them
 // nothing: the reader checks a file's structure before its first plane. The error names the file and where it broke.
-absl::Status read_into(PlaneConsumers& consumers, kineto::RunFileReader& files, size_t index,
-                       const std::filesystem::path& file) {
+absl::Status read_into(PlaneConsumers& consumers, run_directory::RunFileReader& files,
+                       const run_directory::RunDirectory& run, size_t index, const run_directory::RunFile& file) {
   PodAnalyzer& analyzer = consumers.pod;
-  std::error_code ec;
-  if (std::filesystem::file_size(file, ec) == 0 && !ec) return absl::DataLossError(file.string() + " is empty");
+  if (file.size == 0) return absl::DataLossError(run.location_of(file.name).string() + " is empty");
   xspace::XSpaceHeader header;
   absl::Status status = files.read_planes(
-      file,
+      run, file,
       [&](const tensorflow::profiler::XPlane& plane) {
         consumers.read_plane(index, plane);
         return absl::OkStatus();
@@ -94,7 +63,7 @@ absl::Status read_into(PlaneConsumers& consumers, kineto::RunFileReader& files, 
       &header, PlaneConsumers::wants_line);
   if (!status.ok()) return status;
   // The file's names: its stem names the host when its planes do not.
-  const std::string stem = kineto::run_file_stem(file.filename().string());
+  const std::string stem = run_directory::file_stem(file.name);
   analyzer.add_file_names(index, header.hostnames, stem);
   consumers.steps.add_file_names(index, header.hostnames, stem);
   for (auto& tool : consumers.tools) tool->end_file(index, header.hostnames, stem);
@@ -115,75 +84,73 @@ void run_step_tools(StepModel model, AnalysisOutcome& outcome) {
 
 // Writes one output file atomically and records it. Unsynced: the outputs are made again from the run's files,
 // and syncing each of them cost more than the analysis of a small run.
-absl::Status write_output(const std::filesystem::path& run_dir, std::string_view name, const std::string& content,
+absl::Status write_output(const run_directory::RunDirectory& run, std::string_view name, const std::string& content,
                           AnalysisOutcome& outcome) {
-  const std::filesystem::path path = run_dir / name;
-  if (absl::Status s = write_file_atomically(path, content, Durability::kRebuildable); !s.ok()) return s;
-  outcome.written_files.push_back(path);
+  if (absl::Status s = run.write(name, content, Durability::kRebuildable); !s.ok()) return s;
+  outcome.written_files.push_back(run.location_of(name));
   return absl::OkStatus();
 }
 
 // Every tool's files, then report.html with a tab per tool.
-absl::Status write_outputs(const std::filesystem::path& run_dir, const AnalysisOptions& options,
+absl::Status write_outputs(const run_directory::RunDirectory& run, const AnalysisOptions& options,
                            AnalysisOutcome& outcome) {
   for (const Tool& tool : analysis_tools()) {
     for (ToolFile& file : tool.files(outcome)) {
       if (!file.content.ok()) return file.content.status();
-      if (absl::Status s = write_output(run_dir, file.name, *file.content, outcome); !s.ok()) return s;
+      if (absl::Status s = write_output(run, file.name, *file.content, outcome); !s.ok()) return s;
     }
   }
   const std::string title =
-      options.report_title.empty() ? "podscope pod analysis: " + run_dir.filename().string() : options.report_title;
+      options.report_title.empty() ? "podscope pod analysis: " + run.name() : options.report_title;
   absl::StatusOr<std::string> html = render_report_html(report_tabs(outcome), title);
   if (!html.ok()) return html.status();
-  return write_output(run_dir, "report.html", *html, outcome);
+  return write_output(run, "report.html", *html, outcome);
 }
 
 }  // namespace
 
-absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::path& run_dir,
+absl::StatusOr<AnalysisOutcome> analyze_run_directory(const run_directory::RunDirectory& run,
                                                       const AnalysisOptions& options) {
-  kineto::RunFileReader files;
-  return analyze_run_directory(run_dir, options, files);
+  run_directory::RunFileReader files;
+  return analyze_run_directory(run, options, files);
 }
 
-absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::path& run_dir,
-                                                      const AnalysisOptions& options, kineto::RunFileReader& files) {
-  absl::StatusOr<AnalysisOutcome> outcome = analyze_run_files(run_dir, options.analyzer, files);
+absl::StatusOr<AnalysisOutcome> analyze_run_directory(const run_directory::RunDirectory& run,
+                                                      const AnalysisOptions& options,
+                                                      run_directory::RunFileReader& files) {
+  absl::StatusOr<AnalysisOutcome> outcome = analyze_run_files(run, options.analyzer, files);
   if (!outcome.ok()) return outcome.status();
-  const absl::Status written = write_outputs(run_dir, options, *outcome);
+  const absl::Status written = write_outputs(run, options, *outcome);
   if (written.ok()) return outcome;
   // Some outputs beside others missing would pass for a whole analysis: none stays (a full disk is the usual
   // cause, and `podscope analyze` writes them all again once there is room).
-  for (const std::filesystem::path& path : outcome->written_files) {
-    std::error_code ignored;
-    std::filesystem::remove(path, ignored);
-  }
+  for (const std::filesystem::path& path : outcome->written_files) run.remove(path.filename().string()).IgnoreError();
   return absl::AbortedError("the analysis outputs could not be written, none was kept: " +
                             std::string(written.message()));
 }
 
-absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& run_dir,
+absl::StatusOr<AnalysisOutcome> analyze_run_files(const run_directory::RunDirectory& run,
                                                   const PodAnalyzerOptions& options) {
-  kineto::RunFileReader files;
-  return analyze_run_files(run_dir, options, files);
+  run_directory::RunFileReader files;
+  return analyze_run_files(run, options, files);
 }
 
-absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& run_dir,
-                                                  const PodAnalyzerOptions& options, kineto::RunFileReader& files) {
-  absl::StatusOr<std::vector<std::filesystem::path>> paths = list_run_files(run_dir);
-  if (!paths.ok()) return paths.status();
+absl::StatusOr<AnalysisOutcome> analyze_run_files(const run_directory::RunDirectory& run,
+                                                  const PodAnalyzerOptions& options,
+                                                  run_directory::RunFileReader& files) {
+  absl::StatusOr<std::vector<run_directory::RunFile>> run_files = run.profile_files();
+  if (!run_files.ok()) return run_files.status();
   AnalysisOutcome outcome;
   PlaneConsumers consumers(options);
-  for (size_t i = 0; i < paths->size(); ++i) {
-    if (absl::Status s = read_into(consumers, files, i, (*paths)[i]); !s.ok()) {
+  for (size_t i = 0; i < run_files->size(); ++i) {
+    if (absl::Status s = read_into(consumers, files, run, i, (*run_files)[i]); !s.ok()) {
       outcome.bad_files.emplace_back(s.message());
     }
   }
-  if (outcome.bad_files.size() == paths->size()) {
+  if (outcome.bad_files.size() == run_files->size()) {
     std::string all;
     for (const auto& bad : outcome.bad_files) all += "\n  " + bad;
-    return absl::DataLossError("no file of " + run_dir.string() + " could be read:" + all);
+    return absl::DataLossError("no file of " + run.location() + " could be read:" + all);
   }
   outcome.analysis = std::move(consumers.pod).finish();
   run_step_tools(std::move(consumers.steps).finish(), outcome);

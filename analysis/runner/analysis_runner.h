@@ -1,6 +1,6 @@
 // The file-touching shell around the pod analysis: reads every *.xplane.pb (and torch.profiler trace) of a run
-// directory one plane at a time (clock offsets and host names come from each file's /host:CPU plane), feeds the
-// pod analyzer, the step model and every tool of the tool table (tools.h), and writes each tool's files and
+// directory (run_directory/) one plane at a time (clock offsets and host names come from each file's /host:CPU plane),
+// feeds the pod analyzer, the step model and every tool of the tool table (tools.h), and writes each tool's files and
 // report.html, a tab per tool, atomically into the same directory. Used by `podscope analyze RUN_DIR` and after
 // every capture. See docs/analysis.md.
 #pragma once
@@ -14,8 +14,8 @@
 #include "analysis/memory_profile.h"
 #include "analysis/op_stats.h"
 #include "analysis/pod_analyzer.h"
-#include "kineto/trace_file.h"
 #include "podscope/v1/pod_analysis.pb.h"
+#include "run_directory/run_file_reader.h"
 #include "tensorflow/input_pipeline.pb.h"
 #include "tensorflow/overview_page.pb.h"
 #include "tensorflow/tf_data_stats.pb.h"
@@ -50,26 +50,23 @@ struct AnalysisOutcome {
   OpStatsResult op_stats;
 };
 
-// Fails when the directory has no *.xplane.pb or none of them can be read (naming each); writes nothing then.
+// Fails when the run has no profile file or none of them can be read (naming each); writes nothing then.
 // Files that cannot be read while others can are named in `bad_files` and in the summary. When an output cannot
 // be written (a full disk), ABORTED naming it, and the outputs already written are removed: none stays.
-absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::path& run_dir,
+absl::StatusOr<AnalysisOutcome> analyze_run_directory(const run_directory::RunDirectory& run,
                                                       const AnalysisOptions& options = {});
 // The same, reading through `files`, which the caller's other passes over the run share (the pod-trace writer's):
 // each torch.profiler trace is converted once for all of them.
-absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::path& run_dir,
-                                                      const AnalysisOptions& options, kineto::RunFileReader& files);
-
-// The profile files of a run directory (*.xplane.pb and torch.profiler's *.pt.trace.json[.gz]), sorted by name:
-// the order that fixes the global core numbering of TF/JAX device planes, for every reader of a run. NotFound when
-// the directory is missing or holds none.
-absl::StatusOr<std::vector<std::filesystem::path>> list_run_files(const std::filesystem::path& run_dir);
+absl::StatusOr<AnalysisOutcome> analyze_run_directory(const run_directory::RunDirectory& run,
+                                                      const AnalysisOptions& options,
+                                                      run_directory::RunFileReader& files);
 
 // The reading and analysing part of analyze_run_directory (same failures), writing nothing: `written_files` stays
 // empty.
-absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& run_dir,
+absl::StatusOr<AnalysisOutcome> analyze_run_files(const run_directory::RunDirectory& run,
                                                   const PodAnalyzerOptions& options = {});
-absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& run_dir,
-                                                  const PodAnalyzerOptions& options, kineto::RunFileReader& files);
+absl::StatusOr<AnalysisOutcome> analyze_run_files(const run_directory::RunDirectory& run,
+                                                  const PodAnalyzerOptions& options,
+                                                  run_directory::RunFileReader& files);
 
 }  // namespace podscope::analysis

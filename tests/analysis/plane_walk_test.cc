@@ -69,10 +69,10 @@ TEST(PlaneWalk, EachReaderIsHandedTheEventsOfItsOwnLinesInThePlanesOrder) {
 
 // The planes of `dir`'s files, each read by `consumer` in a walk of its own (the lines it wants only).
 void read_alone(const std::filesystem::path& dir, PlaneConsumer& consumer, const xspace::XLineFilter& wants_line) {
-  const std::vector<std::filesystem::path> files = *list_run_files(dir);
+  const std::vector<run_directory::RunFile> files = *run_directory::RunDirectory(dir).profile_files();
   for (size_t i = 0; i < files.size(); ++i) {
     ASSERT_TRUE(xspace::read_xspace_planes(
-                    files[i],
+                    dir / files[i].name,
                     [&](const XPlane& plane) {
                       read_plane_alone(consumer, i, plane);
                       return absl::OkStatus();
@@ -113,10 +113,10 @@ TEST(PlaneWalk, TheSharedWalkGivesEveryToolWhatItsOwnWalkGives) {
             serialize_deterministically(shared->memory_profile.profile));
 
   KernelStatsBuilder kernels;
-  const std::vector<std::filesystem::path> files = *list_run_files(dir.path());
+  const std::vector<run_directory::RunFile> files = *run_directory::RunDirectory(dir.path()).profile_files();
   for (const auto& file : files) {
     ASSERT_TRUE(xspace::read_xspace_planes(
-                    file,
+                    dir.path() / file.name,
                     [&](const XPlane& plane) {
                       kernels.add_plane(plane);
                       return absl::OkStatus();
@@ -133,16 +133,14 @@ TEST(PlaneWalk, TheSharedWalkGivesEveryToolWhatItsOwnWalkGives) {
   for (size_t i = 0; i < files.size(); ++i) {
     xspace::XSpaceHeader header;
     ASSERT_TRUE(xspace::read_xspace_planes(
-                    files[i],
+                    dir.path() / files[i].name,
                     [&](const XPlane& plane) {
                       steps.add_plane(i, plane);
                       return absl::OkStatus();
                     },
                     &header, StepModelBuilder::wants_line)
                     .ok());
-    std::string stem = files[i].filename().string();
-    stem.resize(stem.size() - std::string_view(".xplane.pb").size());
-    steps.add_file_names(i, header.hostnames, stem);
+    steps.add_file_names(i, header.hostnames, run_directory::file_stem(files[i].name));
     steps.end_file(i);
   }
   const StepModel model = std::move(steps).finish();

@@ -1,4 +1,4 @@
-#include "trace_writers/streamed_file.h"
+#include "run_directory/streamed_file.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <system_error>
 
-namespace podscope::pod_capture {
+namespace podscope::run_directory {
 namespace {
 
 constexpr size_t kBufferBytes = 1 << 20;
@@ -114,4 +114,4 @@ void StreamedFile::discard() {
   }
 }
 
-}  // namespace podscope::pod_capture
+}  // namespace podscope::run_directory

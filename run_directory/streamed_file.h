@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 
-namespace podscope::pod_capture {
+namespace podscope::run_directory {
 
 class StreamedFile {
  public:
@@ -30,6 +30,8 @@ class StreamedFile {
   void write(std::string_view data);
   absl::Status commit();
   uint64_t bytes_written() const { return raw_bytes_; }  // before compression
+  // The first error so far (commit reports it too).
+  const absl::Status& status() const { return status_; }
 
  private:
   void write_raw(const char* data, size_t size);
@@ -47,4 +49,4 @@ class StreamedFile {
   absl::Status status_;
 };
 
-}  // namespace podscope::pod_capture
+}  // namespace podscope::run_directory

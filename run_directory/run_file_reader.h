@@ -1,0 +1,39 @@
+// Reading a run's profile files plane by plane, whichever kind each is, for every pass over the run: the analysis and
+// the pod-trace writer's two passes read through one reader.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "proto/xspace/xspace_stream_reader.h"
+#include "run_directory/run_directory.h"
+#include "tensorflow/xplane.pb.h"
+
+namespace podscope::run_directory {
+
+// How many bytes of converted traces (serialized XSpace size) a RunFileReader keeps for later passes in all.
+inline constexpr uint64_t kKeptConversionBytes = uint64_t{256} << 20;
+
+// An XSpace is streamed plane by plane at each pass, as read_xspace_planes does, so no file is too large. A
+// torch.profiler trace is decompressed, parsed and converted once (kineto/trace_file.h), at its first pass, and its
+// planes kept for the next passes while the kept conversions stay within `kept_bytes` (a conversion beyond it is done
+// again at each pass); its failure is kept too.
+class RunFileReader {
+ public:
+  explicit RunFileReader(uint64_t kept_bytes = kKeptConversionBytes) : kept_bytes_left_(kept_bytes) {}
+
+  // Hands `on_plane` each plane of `file` of `run` (of a converted trace every line; its header holds only the
+  // conversion's warnings). Errors name the file.
+  absl::Status read_planes(const RunDirectory& run, const RunFile& file,
+                           const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
+                           xspace::XSpaceHeader* header = nullptr, const xspace::XLineFilter& keep_line = nullptr);
+
+ private:
+  std::map<std::string, absl::StatusOr<tensorflow::profiler::XSpace>> converted_;  // by location
+  uint64_t kept_bytes_left_;
+};
+
+}  // namespace podscope::run_directory
