@@ -54,7 +54,8 @@ int measure(const std::string& mode, const fs::path& dir) {
     podscope::run_directory::StreamedFile file;
     std::optional<podscope::pod_capture::PerfettoTraceWriter> writer;
     if (mode == "perfetto") {
-      if (auto s = file.open(out_dir / "pod.perfetto-trace", podscope::run_directory::StreamedFile::Compression::kNone);
+      if (auto s = podscope::run_directory::RunDirectory(out_dir).open_streamed(
+              "pod.perfetto-trace", podscope::run_directory::StreamedFile::Compression::kNone, file);
           !s.ok()) {
         std::cerr << s << "\n";
         return 1;

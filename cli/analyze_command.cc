@@ -41,7 +41,12 @@ void add_analyze_flags(CLI::App& command, AnalyzeFlags& flags) {
 }
 
 int run_analyze_command(const AnalyzeFlags& flags) {
-  if (!std::filesystem::is_directory(flags.run_dir)) {
+  absl::StatusOr<run_directory::RunDirectory> run = run_directory::RunDirectory::open(flags.run_dir);
+  if (!run.ok()) {
+    std::cerr << "podscope analyze: " << run.status().message() << "\n";
+    return 2;
+  }
+  if (!run->in_bucket() && !std::filesystem::is_directory(flags.run_dir)) {
     std::cerr << "podscope analyze: " << flags.run_dir << " is not a directory\n";
     return 2;
   }
@@ -56,21 +61,21 @@ int run_analyze_command(const AnalyzeFlags& flags) {
   }
   // One reader for both passes over the run: each torch.profiler trace is converted once.
   run_directory::RunFileReader files;
-  auto outcome = analysis::analyze_run_directory(flags.run_dir, {}, files);
+  auto outcome = analysis::analyze_run_directory(*run, {}, files);
   if (!outcome.ok()) {
     std::cerr << "podscope analyze: " << outcome.status().message() << "\n";
     return 1;
   }
   return_free_heap();  // what the analysis freed, before the traces read the run again
-  auto traces = pod_capture::write_run_traces(flags.run_dir, selection, files);
+  auto traces = pod_capture::write_run_traces(*run, selection, files);
   if (!traces.ok()) {
     std::cerr << "podscope analyze: trace: " << traces.status().message() << "\n";
     return 1;
   }
   std::cout << tool_page(flags.tool, *outcome);
-  for (const auto& file : outcome->written_files) std::cout << "wrote " << file.string() << "\n";
-  std::cout << "wrote " << traces->json.string() << "\n";
-  std::cout << "wrote " << traces->perfetto.string() << " (" << traces->counts.slices << " slices, "
+  for (const auto& file : outcome->written_files) std::cout << "wrote " << file << "\n";
+  std::cout << "wrote " << traces->json << "\n";
+  std::cout << "wrote " << traces->perfetto << " (" << traces->counts.slices << " slices, "
             << traces->counts.counter_values << " counter values, " << traces->counts.flow_starts << " flows)\n";
   // As `podscope capture`: 3 when only some of the run's files could be used.
   for (const auto& bad : outcome->bad_files) std::cerr << "podscope analyze: skipped " << bad << "\n";

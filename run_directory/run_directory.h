@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/atomic_file.h"
 #include "run_directory/streamed_file.h"
+#include "storage/store.h"
 
 namespace podscope::run_directory {
 
@@ -46,31 +48,47 @@ struct RunFile {
   uint64_t size = 0;
 };
 
+// A run: a directory on a local disk or a prefix in a bucket (gs://, s3://), reached through one store
+// (storage/store.h) rooted where the runs are (<logdir>/plugins/profile).
 class RunDirectory {
  public:
-  // The run directory at `dir` (every path names one, so a path stands for its run directory).
-  RunDirectory(std::filesystem::path dir);  // NOLINT(google-explicit-constructor)
+  // The local run directory at `dir` (every path names one, so a path stands for its run directory).
+  RunDirectory(const std::filesystem::path& dir);  // NOLINT(google-explicit-constructor)
   RunDirectory(const std::string& dir) : RunDirectory(std::filesystem::path(dir)) {}  // NOLINT
   RunDirectory(const char* dir) : RunDirectory(std::filesystem::path(dir)) {}         // NOLINT
+  // The run `name` in the runs' store `runs`.
+  RunDirectory(std::shared_ptr<storage::Store> runs, std::string name);
 
-  // The run `run_name` of `logdir`: <logdir>/plugins/profile/<run_name>.
+  // The run at `location`: a local path or a bucket URL, whose store is opened with the credentials found for it.
+  static absl::StatusOr<RunDirectory> open(std::string_view location);
+  // The run `run_name` of the local `logdir`: <logdir>/plugins/profile/<run_name>.
   static RunDirectory in_logdir(const std::filesystem::path& logdir, const std::string& run_name);
 
   // Claims this run before anything is captured into it, so an unwritable logdir is found before anyone waits for a
   // capture: this run, or when one of its name is there already (the same second, a reused session id), the first
-  // free `<name>_N` beside it. An earlier run is never overwritten.
+  // free `<name>_N` beside it. An earlier run is never overwritten. (A local claim is atomic; in a bucket, two
+  // captures of one name in the same instant could both take it.)
   absl::StatusOr<RunDirectory> claim() const;
 
   // The run's name (the directory's last component).
-  std::string name() const;
+  const std::string& name() const { return name_; }
   // Where the run is, as a user would type it; and where one of its files is.
   std::string location() const;
-  std::filesystem::path location_of(std::string_view file_name) const;
-  const std::filesystem::path& local_path() const { return dir_; }
+  std::string location_of(std::string_view file_name) const;
+  bool in_bucket() const;
+  // The local directory (empty for a run in a bucket).
+  std::filesystem::path local_path() const;
+  // The store the runs are in, and a file's name in it.
+  storage::Store& store() const { return *runs_; }
+  std::string object_name(std::string_view file_name) const;
 
   // The run's profile files (is_profile_file_name), sorted by name: the order that fixes the global core numbering of
   // TF/JAX device planes, for every reader of a run. NotFound when the run is missing or holds none.
   absl::StatusOr<std::vector<RunFile>> profile_files() const;
+  // Every file of the run, whatever it is.
+  absl::StatusOr<std::vector<RunFile>> all_files() const;
+  // A small file read whole (capture.json), refused past `max_bytes`.
+  absl::StatusOr<std::string> read(std::string_view file_name, uint64_t max_bytes) const;
 
   // Writes one file whole: readers see it whole or not at all.
   absl::Status write(std::string_view file_name, std::string_view content, Durability durability) const;
@@ -83,7 +101,8 @@ class RunDirectory {
   void remove_all() const;
 
  private:
-  std::filesystem::path dir_;
+  std::shared_ptr<storage::Store> runs_;
+  std::string name_;
 };
 
 }  // namespace podscope::run_directory

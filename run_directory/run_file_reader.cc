@@ -1,25 +1,104 @@
 #include "run_directory/run_file_reader.h"
 
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include "kineto/trace_file.h"
 
 namespace podscope::run_directory {
+namespace {
+
+// An object of a bucket as protobuf's input stream, read as it arrives.
+class ObjectInputStream : public google::protobuf::io::CopyingInputStream {
+ public:
+  explicit ObjectInputStream(std::unique_ptr<storage::ObjectReader> reader) : reader_(std::move(reader)) {}
+  int Read(void* buffer, int size) override {
+    absl::StatusOr<size_t> n = reader_->read(static_cast<char*>(buffer), static_cast<size_t>(size));
+    return n.ok() ? static_cast<int>(*n) : -1;
+  }
+
+ private:
+  std::unique_ptr<storage::ObjectReader> reader_;
+};
+
+class ObjectStream : public google::protobuf::io::CopyingInputStreamAdaptor {
+ public:
+  explicit ObjectStream(std::unique_ptr<storage::ObjectReader> reader)
+      : CopyingInputStreamAdaptor(new ObjectInputStream(std::move(reader)), 1 << 20) {
+    SetOwnsCopyingStream(true);
+  }
+};
+
+// A torch.profiler trace in a bucket, copied to a temporary local file for kineto's reader (which reads a trace
+// whole in any case), removed once converted.
+absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_object(const RunDirectory& run, const RunFile& file) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string path = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/podscope-trace-XXXXXX";
+  const int fd = ::mkstemp(path.data());
+  if (fd < 0) return absl::InternalError("cannot make a temporary file to read " + run.location_of(file.name));
+  struct Remove {
+    std::string path;
+    ~Remove() { ::unlink(path.c_str()); }
+  } remove{path};
+  absl::StatusOr<std::unique_ptr<storage::ObjectReader>> reader = run.store().open(run.object_name(file.name));
+  if (!reader.ok()) {
+    ::close(fd);
+    return reader.status();
+  }
+  char buffer[1 << 16];
+  while (true) {
+    absl::StatusOr<size_t> n = (*reader)->read(buffer, sizeof buffer);
+    if (!n.ok()) {
+      ::close(fd);
+      return n.status();
+    }
+    if (*n == 0) break;
+    if (::write(fd, buffer, *n) != static_cast<ssize_t>(*n)) {
+      ::close(fd);
+      return absl::ResourceExhaustedError("cannot copy " + run.location_of(file.name) + " to " + path);
+    }
+  }
+  ::close(fd);
+  absl::StatusOr<tensorflow::profiler::XSpace> space = kineto::read_kineto_trace_file(path);
+  if (!space.ok()) {
+    return absl::Status(space.status().code(),
+                        run.location_of(file.name) + ": " + std::string(space.status().message()));
+  }
+  return space;
+}
+
+}  // namespace
 
 absl::Status RunFileReader::read_planes(
     const RunDirectory& run, const RunFile& file,
     const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane, xspace::XSpaceHeader* header,
     const xspace::XLineFilter& keep_line) {
-  const std::filesystem::path path = run.location_of(file.name);
-  if (!is_kineto_trace_file_name(file.name)) return xspace::read_xspace_planes(path, on_plane, header, keep_line);
+  const std::string location = run.location_of(file.name);
+  const std::optional<std::string> local = run.store().local_file(run.object_name(file.name));
+  if (!is_kineto_trace_file_name(file.name)) {
+    if (local) return xspace::read_xspace_planes(*local, on_plane, header, keep_line);
+    xspace::XSpaceSource source;
+    source.name = location;
+    source.size = static_cast<int64_t>(file.size);
+    source.open = [&]() -> absl::StatusOr<std::unique_ptr<google::protobuf::io::ZeroCopyInputStream>> {
+      absl::StatusOr<std::unique_ptr<storage::ObjectReader>> reader = run.store().open(run.object_name(file.name));
+      if (!reader.ok()) return reader.status();
+      return std::make_unique<ObjectStream>(std::move(*reader));
+    };
+    return xspace::read_xspace_planes(source, on_plane, header, keep_line);
+  }
   absl::StatusOr<tensorflow::profiler::XSpace> fresh;
   const absl::StatusOr<tensorflow::profiler::XSpace>* space = nullptr;
-  if (const auto kept = converted_.find(path.string()); kept != converted_.end()) {
+  if (const auto kept = converted_.find(location); kept != converted_.end()) {
     space = &kept->second;
   } else {
-    fresh = kineto::read_kineto_trace_file(path);
+    fresh = local ? kineto::read_kineto_trace_file(*local) : read_kineto_object(run, file);
     const uint64_t bytes = fresh.ok() ? fresh->ByteSizeLong() : 0;
     if (bytes <= kept_bytes_left_) {
       kept_bytes_left_ -= bytes;
-      space = &converted_.emplace(path.string(), std::move(fresh)).first->second;
+      space = &converted_.emplace(location, std::move(fresh)).first->second;
     } else {
       space = &fresh;
     }

@@ -1,17 +1,18 @@
-// A file written as it is produced and published atomically: bytes go to a temporary file beside the
-// target (through gzip when asked), and `commit` renames it over the target, so readers see the old file or the
-// whole new one, and a trace of any size never has to fit in memory. It is not synced: the pod traces it writes
-// are made again from the run's files (`podscope analyze`), and a crash may leave one empty or missing.
+// A run's file written as it is produced (the pod traces, a coordinator's run received by the CLI): bytes go through
+// gzip when asked, are buffered, and go to the store's writer (storage/store.h), which publishes the file whole on
+// commit: a temporary file renamed into place on a local disk, a completed upload in a bucket. A trace of any size
+// never has to fit in memory. A local one is not synced: the pod traces are made again from the run's files
+// (`podscope analyze`), and a crash may leave one empty or missing.
 #pragma once
 
 #include <zlib.h>
 
-#include <cstdio>
-#include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "storage/store.h"
 
 namespace podscope::run_directory {
 
@@ -20,12 +21,12 @@ class StreamedFile {
   enum class Compression { kNone, kGzip };
 
   StreamedFile() = default;
-  ~StreamedFile();  // an uncommitted file is removed
+  ~StreamedFile();  // an uncommitted file is given up: nothing of it stays
   StreamedFile(const StreamedFile&) = delete;
   StreamedFile& operator=(const StreamedFile&) = delete;
 
-  // Creates the temporary file (and the target's directory).
-  absl::Status open(const std::filesystem::path& path, Compression compression);
+  // Writes through `writer`; `location` names the file in errors.
+  absl::Status open(std::unique_ptr<storage::ObjectWriter> writer, std::string location, Compression compression);
   // Appends `data`; errors are kept and reported by commit.
   void write(std::string_view data);
   absl::Status commit();
@@ -34,17 +35,17 @@ class StreamedFile {
   const absl::Status& status() const { return status_; }
 
  private:
-  void write_raw(const char* data, size_t size);
+  void write_out(const char* data, size_t size);
+  void flush();
   void deflate_some(int flush);
-  void fail(std::string_view what);
   void discard();
 
-  std::filesystem::path path_;
-  std::string temp_path_;
-  std::FILE* file_ = nullptr;
+  std::unique_ptr<storage::ObjectWriter> writer_;
+  std::string location_;
   bool gzip_ = false;
   z_stream zstream_{};
   std::string zbuffer_;
+  std::string out_;  // bytes for the writer, sent a megabyte at a time
   uint64_t raw_bytes_ = 0;
   absl::Status status_;
 };

@@ -14,6 +14,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost-dev libyaml-cpp-dev prometheus-cpp-dev libcli11-dev
   zlib1g-dev libzstd-dev libsystemd-dev libsimdjson-dev
+  # object storage (storage/): HTTP with SigV4 signing, hashes and JWT signatures, XML answers
+  libcurl4-openssl-dev libssl-dev libexpat1-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # tools the tests and the demo run
   prometheus python3 python3-venv python3-websocket chromium iproute2 systemd procps

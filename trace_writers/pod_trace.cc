@@ -167,11 +167,16 @@ absl::StatusOr<std::unique_ptr<PodTraceWriter>> PodTraceWriter::open(const run_d
                                                                      std::optional<int64_t> time_base_ns,
                                                                      std::optional<TraceWindow> window) {
   std::unique_ptr<PodTraceWriter> writer(new PodTraceWriter(time_base_ns, window));
-  writer->files_.json = run.location_of(std::string(stem) + ".trace.json.gz");
-  writer->files_.perfetto = run.location_of(std::string(stem) + ".perfetto-trace");
-  if (auto s = writer->json_file_.open(writer->files_.json, run_directory::StreamedFile::Compression::kGzip); !s.ok())
+  const std::string json_name = std::string(stem) + ".trace.json.gz";
+  const std::string perfetto_name = std::string(stem) + ".perfetto-trace";
+  writer->files_.json = run.location_of(json_name);
+  writer->files_.perfetto = run.location_of(perfetto_name);
+  if (auto s = run.open_streamed(json_name, run_directory::StreamedFile::Compression::kGzip, writer->json_file_);
+      !s.ok()) {
     return s;
-  if (auto s = writer->perfetto_file_.open(writer->files_.perfetto, run_directory::StreamedFile::Compression::kNone);
+  }
+  if (auto s =
+          run.open_streamed(perfetto_name, run_directory::StreamedFile::Compression::kNone, writer->perfetto_file_);
       !s.ok()) {
     return s;
   }

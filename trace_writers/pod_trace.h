@@ -24,8 +24,8 @@ namespace podscope::pod_capture {
 inline constexpr std::string_view kPodTraceStem = "pod";
 
 struct PodTraceFiles {
-  std::filesystem::path json;
-  std::filesystem::path perfetto;
+  std::string json;  // where each file is (run_directory::RunDirectory::location_of)
+  std::string perfetto;
   PerfettoTraceCounts counts;
   // Files that could not be read (whole planes before a break are in the traces), each with the reason.
   std::vector<std::string> skipped_files;

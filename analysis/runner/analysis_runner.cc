@@ -52,7 +52,7 @@ struct PlaneConsumers {
 absl::Status read_into(PlaneConsumers& consumers, run_directory::RunFileReader& files,
                        const run_directory::RunDirectory& run, size_t index, const run_directory::RunFile& file) {
   PodAnalyzer& analyzer = consumers.pod;
-  if (file.size == 0) return absl::DataLossError(run.location_of(file.name).string() + " is empty");
+  if (file.size == 0) return absl::DataLossError(run.location_of(file.name) + " is empty");
   xspace::XSpaceHeader header;
   absl::Status status = files.read_planes(
       run, file,
@@ -124,7 +124,9 @@ absl::StatusOr<AnalysisOutcome> analyze_run_directory(const run_directory::RunDi
   if (written.ok()) return outcome;
   // Some outputs beside others missing would pass for a whole analysis: none stays (a full disk is the usual
   // cause, and `podscope analyze` writes them all again once there is room).
-  for (const std::filesystem::path& path : outcome->written_files) run.remove(path.filename().string()).IgnoreError();
+  for (const std::string& written : outcome->written_files) {
+    run.remove(written.substr(written.rfind('/') + 1)).IgnoreError();
+  }
   return absl::AbortedError("the analysis outputs could not be written, none was kept: " +
                             std::string(written.message()));
 }

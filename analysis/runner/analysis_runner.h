@@ -40,7 +40,7 @@ struct AnalysisOutcome {
   tensorflow::profiler::CombinedTfDataStats tf_data_stats;
   // The tf.data tool's terminal page (`podscope analyze RUN --tool tf_data`).
   std::string tf_data_text;
-  std::vector<std::filesystem::path> written_files;
+  std::vector<std::string> written_files;  // where each is (run_directory::RunDirectory::location_of)
   // Files that could not be read (empty, truncated, or with lengths that lie: none of their planes is analysed),
   // each naming the file and what was wrong; the other files were analysed.
   std::vector<std::string> bad_files;

@@ -378,42 +378,113 @@ std::string check_structure(int fd, size_t size) {
   return broken;
 }
 
-}  // namespace
+// The same walk as StructureCheck over a stream read front to back (an object in a bucket): nested messages through
+// the input's limits, strings read to be checked. What broke, or empty.
+class StreamedStructureCheck {
+ public:
+  explicit StreamedStructureCheck(google::protobuf::io::CodedInputStream& input) : input_(input) {}
 
-absl::Status read_xspace_planes(const std::filesystem::path& path,
-                                const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
-                                XSpaceHeader* header, const XLineFilter& keep_line) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    return absl::NotFoundError("cannot open XSpace file " + path.string() + ": " + std::strerror(errno));
+  std::string check_space() {
+    check(Kind::kSpace);
+    return broken_;
   }
-  struct stat file_stat {};
-  if (::fstat(fd.get(), &file_stat) != 0) {
-    return absl::NotFoundError("cannot stat XSpace file " + path.string() + ": " + std::strerror(errno));
+
+ private:
+  bool check(Kind kind) {
+    while (input_.BytesUntilLimit() != 0) {
+      uint64_t tag = 0;
+      if (!input_.ReadVarint64(&tag)) return fail("truncated tag");
+      const uint64_t field = tag >> 3;
+      if (field == 0 || tag > std::numeric_limits<uint32_t>::max()) return fail("an invalid tag");
+      switch (tag & 7) {
+        case WireFormatLite::WIRETYPE_VARINT: {
+          uint64_t ignored = 0;
+          if (!input_.ReadVarint64(&ignored)) return fail("truncated varint");
+          break;
+        }
+        case WireFormatLite::WIRETYPE_FIXED64:
+          if (!input_.Skip(8)) return fail("truncated 8-byte field");
+          break;
+        case WireFormatLite::WIRETYPE_FIXED32:
+          if (!input_.Skip(4)) return fail("truncated 4-byte field");
+          break;
+        case WireFormatLite::WIRETYPE_LENGTH_DELIMITED: {
+          uint64_t length = 0;
+          if (!input_.ReadVarint64(&length)) return fail("truncated length");
+          const auto room = static_cast<uint64_t>(input_.BytesUntilLimit());
+          if (length > room) {
+            return fail("declared length " + std::to_string(length) + " runs past the " + std::to_string(room) +
+                        " bytes that hold it (past the end of the file, or of the message it is in)");
+          }
+          if (!check_field(shape_of(kind, static_cast<int>(field)), static_cast<int>(length))) return false;
+          break;
+        }
+        default:
+          return fail("field " + std::to_string(field) + " has wire type " + std::to_string(tag & 7) +
+                      ", which no XSpace message uses");
+      }
+    }
+    return true;
   }
-  const int64_t file_size = file_stat.st_size;
-  if (file_size > std::numeric_limits<int>::max()) {
-    return absl::DataLossError("XSpace file " + path.string() + " has " + std::to_string(file_size) +
-                               " bytes, past protobuf's 2 GiB limit");
+
+  bool check_field(const FieldShape& shape, int length) {
+    switch (shape.payload) {
+      case Payload::kOpaque:
+        if (!input_.Skip(length)) return fail("truncated field");
+        return true;
+      case Payload::kString: {
+        std::string text;
+        if (!input_.ReadString(&text, length)) return fail("truncated string");
+        if (!google::protobuf::internal::IsStructurallyValidUTF8(text.data(), length)) {
+          return fail("a string field holds invalid UTF-8");
+        }
+        return true;
+      }
+      case Payload::kPackedVarints: {
+        const auto limit = input_.PushLimit(length);
+        while (input_.BytesUntilLimit() > 0) {
+          uint64_t value = 0;
+          if (!input_.ReadVarint64(&value)) return fail("a packed varint runs past its field");
+        }
+        input_.PopLimit(limit);
+        return true;
+      }
+      case Payload::kMessage: {
+        const auto limit = input_.PushLimit(length);
+        if (!check(shape.kind)) return false;
+        input_.PopLimit(limit);
+        return true;
+      }
+    }
+    return true;
   }
-  if (std::string broken = check_structure(fd.get(), static_cast<size_t>(file_size)); !broken.empty()) {
-    return absl::DataLossError("XSpace file " + path.string() + " is not a valid XSpace: " + broken +
-                               "; none of its planes was read");
+
+  bool fail(const std::string& what) {
+    broken_ = what + " at byte " + std::to_string(input_.CurrentPosition());
+    return false;
   }
+
+  google::protobuf::io::CodedInputStream& input_;
+  std::string broken_;
+};
+
+// The planes and header fields of a checked space, `size` bytes read from `stream`, handed out as they are parsed.
+absl::Status parse_space(google::protobuf::io::ZeroCopyInputStream& stream, int64_t size, const std::string& name,
+                         const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
+                         XSpaceHeader* header, const XLineFilter& keep_line) {
   const ArenaBlockPool arena_blocks;
-  google::protobuf::io::FileInputStream file(fd.get());
-  google::protobuf::io::CodedInputStream input(&file);
+  google::protobuf::io::CodedInputStream input(&stream);
   // A single plane may be far larger than protobuf's default message limit.
   input.SetTotalBytesLimit(std::numeric_limits<int>::max());
   auto broken = [&](std::string_view what) {
-    return absl::DataLossError("XSpace file " + path.string() + " is not a valid XSpace at byte " +
+    return absl::DataLossError("XSpace file " + name + " is not a valid XSpace at byte " +
                                std::to_string(input.CurrentPosition()) + ": " + std::string(what));
   };
 
   // A declared length is checked against what is left of the file before anything is allocated for it: a few
   // hostile bytes must not make the reader reserve gigabytes. The structure check found every length fitting; this
   // holds for a file that changed since.
-  auto fits_in_file = [&](uint32_t length) { return int64_t{length} <= file_size - input.CurrentPosition(); };
+  auto fits_in_file = [&](uint32_t length) { return int64_t{length} <= size - input.CurrentPosition(); };
 
   while (true) {
     const uint32_t tag = input.ReadTag();
@@ -453,10 +524,64 @@ absl::Status read_xspace_planes(const std::filesystem::path& path,
       return broken("unknown field " + std::to_string(field) + " cannot be skipped");
     }
   }
-  if (file.GetErrno() != 0) {
+  return absl::OkStatus();
+}
+
+absl::Status too_large(const std::string& name, int64_t size) {
+  return absl::DataLossError("XSpace file " + name + " has " + std::to_string(size) +
+                             " bytes, past protobuf's 2 GiB limit");
+}
+
+}  // namespace
+
+absl::Status read_xspace_planes(const std::filesystem::path& path,
+                                const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
+                                XSpaceHeader* header, const XLineFilter& keep_line) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    return absl::NotFoundError("cannot open XSpace file " + path.string() + ": " + std::strerror(errno));
+  }
+  struct stat file_stat {};
+  if (::fstat(fd.get(), &file_stat) != 0) {
+    return absl::NotFoundError("cannot stat XSpace file " + path.string() + ": " + std::strerror(errno));
+  }
+  const int64_t file_size = file_stat.st_size;
+  if (file_size > std::numeric_limits<int>::max()) return too_large(path.string(), file_size);
+  if (std::string broken = check_structure(fd.get(), static_cast<size_t>(file_size)); !broken.empty()) {
+    return absl::DataLossError("XSpace file " + path.string() + " is not a valid XSpace: " + broken +
+                               "; none of its planes was read");
+  }
+  google::protobuf::io::FileInputStream file(fd.get());
+  absl::Status parsed = parse_space(file, file_size, path.string(), on_plane, header, keep_line);
+  if (parsed.ok() && file.GetErrno() != 0) {
     return absl::DataLossError("reading XSpace file " + path.string() + ": " + std::strerror(file.GetErrno()));
   }
-  return absl::OkStatus();
+  return parsed;
+}
+
+absl::Status read_xspace_planes(const XSpaceSource& source,
+                                const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
+                                XSpaceHeader* header, const XLineFilter& keep_line) {
+  if (source.size > std::numeric_limits<int>::max()) return too_large(source.name, source.size);
+  {
+    absl::StatusOr<std::unique_ptr<google::protobuf::io::ZeroCopyInputStream>> stream = source.open();
+    if (!stream.ok()) return stream.status();
+    google::protobuf::io::CodedInputStream input(stream->get());
+    input.SetTotalBytesLimit(std::numeric_limits<int>::max());
+    const auto whole = input.PushLimit(static_cast<int>(source.size));
+    std::string broken = StreamedStructureCheck(input).check_space();
+    // The stream must end where the size said: a shorter one broke off, a longer one is not the object listed.
+    input.PopLimit(whole);
+    if (broken.empty() && input.CurrentPosition() != source.size) broken = "the stream ended early";
+    if (broken.empty() && input.Skip(1)) broken = "the stream runs past its " + std::to_string(source.size) + " bytes";
+    if (!broken.empty()) {
+      return absl::DataLossError("XSpace file " + source.name + " is not a valid XSpace: " + broken +
+                                 "; none of its planes was read");
+    }
+  }
+  absl::StatusOr<std::unique_ptr<google::protobuf::io::ZeroCopyInputStream>> stream = source.open();
+  if (!stream.ok()) return stream.status();
+  return parse_space(**stream, source.size, source.name, on_plane, header, keep_line);
 }
 
 }  // namespace podscope::xspace
