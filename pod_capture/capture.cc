@@ -151,8 +151,11 @@ AttemptOutcome recorded_windows(const std::vector<AgentConnection*>& agents,
   out.issued_ns = windows.issued_ns;
   out.statuses = std::move(windows.statuses);
   out.responses.resize(agents.size());
-  for (size_t i = 0; i < agents.size(); ++i)
+  for (size_t i = 0; i < agents.size(); ++i) {
     out.responses[i].set_xspace(std::move(*windows.responses[i].mutable_xspace()));
+    out.responses[i].set_written_to(std::move(*windows.responses[i].mutable_written_to()));
+    out.responses[i].set_written_summary(std::move(*windows.responses[i].mutable_written_summary()));
+  }
   return out;
 }
 
@@ -204,7 +207,8 @@ ProfileRequest profile_request(const CaptureSpec& spec, const AgentConnection& a
   request.set_duration_ms(static_cast<uint64_t>(spec.duration_ms));
   request.set_max_events(kRequestedMaxEvents);
   request.add_tools("xplane.pb");
-  request.set_emit_xspace(true);
+  request.set_emit_xspace(spec.repository_root.empty());
+  request.set_repository_root(spec.repository_root);
   request.set_session_id(spec.session_id);
   request.set_host_name(agent.file_stem);
   auto* opts = request.mutable_opts();
@@ -224,17 +228,20 @@ ProfileRequest profile_request(const CaptureSpec& spec, const AgentConnection& a
 // has events. DATA_LOSS when the space does not parse.
 grpc::Status take_answer(HostCapture& host, SerializedProfileResponse& response) {
   ParsedAnswer parsed;
-  if (!parsed.parse(response.xspace())) {
+  // A capture written into a bucket comes as its summary: every plane without its lines.
+  const bool written = !response.written_to().empty();
+  if (!parsed.parse(written ? response.written_summary() : response.xspace())) {
     return grpc::Status(grpc::StatusCode::DATA_LOSS, "the answer's XSpace does not parse");
   }
   const tensorflow::profiler::XSpace& space = parsed.space();
   if (space.hostnames_size() > 0 && !space.hostnames(0).empty()) host.host_name = space.hostnames(0);
-  if (response.empty_trace() || !xspace::has_events(space)) {
+  if (response.empty_trace() || (!written && !xspace::has_events(space))) {
     host.error = "no trace event was collected";
     return grpc::Status::OK;
   }
   host.ok = true;
   host.xspace = std::move(*response.mutable_xspace());
+  host.written_to = response.written_to();
   host.budget_drops = budget_drops_of(space);
   if (auto start = recorded_start(space)) host.actual_start_merged_ns = *start - host.clock.estimate.offset_ns;
   if (auto whole = earliest_stat(space, xspace::kRecordedWholeSinceStat))
@@ -407,6 +414,11 @@ Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSp
     window_requests[i].set_last_ms(spec.last_ms);
     window_requests[i].set_start_ns(host.requested_start_ns);
     window_requests[i].set_end_ns(window_end_ns + before[i].estimate.offset_ns);
+    if (!spec.repository_root.empty()) {
+      window_requests[i].set_repository_root(spec.repository_root);
+      window_requests[i].set_session_id(spec.session_id);
+      window_requests[i].set_host_name(agents[i]->file_stem);
+    }
   }
   const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(delay_ms) +
                         std::chrono::milliseconds(answer_wait_ms(spec.duration_ms));

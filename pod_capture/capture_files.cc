@@ -268,6 +268,22 @@ std::string capture_summary_text(const CaptureResult& result, std::string_view r
   return out;
 }
 
+namespace {
+
+// A run whose agents wrote their own host files into the bucket: capture.json, then the merged traces from the host
+// files as they stream back (their clocks from capture.json, run_directory/run_file_reader.h).
+absl::Status write_bucket_run_files(const run_directory::RunDirectory& run, CaptureResult& result) {
+  if (auto status = run.write(run_directory::kCaptureRecordName, capture_json(result), Durability::kSynced);
+      !status.ok())
+    return status;
+  if (std::none_of(result.hosts.begin(), result.hosts.end(), [](const HostCapture& h) { return h.ok; })) {
+    return absl::OkStatus();
+  }
+  return write_run_traces(run, TraceSelection{}).status();
+}
+
+}  // namespace
+
 absl::StatusOr<run_directory::RunDirectory> write_run_directory(const std::filesystem::path& logdir,
                                                                 CaptureResult& result) {
   const run_directory::RunDirectory run = run_directory::RunDirectory::in_logdir(logdir, result.session_id);
@@ -276,6 +292,7 @@ absl::StatusOr<run_directory::RunDirectory> write_run_directory(const std::files
 }
 
 absl::Status write_run_files(const run_directory::RunDirectory& run, CaptureResult& result) {
+  if (run.in_bucket()) return write_bucket_run_files(run, result);
   auto traces = open_capture_traces(run, result);
   if (!traces.ok()) return traces.status();
   for (auto& host : result.hosts) {

@@ -47,6 +47,25 @@ void analyze(const run_directory::RunDirectory& run, PodRunOutcome& outcome) {
   outcome.summary_text += "\n" + analysis->summary_text + analysis->recommendation_text;
 }
 
+// Asks every agent whether it would write into `repository_root` (PingRequest.repository_root): the first refusal,
+// naming the agent; agents that do not answer are left to the capture, which names them.
+absl::Status agents_accept(const std::vector<PodAgent>& agents, const std::string& repository_root) {
+  for (const PodAgent& agent : agents) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    podscope::v1::PingRequest request;
+    request.set_repository_root(repository_root);
+    podscope::v1::PingResponse response;
+    if (!agent.connection->agent->Ping(&context, request, &response).ok()) continue;
+    if (!response.repository_refused().empty()) {
+      return absl::PermissionDeniedError("agent " + agent.connection->address + " refuses to write into " +
+                                         repository_root + ": " + response.repository_refused() +
+                                         "; nothing was captured");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 CaptureSpec capture_spec_from(const podscope::v1::CaptureRequest& request, const std::string& session_id,
@@ -95,18 +114,32 @@ void fill_new_session_response(const PodRunOutcome& outcome, tensorflow::NewProf
   response.set_error_message(errors);
 }
 
-absl::StatusOr<PodRunOutcome> run_pod(const std::vector<PodAgent>& agents, const CaptureSpec& spec,
-                                      const std::filesystem::path& run_dir, const Clock& clock,
+absl::StatusOr<PodRunOutcome> run_pod(const std::vector<PodAgent>& agents, CaptureSpec spec,
+                                      const run_directory::RunDirectory& run_dir, const Clock& clock,
                                       const ProgressFn& progress) {
   PodRunOutcome outcome;
   // Claimed before the capture: an unwritable logdir is found before anyone waits for a capture, and a run of the
   // same name (the same second, a reused session id) gets a suffix instead of being overwritten.
-  absl::StatusOr<run_directory::RunDirectory> run = run_directory::RunDirectory(run_dir).claim();
+  if (run_dir.in_bucket()) {
+    if (absl::Status s = run_dir.store().check_writable(); !s.ok()) return s;
+    if (absl::Status s = agents_accept(agents, run_dir.store().root().url()); !s.ok()) return s;
+  }
+  absl::StatusOr<run_directory::RunDirectory> run = run_dir.claim();
   if (!run.ok()) return run.status();
   outcome.run_dir = run->local_path();
+  outcome.run_location = run->location();
+  if (run->in_bucket()) {
+    spec.repository_root = run->store().root().url();
+    spec.session_id = run->name();
+  }
   outcome.capture = run_capture(connections_of(agents), spec, clock, progress);
   apply_known_facts(agents, outcome.capture);
   if (auto written = write_run_files(*run, outcome.capture); !written.ok()) {
+    // In a bucket the host files are the agents' and stay (TensorBoard reads them without the rest).
+    if (run->in_bucket()) {
+      return absl::Status(written.code(),
+                          std::string(written.message()) + " (the hosts' files in " + run->location() + " were kept)");
+    }
     run->remove_all();
     return absl::Status(written.code(), std::string(written.message()) + " (the run directory " + run->location() +
                                             " was removed: it would lack files)");

@@ -5,7 +5,12 @@
 
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include <simdjson.h>
+
 #include "kineto/trace_file.h"
+#include "proto/xspace/names.h"
+#include "proto/xspace/xplane_builder.h"
+#include "proto/xspace/xplane_reader.h"
 
 namespace podscope::run_directory {
 namespace {
@@ -71,6 +76,32 @@ absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_object(const RunDirecto
 
 }  // namespace
 
+const std::map<std::string, RunFileReader::FileClock>& RunFileReader::clocks_of(const RunDirectory& run) {
+  auto [it, fresh] = clocks_.try_emplace(run.location());
+  if (!fresh) return it->second;
+  // Only a run in a bucket has host files its agents wrote; one without a capture.json (TensorFlow's) has none.
+  if (!run.in_bucket()) return it->second;
+  absl::StatusOr<std::string> json = run.read(kCaptureRecordName, 64 << 20);
+  if (!json.ok()) return it->second;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::array hosts;
+  if (parser.parse(*json).get(doc) != simdjson::SUCCESS || doc["hosts"].get(hosts) != simdjson::SUCCESS) {
+    return it->second;
+  }
+  for (simdjson::dom::element host : hosts) {
+    std::string_view file;
+    FileClock clock;
+    if (host["file"].get(file) != simdjson::SUCCESS || file.empty() ||
+        host["clock_offset_ns"].get(clock.offset_ns) != simdjson::SUCCESS) {
+      continue;
+    }
+    if (host["clock_rtt_ns"].get(clock.rtt_ns) != simdjson::SUCCESS) clock.rtt_ns = 0;
+    it->second.emplace(std::string(file), clock);
+  }
+  return it->second;
+}
+
 absl::Status RunFileReader::read_planes(
     const RunDirectory& run, const RunFile& file,
     const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane, xspace::XSpaceHeader* header,
@@ -78,7 +109,18 @@ absl::Status RunFileReader::read_planes(
   const std::string location = run.location_of(file.name);
   const std::optional<std::string> local = run.store().local_file(run.object_name(file.name));
   if (!is_kineto_trace_file_name(file.name)) {
-    if (local) return xspace::read_xspace_planes(*local, on_plane, header, keep_line);
+    const std::map<std::string, FileClock>& clocks = clocks_of(run);
+    const auto clock = clocks.find(file.name);
+    const auto stamped = [&](tensorflow::profiler::XPlane& plane) {
+      if (clock != clocks.end() && !xspace::XPlaneReader(plane).int_stat(xspace::kClockOffsetStat)) {
+        xspace::XPlaneBuilder(&plane)
+            .stats()
+            .add(xspace::kClockOffsetStat, clock->second.offset_ns)
+            .add(xspace::kClockRttStat, clock->second.rtt_ns);
+      }
+      return on_plane(plane);
+    };
+    if (local) return xspace::read_xspace_planes(*local, stamped, header, keep_line);
     xspace::XSpaceSource source;
     source.name = location;
     source.size = static_cast<int64_t>(file.size);
@@ -87,7 +129,7 @@ absl::Status RunFileReader::read_planes(
       if (!reader.ok()) return reader.status();
       return std::make_unique<ObjectStream>(std::move(*reader));
     };
-    return xspace::read_xspace_planes(source, on_plane, header, keep_line);
+    return xspace::read_xspace_planes(source, stamped, header, keep_line);
   }
   absl::StatusOr<tensorflow::profiler::XSpace> fresh;
   const absl::StatusOr<tensorflow::profiler::XSpace>* space = nullptr;

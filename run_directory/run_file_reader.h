@@ -17,7 +17,10 @@ namespace podscope::run_directory {
 // How many bytes of converted traces (serialized XSpace size) a RunFileReader keeps for later passes in all.
 inline constexpr uint64_t kKeptConversionBytes = uint64_t{256} << 20;
 
-// An XSpace is streamed plane by plane at each pass, as read_xspace_planes does, so no file is too large. A
+// An XSpace is streamed plane by plane at each pass, as read_xspace_planes does, so no file is too large. A host file
+// that its agent wrote into a bucket itself carries no clock measurement (the client measured it, and never held the
+// file): its planes are given the offset and round trip capture.json records for the file, as the capture stamps
+// them on the files it writes itself, so every reader merges clocks alike. A
 // torch.profiler trace is decompressed, parsed and converted once (kineto/trace_file.h), at its first pass, and its
 // planes kept for the next passes while the kept conversions stay within `kept_bytes` (a conversion beyond it is done
 // again at each pass); its failure is kept too.
@@ -32,7 +35,15 @@ class RunFileReader {
                            xspace::XSpaceHeader* header = nullptr, const xspace::XLineFilter& keep_line = nullptr);
 
  private:
+  // The clock measurement capture.json records for each host file (by file name), read at the first pass.
+  struct FileClock {
+    int64_t offset_ns = 0;
+    int64_t rtt_ns = 0;
+  };
+  const std::map<std::string, FileClock>& clocks_of(const RunDirectory& run);
+
   std::map<std::string, absl::StatusOr<tensorflow::profiler::XSpace>> converted_;  // by location
+  std::map<std::string, std::map<std::string, FileClock>> clocks_;                 // by run location
   uint64_t kept_bytes_left_;
 };
 

@@ -1,16 +1,23 @@
 #include "agent/service/agent_service.h"
 
+#include <algorithm>
+
+#include "agent/capture/bucket_uploads.h"
+#include "daemon/path_within_root.h"
+#include "storage/location.h"
+
 #include "daemon/grpc_status.h"
 
 namespace podscope::agent {
 
 AgentServiceImpl::AgentServiceImpl(const Clock& clock, std::function<void(podscope::v1::AgentStatus&)> fill_status,
-                                   std::function<StartLead()> start_lead, FlightRecording& recording,
-                                   const TriggeredSnapshots& snapshots, RequestMetrics& metrics,
-                                   tls::CallAuthorizer& authorizer)
+                                   std::function<StartLead()> start_lead, std::function<CaptureLimits()> limits,
+                                   FlightRecording& recording, const TriggeredSnapshots& snapshots,
+                                   RequestMetrics& metrics, tls::CallAuthorizer& authorizer)
     : clock_(clock),
       fill_status_(std::move(fill_status)),
       start_lead_(std::move(start_lead)),
+      limits_(std::move(limits)),
       recording_(recording),
       snapshots_(snapshots),
       metrics_(metrics),
@@ -26,6 +33,10 @@ grpc::Status AgentServiceImpl::Ping(grpc::ServerContext*, const podscope::v1::Pi
   if (lead.ns > 0) {
     response->set_capture_start_lead_ms(lead.ns / 1'000'000);
     response->set_capture_start_lead_reason(lead.reason);
+  }
+  if (!request->repository_root().empty()) {
+    const absl::Status allowed = check_bucket_root(request->repository_root(), limits_());
+    if (!allowed.ok()) response->set_repository_refused(std::string(allowed.message()));
   }
   response->set_server_send_ns(clock_.now_ns());
   return grpc::Status::OK;
@@ -52,6 +63,16 @@ grpc::Status AgentServiceImpl::answer_window(const podscope::v1::RecordedWindowR
                                              grpc::ByteBuffer& response) {
   podscope::v1::RecordedWindowResponse fields;
   std::string body;
+  const CaptureLimits limits = limits_();
+  if (!request.repository_root().empty()) {
+    if (absl::Status allowed = check_bucket_root(request.repository_root(), limits); !allowed.ok()) {
+      return to_grpc_status(allowed);
+    }
+    if (!storage::is_bucket_url(request.repository_root()) || !is_plain_path_component(request.session_id())) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "GetRecordedWindow writes into a bucket root (gs://, s3://) under a plain session id");
+    }
+  }
   {
     absl::StatusOr<RecorderSnapshot> snapshot =
         request.end_ns() > 0 ? recording_.span(request.start_ns(), request.end_ns(), WhenBuilding::kQueue)
@@ -64,6 +85,19 @@ grpc::Status AgentServiceImpl::answer_window(const podscope::v1::RecordedWindowR
   }
   // The build's objects are freed: hand them back now; the answer's bytes go once gRPC has sent them.
   recording_.return_built_memory();
+  if (!request.repository_root().empty()) {
+    std::string host = request.host_name();
+    std::replace(host.begin(), host.end(), ':', '_');
+    if (!is_plain_path_component(host)) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "host_name '" + host + "' is not a plain file name");
+    }
+    absl::StatusOr<std::string> uploaded =
+        upload_capture(request.repository_root(), request.session_id(), host, body, limits.failed_uploads_directory);
+    if (!uploaded.ok()) return to_grpc_status(uploaded.status());
+    fields.set_written_to(*uploaded);
+    fields.set_written_summary(capture_summary(body));
+    body = std::string();
+  }
   std::string head = fields.SerializeAsString();
   append_field_prefix(podscope::v1::RecordedWindowResponse::kXspaceFieldNumber, body.size(), head);
   response = raw_answer(std::move(head), std::move(body), metrics_.heap_returned);

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "agent/capture/capture_session.h"
 #include "agent/capture/capture_source.h"
 #include "agent/recorder/flight_recording.h"
 #include "agent/recorder/triggered_snapshots.h"
@@ -26,8 +27,9 @@ class AgentServiceImpl final
   // `fill_status` writes everything the agent knows into a status (collectors, clock, capture, clients...).
   // `start_lead` is the lead captures need now (CaptureSessions::start_lead), answered with every Ping.
   AgentServiceImpl(const Clock& clock, std::function<void(podscope::v1::AgentStatus&)> fill_status,
-                   std::function<StartLead()> start_lead, FlightRecording& recording,
-                   const TriggeredSnapshots& snapshots, RequestMetrics& metrics, tls::CallAuthorizer& authorizer);
+                   std::function<StartLead()> start_lead, std::function<CaptureLimits()> limits,
+                   FlightRecording& recording, const TriggeredSnapshots& snapshots, RequestMetrics& metrics,
+                   tls::CallAuthorizer& authorizer);
 
   grpc::Status Ping(grpc::ServerContext* context, const podscope::v1::PingRequest* request,
                     podscope::v1::PingResponse* response) override;
@@ -45,6 +47,7 @@ class AgentServiceImpl final
   const Clock& clock_;
   std::function<void(podscope::v1::AgentStatus&)> fill_status_;
   std::function<StartLead()> start_lead_;
+  std::function<CaptureLimits()> limits_;
   FlightRecording& recording_;
   const TriggeredSnapshots& snapshots_;
   RequestMetrics& metrics_;

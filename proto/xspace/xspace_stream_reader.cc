@@ -470,7 +470,7 @@ class StreamedStructureCheck {
 
 // The planes and header fields of a checked space, `size` bytes read from `stream`, handed out as they are parsed.
 absl::Status parse_space(google::protobuf::io::ZeroCopyInputStream& stream, int64_t size, const std::string& name,
-                         const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
+                         const std::function<absl::Status(tensorflow::profiler::XPlane&)>& on_plane,
                          XSpaceHeader* header, const XLineFilter& keep_line) {
   const ArenaBlockPool arena_blocks;
   google::protobuf::io::CodedInputStream input(&stream);
@@ -535,7 +535,7 @@ absl::Status too_large(const std::string& name, int64_t size) {
 }  // namespace
 
 absl::Status read_xspace_planes(const std::filesystem::path& path,
-                                const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
+                                const std::function<absl::Status(tensorflow::profiler::XPlane&)>& on_plane,
                                 XSpaceHeader* header, const XLineFilter& keep_line) {
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
@@ -560,7 +560,7 @@ absl::Status read_xspace_planes(const std::filesystem::path& path,
 }
 
 absl::Status read_xspace_planes(const XSpaceSource& source,
-                                const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
+                                const std::function<absl::Status(tensorflow::profiler::XPlane&)>& on_plane,
                                 XSpaceHeader* header, const XLineFilter& keep_line) {
   if (source.size > std::numeric_limits<int>::max()) return too_large(source.name, source.size);
   {
