@@ -200,6 +200,9 @@ struct Attempt {
   SecondBurstShape second_burst;
   long with_data = 0;
   bool retry_worthy = false;  // some host failed with an error worth another attempt
+  // Some host captured but could not store its capture (ABORTED: an upload into a bucket failed, and the capture
+  // was kept on its disk): another attempt would capture another window, not store this one.
+  bool capture_not_stored = false;
 };
 
 ProfileRequest profile_request(const CaptureSpec& spec, const AgentConnection& agent, int64_t requested_start_ns) {
@@ -269,6 +272,7 @@ void collect_answers(Attempt& attempt, AttemptOutcome& outcome, const std::vecto
       host.error = std::string(last_ms > 0 ? "GetRecordedWindow" : "Profile") + " failed (" +
                    std::to_string(status.error_code()) + "): " + status.error_message();
       attempt.retry_worthy |= is_retryable(status);
+      attempt.capture_not_stored |= status.error_code() == grpc::StatusCode::ABORTED;
       continue;
     }
     if (host.ok) ++attempt.with_data;
@@ -445,7 +449,7 @@ Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSp
 
 // As TF's client: only transient errors, or nothing at all, are worth another attempt.
 bool worth_another_attempt(const Attempt& attempt, size_t hosts) {
-  if (attempt.with_data == static_cast<long>(hosts)) return false;
+  if (attempt.with_data == static_cast<long>(hosts) || attempt.capture_not_stored) return false;
   return attempt.retry_worthy || attempt.with_data == 0;
 }
 

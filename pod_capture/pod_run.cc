@@ -137,8 +137,8 @@ absl::StatusOr<PodRunOutcome> run_pod(const std::vector<PodAgent>& agents, Captu
   if (auto written = write_run_files(*run, outcome.capture); !written.ok()) {
     // In a bucket the host files are the agents' and stay (TensorBoard reads them without the rest).
     if (run->in_bucket()) {
-      return absl::Status(written.code(),
-                          std::string(written.message()) + " (the hosts' files in " + run->location() + " were kept)");
+      return absl::Status(written.code(), capture_summary_text(outcome.capture, {}) + std::string(written.message()) +
+                                              " (the hosts' files in " + run->location() + " were kept)");
     }
     run->remove_all();
     return absl::Status(written.code(), std::string(written.message()) + " (the run directory " + run->location() +

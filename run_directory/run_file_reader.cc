@@ -79,8 +79,7 @@ absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_object(const RunDirecto
 const std::map<std::string, RunFileReader::FileClock>& RunFileReader::clocks_of(const RunDirectory& run) {
   auto [it, fresh] = clocks_.try_emplace(run.location());
   if (!fresh) return it->second;
-  // Only a run in a bucket has host files its agents wrote; one without a capture.json (TensorFlow's) has none.
-  if (!run.in_bucket()) return it->second;
+  // A run without a capture.json (TensorFlow's) has no clocks to give.
   absl::StatusOr<std::string> json = run.read(kCaptureRecordName, 64 << 20);
   if (!json.ok()) return it->second;
   simdjson::dom::parser parser;
