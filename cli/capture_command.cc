@@ -116,6 +116,7 @@ podscope::v1::CaptureRequest capture_request_from(const CaptureFlags& flags) {
   request.set_device_tracer_level(static_cast<uint32_t>(flags.device_tracer_level));
   request.set_python_tracer_level(static_cast<uint32_t>(flags.python_tracer_level));
   request.set_last_ms(static_cast<uint64_t>(flags.last_ms));
+  if (storage::is_bucket_url(flags.logdir)) request.set_logdir(flags.logdir);
   return request;
 }
 
@@ -224,7 +225,7 @@ int capture_through_coordinator(const CaptureFlags& flags, const podscope::v1::C
     std::cerr << "podscope capture: " << outcome.status().message() << "\n";
     return 1;
   }
-  return print_outcome(outcome->summary_text, outcome->run_dir.string(), outcome->exit_code);
+  return print_outcome(outcome->summary_text, outcome->run_location, outcome->exit_code);
 }
 
 // A boolean flag as absl parses it: `--name`, `--noname`, `--name=true|false` (also 1|0); the default is in

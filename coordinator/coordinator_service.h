@@ -12,6 +12,7 @@
 #include "coordinator/worker_registry.h"
 #include "daemon/clock.h"
 #include "pod_capture/pod_run.h"
+#include "run_directory/run_directory.h"
 #include "podscope/v1/coordinator.grpc.pb.h"
 #include "tensorflow/profiler_analysis.grpc.pb.h"
 #include "tls/call_authorizer.h"
@@ -34,7 +35,7 @@ class CaptureRunner {
   // ALREADY_EXISTS when another run is in progress.
   absl::StatusOr<pod_capture::PodRunOutcome> run(const std::vector<std::string>& host_names,
                                                  const pod_capture::CaptureSpec& spec,
-                                                 const std::filesystem::path& run_dir,
+                                                 const run_directory::RunDirectory& run_dir,
                                                  const pod_capture::ProgressFn& progress);
 
  private:

@@ -8,6 +8,7 @@
 #include "daemon/path_within_root.h"
 #include "pod_capture/pod_run.h"
 #include "run_directory/run_directory.h"
+#include "storage/location.h"
 
 namespace podscope::pod_capture {
 namespace {
@@ -22,12 +23,20 @@ class RunReceiver {
   absl::Status on_summary(const podscope::v1::CaptureChunk::Summary& summary) {
     outcome_.exit_code = summary.exit_code();
     outcome_.summary_text = summary.text();
-    if (run_) return absl::OkStatus();  // the closing summary: same run, now with its text
+    if (run_ || !outcome_.run_location.empty()) return absl::OkStatus();  // the closing summary, with its text
+    if (storage::is_bucket_url(logdir_.string())) {
+      // The coordinator wrote the run into the bucket: nothing comes here but its name.
+      std::string root = logdir_.string();
+      while (root.ends_with('/')) root.pop_back();
+      outcome_.run_location = root + "/plugins/profile/" + summary.run_name();
+      return absl::OkStatus();
+    }
     absl::StatusOr<run_directory::RunDirectory> claimed =
         run_directory::RunDirectory::in_logdir(logdir_, summary.run_name()).claim();
     if (!claimed.ok()) return claimed.status();
     run_ = *claimed;
     outcome_.run_dir = run_->local_path();
+    outcome_.run_location = run_->location();
     return absl::OkStatus();
   }
 
@@ -67,7 +76,7 @@ class RunReceiver {
     return " (the partial copy " + run_->location() + " was removed)";
   }
 
-  bool have_summary() const { return run_.has_value(); }
+  bool have_summary() const { return run_.has_value() || !outcome_.run_location.empty(); }
   const RemoteCaptureOutcome& outcome() const { return outcome_; }
 
  private:
