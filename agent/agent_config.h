@@ -20,7 +20,7 @@ struct AgentConfig {
   std::string socket = "/run/podscope/agent.sock";    // Unix socket for annotated training processes
   std::string repository_root;                        // empty: captures are returned, never written to disk
   std::vector<std::string> allowed_repository_roots;  // bucket prefixes a request may name; empty: none
-  std::string failed_uploads_directory = "/var/lib/podscope-agent/failed-uploads";
+  std::string failed_uploads_directory = "/var/lib/podscope/failed-uploads";
   int64_t sample_interval_ms = 1000;
   int64_t max_duration_ms = 600000;
   int64_t max_request_mb = 4;             // larger gRPC requests are refused (RESOURCE_EXHAUSTED)

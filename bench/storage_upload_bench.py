@@ -49,7 +49,7 @@ def main():
                     start = time.monotonic()
                     subprocess.run([rclone, "copyto", path, f":s3:runs/bench/rclone{round_number}",
                                     "--s3-provider", "Other", "--s3-endpoint", s3.endpoint, "--s3-access-key-id",
-                                    ACCESS_KEY, "--s3-secret-access-key", SECRET_KEY], check=True)
+                                    ACCESS_KEY, "--s3-secret-access-key", SECRET_KEY], env=env, check=True)
                     line += f", rclone {time.monotonic() - start:.2f} s"
                 print(line, "|", ours.stdout.strip(), flush=True)
         finally:
