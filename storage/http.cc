@@ -264,7 +264,8 @@ struct HttpStream::State {
         result = message->data.result;
       }
     }
-    if (!done && running > 0) curl_multi_poll(multi.get(), nullptr, 0, wait_ms, nullptr);
+    // Wait for the socket only when nothing came: a transfer just resumed hands over what curl held at once.
+    if (!done && running > 0 && available() == 0) curl_multi_poll(multi.get(), nullptr, 0, wait_ms, nullptr);
   }
 
   size_t available() const { return pending.size() - pending_pos; }
@@ -307,7 +308,8 @@ absl::StatusOr<size_t> HttpStream::read(char* buffer, size_t size) {
   while (s.available() == 0 && !s.done) {
     if (s.paused) {
       s.paused = false;
-      curl_easy_pause(s.easy.get(), CURLPAUSE_CONT);
+      curl_easy_pause(s.easy.get(), CURLPAUSE_CONT);  // delivers what curl held while paused
+      if (s.available() > 0) break;
     }
     s.drive(1000);
   }
