@@ -10,10 +10,14 @@ cd "$(dirname "$0")"
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 
+# build PACKAGES [TARGETS...]: the packages scripts/deps.sh names PACKAGES ("" the demo's, "test" the tests' too),
+# then TARGETS, or everything.
 build() {
-  bash scripts/deps.sh
+  local packages="$1"
+  shift
+  bash scripts/deps.sh ${packages:+"$packages"}
   cmake -S . -B build -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" "${launcher[@]}" >/dev/null
-  cmake --build build -j"$(nproc)"
+  cmake --build build -j"$(nproc)" ${1:+--target "$@"}
 }
 
 # The instrumented clang build (ASan + UBSan + libFuzzer) in build-sanitize/, one directory for `test` (the fuzz
@@ -27,11 +31,12 @@ sanitized_build() {
 
 case "${1:-}" in
   demo)
-    build
+    # Only what the demo runs: the tests and benchmarks are most of the tree's build.
+    build "" podscope podscope-agent podscope-coordinator ring_trainer
     exec bash scripts/demo_pod.sh build
     ;;
   test)
-    build
+    build test
     bash scripts/python_envs.sh build
     bash scripts/check_format.sh
     ctest --test-dir build --output-on-failure --timeout 600 -j"$(nproc)"
@@ -39,7 +44,7 @@ case "${1:-}" in
     exec ctest --test-dir build-sanitize --output-on-failure -L fuzz -j"$(nproc)"
     ;;
   test-sanitize)
-    bash scripts/deps.sh
+    bash scripts/deps.sh test
     sanitized_build
     exec ctest --test-dir build-sanitize --output-on-failure --timeout 900 -j"$(nproc)"
     ;;

@@ -112,6 +112,7 @@ absl::Status Agent::start_servers() {
   for (const auto& service : services_) services.push_back(service.get());
   tls::DaemonServerSettings settings{.listen = parts_.config.listen,
                                      .metrics_listen = parts_.config.metrics_listen,
+                                     .metrics_web_config = parts_.config.metrics_web_config,
                                      .tls = parts_.config.tls,
                                      .max_request_bytes = static_cast<size_t>(parts_.config.max_request_mb) << 20,
                                      .services = std::move(services),

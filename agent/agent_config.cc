@@ -7,6 +7,7 @@
 #include "agent/capture/bucket_uploads.h"
 #include "agent/capture/fanout_targets.h"
 #include "daemon/log.h"
+#include "daemon/metrics_server.h"
 
 namespace podscope::agent {
 
@@ -17,6 +18,7 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
   o.add_string("listen", &c.listen,
                "gRPC address (tensorflow.ProfilerService, podscope.v1.Agent); port 0 picks a free port");
   o.add_string("metrics_listen", &c.metrics_listen, "Prometheus /metrics address; port 0 picks a free port");
+  o.add_string("metrics_web_config", &c.metrics_web_config, kMetricsWebConfigHelp);
   o.add_string("host_name", &c.host_name, "host name reported in captures and metrics (empty: the kernel's)");
   o.add_string("socket", &c.socket, "Unix socket that annotated training processes connect to");
   o.add_string("repository_root", &c.repository_root,
@@ -121,6 +123,11 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
                "where PyTorch processes started with KINETO_USE_DAEMON=1 poll for trace requests: a name (abstract "
                "socket, Kineto's default 'dynolog') or an absolute path <dir>/dynolog (a socket file, for processes "
                "with KINETO_IPC_SOCKET_DIR=<dir>); empty: off");
+  o.add_string("kineto_trace_dir", &c.kineto_trace_dir,
+               "the directory (absolute; made by the agent, mode 0711) under which each uid's PyTorch processes get "
+               "a directory only they and the agent may write, for the traces a capture asks of them; Kineto's "
+               "recent releases write on-demand traces only under /tmp or the process's KINETO_ONDEMAND_TRACE_DIR, "
+               "which must then name this directory or one above it");
 
   // --- TensorBoard's worker-list capture (ProfileAnalysis.NewSession) ---
   o.add_list("allowed_fanout_targets", &c.allowed_fanout_targets,

@@ -16,6 +16,7 @@ struct AgentConfig {
   // --- core agent ---
   std::string listen = "0.0.0.0:8466";                // gRPC: tensorflow.ProfilerService + podscope.v1.Agent
   std::string metrics_listen = "0.0.0.0:9466";        // Prometheus /metrics
+  std::string metrics_web_config;                     // its TLS and basic auth (exporter-toolkit's format); "": none
   std::string host_name;                              // empty: the kernel's host name
   std::string socket = "/run/podscope/agent.sock";    // Unix socket for annotated training processes
   std::string repository_root;                        // empty: captures are returned, never written to disk
@@ -47,9 +48,10 @@ struct AgentConfig {
   LocalSocketLimits socket_limits;               // socket_max_connections[_per_uid], socket_*_timeout_ms
 
   // --- devices and upstream profiler servers ---
-  std::vector<std::string> upstream;                // framework profiler servers (TF/JAX) to forward captures to
-  std::string tpu_metrics_addr = "localhost:8431";  // libtpu's runtime metric service
-  std::string kineto_endpoint = "dynolog";          // the IPC fabric endpoint PyTorch's Kineto polls; "": off
+  std::vector<std::string> upstream;                      // framework profiler servers (TF/JAX) to forward captures to
+  std::string tpu_metrics_addr = "localhost:8431";        // libtpu's runtime metric service
+  std::string kineto_endpoint = "dynolog";                // the IPC fabric endpoint PyTorch's Kineto polls; "": off
+  std::string kineto_trace_dir = "/run/podscope/kineto";  // each uid's directory for the traces Kineto delivers
 
   // --- TensorBoard's worker-list capture (ProfileAnalysis.NewSession) ---
   std::vector<std::string> allowed_fanout_targets;  // host:port patterns; empty: any host on this agent's gRPC port

@@ -14,7 +14,7 @@
 #include "agent/devices/tpu_runtime_collector.h"
 #include "agent/capture/upstream_source.h"
 #include "agent/kineto/kineto_capture_source.h"
-#include "agent/kineto/kineto_daemon.h"
+#include "agent/kineto/kineto_endpoint.h"
 #include "agent/kineto/kineto_processes.h"
 #include "agent/local/client_registry.h"
 #include "agent/recorder/flight_recorder_component.h"
@@ -88,7 +88,10 @@ std::unique_ptr<CaptureSource> make_upstream(AgentParts& parts) {
 
 std::unique_ptr<CaptureSource> make_kineto_source(AgentParts& parts) {
   if (parts.config.kineto_endpoint.empty()) return nullptr;
-  return std::make_unique<KinetoCaptureSource>(parts.kineto_processes, parts.clock);
+  auto source = std::make_unique<KinetoCaptureSource>(parts.kineto_processes, parts.clock,
+                                                      parts.config.kineto_trace_dir, *parts.registry, parts.host_name);
+  parts.kineto_source = source.get();
+  return source;
 }
 
 std::unique_ptr<CaptureSource> make_host_series(AgentParts& parts) {
@@ -143,10 +146,11 @@ std::unique_ptr<LifecycleComponent> make_triggered_snapshots(AgentParts& parts) 
 
 std::unique_ptr<grpc::Service> make_agent_service(AgentParts& parts) {
   auto fill_status = [&parts](podscope::v1::AgentStatus& s) {
-    fill_agent_status({parts.host_name, parts.start_time_ns, parts.clock, parts.collectors, *parts.clock_health,
-                       *parts.captures, *parts.recording, *parts.triggered_snapshots, *parts.local_clients,
-                       *parts.local_socket_counters, parts.kineto_daemon, *parts.kineto_processes},
-                      s);
+    fill_agent_status(
+        {parts.host_name, parts.start_time_ns, parts.clock, parts.collectors, *parts.clock_health, *parts.captures,
+         *parts.recording, *parts.triggered_snapshots, *parts.local_clients, *parts.local_socket_counters,
+         parts.kineto_endpoint, parts.kineto_source, *parts.kineto_processes},
+        s);
   };
   CaptureSessions& captures = *parts.captures;
   return std::make_unique<AgentServiceImpl>(
@@ -188,10 +192,10 @@ std::unique_ptr<LifecycleComponent> make_local_socket(AgentParts& parts) {
 }
 
 std::unique_ptr<LifecycleComponent> make_kineto_endpoint(AgentParts& parts) {
-  auto daemon = std::make_unique<KinetoDaemon>(parts.config.kineto_endpoint, parts.kineto_processes, parts.clock,
-                                               *parts.registry, parts.host_name);
-  parts.kineto_daemon = daemon.get();
-  return daemon;
+  auto endpoint = std::make_unique<KinetoEndpoint>(parts.config.kineto_endpoint, parts.kineto_processes, parts.clock,
+                                                   *parts.registry, parts.host_name);
+  parts.kineto_endpoint = endpoint.get();
+  return endpoint;
 }
 
 std::unique_ptr<LifecycleComponent> make_coordinator_registration(AgentParts& parts) {

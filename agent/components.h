@@ -36,7 +36,8 @@ class ClientRegistry;
 class ClockHealthCollector;
 class CpuCollector;
 class FlightRecording;
-class KinetoDaemon;
+class KinetoCaptureSource;
+class KinetoEndpoint;
 class KinetoProcesses;
 class LocalSocketCounters;
 class PodSessions;
@@ -67,11 +68,12 @@ struct AgentParts {
   std::shared_ptr<ClientRegistry> local_clients;
   std::unique_ptr<LocalSocketCounters> local_socket_counters;
   std::unique_ptr<StepMetrics> step_metrics;
-  std::shared_ptr<KinetoProcesses> kineto_processes;  // polling PyTorch processes: the endpoint's and captures'
-  std::unique_ptr<FlightRecording> recording;         // made by its entry, after the collectors
-  TriggeredSnapshots* triggered_snapshots = nullptr;  // made by its entry, after the recorder's
-  const KinetoDaemon* kineto_daemon = nullptr;        // made by its entry, for status
-  std::unique_ptr<PodSessions> pod_sessions;          // made with the ProfileAnalysis service
+  std::shared_ptr<KinetoProcesses> kineto_processes;   // polling PyTorch processes: the endpoint's and captures'
+  std::unique_ptr<FlightRecording> recording;          // made by its entry, after the collectors
+  TriggeredSnapshots* triggered_snapshots = nullptr;   // made by its entry, after the recorder's
+  const KinetoEndpoint* kineto_endpoint = nullptr;     // made by its entry, for status
+  const KinetoCaptureSource* kineto_source = nullptr;  // made by its entry, for status
+  std::unique_ptr<PodSessions> pod_sessions;           // made with the ProfileAnalysis service
   std::shared_ptr<grpc::ChannelCredentials> channel_credentials;  // every call out: coordinator, NewSession's agents
   std::unique_ptr<tls::CallAuthorizer> authorizer;                // allowed_clients, for the capturing calls
   int grpc_port = 0;  // bound by Agent::start() before the lifecycle components start

@@ -1,6 +1,7 @@
 // Pod analysis throughput and peak memory, end to end (read *.xplane.pb + every tool + all outputs written), without
-// the file writes, and each tool alone (the pod viewer, the step tools, tf.data, kernel stats, the memory profile,
-// op stats), beside a plain protobuf parse of the same files measured in the same run. Two kinds of input:
+// the file writes, and each tool alone (the step database with the pod viewer and the step tools, tf.data, kernel
+// stats, the memory profile, op stats), beside a plain protobuf parse of the same files measured in the same run. Two
+// kinds of input:
 //   - a generated pod that gives every tool work (annotated hosts with input stages; TensorFlow GPU hosts with
 //     kernels, their ops and launches, tf.data events, executor ops and allocator events);
 //   - real captures of a fast trainer: the bench starts a podscope-agent and two ring_trainer ranks (--matrix 64
@@ -36,6 +37,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <memory>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -44,19 +46,21 @@
 #include "absl/strings/str_format.h"
 #include "bench/pod_bench.h"
 #include "daemon/heap.h"
-#include "analysis/input_pipeline.h"
-#include "analysis/json_writer.h"
-#include "analysis/kernel_stats.h"
-#include "analysis/memory_profile.h"
-#include "analysis/op_stats.h"
-#include "analysis/overview_page.h"
-#include "analysis/renderers.h"
+#include "analysis/tools/input_pipeline.h"
+#include "analysis/rendering/json_writer.h"
+#include "analysis/tools/kernel_stats.h"
+#include "analysis/tools/memory_profile.h"
+#include "analysis/tools/op_stats.h"
+#include "analysis/tools/overview_page.h"
+#include "analysis/rendering/renderers.h"
 #include "analysis/runner/analysis_runner.h"
-#include "analysis/runner/tools.h"
-#include "analysis/step_model.h"
-#include "analysis/tf_data_stats.h"
-#include "analysis/tool_pages.h"
+#include "analysis/tools/tool.h"
+#include "analysis/steps/pod_steps.h"
+#include "analysis/steps/step_database.h"
+#include "analysis/tools/tf_data_stats.h"
+#include "analysis/tools/tool_pages.h"
 #include "proto/xspace/names.h"
+#include "proto/xspace/serialize.h"
 #include "proto/xspace/xplane_reader.h"
 #include "tests/analysis/synthetic_pod.h"
 #include "proto/xspace/xplane_builder.h"
@@ -139,15 +143,14 @@ size_t render_pod_viewer_outputs(const podscope::v1::PodAnalysis& analysis) {
 
 // Every pod-viewer output, the report showing the pod viewer alone.
 size_t render_pod_outputs(const podscope::v1::PodAnalysis& analysis) {
-  return render_pod_viewer_outputs(analysis) +
-         podscope::analysis::render_report_html(
-             std::vector<podscope::analysis::ReportTab>{{"pod", "Pod viewer", &analysis}}, "bench")
-             ->size();
+  const std::vector<podscope::analysis::ReportTab> tabs = {
+      {"pod", "Pod viewer", "", "", "pod", *podscope::analysis::message_to_json(analysis, false)}};
+  return render_pod_viewer_outputs(analysis) + podscope::analysis::render_report_html(tabs, "bench").size();
 }
 
 // A tool's .pb and .json, as the runner writes them.
 size_t render_tool_files(const google::protobuf::Message& message) {
-  return podscope::analysis::serialize_deterministically(message).size() +
+  return podscope::xspace::serialize_deterministically(message)->size() +
          podscope::analysis::message_to_json(message, false)->size();
 }
 
@@ -158,7 +161,7 @@ size_t render_step_tool_outputs(const tensorflow::profiler::OverviewPage& overvi
   rendered += podscope::analysis::render_input_pipeline_text(input_pipeline).size();
   for (const google::protobuf::Message* message : {static_cast<const google::protobuf::Message*>(&overview),
                                                    static_cast<const google::protobuf::Message*>(&input_pipeline)}) {
-    rendered += podscope::analysis::serialize_deterministically(*message).size();
+    rendered += podscope::xspace::serialize_deterministically(*message)->size();
     rendered += podscope::analysis::message_to_json(*message, true)->size();
   }
   return rendered;
@@ -184,49 +187,45 @@ int measure_analysis_in_memory(const fs::path& dir) {
     return 1;
   }
   const auto& o = *outcome;
-  size_t rendered = render_pod_viewer_outputs(o.analysis) + render_step_tool_outputs(o.overview_page, o.input_pipeline);
-  rendered += podscope::analysis::render_report_html(podscope::analysis::report_tabs(o), "bench")->size();
-  rendered += render_tool_files(o.tf_data_stats) + render_tool_files(o.kernel_stats.db) +
-              render_tool_files(o.op_stats.db) + o.memory_profile.profile.SerializeAsString().size() +
-              podscope::analysis::render_memory_profile_json(o.memory_profile.profile)->size();
+  size_t rendered = render_pod_viewer_outputs(o.analysis) +
+                    render_step_tool_outputs(o.result<tensorflow::profiler::OverviewPage>(),
+                                             o.result<tensorflow::profiler::InputPipelineAnalysisResult>());
+  rendered += podscope::analysis::render_report_html(*podscope::analysis::report_tabs(o), "bench").size();
+  rendered +=
+      render_tool_files(o.result<tensorflow::profiler::CombinedTfDataStats>()) +
+      render_tool_files(o.result<podscope::analysis::KernelStatsResult>().db) +
+      render_tool_files(o.result<podscope::analysis::OpStatsResult>().db) +
+      o.result<podscope::analysis::MemoryProfileResult>().profile.SerializeAsString().size() +
+      podscope::analysis::render_memory_profile_json(o.result<podscope::analysis::MemoryProfileResult>().profile)
+          ->size();
   if (rendered == 0) return 1;
   return m.print(outcome->analysis.counts().events());
 }
 
-// The pod viewer alone (the analysis before the step tools), outputs rendered into memory.
-int measure_pod_viewer(const fs::path& dir) {
-  const Measurement m;
-  podscope::analysis::PodAnalyzer analyzer;
-  const bool ok = stream_planes(
-      dir, podscope::analysis::PodAnalyzer::wants_line,
-      [&](size_t i, const auto& plane) { analyzer.add_plane(i, plane); },
-      [&](size_t i, const podscope::xspace::XSpaceHeader& header) {
-        analyzer.add_file_names(i, header.hostnames, podscope::analysis::FileSteps::in_memory_stem(i));
-      });
-  if (!ok) return 1;
-  const auto analysis = std::move(analyzer).finish();
-  if (render_pod_outputs(analysis) == 0) return 1;
-  return m.print(analysis.counts().events());
-}
-
-// The step tools alone (step model, overview page, input pipeline analyzer), outputs rendered into memory.
+// The step database alone and the tools that read it (the pod viewer, the overview page, the input pipeline
+// analyzer), outputs rendered into memory.
 int measure_step_tools(const fs::path& dir) {
   const Measurement m;
-  podscope::analysis::StepModelBuilder builder;
+  std::vector<podscope::v1::HostStepDatabase> hosts;
+  std::unique_ptr<podscope::analysis::HostStepDatabaseBuilder> builder;
   const bool ok = stream_planes(
-      dir, podscope::analysis::StepModelBuilder::wants_line,
-      [&](size_t i, const auto& plane) { builder.add_plane(i, plane); },
+      dir, podscope::analysis::HostStepDatabaseBuilder::wants_line,
+      [&](size_t, const auto& plane) {
+        if (!builder) builder = std::make_unique<podscope::analysis::HostStepDatabaseBuilder>();
+        builder->add_plane(plane);
+      },
       [&](size_t i, const podscope::xspace::XSpaceHeader& header) {
-        builder.add_file_names(i, header.hostnames, podscope::analysis::FileSteps::in_memory_stem(i));
+        if (!builder) builder = std::make_unique<podscope::analysis::HostStepDatabaseBuilder>();
+        hosts.push_back(std::move(*builder).finish(header.hostnames, podscope::analysis::FileSteps::in_memory_stem(i)));
+        builder.reset();
       });
   if (!ok) return 1;
-  const podscope::analysis::StepModel model = std::move(builder).finish();
-  const auto input_pipeline = podscope::analysis::step_model_to_input_pipeline(model);
-  const auto overview = podscope::analysis::step_model_to_overview_page(model, input_pipeline);
-  if (render_step_tool_outputs(overview, input_pipeline) == 0) return 1;
-  uint64_t events = 0;
-  for (const auto& core : model.cores) events += core.trace.event_count;
-  return m.print(events);
+  const podscope::analysis::PodSteps pod = podscope::analysis::merge_step_databases(hosts);
+  const auto analysis = podscope::analysis::analyze_pod_steps(pod);
+  const auto input_pipeline = podscope::analysis::pod_steps_to_input_pipeline(pod);
+  const auto overview = podscope::analysis::pod_steps_to_overview_page(pod, input_pipeline);
+  if (render_pod_outputs(analysis) + render_step_tool_outputs(overview, input_pipeline) == 0) return 1;
+  return m.print(analysis.counts().events());
 }
 
 // tf.data alone: the host planes that name iterators and the annotated input stages, combined and rendered.
@@ -308,8 +307,7 @@ struct Mode {
 
 constexpr Mode kModes[] = {
     {"parse", "plain parse (baseline):", measure_parse},
-    {"pod-viewer", "pod viewer alone:", measure_pod_viewer},
-    {"step-tools", "step tools alone:", measure_step_tools},
+    {"step-tools", "step database + its tools:", measure_step_tools},
     {"tf-data", "tf.data alone:", measure_tf_data},
     {"kernel-stats", "kernel stats alone:", measure_kernel_stats},
     {"memory-profile", "memory profile alone:", measure_memory_profile},
@@ -364,7 +362,7 @@ ModeFigures report(const std::string& name, const fs::path& dir, int repeat) {
         kModes[m].label, f.cpu_seconds, f.seconds, f.cpu_seconds / parse.cpu_seconds, parse.events / f.cpu_seconds,
         heap_mb(f), heap_mb(f) / mb, heap_mb(f) / heap_mb(parse));
   }
-  const Figures& pod_viewer = figures[1];
+  const Figures& step_tools = figures[1];
   const Figures& in_memory = figures[kModeCount - 2];
   const Figures& end_to_end = figures[kModeCount - 1];
   uint64_t output_bytes = 0;
@@ -372,12 +370,12 @@ ModeFigures report(const std::string& name, const fs::path& dir, int repeat) {
     if (!e.path().filename().string().ends_with(".xplane.pb")) output_bytes += e.file_size();
   }
   std::printf(
-      "  every tool but the pod viewer: %.3f s CPU (%.2fx parse); file writes: %.3f s CPU\n"
+      "  every tool but those of the step database: %.3f s CPU (%.2fx parse); file writes: %.3f s CPU\n"
       "  analysis / parse CPU time: %.2fx end to end, %.2fx without file writes (target <= 2x); analysis peak / "
       "input: %.2fx, / the parse's peak: %.2fx (target <= 1x)\n"
       "  outputs written: %.1f MiB = %.2fx input\n",
-      in_memory.cpu_seconds - pod_viewer.cpu_seconds,
-      (in_memory.cpu_seconds - pod_viewer.cpu_seconds) / parse.cpu_seconds,
+      in_memory.cpu_seconds - step_tools.cpu_seconds,
+      (in_memory.cpu_seconds - step_tools.cpu_seconds) / parse.cpu_seconds,
       end_to_end.cpu_seconds - in_memory.cpu_seconds, end_to_end.cpu_seconds / parse.cpu_seconds,
       in_memory.cpu_seconds / parse.cpu_seconds, heap_mb(end_to_end) / mb, heap_mb(end_to_end) / heap_mb(parse),
       static_cast<double>(output_bytes) / (1 << 20), static_cast<double>(output_bytes) / static_cast<double>(bytes));

@@ -3,27 +3,99 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "analysis/runner/analysis_runner.h"
-#include "analysis/runner/tools.h"
+#include "analysis/tools/tool.h"
+#include "cli/terminal_text.h"
 #include "daemon/heap.h"
+#include "run_directory/run_directory.h"
+#include "storage/location.h"
 #include "trace_writers/pod_trace.h"
 
 namespace podscope::cli {
 namespace {
 
-// The page of the tool asked for; without one, the default page.
-std::string tool_page(const std::string& name, const analysis::AnalysisOutcome& outcome) {
-  const analysis::Tool* tool = analysis::find_tool(name);
-  return tool != nullptr ? tool->page(outcome) : analysis::default_page(outcome);
+namespace fs = std::filesystem;
+
+// What the command reads and where its outputs go: a run (itself), or files given (their outputs into --out, else the
+// first file's run).
+struct Inputs {
+  std::vector<run_directory::RunFile> files;  // empty for a run
+  std::optional<run_directory::RunDirectory> output;
+};
+
+// Whether a lone argument names a run rather than a file: a local directory, or a bucket URL whose name is not a
+// profile file's.
+bool names_a_run(const std::string& input) {
+  if (!storage::is_bucket_url(input)) {
+    std::error_code ec;
+    return fs::is_directory(input, ec);
+  }
+  absl::StatusOr<storage::Location> location = storage::parse_location(input);
+  const std::string name = location.ok() ? location->name() : "";
+  return !run_directory::is_xspace_file_name(name) && !run_directory::is_json_file_name(name);
+}
+
+// The run at `location`, which must be there when it is local.
+absl::StatusOr<run_directory::RunDirectory> output_run(const std::string& location) {
+  absl::StatusOr<run_directory::RunDirectory> run = run_directory::RunDirectory::open(location);
+  if (!run.ok()) return run.status();
+  std::error_code ec;
+  if (!run->in_bucket() && !fs::is_directory(run->local_path(), ec)) {
+    return absl::InvalidArgumentError(location + " is not a directory");
+  }
+  return run;
+}
+
+absl::StatusOr<Inputs> inputs_of(const AnalyzeFlags& flags) {
+  Inputs inputs;
+  if (flags.inputs.size() == 1 && names_a_run(flags.inputs.front())) {
+    if (!flags.out.empty())
+      return absl::InvalidArgumentError("--out is for files given: a run directory's outputs go into it");
+    absl::StatusOr<run_directory::RunDirectory> run = output_run(flags.inputs.front());
+    if (!run.ok()) return run.status();
+    inputs.output = *std::move(run);
+    return inputs;
+  }
+  absl::StatusOr<std::vector<run_directory::RunFile>> checked = run_directory::check_run_files(flags.inputs);
+  if (!checked.ok()) return checked.status();
+  inputs.files = *std::move(checked);
+  if (flags.out.empty()) {
+    // Beside the first file given: in its directory, or its prefix in a bucket.
+    absl::StatusOr<storage::Location> first = storage::parse_location(flags.inputs.front());
+    if (!first.ok()) return first.status();
+    const fs::path dir = first->path.parent_path();
+    const std::string beside = first->in_bucket() ? first->parent().url() : dir.empty() ? "." : dir.string();
+    absl::StatusOr<run_directory::RunDirectory> run = output_run(beside);
+    if (!run.ok()) return run.status();
+    inputs.output = *std::move(run);
+    return inputs;
+  }
+  absl::StatusOr<run_directory::RunDirectory> out = output_run(flags.out);
+  if (!out.ok()) return out.status();
+  inputs.output = *std::move(out);
+  return inputs;
+}
+
+int fail(const std::string& message, int exit_code) {
+  print(std::cerr, "podscope analyze: " + message + "\n");
+  return exit_code;
 }
 
 }  // namespace
 
 void add_analyze_flags(CLI::App& command, AnalyzeFlags& flags) {
-  command.add_option("run_dir", flags.run_dir, "Run directory (<logdir>/plugins/profile/<run>)")->required();
+  command
+      .add_option("inputs", flags.inputs,
+                  "A run directory (<logdir>/plugins/profile/<run>, or a directory of torch.profiler traces), or "
+                  "profile files: *.xplane.pb and Chrome traces (*.json[.gz] with traceEvents)")
+      ->required();
+  command.add_option("--out", flags.out,
+                     "Where the outputs go when files are given (default: the first file's directory)");
   command.add_option("--trace-window", flags.trace_window,
                      "Write small traces of a window instead of the whole run's: A:B (ms from the capture's "
                      "start) or step:N");
@@ -41,44 +113,34 @@ void add_analyze_flags(CLI::App& command, AnalyzeFlags& flags) {
 }
 
 int run_analyze_command(const AnalyzeFlags& flags) {
-  absl::StatusOr<run_directory::RunDirectory> run = run_directory::RunDirectory::open(flags.run_dir);
-  if (!run.ok()) {
-    std::cerr << "podscope analyze: " << run.status().message() << "\n";
-    return 2;
-  }
-  if (!run->in_bucket() && !std::filesystem::is_directory(flags.run_dir)) {
-    std::cerr << "podscope analyze: " << flags.run_dir << " is not a directory\n";
-    return 2;
-  }
+  const absl::StatusOr<Inputs> given = inputs_of(flags);
+  if (!given.ok()) return fail(std::string(given.status().message()), 2);
+  const Inputs& inputs = *given;
+  const run_directory::RunDirectory& output = *inputs.output;
   pod_capture::TraceSelection selection;
   if (!flags.trace_window.empty()) {
     auto parsed = pod_capture::parse_trace_selection(flags.trace_window);
-    if (!parsed.ok()) {
-      std::cerr << "podscope analyze: --trace-window: " << parsed.status().message() << "\n";
-      return 2;
-    }
+    if (!parsed.ok()) return fail("--trace-window: " + std::string(parsed.status().message()), 2);
     selection = *parsed;
   }
-  // One reader for both passes over the run: each torch.profiler trace is converted once.
-  run_directory::RunFileReader files;
-  auto outcome = analysis::analyze_run_directory(*run, {}, files);
-  if (!outcome.ok()) {
-    std::cerr << "podscope analyze: " << outcome.status().message() << "\n";
-    return 1;
-  }
+  // One reader for both passes over the run: each trace is converted once.
+  run_directory::RunFileReader reader;
+  auto outcome = inputs.files.empty() ? analysis::analyze_run_directory(output, {}, reader)
+                                      : analysis::analyze_files(inputs.files, output, {}, reader);
+  if (!outcome.ok()) return fail(std::string(outcome.status().message()), 1);
   return_free_heap();  // what the analysis freed, before the traces read the run again
-  auto traces = pod_capture::write_run_traces(*run, selection, files);
-  if (!traces.ok()) {
-    std::cerr << "podscope analyze: trace: " << traces.status().message() << "\n";
-    return 1;
-  }
-  std::cout << tool_page(flags.tool, *outcome);
-  for (const auto& file : outcome->written_files) std::cout << "wrote " << file << "\n";
-  std::cout << "wrote " << traces->json << "\n";
-  std::cout << "wrote " << traces->perfetto << " (" << traces->counts.slices << " slices, "
-            << traces->counts.counter_values << " counter values, " << traces->counts.flow_starts << " flows)\n";
+  auto traces = inputs.files.empty() ? pod_capture::write_run_traces(output, selection, reader)
+                                     : pod_capture::write_traces(inputs.files, output, selection, reader);
+  if (!traces.ok()) return fail("trace: " + std::string(traces.status().message()), 1);
+  std::ostringstream out;
+  out << analysis::tool_page(*outcome, flags.tool);
+  for (const auto& file : outcome->written_files) out << "wrote " << file << "\n";
+  out << "wrote " << traces->json << "\n";
+  out << "wrote " << traces->perfetto << " (" << traces->counts.slices << " slices, " << traces->counts.counter_values
+      << " counter values, " << traces->counts.flow_starts << " flows)\n";
+  print(std::cout, out.str());
   // As `podscope capture`: 3 when only some of the run's files could be used.
-  for (const auto& bad : outcome->bad_files) std::cerr << "podscope analyze: skipped " << bad << "\n";
+  for (const auto& bad : outcome->bad_files) print(std::cerr, "podscope analyze: skipped " + bad + "\n");
   return outcome->bad_files.empty() ? 0 : 3;
 }
 

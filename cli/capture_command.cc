@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cli/coordinator_client.h"
+#include "cli/terminal_text.h"
 #include "cli/terminate_on_interrupt.h"
 #include "pod_capture/monitor.h"
 #include "pod_capture/pod_run.h"
@@ -28,7 +29,7 @@ namespace {
 constexpr int kUsageError = 2;
 
 int usage_error(const std::string& reason) {
-  std::cerr << "podscope capture: " << reason << "\n";
+  print(std::cerr, "podscope capture: " + reason + "\n");
   return kUsageError;
 }
 
@@ -137,13 +138,12 @@ std::string usage_problem(const CaptureFlags& flags) {
 
 pod_capture::ProgressFn progress_printer(bool quiet) {
   return [quiet](const std::string& line) {
-    if (!quiet) std::cout << line << "\n" << std::flush;
+    if (!quiet) print(std::cout, line + "\n") << std::flush;
   };
 }
 
 int print_outcome(const std::string& summary_text, const std::string& run_location, int exit_code) {
-  std::cout << summary_text;
-  std::cout << "Run directory: " << run_location << "\n";
+  print(std::cout, summary_text + "Run directory: " + run_location + "\n");
   return exit_code;
 }
 
@@ -176,7 +176,7 @@ int run_monitoring(const CaptureFlags& flags, int64_t duration_ms) {
   auto addresses = flags.coordinator.empty() ? target_addresses(flags) : workers_of_coordinator(flags);
   if (!addresses.ok()) {
     if (flags.coordinator.empty()) return usage_error(std::string(addresses.status().message()));
-    std::cerr << "podscope capture: " << addresses.status().message() << "\n";
+    print(std::cerr, "podscope capture: " + std::string(addresses.status().message()) + "\n");
     return 1;
   }
   const Agents agents = connect_agents(*addresses, flags.tls);
@@ -184,7 +184,7 @@ int run_monitoring(const CaptureFlags& flags, int64_t duration_ms) {
   for (int sample = 1; sample <= flags.num_queries; ++sample) {
     const auto results = pod_capture::monitor_round(agents.pointers, names, duration_ms, flags.monitoring_level,
                                                     flags.display_timestamp);
-    std::cout << pod_capture::format_monitor_round(sample, results) << "\n" << std::flush;
+    print(std::cout, pod_capture::format_monitor_round(sample, results) + "\n") << std::flush;
   }
   return 0;
 }
@@ -198,7 +198,7 @@ int capture_from_agents(const CaptureFlags& flags, pod_capture::CaptureSpec spec
   for (auto* connection : agents.pointers) pod.emplace_back().connection = connection;  // nothing else is known
   absl::StatusOr<run_directory::RunDirectory> run = run_in_logdir(flags.logdir, spec.session_id);
   if (!run.ok()) {
-    std::cerr << "podscope capture: " << run.status().message() << "\n";
+    print(std::cerr, "podscope capture: " + std::string(run.status().message()) + "\n");
     return 1;
   }
   absl::StatusOr<pod_capture::PodRunOutcome> outcome;
@@ -209,7 +209,7 @@ int capture_from_agents(const CaptureFlags& flags, pod_capture::CaptureSpec spec
     outcome = pod_capture::run_pod(pod, spec, *run, Clock(), progress_printer(flags.quiet));
   }
   if (!outcome.ok()) {
-    std::cerr << "podscope capture: " << outcome.status().message() << "\n";
+    print(std::cerr, "podscope capture: " + std::string(outcome.status().message()) + "\n");
     return 1;
   }
   return print_outcome(outcome->summary_text, outcome->run_location, outcome->exit_code());
@@ -222,7 +222,7 @@ int capture_through_coordinator(const CaptureFlags& flags, const podscope::v1::C
                                                           tls::channel_credentials(flags.tls), request, flags.logdir,
                                                           progress_printer(flags.quiet));
   if (!outcome.ok()) {
-    std::cerr << "podscope capture: " << outcome.status().message() << "\n";
+    print(std::cerr, "podscope capture: " + std::string(outcome.status().message()) + "\n");
     return 1;
   }
   return print_outcome(outcome->summary_text, outcome->run_location, outcome->exit_code);

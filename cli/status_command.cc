@@ -69,8 +69,9 @@ std::string local_socket_summary(const podscope::v1::LocalSocketCounts& socket) 
   return out + "; refused: " + (refused.empty() ? "none" : refused);
 }
 
-// "PyTorch (Kineto): serving abstract socket @dynolog, 2 process(es) polling; refused: 3 short" and a line per
-// process: "    pid 812 job 0 (ancestors 790,1), polled 1.2 s ago every 5.0 s".
+// "PyTorch (Kineto): serving abstract socket @dynolog, 2 process(es) polling; refused: 3 short; traces merged 4,
+// refused: 1 symlink" and a line per process: "    pid 812 uid 1000 job 0 (ancestors 790,1), polled 1.2 s ago
+// every 5.0 s".
 void print_kineto(const podscope::v1::KinetoStatus& kineto, int64_t now_ns) {
   std::cout << "  PyTorch (Kineto): ";
   if (kineto.state() != podscope::v1::KinetoStatus::SERVING) {
@@ -81,10 +82,17 @@ void print_kineto(const podscope::v1::KinetoStatus& kineto, int64_t now_ns) {
   for (const auto& r : kineto.refused()) {
     if (r.count() > 0) refused += (refused.empty() ? "" : ", ") + std::to_string(r.count()) + " " + r.reason();
   }
+  std::string traces_refused;
+  for (const auto& r : kineto.traces_refused()) {
+    if (r.count() > 0) {
+      traces_refused += (traces_refused.empty() ? "" : ", ") + std::to_string(r.count()) + " " + r.reason();
+    }
+  }
   std::cout << kineto.detail() << ", " << kineto.processes_size()
-            << " process(es) polling; refused: " << (refused.empty() ? "none" : refused) << "\n";
+            << " process(es) polling; refused: " << (refused.empty() ? "none" : refused) << "; traces merged "
+            << kineto.traces_merged() << ", refused: " << (traces_refused.empty() ? "none" : traces_refused) << "\n";
   for (const auto& p : kineto.processes()) {
-    std::cout << "    pid " << p.pid() << " job " << p.job_id();
+    std::cout << "    pid " << p.pid() << " uid " << p.uid() << " job " << p.job_id();
     if (p.ancestors_size() > 0) {
       std::cout << " (ancestors";
       for (int i = 0; i < p.ancestors_size(); ++i) std::cout << (i == 0 ? " " : ",") << p.ancestors(i);

@@ -1,6 +1,7 @@
 #include "coordinator/coordinator_daemon.h"
 
 #include "daemon/log.h"
+#include "daemon/metrics_server.h"
 #include "tls/credentials.h"
 
 namespace podscope::coordinator {
@@ -9,6 +10,7 @@ void declare_coordinator_options(CoordinatorConfig& c, OptionSet& o) {
   o.add_string("listen", &c.listen,
                "gRPC address (podscope.v1.Coordinator, tensorflow.ProfileAnalysis); port 0 picks one");
   o.add_string("metrics_listen", &c.metrics_listen, "Prometheus /metrics address; port 0 picks one");
+  o.add_string("metrics_web_config", &c.metrics_web_config, kMetricsWebConfigHelp);
   o.add_string("repository_root", &c.repository_root,
                "Directory captures are kept under (<root>/plugins/profile/<run>); NewSession writes only inside it");
   o.add_list("workers", &c.workers, "Static workers: \"name=host:port\" or \"host:port\"");
@@ -80,6 +82,7 @@ absl::Status CoordinatorDaemon::start() {
   absl::StatusOr<std::unique_ptr<tls::DaemonServers>> servers =
       tls::DaemonServers::start({.listen = config_.listen,
                                  .metrics_listen = config_.metrics_listen,
+                                 .metrics_web_config = config_.metrics_web_config,
                                  .tls = config_.tls,
                                  .services = {coordinator_service_.get(), analysis_service_.get(), &health_service_},
                                  .labels = {}},

@@ -24,6 +24,7 @@ namespace podscope::coordinator {
 struct CoordinatorConfig {
   std::string listen = "0.0.0.0:6009";
   std::string metrics_listen = "0.0.0.0:9470";
+  std::string metrics_web_config;  // TLS and basic auth of the metrics port (exporter-toolkit's format); "": none
   std::string repository_root;
   std::vector<std::string> workers;  // static workers, "host=host:port" or "host:port"
   int64_t heartbeat_interval_ms = 5000;

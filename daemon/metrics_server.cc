@@ -1,34 +1,63 @@
 #include "daemon/metrics_server.h"
 
-#include <prometheus/text_serializer.h>
-
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <zlib.h>
 
 #include <algorithm>
-#include <cerrno>
+#include <cctype>
+#include <cstdlib>
+#include <array>
 #include <chrono>
-#include <cstring>
 #include <ctime>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <type_traits>
+#include <vector>
 
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <prometheus/counter.h>
+#include <prometheus/text_serializer.h>
+
+#include "absl/strings/numbers.h"
 #include "daemon/log.h"
+#include "daemon/metrics_basic_auth.h"
+#include "daemon/metrics_web_config.h"
 
 namespace podscope {
 namespace {
 
-using SteadyTime = std::chrono::steady_clock::time_point;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using SteadyClock = std::chrono::steady_clock;
 
-// At the limit a new connection replaces the oldest one that has not sent a whole request: a scraper sends its
-// request at once, so only connections that hold a slot without asking anything are pushed out.
 constexpr size_t kMaxConnections = 64;
-constexpr size_t kMaxRequestBytes = 8192;
-constexpr std::chrono::milliseconds kRequestTimeout{1000};  // from accept to the end of the request's headers
-constexpr std::chrono::milliseconds kWriteTimeout{10000};   // from the request to the answer's last byte
+constexpr size_t kMaxRequestHeadBytes = 8192;                  // request line and headers; past it: 431
+constexpr std::chrono::seconds kRequestTimeout{5};             // from accept to the request's last header (TLS too)
+constexpr std::chrono::seconds kWriteTimeout{10};              // from the request to the answer's last byte
+constexpr std::chrono::seconds kCloseTimeout{1};               // TLS close_notify, and draining what the peer sent
+constexpr size_t kMaxDrainedBytes = 64 << 10;                  // past a refused request, before the close
+constexpr std::chrono::milliseconds kRenderShareWindow{1000};  // a render this young is shared by a new scrape
+constexpr size_t kMaxHeldRenders = 2;                          // renders held by connections still sending them
+constexpr std::chrono::seconds kWebConfigCheckPeriod{1};
+
+constexpr char kTextPlain[] = "text/plain; charset=utf-8";
+constexpr char kExposition[] = "text/plain; version=0.0.4; charset=utf-8";
+// What an HTTPS port answers a plaintext HTTP request, as Go's servers (node_exporter's) do.
+constexpr char kPlaintextOnTls[] =
+    "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+    "Client sent an HTTP request to an HTTPS server.\n";
 
 // 1700000000123456789 → "2023-11-14T22:13:20Z".
 std::string utc_time(int64_t ns) {
@@ -40,247 +69,632 @@ std::string utc_time(int64_t ns) {
   return text;
 }
 
-const char* reason_phrase(int status) {
-  switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 431: return "Request Header Fields Too Large";
-    case 503: return "Service Unavailable";
-    default: return "Error";
-  }
-}
-
-// Every answer closes its connection: a scraper opens one per scrape, and no idle keep-alive holds a slot.
-std::string http_answer(int status, const char* content_type, const std::string& body, bool with_body) {
-  std::string out = "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) +
-                    "\r\nContent-Type: " + content_type + "\r\nContent-Length: " + std::to_string(body.size()) +
-                    "\r\nConnection: close\r\n\r\n";
-  if (with_body) out += body;
+// `text` as one gzip member (zlib; its fastest level: the exposition format compresses well at any level).
+std::string gzip(std::string_view text) {
+  z_stream z{};
+  deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&z, text.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  deflate(&z, Z_FINISH);  // the bound leaves room for all of it
+  out.resize(z.total_out);
+  deflateEnd(&z);
   return out;
 }
 
-// Binds and listens on "host:port" ("[v6]:port" too; an empty or "*" host is every IPv4 address).
-absl::StatusOr<int> listen_on(const std::string& listen) {
-  const size_t colon = listen.rfind(':');
-  if (colon == std::string::npos) return absl::InvalidArgumentError("expected host:port");
-  std::string host = listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  const std::string port = listen.substr(colon + 1);
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  hints.ai_family = host.empty() || host == "*" ? AF_INET : AF_UNSPEC;
-  addrinfo* found = nullptr;
-  const int resolved = getaddrinfo(host.empty() || host == "*" ? nullptr : host.c_str(), port.c_str(), &hints, &found);
-  if (resolved != 0) return absl::InvalidArgumentError(gai_strerror(resolved));
-  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) {
-    freeaddrinfo(found);
-    return absl::UnavailableError(std::strerror(errno));
-  }
-  const int on = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  const bool bound = bind(fd, found->ai_addr, found->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0;
-  const int error = errno;
-  freeaddrinfo(found);
-  if (!bound) {
-    close(fd);
-    return absl::UnavailableError(std::strerror(error));
-  }
-  return fd;
+std::string_view trimmed(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  return text;
 }
 
-int bound_port(int fd) {
-  sockaddr_storage address{};
-  socklen_t length = sizeof address;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return 0;
-  if (address.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
-  return ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+// The parts of `text` between `separator`s.
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> parts;
+  for (size_t from = 0;;) {
+    const size_t at = text.find(separator, from);
+    parts.push_back(text.substr(from, at == std::string_view::npos ? std::string_view::npos : at - from));
+    if (at == std::string_view::npos) return parts;
+    from = at + 1;
+  }
 }
+
+// The weight of one Accept-Encoding element's parameters ("q=0.5"): 1 without one, 0 when it is not a number.
+double weight(const std::vector<std::string_view>& parts) {
+  double q = 1;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const std::string_view param = trimmed(parts[i]);
+    if (param.size() < 2 || (param[0] != 'q' && param[0] != 'Q') || param[1] != '=') continue;
+    const std::string number(param.substr(2));
+    char* end = nullptr;
+    q = std::strtod(number.c_str(), &end);
+    if (number.empty() || *end != '\0') q = 0;
+  }
+  return q;
+}
+
+// Whether an Accept-Encoding value ("gzip", "deflate, gzip;q=0.5", "*") lets the answer be gzipped.
+bool accepts_gzip(std::string_view accept_encoding) {
+  std::optional<double> gzip_q, any_q;
+  for (std::string_view element : split(accept_encoding, ',')) {
+    const std::vector<std::string_view> parts = split(element, ';');
+    std::string coding(trimmed(parts[0]));
+    std::transform(coding.begin(), coding.end(), coding.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (coding == "gzip" || coding == "x-gzip") gzip_q = weight(parts);
+    if (coding == "*") any_q = weight(parts);
+  }
+  return gzip_q.has_value() ? *gzip_q > 0 : any_q.has_value() && *any_q > 0;
+}
+
+// A header's value as a std::string (Beast's views are Boost's).
+std::string text_of(beast::string_view view) { return std::string(view.data(), view.size()); }
+
+// One rendering of the registry, shared by the scrapes that overlap it.
+struct Render {
+  SteadyClock::time_point at;
+  std::string text;
+  std::string gzip;  // made by the first scrape that accepts it
+};
+
+// An answer; its body's bytes live in `owner` (a Render, or the string of a short answer).
+struct Reply {
+  http::response<http::span_body<const char>> message;
+  std::shared_ptr<const void> owner;
+};
+
+std::shared_ptr<Reply> text_reply(http::status status, std::string body, bool head = false) {
+  auto owner = std::make_shared<const std::string>(std::move(body));
+  auto reply = std::make_shared<Reply>();
+  reply->message.result(status);
+  reply->message.set(http::field::content_type, kTextPlain);
+  reply->message.content_length(owner->size());
+  if (!head) reply->message.body() = {owner->data(), owner->size()};
+  reply->owner = std::move(owner);
+  return reply;
+}
+
+// What the answer to a request depends on, kept past the parser while a password is checked.
+struct Asked {
+  http::verb method;
+  std::string path;  // the target without its query
+  bool gzip;
+  std::string authorization;
+};
+
+enum class Closed {
+  kRequestTimeout,
+  kWriteTimeout,
+  kRequestTooLarge,
+  kBadRequest,
+  kEvictedAtLimit,
+  kEvictedSlowReader,
+  kTlsHandshakeFailed,
+  kPlaintextOnTls,
+  kCount
+};
+constexpr const char* kClosedReasons[] = {"request_timeout",      "write_timeout",    "request_too_large",
+                                          "bad_request",          "evicted_at_limit", "evicted_slow_reader",
+                                          "tls_handshake_failed", "plaintext_on_tls"};
+static_assert(std::size(kClosedReasons) == static_cast<size_t>(Closed::kCount));
+
+// What a connection is served with: the configuration in force when it was accepted.
+struct Serving {
+  std::shared_ptr<asio::ssl::context> tls;               // null: plain HTTP
+  std::shared_ptr<const MetricsBasicAuth::Users> users;  // empty: no authentication
+};
+
+// A file's identity and content stamp: a change to any of them is a change of the file.
+using FileStamp = std::tuple<dev_t, ino_t, off_t, int64_t, int64_t>;
+std::vector<FileStamp> stamps_of(const std::vector<std::string>& files) {
+  std::vector<FileStamp> out;
+  for (const std::string& file : files) {
+    struct stat st {};
+    if (stat(file.c_str(), &st) != 0) st = {};
+    out.emplace_back(st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+  }
+  return out;
+}
+
+class Connection;
 
 }  // namespace
 
-struct MetricsServer::Connection {
-  int fd = -1;
-  SteadyTime accepted;
-  SteadyTime deadline;
-  std::string request;  // read so far, until the headers end
-  std::string answer;   // queued once the request is in
-  size_t written = 0;
-  bool answering() const { return !answer.empty(); }
+class MetricsServer::Impl {
+ public:
+  Impl(const MetricsServerSettings& settings, std::shared_ptr<prometheus::Registry> registry,
+       std::vector<const HealthCheck*> health_checks);
+  ~Impl();
+
+  absl::Status load_web_config();
+  absl::Status bind();
+  void run();
+
+  int port() const { return port_; }
+  // As started: TLS stays on or off; users may come and go with the file.
+  bool serves_tls() const { return serves_tls_; }
+  bool requires_basic_auth() const { return started_with_users_; }
+
+  // For connections, on the io thread.
+  void count(Closed reason) { closed_[static_cast<size_t>(reason)]->Increment(); }
+  void answer(const Asked& asked, const Serving& serving, std::function<void(std::shared_ptr<Reply>)> done);
+  std::array<char, 16384>& discard() { return discard_; }
+
+ private:
+  void accept();
+  void admit(tcp::socket socket);
+  void refresh_web_config();
+  std::shared_ptr<Reply> route(const Asked& asked);
+  std::shared_ptr<Reply> metrics_reply(bool gzip, bool head);
+  std::shared_ptr<Render> current_render();
+  std::string health_body(http::status& status) const;
+
+  const MetricsServerSettings settings_;
+  const std::shared_ptr<prometheus::Registry> registry_;
+  const std::vector<const HealthCheck*> health_checks_;
+  asio::io_context io_{1};
+  tcp::acceptor acceptor_{io_};
+  int port_ = 0;
+  Serving serving_;
+  bool serves_tls_ = false;
+  bool started_with_users_ = false;
+  std::vector<std::string> web_config_files_;
+  std::vector<FileStamp> web_config_stamps_;
+  SteadyClock::time_point web_config_checked_{};
+  std::unique_ptr<MetricsBasicAuth> auth_;
+  std::vector<std::weak_ptr<Connection>> connections_;
+  std::vector<std::weak_ptr<Render>> renders_;  // newest last
+  std::array<char, 16384> discard_{};           // where drained bytes go (one io thread: never read)
+  std::array<prometheus::Counter*, static_cast<size_t>(Closed::kCount)> closed_{};
+  prometheus::Counter* held_renders_served_ = nullptr;
+  prometheus::Counter* unauthorized_no_credentials_ = nullptr;
+  prometheus::Counter* unauthorized_wrong_credentials_ = nullptr;
+  prometheus::Counter* unauthorized_busy_ = nullptr;
+  prometheus::Counter* web_config_applied_ = nullptr;
+  prometheus::Counter* web_config_failed_ = nullptr;
+  std::thread thread_;
 };
 
-MetricsServer::MetricsServer(std::shared_ptr<prometheus::Registry> registry,
-                             std::vector<const HealthCheck*> health_checks)
-    : registry_(std::move(registry)), health_checks_(std::move(health_checks)) {}
+namespace {
 
-absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& listen,
-                                                                    std::shared_ptr<prometheus::Registry> registry,
-                                                                    std::vector<const HealthCheck*> health_checks,
-                                                                    const prometheus::Labels& labels) {
-  absl::StatusOr<int> listen_fd = listen_on(listen);
-  if (!listen_fd.ok()) {
-    return absl::UnavailableError("metrics_listen " + listen +
-                                  ": cannot listen: " + std::string(listen_fd.status().message()));
+using Server = MetricsServer::Impl;
+
+// One accepted connection: its phase, and since when, decide which one the connection limit pushes out.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  enum class Phase { kRequest, kAnswer, kClosing };
+  virtual ~Connection() = default;
+  virtual void start() = 0;
+  // Closes the socket at once: every pending operation ends.
+  virtual void abort() = 0;
+  Phase phase() const { return phase_; }
+  // When the connection was accepted, or when its answer began once it has a request in.
+  SteadyClock::time_point since() const { return since_; }
+
+ protected:
+  void answering() {
+    if (phase_ != Phase::kAnswer) since_ = SteadyClock::now();
+    phase_ = Phase::kAnswer;
   }
-  std::unique_ptr<MetricsServer> server(new MetricsServer(std::move(registry), std::move(health_checks)));
-  server->listen_fd_ = *listen_fd;
-  server->port_ = bound_port(*listen_fd);
-  server->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+
+  Phase phase_ = Phase::kRequest;
+  SteadyClock::time_point since_ = SteadyClock::now();
+};
+
+// A connection over `Stream`: beast::tcp_stream (plain HTTP) or beast::ssl_stream of one (TLS).
+template <typename Stream>
+class Session final : public Connection {
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
+ public:
+  Session(Server& server, tcp::socket socket, Serving serving)
+      : server_(server), serving_(std::move(serving)), stream_(make_stream(std::move(socket), serving_)) {
+    parser_.header_limit(kMaxRequestHeadBytes);
+  }
+
+  void start() override {
+    lowest().expires_at(since_ + kRequestTimeout);
+    if constexpr (kTls) {
+      beast::async_detect_ssl(lowest(), buffer_,
+                              [self = shared()](beast::error_code ec, bool tls) { self->on_detected(ec, tls); });
+    } else {
+      read_request();
+    }
+  }
+
+  void abort() override {
+    aborted_ = true;
+    lowest().close();
+  }
+
+ private:
+  static Stream make_stream(tcp::socket socket, const Serving& serving) {
+    if constexpr (kTls) {
+      return Stream(beast::tcp_stream(std::move(socket)), *serving.tls);
+    } else {
+      return Stream(std::move(socket));
+    }
+  }
+  std::shared_ptr<Session> shared() { return std::static_pointer_cast<Session>(shared_from_this()); }
+  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+
+  // The first bytes say whether the peer speaks TLS; a plaintext request is answered as Go's servers do.
+  void on_detected(beast::error_code ec, bool tls) {
+    if (ec) return end_early(ec);
+    if (!tls) {
+      server_.count(Closed::kPlaintextOnTls);
+      answering();
+      asio::async_write(lowest(), asio::buffer(kPlaintextOnTls, sizeof kPlaintextOnTls - 1),
+                        [self = shared()](beast::error_code error, size_t) {
+                          if (!error) self->drain_and_close();
+                        });
+      return;
+    }
+    if constexpr (kTls) {
+      stream_.async_handshake(asio::ssl::stream_base::server, buffer_.data(),
+                              [self = shared()](beast::error_code error, size_t used) {
+                                if (error) {
+                                  if (error != beast::error::timeout && !self->aborted_) {
+                                    self->server_.count(Closed::kTlsHandshakeFailed);
+                                  }
+                                  return self->end_early(error);
+                                }
+                                self->buffer_.consume(used);
+                                self->read_request();
+                              });
+    }
+  }
+
+  void read_request() {
+    http::async_read(stream_, buffer_, parser_,
+                     [self = shared()](beast::error_code ec, size_t) { self->on_request(ec); });
+  }
+
+  void on_request(beast::error_code ec) {
+    if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
+      server_.count(Closed::kRequestTooLarge);
+      return write(text_reply(http::status::request_header_fields_too_large, "request header fields too large\n"));
+    }
+    if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
+        ec != http::error::end_of_stream && ec != http::error::partial_message) {
+      server_.count(Closed::kBadRequest);
+      return write(text_reply(http::status::bad_request, "bad request: " + ec.message() + "\n"));
+    }
+    if (ec) return end_early(ec);
+    const http::request<http::empty_body>& request = parser_.get();
+    const std::string target = text_of(request.target());
+    Asked asked{request.method(), target.substr(0, target.find('?')),
+                accepts_gzip(text_of(request[http::field::accept_encoding])),
+                text_of(request[http::field::authorization])};
+    answering();
+    server_.answer(asked, serving_, [self = shared()](std::shared_ptr<Reply> reply) { self->write(std::move(reply)); });
+  }
+
+  void write(std::shared_ptr<Reply> reply) {
+    if (aborted_) return;
+    answering();
+    reply->message.version(11);
+    reply->message.keep_alive(false);
+    lowest().expires_after(kWriteTimeout);
+    http::async_write(stream_, reply->message, [self = shared(), reply](beast::error_code ec, size_t) {
+      if (ec == beast::error::timeout) self->server_.count(Closed::kWriteTimeout);
+      if (ec) return self->lowest().close();
+      self->close();
+    });
+  }
+
+  // The answer is out: TLS says close_notify, then what the peer still sends is read and dropped (briefly), so the
+  // close does not reset the connection before the peer has read the answer.
+  void close() {
+    phase_ = Phase::kClosing;
+    lowest().expires_after(kCloseTimeout);
+    if constexpr (kTls) {
+      stream_.async_shutdown([self = shared()](beast::error_code) { self->lowest().close(); });
+    } else {
+      drain_and_close();
+    }
+  }
+
+  void drain_and_close() {
+    phase_ = Phase::kClosing;
+    lowest().expires_after(kCloseTimeout);
+    beast::error_code ignored;
+    lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+    drain();
+  }
+
+  void drain() {
+    lowest().async_read_some(asio::buffer(server_.discard()), [self = shared()](beast::error_code ec, size_t n) {
+      self->drained_ += n;
+      if (ec || self->drained_ > kMaxDrainedBytes) return self->lowest().close();
+      self->drain();
+    });
+  }
+
+  // Before an answer: the peer left, took too long, or the handshake failed.
+  void end_early(beast::error_code ec) {
+    if (ec == beast::error::timeout) server_.count(Closed::kRequestTimeout);
+    lowest().close();
+  }
+
+  Server& server_;
+  const Serving serving_;  // holds the TLS context the stream uses
+  Stream stream_;
+  beast::flat_buffer buffer_{kMaxRequestHeadBytes + 1024};
+  http::request_parser<http::empty_body> parser_;
+  size_t drained_ = 0;
+  bool aborted_ = false;
+};
+
+}  // namespace
+
+MetricsServer::Impl::Impl(const MetricsServerSettings& settings, std::shared_ptr<prometheus::Registry> registry,
+                          std::vector<const HealthCheck*> health_checks)
+    : settings_(settings), registry_(std::move(registry)), health_checks_(std::move(health_checks)) {
+  const prometheus::Labels& labels = settings_.labels;
   auto& closed = prometheus::BuildCounter()
                      .Name("podscope_metrics_connections_closed_total")
                      .Help("Connections to the metrics server closed at one of its bounds, by reason.")
                      .Labels(labels)
-                     .Register(*server->registry_);
-  server->closed_ = {&closed.Add({{"reason", "request_timeout"}}), &closed.Add({{"reason", "write_timeout"}}),
-                     &closed.Add({{"reason", "request_too_large"}}), &closed.Add({{"reason", "evicted_at_limit"}})};
-  server->thread_ = std::thread([raw = server.get()] { raw->serve(); });
-  return server;
+                     .Register(*registry_);
+  for (size_t i = 0; i < closed_.size(); ++i) closed_[i] = &closed.Add({{"reason", kClosedReasons[i]}});
+  held_renders_served_ = &prometheus::BuildCounter()
+                              .Name("podscope_metrics_held_renders_served_total")
+                              .Help(
+                                  "Scrapes of /metrics answered with a render already held by slower connections "
+                                  "(at most 2 are held), not a fresh one.")
+                              .Labels(labels)
+                              .Register(*registry_)
+                              .Add({});
+  auto& unauthorized = prometheus::BuildCounter()
+                           .Name("podscope_metrics_requests_unauthorized_total")
+                           .Help("Requests to the metrics server refused by basic authentication, by reason.")
+                           .Labels(labels)
+                           .Register(*registry_);
+  unauthorized_no_credentials_ = &unauthorized.Add({{"reason", "no_credentials"}});
+  unauthorized_wrong_credentials_ = &unauthorized.Add({{"reason", "wrong_credentials"}});
+  unauthorized_busy_ = &unauthorized.Add({{"reason", "checks_busy"}});
+  auto& reloads = prometheus::BuildCounter()
+                      .Name("podscope_metrics_web_config_reloads_total")
+                      .Help(
+                          "Changes of metrics_web_config or its files read again, by outcome (failed: the running "
+                          "configuration stays).")
+                      .Labels(labels)
+                      .Register(*registry_);
+  web_config_applied_ = &reloads.Add({{"outcome", "applied"}});
+  web_config_failed_ = &reloads.Add({{"outcome", "failed"}});
 }
 
-MetricsServer::~MetricsServer() {
-  const uint64_t one = 1;
-  if (write(wake_fd_, &one, sizeof one) < 0) {
-    PODSCOPE_LOG(kWarning) << "metrics server: cannot wake its thread";
+MetricsServer::Impl::~Impl() {
+  asio::post(io_, [this] {
+    beast::error_code ignored;
+    acceptor_.close(ignored);
+    for (const std::weak_ptr<Connection>& weak : connections_) {
+      if (std::shared_ptr<Connection> connection = weak.lock()) connection->abort();
+    }
+    io_.stop();
+  });
+  if (thread_.joinable()) thread_.join();
+  auth_.reset();  // before the io_context: its checks post their answers there
+}
+
+absl::Status MetricsServer::Impl::load_web_config() {
+  serving_.users = std::make_shared<const MetricsBasicAuth::Users>();
+  if (settings_.web_config.empty()) return absl::OkStatus();
+  const auto error = [this](const absl::Status& s) {
+    return absl::InvalidArgumentError("metrics_web_config " + std::string(s.message()));
+  };
+  absl::StatusOr<MetricsWebConfig> config = read_metrics_web_config(settings_.web_config);
+  if (!config.ok()) return error(config.status());
+  web_config_files_ = config->files();
+  web_config_stamps_ = stamps_of(web_config_files_);
+  if (config->tls.has_value()) {
+    absl::StatusOr<std::shared_ptr<asio::ssl::context>> tls = make_tls_context(*config->tls);
+    if (!tls.ok()) return error(tls.status());
+    serving_.tls = std::move(*tls);
   }
-  thread_.join();
-  close(wake_fd_);
-  close(listen_fd_);
+  serving_.users = std::make_shared<const MetricsBasicAuth::Users>(std::move(config->basic_auth_users));
+  serves_tls_ = serving_.tls != nullptr;
+  started_with_users_ = !serving_.users->empty();
+  auth_ = std::make_unique<MetricsBasicAuth>();
+  web_config_checked_ = SteadyClock::now();
+  return absl::OkStatus();
 }
 
-void MetricsServer::serve() {
-  std::vector<Connection> connections;
-  std::vector<pollfd> polled;
-  while (true) {
-    polled.assign({{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}});
-    SteadyTime next_deadline = SteadyTime::max();
-    for (const Connection& c : connections) {
-      polled.push_back({c.fd, static_cast<short>(c.answering() ? POLLOUT : POLLIN), 0});
-      next_deadline = std::min(next_deadline, c.deadline);
-    }
-    int timeout_ms = -1;
-    if (next_deadline != SteadyTime::max()) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(next_deadline - std::chrono::steady_clock::now());
-      timeout_ms = static_cast<int>(std::max<int64_t>(0, left.count()));
-    }
-    if (poll(polled.data(), polled.size(), timeout_ms) < 0 && errno != EINTR) {
-      PODSCOPE_LOG(kError) << "metrics server: poll failed: " << std::strerror(errno);
-      break;
-    }
-    if (polled[0].revents != 0) break;
-    // Served before new ones are accepted, so a connection the limit pushes out is never one with a request in.
-    const SteadyTime now = std::chrono::steady_clock::now();
-    std::vector<Connection> open;
-    open.reserve(connections.size());
-    for (size_t i = 0; i < connections.size(); ++i) {
-      Connection& c = connections[i];
-      const short events = polled[i + 2].revents;
-      bool keep = true;
-      if (events != 0) keep = c.answering() ? write_answer(c) : read_request(c);
-      if (keep && now >= c.deadline) {
-        (c.answering() ? closed_.write_timeout : closed_.request_timeout)->Increment();
-        keep = false;
-      }
-      if (keep) {
-        open.push_back(std::move(c));
-      } else {
-        close(c.fd);
-      }
-    }
-    connections = std::move(open);
-    if (polled[1].revents != 0) accept_connections(connections);
-  }
-  for (const Connection& c : connections) close(c.fd);
-}
-
-void MetricsServer::accept_connections(std::vector<Connection>& connections) {
-  while (true) {
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) return;  // EAGAIN: all taken; anything else is the peer's trouble, retried on the next poll
-    if (connections.size() >= kMaxConnections) {
-      closed_.evicted_at_limit->Increment();
-      auto oldest_waiting = connections.end();
-      for (auto it = connections.begin(); it != connections.end(); ++it) {
-        if (!it->answering() && (oldest_waiting == connections.end() || it->accepted < oldest_waiting->accepted)) {
-          oldest_waiting = it;
-        }
-      }
-      if (oldest_waiting == connections.end()) {  // every slot is sending an answer: the newcomer is turned away
-        close(fd);
-        continue;
-      }
-      close(oldest_waiting->fd);
-      connections.erase(oldest_waiting);
-    }
-    Connection& added = connections.emplace_back();
-    added.fd = fd;
-    added.accepted = std::chrono::steady_clock::now();
-    added.deadline = added.accepted + kRequestTimeout;
-  }
-}
-
-bool MetricsServer::read_request(Connection& connection) {
-  char buffer[4096];
-  const ssize_t n = read(connection.fd, buffer, sizeof buffer);
-  if (n < 0) return errno == EAGAIN || errno == EINTR;
-  if (n == 0) return false;  // the peer left before asking
-  connection.request.append(buffer, static_cast<size_t>(n));
-  const size_t head_end = connection.request.find("\r\n\r\n");
-  if (head_end == std::string::npos && connection.request.size() > kMaxRequestBytes) {
-    closed_.request_too_large->Increment();
-    connection.answer = http_answer(431, "text/plain; charset=utf-8", "request too large\n", true);
-  } else if (head_end == std::string::npos) {
-    return true;
+absl::Status MetricsServer::Impl::bind() {
+  const std::string& listen = settings_.listen;
+  const auto error = [&listen](const std::string& why) {
+    return absl::UnavailableError("metrics_listen " + listen + ": cannot listen: " + why);
+  };
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) return error("expected host:port");
+  std::string host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  beast::error_code ec;
+  tcp::endpoint endpoint;
+  if (host.empty() || host == "*") {
+    unsigned port = 0;
+    if (!absl::SimpleAtoi(listen.substr(colon + 1), &port) || port > 65535) return error("bad port");
+    endpoint = tcp::endpoint(tcp::v4(), static_cast<uint16_t>(port));
   } else {
-    connection.answer = answer(connection.request.substr(0, head_end));
+    tcp::resolver resolver(io_);
+    const auto found =
+        resolver.resolve(host, listen.substr(colon + 1), tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+    if (ec || found.empty()) return error(ec ? ec.message() : "no address");
+    endpoint = found.begin()->endpoint();
   }
-  connection.request.clear();
-  connection.deadline = std::chrono::steady_clock::now() + kWriteTimeout;
-  return write_answer(connection);
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return error(ec.message());
+  port_ = acceptor_.local_endpoint().port();
+  return absl::OkStatus();
 }
 
-bool MetricsServer::write_answer(Connection& connection) {
-  while (connection.written < connection.answer.size()) {
-    const ssize_t n = send(connection.fd, connection.answer.data() + connection.written,
-                           connection.answer.size() - connection.written, MSG_NOSIGNAL);
-    if (n < 0) return errno == EAGAIN || errno == EINTR;
-    connection.written += static_cast<size_t>(n);
-  }
-  shutdown(connection.fd, SHUT_WR);
-  // What the peer sent past the request (a refused oversized one) is discarded, so the close does not reset the
-  // connection before the answer is read; a few reads, as the answer is already on its way.
-  char discarded[4096];
-  for (int i = 0; i < 16 && read(connection.fd, discarded, sizeof discarded) > 0; ++i) {}
-  return false;
+void MetricsServer::Impl::run() {
+  accept();
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "podscope-metrics");
+    io_.run();
+  });
 }
 
-// The answer to a request's head ("GET /metrics HTTP/1.1\r\nHost: ..."): GET and HEAD of /metrics and /healthz.
-std::string MetricsServer::answer(const std::string& request_head) const {
-  const size_t method_end = request_head.find(' ');
-  const size_t path_end = method_end == std::string::npos ? std::string::npos : request_head.find(' ', method_end + 1);
-  if (path_end == std::string::npos) return http_answer(400, "text/plain; charset=utf-8", "bad request\n", true);
-  const std::string method = request_head.substr(0, method_end);
-  std::string path = request_head.substr(method_end + 1, path_end - method_end - 1);
-  path = path.substr(0, path.find('?'));
-  const bool with_body = method != "HEAD";
-  if (method != "GET" && method != "HEAD") {
-    return http_answer(405, "text/plain; charset=utf-8", "only GET and HEAD\n", true);
-  }
-  if (path == "/metrics")
-    return http_answer(200, "text/plain; version=0.0.4; charset=utf-8", metrics_body(), with_body);
-  if (path == "/healthz") {
-    int status = 200;
-    const std::string body = health_body(status);
-    return http_answer(status, "text/plain; charset=utf-8", body, with_body);
-  }
-  return http_answer(404, "text/plain; charset=utf-8", "not found\n", with_body);
+void MetricsServer::Impl::accept() {
+  acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (!ec) admit(std::move(socket));
+    accept();  // an accept error (fds exhausted) is the peer's trouble: the next one is taken
+  });
 }
 
-std::string MetricsServer::metrics_body() const { return prometheus::TextSerializer().Serialize(registry_->Collect()); }
+// At the limit, the newcomer replaces the oldest connection that holds a slot without a request in (or whose answer
+// is out): a scraper sends its request at once, so connections that ask nothing go first. When every slot is
+// answering, the answer in progress longest goes: a scraper reads its answer at once, so a client that does not read
+// cannot keep the port from the scrapers that come after it.
+void MetricsServer::Impl::admit(tcp::socket socket) {
+  refresh_web_config();
+  std::erase_if(connections_, [](const std::weak_ptr<Connection>& c) { return c.expired(); });
+  if (connections_.size() >= kMaxConnections) {
+    // Ordered by (answering, since when): the first is pushed out.
+    const auto rank = [](const Connection& c) { return std::pair(c.phase() == Connection::Phase::kAnswer, c.since()); };
+    std::shared_ptr<Connection> pushed;
+    for (const std::weak_ptr<Connection>& weak : connections_) {
+      std::shared_ptr<Connection> c = weak.lock();
+      if (c != nullptr && (pushed == nullptr || rank(*c) < rank(*pushed))) pushed = std::move(c);
+    }
+    count(pushed->phase() == Connection::Phase::kAnswer ? Closed::kEvictedSlowReader : Closed::kEvictedAtLimit);
+    pushed->abort();
+    std::erase_if(connections_, [&pushed](const std::weak_ptr<Connection>& c) { return c.lock() == pushed; });
+  }
+  std::shared_ptr<Connection> connection;
+  if (serving_.tls != nullptr) {
+    connection = std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(*this, std::move(socket), serving_);
+  } else {
+    connection = std::make_shared<Session<beast::tcp_stream>>(*this, std::move(socket), serving_);
+  }
+  connections_.push_back(connection);
+  connection->start();
+}
 
-std::string MetricsServer::health_body(int& status) const {
+// The web config and its files are read again when one of them changed; a configuration that cannot be used is
+// logged and counted, and the running one stays.
+void MetricsServer::Impl::refresh_web_config() {
+  const SteadyClock::time_point now = SteadyClock::now();
+  if (settings_.web_config.empty() || now - web_config_checked_ < kWebConfigCheckPeriod) return;
+  web_config_checked_ = now;
+  std::vector<FileStamp> stamps = stamps_of(web_config_files_);
+  if (stamps == web_config_stamps_) return;
+  web_config_stamps_ = std::move(stamps);
+  absl::StatusOr<MetricsWebConfig> config = read_metrics_web_config(settings_.web_config);
+  absl::Status status = config.status();
+  Serving serving;
+  if (status.ok() && config->tls.has_value() != serves_tls()) {
+    status = absl::FailedPreconditionError(std::string("tls_server_config ") + (serves_tls() ? "removed" : "added") +
+                                           ": turning TLS on or off takes a restart");
+  }
+  if (status.ok() && config->tls.has_value()) {
+    absl::StatusOr<std::shared_ptr<asio::ssl::context>> tls = make_tls_context(*config->tls);
+    status = tls.status();
+    if (tls.ok()) serving.tls = std::move(*tls);
+  }
+  // The files the newest readable file names are watched, so that fixing one of them is seen too. They were stamped
+  // before reading (a change made meanwhile is seen by the next check); files named for the first time are now.
+  if (config.ok() && config->files() != web_config_files_) {
+    web_config_files_ = config->files();
+    web_config_stamps_ = stamps_of(web_config_files_);
+  }
+  if (!status.ok()) {
+    web_config_failed_->Increment();
+    PODSCOPE_LOG(kError) << "metrics_web_config " << settings_.web_config
+                         << " changed but cannot be used; the running configuration stays: " << status.message();
+    return;
+  }
+  serving.users = std::make_shared<const MetricsBasicAuth::Users>(std::move(config->basic_auth_users));
+  if (!auth_ && !serving.users->empty()) auth_ = std::make_unique<MetricsBasicAuth>();
+  serving_ = std::move(serving);
+  web_config_applied_->Increment();
+  PODSCOPE_LOG(kInfo) << "metrics_web_config " << settings_.web_config << " read again: " << serving_.users->size()
+                      << " basic auth user(s)" << (serves_tls() ? ", TLS" : "");
+}
+
+void MetricsServer::Impl::answer(const Asked& asked, const Serving& serving,
+                                 std::function<void(std::shared_ptr<Reply>)> done) {
+  if (serving.users->empty()) return done(route(asked));
+  auth_->check(serving.users, asked.authorization,
+               [this, asked, done = std::move(done)](MetricsBasicAuth::Outcome outcome) mutable {
+                 // Answered on the io thread, whichever thread decided.
+                 asio::post(io_, [this, asked = std::move(asked), done = std::move(done), outcome] {
+                   if (outcome == MetricsBasicAuth::Outcome::kAllowed) return done(route(asked));
+                   if (outcome == MetricsBasicAuth::Outcome::kBusy) {
+                     unauthorized_busy_->Increment();
+                     std::shared_ptr<Reply> busy =
+                         text_reply(http::status::service_unavailable, "too many password checks waiting\n");
+                     busy->message.set(http::field::retry_after, "1");
+                     return done(std::move(busy));
+                   }
+                   (outcome == MetricsBasicAuth::Outcome::kNoCredentials ? unauthorized_no_credentials_
+                                                                         : unauthorized_wrong_credentials_)
+                       ->Increment();
+                   std::shared_ptr<Reply> refused = text_reply(http::status::unauthorized, "Unauthorized\n");
+                   refused->message.set(http::field::www_authenticate, "Basic realm=\"podscope\"");
+                   done(std::move(refused));
+                 });
+               });
+}
+
+// GET and HEAD of /metrics and /healthz.
+std::shared_ptr<Reply> MetricsServer::Impl::route(const Asked& asked) {
+  const bool head = asked.method == http::verb::head;
+  if (asked.method != http::verb::get && !head) {
+    std::shared_ptr<Reply> refused = text_reply(http::status::method_not_allowed, "only GET and HEAD\n");
+    refused->message.set(http::field::allow, "GET, HEAD");
+    return refused;
+  }
+  if (asked.path == "/metrics") return metrics_reply(asked.gzip, head);
+  if (asked.path == "/healthz") {
+    http::status status = http::status::ok;
+    std::string body = health_body(status);
+    return text_reply(status, std::move(body), head);
+  }
+  return text_reply(http::status::not_found, "not found\n", head);
+}
+
+std::shared_ptr<Reply> MetricsServer::Impl::metrics_reply(bool gzip_it, bool head) {
+  std::shared_ptr<Render> render = current_render();
+  if (gzip_it && render->gzip.empty()) render->gzip = gzip(render->text);
+  const std::string& body = gzip_it ? render->gzip : render->text;
+  auto reply = std::make_shared<Reply>();
+  reply->message.result(http::status::ok);
+  reply->message.set(http::field::content_type, kExposition);
+  reply->message.set(http::field::vary, "Accept-Encoding");
+  if (gzip_it) reply->message.set(http::field::content_encoding, "gzip");
+  reply->message.content_length(body.size());
+  if (!head) reply->message.body() = {body.data(), body.size()};
+  reply->owner = std::move(render);
+  return reply;
+}
+
+// A render young enough is shared; at kMaxHeldRenders held by connections still sending them, the newest is served
+// whatever its age, so that slow readers hold at most that many bodies.
+std::shared_ptr<Render> MetricsServer::Impl::current_render() {
+  std::erase_if(renders_, [](const std::weak_ptr<Render>& r) { return r.expired(); });
+  const SteadyClock::time_point now = SteadyClock::now();
+  std::shared_ptr<Render> newest = renders_.empty() ? nullptr : renders_.back().lock();
+  if (newest != nullptr && now - newest->at < kRenderShareWindow) return newest;
+  if (newest != nullptr && renders_.size() >= kMaxHeldRenders) {
+    held_renders_served_->Increment();
+    return newest;
+  }
+  auto render = std::make_shared<Render>();
+  render->at = now;
+  render->text = prometheus::TextSerializer().Serialize(registry_->Collect());
+  renders_.push_back(render);
+  return render;
+}
+
+std::string MetricsServer::Impl::health_body(http::status& status) const {
   std::string failing;
   for (const HealthCheck* check : health_checks_) {
     if (std::optional<HealthFailure> failure = check->failure()) {
@@ -289,8 +703,25 @@ std::string MetricsServer::health_body(int& status) const {
       failing += std::string(check->name()) + ": " + why + " (since " + utc_time(failure->since_ns) + ")\n";
     }
   }
-  status = failing.empty() ? 200 : 503;
+  status = failing.empty() ? http::status::ok : http::status::service_unavailable;
   return failing.empty() ? "ok\n" : failing;
 }
+
+MetricsServer::MetricsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+MetricsServer::~MetricsServer() = default;
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::start(const MetricsServerSettings& settings,
+                                                                    std::shared_ptr<prometheus::Registry> registry,
+                                                                    std::vector<const HealthCheck*> health_checks) {
+  auto impl = std::make_unique<Impl>(settings, std::move(registry), std::move(health_checks));
+  if (absl::Status s = impl->load_web_config(); !s.ok()) return s;
+  if (absl::Status s = impl->bind(); !s.ok()) return s;
+  impl->run();
+  return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
+}
+
+int MetricsServer::port() const { return impl_->port(); }
+bool MetricsServer::serves_tls() const { return impl_->serves_tls(); }
+bool MetricsServer::requires_basic_auth() const { return impl_->requires_basic_auth(); }
 
 }  // namespace podscope

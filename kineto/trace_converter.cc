@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "kineto/trace_json_splitter.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 
@@ -17,6 +18,8 @@ namespace podscope::kineto {
 namespace {
 
 namespace od = simdjson::ondemand;
+
+static_assert(TraceJsonSplitter::kWindowPadding >= simdjson::SIMDJSON_PADDING, "windows carry simdjson's padding");
 
 // Debian's abseil does not alias absl::string_view to std::string_view.
 absl::string_view av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -103,19 +106,35 @@ class Parser {
  public:
   explicit Parser(KinetoTrace& trace) : trace_(trace) {}
 
-  absl::Status parse(std::string_view json, size_t padding) {
-    // Room for as many events as the text could hold (an event takes more than 48 bytes of JSON): pages are touched
-    // only as events fill them, and the vector never grows by copying itself, which would hold it twice.
-    trace_.events.reserve(json.size() / 48);
-    od::parser parser;
+  // One window of whole events, `[e1,e2,...]` (trace_json_splitter.h).
+  absl::Status parse_window(std::string_view events) {
     try {
-      od::document doc = parser.iterate(json.data(), json.size(), json.size() + padding);
+      od::document doc =
+          parser_.iterate(events.data(), events.size(), events.size() + TraceJsonSplitter::kWindowPadding);
+      for (od::value value : doc.get_array()) {
+        parse_event(value.get_object());
+        if (!error_.ok()) return error_;
+        ++event_index_;
+      }
+    } catch (const simdjson::simdjson_error& e) {
+      return invalid(absl::StrCat(" at event ", event_index_), e);
+    }
+    return absl::OkStatus();
+  }
+
+  // The trace's other fields that the converter reads, with its traceEvents arrays left empty (their events came in
+  // windows).
+  absl::Status parse_fields(std::string_view fields) {
+    try {
+      od::document doc =
+          parser_.iterate(fields.data(), fields.size(), fields.size() + TraceJsonSplitter::kWindowPadding);
       bool has_events = false;
       for (od::field field : doc.get_object()) {
         const od::raw_json_string key = field.key();
         if (key == "traceEvents") {
           has_events = true;
-          parse_events(field.value().get_array());
+          const od::array events = field.value().get_array();  // empty: the events came in windows
+          (void)events;
         } else if (key == "baseTimeNanoseconds") {
           trace_.base_time_ns = field.value().get_int64();
         } else if (key == "distributedInfo") {
@@ -124,15 +143,17 @@ class Parser {
       }
       if (!has_events) return absl::InvalidArgumentError("not a Kineto trace: no traceEvents array");
     } catch (const simdjson::simdjson_error& e) {
-      const std::string where = in_events_ ? absl::StrCat(" at event ", event_index_) : std::string();
-      return absl::InvalidArgumentError(absl::StrCat("Kineto trace is not valid JSON of the expected shape", where,
-                                                     ": ", simdjson::error_message(e.error())));
+      return invalid("", e);
     }
-    if (!error_.ok()) return error_;
     return absl::OkStatus();
   }
 
  private:
+  static absl::Status invalid(std::string_view where, const simdjson::simdjson_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat("Kineto trace is not valid JSON of the expected shape", av(where),
+                                                   ": ", simdjson::error_message(e.error())));
+  }
+
   uint32_t intern(std::string_view name) {
     auto [it, inserted] = name_ids_.try_emplace(av(name), static_cast<uint32_t>(trace_.names.size()));
     if (inserted) trace_.names.emplace_back(name);
@@ -148,24 +169,14 @@ class Parser {
     }
   }
 
-  void parse_events(od::array events) {
-    in_events_ = true;
-    for (od::value value : events) {
-      parse_event(value.get_object());
-      ++event_index_;
-      if (!error_.ok()) return;
-    }
-    in_events_ = false;
-  }
-
   // A string's text. Strings without escapes (nearly all) are read in place; unescaping every one would write a
   // copy of them all into the parser's string buffer, as large again as the trace's strings.
   static std::string_view text_of(od::value v) {
     if (v.type() != od::json_type::string) throw simdjson::simdjson_error(simdjson::INCORRECT_TYPE);
     const std::string_view raw = v.raw_json_token();
-    if (const size_t end = raw.find_first_of("\"\\", 1); end != std::string_view::npos && raw[end] == '"') {
-      return raw.substr(1, end - 1);
-    }
+    size_t end = 1;  // a plain loop: find_first_of calls memchr once per byte
+    while (end < raw.size() && raw[end] != '"' && raw[end] != '\\') ++end;
+    if (end < raw.size() && raw[end] == '"') return raw.substr(1, end - 1);
     return v.get_string();
   }
 
@@ -287,6 +298,7 @@ class Parser {
       e.duration_ns = 0;
     }
     e.name = intern(name);
+    e.order = static_cast<uint32_t>(trace_.events.size());
     e.pid = *pid;
     e.tid = *tid;
     e.correlation = args.correlation;
@@ -360,9 +372,9 @@ class Parser {
   }
 
   KinetoTrace& trace_;
+  od::parser parser_;  // one for every window: its buffers sized once, for the largest
   absl::flat_hash_map<std::string, uint32_t> name_ids_;
   absl::Status error_;
-  bool in_events_ = false;
   uint64_t event_index_ = 0;
 };
 
@@ -386,26 +398,50 @@ std::optional<int64_t> number_after(std::string_view name, std::string_view pref
   return n;
 }
 
+// How many events the streamed build adds between two flushes of its planes to the wire: what it holds as objects.
+constexpr size_t kEventsPerFlush = size_t{1} << 15;
+
 class Builder {
  public:
-  Builder(KinetoTrace&& trace, tensorflow::profiler::XSpace& space) : t_(std::move(trace)), space_(space) {}
+  // `streamed`: every plane is serialized as it is built (XPlaneStreamWriter), a batch of events at a time, for
+  // take_bytes(); otherwise the planes stay in `space`.
+  Builder(KinetoTrace&& trace, tensorflow::profiler::XSpace& space, bool streamed)
+      : t_(std::move(trace)), space_(space), streamed_(streamed) {}
 
   void build() {
     for (TraceEvent& e : t_.events) e.start_ns = saturating_add(e.start_ns, t_.base_time_ns);
-    // Lines take their events in time order (an earlier event would rebase the line's others).
-    std::stable_sort(t_.events.begin(), t_.events.end(),
-                     [](const TraceEvent& a, const TraceEvent& b) { return a.start_ns < b.start_ns; });
+    // Lines take their events in time order (an earlier event would rebase the line's others); events that start
+    // together keep the trace's order. In place: a stable sort's buffer would hold half the events again.
+    std::sort(t_.events.begin(), t_.events.end(), [](const TraceEvent& a, const TraceEvent& b) {
+      return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.order < b.order;
+    });
     find_steps();
+    find_stream_kinds();
     bool has_device_work = false;
     for (const TraceEvent& e : t_.events) has_device_work |= is_device(e.kind);
-    for (const TraceEvent& e : t_.events) add_event(e, has_device_work);
+    size_t added = 0;
+    for (const TraceEvent& e : t_.events) {
+      if (streamed_ && ++added % kEventsPerFlush == 0) flush();
+      add_event(e, has_device_work);
+    }
     if (has_device_work) {
       add_device_steps();
       add_host_collectives();
     } else {
       add_cpu_core_lines();
     }
+    free_records();
     finish_planes();
+  }
+
+  // The streamed planes as a serialized XSpace, its warnings after them (as protobuf writes the whole).
+  std::string take_bytes() {
+    std::string bytes;
+    for (const auto& writer : writers_) writer->finish(bytes);
+    tensorflow::profiler::XSpace rest;
+    rest.mutable_warnings()->Swap(space_.mutable_warnings());
+    rest.AppendToString(&bytes);
+    return bytes;
   }
 
  private:
@@ -459,9 +495,35 @@ class Builder {
 
   xspace::XPlaneBuilder& plane(std::string name, int64_t id) {
     auto& slot = planes_[name];
-    if (!slot) slot = std::make_unique<xspace::XPlaneBuilder>(xspace::find_or_add_plane(space_, name, id));
+    if (!slot) {
+      tensorflow::profiler::XPlane* p = xspace::find_or_add_plane(space_, name, id);
+      slot = std::make_unique<xspace::XPlaneBuilder>(p);
+      if (streamed_) writers_.push_back(std::make_unique<xspace::XPlaneStreamWriter>(*p));
+    }
     return *slot;
   }
+
+  void flush() {
+    for (const auto& writer : writers_) writer->flush_events();
+  }
+
+  // What the planes are built from, freed once they are built: the streamed planes are finished without it.
+  void free_records() {
+    t_.events = {};
+    t_.kernels = {};
+    t_.copies = {};
+    t_.ops_by_external_id = {};
+    t_.collectives = {};
+    t_.thread_names = {};
+    launch_ns_ = {};
+    comms_by_external_id_ = {};
+    device_ops_ = {};
+    input_stages_ = {};
+    host_collectives_ = {};
+    thread_lines_ = {};
+    stream_lines_ = {};
+  }
+
   xspace::XPlaneBuilder& gpu_plane(int64_t device) {
     auto [it, inserted] = gpu_planes_.try_emplace(device, nullptr);
     if (inserted) it->second = &plane(absl::StrCat(av(xspace::kGpuPlanePrefix), device), device);
@@ -560,13 +622,27 @@ class Builder {
     return "Memcpy";
   }
 
+  std::string_view device_op_kind(const TraceEvent& e) const {
+    return e.kind == EventKind::kKernel ? "Compute" : e.kind == EventKind::kMemset ? "Memset" : copy_kind(name(e.name));
+  }
+
+  // Each stream's kinds of work, which name its line: known before its first event, so that the line is named when
+  // it is made (a streamed line's name goes to the wire with its first events).
+  void find_stream_kinds() {
+    for (const TraceEvent& e : t_.events) {
+      if (is_device(e.kind)) stream_kinds_[{e.pid, e.tid}].insert(device_op_kind(e));
+    }
+  }
+
+  xspace::XLineBuilder stream_line(xspace::XPlaneBuilder& p, int64_t device, int64_t stream) {
+    auto [it, inserted] = stream_lines_.try_emplace({device, stream}, nullptr);
+    if (inserted) it->second = p.line(stream, stream_line_name(stream, stream_kinds_[{device, stream}])).proto();
+    return xspace::XLineBuilder(it->second, &p);
+  }
+
   void add_device_op(const TraceEvent& e) {
-    std::string_view kind = e.kind == EventKind::kKernel   ? "Compute"
-                            : e.kind == EventKind::kMemset ? "Memset"
-                                                           : copy_kind(name(e.name));
-    stream_kinds_[{e.pid, e.tid}].insert(kind);
     auto& p = gpu_plane(e.pid);
-    auto line = p.line(e.tid, "");  // named once all its kinds are known
+    auto line = stream_line(p, e.pid, e.tid);
     auto stats = line.add_event(name(e.name), e.start_ns, e.duration_ns);
     if (e.kind == EventKind::kKernel) {
       const KernelLaunch& k = t_.kernels[e.detail];
@@ -707,9 +783,6 @@ class Builder {
   }
 
   void finish_planes() {
-    for (const auto& [key, kinds] : stream_kinds_) {
-      gpu_plane(key.first).line(key.second, "").proto()->set_name(stream_line_name(key.second, kinds));
-    }
     for (auto& [plane_name, p] : planes_) {
       if (std::string_view(plane_name).starts_with(xspace::kGpuPlanePrefix)) {
         p->stats().add(kDeviceIdStat, p->proto()->id());
@@ -745,7 +818,9 @@ class Builder {
 
   KinetoTrace t_;
   tensorflow::profiler::XSpace& space_;
+  const bool streamed_;
   std::map<std::string, std::unique_ptr<xspace::XPlaneBuilder>> planes_;
+  std::vector<std::unique_ptr<xspace::XPlaneStreamWriter>> writers_;  // streamed: one per plane, in space order
   absl::flat_hash_map<int64_t, xspace::XPlaneBuilder*> gpu_planes_;
   xspace::XPlaneBuilder* host_plane_ = nullptr;
   absl::flat_hash_set<int64_t> host_framework_ops_;  // host event metadata that names its framework op
@@ -755,6 +830,7 @@ class Builder {
   std::string step_source_;
   std::map<std::pair<int64_t, int64_t>, std::set<std::string_view>> stream_kinds_;
   absl::flat_hash_map<std::pair<const xspace::XPlaneBuilder*, int64_t>, tensorflow::profiler::XLine*> thread_lines_;
+  absl::flat_hash_map<std::pair<int64_t, int64_t>, tensorflow::profiler::XLine*> stream_lines_;  // (device, stream)
   absl::flat_hash_map<int64_t, int64_t> launch_ns_;  // correlation → launch start
   absl::flat_hash_map<int64_t, uint32_t> comms_by_external_id_;
   std::vector<DeviceOp> device_ops_;
@@ -774,24 +850,62 @@ std::string_view xla_collective_name(std::string_view c) {
   return {};
 }
 
-absl::StatusOr<KinetoTrace> parse_kineto_trace(std::string_view json, size_t padding) {
-  if (padding < simdjson::SIMDJSON_PADDING) {
-    return absl::InvalidArgumentError("Kineto trace buffer lacks simdjson's padding");
-  }
+struct KinetoTraceParser::State {
   KinetoTrace trace;
-  Parser parser(trace);
-  if (absl::Status s = parser.parse(json, padding); !s.ok()) return s;
-  return trace;
+  Parser parser{trace};
+  absl::Status window_status;  // the parse of the last window, whose error names its event
+  TraceJsonSplitter splitter{[this](std::string_view events) { return window_status = parser.parse_window(events); },
+                             {"baseTimeNanoseconds", "distributedInfo"}};
+};
+
+namespace {
+
+// What the splitter found wrong with the text itself.
+absl::Status text_error(const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat(status.code() == absl::StatusCode::kResourceExhausted
+                                                      ? "Kineto trace refused: "
+                                                      : "Kineto trace is not valid JSON of the expected shape: ",
+                                                  status.message()));
+}
+
+}  // namespace
+
+KinetoTraceParser::KinetoTraceParser(uint64_t expected_bytes) : state_(std::make_unique<State>()) {
+  // Room for as many events as the text could hold (an event takes more than 48 bytes of JSON): pages are touched
+  // only as events fill them, and the vector never grows by copying itself, which would hold it twice.
+  state_->trace.events.reserve(expected_bytes / 48);
+}
+
+KinetoTraceParser::~KinetoTraceParser() = default;
+
+absl::Status KinetoTraceParser::feed(std::string_view text) {
+  const absl::Status status = state_->splitter.feed(text);
+  if (status.ok() || !state_->window_status.ok()) return status;
+  return text_error(status);
+}
+
+absl::StatusOr<KinetoTrace> KinetoTraceParser::finish() {
+  absl::StatusOr<std::string_view> fields = state_->splitter.finish();
+  if (!fields.ok()) return state_->window_status.ok() ? text_error(fields.status()) : fields.status();
+  if (absl::Status s = state_->parser.parse_fields(*fields); !s.ok()) return s;
+  return std::move(state_->trace);
 }
 
 void build_xspace(KinetoTrace&& trace, tensorflow::profiler::XSpace& space) {
-  Builder(std::move(trace), space).build();
+  Builder(std::move(trace), space, /*streamed=*/false).build();
+}
+
+std::string build_xspace_bytes(KinetoTrace&& trace) {
+  tensorflow::profiler::XSpace space;
+  Builder builder(std::move(trace), space, /*streamed=*/true);
+  builder.build();
+  return builder.take_bytes();
 }
 
 absl::StatusOr<tensorflow::profiler::XSpace> convert_kineto_json(std::string_view json) {
-  const simdjson::padded_string padded(json);
-  absl::StatusOr<KinetoTrace> trace =
-      parse_kineto_trace(std::string_view(padded.data(), padded.size()), simdjson::SIMDJSON_PADDING);
+  KinetoTraceParser parser(json.size());
+  if (absl::Status s = parser.feed(json); !s.ok()) return s;
+  absl::StatusOr<KinetoTrace> trace = parser.finish();
   if (!trace.ok()) return trace.status();
   tensorflow::profiler::XSpace space;
   build_xspace(std::move(*trace), space);

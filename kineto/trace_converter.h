@@ -11,11 +11,13 @@
 //   /device:CUSTOM:<rank>  ranks without GPU work (gloo on CPU): the host threads' events with their collectives
 //                          named as XLA names them ("all-reduce"...) and a `Steps` line: the rank is the core.
 // Times are Unix ns: Kineto's µs timestamps are relative to `baseTimeNanoseconds` when the trace has it.
-// Pure: bytes in, XSpace out. Parsing and building are two phases so that a caller can free the JSON before the
-// planes are built (the trace's memory and the XSpace's are never both held at their peak).
+// Pure: bytes in, XSpace out. Parsing and building are two phases: the parse reads the text as it arrives, a window of
+// whole events at a time, into compact records (never holding the text), and the build lays the records out as
+// planes, which it can serialize as it goes (never holding them as objects either).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +42,7 @@ struct TraceEvent {
   int64_t tid = 0;  // host events: thread; device events: stream
   int64_t correlation = -1;
   uint32_t detail = UINT32_MAX;  // index into KinetoTrace::kernels / copies / collectives, or none
+  uint32_t order = 0;            // the event's index among those kept: orders events that start together
 };
 
 struct KernelLaunch {
@@ -87,13 +90,33 @@ struct KinetoTrace {
   uint64_t negative_durations = 0;
 };
 
-// Parses the JSON (simdjson needs `padding` readable bytes after its end: pass a buffer with
-// simdjson::SIMDJSON_PADDING spare bytes, as trace_file.h's reader does). Errors name what was wrong and, for an
-// event, its index.
-absl::StatusOr<KinetoTrace> parse_kineto_trace(std::string_view json, size_t padding);
+// Parses a trace's JSON text as it arrives, in pieces of any size (a file read or inflated a chunk at a time): whole
+// events are read into the records a window at a time (trace_json_splitter.h), so what is held is the records and a
+// window of a few MiB, never the text nor a parse of all of it. Errors name what was wrong and, for an event, its
+// index; the first error ends the parse.
+class KinetoTraceParser {
+ public:
+  // `expected_bytes`: the text's size when known (0 when not), to size the records once.
+  explicit KinetoTraceParser(uint64_t expected_bytes = 0);
+  ~KinetoTraceParser();
+  KinetoTraceParser(const KinetoTraceParser&) = delete;
+  KinetoTraceParser& operator=(const KinetoTraceParser&) = delete;
+
+  absl::Status feed(std::string_view text);
+  // After the last piece.
+  absl::StatusOr<KinetoTrace> finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // Lays the parsed trace out as planes and appends them to `space`.
 void build_xspace(KinetoTrace&& trace, tensorflow::profiler::XSpace& space);
+
+// Lays it out as a serialized XSpace, the XSpace build_xspace makes: each plane goes to the wire a batch of events at
+// a time as it is built, so the planes are never all held as objects (a few bytes per event instead of a few hundred).
+std::string build_xspace_bytes(KinetoTrace&& trace);
 
 // Both phases on a string that is not padded (tests, small traces): copies it once.
 absl::StatusOr<tensorflow::profiler::XSpace> convert_kineto_json(std::string_view json);

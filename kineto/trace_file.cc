@@ -1,126 +1,231 @@
 #include "kineto/trace_file.h"
 
-#include <simdjson.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
-#include <cstdio>
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "kineto/trace_converter.h"
+#include "kineto/trace_json_splitter.h"
 
 namespace podscope::kineto {
 namespace {
 
-// A buffer with simdjson's padding after its content.
-struct PaddedBuffer {
-  std::unique_ptr<char[]> data;
-  size_t size = 0;
-  size_t capacity = 0;  // content capacity; the padding comes after it
+// How much of the file is read, and inflated, at a time.
+constexpr size_t kChunkBytes = size_t{1} << 20;
+// Deflate's best ratio is about 1032:1: a gzip never inflates to more than this many times its size.
+constexpr uint64_t kMaxInflateRatio = 1032;
+// How much text of a gzip head is inflated to look for its traceEvents.
+constexpr size_t kMaxHeadTextBytes = size_t{8} << 20;
 
-  void reserve(size_t n) {
-    if (n <= capacity) return;
-    std::unique_ptr<char[]> grown(new char[n + simdjson::SIMDJSON_PADDING]);
-    if (size > 0) std::memcpy(grown.get(), data.get(), size);
-    data = std::move(grown);
-    capacity = n;
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
   }
-  std::string_view view() const { return {data.get(), size}; }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
 };
 
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-
-absl::Status too_large(const std::filesystem::path& path, uint64_t max_bytes) {
+absl::Status too_large(const std::string& name, uint64_t max_bytes) {
   return absl::ResourceExhaustedError(
-      absl::StrCat(path.string(), ": the trace is larger than the ", max_bytes, "-byte bound on Kineto traces"));
+      absl::StrCat(name, ": the trace is larger than the ", max_bytes, "-byte bound on Kineto traces"));
 }
 
-absl::StatusOr<PaddedBuffer> read_whole(const std::filesystem::path& path, uint64_t max_bytes) {
-  std::error_code ec;
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) return absl::NotFoundError(absl::StrCat(path.string(), ": ", ec.message()));
-  if (size > max_bytes) return too_large(path, max_bytes);
-  std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
-  if (!file) return absl::NotFoundError(absl::StrCat(path.string(), ": cannot open: ", std::strerror(errno)));
-  PaddedBuffer buffer;
-  buffer.reserve(size);
-  buffer.size = std::fread(buffer.data.get(), 1, size, file.get());
-  if (buffer.size != size) return absl::DataLossError(absl::StrCat(path.string(), ": short read"));
-  return buffer;
+bool is_gzip(std::string_view bytes) {
+  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+         static_cast<unsigned char>(bytes[1]) == 0x8b;
 }
 
-// The gzip trailer's size (mod 2^32) as a first guess of the inflated size.
-size_t inflated_size_hint(const PaddedBuffer& gz) {
-  if (gz.size < 18) return 0;
-  uint32_t isize = 0;
-  std::memcpy(&isize, gz.data.get() + gz.size - 4, 4);  // little-endian, as x86 and the gzip format
-  return isize;
+// Reads up to `buffer.size()` bytes (fewer only at the end of the trace).
+absl::StatusOr<size_t> read_some(const TraceReadFn& read, std::vector<char>& buffer) {
+  size_t got = 0;
+  while (got < buffer.size()) {
+    absl::StatusOr<size_t> n = read(buffer.data() + got, buffer.size() - got);
+    if (!n.ok()) return n.status();
+    if (*n == 0) break;
+    got += *n;
+  }
+  return got;
 }
 
-absl::StatusOr<PaddedBuffer> gunzip(const PaddedBuffer& gz, const std::filesystem::path& path, uint64_t max_bytes) {
+// A local file's bytes, front to back.
+TraceReadFn file_reader(int fd, const std::filesystem::path& path) {
+  return [fd, &path](char* buffer, size_t size) -> absl::StatusOr<size_t> {
+    while (true) {
+      const ssize_t n = ::read(fd, buffer, size);
+      if (n >= 0) return static_cast<size_t>(n);
+      if (errno != EINTR)
+        return absl::DataLossError(absl::StrCat(path.string(), ": read failed: ", std::strerror(errno)));
+    }
+  };
+}
+
+// The inflated size a gzip's trailer states (mod 2^32), no more than its data could inflate to: a first guess.
+uint64_t inflated_size_hint(int fd, uint64_t file_size) {
+  if (file_size < 18) return 0;
+  uint32_t isize = 0;  // little-endian, as x86 and the gzip format
+  if (::pread(fd, &isize, sizeof isize, static_cast<off_t>(file_size - 4)) != sizeof isize) return 0;
+  return std::min<uint64_t>(isize, file_size * kMaxInflateRatio);
+}
+
+// Hands `parser` the text of a gzip whose first `got` bytes are in `raw`, inflated a chunk at a time, at most
+// `max_bytes` of it.
+absl::Status inflate_into(KinetoTraceParser& parser, const TraceReadFn& read, std::vector<char>& raw, size_t got,
+                          const std::string& name, uint64_t max_bytes) {
   z_stream z{};
   if (inflateInit2(&z, 15 + 32) != Z_OK) return absl::InternalError("zlib: inflateInit2 failed");
-  PaddedBuffer out;
-  out.reserve(std::min<uint64_t>(std::max<size_t>(inflated_size_hint(gz), 1 << 16), max_bytes));
-  z.next_in = reinterpret_cast<Bytef*>(gz.data.get());
-  z.avail_in = static_cast<uInt>(std::min<size_t>(gz.size, UINT32_MAX));
-  int rc = Z_OK;
-  while (rc != Z_STREAM_END) {
-    if (out.size == out.capacity) {
-      if (out.capacity >= max_bytes) {
-        inflateEnd(&z);
-        return too_large(path, max_bytes);
-      }
-      out.reserve(std::min<uint64_t>(out.capacity * 2, max_bytes));
+  const std::unique_ptr<z_stream, int (*)(z_stream*)> end(&z, inflateEnd);
+  std::vector<char> out(kChunkBytes);
+  z.next_in = reinterpret_cast<Bytef*>(raw.data());
+  z.avail_in = static_cast<uInt>(got);
+  bool input_left = got == raw.size();
+  while (true) {
+    if (z.avail_in == 0 && input_left) {
+      absl::StatusOr<size_t> more = read_some(read, raw);
+      if (!more.ok()) return more.status();
+      input_left = *more == raw.size();
+      z.next_in = reinterpret_cast<Bytef*>(raw.data());
+      z.avail_in = static_cast<uInt>(*more);
     }
-    z.next_out = reinterpret_cast<Bytef*>(out.data.get() + out.size);
-    z.avail_out = static_cast<uInt>(std::min<size_t>(out.capacity - out.size, UINT32_MAX));
-    const uInt before = z.avail_out;
-    rc = inflate(&z, Z_NO_FLUSH);
-    out.size += before - z.avail_out;
-    if (rc == Z_STREAM_END) break;
+    z.next_out = reinterpret_cast<Bytef*>(out.data());
+    z.avail_out = static_cast<uInt>(out.size());
+    const int rc = inflate(&z, Z_NO_FLUSH);
+    const size_t produced = out.size() - z.avail_out;
+    if (z.total_out > max_bytes) return too_large(name, max_bytes);
+    if (produced > 0) {
+      if (absl::Status s = parser.feed(std::string_view(out.data(), produced)); !s.ok()) return s;
+    }
+    if (rc == Z_STREAM_END) return absl::OkStatus();
     if (rc != Z_OK && rc != Z_BUF_ERROR) {
-      inflateEnd(&z);
-      return absl::DataLossError(
-          absl::StrCat(path.string(), ": gzip data is broken: ", z.msg ? z.msg : "inflate failed"));
+      return absl::DataLossError(absl::StrCat(name, ": gzip data is broken: ", z.msg ? z.msg : "inflate failed"));
     }
-    if (rc == Z_BUF_ERROR && z.avail_in == 0) {
-      inflateEnd(&z);
-      return absl::DataLossError(absl::StrCat(path.string(), ": gzip data is truncated"));
+    if (z.avail_in == 0 && !input_left && produced == 0) {
+      return absl::DataLossError(absl::StrCat(name, ": gzip data is truncated"));
     }
   }
-  inflateEnd(&z);
-  return out;
 }
 
-bool is_gzip(const PaddedBuffer& b) {
-  return b.size >= 2 && static_cast<unsigned char>(b.data[0]) == 0x1f && static_cast<unsigned char>(b.data[1]) == 0x8b;
+// Reads and parses one trace, plain or gzip, `size` bytes read a chunk at a time: the text is never held whole.
+// `gzip_text_size` guesses what a gzip inflates to (0: unknown).
+absl::StatusOr<KinetoTrace> parse_trace(const std::string& name, uint64_t size, const TraceReadFn& read,
+                                        const std::function<uint64_t()>& gzip_text_size, uint64_t max_bytes,
+                                        const ProcessRank& fallback) {
+  if (size > max_bytes) return too_large(name, max_bytes);
+  std::vector<char> raw(kChunkBytes);
+  absl::StatusOr<size_t> got = read_some(read, raw);
+  if (!got.ok()) return got.status();
+  const bool gzip = is_gzip(std::string_view(raw.data(), *got));
+  KinetoTraceParser parser(std::min(max_bytes, gzip ? gzip_text_size() : size));
+  absl::Status status;
+  if (gzip) {
+    status = inflate_into(parser, read, raw, *got, name, max_bytes);
+  } else {
+    uint64_t total = 0;
+    for (size_t n = *got; status.ok() && n > 0;) {
+      total += n;
+      if (total > max_bytes) return too_large(name, max_bytes);
+      status = parser.feed(std::string_view(raw.data(), n));
+      if (!status.ok() || n < raw.size()) break;
+      absl::StatusOr<size_t> more = read_some(read, raw);
+      if (!more.ok()) return more.status();
+      n = *more;
+    }
+  }
+  if (!status.ok()) {
+    if (absl::StartsWith(status.message(), name)) return status;
+    return absl::Status(status.code(), absl::StrCat(name, ": ", status.message()));
+  }
+  absl::StatusOr<KinetoTrace> trace = parser.finish();
+  if (!trace.ok()) return absl::Status(trace.status().code(), absl::StrCat(name, ": ", trace.status().message()));
+  if (trace->rank < 0) trace->rank = fallback.rank;
+  if (trace->world_size < 0) trace->world_size = fallback.world_size;
+  return trace;
+}
+
+// parse_trace of a local file.
+absl::StatusOr<KinetoTrace> parse_trace_file(const std::filesystem::path& path, uint64_t max_bytes,
+                                             const ProcessRank& fallback) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return absl::NotFoundError(absl::StrCat(path.string(), ": cannot open: ", std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat(path.string(), ": cannot stat: ", std::strerror(errno)));
+  }
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  return parse_trace(
+      path.string(), file_size, file_reader(fd.get(), path), [&] { return inflated_size_hint(fd.get(), file_size); },
+      max_bytes, fallback);
+}
+
+// What the head of a gzip inflates to, as far as it goes, at most kMaxHeadTextBytes, fed to `splitter` until it
+// reaches the events.
+void inflate_head(std::string_view head, TraceJsonSplitter& splitter) {
+  z_stream z{};
+  if (inflateInit2(&z, 15 + 32) != Z_OK) return;
+  const std::unique_ptr<z_stream, int (*)(z_stream*)> end(&z, inflateEnd);
+  std::vector<char> out(64 << 10);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(head.data()));
+  z.avail_in = static_cast<uInt>(head.size());
+  while (!splitter.reached_events() && z.total_out < kMaxHeadTextBytes) {
+    z.next_out = reinterpret_cast<Bytef*>(out.data());
+    z.avail_out = static_cast<uInt>(out.size());
+    const int rc = inflate(&z, Z_NO_FLUSH);
+    const size_t produced = out.size() - z.avail_out;
+    if (produced > 0 && !splitter.feed(std::string_view(out.data(), produced)).ok()) return;
+    if (rc != Z_OK || produced == 0) return;
+  }
 }
 
 }  // namespace
 
+bool is_chrome_trace_head(std::string_view head) {
+  TraceJsonSplitter splitter([](std::string_view) { return absl::OkStatus(); }, {});
+  if (is_gzip(head)) {
+    inflate_head(head, splitter);
+  } else {
+    for (size_t at = 0; at < head.size() && !splitter.reached_events(); at += 64 << 10) {
+      if (!splitter.feed(head.substr(at, 64 << 10)).ok()) break;
+    }
+  }
+  return splitter.reached_events();
+}
+
 absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::filesystem::path& path,
                                                                     uint64_t max_bytes, const ProcessRank& fallback) {
-  absl::StatusOr<PaddedBuffer> raw = read_whole(path, max_bytes);
-  if (!raw.ok()) return raw.status();
-  if (is_gzip(*raw)) {
-    absl::StatusOr<PaddedBuffer> inflated = gunzip(*raw, path, max_bytes);
-    if (!inflated.ok()) return inflated.status();
-    raw = std::move(inflated);
-  }
-  absl::StatusOr<KinetoTrace> trace = parse_kineto_trace(raw->view(), simdjson::SIMDJSON_PADDING);
-  raw = PaddedBuffer();  // the text goes before the planes come
-  if (!trace.ok())
-    return absl::Status(trace.status().code(), absl::StrCat(path.string(), ": ", trace.status().message()));
-  if (trace->rank < 0) trace->rank = fallback.rank;
-  if (trace->world_size < 0) trace->world_size = fallback.world_size;
+  absl::StatusOr<KinetoTrace> trace = parse_trace_file(path, max_bytes, fallback);
+  if (!trace.ok()) return trace.status();
   tensorflow::profiler::XSpace space;
   build_xspace(std::move(*trace), space);
   return space;
+}
+
+absl::StatusOr<std::string> convert_kineto_trace(std::string_view name, uint64_t size, const TraceReadFn& read,
+                                                 uint64_t max_bytes) {
+  absl::StatusOr<KinetoTrace> trace =
+      parse_trace(std::string(name), size, read, [] { return uint64_t{0}; }, max_bytes, {});
+  if (!trace.ok()) return trace.status();
+  return build_xspace_bytes(std::move(*trace));
+}
+
+absl::StatusOr<std::string> convert_kineto_trace_file(const std::filesystem::path& path, uint64_t max_bytes) {
+  absl::StatusOr<KinetoTrace> trace = parse_trace_file(path, max_bytes, {});
+  if (!trace.ok()) return trace.status();
+  return build_xspace_bytes(std::move(*trace));
 }
 
 }  // namespace podscope::kineto

@@ -2,18 +2,15 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <limits>
 #include <memory>
 #include <string>
 #include <system_error>
 #include <vector>
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-
 #include "trace_writers/json_text.h"
 #include "trace_writers/pod_trace.h"
 #include "proto/xspace/names.h"
+#include "proto/xspace/serialize.h"
 #include "proto/xspace/xplane_builder.h"
 
 namespace podscope::pod_capture {
@@ -28,7 +25,8 @@ const char* clock_kind_name(ClockMeasurement::Kind kind) {
   return "unknown";
 }
 
-std::string format_ms(int64_t ns) {
+// A time in ns as the capture summary prints it: ms with 3 decimals.
+std::string ns_as_ms_text(int64_t ns) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ns) / 1e6);
   return buf;
@@ -71,22 +69,6 @@ void record_clock_stats(const HostCapture& host, tensorflow::profiler::XSpace& s
   if (space.hostnames_size() == 0) space.add_hostnames(host.host_name);
 }
 
-// A space's bytes with its maps (the planes' metadata) in key order: protobuf otherwise writes a map in the order
-// of its hash table, which is seeded per process, so the same answers would give files that differ from run to run.
-absl::StatusOr<std::string> serialize_deterministically(const tensorflow::profiler::XSpace& space) {
-  const size_t size = space.ByteSizeLong();
-  if (size > static_cast<size_t>(std::numeric_limits<int>::max())) {
-    return absl::ResourceExhaustedError("an XSpace of " + std::to_string(size) + " bytes is over protobuf's 2 GiB");
-  }
-  std::string bytes(size, '\0');
-  google::protobuf::io::ArrayOutputStream array(bytes.data(), static_cast<int>(size));
-  google::protobuf::io::CodedOutputStream coded(&array);
-  coded.SetSerializationDeterministic(true);
-  space.SerializeWithCachedSizes(&coded);
-  if (coded.HadError()) return absl::InternalError("the XSpace does not serialize");
-  return bytes;
-}
-
 // A host's file and its planes in the pod traces: its answer parsed (the one parsed space the writing holds) and
 // released, its clock stamped, the file written, the planes fed to `traces`.
 absl::Status write_host(const run_directory::RunDirectory& run, HostCapture& host, PodTraceWriter& traces) {
@@ -98,7 +80,7 @@ absl::Status write_host(const run_directory::RunDirectory& run, HostCapture& hos
   tensorflow::profiler::XSpace& space = parsed.space();
   record_clock_stats(host, space);
   {
-    absl::StatusOr<std::string> bytes = serialize_deterministically(space);
+    absl::StatusOr<std::string> bytes = xspace::serialize_deterministically(space);
     if (!bytes.ok()) {
       return absl::Status(bytes.status().code(),
                           "cannot write the XSpace of " + host.address + ": " + std::string(bytes.status().message()));
@@ -247,18 +229,19 @@ std::string capture_summary_text(const CaptureResult& result, std::string_view r
       out += "FAILED: " + h.error;
     }
     if (h.clock.kind == ClockMeasurement::kMeasured) {
-      out += ", clock offset " + format_ms(h.clock.estimate.offset_ns) + " ms ± " +
-             format_ms(h.clock.estimate.error_bound_ns) + " ms (rtt " + format_ms(h.clock.estimate.rtt_ns) + " ms)";
+      out += ", clock offset " + ns_as_ms_text(h.clock.estimate.offset_ns) + " ms ± " +
+             ns_as_ms_text(h.clock.estimate.error_bound_ns) + " ms (rtt " + ns_as_ms_text(h.clock.estimate.rtt_ns) +
+             " ms)";
       if (h.clock_before.kind == ClockMeasurement::kMeasured && h.clock_after.kind == ClockMeasurement::kMeasured) {
         out += ", change during capture " +
-               format_ms(h.clock_after.estimate.offset_ns - h.clock_before.estimate.offset_ns) + " ms";
+               ns_as_ms_text(h.clock_after.estimate.offset_ns - h.clock_before.estimate.offset_ns) + " ms";
       }
     } else {
       out += ", clock: " + h.clock.detail;
     }
     out += "\n";
   }
-  if (result.start_skew_ns) out += "Start skew across hosts: " + format_ms(*result.start_skew_ns) + " ms\n";
+  if (result.start_skew_ns) out += "Start skew across hosts: " + ns_as_ms_text(*result.start_skew_ns) + " ms\n";
   for (const auto& w : result.warnings) out += "Warning: " + w + "\n";
   const int ok = static_cast<int>(
       std::count_if(result.hosts.begin(), result.hosts.end(), [](const HostCapture& h) { return h.ok; }));

@@ -31,22 +31,17 @@ std::filesystem::path profile_root(const std::filesystem::path& logdir);
 
 // Whether a file name is a host's XSpace (*.xplane.pb: TensorBoard shows each as a host).
 bool is_xspace_file_name(std::string_view file_name);
-// Whether a file name is a torch.profiler trace's (*.pt.trace.json, *.pt.trace.json.gz).
+// Whether a file name is a torch.profiler trace's (`*.pt.trace.json[.gz]`): such a file is read as a trace whatever
+// it holds (a broken one is a bad file of the run, named with its error).
 bool is_kineto_trace_file_name(std::string_view file_name);
-// Whether a file is one a run's analysis reads: an XSpace or a torch.profiler trace.
-bool is_profile_file_name(std::string_view file_name);
+// Whether a file name is a JSON file's (`*.json`, `*.json.gz`): a Chrome trace, if its content says so.
+bool is_json_file_name(std::string_view file_name);
 
 // A host's XSpace file name: "<stem>.xplane.pb".
 std::string host_file_name(std::string_view stem);
-// A profile file's name without `.xplane.pb` or `.pt.trace.json[.gz]`: the host name of its planes when neither its
-// host plane nor its XSpace names one (analysis/step_spans.h, FileSteps::host_name).
+// A run file's name without `.xplane.pb`, `.pt.trace.json[.gz]` or `.json[.gz]`: the host name of its planes when
+// neither its host plane nor its XSpace names one (analysis/steps/step_spans.h, FileSteps::host_name).
 std::string file_stem(std::string_view file_name);
-
-// A profile file of a run, as listed.
-struct RunFile {
-  std::string name;  // within the run directory
-  uint64_t size = 0;
-};
 
 // A run: a directory on a local disk or a prefix in a bucket (gs://, s3://), reached through one store
 // (storage/store.h) rooted where the runs are (<logdir>/plugins/profile).
@@ -82,11 +77,11 @@ class RunDirectory {
   storage::Store& store() const { return *runs_; }
   std::string object_name(std::string_view file_name) const;
 
-  // The run's profile files (is_profile_file_name), sorted by name: the order that fixes the global core numbering of
-  // TF/JAX device planes, for every reader of a run. NotFound when the run is missing or holds none.
-  absl::StatusOr<std::vector<RunFile>> profile_files() const;
-  // Every file of the run, whatever it is.
-  absl::StatusOr<std::vector<RunFile>> all_files() const;
+  // Every file of the run (not those of a directory inside it), sorted by name, with its size. NotFound when the
+  // run is a local directory that is not there.
+  absl::StatusOr<std::vector<storage::ObjectInfo>> files() const;
+  // Up to `max_bytes` of a file's start (fewer only when the file is shorter).
+  absl::StatusOr<std::string> read_head(std::string_view file_name, size_t max_bytes) const;
   // A small file read whole (capture.json), refused past `max_bytes`.
   absl::StatusOr<std::string> read(std::string_view file_name, uint64_t max_bytes) const;
 
@@ -104,5 +99,27 @@ class RunDirectory {
   std::shared_ptr<storage::Store> runs_;
   std::string name_;
 };
+
+// A profile file: one of a run's, or one given by itself (its directory, or its prefix in a bucket, standing for its
+// run).
+struct RunFile {
+  RunDirectory run;
+  std::string name;  // within the run
+  uint64_t size = 0;
+
+  std::string location() const { return run.location_of(name); }
+};
+
+// The profile files of a run, sorted by name (the order that fixes the global core numbering of TF/JAX device planes,
+// for every reader of a run): *.xplane.pb, torch.profiler's *.pt.trace.json[.gz], and any other *.json[.gz] whose
+// start is a Chrome trace (kineto::is_chrome_trace_head, read through the run's store, so a run in a bucket is read
+// alike), as HTA reads a directory; the run's own JSON outputs are left out. Each other *.json[.gz] left out is named
+// in `notes`, with why. NotFound when the run is missing or holds none.
+absl::StatusOr<std::vector<RunFile>> list_run_files(const RunDirectory& run, std::vector<std::string>* notes = nullptr);
+
+// The files given (local paths or bucket URLs), sorted as list_run_files sorts a run's, when each is a file that is an
+// XSpace (by its name) or a trace (by its name, or its start a Chrome trace); else the error names the first that is
+// not.
+absl::StatusOr<std::vector<RunFile>> check_run_files(const std::vector<std::string>& locations);
 
 }  // namespace podscope::run_directory

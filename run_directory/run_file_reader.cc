@@ -1,8 +1,5 @@
 #include "run_directory/run_file_reader.h"
 
-#include <stdlib.h>
-#include <unistd.h>
-
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include <simdjson.h>
@@ -36,42 +33,17 @@ class ObjectStream : public google::protobuf::io::CopyingInputStreamAdaptor {
   }
 };
 
-// A torch.profiler trace in a bucket, copied to a temporary local file for kineto's reader (which reads a trace
-// whole in any case), removed once converted.
-absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_object(const RunDirectory& run, const RunFile& file) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string path = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/podscope-trace-XXXXXX";
-  const int fd = ::mkstemp(path.data());
-  if (fd < 0) return absl::InternalError("cannot make a temporary file to read " + run.location_of(file.name));
-  struct Remove {
-    std::string path;
-    ~Remove() { ::unlink(path.c_str()); }
-  } remove{path};
-  absl::StatusOr<std::unique_ptr<storage::ObjectReader>> reader = run.store().open(run.object_name(file.name));
-  if (!reader.ok()) {
-    ::close(fd);
-    return reader.status();
+// Converts the trace `file`, read as it streams from its store (a local file is read by its path: its gzip trailer
+// sizes what its events take).
+absl::StatusOr<std::string> convert_trace(const RunFile& file) {
+  const std::string object = file.run.object_name(file.name);
+  if (const std::optional<std::string> local = file.run.store().local_file(object)) {
+    return kineto::convert_kineto_trace_file(*local);
   }
-  char buffer[1 << 16];
-  while (true) {
-    absl::StatusOr<size_t> n = (*reader)->read(buffer, sizeof buffer);
-    if (!n.ok()) {
-      ::close(fd);
-      return n.status();
-    }
-    if (*n == 0) break;
-    if (::write(fd, buffer, *n) != static_cast<ssize_t>(*n)) {
-      ::close(fd);
-      return absl::ResourceExhaustedError("cannot copy " + run.location_of(file.name) + " to " + path);
-    }
-  }
-  ::close(fd);
-  absl::StatusOr<tensorflow::profiler::XSpace> space = kineto::read_kineto_trace_file(path);
-  if (!space.ok()) {
-    return absl::Status(space.status().code(),
-                        run.location_of(file.name) + ": " + std::string(space.status().message()));
-  }
-  return space;
+  absl::StatusOr<std::unique_ptr<storage::ObjectReader>> reader = file.run.store().open(object);
+  if (!reader.ok()) return reader.status();
+  return kineto::convert_kineto_trace(file.location(), file.size,
+                                      [&](char* buffer, size_t size) { return (*reader)->read(buffer, size); });
 }
 
 }  // namespace
@@ -102,12 +74,11 @@ const std::map<std::string, RunFileReader::FileClock>& RunFileReader::clocks_of(
 }
 
 absl::Status RunFileReader::read_planes(
-    const RunDirectory& run, const RunFile& file,
-    const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane, xspace::XSpaceHeader* header,
-    const xspace::XLineFilter& keep_line) {
-  const std::string location = run.location_of(file.name);
-  const std::optional<std::string> local = run.store().local_file(run.object_name(file.name));
-  if (!is_kineto_trace_file_name(file.name)) {
+    const RunFile& file, const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
+    xspace::XSpaceHeader* header, const xspace::XLineFilter& keep_line) {
+  const RunDirectory& run = file.run;
+  const std::string location = file.location();
+  if (is_xspace_file_name(file.name)) {
     const std::map<std::string, FileClock>& clocks = clocks_of(run);
     const auto clock = clocks.find(file.name);
     const auto stamped = [&](tensorflow::profiler::XPlane& plane) {
@@ -119,7 +90,9 @@ absl::Status RunFileReader::read_planes(
       }
       return on_plane(plane);
     };
-    if (local) return xspace::read_xspace_planes(*local, stamped, header, keep_line);
+    if (const std::optional<std::string> local = run.store().local_file(run.object_name(file.name))) {
+      return xspace::read_xspace_planes(*local, stamped, header, keep_line);
+    }
     xspace::XSpaceSource source;
     source.name = location;
     source.size = static_cast<int64_t>(file.size);
@@ -130,13 +103,13 @@ absl::Status RunFileReader::read_planes(
     };
     return xspace::read_xspace_planes(source, stamped, header, keep_line);
   }
-  absl::StatusOr<tensorflow::profiler::XSpace> fresh;
-  const absl::StatusOr<tensorflow::profiler::XSpace>* space = nullptr;
+  absl::StatusOr<std::string> fresh;
+  const absl::StatusOr<std::string>* space = nullptr;
   if (const auto kept = converted_.find(location); kept != converted_.end()) {
     space = &kept->second;
   } else {
-    fresh = local ? kineto::read_kineto_trace_file(*local) : read_kineto_object(run, file);
-    const uint64_t bytes = fresh.ok() ? fresh->ByteSizeLong() : 0;
+    fresh = convert_trace(file);
+    const uint64_t bytes = fresh.ok() ? fresh->size() : 0;
     if (bytes <= kept_bytes_left_) {
       kept_bytes_left_ -= bytes;
       space = &converted_.emplace(location, std::move(fresh)).first->second;
@@ -145,11 +118,9 @@ absl::Status RunFileReader::read_planes(
     }
   }
   if (!space->ok()) return space->status();
-  if (header) header->warnings.assign((*space)->warnings().begin(), (*space)->warnings().end());
-  for (const tensorflow::profiler::XPlane& plane : (*space)->planes()) {
-    if (absl::Status s = on_plane(plane); !s.ok()) return s;
-  }
-  return absl::OkStatus();
+  // Every line of a converted trace, whatever `keep_line` says, as its readers have always had them (the pod trace's
+  // window in ms starts at a trace's first event on any of its lines).
+  return xspace::read_xspace_planes(**space, location, on_plane, header);
 }
 
 }  // namespace podscope::run_directory

@@ -1,25 +1,39 @@
 #!/usr/bin/env bash
-# Installs every Debian package podscope needs to build, test and run its demo, when missing.
-# The one list of dependencies: build tools, libraries, and the tools tests drive (promtool, chromium, ip, python3's
-# venv for the framework test environments, whose packages come from PyPI: python/requirements/).
+# Installs the Debian packages podscope needs, when missing: `deps.sh` what the demo needs (build tools, libraries),
+# `deps.sh test` that and the tools tests drive (promtool, chromium, ip, clang for the instrumented build and the
+# format check, python3's venv for the framework test environments, whose packages come from PyPI:
+# python/requirements/). The one list of dependencies.
+# Usage: bash scripts/deps.sh [test]
 set -euo pipefail
 
 packages=(
   # build tools
   build-essential cmake pkg-config git
+  # libraries (the test and benchmark frameworks too: the one configuration of the tree finds them)
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libboost-dev libyaml-cpp-dev prometheus-cpp-dev libcli11-dev
+  zlib1g-dev libzstd-dev libsystemd-dev libsimdjson-dev libssl-dev libcrypt-dev libacl1-dev
+  # object storage (storage/): HTTP with SigV4 signing, hashes and JWT signatures, XML answers
+  libcurl4-openssl-dev libexpat1-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # what the demo runs beside the binaries
+  python3 procps
+)
+test_packages=(
   # the instrumented build (ASan + UBSan + libFuzzer) and the format check: clang 14 by name, on Debian 12 (its default)
   # and on Debian 13 (whose default is 19), so both releases build and format the tree alike
   clang-14 libclang-rt-14-dev clang-format-14
-  # libraries
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libboost-dev libyaml-cpp-dev prometheus-cpp-dev libcli11-dev
-  zlib1g-dev libzstd-dev libsystemd-dev libsimdjson-dev
-  # object storage (storage/): HTTP with SigV4 signing, hashes and JWT signatures, XML answers
-  libcurl4-openssl-dev libssl-dev libexpat1-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  # tools the tests and the demo run
-  prometheus python3 python3-venv python3-websocket chromium iproute2 systemd procps
+  # tools the tests run
+  prometheus python3-venv python3-websocket chromium iproute2 systemd curl
 )
+case "${1:-}" in
+  "") ;;
+  test) packages+=("${test_packages[@]}") ;;
+  *)
+    echo "usage: $0 [test]" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -121,9 +121,15 @@ absl::StatusOr<std::unique_ptr<ObjectWriter>> LocalStore::create(std::string_vie
 
 absl::StatusOr<std::unique_ptr<ObjectReader>> LocalStore::open(std::string_view name) {
   const std::string path = (root_.path / name).string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Not blocking on a FIFO put where a file was listed; only a regular file is read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return errno == ENOENT ? absl::NotFoundError("no file " + path) : errno_error("opening", path);
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::NotFoundError(path + " is not a regular file");
   }
   return std::make_unique<LocalReader>(path, fd);
 }

@@ -59,7 +59,8 @@ absl::StatusOr<std::unique_ptr<DaemonServers>> DaemonServers::start(DaemonServer
                               .credentials = channel_credentials(s.tls, ServerVerification::kSkipForOwnPort)},
       clock, *registry, s.labels);
   absl::StatusOr<std::unique_ptr<MetricsServer>> metrics_server =
-      MetricsServer::start(s.metrics_listen, registry, {servers->self_check_.get()}, s.labels);
+      MetricsServer::start({.listen = s.metrics_listen, .web_config = s.metrics_web_config, .labels = s.labels},
+                           registry, {servers->self_check_.get()});
   if (!metrics_server.ok()) return metrics_server.status();
   servers->metrics_server_ = std::move(*metrics_server);
   servers->self_check_->start();
@@ -85,6 +86,8 @@ std::string DaemonServers::listening() const {
                     " metrics=" + with_port(settings_.metrics_listen, metrics_port());
   if (plaintext_port_ != 0) out += " plaintext=" + with_port(settings_.tls.plaintext_listen, plaintext_port_);
   if (settings_.tls.serves_tls()) out += " tls";
+  if (metrics_server_->serves_tls()) out += " metrics_tls";
+  if (metrics_server_->requires_basic_auth()) out += " metrics_basic_auth";
   return out;
 }
 

@@ -23,8 +23,9 @@
 namespace podscope::tls {
 
 struct DaemonServerSettings {
-  std::string listen;          // the gRPC port, "host:port" (port 0 picks one)
-  std::string metrics_listen;  // the metrics server's
+  std::string listen;              // the gRPC port, "host:port" (port 0 picks one)
+  std::string metrics_listen;      // the metrics server's
+  std::string metrics_web_config;  // its TLS and basic auth (exporter-toolkit's web-config file); empty: none
   TlsConfig tls;
   // The largest request the gRPC port accepts (gRPC's own default unless the daemon sets one): a larger one is
   // refused from its declared length.
@@ -51,7 +52,8 @@ class DaemonServers {
   bool serving() const { return !self_check_->wedged(); }
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_server_->port(); }
-  // "grpc=HOST:PORT metrics=HOST:PORT[ plaintext=HOST:PORT][ tls]", the bound ports, for the daemon's start line.
+  // "grpc=HOST:PORT metrics=HOST:PORT[ plaintext=HOST:PORT][ tls][ metrics_tls][ metrics_basic_auth]", the bound
+  // ports and what secures them, for the daemon's start line.
   std::string listening() const;
 
  private:

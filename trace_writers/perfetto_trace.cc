@@ -6,8 +6,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
-#include "analysis/core_trace.h"
-#include "analysis/op_classifier.h"
+#include "analysis/steps/channel_endpoints.h"
+#include "analysis/steps/op_classifier.h"
 #include "trace_writers/perfetto_fields.h"
 #include "trace_writers/proto_wire.h"
 #include "proto/xspace/names.h"

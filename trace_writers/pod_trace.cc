@@ -6,7 +6,8 @@
 #include <limits>
 #include <vector>
 
-#include "analysis/step_spans.h"
+#include "analysis/steps/step_database.h"
+#include "run_directory/run_directory.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 #include "proto/xspace/xspace_stream_reader.h"
@@ -14,11 +15,11 @@
 namespace podscope::pod_capture {
 namespace {
 
-namespace fs = std::filesystem;
 using tensorflow::profiler::XPlane;
 
 // What a host file says about itself, read before its events.
 struct HostFile {
+  explicit HostFile(run_directory::RunFile run_file) : file(std::move(run_file)) {}
   run_directory::RunFile file;
   std::string host_name;
   int64_t clock_offset_ns = 0;
@@ -58,13 +59,11 @@ class FirstEvent {
 };
 
 // Reads what `selection` needs of `run_file`: its host name and clock offset (plane stats); for a step, the step
-// spans of its device planes (analysis/step_spans.h, as the analysis finds them), extending `extent`; for a
+// spans of its device planes (analysis/steps/step_spans.h, as the analysis finds them), extending `extent`; for a
 // window in ms, its first event.
-absl::StatusOr<HostFile> read_host_file(run_directory::RunFileReader& files, const run_directory::RunDirectory& run,
-                                        const run_directory::RunFile& run_file, const TraceSelection& selection,
-                                        StepExtent& extent) {
-  HostFile file;
-  file.file = run_file;
+absl::StatusOr<HostFile> read_host_file(run_directory::RunFileReader& files, const run_directory::RunFile& run_file,
+                                        const TraceSelection& selection, StepExtent& extent) {
+  HostFile file(run_file);
   analysis::FileStepSpans steps;
   FirstEvent first_event;
   std::optional<int64_t> device_offset;
@@ -73,7 +72,7 @@ absl::StatusOr<HostFile> read_host_file(run_directory::RunFileReader& files, con
     return selection.kind != TraceSelection::Kind::kWhole && analysis::FileStepSpans::wants_line(plane_name, line_name);
   };
   absl::Status status = files.read_planes(
-      run, run_file,
+      run_file,
       [&](const XPlane& plane) {
         const xspace::XPlaneReader reader(plane);
         if (plane.name() != xspace::kHostPlaneName && !device_offset) {
@@ -109,7 +108,8 @@ std::optional<double> parse_double(std::string_view text) {
   return value;
 }
 
-std::string format_ms(double ms) {
+// A window bound in ms as the trace file's stem names it: as short as it reads ("0.5", "12").
+std::string window_bound_text(double ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", ms);
   return buf;
@@ -142,8 +142,8 @@ absl::StatusOr<Plan> plan_for(const TraceSelection& selection, const std::vector
       plan.window = TraceWindow{*origin + static_cast<int64_t>(selection.from_ms * 1e6),
                                 *origin + static_cast<int64_t>(selection.to_ms * 1e6)};
       plan.time_base_ns = plan.window->start_ns;
-      plan.stem =
-          std::string(kPodTraceStem) + "." + format_ms(selection.from_ms) + "-" + format_ms(selection.to_ms) + "ms";
+      plan.stem = std::string(kPodTraceStem) + "." + window_bound_text(selection.from_ms) + "-" +
+                  window_bound_text(selection.to_ms) + "ms";
       break;
     }
     case TraceSelection::Kind::kStep:
@@ -234,27 +234,33 @@ absl::StatusOr<PodTraceFiles> write_run_traces(const run_directory::RunDirectory
 
 absl::StatusOr<PodTraceFiles> write_run_traces(const run_directory::RunDirectory& run, const TraceSelection& selection,
                                                run_directory::RunFileReader& reader) {
-  auto run_files = run.profile_files();
+  auto run_files = run_directory::list_run_files(run);
   if (!run_files.ok()) return run_files.status();
+  return write_traces(*run_files, run, selection, reader);
+}
+
+absl::StatusOr<PodTraceFiles> write_traces(const std::vector<run_directory::RunFile>& run_files,
+                                           const run_directory::RunDirectory& output, const TraceSelection& selection,
+                                           run_directory::RunFileReader& reader) {
   std::vector<HostFile> files;
   std::vector<std::string> skipped;
   StepExtent extent;
-  for (const run_directory::RunFile& run_file : *run_files) {
-    auto file = read_host_file(reader, run, run_file, selection, extent);
+  for (const run_directory::RunFile& run_file : run_files) {
+    auto file = read_host_file(reader, run_file, selection, extent);
     if (file.ok()) {
       files.push_back(std::move(*file));
     } else {
       skipped.emplace_back(file.status().message());
     }
   }
-  if (files.empty()) return absl::DataLossError("no file of " + run.location() + " could be read");
+  if (files.empty()) return absl::DataLossError("no file of " + output.location() + " could be read");
   auto plan = plan_for(selection, files, extent);
   if (!plan.ok()) return plan.status();
 
-  auto writer = PodTraceWriter::open(run, plan->stem, plan->time_base_ns, plan->window);
+  auto writer = PodTraceWriter::open(output, plan->stem, plan->time_base_ns, plan->window);
   if (!writer.ok()) return writer.status();
   for (const HostFile& file : files) {
-    absl::Status status = reader.read_planes(run, file.file, [&](const XPlane& plane) {
+    absl::Status status = reader.read_planes(file.file, [&](const XPlane& plane) {
       const xspace::XPlaneReader reader(plane);
       // A plane's own host name and offset win over its file's (as in the analysis).
       const auto own_host = reader.str_stat(xspace::kHostNameStat);

@@ -57,7 +57,7 @@ class PodTraceWriter {
 // Which part of a run `podscope analyze --trace-window` writes: all of it, a span of milliseconds from the
 // capture's start (else, in files that record none, from the run's first event), or one step (from the first
 // core's start of it to the last core's end, merged clocks; the steps as the analysis finds them,
-// analysis/step_spans.h).
+// analysis/steps/step_spans.h).
 struct TraceSelection {
   enum class Kind { kWhole, kMilliseconds, kStep };
   Kind kind = Kind::kWhole;
@@ -77,5 +77,9 @@ absl::StatusOr<PodTraceFiles> write_run_traces(const run_directory::RunDirectory
 // torch.profiler trace is converted once for all of them.
 absl::StatusOr<PodTraceFiles> write_run_traces(const run_directory::RunDirectory& run, const TraceSelection& selection,
                                                run_directory::RunFileReader& files);
+// The same over the files given (run_directory::check_run_files' list) instead of a run's, written into `output`.
+absl::StatusOr<PodTraceFiles> write_traces(const std::vector<run_directory::RunFile>& files,
+                                           const run_directory::RunDirectory& output, const TraceSelection& selection,
+                                           run_directory::RunFileReader& reader);
 
 }  // namespace podscope::pod_capture

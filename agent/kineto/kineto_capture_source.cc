@@ -1,15 +1,9 @@
 #include "agent/kineto/kineto_capture_source.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <chrono>
-#include <cstring>
 #include <fstream>
-#include <system_error>
 #include <thread>
 
 #include "daemon/log.h"
@@ -24,23 +18,6 @@ namespace {
 
 constexpr int64_t kNsPerMs = 1'000'000;
 constexpr auto kDeliveryPoll = std::chrono::milliseconds(50);
-
-// Kineto (recent versions) writes on-demand traces only under /tmp, unless KINETO_ONDEMAND_TRACE_DIR says
-// otherwise in the traced process.
-std::filesystem::path make_trace_directory(std::string& error) {
-  char pattern[] = "/tmp/podscope-kineto-XXXXXX";
-  if (::mkdtemp(pattern) == nullptr) {
-    error = std::string("cannot make the Kineto trace directory under /tmp: ") + std::strerror(errno);
-    return {};
-  }
-  // Processes of any user write into it (sticky: none can remove another's file); none can list it.
-  if (::chmod(pattern, 01733) != 0) {
-    error = std::string("cannot open the Kineto trace directory to other users: ") + std::strerror(errno);
-    ::rmdir(pattern);
-    return {};
-  }
-  return pattern;
-}
 
 // A distributed job's rank and world size as its launcher (torchrun, torch.distributed.launch) puts them in the
 // process's environment: RANK and WORLD_SIZE. Unknown (-1) when the environment cannot be read (another user's
@@ -97,21 +74,38 @@ void forget_host_identity(tensorflow::profiler::XSpace& converted) {
 
 }  // namespace
 
-KinetoCaptureSource::KinetoCaptureSource(std::shared_ptr<KinetoProcesses> processes, const Clock& clock)
-    : processes_(std::move(processes)), clock_(clock) {}
-
-KinetoCaptureSource::~KinetoCaptureSource() {
-  if (directory_.empty()) return;
-  std::error_code ignored;
-  std::filesystem::remove_all(directory_, ignored);
+KinetoCaptureSource::KinetoCaptureSource(std::shared_ptr<KinetoProcesses> processes, const Clock& clock,
+                                         const std::filesystem::path& trace_root, prometheus::Registry& registry,
+                                         const std::string& host_name)
+    : processes_(std::move(processes)),
+      clock_(clock),
+      directory_(trace_root),
+      merged_(prometheus::BuildCounter()
+                  .Name("podscope_kineto_traces_merged_total")
+                  .Help("Traces of PyTorch (Kineto) processes merged into captures")
+                  .Labels({{"host", host_name}})
+                  .Register(registry)
+                  .Add({})) {
+  auto& refused = prometheus::BuildCounter()
+                      .Name("podscope_kineto_traces_refused_total")
+                      .Help("Traces delivered by Kineto processes and not taken, by reason")
+                      .Labels({{"host", host_name}})
+                      .Register(registry);
+  for (size_t i = 0; i < kTraceRefusalCount; ++i) {
+    refused_[i] = &refused.Add({{"reason", std::string(trace_refusal_name(static_cast<TraceRefusal>(i)))}});
+  }
 }
+
+KinetoCaptureSource::~KinetoCaptureSource() = default;
 
 StartLead KinetoCaptureSource::start_lead() const {
   const int64_t interval = processes_->longest_poll_interval_ns(clock_.now_ns());
   if (interval == 0) return {};
+  const bool bounded = interval >= KinetoProcesses::kMaxAwaitedPollIntervalNs;
   return {interval + kConfigApplyMarginNs,
           "PyTorch (Kineto) processes learn of a capture at their next poll, every " + seconds_text(interval) +
-              " here (ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS; docs/kineto.md tells how to shorten it)"};
+              (bounded ? " or more here (a process polling less often is not waited for; " : " here (") +
+              "ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS; docs/kineto.md tells how to shorten it)"};
 }
 
 void KinetoCaptureSource::plan(const CaptureWindow& window) {
@@ -124,27 +118,28 @@ void KinetoCaptureSource::plan(const CaptureWindow& window) {
   memory_limit_bytes_ = window.memory_limit_bytes;
   const std::vector<KinetoProcess> live = processes_->live(clock_.now_ns());
   if (live.empty()) return;
-  if (directory_.empty()) {
-    // Made for the first capture that has PyTorch processes to trace; kept until the agent stops.
-    std::string error;
-    directory_ = make_trace_directory(error);
-    if (directory_.empty()) {
-      PODSCOPE_LOG(kWarning) << error;
-      plan_warning_ = "Kineto processes not traced: " + error;
-      return;
-    }
-  }
-  remove_leftovers();
+  directory_.remove_leftovers();
   ++sequence_;
   for (const KinetoProcess& p : live) {
     if (is_launcher(p, live)) continue;
+    absl::StatusOr<std::filesystem::path> dir = directory_.directory_for(p.uid);
+    if (!dir.ok()) {
+      const std::string warning =
+          "Kineto process " + std::to_string(p.pid) + " not traced: " + std::string(dir.status().message());
+      PODSCOPE_LOG(kWarning) << warning;
+      plan_warning_ += (plan_warning_.empty() ? "" : "; ") + warning;
+      continue;
+    }
+    // The agent's pid in the name: processes of one uid in different containers may share their own pids.
     kineto::ipc::OnDemandTrace trace;
-    trace.log_file = (directory_ / ("trace" + std::to_string(sequence_) + ".json")).string();
+    trace.log_file = (*dir / ("trace" + std::to_string(sequence_) + "-" + std::to_string(p.pid) + ".json")).string();
     trace.start_unix_ms = (window.start_ns - clock_.offset_ns()) / kNsPerMs;
     trace.duration_ms = (window.planned_end_ns - window.start_ns) / kNsPerMs;
     trace.trace_id = std::to_string(sequence_);
     processes_->request_trace(p.pid, kineto::ipc::on_demand_config_text(trace));
-    requested_.push_back({p.pid, kineto::ipc::delivered_trace_path(trace.log_file, p.pid)});
+    requested_.push_back(
+        {p.pid, p.uid,
+         std::filesystem::path(kineto::ipc::delivered_trace_path(trace.log_file, p.own_pid)).filename().string()});
   }
 }
 
@@ -160,26 +155,29 @@ void KinetoCaptureSource::collect(CaptureSpace& out) {
   const bool cut_short = closed_ns_ > 0 && closed_ns_ < planned_end_ns_;
   const int64_t wait_ns = cut_short ? 0 : kDeliveryWaitNs + (planned_end_ns_ - planned_start_ns_) / 2;
   const int64_t deadline = cut_short ? closed_ns_ : std::max(planned_end_ns_, closed_ns_) + wait_ns;
+  // What the capture holds already, from every source gathered before this one.
+  uint64_t held_bytes = requested_.empty() ? 0 : out.written_planes().size() + space.ByteSizeLong();
   for (const Requested& r : requested_) {
     if (processes_->handoff(r.pid) != TraceHandoff::kHanded) {
       space.add_warnings("Kineto process " + std::to_string(r.pid) +
                          " did not poll for its trace request before the window started: not traced");
       continue;
     }
-    if (std::string warning = take_trace(r, deadline, wait_ns, space); !warning.empty()) space.add_warnings(warning);
+    if (std::string warning = take_trace(r, deadline, wait_ns, space, held_bytes); !warning.empty()) {
+      space.add_warnings(warning);
+    }
   }
   processes_->withdraw_all();
   requested_.clear();
-  remove_leftovers();
+  directory_.remove_leftovers();
 }
 
 std::string KinetoCaptureSource::take_trace(const Requested& r, int64_t deadline_ns, int64_t wait_ns,
-                                            tensorflow::profiler::XSpace& space) {
-  const std::filesystem::path file = r.log_file;
+                                            tensorflow::profiler::XSpace& space, uint64_t& held_bytes) {
   const std::string who = "Kineto process " + std::to_string(r.pid);
   // Kineto renames its finished ".tmp" into place: the file appears whole.
-  struct stat st {};
-  while (::lstat(file.c_str(), &st) != 0) {
+  TraceLookup found;
+  while ((found = directory_.find(r.uid, r.file_name)).outcome == TraceLookup::Outcome::kAbsent) {
     if (clock_.now_ns() >= deadline_ns) {
       return wait_ns == 0 ? who + ": the window was cut short, its trace (of the whole planned window) not awaited"
                           : who + " delivered no trace within " + seconds_text(wait_ns) + " of the window's end";
@@ -187,43 +185,79 @@ std::string KinetoCaptureSource::take_trace(const Requested& r, int64_t deadline
     std::this_thread::sleep_for(kDeliveryPoll);
   }
   std::string warning;
-  if (!S_ISREG(st.st_mode)) {
-    warning = who + ": its trace " + file.string() + " is not a regular file; ignored";
+  if (found.outcome == TraceLookup::Outcome::kRefused) {
+    warning = refuse_trace(found.refusal, who + ": " + found.detail + "; not taken");
   } else {
-    absl::StatusOr<tensorflow::profiler::XSpace> converted = kineto::read_kineto_trace_file(
-        file, std::min<uint64_t>(memory_limit_bytes_, kineto::kMaxTraceBytes), rank_from_environment(r.pid));
-    if (!converted.ok()) {
-      warning = who + ": " + std::string(converted.status().message());
-    } else if (!xspace::has_events(*converted)) {
-      // An idle process (torchrun's launcher imports torch and polls too): its empty planes would only take the
-      // names of the ranks' planes.
-      warning = who + " traced no event in the window (idle: a launcher?); nothing merged";
+    const uint64_t left = memory_limit_bytes_ > held_bytes ? memory_limit_bytes_ - held_bytes : 0;
+    const uint64_t max_text_bytes = std::min<uint64_t>(left / kConversionBytesPerTextByte, kineto::kMaxTraceBytes);
+    if (static_cast<uint64_t>(found.trace.st.st_size) > max_text_bytes) {
+      warning = refuse_trace(TraceRefusal::kTooLarge,
+                             who + ": its trace is " + std::to_string(found.trace.st.st_size) + " bytes, beyond the " +
+                                 std::to_string(max_text_bytes) + "-byte bound on a trace that this capture's " +
+                                 "memory budget leaves (capture_memory_limit_mb: a trace's conversion holds up to " +
+                                 std::to_string(kConversionBytesPerTextByte) + " times its text); not taken");
     } else {
-      for (const std::string& w : converted->warnings()) space.add_warnings(who + ": " + w);
-      converted->clear_warnings();
-      converted->clear_hostnames();
-      // Kineto stamps the host's system clock; the capture is on the agent's.
-      xspace::shift_timestamps(*converted, clock_.offset_ns());
-      forget_host_identity(*converted);
-      for (const auto& [was, is] : xspace::renumber_taken_device_planes(*converted, space)) {
-        space.add_warnings(who + ": its " + was + " is shown as " + is + ", another process of this host named " +
-                           "its own device so (processes number the GPUs they see from 0, as under " +
-                           "CUDA_VISIBLE_DEVICES; the plane's rank tells them apart)");
-      }
-      xspace::merge_space(std::move(*converted), space);
+      warning = merge_trace(r, found.trace, max_text_bytes, space, held_bytes);
     }
   }
-  std::error_code ignored;
-  std::filesystem::remove(file, ignored);
+  directory_.remove(r.uid, r.file_name);
   return warning;
 }
 
-void KinetoCaptureSource::remove_leftovers() const {
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(directory_, error)) {
-    std::error_code ignored;
-    std::filesystem::remove(entry.path(), ignored);
+std::string KinetoCaptureSource::merge_trace(const Requested& r, const OpenedTrace& trace, uint64_t max_text_bytes,
+                                             tensorflow::profiler::XSpace& space, uint64_t& held_bytes) {
+  const std::string who = "Kineto process " + std::to_string(r.pid);
+  // Read through the descriptor already checked: its /proc/self/fd name is this very file, whatever the path
+  // names by now.
+  const std::string opened = "/proc/self/fd/" + std::to_string(trace.fd.get());
+  absl::StatusOr<tensorflow::profiler::XSpace> converted =
+      kineto::read_kineto_trace_file(opened, max_text_bytes, rank_from_environment(r.pid));
+  if (!converted.ok()) {
+    std::string message(converted.status().message());
+    if (message.starts_with(opened)) message = "its trace " + r.file_name + message.substr(opened.size());
+    if (converted.status().code() == absl::StatusCode::kResourceExhausted) {
+      return refuse_trace(TraceRefusal::kTooLarge, who + ": " + message +
+                                                       " (what this capture's memory budget leaves, "
+                                                       "capture_memory_limit_mb); not taken");
+    }
+    return refuse_trace(TraceRefusal::kUnreadable, who + ": " + message);
   }
+  if (!xspace::has_events(*converted)) {
+    // An idle process (torchrun's launcher imports torch and polls too): its empty planes would only take the
+    // names of the ranks' planes.
+    return who + " traced no event in the window (idle: a launcher?); nothing merged";
+  }
+  for (const std::string& w : converted->warnings()) space.add_warnings(who + ": " + w);
+  converted->clear_warnings();
+  converted->clear_hostnames();
+  // Kineto stamps the host's system clock; the capture is on the agent's.
+  xspace::shift_timestamps(*converted, clock_.offset_ns());
+  forget_host_identity(*converted);
+  for (const auto& [was, is] : xspace::renumber_taken_device_planes(*converted, space)) {
+    space.add_warnings(who + ": its " + was + " is shown as " + is + ", another process of this host named " +
+                       "its own device so (processes number the GPUs they see from 0, as under " +
+                       "CUDA_VISIBLE_DEVICES; the plane's rank tells them apart)");
+  }
+  held_bytes += converted->ByteSizeLong();
+  xspace::merge_space(std::move(*converted), space);
+  merged_.Increment();
+  return "";
+}
+
+std::string KinetoCaptureSource::refuse_trace(TraceRefusal refusal, const std::string& warning) {
+  refused_[static_cast<size_t>(refusal)]->Increment();
+  PODSCOPE_LOG(kWarning) << warning;
+  return warning;
+}
+
+KinetoCaptureSource::TraceCounts KinetoCaptureSource::trace_counts() const {
+  TraceCounts out;
+  out.merged = static_cast<uint64_t>(merged_.Value());
+  for (size_t i = 0; i < kTraceRefusalCount; ++i) {
+    out.refused.emplace_back(std::string(trace_refusal_name(static_cast<TraceRefusal>(i))),
+                             static_cast<uint64_t>(refused_[i]->Value()));
+  }
+  return out;
 }
 
 }  // namespace podscope::agent

@@ -2,7 +2,8 @@
 
 #include "agent/capture/capture_session.h"
 #include "agent/collectors/clock_health_collector.h"
-#include "agent/kineto/kineto_daemon.h"
+#include "agent/kineto/kineto_capture_source.h"
+#include "agent/kineto/kineto_endpoint.h"
 #include "agent/kineto/kineto_processes.h"
 #include "agent/local/client_registry.h"
 #include "agent/local/local_socket_counters.h"
@@ -47,8 +48,8 @@ void fill_flight_recorder_status(const AgentStatusSources& sources, podscope::v1
 }
 
 void fill_kineto_status(const AgentStatusSources& sources, podscope::v1::KinetoStatus& out) {
-  if (sources.kineto_daemon == nullptr) return;
-  const KinetoEndpointStatus endpoint = sources.kineto_daemon->status();
+  if (sources.kineto_endpoint == nullptr) return;
+  const KinetoEndpointStatus endpoint = sources.kineto_endpoint->status();
   out.set_endpoint(endpoint.endpoint);
   switch (endpoint.state) {
     case KinetoEndpointStatus::State::kOff: out.set_state(podscope::v1::KinetoStatus::OFF); break;
@@ -64,9 +65,19 @@ void fill_kineto_status(const AgentStatusSources& sources, podscope::v1::KinetoS
     r->set_reason(reason);
     r->set_count(count);
   }
+  if (sources.kineto_source != nullptr) {
+    const KinetoCaptureSource::TraceCounts traces = sources.kineto_source->trace_counts();
+    out.set_traces_merged(traces.merged);
+    for (const auto& [reason, count] : traces.refused) {
+      podscope::v1::KinetoStatus::Refusals* r = out.add_traces_refused();
+      r->set_reason(reason);
+      r->set_count(count);
+    }
+  }
   for (const KinetoProcess& p : sources.kineto_processes.live(sources.clock.now_ns())) {
     podscope::v1::KinetoProcess* k = out.add_processes();
     k->set_pid(p.pid);
+    k->set_uid(p.uid);
     k->set_job_id(p.job_id);
     for (int32_t a : p.ancestors) k->add_ancestors(a);
     k->set_gpu(p.gpu);

@@ -18,7 +18,8 @@ class ClientRegistry;
 class ClockHealthCollector;
 class Collector;
 class FlightRecording;
-class KinetoDaemon;
+class KinetoCaptureSource;
+class KinetoEndpoint;
 class KinetoProcesses;
 class LocalSocketCounters;
 class TriggeredSnapshots;
@@ -35,8 +36,9 @@ struct AgentStatusSources {
   const TriggeredSnapshots& triggered_snapshots;
   const ClientRegistry& local_clients;
   const LocalSocketCounters& local_socket_counters;
-  const KinetoDaemon* kineto_daemon;  // null when `kineto_endpoint` is off
-  KinetoProcesses& kineto_processes;  // live() forgets the silent ones
+  const KinetoEndpoint* kineto_endpoint;     // null when `kineto_endpoint` is off
+  const KinetoCaptureSource* kineto_source;  // null when `kineto_endpoint` is off
+  KinetoProcesses& kineto_processes;         // live() forgets the silent ones
 };
 
 void fill_agent_status(const AgentStatusSources& sources, podscope::v1::AgentStatus& status);

@@ -102,6 +102,14 @@ absl::StatusOr<FabricEndpoint> FabricEndpoint::bind(const FabricAddress& address
   }
   // Kineto processes of every user poll the daemon, as they do dynolog's socket.
   if (!address.file.empty()) ::chmod(address.file.c_str(), 0666);
+  // The kernel attaches each sender's pid, uid and gid to what it receives.
+  const int on = 1;
+  if (::setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0) {
+    const int error = errno;
+    ::close(fd);
+    if (!address.file.empty()) ::unlink(address.file.c_str());
+    return absl::InternalError("SO_PASSCRED on " + address.description + ": " + std::strerror(error));
+  }
   return FabricEndpoint(fd, address.file);
 }
 
@@ -133,12 +141,35 @@ bool FabricEndpoint::wait_readable(int timeout_ms) const {
 std::optional<Datagram> FabricEndpoint::receive() const {
   Datagram d;
   d.bytes.resize(kMaxMessageBytes + 1);
-  d.from_length = sizeof(d.from);
-  const ssize_t n = ::recvfrom(fd_, d.bytes.data(), d.bytes.size(), MSG_DONTWAIT | MSG_TRUNC,
-                               reinterpret_cast<sockaddr*>(&d.from), &d.from_length);
+  iovec data{d.bytes.data(), d.bytes.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred))];
+  msghdr m{};
+  m.msg_name = &d.from;
+  m.msg_namelen = sizeof(d.from);
+  m.msg_iov = &data;
+  m.msg_iovlen = 1;
+  m.msg_control = control;
+  m.msg_controllen = sizeof control;
+  const ssize_t n = ::recvmsg(fd_, &m, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
   if (n < 0) return std::nullopt;
+  d.from_length = m.msg_namelen;
   d.length = static_cast<size_t>(n);
   d.bytes.resize(std::min(d.length, d.bytes.size()));
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len == CMSG_LEN(sizeof(ucred))) {
+      ucred cred{};
+      std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
+      d.sender = Sender{cred.pid, cred.uid, cred.gid};
+    } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      // Descriptors a sender passed along: the buffer leaves no room for them, but none is ever kept.
+      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd = -1;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        if (fd >= 0) ::close(fd);
+      }
+    }
+  }
   return d;
 }
 

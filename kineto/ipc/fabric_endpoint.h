@@ -1,12 +1,15 @@
 // The daemon's end of the IPC fabric: a Unix datagram socket bound either in the abstract namespace (Kineto's
 // default: the name plus its terminating NUL, as Kineto spells the address) or as a file socket (Kineto's
-// KINETO_IPC_SOCKET_DIR=<dir> sends to <dir>/<name>). Non-blocking; answers go to each datagram's sender.
+// KINETO_IPC_SOCKET_DIR=<dir> sends to <dir>/<name>). Non-blocking; answers go to each datagram's sender. Every
+// datagram comes with its sender's credentials as the kernel states them (SO_PASSCRED): whatever a payload claims,
+// the sending process is the one named there.
 #pragma once
 
 #include <sys/socket.h>
 #include <sys/un.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,11 +29,20 @@ struct FabricAddress {
 // KINETO_IPC_SOCKET_DIR set to its directory and the daemon name as its file name).
 absl::StatusOr<FabricAddress> fabric_address(std::string_view endpoint);
 
+// Who sent a datagram, in the receiver's namespaces: pid 0 when the sender's pid is not visible from the
+// receiver's pid namespace.
+struct Sender {
+  int32_t pid = 0;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+};
+
 struct Datagram {
   std::string bytes;  // at most kMaxMessageBytes + 1: a longer datagram is cut, `length` says so
   size_t length = 0;  // the datagram's full length
   sockaddr_un from{};
   socklen_t from_length = 0;
+  std::optional<Sender> sender;  // the kernel's SCM_CREDENTIALS; absent only if the kernel attached none
 };
 
 class FabricEndpoint {

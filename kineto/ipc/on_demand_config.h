@@ -8,7 +8,8 @@
 namespace podscope::kineto::ipc {
 
 struct OnDemandTrace {
-  std::string log_file;       // ACTIVITIES_LOG_FILE: must lie under /tmp (or KINETO_ONDEMAND_TRACE_DIR)
+  std::string log_file;       // ACTIVITIES_LOG_FILE: Kineto after torch 2.13 takes it only under /tmp/ or the
+                              // process's KINETO_ONDEMAND_TRACE_DIR; torch 2.13 anywhere
   int64_t start_unix_ms = 0;  // PROFILE_START_TIME, on the host's system clock
   int64_t duration_ms = 0;    // ACTIVITIES_DURATION_MSECS
   std::string trace_id;       // REQUEST_TRACE_ID: written into the trace as "trace_id"

@@ -468,23 +468,24 @@ class StreamedStructureCheck {
   std::string broken_;
 };
 
-// The planes and header fields of a checked space, `size` bytes read from `stream`, handed out as they are parsed.
-absl::Status parse_space(google::protobuf::io::ZeroCopyInputStream& stream, int64_t size, const std::string& name,
-                         const std::function<absl::Status(tensorflow::profiler::XPlane&)>& on_plane,
-                         XSpaceHeader* header, const XLineFilter& keep_line) {
+// Hands `on_plane` each plane of the XSpace on `stream` (`size` bytes, whose structure was checked), one arena at a
+// time. `what` names the XSpace in errors.
+absl::Status read_checked_planes(google::protobuf::io::ZeroCopyInputStream& stream, int64_t size, std::string_view what,
+                                 const std::function<absl::Status(tensorflow::profiler::XPlane&)>& on_plane,
+                                 XSpaceHeader* header, const XLineFilter& keep_line) {
   const ArenaBlockPool arena_blocks;
   google::protobuf::io::CodedInputStream input(&stream);
   // A single plane may be far larger than protobuf's default message limit.
   input.SetTotalBytesLimit(std::numeric_limits<int>::max());
-  auto broken = [&](std::string_view what) {
-    return absl::DataLossError("XSpace file " + name + " is not a valid XSpace at byte " +
-                               std::to_string(input.CurrentPosition()) + ": " + std::string(what));
+  auto broken = [&](std::string_view problem) {
+    return absl::DataLossError(std::string(what) + " is not a valid XSpace at byte " +
+                               std::to_string(input.CurrentPosition()) + ": " + std::string(problem));
   };
 
-  // A declared length is checked against what is left of the file before anything is allocated for it: a few
+  // A declared length is checked against what is left of the bytes before anything is allocated for it: a few
   // hostile bytes must not make the reader reserve gigabytes. The structure check found every length fitting; this
   // holds for a file that changed since.
-  auto fits_in_file = [&](uint32_t length) { return int64_t{length} <= size - input.CurrentPosition(); };
+  auto fits = [&](uint32_t length) { return int64_t{length} <= size - input.CurrentPosition(); };
 
   while (true) {
     const uint32_t tag = input.ReadTag();
@@ -494,9 +495,7 @@ absl::Status parse_space(google::protobuf::io::ZeroCopyInputStream& stream, int6
     if (wire_type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED && field == kPlanesField) {
       uint32_t length = 0;
       if (!input.ReadVarint32(&length)) return broken("truncated plane length");
-      if (!fits_in_file(length)) {
-        return broken("plane length " + std::to_string(length) + " runs past the end of the file");
-      }
+      if (!fits(length)) return broken("plane length " + std::to_string(length) + " runs past the end of the file");
       const auto limit = input.PushLimit(static_cast<int>(length));
       // One arena per plane: its many small messages are allocated in blocks and freed all at once.
       google::protobuf::Arena arena(ArenaBlockPool::arena_options());
@@ -510,8 +509,7 @@ absl::Status parse_space(google::protobuf::io::ZeroCopyInputStream& stream, int6
                (field == kErrorsField || field == kWarningsField || field == kHostnamesField)) {
       uint32_t length = 0;
       if (!input.ReadVarint32(&length)) return broken("truncated string length");
-      if (!fits_in_file(length))
-        return broken("string length " + std::to_string(length) + " runs past the end of the file");
+      if (!fits(length)) return broken("string length " + std::to_string(length) + " runs past the end of the file");
       std::string value;
       if (!input.ReadString(&value, static_cast<int>(length))) return broken("truncated string field");
       if (header != nullptr) {
@@ -528,8 +526,7 @@ absl::Status parse_space(google::protobuf::io::ZeroCopyInputStream& stream, int6
 }
 
 absl::Status too_large(const std::string& name, int64_t size) {
-  return absl::DataLossError("XSpace file " + name + " has " + std::to_string(size) +
-                             " bytes, past protobuf's 2 GiB limit");
+  return absl::DataLossError(name + " has " + std::to_string(size) + " bytes, past protobuf's 2 GiB limit");
 }
 
 }  // namespace
@@ -546,23 +543,25 @@ absl::Status read_xspace_planes(const std::filesystem::path& path,
     return absl::NotFoundError("cannot stat XSpace file " + path.string() + ": " + std::strerror(errno));
   }
   const int64_t file_size = file_stat.st_size;
-  if (file_size > std::numeric_limits<int>::max()) return too_large(path.string(), file_size);
+  if (file_size > std::numeric_limits<int>::max()) return too_large("XSpace file " + path.string(), file_size);
   if (std::string broken = check_structure(fd.get(), static_cast<size_t>(file_size)); !broken.empty()) {
     return absl::DataLossError("XSpace file " + path.string() + " is not a valid XSpace: " + broken +
                                "; none of its planes was read");
   }
   google::protobuf::io::FileInputStream file(fd.get());
-  absl::Status parsed = parse_space(file, file_size, path.string(), on_plane, header, keep_line);
-  if (parsed.ok() && file.GetErrno() != 0) {
+  absl::Status status =
+      read_checked_planes(file, file_size, "XSpace file " + path.string(), on_plane, header, keep_line);
+  if (status.ok() && file.GetErrno() != 0) {
     return absl::DataLossError("reading XSpace file " + path.string() + ": " + std::strerror(file.GetErrno()));
   }
-  return parsed;
+  return status;
 }
 
 absl::Status read_xspace_planes(const XSpaceSource& source,
                                 const std::function<absl::Status(tensorflow::profiler::XPlane&)>& on_plane,
                                 XSpaceHeader* header, const XLineFilter& keep_line) {
-  if (source.size > std::numeric_limits<int>::max()) return too_large(source.name, source.size);
+  const std::string what = "XSpace file " + source.name;
+  if (source.size > std::numeric_limits<int>::max()) return too_large(what, source.size);
   {
     absl::StatusOr<std::unique_ptr<google::protobuf::io::ZeroCopyInputStream>> stream = source.open();
     if (!stream.ok()) return stream.status();
@@ -574,14 +573,28 @@ absl::Status read_xspace_planes(const XSpaceSource& source,
     input.PopLimit(whole);
     if (broken.empty() && input.CurrentPosition() != source.size) broken = "the stream ended early";
     if (broken.empty() && input.Skip(1)) broken = "the stream runs past its " + std::to_string(source.size) + " bytes";
-    if (!broken.empty()) {
-      return absl::DataLossError("XSpace file " + source.name + " is not a valid XSpace: " + broken +
-                                 "; none of its planes was read");
-    }
+    if (!broken.empty())
+      return absl::DataLossError(what + " is not a valid XSpace: " + broken + "; none of its planes was read");
   }
   absl::StatusOr<std::unique_ptr<google::protobuf::io::ZeroCopyInputStream>> stream = source.open();
   if (!stream.ok()) return stream.status();
-  return parse_space(**stream, source.size, source.name, on_plane, header, keep_line);
+  return read_checked_planes(**stream, source.size, what, on_plane, header, keep_line);
+}
+
+absl::Status read_xspace_planes(std::string_view bytes, std::string_view name,
+                                const std::function<absl::Status(tensorflow::profiler::XPlane&)>& on_plane,
+                                XSpaceHeader* header, const XLineFilter& keep_line) {
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return too_large(std::string(name), static_cast<int64_t>(bytes.size()));
+  }
+  const auto* begin = reinterpret_cast<const uint8_t*>(bytes.data());
+  StructureCheck walk(begin);
+  if (!walk.check(Kind::kSpace, begin, begin + bytes.size())) {
+    return absl::DataLossError(std::string(name) + " is not a valid XSpace: " + walk.broken() +
+                               "; none of its planes was read");
+  }
+  google::protobuf::io::ArrayInputStream stream(bytes.data(), static_cast<int>(bytes.size()));
+  return read_checked_planes(stream, static_cast<int64_t>(bytes.size()), name, on_plane, header, keep_line);
 }
 
 }  // namespace podscope::xspace

@@ -52,4 +52,10 @@ absl::Status read_xspace_planes(const XSpaceSource& source,
                                 const std::function<absl::Status(tensorflow::profiler::XPlane&)>& on_plane,
                                 XSpaceHeader* header = nullptr, const XLineFilter& keep_line = nullptr);
 
+// The same over a serialized XSpace held in memory (a converted trace's: a few bytes per event, where its parsed
+// planes would take a few hundred); `name` names it in errors.
+absl::Status read_xspace_planes(std::string_view bytes, std::string_view name,
+                                const std::function<absl::Status(tensorflow::profiler::XPlane&)>& on_plane,
+                                XSpaceHeader* header = nullptr, const XLineFilter& keep_line = nullptr);
+
 }  // namespace podscope::xspace

@@ -9,20 +9,14 @@
 
 namespace {
 
-bool write_synthetic_pod(const std::filesystem::path& dir) {
+bool write_straggler_pod(const std::filesystem::path& dir) {
   podscope::analysis::testing::SyntheticPodSpec spec;
   spec.steps = 8;
   spec.straggler_rank = 2;
   spec.straggler_delay_ns = 20'000'000;
-  const auto spaces = podscope::analysis::testing::make_synthetic_pod(spec);
-  for (size_t i = 0; i < spaces.size(); ++i) {
-    std::ofstream out(dir / ("host" + std::to_string(i) + ".xplane.pb"), std::ios::binary);
-    if (!spaces[i].SerializeToOstream(&out)) {
-      std::cerr << "cannot write " << (dir / ("host" + std::to_string(i) + ".xplane.pb")) << "\n";
-      return false;
-    }
-  }
-  return true;
+  if (podscope::analysis::testing::write_synthetic_pod(dir, spec)) return true;
+  std::cerr << "cannot write the pod into " << dir << "\n";
+  return false;
 }
 
 }  // namespace
@@ -36,7 +30,7 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   if (argc == 3) {
     std::filesystem::copy_file(argv[2], dir / std::filesystem::path(argv[2]).filename());
-  } else if (!write_synthetic_pod(dir)) {
+  } else if (!write_straggler_pod(dir)) {
     return 1;
   }
   auto outcome = podscope::analysis::analyze_run_directory(dir);

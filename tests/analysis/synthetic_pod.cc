@@ -1,6 +1,7 @@
 #include "tests/analysis/synthetic_pod.h"
 
 #include <algorithm>
+#include <fstream>
 #include <optional>
 #include <string>
 
@@ -10,6 +11,14 @@
 namespace podscope::analysis::testing {
 
 using xspace::XPlaneBuilder;
+
+bool write_synthetic_pod(const std::filesystem::path& dir, const SyntheticPodSpec& spec) {
+  for (int rank = 0; rank < spec.ranks; ++rank) {
+    std::ofstream out(dir / ("host" + std::to_string(rank) + ".xplane.pb"), std::ios::binary);
+    if (!make_synthetic_rank(spec, rank).SerializeToOstream(&out)) return false;
+  }
+  return true;
+}
 
 int64_t synthetic_step_ns(const SyntheticPodSpec& spec) {
   const int64_t slowest_compute = spec.compute_ns + std::max<int64_t>(0, spec.straggler_delay_ns);
@@ -133,7 +142,11 @@ void free_step_allocations(XPlaneBuilder& host, xspace::XLineBuilder& line, Allo
 
 }  // namespace
 
-tensorflow::profiler::XSpace make_synthetic_rank(const SyntheticPodSpec& spec, int rank) {
+tensorflow::profiler::XSpace make_synthetic_rank(const SyntheticPodSpec& pod_spec, int rank) {
+  SyntheticPodSpec spec = pod_spec;
+  if (spec.tensorflow_gpu_odd_ranks && rank % 2 == 1) {
+    spec.gpu_plane = spec.tf_data_events = spec.tf_ops_and_memory = true;
+  }
   tensorflow::profiler::XSpace space;
   const int64_t step_ns = synthetic_step_ns(spec);
   const int64_t period = step_ns + spec.gap_ns;

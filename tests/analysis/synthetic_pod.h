@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <vector>
 
 #include "tensorflow/xplane.pb.h"
@@ -50,6 +51,9 @@ struct SyntheticPodSpec {
   // allocation_bytes, addr, tf_op, region_type, data_type, shape, as TF writes them), freed by a
   // MemoryDeallocation at the end of the step; and every kernel's `tf_op` (a ref_value, as TF writes it).
   bool tf_ops_and_memory = false;
+  // Odd ranks as TensorFlow GPU hosts (gpu_plane, tf_data_events, tf_ops_and_memory), even ones annotated: a pod in
+  // which every tool has events on some host.
+  bool tensorflow_gpu_odd_ranks = false;
 };
 
 // One XSpace per rank, in rank order.
@@ -57,6 +61,9 @@ std::vector<tensorflow::profiler::XSpace> make_synthetic_pod(const SyntheticPodS
 
 // Rank `rank`'s XSpace alone (what make_synthetic_pod returns at that index).
 tensorflow::profiler::XSpace make_synthetic_rank(const SyntheticPodSpec& spec, int rank);
+
+// Writes the pod into `dir` as host<rank>.xplane.pb; false when a file cannot be written.
+bool write_synthetic_pod(const std::filesystem::path& dir, const SyntheticPodSpec& spec);
 
 // Duration of one step of rank `rank` (all ranks end each step together).
 int64_t synthetic_step_ns(const SyntheticPodSpec& spec);

@@ -1,4 +1,5 @@
-// `podscope analyze`'s --tool takes the name of every tool of the analysis' tool table, and nothing else.
+// `podscope analyze` takes a run directory or files, and --tool the name of every tool of the analysis' tool table,
+// and nothing else.
 #include "cli/analyze_command.h"
 
 #include <gtest/gtest.h>
@@ -8,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "analysis/runner/tools.h"
+#include "analysis/tools/tool.h"
 #include "tests/cli/command_flags.h"
 
 namespace podscope::cli {
@@ -24,6 +25,14 @@ TEST(AnalyzeFlags, ToolTakesEveryToolOfTheTableAndItsHelpNamesThem) {
     EXPECT_EQ(parse({"RUN", "--tool", std::string(tool.name)}).tool, tool.name);
     EXPECT_NE(help.find(std::string(tool.name)), std::string::npos) << help;
   }
+}
+
+TEST(AnalyzeFlags, TakesARunDirectoryOrFilesAndWhereTheirOutputsGo) {
+  EXPECT_EQ(parse({"RUN"}).inputs, std::vector<std::string>{"RUN"});
+  const AnalyzeFlags files = parse({"a.json.gz", "b.pt.trace.json", "--out", "OUT"});
+  EXPECT_EQ(files.inputs, (std::vector<std::string>{"a.json.gz", "b.pt.trace.json"}));
+  EXPECT_EQ(files.out, "OUT");
+  EXPECT_THROW(parse({"--tool", "pod"}), CLI::RequiredError);
 }
 
 TEST(AnalyzeFlags, ToolRefusesANameNotInTheTable) {

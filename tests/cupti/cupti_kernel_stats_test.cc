@@ -2,7 +2,7 @@
 // converter's kernel_details are what the kernel stats read.
 #include <gtest/gtest.h>
 
-#include "analysis/kernel_stats.h"
+#include "analysis/tools/kernel_stats.h"
 #include "cupti/convert/activity_converter.h"
 #include "proto/xspace/xplane_builder.h"
 #include "tests/cupti/activity_records.h"

@@ -101,6 +101,22 @@ class KubernetesManifestsTest(unittest.TestCase):
         self.assertEqual(mounts[host_paths[0]], socket_dir)
         self.assertTrue(socket_dir.startswith("/run/podscope"))
 
+    def test_kineto_traces_go_into_the_hostpath_of_a_read_only_agent_without_capabilities(self):
+        # The shape tests/integration/kineto_handoff_test.cc and kineto_torch_test.py run the agent in: only the
+        # hostPath writable, no capability; the trace directories (each uid's, by an ACL) lie in it.
+        flag_default = re.search(r'std::string kineto_trace_dir = "([^"]+)"', read("agent/agent_config.h")).group(1)
+        self.assertEqual(flag_default, self.agent_config["kineto_trace_dir"])
+        spec = self.one("DaemonSet", "podscope-agent")["spec"]["template"]["spec"]
+        container = spec["containers"][0]
+        self.assertTrue(container["securityContext"]["readOnlyRootFilesystem"])
+        self.assertEqual(container["securityContext"]["capabilities"]["drop"], ["ALL"])
+        self.assertNotIn("add", container["securityContext"]["capabilities"])
+        host_paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+        mounted = [m["mountPath"] for m in container["volumeMounts"]
+                   if m["name"] in host_paths and not m.get("readOnly")]
+        self.assertTrue(any(flag_default.startswith(path + "/") for path in mounted), mounted)
+        self.assertFalse(any(arg.startswith("--kineto_trace_dir") for arg in container["args"]))
+
     def test_agent_shares_the_nodes_pid_namespace_and_tolerates_gpu_and_tpu_taints(self):
         spec = self.one("DaemonSet", "podscope-agent")["spec"]["template"]["spec"]
         self.assertTrue(spec["hostPID"])

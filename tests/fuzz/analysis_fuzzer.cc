@@ -6,16 +6,18 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "analysis/input_pipeline.h"
-#include "analysis/kernel_stats.h"
-#include "analysis/memory_profile.h"
-#include "analysis/op_stats.h"
-#include "analysis/overview_page.h"
-#include "analysis/pod_analyzer.h"
-#include "analysis/renderers.h"
-#include "analysis/step_model.h"
-#include "analysis/tf_data_stats.h"
-#include "analysis/tool_pages.h"
+#include "analysis/tools/input_pipeline.h"
+#include "analysis/rendering/json_writer.h"
+#include "analysis/tools/kernel_stats.h"
+#include "analysis/tools/memory_profile.h"
+#include "analysis/tools/op_stats.h"
+#include "analysis/tools/overview_page.h"
+#include "analysis/pod/pod_analyzer.h"
+#include "analysis/rendering/renderers.h"
+#include "analysis/steps/pod_steps.h"
+#include "analysis/steps/step_database.h"
+#include "analysis/tools/tf_data_stats.h"
+#include "analysis/tools/tool_pages.h"
 #include "proto/xspace/names.h"
 
 namespace {
@@ -41,13 +43,14 @@ tp::CombinedTfDataStats tf_data_of(const tp::XSpace& space) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tp::XSpace space;
   if (!space.ParseFromArray(data, static_cast<int>(size))) return 0;
-  const podscope::v1::PodAnalysis analysis = analyze_pod({&space});
+  const std::vector<podscope::v1::HostStepDatabase> hosts = {build_host_step_database(space, "host0")};
+  const PodSteps pod = merge_step_databases(hosts);
+  const podscope::v1::PodAnalysis analysis = analyze_pod_steps(pod);
   (void)render_pod_viewer_json(analysis);
   (void)render_summary_text(analysis);
 
-  const StepModel model = step_model_from_xspaces({&space});
-  const tp::InputPipelineAnalysisResult input_pipeline = step_model_to_input_pipeline(model);
-  const tp::OverviewPage overview = step_model_to_overview_page(model, input_pipeline);
+  const tp::InputPipelineAnalysisResult input_pipeline = pod_steps_to_input_pipeline(pod);
+  const tp::OverviewPage overview = pod_steps_to_overview_page(pod, input_pipeline);
   (void)render_overview_text(overview);
   (void)render_input_pipeline_text(input_pipeline);
 
@@ -67,15 +70,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)render_memory_profile_page(memory_profile);
   (void)render_memory_profile_json(memory_profile.profile);
   (void)render_op_stats_page(op_stats);
-  (void)render_op_tool_warnings(kernel_stats, memory_profile, op_stats);
+  (void)render_kernel_stats_warnings(kernel_stats);
+  (void)render_memory_profile_warnings(memory_profile);
+  (void)render_op_stats_warnings(op_stats);
 
-  const ReportTab tabs[] = {{"overview", "Overview", &overview},
-                            {"input", "Input pipeline", &input_pipeline},
-                            {"tfdata", "tf.data", &tf_data},
-                            {"pod", "Pod viewer", &analysis},
-                            {"kernels", "Kernel stats", &kernel_stats.db},
-                            {"opstats", "Op stats", &op_stats.db},
-                            {"memory", "Memory", &memory_profile.profile}};
+  std::vector<ReportTab> tabs;
+  const std::pair<std::string_view, const google::protobuf::Message*> shown[] = {{"overview", &overview},
+                                                                                 {"input", &input_pipeline},
+                                                                                 {"tfdata", &tf_data},
+                                                                                 {"pod", &analysis},
+                                                                                 {"kernels", &kernel_stats.db},
+                                                                                 {"opstats", &op_stats.db},
+                                                                                 {"memory", &memory_profile.profile}};
+  for (const auto& [id, message] : shown) {
+    auto json = message_to_json(*message, false);
+    if (json.ok()) tabs.push_back({id, id, "", "", id, *std::move(json)});
+  }
   (void)render_report_html(tabs, "fuzz");
   return 0;
 }

@@ -174,8 +174,9 @@ TEST(AgentNewSession, ANameIsJudgedByTheAddressItResolvesToNotByItsText) {
   const std::string hosts = root + "/hosts";
   std::ofstream(hosts) << "127.0.0.1 localhost\n127.0.1.1 127.0.0.evil.example\n127.0.0.2 inside.example\n";
   Bystander outside("127.0.1.1");
-  AgentProcess agent({"--repository_root", root, "--allowed_fanout_targets", "127.0.0.*:*"}, true,
-                     testing::AgentEnvironment{.variables = {}, .open_file_limit = 0, .hosts_file = hosts});
+  testing::AgentEnvironment resolving;
+  resolving.hosts_file = hosts;
+  AgentProcess agent({"--repository_root", root, "--allowed_fanout_targets", "127.0.0.*:*"}, true, resolving);
   const std::string port = std::to_string(agent.grpc_port());
   AgentProcess inside({"--listen", "127.0.0.2:" + port, "--host_name", "inside"});
   const testing::TfCapture capture = testing::tf_capture(200, root, "names");

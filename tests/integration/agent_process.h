@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <fstream>
@@ -39,7 +41,45 @@ struct AgentEnvironment {
   rlim_t open_file_limit = 0;          // soft and hard RLIMIT_NOFILE; 0 keeps the test's
   // A file the agent sees as /etc/hosts (in a mount namespace of its own; needs root): names resolve as a test says.
   std::string hosts_file;
+  // A container's readOnlyRootFilesystem (in a mount namespace of its own; needs root): / read-only, these paths
+  // (its volumes) writable.
+  bool read_only_root = false;
+  std::vector<std::string> writable_paths;
+  // Root without any capability, as a container whose securityContext drops ALL.
+  bool no_capabilities = false;
+  // The agent's uid and gid, without supplementary groups (a unit's User=/Group=); 0: the test's.
+  uid_t uid = 0;
+  gid_t gid = 0;
 };
+
+// Applies `environment`'s namespace, capabilities and identity in the agent's child process; false on failure.
+inline bool enter_agent_environment(const AgentEnvironment& environment) {
+  if (!environment.hosts_file.empty() || environment.read_only_root) {
+    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return false;
+  }
+  if (!environment.hosts_file.empty() &&
+      mount(environment.hosts_file.c_str(), "/etc/hosts", nullptr, MS_BIND, nullptr) != 0) {
+    return false;
+  }
+  if (environment.read_only_root) {
+    for (const std::string& path : environment.writable_paths) {
+      if (mount(path.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) return false;
+    }
+    if (mount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) return false;
+  }
+  if (environment.no_capabilities) {
+    // Without them in the bounding set, root's exec gets none.
+    for (int cap = 0; cap <= 63; ++cap) {
+      if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) return false;
+    }
+  }
+  if (environment.uid != 0 &&
+      (setgroups(0, nullptr) != 0 || setresgid(environment.gid, environment.gid, environment.gid) != 0 ||
+       setresuid(environment.uid, environment.uid, environment.uid) != 0)) {
+    return false;
+  }
+  return true;
+}
 
 class AgentProcess {
  public:
@@ -84,15 +124,11 @@ class AgentProcess {
       prctl(PR_SET_PDEATHSIG, SIGKILL);  // a test killed on its timeout leaves no agent behind
       dup2(out[1], STDERR_FILENO);
       dup2(out[1], STDOUT_FILENO);
-      if (!environment.hosts_file.empty() &&
-          (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-           mount(environment.hosts_file.c_str(), "/etc/hosts", nullptr, MS_BIND, nullptr) != 0)) {
-        _exit(125);
-      }
       if (environment.open_file_limit > 0) {
         const rlimit limit{environment.open_file_limit, environment.open_file_limit};
         if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(126);
       }
+      if (!enter_agent_environment(environment)) _exit(125);
       execve(bin.c_str(), argv.data(), envp.data());
       _exit(127);
     }

@@ -1,6 +1,9 @@
 """Real PyTorch (torch 2.13, CPU) polling the real agent through Kineto's daemon protocol: the process is listed by
 `podscope status`, and `podscope capture` starts far enough ahead for its next poll (saying so first), gets its
-trace merged into the capture and analysed, and leaves no trace file behind."""
+trace merged into the capture and analysed, and leaves no trace file behind. Once as root beside a root agent, once
+as the DaemonSet runs it: the agent root without any capability on a read-only root file system (a mount namespace
+of its own), only its hostPath writable, and PyTorch running as another user (nobody) writing into its own directory
+there."""
 import os
 import re
 import subprocess
@@ -13,16 +16,34 @@ import unittest
 from coord_pod import BIN, Daemon, podscope, run_dir_of
 
 
+NOBODY = 65534
+
+
 class KinetoTorchTest(unittest.TestCase):
+    worker_uid = 0
+
+    def agent_command(self, argv):
+        return argv
+
+    def worker_command(self, argv):
+        return argv
+
     def setUp(self):
         # Cleanups run even when setUp fails half-way (tearDown would not).
         self.tmp = tempfile.TemporaryDirectory(prefix="podscope_kineto_torch_")
         self.addCleanup(self.tmp.cleanup)
+        os.chmod(self.tmp.name, 0o755)
         self.sockets = os.path.join(self.tmp.name, "sockets")
         os.mkdir(self.sockets)
-        self.agent = Daemon([f"{BIN}/podscope-agent", "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0",
-                             "--host_name", "torch-host", "--socket", os.path.join(self.sockets, "agent.sock"),
-                             "--kineto_endpoint", os.path.join(self.sockets, "dynolog")])
+        os.chmod(self.sockets, 0o1777)
+        # The node's /run/podscope: the hostPath the agent and the training pods share.
+        self.host_path = os.path.join(self.tmp.name, "run-podscope")
+        os.mkdir(self.host_path)
+        self.trace_root = os.path.join(self.host_path, "kineto")
+        self.agent = Daemon(self.agent_command([
+            f"{BIN}/podscope-agent", "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0",
+            "--host_name", "torch-host", "--socket", os.path.join(self.host_path, "agent.sock"),
+            "--kineto_endpoint", os.path.join(self.sockets, "dynolog"), "--kineto_trace_dir", self.trace_root]))
         self.addCleanup(self.agent.stop)
         self.address = self.agent.wait_for(r"listening grpc=(\S+)").group(1)
         self.agent.wait_for(r"kineto_endpoint: serving")
@@ -30,9 +51,11 @@ class KinetoTorchTest(unittest.TestCase):
         config = os.path.join(self.tmp.name, "kineto.conf")
         with open(config, "w") as f:
             f.write("ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS=1\n")
+        os.chmod(config, 0o644)
         env = dict(os.environ, KINETO_USE_DAEMON="1", KINETO_IPC_SOCKET_DIR=self.sockets, KINETO_CONFIG=config)
-        self.worker = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "kineto_torch_worker.py"),
-                                        "120"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.worker = subprocess.Popen(self.worker_command([
+            sys.executable, os.path.join(os.path.dirname(__file__), "kineto_torch_worker.py"), "120"]),
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.addCleanup(self.stop_worker)
         # Kineto logs on the same stream before the loop starts.
         lines = []
@@ -68,7 +91,7 @@ class KinetoTorchTest(unittest.TestCase):
             time.sleep(0.5)
         status = self.status()
         self.assertRegex(status, r"PyTorch \(Kineto\): serving socket file .*dynolog, 1 process\(es\) polling")
-        self.assertRegex(status, rf"pid {self.pid} job 0 \(ancestors {os.getpid()},")
+        self.assertRegex(status, rf"pid {self.pid} uid {self.worker_uid} job 0 \(ancestors ")
 
         logdir = os.path.join(self.tmp.name, "logdir")
         code, out = podscope("capture", "--service_addr", self.address, "--duration_ms", "2000", "--logdir", logdir,
@@ -76,22 +99,43 @@ class KinetoTorchTest(unittest.TestCase):
         self.assertEqual(code, 0, out)
         first = out.splitlines()[0]
         self.assertRegex(first, r"^Starting to trace for 2000 ms in \d+ ms \(.*PyTorch \(Kineto\) processes .*every 1\.0 s")
-        summary = open(os.path.join(run_dir_of(logdir), "pod_summary.txt")).read()
+        with open(os.path.join(run_dir_of(logdir), "pod_summary.txt")) as f:
+            summary = f.read()
         # The optimizer's steps of the PyTorch process, found in its merged trace.
         steps = int(re.search(r"pod analysis: \d+ cores, (\d+) steps", summary).group(1))
         self.assertGreater(steps, 5, summary)
         self.assertIn("/device:CUSTOM:0", summary)
-        # The trace file was taken: nothing is left in the agent's directory.
-        leftovers = [f for d in os.listdir("/tmp") if d.startswith("podscope-kineto-")
-                     for f in self.agent_files(os.path.join("/tmp", d))]
-        self.assertFalse([f for f in leftovers if f"_{self.pid}.json" in f], leftovers)
+        self.assertIn("traces merged 1, refused: none", self.status())
+        # The trace was written into the worker's own directory and taken: nothing is left there.
+        self.assertEqual(os.listdir(self.trace_root), [str(self.worker_uid)])
+        self.assertEqual(os.listdir(os.path.join(self.trace_root, str(self.worker_uid))), [])
 
-    @staticmethod
-    def agent_files(directory):
-        try:
-            return os.listdir(directory)
-        except OSError:
-            return []
+
+class KinetoTorchInTheDaemonSetTest(KinetoTorchTest):
+    """The agent as the DaemonSet runs it (root, capabilities dropped, read-only root file system, the hostPath
+    writable), PyTorch as another user; its socket writable by the agent (umask 000), as a socket-file endpoint
+    needs when the agent holds no capability (docs/kubernetes.md)."""
+    worker_uid = NOBODY
+
+    def setUp(self):
+        if os.geteuid() != 0:
+            self.skipTest("the DaemonSet's shape needs root (a mount namespace, dropping to another user)")
+        super().setUp()
+        with open(f"/proc/{self.agent.proc.pid}/mountinfo") as f:
+            mounts = f.read()
+        self.assertRegex(mounts, r"(?m)^\S+ \S+ \S+ \S+ / ro[, ]", "the agent's / is not read-only")
+
+    def agent_command(self, argv):
+        # The hostPath and the socket directory stay writable (bound onto themselves), / is remounted read-only, and
+        # the agent starts without a capability: setpriv empties the bounding set before the exec.
+        script = ('mount --bind "$1" "$1" && mount --bind "$2" "$2" && mount -o remount,bind,ro / && shift 2 && '
+                  'exec setpriv --bounding-set=-all --inh-caps=-all "$@"')
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", self.host_path,
+                self.sockets, *argv]
+
+    def worker_command(self, argv):
+        return ["sh", "-c", 'umask 000; exec "$@"', "sh", "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                "--clear-groups", *argv]
 
 
 if __name__ == "__main__":

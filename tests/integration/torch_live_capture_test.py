@@ -40,7 +40,8 @@ class LivePod:
             for i, socket_dir in enumerate(self.socket_dirs):
                 agent = Daemon([f"{BIN}/podscope-agent", "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0",
                                 "--host_name", f"host{i}", "--socket", os.path.join(tmp, f"agent{i}.sock"),
-                                "--kineto_endpoint", os.path.join(socket_dir, "dynolog")])
+                                "--kineto_endpoint", os.path.join(socket_dir, "dynolog"),
+                                "--kineto_trace_dir", os.path.join(tmp, f"traces{i}", "kineto")])
                 self.daemons.append(agent)
                 self.addresses.append(agent.wait_for(r"listening grpc=(\S+) metrics=(\S+)").group(1))
             port = free_port_block(1)

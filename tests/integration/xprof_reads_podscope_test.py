@@ -169,8 +169,8 @@ class XProfConvertersTest(unittest.TestCase):
                 # ~55 steps in 2 s; XProf leaves out the first and the last.
                 self.assertGreater(len(rows), 20, f"XProf's {tool} shows no annotated steps of {path}")
                 xprof_average = float(props["steptime_ms_average"])
-                # Ours is each step's slowest core; XProf's this host's: in a synchronous ring the cores' steps
-                # end together, so they agree closely.
+                # Ours is each step's longest core's time (the pod's combined step); XProf's this host's: in a
+                # synchronous ring the cores' steps end together, so they agree closely.
                 self.assertAlmostEqual(xprof_average, ours_average, delta=0.1 * ours_average, msg=tool)
                 self.assertIn("input-bound", props["input_conclusion"])
 

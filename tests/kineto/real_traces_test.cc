@@ -10,13 +10,22 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
 #include "analysis/runner/analysis_runner.h"
-#include "analysis/step_category.h"
+#include "analysis/tools/input_pipeline.h"
+#include "analysis/tools/kernel_stats.h"
+#include "analysis/tools/memory_profile.h"
+#include "analysis/tools/op_stats.h"
+#include "analysis/tools/overview_page.h"
+#include "analysis/tools/tf_data_stats.h"
+#include "analysis/pod/step_category.h"
+#include "kineto/trace_converter.h"
 #include "kineto/trace_file.h"
 #include "tests/analysis/synthetic_pod.h"
 #include "tests/scratch_directory.h"
@@ -119,6 +128,34 @@ TEST(KinetoRealTraces, EveryTraceConverts) {
   }
 }
 
+// The conversion RunFileReader keeps, serialized plane by plane as it is built (the NCCL rank's 40,573 events pass
+// the build's flushes), is the XSpace read_kineto_trace_file builds whole, and a parse fed the text in pieces of any
+// size reads what a parse fed all of it reads.
+TEST(KinetoRealTraces, StreamedConversionIsTheWholeOnesBytesWhateverThePieces) {
+  for (const char* trace : {"nccl_2rank_rank0.pt.trace.json.gz", "sampled_rank-0.pt.trace.json.gz",
+                            "gloo_cpu_only_rank34.pt.trace.json.gz"}) {
+    auto file = testing::shared_testdata_file(std::string("kineto/") + trace);
+    if (!file) return;
+    absl::StatusOr<tensorflow::profiler::XSpace> whole = read_kineto_trace_file(*file);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    const std::string text = inflated(*file);
+    for (const size_t piece : {size_t{4093}, size_t{1} << 20, text.size()}) {
+      KinetoTraceParser parser(text.size());
+      for (size_t at = 0; at < text.size(); at += piece) {
+        ASSERT_TRUE(parser.feed(std::string_view(text).substr(at, piece)).ok()) << trace;
+      }
+      absl::StatusOr<KinetoTrace> parsed = parser.finish();
+      ASSERT_TRUE(parsed.ok()) << parsed.status();
+      const std::string bytes = build_xspace_bytes(std::move(*parsed));
+      tensorflow::profiler::XSpace streamed;
+      ASSERT_TRUE(streamed.ParseFromString(bytes));
+      EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(streamed, *whole))
+          << trace << " in pieces of " << piece;
+      EXPECT_EQ(bytes.size(), whole->ByteSizeLong());  // maps' entries may come in another order, no more
+    }
+  }
+}
+
 TEST(KinetoRealTraces, NcclRankHasItsStepsKernelTotalsAndCollectives) {
   RunDirectory run("nccl_rank0");
   if (!run.add("nccl_2rank_rank0.pt.trace.json.gz")) return;
@@ -129,7 +166,7 @@ TEST(KinetoRealTraces, NcclRankHasItsStepsKernelTotalsAndCollectives) {
   // GPU kernel stats: every kernel's total is the sum of its kernel events in the trace.
   const auto expected = kernel_ns_by_name(run.path() / "nccl_2rank_rank0.pt.trace.json.gz");
   std::map<std::string, int64_t> measured;
-  for (const auto& report : outcome->kernel_stats.db.reports()) {
+  for (const auto& report : outcome->result<analysis::KernelStatsResult>().db.reports()) {
     measured[report.name()] += static_cast<int64_t>(report.total_duration_ns());
   }
   ASSERT_EQ(measured.size(), expected.size());
@@ -144,7 +181,7 @@ TEST(KinetoRealTraces, NcclRankHasItsStepsKernelTotalsAndCollectives) {
   }
   EXPECT_TRUE(nccl_collective);
   // The step tools found the steps too.
-  EXPECT_EQ(outcome->input_pipeline.step_details_size(), 3);
+  EXPECT_EQ(outcome->result<tensorflow::profiler::InputPipelineAnalysisResult>().step_details_size(), 3);
 }
 
 TEST(KinetoRealTraces, H100RankKernelsJoinTheirOpsAndHostWorkExplainsTheIdleDevice) {
@@ -166,7 +203,7 @@ TEST(KinetoRealTraces, H100RankKernelsJoinTheirOpsAndHostWorkExplainsTheIdleDevi
   // Kernel totals are the sums of their kernel events; every kernel is joined to the aten op that launched it.
   const auto expected = kernel_ns_by_name(run.path() / trace);
   std::map<std::string, int64_t> measured;
-  for (const auto& report : outcome->kernel_stats.db.reports()) {
+  for (const auto& report : outcome->result<analysis::KernelStatsResult>().db.reports()) {
     measured[report.name()] += static_cast<int64_t>(report.total_duration_ns());
     EXPECT_TRUE(report.op_name().starts_with("aten::")) << report.name() << " op " << report.op_name();
   }
@@ -174,14 +211,14 @@ TEST(KinetoRealTraces, H100RankKernelsJoinTheirOpsAndHostWorkExplainsTheIdleDevi
   for (const auto& [name, ns] : expected) EXPECT_NEAR(measured[name], ns, 1) << name;
   // Framework op stats count the device time under those ops: all 95 device events (80 kernels, 10 memsets, 5
   // memcpys) have an op; aten::mm's self time is its 15 kernels' (3 per step, in the backward pass).
-  EXPECT_EQ(outcome->op_stats.warnings.device_events_without_op, 0u);
+  EXPECT_EQ(outcome->result<analysis::OpStatsResult>().warnings.device_events_without_op, 0u);
   int64_t mm_kernels_ns = 0;
   for (const auto& [name, ns] : expected) {
     if (name.find("sgemm_256x128") != std::string::npos || name.find("_nn_n_tilesize64x128") != std::string::npos)
       mm_kernels_ns += ns;
   }
   bool found_mm = false;
-  for (const auto& record : outcome->op_stats.db.with_idle().tf_stats_record()) {
+  for (const auto& record : outcome->result<analysis::OpStatsResult>().db.with_idle().tf_stats_record()) {
     if (record.host_or_device() != "Device" || record.op_name() != "aten::mm") continue;
     found_mm = true;
     EXPECT_EQ(record.op_type(), "aten");
@@ -204,7 +241,7 @@ TEST(KinetoRealTraces, H100RankHostOpsAreTheTracesCpuOps) {
   const auto expected = event_totals_by_name(run.path() / trace, "cpu_op");
   ASSERT_GT(expected.size(), 20u);
   std::map<std::string, const tensorflow::profiler::TfStatsRecord*> host_rows;
-  for (const auto& record : outcome->op_stats.db.with_idle().tf_stats_record()) {
+  for (const auto& record : outcome->result<analysis::OpStatsResult>().db.with_idle().tf_stats_record()) {
     if (record.host_or_device() == "Host" && record.op_type() != "IDLE") host_rows[record.op_name()] = &record;
   }
   EXPECT_EQ(host_rows.size(), expected.size());
@@ -221,8 +258,8 @@ TEST(KinetoRealTraces, H100RankHostOpsAreTheTracesCpuOps) {
   }
   // aten::addmm runs twice a step (two Linear layers) on the host; its GPU kernels are the device rows'.
   EXPECT_EQ(expected.at("aten::addmm").count, 10);
-  EXPECT_GT(outcome->op_stats.host_self_ns, 0);
-  EXPECT_LE(outcome->op_stats.host_self_ns, host_ns);
+  EXPECT_GT(outcome->result<analysis::OpStatsResult>().host_self_ns, 0);
+  EXPECT_LE(outcome->result<analysis::OpStatsResult>().host_self_ns, host_ns);
 }
 
 TEST(KinetoRealTraces, TwoSampledRanksMergeIntoOnePod) {
@@ -353,6 +390,85 @@ TEST(KinetoRealTraces, PodscopeAnalyzeRunsEveryToolOnADirectoryOfTraces) {
     EXPECT_TRUE(fs::exists(run.path() / written)) << written << "\n" << output;
   }
   EXPECT_EQ(output.find("no steps found"), std::string::npos) << output;
+}
+
+// `podscope analyze` on `dir` or on files (then `--out`): its exit status and what it printed.
+struct Analyzed {
+  int status = -1;
+  std::string output;
+};
+Analyzed podscope_analyze(const std::string& arguments) {
+  const std::string command = std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope analyze " + arguments + " 2>&1";
+  Analyzed run;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) run.output.append(buffer, n);
+  const int status = pclose(pipe);
+  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+std::string file_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The outputs that say what the analysis found (report.html's title names its directory).
+constexpr const char* kFindings[] = {"pod_viewer.json",     "pod_analysis.pb",    "overview_page.json",
+                                     "input_pipeline.json", "kernel_stats.json",  "framework_op_stats.json",
+                                     "memory_profile.json", "tf_data_stats.json", "pod.perfetto-trace"};
+
+// HTA reads every *.json[.gz] of a directory whose content is a Chrome trace, and HTA's examples name them
+// `<job>_rank<r>.json.gz`: the shared traces under such names, as a directory and as files given, analyse as they
+// do under torch.profiler's names; a JSON file that is no trace is named in a note.
+TEST(KinetoRealTraces, PodscopeAnalyzeReadsChromeTracesByTheirContentWhateverTheirNames) {
+  RunDirectory named("named"), plain("plain"), given("given");
+  const std::vector<std::string> stems = {"gloo_cpu_only_rank34", "nccl_2rank_rank0", "sampled_rank-0",
+                                          "sampled_rank-1"};
+  for (const std::string& stem : stems) {
+    if (!named.add(stem + ".pt.trace.json.gz")) return;
+    fs::copy_file(named.path() / (stem + ".pt.trace.json.gz"), plain.path() / (stem + ".json.gz"));
+  }
+  std::ofstream(plain.path() / "notes.json") << R"({"run": "a JSON file that is no trace"})";
+  const Analyzed by_name = podscope_analyze(named.path().string());
+  ASSERT_EQ(by_name.status, 0) << by_name.output;
+  const Analyzed by_content = podscope_analyze(plain.path().string());
+  ASSERT_EQ(by_content.status, 0) << by_content.output;
+  EXPECT_NE(by_content.output.find("note: ignored notes.json: not a Chrome trace"), std::string::npos)
+      << by_content.output;
+  std::string files;
+  for (const std::string& stem : stems) files += " " + (plain.path() / (stem + ".json.gz")).string();
+  const Analyzed as_files = podscope_analyze(files + " --out " + given.path().string());
+  ASSERT_EQ(as_files.status, 0) << as_files.output;
+  for (const char* finding : kFindings) {
+    const std::string expected = file_text(named.path() / finding);
+    EXPECT_FALSE(expected.empty()) << finding;
+    EXPECT_EQ(file_text(plain.path() / finding), expected) << finding;
+    EXPECT_EQ(file_text(given.path() / finding), expected) << finding;
+  }
+  EXPECT_EQ(file_text(plain.path() / "pod_summary.txt"),
+            file_text(named.path() / "pod_summary.txt") +
+                "note: ignored notes.json: not a Chrome trace (no traceEvents array in its first 1024 KiB)\n");
+  // The analysis' own outputs (pod.trace.json.gz is a Chrome trace too) are not read back, nor noted, next time.
+  const Analyzed again = podscope_analyze(plain.path().string());
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_EQ(again.output, by_content.output);
+}
+
+TEST(KinetoRealTraces, PodscopeAnalyzeReadsATraceNamedAsHtasExamplesAre) {
+  RunDirectory named("hta_named"), hta("hta");
+  if (!named.add("gloo_cpu_only_rank34.pt.trace.json.gz")) return;
+  fs::copy_file(named.path() / "gloo_cpu_only_rank34.pt.trace.json.gz", hta.path() / "some_rank3.json.gz");
+  const Analyzed by_name = podscope_analyze(named.path().string());
+  const Analyzed hta_named = podscope_analyze(hta.path().string());
+  ASSERT_EQ(hta_named.status, 0) << hta_named.output;
+  EXPECT_EQ(hta_named.output.find("no torch.profiler traces"), std::string::npos) << hta_named.output;
+  for (const char* finding : kFindings) {
+    EXPECT_EQ(file_text(hta.path() / finding), file_text(named.path() / finding)) << finding;
+  }
 }
 
 }  // namespace

@@ -15,7 +15,7 @@
 #include <regex>
 #include <set>
 
-#include "analysis/step_spans.h"
+#include "analysis/steps/step_database.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "tests/analysis/synthetic_pod.h"

@@ -9,10 +9,13 @@ constexpr int64_t kSecond = 1'000'000'000;
 
 kineto::ipc::Poll poll_of(int32_t pid, int32_t config_type = 3) { return {config_type, 9, {pid, 100, 1}}; }
 
-std::string poll(KinetoProcesses& processes, int32_t pid, int64_t now, int32_t config_type = 3) {
-  bool at_cap = false;
-  std::string answer = processes.on_poll(poll_of(pid, config_type), now, at_cap);
-  EXPECT_FALSE(at_cap);
+// A sender as the endpoint verified it: in the agent's pid namespace, its ancestors from /proc.
+VerifiedSender sender_of(int32_t pid, uint32_t uid = 1000) { return {pid, pid, uid, {100, 1}}; }
+
+std::string poll(KinetoProcesses& processes, int32_t pid, int64_t now, int32_t config_type = 3, uint32_t uid = 1000) {
+  PollRefusal refused = PollRefusal::kNone;
+  std::string answer = processes.on_poll(sender_of(pid, uid), poll_of(pid, config_type), now, refused);
+  EXPECT_EQ(refused, PollRefusal::kNone);
   return answer;
 }
 
@@ -66,24 +69,62 @@ TEST(KinetoProcesses, ATraceRequestIsHandedOnceAtTheNextActivitiesPoll) {
 
 TEST(KinetoProcesses, PollsBeyondTheCapAreAnsweredEmptyAndNotKept) {
   KinetoProcesses processes;
-  for (int32_t pid = 1; pid <= static_cast<int32_t>(KinetoProcesses::kMaxProcesses); ++pid) poll(processes, pid, 0);
+  // Every uid up to its own cap, until all places are taken.
+  const int32_t per_uid = static_cast<int32_t>(KinetoProcesses::kMaxProcessesPerUid);
+  for (int32_t pid = 1; pid <= static_cast<int32_t>(KinetoProcesses::kMaxProcesses); ++pid) {
+    poll(processes, pid, 0, 3, static_cast<uint32_t>((pid - 1) / per_uid));
+  }
   processes.request_trace(999'999, "X\n");
-  bool at_cap = false;
-  EXPECT_EQ(processes.on_poll(poll_of(999'999), 1, at_cap), "");
-  EXPECT_TRUE(at_cap);
+  PollRefusal refused = PollRefusal::kNone;
+  EXPECT_EQ(processes.on_poll(sender_of(999'999, 5000), poll_of(999'999), 1, refused), "");
+  EXPECT_EQ(refused, PollRefusal::kProcessCap);
   EXPECT_EQ(processes.live(1).size(), KinetoProcesses::kMaxProcesses);
   // Once the others fall silent, room is made.
-  EXPECT_EQ(processes.on_poll(poll_of(999'999), 61 * kSecond, at_cap), "X\n");
-  EXPECT_FALSE(at_cap);
+  EXPECT_EQ(processes.on_poll(sender_of(999'999, 5000), poll_of(999'999), 61 * kSecond, refused), "X\n");
+  EXPECT_EQ(refused, PollRefusal::kNone);
   EXPECT_EQ(processes.live(61 * kSecond).size(), 1u);
+}
+
+TEST(KinetoProcesses, OneUidTakesAtMostItsShareAndOthersStillGetIn) {
+  KinetoProcesses processes;
+  const int32_t per_uid = static_cast<int32_t>(KinetoProcesses::kMaxProcessesPerUid);
+  for (int32_t pid = 1; pid <= per_uid; ++pid) poll(processes, pid, 0, 3, 666);
+  PollRefusal refused = PollRefusal::kNone;
+  EXPECT_EQ(processes.on_poll(sender_of(per_uid + 1, 666), poll_of(per_uid + 1), 0, refused), "");
+  EXPECT_EQ(refused, PollRefusal::kUidCap);
+  // Another user's process is known at once.
+  poll(processes, 50'000, 0, 3, 1000);
+  EXPECT_EQ(processes.live(0).size(), KinetoProcesses::kMaxProcessesPerUid + 1);
+}
+
+TEST(KinetoProcesses, APollerCannotPushACapturesStartBeyondTheBound) {
+  KinetoProcesses processes;
+  poll(processes, 10, 0);
+  poll(processes, 11, 0);
+  poll(processes, 11, 2 * kSecond);
+  // Two polls 58 s apart claim a 58 s interval: the capture waits no longer than the bound.
+  poll(processes, 10, 58 * kSecond);
+  EXPECT_EQ(processes.longest_poll_interval_ns(58 * kSecond), KinetoProcesses::kMaxAwaitedPollIntervalNs);
+}
+
+TEST(KinetoProcesses, APidReusedByAnotherUserIsANewProcess) {
+  KinetoProcesses processes;
+  poll(processes, 77, 0, 3, 1000);
+  processes.request_trace(77, "FOR-1000\n");
+  // The pid now belongs to uid 2000's process: the request was not for it.
+  EXPECT_EQ(poll(processes, 77, kSecond, 3, 2000), "");
+  const std::vector<KinetoProcess> live = processes.live(kSecond);
+  ASSERT_EQ(live.size(), 1u);
+  EXPECT_EQ(live[0].uid, 2000u);
+  EXPECT_EQ(live[0].poll_interval_ns, 0);
 }
 
 TEST(KinetoProcesses, ARegistrationRecordsTheGpu) {
   KinetoProcesses processes;
   poll(processes, 5, 0);
   poll(processes, 6, 0);
-  EXPECT_EQ(processes.on_registration({3, 5, 9}), 1);
-  EXPECT_EQ(processes.on_registration({3, 6, 9}), 2);
+  EXPECT_EQ(processes.on_registration(sender_of(5), {3, 5, 9}), 1);
+  EXPECT_EQ(processes.on_registration(sender_of(6), {3, 6, 9}), 2);
   EXPECT_EQ(processes.live(0)[0].gpu, 3);
 }
 

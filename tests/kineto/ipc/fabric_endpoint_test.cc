@@ -1,10 +1,13 @@
 #include "kineto/ipc/fabric_endpoint.h"
 
 #include <sys/socket.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -78,8 +81,57 @@ TEST(FabricEndpoint, AnswersTheSenderOnAnAbstractName) {
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->bytes, poll);
   EXPECT_EQ(d->length, poll.size());
+  // The kernel names the sender, whatever the payload says.
+  ASSERT_TRUE(d->sender.has_value());
+  EXPECT_EQ(d->sender->pid, ::getpid());
+  EXPECT_EQ(d->sender->uid, ::getuid());
+  EXPECT_EQ(d->sender->gid, ::getgid());
   ASSERT_TRUE(endpoint->answer(*d, encode_poll_answer("X=1\n")));
   EXPECT_EQ(client.receive(), encode_poll_answer("X=1\n"));
+}
+
+TEST(FabricEndpoint, TheSenderIsWhoTheKernelSaysAndPassedDescriptorsAreNotKept) {
+  const FabricAddress server = *fabric_address(unique_name("creds"));
+  absl::StatusOr<FabricEndpoint> endpoint = FabricEndpoint::bind(server);
+  ASSERT_TRUE(endpoint.ok());
+  // A forked sender claims its parent's pid in the payload and passes a descriptor along.
+  const std::string lie = encode_poll({3, 0, {::getpid()}});
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const int fd = ::socket(AF_UNIX, SOCK_DGRAM, 0);
+    iovec data{const_cast<char*>(lie.data()), lie.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr m{};
+    m.msg_name = const_cast<sockaddr_un*>(&server.address);
+    m.msg_namelen = server.length;
+    m.msg_iov = &data;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    const int passed = ::open("/dev/null", O_RDONLY);
+    std::memcpy(CMSG_DATA(c), &passed, sizeof passed);
+    ::_exit(::sendmsg(fd, &m, 0) == static_cast<ssize_t>(lie.size()) ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_EQ(status, 0);
+  auto open_descriptors = [] {
+    size_t n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+    return n;
+  };
+  const size_t before = open_descriptors();
+  ASSERT_TRUE(endpoint->wait_readable(2000));
+  std::optional<Datagram> d = endpoint->receive();
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->bytes, lie);
+  ASSERT_TRUE(d->sender.has_value());
+  EXPECT_EQ(d->sender->pid, child);
+  EXPECT_EQ(open_descriptors(), before);
 }
 
 TEST(FabricEndpoint, ReportsTheFullLengthOfAnOversizedDatagram) {

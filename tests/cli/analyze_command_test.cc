@@ -1,0 +1,111 @@
+// The real `podscope analyze`: names with control bytes reach the terminal escaped, and files given are analysed as
+// a run directory is, their outputs where --out says.
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/scratch_directory.h"
+
+namespace podscope::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Analyzed {
+  int status = -1;
+  std::string output;  // stdout and stderr
+};
+
+Analyzed podscope_analyze(const std::string& arguments) {
+  const std::string command = std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope analyze " + arguments + " 2>&1";
+  Analyzed run;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) run.output.append(buffer, n);
+  const int status = pclose(pipe);
+  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+// A CPU-only rank (gloo) of 4 steps whose thread, op and input stage are named with ESC sequences, BEL and NUL, as
+// JSON escapes (a raw control byte inside a JSON string is refused by the parser).
+std::string trace_with_control_bytes(int rank) {
+  std::string events =
+      R"({"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main\u001b]0;t\u0007"}})";
+  for (int step = 0; step < 4; ++step) {
+    const std::string t = std::to_string(step * 10000), op_t = std::to_string(step * 10000 + 1100);
+    events += R"(, {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#)" + std::to_string(step) +
+              R"(", "pid": 1, "tid": 1, "ts": )" + t + R"(, "dur": 9000})";
+    events += R"(, {"ph": "X", "cat": "user_annotation", "name": "enumerate(DataLoader)#\u001b[2Jloader",)"
+              R"( "pid": 1, "tid": 1, "ts": )" +
+              t + R"(, "dur": 1000})";
+    events += R"(, {"ph": "X", "cat": "cpu_op", "name": "aten::\u001b[31mred\u0000nul\u0007bel", "pid": 1, "tid": 1,)"
+              R"( "ts": )" +
+              op_t + R"(, "dur": 5000, "args": {"External id": 1}})";
+  }
+  return R"({"distributedInfo": {"backend": "gloo", "rank": )" + std::to_string(rank) +
+         R"(, "world_size": 2}, "traceEvents": [)" + events + R"(], "baseTimeNanoseconds": 1700000000000000000})";
+}
+
+// Every byte a terminal would act on, other than the newline and the tab.
+std::string control_bytes_in(const std::string& text) {
+  std::string found;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if ((byte < 0x20 && c != '\n' && c != '\t') || byte == 0x7f) found += std::to_string(byte) + " ";
+  }
+  return found;
+}
+
+TEST(PodscopeAnalyze, NamesWithControlBytesReachTheTerminalEscaped) {
+  const podscope::testing::ScratchDirectory run("analyze_escapes");
+  std::ofstream(run.path() / "rank0.pt.trace.json") << trace_with_control_bytes(0);
+  // A bad file whose name holds an escape sequence: the warning names it.
+  std::ofstream(run.path() / "broken\x1b[2J.pt.trace.json") << "{\"traceEvents\": [";
+  for (const std::string tool : {"", " --tool op_stats", " --tool input_pipeline"}) {
+    const Analyzed analyzed = podscope_analyze("'" + run.path().string() + "'" + tool);
+    EXPECT_EQ(analyzed.status, 3) << analyzed.output;  // the broken file skipped
+    EXPECT_EQ(control_bytes_in(analyzed.output), "") << tool << "\n" << analyzed.output;
+    EXPECT_NE(analyzed.output.find("skipped " + run.path().string() + "/broken\\x1b[2J.pt.trace.json"),
+              std::string::npos)
+        << analyzed.output;
+  }
+  const Analyzed ops = podscope_analyze(run.path().string() + " --tool op_stats");
+  EXPECT_NE(ops.output.find("aten::\\x1b[31mred\\x00nul\\x07bel"), std::string::npos) << ops.output;
+  const Analyzed input = podscope_analyze(run.path().string() + " --tool input_pipeline");
+  EXPECT_NE(input.output.find("enumerate(DataLoader)#\\x1b[2Jloader"), std::string::npos) << input.output;
+}
+
+TEST(PodscopeAnalyze, FilesGivenAreAnalysedAsADirectoryWithTheOutputsInOut) {
+  const podscope::testing::ScratchDirectory traces("analyze_files"), out("analyze_out");
+  std::ofstream(traces.path() / "a.json") << trace_with_control_bytes(0);
+  std::ofstream(traces.path() / "b.json") << trace_with_control_bytes(1);
+  std::ofstream(traces.path() / "readme.txt") << "not a profile";
+  const std::string a = (traces.path() / "a.json").string(), b = (traces.path() / "b.json").string();
+  const Analyzed analyzed = podscope_analyze(a + " " + b + " --out " + out.path().string());
+  ASSERT_EQ(analyzed.status, 0) << analyzed.output;
+  EXPECT_NE(analyzed.output.find("pod analysis: 2 cores"), std::string::npos) << analyzed.output;
+  for (const char* written : {"pod_viewer.json", "report.html", "overview_page.json", "pod.trace.json.gz"}) {
+    EXPECT_TRUE(fs::exists(out.path() / written)) << written;
+    EXPECT_FALSE(fs::exists(traces.path() / written)) << written;
+  }
+  // Without --out, beside the first file.
+  ASSERT_EQ(podscope_analyze(b + " " + a).status, 0);
+  EXPECT_TRUE(fs::exists(traces.path() / "pod_viewer.json"));
+  // What is no profile, or no file, is refused by name before anything is read.
+  const Analyzed not_a_profile = podscope_analyze(a + " " + (traces.path() / "readme.txt").string());
+  EXPECT_EQ(not_a_profile.status, 2);
+  EXPECT_NE(not_a_profile.output.find("readme.txt is neither an XSpace"), std::string::npos) << not_a_profile.output;
+  const Analyzed missing = podscope_analyze(a + " " + (traces.path() / "absent.json").string());
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.output.find("absent.json is not a file"), std::string::npos) << missing.output;
+}
+
+}  // namespace
+}  // namespace podscope::cli
