@@ -95,8 +95,13 @@ HeaderList prepare(CURL* curl, const HttpRequest& request, HeaderSink& sink) {
     curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, provider.c_str());
     curl_easy_setopt(curl, CURLOPT_USERNAME, request.sigv4->access_key_id.c_str());
     curl_easy_setopt(curl, CURLOPT_PASSWORD, request.sigv4->secret_access_key.c_str());
-    // curl 7.88 signs the payload hash it is given (and every x-amz- header), but does not compute one itself.
-    list = curl_slist_append(list, ("x-amz-content-sha256: " + sha256_hex(request.body)).c_str());
+    // curl 7.88 signs the payload hash it is given (and every x-amz- header), but does not compute one itself. A body
+    // sent with its Content-MD5 (a part, an object), which the signature covers and the service checks, is not
+    // hashed a second time: S3's UNSIGNED-PAYLOAD, as AWS's own SDKs send a body whose checksum travels with it.
+    const bool has_md5 = std::any_of(request.headers.begin(), request.headers.end(),
+                                     [](const std::string& h) { return absl::StartsWithIgnoreCase(h, "content-md5:"); });
+    list = curl_slist_append(
+        list, ("x-amz-content-sha256: " + (has_md5 ? std::string("UNSIGNED-PAYLOAD") : sha256_hex(request.body))).c_str());
     if (!request.sigv4->session_token.empty()) {
       list = curl_slist_append(list, ("x-amz-security-token: " + request.sigv4->session_token).c_str());
     }
@@ -166,17 +171,21 @@ std::string uri_encode(std::string_view text, bool keep_slash) {
 
 absl::StatusOr<HttpResponse> perform(const HttpRequest& request, uint64_t max_body_bytes) {
   init_curl_once();
-  Easy curl(curl_easy_init());
-  if (!curl) return absl::InternalError("curl_easy_init failed");
+  // One handle per thread, reset for each request: it keeps its connections open, so a thread's next request to the
+  // same service (the next part, the next object) does not connect, or shake hands, again.
+  thread_local Easy handle(curl_easy_init());
+  if (!handle) return absl::InternalError("curl_easy_init failed");
+  curl_easy_reset(handle.get());
+  CURL* const curl = handle.get();
   HeaderSink sink;
-  const HeaderList headers = prepare(curl.get(), request, sink);
+  const HeaderList headers = prepare(curl, request, sink);
   struct BodySink {
     std::string body;
     uint64_t max;
     bool too_large = false;
   } body{{}, max_body_bytes};
   curl_easy_setopt(
-      curl.get(), CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t count, void* self) {
+      curl, CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t count, void* self) {
         auto& sink = *static_cast<BodySink*>(self);
         if (sink.body.size() + size * count > sink.max) {
           sink.too_large = true;
@@ -185,17 +194,17 @@ absl::StatusOr<HttpResponse> perform(const HttpRequest& request, uint64_t max_bo
         sink.body.append(data, size * count);
         return size * count;
       });
-  curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
   char error[CURL_ERROR_SIZE] = "";
-  curl_easy_setopt(curl.get(), CURLOPT_ERRORBUFFER, error);
-  const CURLcode code = curl_easy_perform(curl.get());
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+  const CURLcode code = curl_easy_perform(curl);
   if (body.too_large) {
     return absl::ResourceExhaustedError(request.method + " " + request.url.substr(0, request.url.find('?')) +
                                         ": the answer is larger than " + std::to_string(max_body_bytes) + " bytes");
   }
   if (code != CURLE_OK) return transport_error(code, error, request.method, request.url);
   HttpResponse response;
-  curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &response.status);
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
   response.headers = std::move(sink.headers);
   response.body = std::move(body.body);
   return response;

@@ -1,6 +1,10 @@
 #include "storage/s3_store.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "storage/xml.h"
@@ -24,8 +28,103 @@ std::string error_code(const HttpResponse& response) {
   return xml.ok() ? first_xml_text(*xml, "Error/Code") : "";
 }
 
+// The parts of one multipart upload sent by kPartsInFlight threads at once, each reusing its connection: a part is
+// held from when it is handed over until the service acknowledged it, so a writer holds at most kPartsInFlight + 1
+// parts (the one filling) whatever the object's size. The first failure stops the sending; later parts are dropped.
+class PartSenders {
+ public:
+  PartSenders(S3Store& store, std::string key, std::string upload_id)
+      : store_(store), key_(std::move(key)), upload_id_(std::move(upload_id)) {
+    for (size_t i = 0; i < kPartsInFlight; ++i) threads_.emplace_back([this] { send_parts(); });
+  }
+  ~PartSenders() { static_cast<void>(finish()); }
+
+  // Hands part `number` (from 1) over, waiting while kPartsInFlight parts are held. The first failure so far, if any.
+  absl::Status send(int number, std::string bytes) {
+    std::unique_lock lock(mu_);
+    room_.wait(lock, [&] { return held_ < kPartsInFlight || !status_.ok(); });
+    if (!status_.ok()) return status_;
+    ++held_;
+    queue_.push_back({number, std::move(bytes)});
+    work_.notify_one();
+    return absl::OkStatus();
+  }
+
+  // The upload is given up: parts not sent yet are dropped (those being sent end first).
+  void cancel() {
+    std::lock_guard lock(mu_);
+    if (status_.ok()) status_ = absl::CancelledError("the upload of " + store_.object_url(key_) + " was given up");
+    room_.notify_all();
+  }
+
+  // Waits for every part handed over; each part's ETag by number, or the first failure.
+  absl::StatusOr<std::vector<std::string>> finish() {
+    {
+      std::lock_guard lock(mu_);
+      closed_ = true;
+    }
+    work_.notify_all();
+    for (std::thread& thread : threads_) {
+      if (thread.joinable()) thread.join();
+    }
+    if (!status_.ok()) return status_;
+    return etags_;
+  }
+
+ private:
+  struct Part {
+    int number;
+    std::string bytes;
+  };
+
+  void send_parts() {
+    while (true) {
+      Part part;
+      {
+        std::unique_lock lock(mu_);
+        work_.wait(lock, [&] { return !queue_.empty() || closed_; });
+        if (queue_.empty()) return;
+        part = std::move(queue_.front());
+        queue_.pop_front();
+        if (!status_.ok()) {  // a part failed: the upload is aborted, nothing more is sent
+          --held_;
+          room_.notify_all();
+          continue;
+        }
+      }
+      const std::string query = "partNumber=" + std::to_string(part.number) + "&uploadId=" + uri_encode(upload_id_, false);
+      const absl::StatusOr<HttpResponse> sent =
+          store_.call("PUT", key_, query, {"Content-MD5: " + md5_base64(part.bytes)}, part.bytes);
+      part.bytes = std::string();
+      std::lock_guard lock(mu_);
+      if (!sent.ok() || sent->status != 200) {
+        if (status_.ok()) status_ = store_.error_of(sent, "writing part " + std::to_string(part.number) + " of", key_);
+      } else {
+        if (etags_.size() < static_cast<size_t>(part.number)) etags_.resize(static_cast<size_t>(part.number));
+        etags_[static_cast<size_t>(part.number) - 1] = sent->header("etag");
+      }
+      --held_;
+      room_.notify_all();
+    }
+  }
+
+  S3Store& store_;
+  const std::string key_;
+  const std::string upload_id_;
+  std::mutex mu_;
+  std::condition_variable work_;
+  std::condition_variable room_;
+  std::deque<Part> queue_;
+  size_t held_ = 0;  // queued or being sent
+  bool closed_ = false;
+  std::vector<std::string> etags_;
+  absl::Status status_;
+  std::vector<std::thread> threads_;
+};
+
 // Writes an object as it comes: what fits in one part is one PutObject at commit; beyond, a multipart upload whose
-// parts go as they fill. Every request is retried when transient; the upload is aborted unless completed.
+// parts go as they fill, several at once (PartSenders). Every request is retried when transient; the upload is
+// aborted unless completed.
 class S3Writer : public ObjectWriter {
  public:
   S3Writer(S3Store& store, std::string key) : store_(store), key_(std::move(key)) { part_.reserve(kPartBytes); }
@@ -59,9 +158,11 @@ class S3Writer : public ObjectWriter {
     if (!part_.empty()) {
       if (absl::Status s = send_part(); !s.ok()) return fail(s);
     }
+    absl::StatusOr<std::vector<std::string>> etags = senders_->finish();
+    if (!etags.ok()) return fail(etags.status());
     std::string body = "<CompleteMultipartUpload>";
-    for (size_t i = 0; i < etags_.size(); ++i) {
-      body += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + etags_[i] + "</ETag></Part>";
+    for (size_t i = 0; i < etags->size(); ++i) {
+      body += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + (*etags)[i] + "</ETag></Part>";
     }
     body += "</CompleteMultipartUpload>";
     const absl::StatusOr<HttpResponse> done =
@@ -78,6 +179,8 @@ class S3Writer : public ObjectWriter {
     finished_ = true;
     part_ = std::string();
     if (upload_id_.empty()) return;
+    if (senders_) senders_->cancel();
+    senders_.reset();  // the parts being sent end first
     // Best effort: an upload left behind is never an object, and buckets' lifecycle rules clear such uploads.
     store_.call("DELETE", key_, "uploadId=" + uri_encode(upload_id_, false)).IgnoreError();
     upload_id_.clear();
@@ -99,24 +202,20 @@ class S3Writer : public ObjectWriter {
       absl::StatusOr<std::vector<XmlText>> xml = xml_texts(created->body);
       if (xml.ok()) upload_id_ = first_xml_text(*xml, "InitiateMultipartUploadResult/UploadId");
       if (upload_id_.empty()) return absl::InternalError("S3 gave no upload id for " + store_.object_url(key_));
+      senders_ = std::make_unique<PartSenders>(store_, key_, upload_id_);
     }
-    const std::string query =
-        "partNumber=" + std::to_string(etags_.size() + 1) + "&uploadId=" + uri_encode(upload_id_, false);
-    const absl::StatusOr<HttpResponse> sent =
-        store_.call("PUT", key_, query, {"Content-MD5: " + md5_base64(part_)}, part_);
-    if (!sent.ok() || sent->status != 200) {
-      return store_.error_of(sent, "writing part " + std::to_string(etags_.size() + 1) + " of", key_);
-    }
-    etags_.push_back(sent->header("etag"));
-    part_.clear();
-    return absl::OkStatus();
+    absl::Status handed = senders_->send(++parts_, std::move(part_));
+    part_ = std::string();
+    part_.reserve(kPartBytes);
+    return handed;
   }
 
   S3Store& store_;
   std::string key_;
   std::string part_;
   std::string upload_id_;
-  std::vector<std::string> etags_;
+  std::unique_ptr<PartSenders> senders_;
+  int parts_ = 0;
   uint64_t written_ = 0;
   bool finished_ = false;
   absl::Status status_;

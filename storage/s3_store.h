@@ -1,7 +1,7 @@
 // A bucket prefix through S3's REST API (store.h), signed with SigV4 by curl: AWS's own S3, an S3-compatible store
 // (AWS_ENDPOINT_URL), and Cloud Storage's XML API with HMAC keys, which speaks the same protocol. The protocol used
 // is the least that keeps objects whole: PutObject for what fits in one part, else a multipart upload (created,
-// parts of kPartBytes each with its Content-MD5, completed, or aborted), GetObject read as it arrives (resumed with
+// parts of kPartBytes each with its Content-MD5, kPartsInFlight at once, completed, or aborted), GetObject read as it arrives (resumed with
 // a range at the same ETag when the connection breaks), ListObjectsV2, HeadObject, DeleteObject.
 #pragma once
 
@@ -12,8 +12,10 @@
 
 namespace podscope::storage {
 
-// The part size of multipart uploads: what a writer holds (S3's smallest part but the last is 5 MiB).
+// The part size of multipart uploads (S3's smallest part but the last is 5 MiB), and how many parts of one upload are
+// sent at once: a writer holds at most kPartsInFlight + 1 parts (40 MiB).
 inline constexpr size_t kPartBytes = size_t{8} << 20;
+inline constexpr size_t kPartsInFlight = 4;
 
 class S3Store : public Store {
  public:
