@@ -155,6 +155,7 @@ AttemptOutcome recorded_windows(const std::vector<AgentConnection*>& agents,
     out.responses[i].set_xspace(std::move(*windows.responses[i].mutable_xspace()));
     out.responses[i].set_written_to(std::move(*windows.responses[i].mutable_written_to()));
     out.responses[i].set_written_summary(std::move(*windows.responses[i].mutable_written_summary()));
+    out.responses[i].set_host_analysis(std::move(*windows.responses[i].mutable_host_analysis()));
   }
   return out;
 }
@@ -245,6 +246,7 @@ grpc::Status take_answer(HostCapture& host, SerializedProfileResponse& response)
   host.ok = true;
   host.xspace = std::move(*response.mutable_xspace());
   host.written_to = response.written_to();
+  host.host_analysis = std::move(*response.mutable_host_analysis());
   host.budget_drops = budget_drops_of(space);
   if (auto start = recorded_start(space)) host.actual_start_merged_ns = *start - host.clock.estimate.offset_ns;
   if (auto whole = earliest_stat(space, xspace::kRecordedWholeSinceStat))

@@ -96,6 +96,7 @@ struct HostCapture {
   std::string xspace;
   std::vector<BudgetDrop> budget_drops;  // read from the space when it arrives
   std::string written_to;                // the object the agent wrote its capture into (CaptureSpec::repository_root)
+  std::string host_analysis;             // then its analysis, as the agent made it (a serialized HostAnalysis)
   ClockMeasurement clock_before;         // sets the start on the agent's clock
   ClockMeasurement clock_after;          // the second burst, while the agents captured
   ClockMeasurement clock;          // both bursts pooled (combine_clocks): the offset the host's times are merged with

@@ -253,16 +253,10 @@ std::string capture_summary_text(const CaptureResult& result, std::string_view r
 
 namespace {
 
-// A run whose agents wrote their own host files into the bucket: capture.json, then the merged traces from the host
-// files as they stream back (their clocks from capture.json, run_directory/run_file_reader.h).
+// A run whose agents wrote their own host files into the bucket: only capture.json (the pod traces would read every
+// host's file back: `podscope analyze` makes them).
 absl::Status write_bucket_run_files(const run_directory::RunDirectory& run, CaptureResult& result) {
-  if (auto status = run.write(run_directory::kCaptureRecordName, capture_json(result), Durability::kSynced);
-      !status.ok())
-    return status;
-  if (std::none_of(result.hosts.begin(), result.hosts.end(), [](const HostCapture& h) { return h.ok; })) {
-    return absl::OkStatus();
-  }
-  return write_run_traces(run, TraceSelection{}).status();
+  return run.write(run_directory::kCaptureRecordName, capture_json(result), Durability::kSynced);
 }
 
 }  // namespace

@@ -23,7 +23,9 @@ std::string capture_summary_text(const CaptureResult& result, std::string_view r
 
 // Writes all files into `run` (created if missing), one host at a time: its answer parsed, its clock measurement
 // stamped on every plane, its file written and its planes fed to the merged traces, then the parsed space and the
-// host's answer (HostCapture::xspace) released, so the writing holds one parsed space whatever the pod's size.
+// host's answer (HostCapture::xspace) released, so the writing holds one parsed space whatever the pod's size. A run
+// in a bucket, whose agents wrote their own host files, gets only capture.json: the merged traces would read every
+// host's file back through this process (`podscope analyze` makes them).
 absl::Status write_run_files(const run_directory::RunDirectory& run, CaptureResult& result);
 // write_run_files into the run result.session_id of `logdir`; returns that run.
 absl::StatusOr<run_directory::RunDirectory> write_run_directory(const std::filesystem::path& logdir,

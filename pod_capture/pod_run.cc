@@ -1,10 +1,12 @@
 #include "pod_capture/pod_run.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "analysis/runner/analysis_runner.h"
 #include "daemon/run_name.h"
 #include "pod_capture/capture_files.h"
+#include "run_directory/run_file_reader.h"
 
 namespace podscope::pod_capture {
 namespace {
@@ -25,12 +27,54 @@ void apply_known_facts(const std::vector<PodAgent>& agents, CaptureResult& resul
   }
 }
 
+// A host file the agent wrote into the bucket, analysed: the agent's own analysis of it when it sent one (its clock
+// offset, which only the client measured, set as the run's reader stamps it from capture.json), else the file read
+// back from the bucket.
+absl::StatusOr<podscope::v1::HostAnalysis> written_host_analysis(const run_directory::RunDirectory& run,
+                                                                 const HostCapture& host) {
+  podscope::v1::HostAnalysis analysis;
+  if (!host.host_analysis.empty() && analysis.ParseFromString(host.host_analysis)) {
+    if (!analysis.steps().has_clock_offset_ns()) analysis.mutable_steps()->set_clock_offset_ns(host.clock.estimate.offset_ns);
+    return analysis;
+  }
+  const std::string name = run_directory::host_file_name(host.file_stem);
+  absl::StatusOr<storage::ObjectInfo> object = run.store().stat(run.object_name(name));
+  if (!object.ok()) return object.status();
+  run_directory::RunFileReader reader;
+  return analysis::analyze_host_file({run, name, object->size}, reader);
+}
+
+// The analysis of a run whose agents wrote their host files into the bucket: the merge of the analyses they sent, in
+// the run's file order, so that no host's file is read back.
+absl::StatusOr<analysis::AnalysisOutcome> analyze_written_hosts(const run_directory::RunDirectory& run,
+                                                               const CaptureResult& capture) {
+  std::vector<const HostCapture*> hosts;
+  for (const HostCapture& host : capture.hosts) {
+    if (host.ok) hosts.push_back(&host);
+  }
+  std::sort(hosts.begin(), hosts.end(), [](const HostCapture* a, const HostCapture* b) {
+    return run_directory::host_file_name(a->file_stem) < run_directory::host_file_name(b->file_stem);
+  });
+  std::vector<podscope::v1::HostAnalysis> analyses;
+  std::vector<std::string> bad_files;
+  for (const HostCapture* host : hosts) {
+    absl::StatusOr<podscope::v1::HostAnalysis> analysis = written_host_analysis(run, *host);
+    if (analysis.ok()) {
+      analyses.push_back(*std::move(analysis));
+    } else {
+      bad_files.emplace_back(analysis.status().message());
+    }
+  }
+  return analysis::write_analysis_of_hosts(std::move(analyses), std::move(bad_files), run, {});
+}
+
 // Runs the pod analysis over a run with data (its files land beside the host files), records how long it took in
 // capture.json and adds its summary.
 void analyze(const run_directory::RunDirectory& run, PodRunOutcome& outcome) {
   if (outcome.capture.exit_code() == 1) return;
   const auto start = std::chrono::steady_clock::now();
-  auto analysis = analysis::analyze_run_directory(run);
+  auto analysis =
+      run.in_bucket() ? analyze_written_hosts(run, outcome.capture) : analysis::analyze_run_directory(run);
   outcome.capture.analyzed_in_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   if (absl::Status s = run.write(run_directory::kCaptureRecordName, capture_json(outcome.capture), Durability::kSynced);
@@ -45,6 +89,11 @@ void analyze(const run_directory::RunDirectory& run, PodRunOutcome& outcome) {
     return;
   }
   outcome.summary_text += "\n" + analysis->summary_text + analysis->recommendation_text;
+  if (run.in_bucket()) {
+    // The merged traces would take every host's bytes through this process: they are made where a user asks.
+    outcome.summary_text += "The pod traces (pod.trace.json.gz, pod.perfetto-trace): podscope analyze " + run.location() +
+                            " writes them, reading the hosts' files from the bucket.\n";
+  }
 }
 
 // Asks every agent whether it would write into `repository_root` (PingRequest.repository_root): the first refusal,

@@ -4,10 +4,10 @@
 #include <memory>
 #include <mutex>
 
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-
+#include "analysis/tools/tool.h"
 #include "daemon/atomic_file.h"
 #include "daemon/log.h"
+#include "proto/xspace/serialize.h"
 #include "proto/xspace/xspace_stream_reader.h"
 #include "storage/store.h"
 #include "tensorflow/xplane.pb.h"
@@ -92,29 +92,32 @@ absl::StatusOr<std::string> upload_capture(std::string_view requested_root, cons
                             "; the capture was " + where);
 }
 
-std::string capture_summary(const std::string& xspace) {
+CaptureDescription describe_capture(const std::string& xspace, std::string_view file_stem) {
   tensorflow::profiler::XSpace summary;
+  analysis::HostAnalysisBuilder host;
   xspace::XSpaceHeader header;
-  xspace::XSpaceSource source;
-  source.name = "the capture";
-  source.size = static_cast<int64_t>(xspace.size());
-  source.open = [&]() -> absl::StatusOr<std::unique_ptr<google::protobuf::io::ZeroCopyInputStream>> {
-    return std::make_unique<google::protobuf::io::ArrayInputStream>(xspace.data(), static_cast<int>(xspace.size()));
-  };
   const absl::Status read = xspace::read_xspace_planes(
-      source,
+      xspace, "the capture",
       [&](const tensorflow::profiler::XPlane& plane) {
         tensorflow::profiler::XPlane& kept = *summary.add_planes();
         kept.set_id(plane.id());
         kept.set_name(plane.name());
         *kept.mutable_stats() = plane.stats();
         *kept.mutable_stat_metadata() = plane.stat_metadata();
+        host.read_plane(plane);
         return absl::OkStatus();
       },
-      &header, [](std::string_view, std::string_view) { return false; });
-  if (!read.ok()) return "";
+      &header, analysis::HostAnalysisBuilder::wants_line);
+  CaptureDescription description;
+  if (!read.ok()) return description;
+  absl::StatusOr<podscope::v1::HostAnalysis> analysis = std::move(host).finish(header.hostnames, file_stem);
+  if (analysis.ok()) {
+    absl::StatusOr<std::string> bytes = xspace::serialize_deterministically(*analysis);
+    if (bytes.ok()) description.host_analysis = *std::move(bytes);
+  }
   for (std::string& name : header.hostnames) summary.add_hostnames(std::move(name));
-  return summary.SerializeAsString();
+  description.summary = summary.SerializeAsString();
+  return description;
 }
 
 }  // namespace podscope::agent

@@ -29,8 +29,15 @@ absl::StatusOr<std::string> upload_capture(std::string_view requested_root, cons
                                            const std::string& host, std::string_view xspace,
                                            const std::filesystem::path& failed_uploads);
 
-// What a client reads of a capture it does not receive: the XSpace's host names and each plane's id, name, stats and
-// stat metadata, without a line.
-std::string capture_summary(const std::string& xspace);
+// What a client reads of a capture it does not receive, read from it in one pass.
+struct CaptureDescription {
+  // The XSpace's host names and each plane's id, name, stats and stat metadata, without a line (a serialized XSpace).
+  std::string summary;
+  // The capture's own analysis (a serialized podscope.v1.HostAnalysis; analysis/tools/tool.h) as the analysis of its
+  // file `<file_stem>.xplane.pb` would find it: the client merges the hosts' analyses into the pod's without reading
+  // their files back. Empty when the capture could not be analysed (the client then reads the file).
+  std::string host_analysis;
+};
+CaptureDescription describe_capture(const std::string& xspace, std::string_view file_stem);
 
 }  // namespace podscope::agent

@@ -310,7 +310,9 @@ void CaptureSessions::write_to_repository(const tensorflow::ProfileRequest& requ
       return;
     }
     result.written_path = *uploaded;
-    result.written_summary = capture_summary(result.xspace);
+    CaptureDescription description = describe_capture(result.xspace, capture_file_host(request, host_name_));
+    result.written_summary = std::move(description.summary);
+    result.written_host_analysis = std::move(description.host_analysis);
     result.xspace = std::string();
     return;
   }

@@ -34,8 +34,9 @@ struct CaptureResult {
   std::string xspace;  // serialized
   bool empty_trace = false;
   std::string written_path;  // empty when not written (the XSpace was asked for in the response, or no root)
-  // Written into a bucket: what a client reads of the capture instead of receiving it (capture_summary).
+  // Written into a bucket: what a client reads of the capture instead of receiving it (describe_capture).
   std::string written_summary;
+  std::string written_host_analysis;  // its analysis (bucket_uploads.h, CaptureDescription)
   // The upload into a bucket failed (ABORTED naming the object, why, and where the capture was kept): the request
   // fails with it, as TensorFlow's server fails a Profile it could not save.
   absl::Status write_error;

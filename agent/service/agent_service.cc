@@ -56,10 +56,13 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetRecordedWindow(grpc::CallbackServ
   grpc::Status ready = authorizer_.authorize(*context, "GetRecordedWindow");
   if (ready.ok()) ready = parse_request(*request, parsed);
   return answer_threads_.run(context, ready,
-                             [this, response, parsed = std::move(parsed)] { return answer_window(parsed, *response); });
+                             [this, context, response, parsed = std::move(parsed)] {
+                               return answer_window(*context, parsed, *response);
+                             });
 }
 
-grpc::Status AgentServiceImpl::answer_window(const podscope::v1::RecordedWindowRequest& request,
+grpc::Status AgentServiceImpl::answer_window(grpc::CallbackServerContext& context,
+                                             const podscope::v1::RecordedWindowRequest& request,
                                              grpc::ByteBuffer& response) {
   podscope::v1::RecordedWindowResponse fields;
   std::string body;
@@ -95,8 +98,11 @@ grpc::Status AgentServiceImpl::answer_window(const podscope::v1::RecordedWindowR
         upload_capture(request.repository_root(), request.session_id(), host, body, limits.failed_uploads_directory);
     if (!uploaded.ok()) return to_grpc_status(uploaded.status());
     fields.set_written_to(*uploaded);
-    fields.set_written_summary(capture_summary(body));
+    CaptureDescription description = describe_capture(body, host);
+    fields.set_written_summary(std::move(description.summary));
+    fields.set_host_analysis(std::move(description.host_analysis));
     body = std::string();
+    context.set_compression_algorithm(GRPC_COMPRESS_GZIP);  // as Profile's answer of a capture written to a bucket
   }
   std::string head = fields.SerializeAsString();
   append_field_prefix(podscope::v1::RecordedWindowResponse::kXspaceFieldNumber, body.size(), head);

@@ -42,7 +42,8 @@ class AgentServiceImpl final
                                  podscope::v1::RecordedWindowResponse* response) override;
 
  private:
-  grpc::Status answer_window(const podscope::v1::RecordedWindowRequest& request, grpc::ByteBuffer& response);
+  grpc::Status answer_window(grpc::CallbackServerContext& context, const podscope::v1::RecordedWindowRequest& request,
+                             grpc::ByteBuffer& response);
 
   const Clock& clock_;
   std::function<void(podscope::v1::AgentStatus&)> fill_status_;

@@ -64,7 +64,11 @@ grpc::Status ProfilerServiceImpl::run_profile(grpc::CallbackServerContext& conte
     podscope::v1::SerializedProfileResponse written;
     written.set_written_to(result->written_path);
     written.set_written_summary(std::move(result->written_summary));
+    written.set_host_analysis(std::move(result->written_host_analysis));
     head += written.SerializeAsString();
+    // The analysis' records (names, packed times) compress several times over: sent gzipped when the client
+    // accepts it, as gRPC negotiates.
+    context.set_compression_algorithm(GRPC_COMPRESS_GZIP);
   }
   response = raw_answer(std::move(head), std::move(body), metrics_.heap_returned);
   return grpc::Status::OK;

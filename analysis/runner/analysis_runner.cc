@@ -53,6 +53,22 @@ absl::StatusOr<AnalysisOutcome> write_all(absl::StatusOr<AnalysisOutcome> outcom
                             std::string(written.message()));
 }
 
+// The pod's analysis from its hosts' (`what` names their files in errors); `notes` say what was left out.
+absl::StatusOr<AnalysisOutcome> merge_hosts(std::vector<podscope::v1::HostAnalysis> hosts,
+                                            std::vector<std::string> bad_files, const std::vector<std::string>& notes,
+                                            std::string_view what, const PodAnalyzerOptions& options) {
+  if (hosts.empty()) {
+    std::string all;
+    for (const auto& bad : bad_files) all += "\n  " + bad;
+    return absl::DataLossError("no file of " + std::string(what) + " could be read:" + all);
+  }
+  AnalysisOutcome outcome = merge_host_analyses(std::move(hosts), options);
+  for (const auto& bad : bad_files) outcome.summary_text += "warning: file skipped: " + bad + "\n";
+  outcome.bad_files = std::move(bad_files);
+  for (const auto& note : notes) outcome.summary_text += "note: " + note + "\n";
+  return outcome;
+}
+
 // Reads and analyses `run_files` (`what` names them in errors); `notes` say what was left out.
 absl::StatusOr<AnalysisOutcome> analyze_each(const std::vector<RunFile>& run_files,
                                              const std::vector<std::string>& notes, std::string_view what,
@@ -67,16 +83,7 @@ absl::StatusOr<AnalysisOutcome> analyze_each(const std::vector<RunFile>& run_fil
       bad_files.emplace_back(host.status().message());
     }
   }
-  if (hosts.empty()) {
-    std::string all;
-    for (const auto& bad : bad_files) all += "\n  " + bad;
-    return absl::DataLossError("no file of " + std::string(what) + " could be read:" + all);
-  }
-  AnalysisOutcome outcome = merge_host_analyses(std::move(hosts), options);
-  for (const auto& bad : bad_files) outcome.summary_text += "warning: file skipped: " + bad + "\n";
-  outcome.bad_files = std::move(bad_files);
-  for (const auto& note : notes) outcome.summary_text += "note: " + note + "\n";
-  return outcome;
+  return merge_hosts(std::move(hosts), std::move(bad_files), notes, what, options);
 }
 
 }  // namespace
@@ -94,6 +101,13 @@ absl::StatusOr<AnalysisOutcome> analyze_run_directory(const RunDirectory& run, c
 absl::StatusOr<AnalysisOutcome> analyze_files(const std::vector<RunFile>& given, const RunDirectory& output,
                                               const AnalysisOptions& options, RunFileReader& files) {
   return write_all(analyze_each(given, {}, "the files given", options.analyzer, files), output, options);
+}
+
+absl::StatusOr<AnalysisOutcome> write_analysis_of_hosts(std::vector<podscope::v1::HostAnalysis> hosts,
+                                                        std::vector<std::string> bad_files, const RunDirectory& run,
+                                                        const AnalysisOptions& options) {
+  return write_all(merge_hosts(std::move(hosts), std::move(bad_files), {}, run.location(), options.analyzer), run,
+                   options);
 }
 
 absl::StatusOr<AnalysisOutcome> analyze_run_files(const RunDirectory& run, const PodAnalyzerOptions& options) {

@@ -40,6 +40,14 @@ absl::StatusOr<AnalysisOutcome> analyze_files(const std::vector<run_directory::R
                                               const run_directory::RunDirectory& output, const AnalysisOptions& options,
                                               run_directory::RunFileReader& files);
 
+// The analysis of a run whose hosts' files were analysed where they were made (each agent that wrote its file into a
+// bucket analysed its capture: analyze_host_file's result, in file order), merged and written into `run` as
+// analyze_run_directory writes it; `bad_files` name files that could not be analysed. Same failures.
+absl::StatusOr<AnalysisOutcome> write_analysis_of_hosts(std::vector<podscope::v1::HostAnalysis> hosts,
+                                                        std::vector<std::string> bad_files,
+                                                        const run_directory::RunDirectory& run,
+                                                        const AnalysisOptions& options);
+
 // One host's file (an XSpace, or a torch.profiler trace converted to one) analysed on its own: its step database and
 // every tool's part, which merge_host_analyses (analysis/tools/tool.h) merges with the run's other files' into the
 // pod's analysis. DataLoss naming the file when it cannot be read (empty, truncated, lengths that lie).

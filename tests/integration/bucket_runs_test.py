@@ -184,8 +184,11 @@ class BucketRuns(unittest.TestCase):
         names = {k.rsplit("/", 1)[1] for k in objects}
         hosts = {a.replace(":", "_") + ".xplane.pb" for _, a in self.agents}
         self.assertTrue(hosts <= names, names)
-        for name in ("capture.json", "pod.trace.json.gz", "pod.perfetto-trace", "report.html", "pod_viewer.json"):
+        for name in ("capture.json", "report.html", "pod_viewer.json", "memory_profile.pb"):
             self.assertIn(name, names)
+        # The merged traces would take every host's bytes through the CLI: `podscope analyze` makes them.
+        self.assertNotIn("pod.perfetto-trace", names)
+        self.assertIn(f"podscope analyze s3://runs/team/logs/plugins/profile/{run} writes them", done.stdout)
         record = json.loads(self.boto3().get_object(
             Bucket="runs", Key=f"team/logs/plugins/profile/{run}/capture.json")["Body"].read())
         self.assertEqual(sorted(h["file"] for h in record["hosts"]), sorted(hosts))
@@ -193,10 +196,18 @@ class BucketRuns(unittest.TestCase):
         # No temporary or partial object anywhere: every object is one of the run's files.
         self.assertFalse([k for k in objects if ".tmp" in k or "write-check" in k], objects)
 
-        # The same run read back from the bucket by `podscope analyze`, and by boto3 byte for byte.
+        # The capture's analysis is the merge of what each agent analysed of its own capture: the same bytes as the
+        # analysis of the host files read back from the bucket by `podscope analyze`, and by boto3 byte for byte.
+        outputs = ("pod_summary.txt", "pod_viewer.json", "overview_page.pb", "memory_profile.pb", "framework_op_stats.pb")
+        captured = {name: self.boto3().get_object(
+            Bucket="runs", Key=f"team/logs/plugins/profile/{run}/{name}")["Body"].read() for name in outputs}
         analyzed = self.podscope("analyze", f"s3://runs/team/logs/plugins/profile/{run}")
         self.assertEqual(analyzed.returncode, 0, analyzed.stdout + analyzed.stderr)
         self.assertIn(f"wrote s3://runs/team/logs/plugins/profile/{run}/report.html", analyzed.stdout)
+        self.assertIn(f"wrote s3://runs/team/logs/plugins/profile/{run}/pod.perfetto-trace", analyzed.stdout)
+        for name in outputs:
+            self.assertEqual(captured[name], self.boto3().get_object(
+                Bucket="runs", Key=f"team/logs/plugins/profile/{run}/{name}")["Body"].read(), name)
         local = os.path.join(self.tmp.name, "copy", run)
         os.makedirs(local)
         for key in objects:
@@ -206,7 +217,7 @@ class BucketRuns(unittest.TestCase):
         self.assertEqual(copy.returncode, 0, copy.stdout + copy.stderr)
         # Read from the bucket by our reader, or from the copy boto3 made, the run analyses to the same bytes: what we
         # stream from the bucket is what boto3 reads, and both readings take the hosts' clocks from capture.json.
-        for name in ("pod_summary.txt", "pod_viewer.json", "overview_page.pb"):
+        for name in outputs:
             in_bucket = self.boto3().get_object(
                 Bucket="runs", Key=f"team/logs/plugins/profile/{run}/{name}")["Body"].read()
             with open(os.path.join(local, name), "rb") as f:
