@@ -52,6 +52,8 @@ class Agent {
 
  private:
   void build(const ComponentEntry& entry);
+  // Removes the temporary files of writes under repository_root that a crash or kill cut off, counted.
+  void sweep_repository();
   absl::Status start_servers();
 
   AgentParts parts_;

@@ -13,6 +13,7 @@
 #include "run_directory/run_directory.h"
 #include "storage/location.h"
 #include "proto/xspace/utf8.h"
+#include "tls/peer_identity.h"
 
 namespace podscope::coordinator {
 namespace {
@@ -34,6 +35,17 @@ bool is_clean_registration(const podscope::v1::RegisterRequest& request) {
   }
   return std::all_of(request.labels().begin(), request.labels().end(),
                      [](const auto& label) { return is_clean_text(label.first) && is_clean_text(label.second); });
+}
+
+// The caller's network address without its port ("10.0.0.5", "::1"): where a registration comes from.
+std::string source_address(const grpc::ServerContextBase& context) {
+  // gRPC names a peer "ipv4:10.0.0.5:41234", "ipv6:[::1]:41234" or "unix:...".
+  std::string peer = context.peer();
+  if (!peer.starts_with("ipv")) return peer;
+  peer.erase(0, peer.find(':') + 1);
+  peer.resize(peer.rfind(':'));
+  if (peer.starts_with('[') && peer.ends_with(']')) peer = peer.substr(1, peer.size() - 2);
+  return peer;
 }
 
 std::string joined(const std::vector<std::string>& names) {
@@ -118,32 +130,6 @@ absl::StatusOr<std::filesystem::path> confine_to_root(const std::filesystem::pat
                                     .outside_prefix = "repository_root is outside the coordinator's root: "});
 }
 
-absl::StatusOr<pod_capture::PodRunOutcome> CaptureRunner::run(const std::vector<std::string>& host_names,
-                                                              const pod_capture::CaptureSpec& spec,
-                                                              const run_directory::RunDirectory& run_dir,
-                                                              const pod_capture::ProgressFn& progress) {
-  std::unique_lock lock(running_, std::try_to_lock);
-  if (!lock.owns_lock()) return absl::AlreadyExistsError("a capture is already running on this coordinator");
-  std::vector<std::shared_ptr<pod_capture::AgentConnection>> held;  // alive through the run
-  std::vector<pod_capture::PodAgent> agents;
-  for (const auto& name : host_names) {
-    if (auto connection = registry_.connection(name)) {
-      agents.push_back({connection.get(), name, registry_.drift_ppm(name)});
-      held.push_back(std::move(connection));
-    }
-  }
-  if (agents.empty()) return absl::FailedPreconditionError("no worker to capture");
-  auto outcome = pod_capture::run_pod(agents, spec, run_dir, clock_, progress);
-  if (!outcome.ok()) return outcome;
-  metrics_.count_capture(outcome->exit_code());
-  PODSCOPE_LOG(kInfo) << "capture " << spec.session_id << " of " << agents.size() << " worker(s): exit code "
-                      << outcome->exit_code();
-  if (!outcome->analysis_error.empty()) {
-    PODSCOPE_LOG(kWarning) << "pod analysis of " << run_dir.location() << " failed: " << outcome->analysis_error;
-  }
-  return outcome;
-}
-
 grpc::Status CoordinatorService::Register(grpc::ServerContext* context, const podscope::v1::RegisterRequest* request,
                                           podscope::v1::RegisterResponse* response) {
   if (grpc::Status allowed = authorizer_.authorize(*context, "Register"); !allowed.ok()) {
@@ -164,7 +150,21 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context, const po
     metrics_.count_refused_registration("invalid");
     return invalid("Register: address \"" + request->address() + "\" is not one host:port");
   }
+  if (request->instance_id().empty()) {
+    metrics_.count_refused_registration("invalid");
+    return invalid("Register: instance_id is empty (an agent sends the random id it chose when it started)");
+  }
   const std::string owner = authorizer_.owner_of(*context);
+  if (absl::Status s = registry_.ownership_refusal(*request, owner, clock_.now_ns()); !s.ok()) {
+    PODSCOPE_LOG(kWarning) << "registration refused: " << s.message();
+    metrics_.count_refused_registration("address_taken");
+    return to_grpc_status(s);
+  }
+  if (absl::Status s = check_.check(*request, source_address(*context), clock_.now_ns()); !s.ok()) {
+    PODSCOPE_LOG(kWarning) << "registration refused: " << s.message();
+    metrics_.count_refused_registration(absl::IsResourceExhausted(s) ? "too_many" : "unverified");
+    return to_grpc_status(s);
+  }
   if (absl::Status s = registry_.register_worker(*request, owner, clock_.now_ns()); !s.ok()) {
     PODSCOPE_LOG(kWarning) << "registration refused: " << s.message();
     metrics_.count_refused_registration(absl::IsResourceExhausted(s) ? "registry_full" : "address_taken");
@@ -203,6 +203,17 @@ grpc::Status CoordinatorService::ForgetWorker(grpc::ServerContext* context,
                                               podscope::v1::ForgetWorkerResponse* response) {
   if (grpc::Status allowed = authorizer_.authorize(*context, "ForgetWorker"); !allowed.ok()) return allowed;
   const std::optional<std::string> owner = registry_.owner(request->host_name());
+  const std::string caller = authorizer_.owner_of(*context);
+  // Without TLS an address is no proof of who registered (every process of a host shares it): only the operator's.
+  const bool owns = settings_.tls_on && owner == caller;
+  if (owner && !owns && !is_registry_admin(*context)) {
+    PODSCOPE_LOG(kWarning) << "refused ForgetWorker of " << request->host_name() << " from " << caller << " ("
+                           << context->peer() << "): not its owner nor in registry_admins";
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "ForgetWorker: worker \"" + request->host_name() + "\" was registered by " + *owner + "; " +
+                            caller + " may not forget it (only " + (settings_.tls_on ? "that identity or " : "") +
+                            "one in the coordinator's registry_admins)");
+  }
   if (!registry_.forget(request->host_name())) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
                         "ForgetWorker: no registered worker \"" + request->host_name() + "\" (static workers stay)");
@@ -211,6 +222,23 @@ grpc::Status CoordinatorService::ForgetWorker(grpc::ServerContext* context,
                       << owner.value_or("nobody") << ", is free";
   response->set_owner(owner.value_or(""));
   return grpc::Status::OK;
+}
+
+bool CoordinatorService::is_registry_admin(const grpc::ServerContext& context) const {
+  if (!settings_.tls_on) {
+    const std::string caller = source_address(context);
+    return std::find(settings_.registry_admins.begin(), settings_.registry_admins.end(), caller) !=
+           settings_.registry_admins.end();
+  }
+  const tls::PeerCertificate peer = tls::peer_certificate(context);
+  if (!peer.over_tls) return false;
+  for (const std::string& name : tls::certificate_names(peer)) {
+    if (std::find(settings_.registry_admins.begin(), settings_.registry_admins.end(), name) !=
+        settings_.registry_admins.end()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 grpc::Status CoordinatorService::Capture(grpc::ServerContext* context, const podscope::v1::CaptureRequest* request,

@@ -50,6 +50,7 @@ template <typename Response>
 struct PendingCall {
   size_t index = 0;
   grpc::ClientContext context;
+  std::optional<TrackedCall> tracked;  // before the context goes
   Response response;
   grpc::Status status;
   std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> reader;
@@ -74,7 +75,7 @@ constexpr size_t kMaxIssuingThreads = 4;
 // issues agent i's call.
 template <typename Response, typename Start>
 FanOutAnswers<Response> fan_out(size_t agents, Start start, std::chrono::system_clock::time_point deadline,
-                                int max_in_flight, const Clock& clock) {
+                                int max_in_flight, const Clock& clock, Cancellation* cancellation) {
   FanOutAnswers<Response> out;
   out.statuses.resize(agents);
   out.responses.resize(agents);
@@ -85,6 +86,7 @@ FanOutAnswers<Response> fan_out(size_t agents, Start start, std::chrono::system_
     auto call = std::make_unique<PendingCall<Response>>();
     call->index = i;
     call->context.set_deadline(deadline);
+    call->tracked.emplace(cancellation, &call->context);
     call->reader = start(i, &call->context, &queue);
     call->reader->Finish(&call->response, &call->status, call.get());
     calls[i] = std::move(call);
@@ -123,7 +125,8 @@ FanOutAnswers<Response> fan_out(size_t agents, Start start, std::chrono::system_
 // Profile at a common start, on every agent: tensorflow.ProfilerService's Profile on the agent's channel, as its
 // generated stub calls it, with the answer read as SerializedProfileResponse.
 AttemptOutcome profile_all(const std::vector<AgentConnection*>& agents, const std::vector<ProfileRequest>& requests,
-                           std::chrono::system_clock::time_point deadline, int max_in_flight, const Clock& clock) {
+                           std::chrono::system_clock::time_point deadline, int max_in_flight, const Clock& clock,
+                           Cancellation* cancellation) {
   const std::string method = std::string("/") + tensorflow::ProfilerService::service_full_name() + "/Profile";
   return fan_out<SerializedProfileResponse>(
       agents.size(),
@@ -133,20 +136,21 @@ AttemptOutcome profile_all(const std::vector<AgentConnection*>& agents, const st
         reader->StartCall();
         return reader;
       },
-      deadline, max_in_flight, clock);
+      deadline, max_in_flight, clock, cancellation);
 }
 
 // The same window of every agent's flight recorder, each on its own clock (`requests`), answered as Profile
 // answers are.
 AttemptOutcome recorded_windows(const std::vector<AgentConnection*>& agents,
                                 const std::vector<podscope::v1::RecordedWindowRequest>& requests,
-                                std::chrono::system_clock::time_point deadline, int max_in_flight, const Clock& clock) {
+                                std::chrono::system_clock::time_point deadline, int max_in_flight, const Clock& clock,
+                                Cancellation* cancellation) {
   FanOutAnswers<podscope::v1::RecordedWindowResponse> windows = fan_out<podscope::v1::RecordedWindowResponse>(
       agents.size(),
       [&](size_t i, grpc::ClientContext* context, grpc::CompletionQueue* queue) {
         return agents[i]->agent->AsyncGetRecordedWindow(context, requests[i], queue);
       },
-      deadline, max_in_flight, clock);
+      deadline, max_in_flight, clock, cancellation);
   AttemptOutcome out;
   out.issued_ns = windows.issued_ns;
   out.statuses = std::move(windows.statuses);
@@ -324,7 +328,7 @@ constexpr int64_t kLooseStartBoundNs = 1'000'000;
 // bursts: on a loaded client both of a shared window's pings to an agent can be held up for tens of milliseconds,
 // and its start would be off by half that.
 void tighten_loose_starts(const std::vector<AgentConnection*>& agents, std::vector<ClockMeasurement>& clocks,
-                          const Clock& clock) {
+                          const Clock& clock, Cancellation* cancellation) {
   std::vector<size_t> loose;
   for (size_t i = 0; i < clocks.size(); ++i) {
     if (clocks[i].kind == ClockMeasurement::kMeasured && clocks[i].estimate.error_bound_ns > kLooseStartBoundNs)
@@ -333,7 +337,8 @@ void tighten_loose_starts(const std::vector<AgentConnection*>& agents, std::vect
   if (loose.empty()) return;
   std::vector<AgentConnection*> again;
   for (size_t i : loose) again.push_back(agents[i]);
-  const ClockBurst burst = measure_clocks(again, clock, static_cast<int>(kSettledExchanges), 1000);
+  const ClockBurst burst =
+      measure_clocks(again, clock, static_cast<int>(kSettledExchanges), 1000, {.cancellation = cancellation});
   for (size_t k = 0; k < loose.size(); ++k) clocks[loose[k]] = combine_clocks(clocks[loose[k]], burst.clocks[k]);
 }
 
@@ -351,15 +356,17 @@ constexpr int64_t kStartsPastMs = 200;
 class SecondBurst {
  public:
   SecondBurst(const std::vector<AgentConnection*>& agents, const Clock& clock, int pings, int64_t wait_ms,
-              int64_t finish_by_ns)
-      : thread_([this, agents, &clock, pings, wait_ms, finish_by_ns] {
+              int64_t finish_by_ns, Cancellation* cancellation)
+      : thread_([this, agents, &clock, pings, wait_ms, finish_by_ns, cancellation] {
           {
             std::unique_lock lock(mu_);
             answered_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return answers_in_; });
           }
-          burst_ = measure_clocks(
-              agents, clock, pings, 1000,
-              {.max_in_flight = kSizedBurstMaxInFlight, .sized_from_rtts = true, .finish_by_ns = finish_by_ns});
+          burst_ = measure_clocks(agents, clock, pings, 1000,
+                                  {.max_in_flight = kSizedBurstMaxInFlight,
+                                   .sized_from_rtts = true,
+                                   .finish_by_ns = finish_by_ns,
+                                   .cancellation = cancellation});
         }) {}
   ~SecondBurst() {
     if (thread_.joinable()) thread_.join();
@@ -389,8 +396,10 @@ Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSp
   attempt.hosts.resize(agents.size());
   attempt.sync_begin_ns = clock.now_ns();
   const OpeningBurst opening = opening_burst_plan(agents.size(), spec.clock_sync_pings);
-  ClockBurst opening_burst = measure_clocks(agents, clock, opening.pings, 1000, opening.plan);
-  tighten_loose_starts(agents, opening_burst.clocks, clock);
+  BurstPlan opening_plan = opening.plan;
+  opening_plan.cancellation = spec.cancellation;
+  ClockBurst opening_burst = measure_clocks(agents, clock, opening.pings, 1000, opening_plan);
+  tighten_loose_starts(agents, opening_burst.clocks, clock, spec.cancellation);
   const std::vector<ClockMeasurement>& before = opening_burst.clocks;
   attempt.synced_ns = clock.now_ns();
 
@@ -433,11 +442,11 @@ Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSp
   // bursts (combine_clocks).
   // A capture's burst should be over when its answers come in, at the end of the window.
   SecondBurst second(pick(agents, asked), clock, spec.clock_sync_pings, spec.last_ms > 0 ? 0 : delay_ms + kStartsPastMs,
-                     spec.last_ms > 0 ? 0 : attempt.start_ns + spec.duration_ms * 1'000'000);
-  AttemptOutcome outcome =
-      spec.last_ms > 0
-          ? recorded_windows(pick(agents, asked), pick(window_requests, asked), deadline, spec.max_in_flight, clock)
-          : profile_all(pick(agents, asked), pick(requests, asked), deadline, spec.max_in_flight, clock);
+                     spec.last_ms > 0 ? 0 : attempt.start_ns + spec.duration_ms * 1'000'000, spec.cancellation);
+  AttemptOutcome outcome = spec.last_ms > 0 ? recorded_windows(pick(agents, asked), pick(window_requests, asked),
+                                                               deadline, spec.max_in_flight, clock, spec.cancellation)
+                                            : profile_all(pick(agents, asked), pick(requests, asked), deadline,
+                                                          spec.max_in_flight, clock, spec.cancellation);
   attempt.issued_ns = outcome.issued_ns;
   attempt.gathered_ns = clock.now_ns();
   std::vector<ClockMeasurement> after = before;
@@ -555,6 +564,7 @@ CaptureResult run_capture(const std::vector<AgentConnection*>& agents, const Cap
     }
     if (!worth_another_attempt(attempt, agents.size())) break;
     if (spec.stop_retrying && spec.stop_retrying()) break;
+    if (spec.cancellation != nullptr && spec.cancellation->cancelled()) break;
     progress(after_attempt_message(attempt, agents.size(), attempt_number, attempts, best_count));
   }
   summarize_hosts(result);

@@ -13,6 +13,7 @@
 #include <google/protobuf/arena.h>
 
 #include "pod_capture/agent_connection.h"
+#include "pod_capture/cancellation.h"
 #include "daemon/clock.h"
 #include "tensorflow/xplane.pb.h"
 
@@ -60,6 +61,8 @@ struct CaptureSpec {
   int max_in_flight = 4096;
   // Polled between attempts: true stops retrying (the user interrupted the capture).
   std::function<bool()> stop_retrying;
+  // Ends the capture at once from another thread (its daemon stops): its calls are cancelled; none: never.
+  Cancellation* cancellation = nullptr;
 };
 
 // ProfileRequest.max_events as TensorFlow's client always sends it; servers (TensorFlow's and ours) ignore it.

@@ -182,6 +182,11 @@ absl::StatusOr<PodRunOutcome> run_pod(const std::vector<PodAgent>& agents, Captu
     spec.session_id = run->name();
   }
   outcome.capture = run_capture(connections_of(agents), spec, clock, progress);
+  if (spec.cancellation != nullptr && spec.cancellation->cancelled()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(outcome.run_dir, ignored);
+    return absl::CancelledError("the pod run was stopped: its daemon is shutting down; nothing was written");
+  }
   apply_known_facts(agents, outcome.capture);
   if (auto written = write_run_files(*run, outcome.capture); !written.ok()) {
     // In a bucket the host files are the agents' and stay (TensorBoard reads them without the rest).

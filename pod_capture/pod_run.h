@@ -49,12 +49,11 @@ struct PodRunOutcome {
 };
 
 // Captures the pod, writes the run into `run_dir` (created if missing) and, when any host returned data,
-// analyses it there. An analysis that cannot read the data leaves the capture standing (a warning); one whose
-// outputs cannot be written removes those it wrote and fails the run (analysis_outputs_lost). An error when the
-// capture's own files cannot be written: the run directory is removed then, so no run that looks whole but lacks
-// hosts is left behind.
-// NewSession's answer for a pod run: empty_trace when no host returned data, and each failed host's address and
-// error in error_message.
+// analyses it there. CANCELLED, with nothing written, when spec.cancellation ended the capture. An analysis that cannot
+// read the data leaves the capture standing (a warning); one whose outputs cannot be written removes those it wrote and
+// fails the run (analysis_outputs_lost). An error when the capture's own files cannot be written: the run directory is
+// removed then, so no run that looks whole but lacks hosts is left behind. NewSession's answer for a pod run:
+// empty_trace when no host returned data, and each failed host's address and error in error_message.
 void fill_new_session_response(const PodRunOutcome& outcome, tensorflow::NewProfileSessionResponse& response);
 
 // A run in a bucket is written by the agents themselves (CaptureSpec::repository_root): before anything is captured,

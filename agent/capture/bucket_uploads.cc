@@ -27,11 +27,14 @@ absl::StatusOr<std::shared_ptr<storage::Store>> store_for(const storage::Locatio
   return opened;
 }
 
-// Where a failed upload's bytes are kept: <failed_uploads>/<bucket>/<object>.
+// Where a failed upload's bytes are kept: <failed_uploads>/<bucket>/<object>, within the quota.
 absl::StatusOr<std::string> keep_locally(const std::filesystem::path& failed_uploads, const storage::Location& object,
-                                         std::string_view bytes) {
+                                         std::string_view bytes, RepositoryQuota& quota) {
   const std::filesystem::path path = failed_uploads / object.bucket / object.key;
+  absl::StatusOr<RepositoryQuota::PlannedWrite> admitted = quota.admit(path.parent_path());
+  if (!admitted.ok()) return admitted.status();
   if (absl::Status s = write_file_atomically(path, bytes); !s.ok()) return s;
+  quota.charge(*admitted, path, bytes.size());
   return path.string();
 }
 
@@ -67,7 +70,7 @@ absl::Status allow_bucket_root(std::string_view requested_root, const std::vecto
 
 absl::StatusOr<std::string> upload_capture(std::string_view requested_root, const std::string& session_id,
                                            const std::string& host, std::string_view xspace,
-                                           const std::filesystem::path& failed_uploads) {
+                                           const std::filesystem::path& failed_uploads, RepositoryQuota& quota) {
   absl::StatusOr<storage::Location> root = storage::parse_location(requested_root);
   if (!root.ok()) return root.status();
   const std::string file_name = host + ".xplane.pb";
@@ -84,7 +87,7 @@ absl::StatusOr<std::string> upload_capture(std::string_view requested_root, cons
     written = storage::write_object(**store, name, xspace, storage::LocalDurability::kSynced);
   }
   if (written.ok()) return object.url();
-  absl::StatusOr<std::string> kept = keep_locally(failed_uploads, object, xspace);
+  absl::StatusOr<std::string> kept = keep_locally(failed_uploads, object, xspace, quota);
   const std::string where = kept.ok() ? "kept at " + *kept + " for a retry"
                                       : "and it could not be kept either: " + std::string(kept.status().message());
   PODSCOPE_LOG(kWarning) << "upload of " << object.url() << " failed: " << written.message() << "; " << where;

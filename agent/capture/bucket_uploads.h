@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/capture/repository_quota.h"
 
 namespace podscope::agent {
 
@@ -24,10 +25,12 @@ absl::Status allow_bucket_root(std::string_view requested_root, const std::vecto
 
 // Writes `xspace` as <requested_root>/<session_id>/<host>.xplane.pb (a session id used before gets the first free
 // `_N` suffix, as on a local disk) and returns the object's URL. When the upload fails: ABORTED naming the object and
-// why, and where the bytes were kept (<failed_uploads>/<bucket>/<object>) for a retry, or why they could not be.
+// why, and where the bytes were kept (<failed_uploads>/<bucket>/<object>) for a retry, or why they could not be. The
+// bucket's bytes are not the agent's disk (allowed_repository_roots bounds where they go); a copy kept locally is,
+// and is charged to `quota` as a capture written under repository_root is (refused past it, the capture then lost).
 absl::StatusOr<std::string> upload_capture(std::string_view requested_root, const std::string& session_id,
                                            const std::string& host, std::string_view xspace,
-                                           const std::filesystem::path& failed_uploads);
+                                           const std::filesystem::path& failed_uploads, RepositoryQuota& quota);
 
 // What a client reads of a capture it does not receive, read from it in one pass.
 struct CaptureDescription {

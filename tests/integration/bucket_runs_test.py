@@ -139,16 +139,18 @@ class BucketRuns(unittest.TestCase):
         cls.s3 = Seaweed(cls.tmp.name)
         cls.gcs = FakeGcs(cls.tmp.name)
         cls.env = clean_env({**cls.s3.env(), "STORAGE_EMULATOR_HOST": cls.gcs.endpoint})
-        cls.agents = []
-        for i in range(2):
-            argv = [f"{BIN}/podscope-agent", "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0",
-                    "--host_name", f"host{i}", "--socket", os.path.join(cls.tmp.name, f"host{i}.sock"),
-                    "--sample_interval_ms", "100", "--kineto_endpoint", "",
-                    "--allowed_repository_roots", "s3://runs/team/,gs://runs/team/",
-                    "--failed_uploads_directory", os.path.join(cls.tmp.name, f"failed{i}")]
-            agent = Daemon(argv, env=cls.env)
-            address = agent.wait_for(r"listening grpc=(\S+) metrics=(\S+)").group(1)
-            cls.agents.append((agent, address))
+        cls.agents = [cls.start_agent(f"host{i}") for i in range(2)]
+
+    @classmethod
+    def start_agent(cls, name, *extra):
+        """An agent allowed to write under s3://runs/team/ and gs://runs/team/; it and its address."""
+        argv = [f"{BIN}/podscope-agent", "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0",
+                "--host_name", name, "--socket", os.path.join(cls.tmp.name, f"{name}.sock"),
+                "--sample_interval_ms", "100", "--kineto_endpoint", "",
+                "--allowed_repository_roots", "s3://runs/team/,gs://runs/team/",
+                "--failed_uploads_directory", os.path.join(cls.tmp.name, f"failed_{name}"), *extra]
+        agent = Daemon(argv, env=cls.env)
+        return agent, agent.wait_for(r"listening grpc=(\S+) metrics=(\S+)").group(1)
 
     @classmethod
     def tearDownClass(cls):
@@ -248,16 +250,21 @@ class BucketRuns(unittest.TestCase):
         self.assertEqual(analyzed.returncode, 0, analyzed.stdout + analyzed.stderr)
 
     def test_a_server_down_during_the_upload_loses_nothing_and_shows_nothing_half_written(self):
-        addresses = ",".join(address for _, address in self.agents)
-        capture = subprocess.Popen([f"{BIN}/podscope", "capture", "--service_addr", addresses, "--logdir",
-                                    "s3://runs/team/down", "--duration_ms", "3000"], env=self.env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)  # past the checks, while the agents capture
-        self.s3.stop()
+        # A third agent whose repository quota cannot hold a kept capture: its local copy is refused, and said so.
+        small, small_address = self.start_agent("small", "--repository_quota_mb", "1")
+        addresses = ",".join([address for _, address in self.agents] + [small_address])
         try:
-            out, err = capture.communicate(timeout=240)
+            capture = subprocess.Popen([f"{BIN}/podscope", "capture", "--service_addr", addresses, "--logdir",
+                                        "s3://runs/team/down", "--duration_ms", "3000"], env=self.env,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(1.5)  # past the checks, while the agents capture
+            self.s3.stop()
+            try:
+                out, err = capture.communicate(timeout=240)
+            finally:
+                self.s3.start()
         finally:
-            self.s3.start()
+            small.stop()
         self.assertEqual(capture.returncode, 1, out + err)
         # Each host names its object, why, and where the capture was kept.
         kept = re.findall(r"the upload of (s3://runs/team/down/plugins/profile/\S+\.xplane\.pb) failed: .*?"
@@ -265,6 +272,10 @@ class BucketRuns(unittest.TestCase):
         self.assertEqual(len(kept), 2, out + err)
         for url, path in kept:
             self.assertGreater(os.path.getsize(path), 0)
+        small_file = re.escape(small_address.replace(":", "_") + ".xplane.pb")
+        self.assertRegex(out + err, r"the upload of s3://runs/team/down/plugins/profile/\S+/" + small_file +
+                         r" failed: .*?could not be kept either: .*?repository_quota_mb=1")
+        self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "failed_small", "runs")))
         self.assertEqual([k for k in self.s3_objects("team/down/") if k.endswith(".xplane.pb")], [])
 
     def test_tensorboard_without_tensorflow_lists_the_s3_run(self):

@@ -257,7 +257,7 @@ TEST(KinetoHandoff, AHardLinkToAnotherUsersFileIsRefused) {
 TEST(KinetoHandoff, AGzipBombIsRefusedAloudWithinTheCapturesBudget) {
   require_root();
   HandoffAgent k({"--capture_memory_limit_mb", "64"});
-  // 1 GiB of "0," in a gzip of about a megabyte.
+  // 1 GiB of one event repeated, in a gzip of about a megabyte.
   KinetoPoller rank(k.sockets, {"--deliver", "gzip_bomb:1024"}, testing::kNobody);
   k.wait_for_pollers(1);
   testing::reset_peak_rss(k.agent.pid());
