@@ -120,8 +120,8 @@ void Agent::sweep_repository() {
     parts_.request_metrics->interrupted_writes_removed.Increment(static_cast<double>(swept.files));
     parts_.request_metrics->interrupted_writes_removed_bytes.Increment(static_cast<double>(swept.bytes));
     PODSCOPE_LOG(kWarning) << "removed " << swept.files << " temporary files (" << swept.bytes / 1024
-                           << " KiB) of writes a crash or kill cut off under " << root << ", and "
-                           << swept.directories << " directories that held nothing else";
+                           << " KiB) of writes a crash or kill cut off under " << root << ", and " << swept.directories
+                           << " directories that held nothing else";
   }
 }
 

@@ -20,7 +20,7 @@ struct AgentConfig {
   std::string host_name;                              // empty: the kernel's host name
   std::string socket = "/run/podscope/agent.sock";    // Unix socket for annotated training processes
   std::string repository_root;                        // empty: captures are returned, never written to disk
-  int64_t repository_quota_mb = 4096;               // what remote requests may write under it
+  int64_t repository_quota_mb = 4096;                 // what remote requests may write under it
   std::vector<std::string> allowed_repository_roots;  // bucket prefixes a request may name; empty: none
   std::string failed_uploads_directory = "/var/lib/podscope/failed-uploads";
   int64_t sample_interval_ms = 1000;

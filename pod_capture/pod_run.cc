@@ -34,7 +34,8 @@ absl::StatusOr<podscope::v1::HostAnalysis> written_host_analysis(const run_direc
                                                                  const HostCapture& host) {
   podscope::v1::HostAnalysis analysis;
   if (!host.host_analysis.empty() && analysis.ParseFromString(host.host_analysis)) {
-    if (!analysis.steps().has_clock_offset_ns()) analysis.mutable_steps()->set_clock_offset_ns(host.clock.estimate.offset_ns);
+    if (!analysis.steps().has_clock_offset_ns())
+      analysis.mutable_steps()->set_clock_offset_ns(host.clock.estimate.offset_ns);
     return analysis;
   }
   const std::string name = run_directory::host_file_name(host.file_stem);
@@ -47,7 +48,7 @@ absl::StatusOr<podscope::v1::HostAnalysis> written_host_analysis(const run_direc
 // The analysis of a run whose agents wrote their host files into the bucket: the merge of the analyses they sent, in
 // the run's file order, so that no host's file is read back.
 absl::StatusOr<analysis::AnalysisOutcome> analyze_written_hosts(const run_directory::RunDirectory& run,
-                                                               const CaptureResult& capture) {
+                                                                const CaptureResult& capture) {
   std::vector<const HostCapture*> hosts;
   for (const HostCapture& host : capture.hosts) {
     if (host.ok) hosts.push_back(&host);
@@ -73,8 +74,7 @@ absl::StatusOr<analysis::AnalysisOutcome> analyze_written_hosts(const run_direct
 void analyze(const run_directory::RunDirectory& run, PodRunOutcome& outcome) {
   if (outcome.capture.exit_code() == 1) return;
   const auto start = std::chrono::steady_clock::now();
-  auto analysis =
-      run.in_bucket() ? analyze_written_hosts(run, outcome.capture) : analysis::analyze_run_directory(run);
+  auto analysis = run.in_bucket() ? analyze_written_hosts(run, outcome.capture) : analysis::analyze_run_directory(run);
   outcome.capture.analyzed_in_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   if (absl::Status s = run.write(run_directory::kCaptureRecordName, capture_json(outcome.capture), Durability::kSynced);
@@ -91,8 +91,8 @@ void analyze(const run_directory::RunDirectory& run, PodRunOutcome& outcome) {
   outcome.summary_text += "\n" + analysis->summary_text + analysis->recommendation_text;
   if (run.in_bucket()) {
     // The merged traces would take every host's bytes through this process: they are made where a user asks.
-    outcome.summary_text += "The pod traces (pod.trace.json.gz, pod.perfetto-trace): podscope analyze " + run.location() +
-                            " writes them, reading the hosts' files from the bucket.\n";
+    outcome.summary_text += "The pod traces (pod.trace.json.gz, pod.perfetto-trace): podscope analyze " +
+                            run.location() + " writes them, reading the hosts' files from the bucket.\n";
   }
 }
 

@@ -98,10 +98,12 @@ HeaderList prepare(CURL* curl, const HttpRequest& request, HeaderSink& sink) {
     // curl 7.88 signs the payload hash it is given (and every x-amz- header), but does not compute one itself. A body
     // sent with its Content-MD5 (a part, an object), which the signature covers and the service checks, is not
     // hashed a second time: S3's UNSIGNED-PAYLOAD, as AWS's own SDKs send a body whose checksum travels with it.
-    const bool has_md5 = std::any_of(request.headers.begin(), request.headers.end(),
-                                     [](const std::string& h) { return absl::StartsWithIgnoreCase(h, "content-md5:"); });
+    const bool has_md5 = std::any_of(request.headers.begin(), request.headers.end(), [](const std::string& h) {
+      return absl::StartsWithIgnoreCase(h, "content-md5:");
+    });
     list = curl_slist_append(
-        list, ("x-amz-content-sha256: " + (has_md5 ? std::string("UNSIGNED-PAYLOAD") : sha256_hex(request.body))).c_str());
+        list,
+        ("x-amz-content-sha256: " + (has_md5 ? std::string("UNSIGNED-PAYLOAD") : sha256_hex(request.body))).c_str());
     if (!request.sigv4->session_token.empty()) {
       list = curl_slist_append(list, ("x-amz-security-token: " + request.sigv4->session_token).c_str());
     }

@@ -92,7 +92,8 @@ class PartSenders {
           continue;
         }
       }
-      const std::string query = "partNumber=" + std::to_string(part.number) + "&uploadId=" + uri_encode(upload_id_, false);
+      const std::string query =
+          "partNumber=" + std::to_string(part.number) + "&uploadId=" + uri_encode(upload_id_, false);
       const absl::StatusOr<HttpResponse> sent =
           store_.call("PUT", key_, query, {"Content-MD5: " + md5_base64(part.bytes)}, part.bytes);
       part.bytes = std::string();

@@ -1,8 +1,8 @@
 // A bucket prefix through S3's REST API (store.h), signed with SigV4 by curl: AWS's own S3, an S3-compatible store
 // (AWS_ENDPOINT_URL), and Cloud Storage's XML API with HMAC keys, which speaks the same protocol. The protocol used
 // is the least that keeps objects whole: PutObject for what fits in one part, else a multipart upload (created,
-// parts of kPartBytes each with its Content-MD5, kPartsInFlight at once, completed, or aborted), GetObject read as it arrives (resumed with
-// a range at the same ETag when the connection breaks), ListObjectsV2, HeadObject, DeleteObject.
+// parts of kPartBytes each with its Content-MD5, kPartsInFlight at once, completed, or aborted), GetObject read as it
+// arrives (resumed with a range at the same ETag when the connection breaks), ListObjectsV2, HeadObject, DeleteObject.
 #pragma once
 
 #include <memory>

@@ -76,10 +76,9 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetRecordedWindow(grpc::CallbackServ
   podscope::v1::RecordedWindowRequest parsed;
   grpc::Status ready = authorizer_.authorize(*context, "GetRecordedWindow");
   if (ready.ok()) ready = parse_request(*request, parsed);
-  return answer_threads_.run(context, ready,
-                             [this, context, response, parsed = std::move(parsed)] {
-                               return answer_window(*context, parsed, *response);
-                             });
+  return answer_threads_.run(context, ready, [this, context, response, parsed = std::move(parsed)] {
+    return answer_window(*context, parsed, *response);
+  });
 }
 
 grpc::Status AgentServiceImpl::answer_window(grpc::CallbackServerContext& context,
@@ -115,9 +114,8 @@ grpc::Status AgentServiceImpl::answer_window(grpc::CallbackServerContext& contex
     if (!is_plain_path_component(host)) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "host_name '" + host + "' is not a plain file name");
     }
-    absl::StatusOr<std::string> uploaded =
-        upload_capture(request.repository_root(), request.session_id(), host, body, limits.failed_uploads_directory,
-                       quota_);
+    absl::StatusOr<std::string> uploaded = upload_capture(request.repository_root(), request.session_id(), host, body,
+                                                          limits.failed_uploads_directory, quota_);
     if (!uploaded.ok()) return to_grpc_status(uploaded.status());
     fields.set_written_to(*uploaded);
     CaptureDescription description = describe_capture(body, host);

@@ -33,8 +33,7 @@ class AgentServiceImpl final
   AgentServiceImpl(const Clock& clock, std::string host_name, std::string instance_id,
                    std::function<void(podscope::v1::AgentStatus&)> fill_status, std::function<StartLead()> start_lead,
                    std::function<CaptureLimits()> limits, FlightRecorder& recorder, const TriggeredSnapshots& snapshots,
-                   RequestMetrics& metrics, RepositoryQuota& quota,
-                   tls::CallAuthorizer& authorizer);
+                   RequestMetrics& metrics, RepositoryQuota& quota, tls::CallAuthorizer& authorizer);
 
   grpc::Status Ping(grpc::ServerContext* context, const podscope::v1::PingRequest* request,
                     podscope::v1::PingResponse* response) override;
