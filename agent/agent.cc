@@ -109,15 +109,20 @@ absl::Status Agent::start() {
   return absl::OkStatus();
 }
 
+// The local directories remote requests write into: the repository root, and where captures whose upload into a
+// bucket failed are kept. (An upload into a bucket cut off by a kill is never an object: what the service holds of
+// it is an incomplete multipart or resumable upload, which the bucket's lifecycle rules clear.)
 void Agent::sweep_repository() {
-  if (parts_.config.repository_root.empty()) return;
-  const SweptWrites swept = sweep_interrupted_writes(parts_.config.repository_root);
-  if (swept.files == 0) return;
-  parts_.request_metrics->interrupted_writes_removed.Increment(static_cast<double>(swept.files));
-  parts_.request_metrics->interrupted_writes_removed_bytes.Increment(static_cast<double>(swept.bytes));
-  PODSCOPE_LOG(kWarning) << "removed " << swept.files << " temporary files (" << swept.bytes / 1024
-                         << " KiB) of writes a crash or kill cut off under " << parts_.config.repository_root
-                         << ", and " << swept.directories << " directories that held nothing else";
+  for (const std::string& root : {parts_.config.repository_root, parts_.config.failed_uploads_directory}) {
+    if (root.empty()) continue;
+    const SweptWrites swept = sweep_interrupted_writes(root);
+    if (swept.files == 0) continue;
+    parts_.request_metrics->interrupted_writes_removed.Increment(static_cast<double>(swept.files));
+    parts_.request_metrics->interrupted_writes_removed_bytes.Increment(static_cast<double>(swept.bytes));
+    PODSCOPE_LOG(kWarning) << "removed " << swept.files << " temporary files (" << swept.bytes / 1024
+                           << " KiB) of writes a crash or kill cut off under " << root << ", and " << swept.directories
+                           << " directories that held nothing else";
+  }
 }
 
 // The gRPC server with every service of the table, its self-check and the metrics server.

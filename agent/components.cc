@@ -158,8 +158,8 @@ std::unique_ptr<grpc::Service> make_agent_service(AgentParts& parts) {
   CaptureSessions& captures = *parts.captures;
   return std::make_unique<AgentServiceImpl>(
       parts.clock, parts.host_name, parts.instance_id, std::move(fill_status),
-      [&captures] { return captures.start_lead(); }, *parts.recorder, *parts.triggered_snapshots,
-      *parts.request_metrics, *parts.authorizer);
+      [&captures] { return captures.start_lead(); }, [&captures] { return captures.limits(); }, *parts.recorder,
+      *parts.triggered_snapshots, *parts.request_metrics, *parts.repository_quota, *parts.authorizer);
 }
 
 std::unique_ptr<grpc::Service> make_profiler_service(AgentParts& parts) {
@@ -304,7 +304,8 @@ AgentParts::AgentParts(const AgentConfig& config)
 }
 
 CaptureLimits capture_limits(const AgentConfig& config) {
-  return {config.max_duration_ms, config.repository_root, static_cast<size_t>(config.capture_memory_limit_mb) << 20};
+  return {config.max_duration_ms, config.repository_root, static_cast<size_t>(config.capture_memory_limit_mb) << 20,
+          config.allowed_repository_roots, config.failed_uploads_directory};
 }
 
 AgentParts::~AgentParts() = default;

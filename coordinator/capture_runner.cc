@@ -6,7 +6,7 @@ namespace podscope::coordinator {
 
 absl::StatusOr<pod_capture::PodRunOutcome> CaptureRunner::run(const std::vector<std::string>& host_names,
                                                               const pod_capture::CaptureSpec& spec,
-                                                              const std::filesystem::path& run_dir,
+                                                              const run_directory::RunDirectory& run_dir,
                                                               const pod_capture::ProgressFn& progress) {
   std::unique_lock lock(running_, std::try_to_lock);
   if (!lock.owns_lock()) return absl::AlreadyExistsError("a capture is already running on this coordinator");
@@ -28,7 +28,7 @@ absl::StatusOr<pod_capture::PodRunOutcome> CaptureRunner::run(const std::vector<
   PODSCOPE_LOG(kInfo) << "capture " << spec.session_id << " of " << agents.size() << " worker(s): exit code "
                       << outcome->exit_code();
   if (!outcome->analysis_error.empty()) {
-    PODSCOPE_LOG(kWarning) << "pod analysis of " << run_dir.string() << " failed: " << outcome->analysis_error;
+    PODSCOPE_LOG(kWarning) << "pod analysis of " << run_dir.location() << " failed: " << outcome->analysis_error;
   }
   return outcome;
 }

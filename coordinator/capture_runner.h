@@ -12,6 +12,7 @@
 #include "daemon/clock.h"
 #include "pod_capture/cancellation.h"
 #include "pod_capture/pod_run.h"
+#include "run_directory/run_directory.h"
 
 namespace podscope::coordinator {
 
@@ -24,7 +25,7 @@ class CaptureRunner {
   // ALREADY_EXISTS when another run is in progress.
   absl::StatusOr<pod_capture::PodRunOutcome> run(const std::vector<std::string>& host_names,
                                                  const pod_capture::CaptureSpec& spec,
-                                                 const std::filesystem::path& run_dir,
+                                                 const run_directory::RunDirectory& run_dir,
                                                  const pod_capture::ProgressFn& progress);
   // Ends the running pod run at once (its calls are cancelled; it answers CANCELLED) and refuses new ones: the
   // coordinator stops.

@@ -10,7 +10,8 @@
 #include "daemon/log.h"
 #include "daemon/path_within_root.h"
 #include "coordinator/pod_snapshots.h"
-#include "pod_capture/run_directory.h"
+#include "run_directory/run_directory.h"
+#include "storage/location.h"
 #include "proto/xspace/utf8.h"
 #include "tls/peer_identity.h"
 
@@ -86,19 +87,32 @@ bool stream_file(const std::filesystem::path& path, const std::string& relative,
 
 // Kept under the repository root when there is one; otherwise staged in a temp directory for the stream.
 std::filesystem::path capture_run_directory(const CoordinatorSettings& settings, const std::string& run_name) {
-  if (!settings.repository_root.empty()) return pod_capture::run_directory(settings.repository_root, run_name);
+  if (!settings.repository_root.empty())
+    return run_directory::RunDirectory::in_logdir(settings.repository_root, run_name).local_path();
   return std::filesystem::temp_directory_path() / ("podscope-coordinator-" + std::to_string(getpid()) + "-" + run_name);
+}
+
+// The run `run_name` of a client's bucket logdir, written with the coordinator's credentials.
+absl::StatusOr<run_directory::RunDirectory> bucket_run(const std::string& logdir, const std::string& run_name) {
+  if (!storage::is_bucket_url(logdir)) {
+    return absl::InvalidArgumentError("logdir " + logdir + " is no bucket (gs://, s3://): a local run is streamed");
+  }
+  std::string root = logdir;
+  while (root.ends_with('/')) root.pop_back();
+  return run_directory::RunDirectory::open(root + "/plugins/profile/" + run_name);
 }
 
 // The run as the stream carries it: the summary (for the run name), every file, the summary with the outcome.
 // False when the client went away.
 bool stream_run(const pod_capture::PodRunOutcome& outcome, grpc::ServerWriter<podscope::v1::CaptureChunk>* writer) {
   podscope::v1::CaptureChunk summary;
-  summary.mutable_summary()->set_run_name(outcome.run_dir.filename().string());
+  summary.mutable_summary()->set_run_name(outcome.run_location.substr(outcome.run_location.rfind('/') + 1));
   summary.mutable_summary()->set_exit_code(outcome.exit_code());
   writer->Write(summary);
   bool streamed = true;
-  for (const auto& entry : std::filesystem::directory_iterator(outcome.run_dir)) {
+  // A run in a bucket is the client's to read there.
+  for (const auto& entry : outcome.run_dir.empty() ? std::filesystem::directory_iterator()
+                                                   : std::filesystem::directory_iterator(outcome.run_dir)) {
     if (!entry.is_regular_file()) continue;
     streamed = streamed && stream_file(entry.path(), entry.path().filename().string(), writer);
   }
@@ -252,11 +266,15 @@ grpc::Status CoordinatorService::Capture(grpc::ServerContext* context, const pod
   if (!selection.down.empty()) progress("Down, tried with the rest: " + joined(selection.down));
   pod_capture::CaptureSpec spec = pod_capture::capture_spec_from(*request, /*session_id=*/"", clock_.now_ns());
   spec.clock_sync_pings = settings_.clock_sync_pings;
-  const std::filesystem::path run_dir = capture_run_directory(settings_, spec.session_id);
-  auto outcome = runner_.run(workers_to_capture(selection), spec, run_dir, progress);
+  absl::StatusOr<run_directory::RunDirectory> run_dir =
+      request->logdir().empty()
+          ? absl::StatusOr<run_directory::RunDirectory>(capture_run_directory(settings_, spec.session_id))
+          : bucket_run(request->logdir(), spec.session_id);
+  if (!run_dir.ok()) return to_grpc_status(run_dir.status());
+  auto outcome = runner_.run(workers_to_capture(selection), spec, *run_dir, progress);
   if (!outcome.ok()) return to_grpc_status(outcome.status());
   const bool streamed = stream_run(*outcome, writer);
-  if (settings_.repository_root.empty()) std::filesystem::remove_all(outcome->run_dir);
+  if (settings_.repository_root.empty() && !outcome->run_dir.empty()) std::filesystem::remove_all(outcome->run_dir);
   if (!streamed) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the client went away during the transfer");
   return grpc::Status::OK;
 }

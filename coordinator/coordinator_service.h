@@ -15,6 +15,7 @@
 #include "coordinator/worker_registry.h"
 #include "daemon/clock.h"
 #include "pod_capture/pod_run.h"
+#include "run_directory/run_directory.h"
 #include "podscope/v1/coordinator.grpc.pb.h"
 #include "tensorflow/profiler_analysis.grpc.pb.h"
 #include "tls/call_authorizer.h"

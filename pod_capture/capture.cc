@@ -155,8 +155,12 @@ AttemptOutcome recorded_windows(const std::vector<AgentConnection*>& agents,
   out.issued_ns = windows.issued_ns;
   out.statuses = std::move(windows.statuses);
   out.responses.resize(agents.size());
-  for (size_t i = 0; i < agents.size(); ++i)
+  for (size_t i = 0; i < agents.size(); ++i) {
     out.responses[i].set_xspace(std::move(*windows.responses[i].mutable_xspace()));
+    out.responses[i].set_written_to(std::move(*windows.responses[i].mutable_written_to()));
+    out.responses[i].set_written_summary(std::move(*windows.responses[i].mutable_written_summary()));
+    out.responses[i].set_host_analysis(std::move(*windows.responses[i].mutable_host_analysis()));
+  }
   return out;
 }
 
@@ -201,6 +205,9 @@ struct Attempt {
   SecondBurstShape second_burst;
   long with_data = 0;
   bool retry_worthy = false;  // some host failed with an error worth another attempt
+  // Some host captured but could not store its capture (ABORTED: an upload into a bucket failed, and the capture
+  // was kept on its disk): another attempt would capture another window, not store this one.
+  bool capture_not_stored = false;
 };
 
 ProfileRequest profile_request(const CaptureSpec& spec, const AgentConnection& agent, int64_t requested_start_ns) {
@@ -208,7 +215,8 @@ ProfileRequest profile_request(const CaptureSpec& spec, const AgentConnection& a
   request.set_duration_ms(static_cast<uint64_t>(spec.duration_ms));
   request.set_max_events(kRequestedMaxEvents);
   request.add_tools("xplane.pb");
-  request.set_emit_xspace(true);
+  request.set_emit_xspace(spec.repository_root.empty());
+  request.set_repository_root(spec.repository_root);
   request.set_session_id(spec.session_id);
   request.set_host_name(agent.file_stem);
   auto* opts = request.mutable_opts();
@@ -228,17 +236,21 @@ ProfileRequest profile_request(const CaptureSpec& spec, const AgentConnection& a
 // has events. DATA_LOSS when the space does not parse.
 grpc::Status take_answer(HostCapture& host, SerializedProfileResponse& response) {
   ParsedAnswer parsed;
-  if (!parsed.parse(response.xspace())) {
+  // A capture written into a bucket comes as its summary: every plane without its lines.
+  const bool written = !response.written_to().empty();
+  if (!parsed.parse(written ? response.written_summary() : response.xspace())) {
     return grpc::Status(grpc::StatusCode::DATA_LOSS, "the answer's XSpace does not parse");
   }
   const tensorflow::profiler::XSpace& space = parsed.space();
   if (space.hostnames_size() > 0 && !space.hostnames(0).empty()) host.host_name = space.hostnames(0);
-  if (response.empty_trace() || !xspace::has_events(space)) {
+  if (response.empty_trace() || (!written && !xspace::has_events(space))) {
     host.error = "no trace event was collected";
     return grpc::Status::OK;
   }
   host.ok = true;
   host.xspace = std::move(*response.mutable_xspace());
+  host.written_to = response.written_to();
+  host.host_analysis = std::move(*response.mutable_host_analysis());
   host.budget_drops = budget_drops_of(space);
   if (auto start = recorded_start(space)) host.actual_start_merged_ns = *start - host.clock.estimate.offset_ns;
   if (auto whole = earliest_stat(space, xspace::kRecordedWholeSinceStat))
@@ -266,6 +278,7 @@ void collect_answers(Attempt& attempt, AttemptOutcome& outcome, const std::vecto
       host.error = std::string(last_ms > 0 ? "GetRecordedWindow" : "Profile") + " failed (" +
                    std::to_string(status.error_code()) + "): " + status.error_message();
       attempt.retry_worthy |= is_retryable(status);
+      attempt.capture_not_stored |= status.error_code() == grpc::StatusCode::ABORTED;
       continue;
     }
     if (host.ok) ++attempt.with_data;
@@ -416,6 +429,11 @@ Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSp
     window_requests[i].set_last_ms(spec.last_ms);
     window_requests[i].set_start_ns(host.requested_start_ns);
     window_requests[i].set_end_ns(window_end_ns + before[i].estimate.offset_ns);
+    if (!spec.repository_root.empty()) {
+      window_requests[i].set_repository_root(spec.repository_root);
+      window_requests[i].set_session_id(spec.session_id);
+      window_requests[i].set_host_name(agents[i]->file_stem);
+    }
   }
   const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(delay_ms) +
                         std::chrono::milliseconds(answer_wait_ms(spec.duration_ms));
@@ -442,7 +460,7 @@ Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSp
 
 // As TF's client: only transient errors, or nothing at all, are worth another attempt.
 bool worth_another_attempt(const Attempt& attempt, size_t hosts) {
-  if (attempt.with_data == static_cast<long>(hosts)) return false;
+  if (attempt.with_data == static_cast<long>(hosts) || attempt.capture_not_stored) return false;
   return attempt.retry_worthy || attempt.with_data == 0;
 }
 

@@ -53,6 +53,10 @@ struct CaptureSpec {
   // translated to its clock by its measured offset.
   int64_t window_end_ns = 0;
   std::optional<SnapshotTrigger> trigger;  // set for a triggered pod snapshot
+  // A bucket (gs://, s3://) where the runs are (<logdir>/plugins/profile): each agent writes its own host file into
+  // <repository_root>/<session_id>/ and answers only where, as TensorFlow's servers write a gs:// logdir. Empty: the
+  // agents answer with their captures.
+  std::string repository_root;
   int clock_sync_pings = 16;
   int max_in_flight = 4096;
   // Polled between attempts: true stops retrying (the user interrupted the capture).
@@ -94,6 +98,8 @@ struct HostCapture {
   // when its file is written (docs/capture.md, "Memory").
   std::string xspace;
   std::vector<BudgetDrop> budget_drops;  // read from the space when it arrives
+  std::string written_to;                // the object the agent wrote its capture into (CaptureSpec::repository_root)
+  std::string host_analysis;             // then its analysis, as the agent made it (a serialized HostAnalysis)
   ClockMeasurement clock_before;         // sets the start on the agent's clock
   ClockMeasurement clock_after;          // the second burst, while the agents captured
   ClockMeasurement clock;          // both bursts pooled (combine_clocks): the offset the host's times are merged with

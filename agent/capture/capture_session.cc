@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "agent/capture/bucket_uploads.h"
 #include "daemon/atomic_file.h"
 #include "daemon/log.h"
 #include "daemon/path_within_root.h"
 #include "daemon/run_name.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
+#include "storage/location.h"
 
 namespace podscope::agent {
 namespace {
@@ -85,6 +87,11 @@ absl::StatusOr<std::string> resolve_capture_file(const std::string& configured_r
     dir = resolved->string() + "_" + std::to_string(suffix);
   }
   return (dir / file_name).string();
+}
+
+absl::Status check_bucket_root(const std::string& requested_root, const CaptureLimits& limits) {
+  if (!storage::is_bucket_url(requested_root)) return absl::OkStatus();
+  return allow_bucket_root(requested_root, limits.allowed_repository_roots, "a capture request");
 }
 
 CaptureSessions::CaptureSessions(const Clock& clock, std::string host_name, std::function<int64_t()> sample_now,
@@ -183,6 +190,10 @@ absl::StatusOr<CapturePlan> CaptureSessions::plan_capture(const tensorflow::Prof
   if (!is_plain_path_component(plan.session_id)) {
     return absl::InvalidArgumentError("session_id '" + plan.session_id +
                                       "' must be a single path component (no '/', not '.' or '..')");
+  }
+  // A bucket the agent may not write is refused before anything is captured.
+  if (writes_capture_file(request)) {
+    if (absl::Status s = check_bucket_root(request.repository_root(), limits); !s.ok()) return s;
   }
   return plan;
 }
@@ -294,6 +305,21 @@ void CaptureSessions::write_to_repository(const tensorflow::ProfileRequest& requ
   if (!writes_capture_file(request)) return;
   // TensorFlow's server writes under repository_root; opts.repository_path is for in-process sessions only.
   const std::string& requested_dir = request.repository_root();
+  if (storage::is_bucket_url(requested_dir)) {
+    absl::StatusOr<std::string> uploaded =
+        upload_capture(requested_dir, result.session_id, capture_file_host(request, host_name_), result.xspace,
+                       limits.failed_uploads_directory, quota_);
+    if (!uploaded.ok()) {
+      result.write_error = uploaded.status();
+      return;
+    }
+    result.written_path = *uploaded;
+    CaptureDescription description = describe_capture(result.xspace, capture_file_host(request, host_name_));
+    result.written_summary = std::move(description.summary);
+    result.written_host_analysis = std::move(description.host_analysis);
+    result.xspace = std::string();
+    return;
+  }
   absl::StatusOr<std::string> file = resolve_capture_file(limits.repository_root, requested_dir, result.session_id,
                                                           capture_file_host(request, host_name_));
   if (!file.ok()) {

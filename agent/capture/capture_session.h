@@ -25,6 +25,8 @@ struct CaptureLimits {
   int64_t max_duration_ms = 600000;
   std::string repository_root;  // empty: never write files
   size_t memory_limit_bytes = kDefaultCaptureMemoryLimitBytes;
+  std::vector<std::string> allowed_repository_roots;  // bucket prefixes a request may name (bucket_uploads.h)
+  std::string failed_uploads_directory;               // where a capture whose upload failed is kept
 };
 
 // One agent's capture as run() ends it: its XSpace and where it was written (a pod's capture, many agents' answers
@@ -34,6 +36,12 @@ struct CapturedSession {
   std::string xspace;  // serialized
   bool empty_trace = false;
   std::string written_path;  // empty when not written (the XSpace was asked for in the response, or no root)
+  // Written into a bucket: what a client reads of the capture instead of receiving it (describe_capture).
+  std::string written_summary;
+  std::string written_host_analysis;  // its analysis (bucket_uploads.h, CaptureDescription)
+  // The upload into a bucket failed (ABORTED naming the object, why, and where the capture was kept): the request
+  // fails with it, as TensorFlow's server fails a Profile it could not save.
+  absl::Status write_error;
 };
 
 // TF servers' defaults for a request whose opts.version is 0.
@@ -60,6 +68,9 @@ std::string capture_file_host(const tensorflow::ProfileRequest& request, const s
 // configured, the path escapes it, the host is not a plain file name).
 absl::StatusOr<std::string> resolve_capture_file(const std::string& configured_root, const std::string& requested_dir,
                                                  const std::string& session_id, const std::string& host_name);
+
+// Whether a request's repository_root is a bucket (gs://, s3://) the agent may write into: OK for any other root.
+absl::Status check_bucket_root(const std::string& requested_root, const CaptureLimits& limits);
 
 // A validated request: what run() captures.
 struct CapturePlan {

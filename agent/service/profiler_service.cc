@@ -2,6 +2,7 @@
 
 #include "daemon/grpc_status.h"
 #include "daemon/log.h"
+#include "podscope/v1/profile_answer.pb.h"
 
 namespace podscope::agent {
 
@@ -34,6 +35,10 @@ grpc::Status ProfilerServiceImpl::run_profile(grpc::CallbackServerContext& conte
     metrics_.captures_refused.Increment();
     return to_grpc_status(result.status());
   }
+  if (!result->write_error.ok()) {
+    metrics_.captures_refused.Increment();
+    return to_grpc_status(result->write_error);
+  }
   metrics_.captures_served.Increment();
   tensorflow::ProfileResponse fields;
   fields.set_empty_trace(result->empty_trace);
@@ -54,6 +59,16 @@ grpc::Status ProfilerServiceImpl::run_profile(grpc::CallbackServerContext& conte
                         head);
     head += tool_head;
     body = std::move(result->xspace);
+  } else if (!result->written_summary.empty()) {
+    // Written into a bucket: podscope's clients read where, and the summary, instead of the capture.
+    podscope::v1::SerializedProfileResponse written;
+    written.set_written_to(result->written_path);
+    written.set_written_summary(std::move(result->written_summary));
+    written.set_host_analysis(std::move(result->written_host_analysis));
+    head += written.SerializeAsString();
+    // The analysis' records (names, packed times) compress several times over: sent gzipped when the client
+    // accepts it, as gRPC negotiates.
+    context.set_compression_algorithm(GRPC_COMPRESS_GZIP);
   }
   response = raw_answer(std::move(head), std::move(body), metrics_.heap_returned);
   return grpc::Status::OK;

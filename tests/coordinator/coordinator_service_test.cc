@@ -14,7 +14,7 @@
 #include "coordinator/pod_snapshots.h"
 #include "tls/credentials.h"
 #include "pod_capture/remote_capture.h"
-#include "pod_capture/run_directory.h"
+#include "run_directory/run_directory.h"
 #include "tests/pod_capture/lightweight_agent.h"
 #include "tests/pod_capture/small_disk.h"
 #include "tests/scratch_directory.h"
@@ -137,7 +137,8 @@ TEST_F(CoordinatorServiceTest, CapturesAJobAndStreamsTheRunIntoTheClientsLogdir)
   EXPECT_TRUE(have_trace);
   // The coordinator keeps its copy under its repository root.
   EXPECT_TRUE(std::filesystem::exists(
-      pod_capture::run_directory(settings_.repository_root, outcome->run_dir.filename()) / "capture.json"));
+      run_directory::RunDirectory::in_logdir(settings_.repository_root, outcome->run_dir.filename()).local_path() /
+      "capture.json"));
   EXPECT_NE(outcome->summary_text.find("(host1): ok"), std::string::npos) << outcome->summary_text;
 }
 
