@@ -10,18 +10,18 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "tensorflow/xplane.pb.h"
 #include "tests/agent/recorder/recorder_parts.h"
+#include "tests/eventually.h"
 #include "tests/scratch_directory.h"
 
 namespace podscope::agent {
 namespace {
 
+using podscope::testing::eventually;
 using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using testing::RecorderParts;
@@ -64,16 +64,6 @@ class Steps {
 
 std::string outcome(const char* name, int count) {
   return "podscope_slow_steps_total{host=\"h\",outcome=\"" + std::string(name) + "\"} " + std::to_string(count) + "\n";
-}
-
-// Waits (at most 20 s: the freezing thread may be slow to run on a loaded box) until `done`.
-template <typename Done>
-bool eventually(Done done) {
-  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
-    if (done()) return true;
-  }
-  return done();
 }
 
 class TriggeredSnapshotsTest : public ::testing::Test {

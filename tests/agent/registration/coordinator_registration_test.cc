@@ -17,24 +17,16 @@
 
 #include "coordinator/coordinator_daemon.h"
 #include "tests/daemon/grpc_server_fixtures.h"
+#include "tests/eventually.h"
 #include "tests/pod_capture/lightweight_agent.h"
 
 namespace podscope::agent {
 namespace {
 
+using testing::eventually;
 using ::testing::HasSubstr;
 
 constexpr char kHost[] = "node7";
-
-// Waits (at most 20 s: a loaded box may be slow to run the registration's thread) until `done`.
-template <typename Done>
-bool eventually(Done done) {
-  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
-    if (done()) return true;
-  }
-  return done();
-}
 
 class CoordinatorRegistrationTest : public ::testing::Test {
  protected:
