@@ -6,7 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tests/agent/recording_sink.h"
+#include "tests/agent/collectors/recording_sink.h"
 
 namespace podscope::agent {
 namespace {

@@ -14,7 +14,7 @@
 #include "agent/devices/tpu_chips.h"
 #include "agent/devices/tpu_metric_client.h"
 #include "agent/devices/tpu_runtime_collector.h"
-#include "tests/agent/recording_sink.h"
+#include "tests/agent/collectors/recording_sink.h"
 #include "tests/scratch_directory.h"
 #include "tpu/runtime_metric_service.grpc.pb.h"
 

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "tests/agent/recording_sink.h"
+#include "tests/agent/collectors/recording_sink.h"
 
 namespace podscope::agent {
 namespace {

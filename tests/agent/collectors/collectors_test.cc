@@ -13,7 +13,7 @@
 #include "agent/collectors/loadavg_collector.h"
 #include "agent/collectors/memory_collector.h"
 #include "agent/collectors/network_collector.h"
-#include "tests/agent/recording_sink.h"
+#include "tests/agent/collectors/recording_sink.h"
 #include "tests/scratch_directory.h"
 
 namespace podscope::agent {
