@@ -41,7 +41,7 @@ int measure(const std::string& mode, const fs::path& dir) {
   const fs::path out_dir = dir / "out";
   fs::create_directories(out_dir);
   if (mode == "traces") {
-    auto files = podscope::pod_capture::write_run_traces(dir, {});
+    auto files = podscope::trace_writers::write_run_traces(dir, {});
     if (!files.ok()) {
       std::cerr << files.status() << "\n";
       return 1;
@@ -52,7 +52,7 @@ int measure(const std::string& mode, const fs::path& dir) {
     fs::remove(files->json);
   } else {
     podscope::run_directory::StreamedFile file;
-    std::optional<podscope::pod_capture::PerfettoTraceWriter> writer;
+    std::optional<podscope::trace_writers::PerfettoTraceWriter> writer;
     if (mode == "perfetto") {
       if (auto s = podscope::run_directory::RunDirectory(out_dir).open_streamed(
               "pod.perfetto-trace", podscope::run_directory::StreamedFile::Compression::kNone, file);

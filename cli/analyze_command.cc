@@ -117,9 +117,9 @@ int run_analyze_command(const AnalyzeFlags& flags) {
   if (!given.ok()) return fail(std::string(given.status().message()), 2);
   const Inputs& inputs = *given;
   const run_directory::RunDirectory& output = *inputs.output;
-  pod_capture::TraceSelection selection;
+  trace_writers::TraceSelection selection;
   if (!flags.trace_window.empty()) {
-    auto parsed = pod_capture::parse_trace_selection(flags.trace_window);
+    auto parsed = trace_writers::parse_trace_selection(flags.trace_window);
     if (!parsed.ok()) return fail("--trace-window: " + std::string(parsed.status().message()), 2);
     selection = *parsed;
   }
@@ -129,8 +129,8 @@ int run_analyze_command(const AnalyzeFlags& flags) {
                                       : analysis::analyze_files(inputs.files, output, {}, reader);
   if (!outcome.ok()) return fail(std::string(outcome.status().message()), 1);
   return_free_heap();  // what the analysis freed, before the traces read the run again
-  auto traces = inputs.files.empty() ? pod_capture::write_run_traces(output, selection, reader)
-                                     : pod_capture::write_traces(inputs.files, output, selection, reader);
+  auto traces = inputs.files.empty() ? trace_writers::write_run_traces(output, selection, reader)
+                                     : trace_writers::write_traces(inputs.files, output, selection, reader);
   if (!traces.ok()) return fail("trace: " + std::string(traces.status().message()), 1);
   std::ostringstream out;
   out << analysis::tool_page(*outcome, flags.tool);

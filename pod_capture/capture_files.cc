@@ -16,6 +16,9 @@
 namespace podscope::pod_capture {
 namespace {
 
+using trace_writers::append_json_string;
+using trace_writers::PodTraceWriter;
+
 const char* clock_kind_name(ClockMeasurement::Kind kind) {
   switch (kind) {
     case ClockMeasurement::kMeasured: return "measured";
@@ -100,7 +103,7 @@ absl::StatusOr<std::unique_ptr<PodTraceWriter>> open_capture_traces(const run_di
   if (std::none_of(result.hosts.begin(), result.hosts.end(), [](const HostCapture& h) { return h.ok; })) {
     return nullptr;
   }
-  return PodTraceWriter::open(run, kPodTraceStem, result.start_ns);
+  return PodTraceWriter::open(run, trace_writers::kPodTraceStem, result.start_ns);
 }
 
 // A window of the agents' flight recorders: what it is (the last N ms on request, or a triggered snapshot and

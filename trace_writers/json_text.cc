@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-namespace podscope::pod_capture {
+namespace podscope::trace_writers {
 
 void append_json_string(std::string& out, std::string_view text) {
   out.push_back('"');
@@ -36,4 +36,4 @@ void append_ns_as_us(std::string& out, int64_t ns) {
   out += buf;
 }
 
-}  // namespace podscope::pod_capture
+}  // namespace podscope::trace_writers

@@ -6,11 +6,11 @@
 #include <string>
 #include <string_view>
 
-namespace podscope::pod_capture {
+namespace podscope::trace_writers {
 
 // Appends `text` as a quoted JSON string.
 void append_json_string(std::string& out, std::string_view text);
 // Appends ns as µs with three decimals, exactly (no double rounding): 1234567 → "1234.567".
 void append_ns_as_us(std::string& out, int64_t ns);
 
-}  // namespace podscope::pod_capture
+}  // namespace podscope::trace_writers

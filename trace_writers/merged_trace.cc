@@ -6,7 +6,7 @@
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 
-namespace podscope::pod_capture {
+namespace podscope::trace_writers {
 namespace {
 
 using tensorflow::profiler::XPlane;
@@ -140,4 +140,4 @@ void JsonTraceWriter::finish() {
   buffer_.clear();
 }
 
-}  // namespace podscope::pod_capture
+}  // namespace podscope::trace_writers

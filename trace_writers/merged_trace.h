@@ -14,7 +14,7 @@
 #include "run_directory/streamed_file.h"
 #include "tensorflow/xplane.pb.h"
 
-namespace podscope::pod_capture {
+namespace podscope::trace_writers {
 
 // Where a plane's events sit on the pod's timeline.
 struct PlaneOrigin {
@@ -52,4 +52,4 @@ class JsonTraceWriter {
   int pid_ = 0;
 };
 
-}  // namespace podscope::pod_capture
+}  // namespace podscope::trace_writers

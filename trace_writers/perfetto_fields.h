@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace podscope::pod_capture::perfetto_fields {
+namespace podscope::trace_writers::perfetto_fields {
 
 // Trace
 inline constexpr uint32_t kTracePacket = 1;
@@ -64,4 +64,4 @@ inline constexpr uint32_t kInternedDebugAnnotationNames = 3;
 inline constexpr uint32_t kInternedIid = 1;
 inline constexpr uint32_t kInternedName = 2;
 
-}  // namespace podscope::pod_capture::perfetto_fields
+}  // namespace podscope::trace_writers::perfetto_fields

@@ -13,7 +13,7 @@
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 
-namespace podscope::pod_capture {
+namespace podscope::trace_writers {
 namespace {
 
 namespace pf = perfetto_fields;
@@ -443,4 +443,4 @@ void PerfettoTraceWriter::finish() {
   buffer_.clear();
 }
 
-}  // namespace podscope::pod_capture
+}  // namespace podscope::trace_writers

@@ -21,7 +21,7 @@
 #include "run_directory/streamed_file.h"
 #include "tensorflow/xplane.pb.h"
 
-namespace podscope::pod_capture {
+namespace podscope::trace_writers {
 
 struct PerfettoTraceCounts {
   uint64_t slices = 0;
@@ -57,4 +57,4 @@ class PerfettoTraceWriter {
 // step `step_num` on channel `channel_id` from core `src_core` to core `dst_core`.
 uint64_t channel_flow_id(int64_t step_num, int64_t channel_id, int64_t src_core, int64_t dst_core, uint32_t occurrence);
 
-}  // namespace podscope::pod_capture
+}  // namespace podscope::trace_writers

@@ -12,7 +12,7 @@
 #include "proto/xspace/xplane_reader.h"
 #include "proto/xspace/xspace_stream_reader.h"
 
-namespace podscope::pod_capture {
+namespace podscope::trace_writers {
 namespace {
 
 using tensorflow::profiler::XPlane;
@@ -276,4 +276,4 @@ absl::StatusOr<PodTraceFiles> write_traces(const std::vector<run_directory::RunF
   return written;
 }
 
-}  // namespace podscope::pod_capture
+}  // namespace podscope::trace_writers

@@ -19,7 +19,7 @@
 #include "trace_writers/perfetto_trace.h"
 #include "run_directory/streamed_file.h"
 
-namespace podscope::pod_capture {
+namespace podscope::trace_writers {
 
 inline constexpr std::string_view kPodTraceStem = "pod";
 
@@ -82,4 +82,4 @@ absl::StatusOr<PodTraceFiles> write_traces(const std::vector<run_directory::RunF
                                            const run_directory::RunDirectory& output, const TraceSelection& selection,
                                            run_directory::RunFileReader& reader);
 
-}  // namespace podscope::pod_capture
+}  // namespace podscope::trace_writers

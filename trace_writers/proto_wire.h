@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace podscope::pod_capture::wire {
+namespace podscope::trace_writers::wire {
 
 enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2 };
 
@@ -95,4 +95,4 @@ class Buffer {
   size_t size_ = 0;
 };
 
-}  // namespace podscope::pod_capture::wire
+}  // namespace podscope::trace_writers::wire

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string_view>
 
-namespace podscope::pod_capture::testing {
+namespace podscope::trace_writers::testing {
 namespace {
 
 // One field of a message.
@@ -227,4 +227,4 @@ DecodedTrace read_perfetto_trace(const std::filesystem::path& path) {
   return trace;
 }
 
-}  // namespace podscope::pod_capture::testing
+}  // namespace podscope::trace_writers::testing

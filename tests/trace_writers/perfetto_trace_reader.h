@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace podscope::pod_capture::testing {
+namespace podscope::trace_writers::testing {
 
 struct DecodedTrack {
   uint64_t uuid = 0;
@@ -45,4 +45,4 @@ struct DecodedTrace {
 
 DecodedTrace read_perfetto_trace(const std::filesystem::path& path);
 
-}  // namespace podscope::pod_capture::testing
+}  // namespace podscope::trace_writers::testing

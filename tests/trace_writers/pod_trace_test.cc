@@ -24,7 +24,7 @@
 #include "tests/trace_writers/gzip_reader.h"
 #include "tests/trace_writers/perfetto_trace_reader.h"
 
-namespace podscope::pod_capture {
+namespace podscope::trace_writers {
 namespace {
 
 using podscope::testing::gunzip_file;
@@ -369,4 +369,4 @@ TEST(PodTrace, TraceWindowTextIsMillisecondsOrAStep) {
 }
 
 }  // namespace
-}  // namespace podscope::pod_capture
+}  // namespace podscope::trace_writers
