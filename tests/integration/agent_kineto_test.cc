@@ -256,16 +256,8 @@ TEST(AgentKineto, AnEmptyEndpointTurnsItOff) {
 
 // Waits until every live process has polled twice (the agent knows their interval).
 void wait_for_intervals(const AgentProcess& agent, int processes) {
-  ASSERT_TRUE(testing::wait_for(
-      [&] {
-        const auto s = agent_status(agent);
-        if (s.kineto().processes_size() != processes) return false;
-        for (const auto& p : s.kineto().processes()) {
-          if (p.poll_interval_ms() == 0) return false;
-        }
-        return true;
-      },
-      std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      testing::wait_for([&] { return testing::kineto_pollers_known(agent, processes); }, std::chrono::seconds(10)));
 }
 
 TEST(AgentKineto, ACaptureRequestsEveryPollingProcessesTraceMergesTheDeliveredAndNamesTheMissing) {

@@ -42,4 +42,13 @@ podscope::v1::AgentStatus agent_status(const AgentProcess& agent) {
   return std::move(*status);
 }
 
+bool kineto_pollers_known(const AgentProcess& agent, int processes) {
+  const podscope::v1::AgentStatus status = agent_status(agent);
+  if (status.kineto().processes_size() != processes) return false;
+  for (const auto& process : status.kineto().processes()) {
+    if (process.poll_interval_ms() == 0) return false;
+  }
+  return true;
+}
+
 }  // namespace podscope::testing

@@ -273,5 +273,7 @@ CommandResult run_command(const std::string& command);
 std::optional<podscope::v1::AgentStatus> try_agent_status(const AgentProcess& agent);
 // The agent's answer to GetStatus; throws with the agent's output when the call fails.
 podscope::v1::AgentStatus agent_status(const AgentProcess& agent);
+// The agent knows exactly `processes` Kineto processes and each one's poll interval (it has polled twice).
+bool kineto_pollers_known(const AgentProcess& agent, int processes);
 
 }  // namespace podscope::testing

@@ -118,16 +118,8 @@ struct HandoffAgent {
 
   // Waits until `processes` are known and each has polled twice.
   void wait_for_pollers(int processes) const {
-    ASSERT_TRUE(testing::wait_for(
-        [&] {
-          const auto s = agent_status(agent);
-          if (s.kineto().processes_size() != processes) return false;
-          for (const auto& p : s.kineto().processes()) {
-            if (p.poll_interval_ms() == 0) return false;
-          }
-          return true;
-        },
-        std::chrono::seconds(20)))
+    ASSERT_TRUE(
+        testing::wait_for([&] { return testing::kineto_pollers_known(agent, processes); }, std::chrono::seconds(20)))
         << agent_status(agent).DebugString();
   }
 
@@ -153,6 +145,20 @@ std::string read_file(const std::string& path) {
 
 void require_root() {
   if (::geteuid() != 0) GTEST_SKIP() << "acting as other local users needs root (the tests drop to their uids)";
+}
+
+// Once the rank has polled twice, a 1 s capture merges its trace (10 events on its Kineto device).
+void expect_a_capture_merges_the_ranks_trace(const AgentProcess& agent) {
+  ASSERT_TRUE(testing::wait_for([&] { return testing::kineto_pollers_known(agent, 1); }, std::chrono::seconds(20)));
+  auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
+  tensorflow::ProfileRequest request;
+  request.set_duration_ms(1000);
+  request.set_emit_xspace(true);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  tensorflow::ProfileResponse response;
+  ASSERT_TRUE(stub->Profile(&context, request, &response).ok());
+  EXPECT_EQ(events_on(response.xspace(), "/device:CUSTOM:3"), 10u) << warnings_of(response.xspace());
 }
 
 TEST(KinetoHandoff, AnotherUserCannotPlantALinkWhereARootRankWrites) {
@@ -403,21 +409,7 @@ TEST(KinetoHandoff, UnderTheSystemdUnitAnUnprivilegedAgentTakesAnotherUsersTrace
   testing::Identity rank_user = testing::kNobody;
   rank_user.umask = 077;
   KinetoPoller rank("@" + endpoint, {}, rank_user);
-  ASSERT_TRUE(testing::wait_for(
-      [&] {
-        const auto s = agent_status(agent);
-        return s.kineto().processes_size() == 1 && s.kineto().processes(0).poll_interval_ms() > 0;
-      },
-      std::chrono::seconds(20)));
-  auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
-  tensorflow::ProfileRequest request;
-  request.set_duration_ms(1000);
-  request.set_emit_xspace(true);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  tensorflow::ProfileResponse response;
-  ASSERT_TRUE(stub->Profile(&context, request, &response).ok());
-  EXPECT_EQ(events_on(response.xspace(), "/device:CUSTOM:3"), 10u) << warnings_of(response.xspace());
+  expect_a_capture_merges_the_ranks_trace(agent);
   struct stat st {};
   ASSERT_EQ(::stat((runtime_directory + "/kineto/65534").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, kAgentUid);
@@ -455,21 +447,7 @@ TEST(KinetoHandoff, InTheDaemonSetARootAgentWithoutCapabilitiesOnAReadOnlyRootTa
   EXPECT_NE(read_file("/proc/" + std::to_string(agent.pid()) + "/status").find("CapEff:\t0000000000000000"),
             std::string::npos);
   KinetoPoller rank("@" + endpoint, {}, testing::kNobody);
-  ASSERT_TRUE(testing::wait_for(
-      [&] {
-        const auto s = agent_status(agent);
-        return s.kineto().processes_size() == 1 && s.kineto().processes(0).poll_interval_ms() > 0;
-      },
-      std::chrono::seconds(20)));
-  auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
-  tensorflow::ProfileRequest request;
-  request.set_duration_ms(1000);
-  request.set_emit_xspace(true);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  tensorflow::ProfileResponse response;
-  ASSERT_TRUE(stub->Profile(&context, request, &response).ok());
-  EXPECT_EQ(events_on(response.xspace(), "/device:CUSTOM:3"), 10u) << warnings_of(response.xspace());
+  expect_a_capture_merges_the_ranks_trace(agent);
 }
 
 }  // namespace
