@@ -191,6 +191,9 @@ struct CoreDraft {
   std::vector<TimeSpan> kind_gaps;
   std::vector<TimeSpan> type_gaps;
   std::vector<TypedInterval> segments;
+  // The core's own events that are not device work (an annotated core's input stages), disjoint: with its file's
+  // host work they fill the time no op ran.
+  std::vector<TypedInterval> own_host_work;
 
   void break_down(std::vector<StepSpan> step_spans) {
     spans = std::move(step_spans);
@@ -204,6 +207,7 @@ struct CoreDraft {
     const std::vector<EventTypeDurations> by_type = distribute_segments(disjoint, windows, nullptr, &type_gaps);
     std::vector<int64_t> host_busy;
     break_down_by_type(host_side, windows, &host_busy);
+    own_host_work = disjoint_by_priority(host_side);
     steps.resize(spans.size());
     for (size_t i = 0; i < spans.size(); ++i) {
       StepDraft& step = steps[i];
@@ -223,7 +227,15 @@ struct CoreDraft {
   // launch, host compute and compilation; in the step tools' unknown time by type, where it also counts as host busy
   // time and joins the core's time line.
   void fill_gaps_with_host_work(const std::vector<TypedInterval>& host) {
-    const std::vector<EventTypeDurations> in_kind_gaps = distribute_segments(host, kind_gaps);
+    std::vector<EventTypeDurations> in_kind_gaps;
+    if (own_host_work.empty()) {
+      in_kind_gaps = distribute_segments(host, kind_gaps);
+    } else {
+      std::vector<TypedInterval> work = host;
+      work.insert(work.end(), own_host_work.begin(), own_host_work.end());
+      in_kind_gaps = distribute_segments(disjoint_by_priority(work), kind_gaps);
+      own_host_work = {};
+    }
     size_t step = 0;
     for (size_t g = 0; g < kind_gaps.size(); ++g) {
       while (step < spans.size() && spans[step].end_ns <= kind_gaps[g].start_ns) ++step;
@@ -233,6 +245,7 @@ struct CoreDraft {
       s.kernel_launch_ns += work.host_prepare_ns;
       s.host_compute_ns += work.host_compute_ns;
       s.compilation_ns += work.host_compile_ns;
+      s.input_wait_ns += work.input_ns();
     }
     kind_gaps = {};
     if (host.empty() || spans.empty()) {
@@ -564,6 +577,10 @@ struct HostStepDatabaseBuilder::File {
     core.type_gaps = windows_of(core.spans);
     core.kind_gaps = core.type_gaps;
     cores.push_back(std::move(core));
+    // Without a device, nothing launches kernels: TF's executor dispatch runs the ops on the CPU itself.
+    for (TypedInterval& i : host.intervals) {
+      if (i.type == EventType::kHostPrepare) i.type = EventType::kHostCompute;
+    }
     host.intervals.insert(host.intervals.end(), host.untyped.begin(), host.untyped.end());
   }
 };
@@ -645,6 +662,7 @@ void keep_whole_steps(CoreDraft& draft, const FileSteps& file) {
     step->set_kernel_launch_ns(s.by_kind.kernel_launch_ns);
     step->set_host_compute_ns(s.by_kind.host_compute_ns);
     step->set_compilation_ns(s.by_kind.compilation_ns);
+    step->set_input_wait_ns(s.by_kind.input_wait_ns);
     for (const int64_t ns : s.type_ns) step->add_type_ns(ns);
     step->set_device_busy_ns(s.device_busy_ns);
     step->set_host_busy_ns(s.host_busy_ns);

@@ -544,7 +544,8 @@ TEST_F(RunDirectory, WritesTheStepToolsBesideThePodFiles) {
   EXPECT_NE(json.find("type.googleapis.com/tensorflow.profiler.PerGenericStepDetails"), std::string::npos);
   EXPECT_NE(read(dir_ / "overview_page.json").find("\"runEnvironment\""), std::string::npos);
   EXPECT_EQ(input.step_details_size(), spec.steps);
-  EXPECT_NE(outcome->recommendation_text.find("NOT input-bound"), std::string::npos) << outcome->recommendation_text;
+  EXPECT_NE(input.recommendation().details(0).find("NOT input-bound"), std::string::npos);
+  EXPECT_EQ(outcome->recommendation_text.find("input"), std::string::npos) << outcome->recommendation_text;
 }
 
 // Which files of a directory are the run's: XSpaces, and Chrome traces by their content whatever their names (as HTA
