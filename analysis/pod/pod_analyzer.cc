@@ -132,20 +132,9 @@ class PodAssembly {
       }
       CoreIdentity id;
       id.core = &core;
-      const auto ordinal = device_ordinal(db.plane_name());
-      const std::optional<int64_t> rank = db.has_rank() ? std::optional<int64_t>(db.rank()) : std::nullopt;
-      if (db.kind() == podscope::v1::CORE_KIND_HOST) {
-        id.core_id = static_cast<uint32_t>(core.host_index) * kCoreIdsPerFile;
-      } else if (db.kind() == podscope::v1::CORE_KIND_CUSTOM || !ordinal) {
-        id.core_id = static_cast<uint32_t>(db.plane_id());
-        id.chip_id = static_cast<int32_t>(db.plane_id());
-      } else if (rank && *rank >= 0 && *rank < kCoreIdsPerFile) {
-        id.core_id = static_cast<uint32_t>(*rank);
-        id.chip_id = static_cast<int32_t>(*ordinal);
-      } else {
-        id.core_id = static_cast<uint32_t>(core.host_index) * kCoreIdsPerFile + *ordinal;
-        id.chip_id = static_cast<int32_t>(*ordinal);
-      }
+      const PodCoreId ids = pod_core_id(core);
+      id.core_id = ids.core_id;
+      id.chip_id = ids.chip_id;
       id.node_id = static_cast<int32_t>(core.host_index);
       id.host_name = core.host_name;
       if (identities_.contains(id.core_id)) {
@@ -400,6 +389,22 @@ class PodAssembly {
 };
 
 }  // namespace
+
+PodCoreId pod_core_id(const PodCore& core) {
+  const CoreStepDatabase& db = *core.core;
+  const auto ordinal = device_ordinal(db.plane_name());
+  const std::optional<int64_t> rank = db.has_rank() ? std::optional<int64_t>(db.rank()) : std::nullopt;
+  if (db.kind() == podscope::v1::CORE_KIND_HOST) {
+    return {static_cast<uint32_t>(core.host_index) * kCoreIdsPerFile, 0};
+  }
+  if (db.kind() == podscope::v1::CORE_KIND_CUSTOM || !ordinal) {
+    return {static_cast<uint32_t>(db.plane_id()), static_cast<int32_t>(db.plane_id())};
+  }
+  if (rank && *rank >= 0 && *rank < kCoreIdsPerFile) {
+    return {static_cast<uint32_t>(*rank), static_cast<int32_t>(*ordinal)};
+  }
+  return {static_cast<uint32_t>(core.host_index) * kCoreIdsPerFile + *ordinal, static_cast<int32_t>(*ordinal)};
+}
 
 PodAnalysis analyze_pod_steps(const PodSteps& pod, const PodAnalyzerOptions& options) {
   return PodAssembly(pod, options).build();

@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "analysis/steps/channel_endpoints.h"
+#include "analysis/steps/core_activity.h"
 #include "analysis/steps/step_breakdown.h"
 #include "analysis/steps/step_spans.h"
 #include "proto/xspace/names.h"
@@ -194,8 +195,12 @@ struct CoreDraft {
   // The core's own events that are not device work (an annotated core's input stages), disjoint: with its file's
   // host work they fill the time no op ran.
   std::vector<TypedInterval> own_host_work;
+  // A GPU core's stream events, until its file's runtime calls are known (its activity's streams and launches).
+  std::vector<StreamEvents> streams;
 
   void break_down(std::vector<StepSpan> step_spans) {
+    // Before the breakdown reorders the ops; a GPU core's is its streams' (add_streams_and_launches).
+    if (!host_core && streams.empty()) *db.mutable_activity() = activity_of_ops(ops);
     spans = std::move(step_spans);
     const std::vector<TimeSpan> windows = windows_of(spans);
     const std::vector<StepBreakdown> by_kind = break_down_steps(ops, spans, &kind_gaps);
@@ -312,7 +317,8 @@ class CoreReader final : public PlaneEventReader {
         step_num_stat_(plane.stat_id(xspace::kStepNumStat)),
         bytes_stat_(plane.stat_id(xspace::kBytesStat)),
         replica_group_stat_(plane.stat_id(xspace::kReplicaGroupStat)),
-        all_reduce_id_stat_(plane.stat_id(xspace::kAllReduceIdStat)) {
+        all_reduce_id_stat_(plane.stat_id(xspace::kAllReduceIdStat)),
+        correlation_stat_(plane.stat_id(xspace::kCorrelationIdStat)) {
     CoreStepDatabase& db = core_.db;
     db.set_plane_id(plane.proto().id());
     db.set_plane_name(plane.proto().name());
@@ -342,6 +348,13 @@ class CoreReader final : public PlaneEventReader {
       return;
     }
     nesting_ = NestingTracker();
+    stream_ = nullptr;
+    if (kind_ == PlaneKind::kGpu && line.name().starts_with("Stream #")) {
+      stream_ = &core_.streams.emplace_back();
+      stream_->name = line.name();
+      stream_->stream_id = line.id();
+      stream_->events.reserve(static_cast<size_t>(line.events_size()));
+    }
     line_begin_ = core_.ops.size();
     core_.ops.reserve(core_.ops.size() + static_cast<size_t>(line.events_size()));
     core_.events.reserve(core_.events.size() + static_cast<size_t>(line.events_size()));
@@ -437,6 +450,7 @@ class CoreReader final : public PlaneEventReader {
     const int64_t end = e.end_ns();
     core_.ops.push_back({start, end, pod_kind});
     core_.events.push_back({start, end, type});
+    if (stream_) stream_->events.push_back({start, end, pod_kind, e.int_stat(correlation_stat_).value_or(0)});
     OpRow& op = ops_[static_cast<size_t>(entry.slot)];
     op.pod_kind = pod_kind;
     ++op.occurrences;
@@ -520,6 +534,8 @@ class CoreReader final : public PlaneEventReader {
   const std::optional<int64_t> bytes_stat_;
   const std::optional<int64_t> replica_group_stat_;
   const std::optional<int64_t> all_reduce_id_stat_;
+  const std::optional<int64_t> correlation_stat_;
+  StreamEvents* stream_ = nullptr;                    // of the GPU stream line being read
   size_t line_begin_ = 0;                             // where the op line being read starts in the core's ops
   NestingTracker nesting_;                            // of the op line being read
   std::optional<InputStageLineReader> input_stages_;  // while the Input Pipeline line is read
@@ -633,6 +649,20 @@ void HostStepDatabaseBuilder::end_plane(size_t) {
 
 namespace {
 
+// Each GPU core's streams' idle time and launches, its stream events paired with the file's runtime calls.
+void add_streams_and_launches(std::vector<CoreDraft>& cores, const std::vector<RuntimeCall>& runtime_calls) {
+  const bool any = std::any_of(cores.begin(), cores.end(), [](const CoreDraft& c) { return !c.streams.empty(); });
+  if (!any) return;
+  RuntimeCalls calls;
+  calls.reserve(runtime_calls.size());
+  for (const RuntimeCall& call : runtime_calls) calls.try_emplace(call.correlation_id, call);
+  for (CoreDraft& core : cores) {
+    if (core.streams.empty()) continue;
+    add_stream_activity(core.streams, calls, *core.db.mutable_activity());
+    core.streams = {};
+  }
+}
+
 // The keep rule's share of one host: a step cut by the capture window's edge, and a device core's step in which no
 // device event ran, are dropped and counted. The kept steps, their time line, collectives and endpoints go into the
 // database.
@@ -667,10 +697,14 @@ void keep_whole_steps(CoreDraft& draft, const FileSteps& file) {
     step->set_device_busy_ns(s.device_busy_ns);
     step->set_host_busy_ns(s.host_busy_ns);
   }
-  for (const TypedInterval& segment : clip_to_windows(draft.segments, kept)) {
+  const std::vector<TypedInterval> time_line = clip_to_windows(draft.segments, kept);
+  for (const TypedInterval& segment : time_line) {
     db.add_segment_start_ns(segment.start_ns);
     db.add_segment_end_ns(segment.end_ns);
     db.add_segment_type(static_cast<int32_t>(segment.type));
+  }
+  if (draft.host_core && !kept.empty()) {
+    *db.mutable_activity() = activity_of_time_line(time_line, kept.front().start_ns, kept.back().end_ns);
   }
   absl::flat_hash_map<int64_t, bool> kept_steps;
   for (const auto& step : db.steps()) kept_steps[step.step_num()] = true;
@@ -707,6 +741,7 @@ HostStepDatabase HostStepDatabaseBuilder::finish(const std::vector<std::string>&
     if (core.source == StepSource::kNone) file.take_steps_from_markers(core);
   }
   if (file.cores.empty() && !file.steps.host_markers().markers.empty()) file.add_host_core();
+  add_streams_and_launches(file.cores, file.host.runtime_calls);
   const std::vector<TypedInterval> host_work = disjoint_by_priority(file.host.intervals);
   file.host = {.intervals = {}, .untyped = {}, .input_ops = std::move(file.host.input_ops)};
 
