@@ -90,10 +90,11 @@ TEST_F(RunDirectory, WritesEveryOutputInTheLegacySchema) {
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(outcome->written_files.size(), 20u);
   for (const char* name :
-       {"pod_viewer.json", "pod_viewer.pb", "pod_viewer.pb.json", "pod_analysis.pb", "report.html", "pod_summary.txt",
-        "overview_page.pb", "overview_page.json", "input_pipeline.pb", "input_pipeline.json", "tf_data_stats.pb",
-        "tf_data_stats.json", "kernel_stats.pb", "kernel_stats.json", "memory_profile.pb", "memory_profile.json",
-        "framework_op_stats.pb", "framework_op_stats.json", "trace_analysis.pb", "trace_analysis.json"}) {
+       {"pod_viewer.json",       "pod_viewer.pb",           "pod_viewer.pb.json", "pod_analysis.pb",
+        "report.html",           "pod_summary.txt",         "overview_page.pb",   "overview_page.json",
+        "input_pipeline.pb",     "input_pipeline.json",     "tf_data_stats.pb",   "tf_data_stats.json",
+        "kernel_stats.pb",       "kernel_stats.json",       "memory_profile.pb",  "memory_profile.json",
+        "framework_op_stats.pb", "framework_op_stats.json", "trace_analysis.pb",  "trace_analysis.json"}) {
     EXPECT_TRUE(fs::exists(dir_ / name)) << name;
   }
   EXPECT_NE(outcome->summary_text.find("straggler: core 2 (host2)"), std::string::npos) << outcome->summary_text;
