@@ -9,6 +9,7 @@
 #include "analysis/tools/input_pipeline.h"
 #include "analysis/steps/step_database.h"
 #include "analysis/steps/step_spans.h"
+#include "proto/xspace/names.h"
 
 namespace podscope::analysis {
 namespace {
@@ -246,15 +247,21 @@ std::vector<RankedAdvice> overview_advice(const OverviewPage& page) {
       (input.hosts_size() > 0 && (input.hosts(0).verdict() == "HIGHLY" || input.hosts(0).verdict() == "MODERATELY"))) {
     // The pod's share of the step, however input-bound its most input-bound host is: what the whole pod loses.
     const double share = input.input_percent();
-    std::string detail;
+    std::string statement = absl::StrFormat(
+        "Your program is %s input-bound: %.1f %% of the step time (%.3f ms per step) waits for input.",
+        level == "HIGHLY" || level == "MODERATELY" ? level : input.hosts(0).verdict(), share, ms_of(share));
     for (int i = 1; i < input.recommendation().details_size(); ++i)
-      absl::StrAppend(&detail, i > 1 ? " " : "", input.recommendation().details(i), ".");
+      absl::StrAppend(&statement, " ", input.recommendation().details(i), ".");
+    const bool data_loader =
+        input.hosts_size() > 0 && input.hosts(0).slowest_stage().starts_with(xspace::kTorchDataLoaderPrefix);
     if (share >= 3) {
-      advice.push_back(make_advice("input", share, ms_of(share),
-                                   absl::StrFormat("%.1f %% of the step time (%.3f ms per step) waits for input.%s",
-                                                   share, ms_of(share), detail.empty() ? "" : " " + detail),
-                                   "see `podscope analyze RUN --tool input_pipeline` (its host-side breakdown) and, "
-                                   "for tf.data, `--tool tf_data`"));
+      advice.push_back(make_advice(
+          "input", share, ms_of(share), std::move(statement),
+          data_loader ? "PyTorch's DataLoader loads each batch while the step waits: load them in worker processes "
+                        "(num_workers) and ahead of the step; `podscope analyze RUN --tool input_pipeline` shows "
+                        "each step's wait"
+                      : "see the host-side breakdown of `podscope analyze RUN --tool input_pipeline` and, for "
+                        "tf.data, `--tool tf_data`"));
     }
   }
   if (has_accelerator(page) && shares.kernel_launch >= 3) {
