@@ -140,9 +140,28 @@ void free_step_allocations(XPlaneBuilder& host, xspace::XLineBuilder& line, Allo
   allocator.live.clear();
 }
 
+tensorflow::profiler::XSpace make_cpu_program_rank(const SyntheticPodSpec& spec, int rank) {
+  tensorflow::profiler::XSpace space;
+  space.add_hostnames("host" + std::to_string(rank));
+  XPlaneBuilder host(xspace::find_or_add_plane(space, xspace::kHostPlaneName, 0));
+  host.stats().add(xspace::kHostNameStat, std::string_view("host" + std::to_string(rank)));
+  auto loop = host.line(1, "tf_Compute");
+  const int64_t input = std::max<int64_t>(spec.input_delay_ns, 100'000);
+  const int64_t compute = spec.compute_ns + (rank == spec.straggler_rank ? spec.straggler_delay_ns : 0);
+  const int64_t step_ns = input + compute;
+  for (int s = 0; s < spec.steps; ++s) {
+    const int64_t t = spec.start_ns + s * (step_ns + spec.gap_ns);
+    loop.add_event("train", t, step_ns).add(xspace::kStepNumStat, int64_t{s});
+    loop.add_event("IteratorGetNext", t, input);
+    loop.add_event("ExecutorState::Process", t + input, compute);
+  }
+  return space;
+}
+
 }  // namespace
 
 tensorflow::profiler::XSpace make_synthetic_rank(const SyntheticPodSpec& pod_spec, int rank) {
+  if (pod_spec.cpu_program) return make_cpu_program_rank(pod_spec, rank);
   SyntheticPodSpec spec = pod_spec;
   if (spec.tensorflow_gpu_odd_ranks && rank % 2 == 1) {
     spec.gpu_plane = spec.tf_data_events = spec.tf_ops_and_memory = true;

@@ -51,6 +51,10 @@ struct SyntheticPodSpec {
   // allocation_bytes, addr, tf_op, region_type, data_type, shape, as TF writes them), freed by a
   // MemoryDeallocation at the end of the step; and every kernel's `tf_op` (a ref_value, as TF writes it).
   bool tf_ops_and_memory = false;
+  // Each rank a TensorFlow program on CPU instead: no device plane, its /host:CPU plane holding per step a `train`
+  // marker (step_num), an IteratorGetNext over the input delay (at least 100 µs) and the executor's
+  // ExecutorState::Process over the compute (a straggler's longer); no collectives.
+  bool cpu_program = false;
   // Odd ranks as TensorFlow GPU hosts (gpu_plane, tf_data_events, tf_ops_and_memory), even ones annotated: a pod in
   // which every tool has events on some host.
   bool tensorflow_gpu_odd_ranks = false;

@@ -219,6 +219,31 @@ TEST(PodAnalyzerTest, TwoCoresOneOfWhichTheOtherWaitsForInMostSteps) {
   EXPECT_NEAR(s.reason_excess_us(), 8'000, 1e-6);
 }
 
+// A program without devices (TensorFlow on CPU) is its host: each host one core of the pod view, with the steps of
+// its markers, its time the host's wait for input (Infeed) and its executor's work (host compute, not kernel
+// launches: nothing launches kernels without a device).
+TEST(PodAnalyzerTest, EachHostOfACpuProgramIsACore) {
+  SyntheticPodSpec spec;
+  spec.ranks = 2;
+  spec.cpu_program = true;
+  spec.input_delay_ns = 10'000'000;
+  const auto analysis = analyze(spec);
+  ASSERT_EQ(analysis.cores_size(), 2) << render_summary_text(analysis);
+  EXPECT_EQ(analysis.counts().steps(), static_cast<uint32_t>(spec.steps));
+  for (int i = 0; i < 2; ++i) {
+    const auto& core = analysis.cores(i);
+    EXPECT_EQ(core.core_id(), static_cast<uint32_t>(1000 * i));
+    EXPECT_EQ(core.plane_name(), xspace::kHostPlaneName);
+    EXPECT_EQ(core.step_count(), static_cast<uint32_t>(spec.steps));
+    EXPECT_NEAR(core.average_step_us(), 40'000, 1);
+    EXPECT_NEAR(core.average_breakdown_us().at(static_cast<int>(StepCategory::kHostInfeed)), 10'000, 1);
+    EXPECT_NEAR(core.average_breakdown_us().at(static_cast<int>(StepCategory::kHostCompute)), 30'000, 1);
+    EXPECT_EQ(core.average_breakdown_us().at(static_cast<int>(StepCategory::kKernelLaunch)), 0);
+  }
+  EXPECT_EQ(analysis.pod_viewer().device_type(), "CPU");
+  EXPECT_EQ(analysis.stragglers_size(), 0) << "no collective: nobody waits for anybody";
+}
+
 TEST(PodAnalyzerTest, InputDelayMakesInfeedTheBottleneck) {
   SyntheticPodSpec spec;
   spec.input_delay_ns = 40'000'000;
