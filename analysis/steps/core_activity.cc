@@ -95,20 +95,28 @@ podscope::v1::CoreActivity activity_of_time_line(const std::vector<TypedInterval
   return activity;
 }
 
-void add_stream_activity(const std::vector<StreamEvents>& streams, const RuntimeCalls& calls,
+void add_stream_activity(std::vector<StreamEvents>& streams, const RuntimeCalls& calls,
                          podscope::v1::CoreActivity& activity) {
+  // Each stream by start (a line usually is already), then all of them: merged as sorted runs.
+  size_t count = 0;
+  for (StreamEvents& stream : streams) {
+    auto by_start = [](const StreamEvent& a, const StreamEvent& b) { return a.start_ns < b.start_ns; };
+    if (!std::is_sorted(stream.events.begin(), stream.events.end(), by_start))
+      std::stable_sort(stream.events.begin(), stream.events.end(), by_start);
+    count += stream.events.size();
+  }
   std::vector<OpInterval> ops;
+  ops.reserve(count);
   for (const StreamEvents& stream : streams) {
     for (const StreamEvent& e : stream.events) ops.push_back({e.start_ns, e.end_ns, e.kind});
   }
-  std::sort(ops.begin(), ops.end(), [](const OpInterval& a, const OpInterval& b) { return a.start_ns < b.start_ns; });
+  sort_by_start(ops);
   activity = activity_of_ops(ops);
   std::vector<int64_t> delays;
+  delays.reserve(count);
   auto& launches = *activity.mutable_launches();
   for (const StreamEvents& stream : streams) {
-    std::vector<StreamEvent> events = stream.events;
-    std::stable_sort(events.begin(), events.end(),
-                     [](const StreamEvent& a, const StreamEvent& b) { return a.start_ns < b.start_ns; });
+    const std::vector<StreamEvent>& events = stream.events;
     auto& idle = *activity.add_streams();
     idle.set_name(stream.name);
     idle.set_stream_id(stream.stream_id);

@@ -51,8 +51,8 @@ podscope::v1::CoreActivity activity_of_time_line(const std::vector<TypedInterval
 
 // A GPU core's activity is its streams' alone (the device's own work: not the host collectives it waits for, which
 // the pod view counts as its all-reduce wait): its busy, compute, communication and overlap time, each stream's idle
-// time and its launches.
-void add_stream_activity(const std::vector<StreamEvents>& streams, const RuntimeCalls& calls,
+// time and its launches. Each stream's events are put in start order.
+void add_stream_activity(std::vector<StreamEvents>& streams, const RuntimeCalls& calls,
                          podscope::v1::CoreActivity& activity);
 
 }  // namespace podscope::analysis

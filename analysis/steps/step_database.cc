@@ -78,6 +78,7 @@ struct OpStatIds {
   int64_t bytes_accessed = kAbsent;
   int64_t tensor_shapes = kAbsent;
   int64_t group_id = kAbsent;
+  int64_t correlation_id = kAbsent;  // read on GPU stream lines only
 };
 
 const XStat* find_stat(const google::protobuf::RepeatedPtrField<XStat>& stats, int64_t id) {
@@ -318,7 +319,7 @@ class CoreReader final : public PlaneEventReader {
         bytes_stat_(plane.stat_id(xspace::kBytesStat)),
         replica_group_stat_(plane.stat_id(xspace::kReplicaGroupStat)),
         all_reduce_id_stat_(plane.stat_id(xspace::kAllReduceIdStat)),
-        correlation_stat_(plane.stat_id(xspace::kCorrelationIdStat)) {
+        correlation_stat_(plane.stat_id(xspace::kCorrelationIdStat).value_or(OpStatIds::kAbsent)) {
     CoreStepDatabase& db = core_.db;
     db.set_plane_id(plane.proto().id());
     db.set_plane_name(plane.proto().name());
@@ -349,7 +350,9 @@ class CoreReader final : public PlaneEventReader {
     }
     nesting_ = NestingTracker();
     stream_ = nullptr;
+    ids_.correlation_id = OpStatIds::kAbsent;
     if (kind_ == PlaneKind::kGpu && line.name().starts_with("Stream #")) {
+      ids_.correlation_id = correlation_stat_;
       stream_ = &core_.streams.emplace_back();
       stream_->name = line.name();
       stream_->stream_id = line.id();
@@ -418,6 +421,7 @@ class CoreReader final : public PlaneEventReader {
     const XStat* bytes_accessed = nullptr;
     const XStat* tensor_shapes = nullptr;
     const XStat* group = nullptr;
+    const XStat* correlation = nullptr;
   };
 
   bool is_input_line(const tensorflow::profiler::XLine& line) const {
@@ -450,7 +454,10 @@ class CoreReader final : public PlaneEventReader {
     const int64_t end = e.end_ns();
     core_.ops.push_back({start, end, pod_kind});
     core_.events.push_back({start, end, type});
-    if (stream_) stream_->events.push_back({start, end, pod_kind, e.int_stat(correlation_stat_).value_or(0)});
+    if (stream_) {
+      const int64_t correlation = stats.correlation ? xspace::stat_as_int(*stats.correlation).value_or(0) : 0;
+      stream_->events.push_back({start, end, pod_kind, correlation});
+    }
     OpRow& op = ops_[static_cast<size_t>(entry.slot)];
     op.pod_kind = pod_kind;
     ++op.occurrences;
@@ -483,6 +490,7 @@ class CoreReader final : public PlaneEventReader {
       else if (id == ids_.bytes_accessed && !stats.bytes_accessed) stats.bytes_accessed = &stat;
       else if (id == ids_.tensor_shapes && !stats.tensor_shapes) stats.tensor_shapes = &stat;
       else if (id == ids_.group_id && !stats.group) stats.group = &stat;
+      else if (id == ids_.correlation_id && !stats.correlation) stats.correlation = &stat;
     }
     stats.own_flops = stats.flops != nullptr;
     if (!stats.flops) stats.flops = entry.flops;
@@ -534,7 +542,7 @@ class CoreReader final : public PlaneEventReader {
   const std::optional<int64_t> bytes_stat_;
   const std::optional<int64_t> replica_group_stat_;
   const std::optional<int64_t> all_reduce_id_stat_;
-  const std::optional<int64_t> correlation_stat_;
+  const int64_t correlation_stat_;
   StreamEvents* stream_ = nullptr;                    // of the GPU stream line being read
   size_t line_begin_ = 0;                             // where the op line being read starts in the core's ops
   NestingTracker nesting_;                            // of the op line being read

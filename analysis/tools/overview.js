@@ -14,17 +14,16 @@ drawers.overview = () => {
   const an = ov.analysis || {};
   const st = ip.stepTimeSummary || {};
   const sum = document.getElementById('ov-summary');
+  // A program without devices (its host is its core) has no device time to show.
+  const deviceless = (ov.runEnvironment || {}).deviceType === 'CPU';
   table(
       sum,
-      [
-        'average step time', 'spread (stddev)', 'host idle', 'device idle', '16-bit of device compute',
-        '32-bit of device compute'
-      ],
-      [[
-        ms(st.average), ms(st.standardDeviation), num(an.hostIdleTimePercent) + '%',
+      ['average step time', 'spread (stddev)', 'host idle'].concat(
+          deviceless ? [] : ['device idle', '16-bit of device compute', '32-bit of device compute']),
+      [[ms(st.average), ms(st.standardDeviation), num(an.hostIdleTimePercent) + '%'].concat(deviceless ? [] : [
         num(an.deviceIdleTimePercent) + '%', num(an.deviceCompute16bitPercent) + '%',
         num(an.deviceCompute32bitPercent) + '%'
-      ]]);
+      ])]);
   for (const w of ((ov.diagnostics || {}).warnings) || []) html('p', 'Warning: ' + w, sum).className = 'warn';
   for (const e of ((ov.diagnostics || {}).errors) || []) html('p', e, sum).className = 'warn';
   legend(document.getElementById('ov-legend'), stepParts.map(([, name, color]) => [name, color]));
