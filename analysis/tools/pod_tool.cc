@@ -67,8 +67,26 @@ RankedAdvice advice_of(std::string_view kind, double share, const PodTime& t, st
   return advice;
 }
 
+// What a straggler's host did that the others' did not, where the input pipeline analyzer says: its slowest input
+// stage, for a straggler whose input stood out.
+std::string input_of(const podscope::v1::Straggler& s, const AnalysisOutcome& outcome) {
+  if (s.reason() != "input") return "";
+  const ToolResult* input = tool_result(outcome, "input_pipeline");
+  const auto* pipeline = dynamic_cast<const ToolValue<tensorflow::profiler::InputPipelineAnalysisResult>*>(input);
+  if (pipeline == nullptr) return "";
+  for (const auto& host : pipeline->value.hosts()) {
+    if (host.host_name() != s.host_name() || host.slowest_stage().empty()) continue;
+    return absl::StrFormat(
+        " Its host waits for input %.1f %% of its step time (%s input-bound); its slowest input stage is "
+        "%s (%.3f ms self time in the window).",
+        host.input_percent(), host.verdict(), host.slowest_stage(), host.slowest_stage_self_time_ms());
+  }
+  return "";
+}
+
 // A straggler costs the pod the wait it causes the others; the collectives cost the rest of their time.
-std::vector<RankedAdvice> pod_advice(const podscope::v1::PodAnalysis& analysis) {
+std::vector<RankedAdvice> pod_advice(const AnalysisOutcome& outcome) {
+  const podscope::v1::PodAnalysis& analysis = outcome.analysis;
   std::vector<RankedAdvice> advice;
   const PodTime t = pod_time(analysis);
   if (t.total_us <= 0) return advice;
@@ -86,7 +104,8 @@ std::vector<RankedAdvice> pod_advice(const podscope::v1::PodAnalysis& analysis) 
             s.core_id(), s.host_name(),
             s.waiting_cores() == 1 ? "the other core" : absl::StrCat("the other ", s.waiting_cores(), " cores"),
             s.straggling_steps(), s.compared_steps(), s.mean_excess_us() / 1e3, straggler_reason_text(s),
-            s.mean_cost_to_others_us() / 1e3, share),
+            s.mean_cost_to_others_us() / 1e3, share) +
+            input_of(s, outcome),
         straggler_action(s.reason())));
   }
   const double collectives_us = t.sync_us - caused_us + t.collective_compute_us;
@@ -118,7 +137,7 @@ class PodResult final : public ToolResult {
   }
   std::string page(const AnalysisOutcome& o) const override { return o.summary_text; }
   absl::StatusOr<std::string> tab_json(const AnalysisOutcome& o) const override { return tab_json_of(o.analysis); }
-  std::vector<RankedAdvice> advice(const AnalysisOutcome& o) const override { return pod_advice(o.analysis); }
+  std::vector<RankedAdvice> advice(const AnalysisOutcome& o) const override { return pod_advice(o); }
 };
 
 std::unique_ptr<ToolResult> finish(const ToolInput& input, AnalysisOutcome& outcome) {

@@ -185,7 +185,9 @@ tensorflow::profiler::XSpace make_synthetic_rank(const SyntheticPodSpec& pod_spe
   auto steps = core.line(1, xspace::kStepsLineName);
   auto ops = core.line(2, spec.gpu_plane ? "Stream #7(Compute)" : "Ops");
   auto chunks = core.line(3, spec.gpu_plane ? "Stream #8(Ring chunks)" : "Ring chunks");
-  const int64_t compute = spec.compute_ns + (rank == spec.straggler_rank ? spec.straggler_delay_ns : 0);
+  const int64_t delay = rank == spec.straggler_rank ? spec.straggler_delay_ns : 0;
+  const int64_t compute = spec.compute_ns + (spec.straggler_waits_for_input ? 0 : delay);
+  const int64_t input = spec.input_delay_ns + (spec.straggler_waits_for_input ? delay : 0);
   std::optional<xspace::XLineBuilder> stages, tf_data, launches, executor;
   AllocatorState allocator;
   allocator.name = "GPU_" + std::to_string(rank) + "_bfc";
@@ -201,10 +203,8 @@ tensorflow::profiler::XSpace make_synthetic_rank(const SyntheticPodSpec& pod_spe
     const int64_t t = spec.start_ns + s * period;  // true time
     const int64_t w = t + offset;                  // as this host writes it
     steps.add_event("step", w, step_ns).add(xspace::kStepNumStat, int64_t{s});
-    if (spec.input_delay_ns > 0) {
-      ops.add_event(xspace::kInfeedEventName, w, spec.input_delay_ns).add(xspace::kStepNumStat, int64_t{s});
-    }
-    const int64_t compute_start = w + spec.input_delay_ns;
+    if (input > 0) ops.add_event(xspace::kInfeedEventName, w, input).add(xspace::kStepNumStat, int64_t{s});
+    const int64_t compute_start = w + input;
     const int n = std::max(1, spec.compute_events_per_step);
     for (int i = 0; i < n; ++i) {
       const int64_t begin = compute_start + compute * i / n;
@@ -217,9 +217,9 @@ tensorflow::profiler::XSpace make_synthetic_rank(const SyntheticPodSpec& pod_spe
       auto event = ops.add_event(i % 2 == 0 ? "matmul" : "elementwise", begin, end - begin);
       if (i % 2 == 0) event.add(xspace::kFlopsStat, int64_t{1'000'000});
     }
-    if (stages) add_input_stages(*stages, w, std::max<int64_t>(spec.input_delay_ns, 100'000));
+    if (stages) add_input_stages(*stages, w, std::max<int64_t>(input, 100'000));
     if (tf_data) {
-      add_tf_data_events(*tf_data, w, std::max<int64_t>(spec.input_delay_ns, 100'000));
+      add_tf_data_events(*tf_data, w, std::max<int64_t>(input, 100'000));
       tf_data->add_event("ExecutorState::Process", compute_start, compute);
     }
     if (executor) free_step_allocations(host, *executor, allocator, compute_start + compute);

@@ -20,6 +20,8 @@ struct SyntheticPodSpec {
   int compute_events_per_step = 1;
   int straggler_rank = -1;
   int64_t straggler_delay_ns = 0;
+  // The straggler spends its delay waiting for input (its infeed and input stages) instead of computing.
+  bool straggler_waits_for_input = false;
   int64_t input_delay_ns = 0;
   int64_t all_reduce_compute_ns = 5'000'000;
   int64_t gap_ns = 1'000'000;  // between steps

@@ -150,6 +150,23 @@ TEST(PodAnalyzerTest, StragglerIsTheCoreTheOthersWaitForInPodsOfAnySize) {
   }
 }
 
+// GPU ranks whose collectives carry no id (matched by name and order within the step, as NCCL kernels are): the one
+// the other waits for is found as on annotated cores.
+TEST(PodAnalyzerTest, StragglerAmongTwoGpuRanksWithoutCollectiveIds) {
+  SyntheticPodSpec spec;
+  spec.ranks = 2;
+  spec.gpu_plane = true;
+  spec.all_reduce_ids = false;
+  spec.straggler_rank = 0;
+  spec.straggler_delay_ns = 5'000'000;
+  const auto analysis = analyze(spec);
+  ASSERT_EQ(analysis.stragglers_size(), 1) << render_summary_text(analysis);
+  EXPECT_EQ(analysis.stragglers(0).core_id(), 0u);
+  EXPECT_EQ(analysis.stragglers(0).straggling_steps(), static_cast<uint32_t>(spec.steps));
+  EXPECT_NEAR(analysis.stragglers(0).mean_cost_to_others_us(), 5'000, 1);
+  EXPECT_EQ(analysis.stragglers(0).reason(), "compute");
+}
+
 // A pod's step database written by hand: `cores` cores, one all-reduce per step whose duration on core c in step s
 // is all_reduce_ns[s][c], after 30 ms of compute each.
 std::vector<podscope::v1::HostStepDatabase> pod_with_all_reduces(

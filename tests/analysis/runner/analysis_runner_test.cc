@@ -549,6 +549,28 @@ TEST_F(RunDirectory, WritesTheStepToolsBesideThePodFiles) {
   EXPECT_EQ(outcome->recommendation_text.find("input"), std::string::npos) << outcome->recommendation_text;
 }
 
+// A straggler whose delay is its input: the advice that leads names it, what it costs the others, and its host's
+// slowest input stage from the input pipeline analyzer.
+TEST_F(RunDirectory, AStragglerWaitingForInputLeadsTheAdviceWithItsSlowestInputStage) {
+  SyntheticPodSpec spec;
+  spec.straggler_rank = 1;
+  spec.straggler_delay_ns = 10'000'000;
+  spec.straggler_waits_for_input = true;
+  spec.input_stages = true;
+  write_pod(spec);
+  auto outcome = analyze_run_directory(dir_);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  const auto& analysis = outcome->analysis;
+  ASSERT_EQ(analysis.stragglers_size(), 1) << outcome->summary_text;
+  EXPECT_EQ(analysis.stragglers(0).core_id(), 1u);
+  EXPECT_EQ(analysis.stragglers(0).reason(), "input");
+  const auto& ranked = outcome->result<tensorflow::profiler::OverviewPage>().recommendation().ranked_advice();
+  ASSERT_GT(ranked.size(), 0) << outcome->recommendation_text;
+  EXPECT_NE(ranked[0].statement().find("Core 1 (host1) is a straggler"), std::string::npos) << ranked[0].statement();
+  EXPECT_NE(ranked[0].statement().find("Its host waits for input"), std::string::npos) << ranked[0].statement();
+  EXPECT_NE(ranked[0].statement().find("its slowest input stage is "), std::string::npos) << ranked[0].statement();
+}
+
 // Which files of a directory are the run's: XSpaces, and Chrome traces by their content whatever their names (as HTA
 // reads a directory); other JSON is noted, and what a capture or an analysis wrote there is left out silently.
 TEST_F(RunDirectory, ChromeTracesAreTakenByTheirContentOtherJsonNotedAndTheRunsOwnOutputsLeftOut) {
