@@ -4,9 +4,11 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "agent/capture/capture_session.h"
+#include "agent/capture/pod_sessions.h"
 #include "agent/collectors/sampler.h"
 #include "agent/series/series_store.h"
 #include "agent/service/agent_metrics.h"
+#include "daemon/atomic_file.h"
 #include "daemon/log.h"
 
 namespace podscope::agent {
@@ -88,6 +90,7 @@ void Agent::every(std::chrono::milliseconds period, std::function<void()> tick) 
 }
 
 absl::Status Agent::start() {
+  sweep_repository();
   if (absl::Status s = start_servers(); !s.ok()) return s;
   parts_.sampler->run_pass();  // metrics and rates have a first point before the first period ends
   parts_.sampler->start();
@@ -106,19 +109,36 @@ absl::Status Agent::start() {
   return absl::OkStatus();
 }
 
+// The local directories remote requests write into: the repository root, and where captures whose upload into a
+// bucket failed are kept. (An upload into a bucket cut off by a kill is never an object: what the service holds of
+// it is an incomplete multipart or resumable upload, which the bucket's lifecycle rules clear.)
+void Agent::sweep_repository() {
+  for (const std::string& root : {parts_.config.repository_root, parts_.config.failed_uploads_directory}) {
+    if (root.empty()) continue;
+    const SweptWrites swept = sweep_interrupted_writes(root);
+    if (swept.files == 0) continue;
+    parts_.request_metrics->interrupted_writes_removed.Increment(static_cast<double>(swept.files));
+    parts_.request_metrics->interrupted_writes_removed_bytes.Increment(static_cast<double>(swept.bytes));
+    PODSCOPE_LOG(kWarning) << "removed " << swept.files << " temporary files (" << swept.bytes / 1024
+                           << " KiB) of writes a crash or kill cut off under " << root << ", and " << swept.directories
+                           << " directories that held nothing else";
+  }
+}
+
 // The gRPC server with every service of the table, its self-check and the metrics server.
 absl::Status Agent::start_servers() {
   std::vector<grpc::Service*> services;
   for (const auto& service : services_) services.push_back(service.get());
-  tls::DaemonServerSettings settings{.listen = parts_.config.listen,
-                                     .metrics_listen = parts_.config.metrics_listen,
-                                     .metrics_web_config = parts_.config.metrics_web_config,
-                                     .tls = parts_.config.tls,
-                                     .max_request_bytes = static_cast<size_t>(parts_.config.max_request_mb) << 20,
-                                     .services = std::move(services),
-                                     .labels = {{"host", parts_.host_name}}};
-  absl::StatusOr<std::unique_ptr<tls::DaemonServers>> servers =
-      tls::DaemonServers::start(std::move(settings), parts_.clock, parts_.registry);
+  front_door::DaemonServerSettings settings{.listen = parts_.config.listen,
+                                            .metrics_listen = parts_.config.metrics_listen,
+                                            .metrics_web_config = parts_.config.metrics_web_config,
+                                            .tls = parts_.config.tls,
+                                            .max_request_bytes = static_cast<size_t>(parts_.config.max_request_mb)
+                                                                 << 20,
+                                            .services = std::move(services),
+                                            .labels = {{"host", parts_.host_name}}};
+  absl::StatusOr<std::unique_ptr<front_door::DaemonServers>> servers =
+      front_door::DaemonServers::start(std::move(settings), parts_.clock, parts_.registry);
   if (!servers.ok()) return servers.status();
   servers_ = std::move(*servers);
   parts_.grpc_port = servers_->grpc_port();
@@ -128,7 +148,9 @@ absl::Status Agent::start_servers() {
 void Agent::shutdown() {
   if (stopped_) return;
   stopped_ = true;
-  // The running capture is closed, gathered and answered; then the server drains what is in flight.
+  // The running capture is closed, gathered and answered, a pod session cancelled; then the server drains what is in
+  // flight.
+  if (parts_.pod_sessions != nullptr) parts_.pod_sessions->stop();
   parts_.captures->shutdown(/*wait_ms=*/2000);
   if (servers_ != nullptr) servers_->shutdown(std::chrono::milliseconds(500));
   for (auto it = lifecycle_.rbegin(); it != lifecycle_.rend(); ++it) {

@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "agent/agent_config.h"
 #include "agent/components.h"
-#include "tls/daemon_servers.h"
+#include "front_door/daemon_servers.h"
 
 namespace podscope::agent {
 
@@ -52,6 +52,8 @@ class Agent {
 
  private:
   void build(const ComponentEntry& entry);
+  // Removes the temporary files of writes under repository_root that a crash or kill cut off, counted.
+  void sweep_repository();
   absl::Status start_servers();
 
   AgentParts parts_;
@@ -61,7 +63,7 @@ class Agent {
   std::vector<std::unique_ptr<CaptureSource>> sources_;
   std::vector<std::unique_ptr<grpc::Service>> services_;
   std::vector<std::unique_ptr<LifecycleComponent>> lifecycle_;
-  std::unique_ptr<tls::DaemonServers> servers_;
+  std::unique_ptr<front_door::DaemonServers> servers_;
   std::vector<std::thread> io_threads_;
   struct PeriodicTask;
   std::vector<std::unique_ptr<PeriodicTask>> periodic_;

@@ -4,6 +4,7 @@
 
 #include <climits>
 
+#include "agent/capture/bucket_uploads.h"
 #include "agent/capture/fanout_targets.h"
 #include "daemon/log.h"
 #include "daemon/metrics_server.h"
@@ -22,6 +23,21 @@ void declare_agent_options(AgentConfig& c, OptionSet& o) {
   o.add_string("socket", &c.socket, "Unix socket that annotated training processes connect to");
   o.add_string("repository_root", &c.repository_root,
                "directory captures may be written under (empty: never write files, only return data)",
+               Reload::kApplied);
+  o.add_int("repository_quota_mb", &c.repository_quota_mb,
+            "what the captures (Profile) and pod runs (NewSession) that clients ask for may write under "
+            "repository_root, and the captures kept in failed_uploads_directory, in MiB, counted since the agent "
+            "started (each directory made counts at least 1 MiB; what was deleted since counts no more); past it "
+            "nothing more is written, said in the capture and counted",
+            1, 1 << 24);
+  o.add_list("allowed_repository_roots", &c.allowed_repository_roots,
+             "bucket prefixes (gs://bucket/prefix/, s3://bucket/prefix/) a capture request may name as its "
+             "repository_root; the agent writes there with its own credentials, so any other bucket root is refused "
+             "with PERMISSION_DENIED and an audit line (empty: none)",
+             Reload::kApplied);
+  o.add_check("allowed_repository_roots", [&c] { return check_repository_roots(c.allowed_repository_roots); });
+  o.add_string("failed_uploads_directory", &c.failed_uploads_directory,
+               "where a capture whose upload to a bucket failed is kept, for a retry (named in the capture's error)",
                Reload::kApplied);
   o.add_int("sample_interval_ms", &c.sample_interval_ms, "host sampling period in milliseconds", 10, 60000,
             Reload::kApplied);

@@ -14,12 +14,15 @@ namespace podscope::agent {
 
 struct AgentConfig {
   // --- core agent ---
-  std::string listen = "0.0.0.0:8466";              // gRPC: tensorflow.ProfilerService + podscope.v1.Agent
-  std::string metrics_listen = "0.0.0.0:9466";      // Prometheus /metrics
-  std::string metrics_web_config;                   // its TLS and basic auth (exporter-toolkit's format); "": none
-  std::string host_name;                            // empty: the kernel's host name
-  std::string socket = "/run/podscope/agent.sock";  // Unix socket for annotated training processes
-  std::string repository_root;                      // empty: captures are returned, never written to disk
+  std::string listen = "0.0.0.0:8466";                // gRPC: tensorflow.ProfilerService + podscope.v1.Agent
+  std::string metrics_listen = "0.0.0.0:9466";        // Prometheus /metrics
+  std::string metrics_web_config;                     // its TLS and basic auth (exporter-toolkit's format); "": none
+  std::string host_name;                              // empty: the kernel's host name
+  std::string socket = "/run/podscope/agent.sock";    // Unix socket for annotated training processes
+  std::string repository_root;                        // empty: captures are returned, never written to disk
+  int64_t repository_quota_mb = 4096;                 // what remote requests may write under it
+  std::vector<std::string> allowed_repository_roots;  // bucket prefixes a request may name; empty: none
+  std::string failed_uploads_directory = "/var/lib/podscope/failed-uploads";
   int64_t sample_interval_ms = 1000;
   int64_t max_duration_ms = 600000;
   int64_t max_request_mb = 4;             // larger gRPC requests are refused (RESOURCE_EXHAUSTED)

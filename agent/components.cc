@@ -4,6 +4,7 @@
 #include "agent/capture/host_series_source.h"
 #include "agent/capture/monitor_report.h"
 #include "agent/capture/pod_sessions.h"
+#include "agent/capture/repository_quota.h"
 #include "agent/collectors/clock_health_collector.h"
 #include "agent/collectors/cpu_collector.h"
 #include "agent/collectors/host_collectors.h"
@@ -18,7 +19,7 @@
 #include "agent/kineto/kineto_processes.h"
 #include "agent/local/client_registry.h"
 #include "agent/recorder/flight_recorder_component.h"
-#include "agent/recorder/flight_recording.h"
+#include "agent/recorder/flight_recorder.h"
 #include "agent/local/local_clients_source.h"
 #include "agent/local/local_socket_counters.h"
 #include "agent/local/local_socket_component.h"
@@ -82,8 +83,10 @@ std::unique_ptr<CaptureSource> make_local_clients_source(AgentParts& parts) {
 
 std::unique_ptr<CaptureSource> make_upstream(AgentParts& parts) {
   std::shared_ptr<ClientRegistry> clients = parts.local_clients;
-  return std::make_unique<UpstreamSource>(parts.config.upstream, parts.clock,
-                                          [clients] { return clients->profiler_servers(); });
+  prometheus::Counter& refused = parts.request_metrics->upstream_answers_refused;
+  return std::make_unique<UpstreamSource>(
+      parts.config.upstream, parts.clock, [clients] { return clients->profiler_servers(); },
+      [&refused] { refused.Increment(); });
 }
 
 std::unique_ptr<CaptureSource> make_kineto_source(AgentParts& parts) {
@@ -105,7 +108,7 @@ std::unique_ptr<LifecycleComponent> make_flight_recorder(AgentParts& parts) {
   auto look_back = std::make_unique<HostSeriesSource>(*parts.series, HostDescription::of_this_host(parts.host_name),
                                                       parts.collectors);
   Sampler& sampler = *parts.sampler;
-  parts.recording = std::make_unique<FlightRecording>(
+  parts.recorder = std::make_unique<FlightRecorder>(
       parts.local_clients, parts.clock, parts.host_name, std::move(look_back),
       [&sampler] { return sampler.run_pass(); }, *parts.registry);
   std::optional<FlightRecorderSettings> at_start;
@@ -113,7 +116,7 @@ std::unique_ptr<LifecycleComponent> make_flight_recorder(AgentParts& parts) {
     at_start = FlightRecorderSettings{parts.config.flight_recorder_seconds * 1'000'000'000,
                                       static_cast<size_t>(parts.config.flight_recorder_max_mb) << 20};
   }
-  return std::make_unique<FlightRecorderComponent>(*parts.recording, at_start);
+  return std::make_unique<FlightRecorderComponent>(*parts.recorder, at_start);
 }
 
 // Slow steps freeze the recorder's window; made before the local socket that feeds it and the services that
@@ -136,7 +139,7 @@ std::unique_ptr<LifecycleComponent> make_triggered_snapshots(AgentParts& parts) 
     settings.runs_directory = std::filesystem::path(c.repository_root) / "plugins" / "profile";
   }
   settings.max_disk_bytes = static_cast<size_t>(c.flight_recorder_disk_mb) << 20;
-  auto snapshots = std::make_unique<TriggeredSnapshots>(*parts.recording, parts.local_clients, parts.clock,
+  auto snapshots = std::make_unique<TriggeredSnapshots>(*parts.recorder, parts.local_clients, parts.clock,
                                                         parts.host_name, std::move(settings), *parts.registry);
   parts.triggered_snapshots = snapshots.get();
   return snapshots;
@@ -148,14 +151,15 @@ std::unique_ptr<grpc::Service> make_agent_service(AgentParts& parts) {
   auto fill_status = [&parts](podscope::v1::AgentStatus& s) {
     fill_agent_status(
         {parts.host_name, parts.start_time_ns, parts.clock, parts.collectors, *parts.clock_health, *parts.captures,
-         *parts.recording, *parts.triggered_snapshots, *parts.local_clients, *parts.local_socket_counters,
+         *parts.recorder, *parts.triggered_snapshots, *parts.local_clients, *parts.local_socket_counters,
          parts.kineto_endpoint, parts.kineto_source, *parts.kineto_processes},
         s);
   };
   CaptureSessions& captures = *parts.captures;
   return std::make_unique<AgentServiceImpl>(
-      parts.clock, std::move(fill_status), [&captures] { return captures.start_lead(); }, *parts.recording,
-      *parts.triggered_snapshots, *parts.request_metrics, *parts.authorizer);
+      parts.clock, parts.host_name, parts.instance_id, std::move(fill_status),
+      [&captures] { return captures.start_lead(); }, [&captures] { return captures.limits(); }, *parts.recorder,
+      *parts.triggered_snapshots, *parts.request_metrics, *parts.repository_quota, *parts.authorizer);
 }
 
 std::unique_ptr<grpc::Service> make_profiler_service(AgentParts& parts) {
@@ -164,7 +168,7 @@ std::unique_ptr<grpc::Service> make_profiler_service(AgentParts& parts) {
       *parts.captures, *parts.cpu, parts.device_utilization, [&sampler] { return sampler.run_pass(); },
       parts.step_tracker, parts.clock);
   return std::make_unique<ProfilerServiceImpl>(*parts.captures, std::move(monitor), *parts.request_metrics,
-                                               parts.config.max_concurrent_monitors, *parts.recording,
+                                               parts.config.max_concurrent_monitors, *parts.recorder,
                                                *parts.authorizer);
 }
 
@@ -173,7 +177,7 @@ std::unique_ptr<grpc::Service> make_profile_analysis_service(AgentParts& parts) 
   parts.pod_sessions = std::make_unique<PodSessions>(
       parts.clock, [&captures] { return captures.limits().repository_root; }, [&parts] { return parts.grpc_port; },
       parts.config.allowed_fanout_targets, static_cast<size_t>(parts.config.max_fanout_hosts),
-      parts.config.tls.serves_tls(), parts.channel_credentials);
+      parts.config.tls.serves_tls(), parts.channel_credentials, *parts.repository_quota);
   return std::make_unique<ProfileAnalysisServiceImpl>(*parts.pod_sessions, *parts.request_metrics, *parts.authorizer);
 }
 
@@ -203,6 +207,7 @@ std::unique_ptr<LifecycleComponent> make_coordinator_registration(AgentParts& pa
   registration.coordinator = parts.config.coordinator;
   registration.host_name = parts.host_name;
   registration.job = parts.config.job;
+  registration.instance_id = parts.instance_id;
   registration.credentials = parts.channel_credentials;
   registration.advertised_address = [&parts] {
     return advertised_agent_address(parts.config.listen, parts.grpc_port, parts.host_name);
@@ -273,6 +278,7 @@ constexpr ComponentEntry kComponents[] = {
 AgentParts::AgentParts(const AgentConfig& config)
     : config(config),
       host_name(effective_host_name(config)),
+      instance_id(new_instance_id()),
       clock(config.clock_offset_ns),
       start_time_ns(clock.now_ns()),
       registry(std::make_shared<prometheus::Registry>()),
@@ -280,8 +286,12 @@ AgentParts::AgentParts(const AgentConfig& config)
           *registry, host_name, SeriesStore::capacity_for(config.max_duration_ms, config.sample_interval_ms))),
       sampler(std::make_unique<Sampler>(io, clock, *series, *registry, host_name,
                                         std::chrono::milliseconds(config.sample_interval_ms))),
-      captures(std::make_unique<CaptureSessions>(clock, host_name, [this] { return sampler->run_pass(); })),
       request_metrics(std::make_unique<RequestMetrics>(*registry, host_name)),
+      repository_quota(
+          std::make_unique<RepositoryQuota>(static_cast<size_t>(config.repository_quota_mb) << 20,
+                                            [this] { request_metrics->repository_writes_refused.Increment(); })),
+      captures(std::make_unique<CaptureSessions>(
+          clock, host_name, [this] { return sampler->run_pass(); }, *repository_quota)),
       local_clients(std::make_shared<ClientRegistry>()),
       local_socket_counters(std::make_unique<LocalSocketCounters>(*registry, host_name)),
       step_metrics(std::make_unique<StepMetrics>(*registry, host_name)),
@@ -294,7 +304,8 @@ AgentParts::AgentParts(const AgentConfig& config)
 }
 
 CaptureLimits capture_limits(const AgentConfig& config) {
-  return {config.max_duration_ms, config.repository_root, static_cast<size_t>(config.capture_memory_limit_mb) << 20};
+  return {config.max_duration_ms, config.repository_root, static_cast<size_t>(config.capture_memory_limit_mb) << 20,
+          config.allowed_repository_roots, config.failed_uploads_directory};
 }
 
 AgentParts::~AgentParts() = default;

@@ -35,12 +35,13 @@ struct CaptureLimits;
 class ClientRegistry;
 class ClockHealthCollector;
 class CpuCollector;
-class FlightRecording;
+class FlightRecorder;
 class KinetoCaptureSource;
 class KinetoEndpoint;
 class KinetoProcesses;
 class LocalSocketCounters;
 class PodSessions;
+class RepositoryQuota;
 class Sampler;
 class SeriesStore;
 class StepMetrics;
@@ -56,20 +57,24 @@ struct AgentParts {
 
   AgentConfig config;  // reload() updates the keys that change live
   std::string host_name;
+  // Random, chosen at start and never told: the coordinator calls a registered address back to check that the
+  // agent there is the instance that registered (Ping's instance_id).
+  std::string instance_id;
   Clock clock;
   int64_t start_time_ns;
   boost::asio::io_context io;
   std::shared_ptr<prometheus::Registry> registry;
   std::unique_ptr<SeriesStore> series;
   std::unique_ptr<Sampler> sampler;
-  std::unique_ptr<CaptureSessions> captures;
   std::unique_ptr<RequestMetrics> request_metrics;
+  std::unique_ptr<RepositoryQuota> repository_quota;  // what clients' captures and pod runs wrote under the root
+  std::unique_ptr<CaptureSessions> captures;
   StepTracker step_tracker;
   std::shared_ptr<ClientRegistry> local_clients;
   std::unique_ptr<LocalSocketCounters> local_socket_counters;
   std::unique_ptr<StepMetrics> step_metrics;
   std::shared_ptr<KinetoProcesses> kineto_processes;   // polling PyTorch processes: the endpoint's and captures'
-  std::unique_ptr<FlightRecording> recording;          // made by its entry, after the collectors
+  std::unique_ptr<FlightRecorder> recorder;            // made by its entry, after the collectors
   TriggeredSnapshots* triggered_snapshots = nullptr;   // made by its entry, after the recorder's
   const KinetoEndpoint* kineto_endpoint = nullptr;     // made by its entry, for status
   const KinetoCaptureSource* kineto_source = nullptr;  // made by its entry, for status

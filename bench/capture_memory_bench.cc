@@ -1,11 +1,13 @@
 // Capture memory and latency under a flood of annotations, each next to a baseline measured in the same run:
 //   held bytes per event: flood-shaped events in the compact event store vs the same events kept as decoded
 //   batches (how the agent held them before), both as RSS growth ÷ events;
-//   a real podscope-agent at its default capture_memory_limit_mb with F niced annotation_flood processes:
+//   a real podscope-agent at capture_memory_limit_mb (--limit_mb) with F niced annotation_flood processes:
 //   its RSS growth over the whole capture ÷ the limit and what it still holds 3 s after answering, the answer's
-//   bytes per kept event, and Profile's answer time beyond the duration vs the
-//   target (2 s + 1 s per million events kept) and vs a capture with no clients.
-// Usage: capture_memory_bench [--floods 8] [--threads 1] [--duration_ms 5000] [--events 4000000]
+//   bytes per kept event, what its window was charged per kept event (the agent's log), and Profile's answer time
+//   beyond the duration vs the target (1 s) and vs a capture with no clients; with --baseline_agent, the same
+//   against that binary too (an earlier build), alternated run by run.
+// Usage: capture_memory_bench [--floods 8] [--threads 1] [--duration_ms 5000] [--events 4000000] [--limit_mb 256]
+//                             [--runs 1] [--baseline_agent PATH]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +20,7 @@
 #include "agent/events/compact_event_store.h"
 #include "tests/integration/agent_process.h"
 #include "tests/integration/flood_process.h"
+#include "tests/integration/tensorflow_client_wire.h"
 
 namespace podscope::bench {
 namespace {
@@ -82,15 +85,23 @@ CaptureFigures capture(testing::AgentProcess& agent, int64_t duration_ms) {
   warm_up.Clear();
   testing::reset_peak_rss(agent.pid());
   const int64_t before = testing::status_kib(agent.pid(), "VmRSS");
-  tensorflow::ProfileResponse response;
+  // Answered when its bytes are in: this client's parse of them is no part of the agent's answer time.
+  tensorflow::ProfileRequest request;
+  request.set_duration_ms(static_cast<uint64_t>(duration_ms));
+  request.set_max_events(1'000'000);
+  request.set_emit_xspace(true);
   const auto start = std::chrono::steady_clock::now();
-  const grpc::Status status = testing::profile_xspace(agent, duration_ms, response);
+  const testing::RawReply reply =
+      testing::call_with_bytes(agent.channel(), "/tensorflow.ProfilerService/Profile", request.SerializeAsString(),
+                               static_cast<int>(duration_ms / 1000) + 60);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CaptureFigures f;
   f.growth_mib = static_cast<double>(testing::status_kib(agent.pid(), "VmHWM") - before) / 1024;
   f.answer_s = took - static_cast<double>(duration_ms) / 1000;
-  if (!status.ok()) std::fprintf(stderr, "Profile failed: %s\n", status.error_message().c_str());
-  f.answer_mib = static_cast<double>(response.ByteSizeLong()) / (1 << 20);
+  if (!reply.status.ok()) std::fprintf(stderr, "Profile failed: %s\n", reply.status.error_message().c_str());
+  f.answer_mib = static_cast<double>(reply.bytes.size()) / (1 << 20);
+  tensorflow::ProfileResponse response;
+  response.ParseFromString(reply.bytes);
   std::this_thread::sleep_for(std::chrono::seconds(3));
   f.after_mib = static_cast<double>(testing::status_kib(agent.pid(), "VmRSS") - before) / 1024;
   for (const auto& plane : response.xspace().planes()) {
@@ -100,8 +111,19 @@ CaptureFigures capture(testing::AgentProcess& agent, int64_t duration_ms) {
   return f;
 }
 
-void agent_under_flood(int floods, int threads, int64_t duration_ms) {
-  testing::AgentProcess agent({});
+// The agent log's line of what the last capture's window held and was charged ("local clients: ...").
+std::string last_window_line(testing::AgentProcess& agent) {
+  for (int i = 0; i < 50; ++i) agent.read_some(10);
+  const size_t at = agent.output().rfind("local clients:");
+  if (at == std::string::npos) return "(no window logged)";
+  return agent.output().substr(at, agent.output().find('\n', at) - at);
+}
+
+void agent_under_flood(const std::string& label, const std::string& binary, int floods, int threads,
+                       int64_t duration_ms, int64_t limit_mb) {
+  testing::AgentEnvironment environment;
+  environment.binary = binary;
+  testing::AgentProcess agent({"--capture_memory_limit_mb", std::to_string(limit_mb)}, true, environment);
   const CaptureFigures idle = capture(agent, duration_ms);
   std::vector<std::unique_ptr<testing::FloodProcess>> running;
   for (int core = 0; core < floods; ++core)
@@ -110,36 +132,39 @@ void agent_under_flood(int floods, int threads, int64_t duration_ms) {
   while (testing::registered_clients(agent) < floods && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const CaptureFigures flood = capture(agent, duration_ms);
-  const double limit_mib = 256;
+  const double limit_mib = static_cast<double>(limit_mb);
   std::printf(
-      "agent, %d floods of %d thread(s), %lld ms capture, capture_memory_limit_mb %.0f: RSS growth %.0f MiB = %.2f of "
-      "the "
-      "limit, %.0f MiB kept 3 s after the answer; %llu events kept; answer %.0f MiB (%.1f bytes per kept event); "
-      "answered %.2f s after the duration (target %.2f s; no clients: %.2f s)\n",
-      floods, threads, static_cast<long long>(duration_ms), limit_mib, flood.growth_mib, flood.growth_mib / limit_mib,
-      flood.after_mib, static_cast<unsigned long long>(flood.kept), flood.answer_mib,
+      "%s agent, %d floods of %d thread(s), %lld ms capture, capture_memory_limit_mb %.0f: RSS growth %.0f MiB = %.2f "
+      "of the limit, %.0f MiB kept 3 s after the answer; %llu events kept; answer %.0f MiB (%.1f bytes per kept "
+      "event); answered %.2f s after the duration (target 1.00 s; no clients: %.2f s)\n",
+      label.c_str(), floods, threads, static_cast<long long>(duration_ms), limit_mib, flood.growth_mib,
+      flood.growth_mib / limit_mib, flood.after_mib, static_cast<unsigned long long>(flood.kept), flood.answer_mib,
       flood.kept == 0 ? 0.0 : flood.answer_mib * (1 << 20) / static_cast<double>(flood.kept), flood.answer_s,
-      2.0 + static_cast<double>(flood.kept) / 1e6, idle.answer_s);
-  for (int i = 0; i < 50; ++i) agent.read_some(10);
-  for (size_t at = agent.output().find("local clients:"); at != std::string::npos;
-       at = agent.output().find("local clients:", at + 1)) {
-    std::printf("  agent log: %s\n", agent.output().substr(at, agent.output().find('\n', at) - at).c_str());
-  }
+      idle.answer_s);
+  std::printf("  %s agent log: %s\n", label.c_str(), last_window_line(agent).c_str());
 }
 
 }  // namespace
 }  // namespace podscope::bench
 
 int main(int argc, char** argv) {
-  int floods = 8, threads = 1;
-  int64_t duration_ms = 5000;
+  int floods = 8, threads = 1, runs = 1;
+  int64_t duration_ms = 5000, limit_mb = 256;
   uint64_t events = 4'000'000;
+  std::string baseline_agent;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--floods") == 0) floods = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--threads") == 0) threads = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--duration_ms") == 0) duration_ms = std::atoll(argv[i + 1]);
     if (std::strcmp(argv[i], "--events") == 0) events = std::strtoull(argv[i + 1], nullptr, 10);
+    if (std::strcmp(argv[i], "--limit_mb") == 0) limit_mb = std::atoll(argv[i + 1]);
+    if (std::strcmp(argv[i], "--runs") == 0) runs = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--baseline_agent") == 0) baseline_agent = argv[i + 1];
   }
   podscope::bench::held_bytes_per_event(events);
-  podscope::bench::agent_under_flood(floods, threads, duration_ms);
+  for (int run = 0; run < runs; ++run) {
+    if (!baseline_agent.empty())
+      podscope::bench::agent_under_flood("baseline", baseline_agent, floods, threads, duration_ms, limit_mb);
+    podscope::bench::agent_under_flood("this", "", floods, threads, duration_ms, limit_mb);
+  }
 }

@@ -21,7 +21,7 @@
 
 #include "agent/events/compact_event_store.h"
 #include "agent/local/custom_planes.h"
-#include "agent/local/flight_recorder.h"
+#include "agent/local/recorded_events.h"
 #include "proto/xspace/names.h"
 
 namespace {
@@ -108,7 +108,7 @@ BENCHMARK(BM_CaptureWindowAdd)->Arg(0)->Arg(1)->Arg(2);
 
 void BM_RecorderAdd(benchmark::State& state) {
   int64_t t = 1'000'000'000;
-  podscope::agent::FlightRecorder recorder({30'000'000'000, size_t{64} << 20}, [&t] { return t; });
+  podscope::agent::RecordedEvents recorder({30'000'000'000, size_t{64} << 20}, [&t] { return t; });
   podscope::agent::LocalClientInfo client;
   client.connection = 1;
   for (auto _ : state) {
@@ -132,7 +132,7 @@ BENCHMARK(BM_RecorderAdd)->Arg(0)->Arg(1)->Arg(2);
 void BM_RecorderSnapshot(benchmark::State& state) {
   int64_t t = 1'000'000'000;
   // 30 s of 1 k events/s: a slow ring_trainer rank's rate.
-  podscope::agent::FlightRecorder recorder({30'000'000'000, size_t{64} << 20}, [&t] { return t; });
+  podscope::agent::RecordedEvents recorder({30'000'000'000, size_t{64} << 20}, [&t] { return t; });
   podscope::agent::LocalClientInfo client;
   client.connection = 1;
   for (int i = 0; i < 30; ++i) {
@@ -169,7 +169,7 @@ void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 // the build's resident peak above the held recorder, per event held, and per byte of the answer.
 void BM_SnapshotBuild(benchmark::State& state) {
   int64_t t = 1'000'000'000;
-  podscope::agent::FlightRecorder recorder({30'000'000'000, size_t{64} << 20}, [&t] { return t; });
+  podscope::agent::RecordedEvents recorder({30'000'000'000, size_t{64} << 20}, [&t] { return t; });
   podscope::agent::LocalClientInfo client;
   client.connection = 1;
   client.pid = 7;

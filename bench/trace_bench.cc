@@ -51,10 +51,11 @@ int measure(const std::string& mode, const fs::path& dir) {
     fs::remove(files->perfetto);
     fs::remove(files->json);
   } else {
-    podscope::pod_capture::StreamedFile file;
+    podscope::run_directory::StreamedFile file;
     std::optional<podscope::pod_capture::PerfettoTraceWriter> writer;
     if (mode == "perfetto") {
-      if (auto s = file.open(out_dir / "pod.perfetto-trace", podscope::pod_capture::StreamedFile::Compression::kNone);
+      if (auto s = podscope::run_directory::RunDirectory(out_dir).open_streamed(
+              "pod.perfetto-trace", podscope::run_directory::StreamedFile::Compression::kNone, file);
           !s.ok()) {
         std::cerr << s << "\n";
         return 1;

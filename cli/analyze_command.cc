@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -11,6 +12,8 @@
 #include "analysis/tools/tool.h"
 #include "cli/terminal_text.h"
 #include "daemon/heap.h"
+#include "run_directory/run_directory.h"
+#include "storage/location.h"
 #include "trace_writers/pod_trace.h"
 
 namespace podscope::cli {
@@ -18,25 +21,63 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// What the command reads and where its outputs go: a run directory (itself), or files given (their outputs into
-// --out, else the first file's directory).
+// What the command reads and where its outputs go: a run (itself), or files given (their outputs into --out, else the
+// first file's run).
 struct Inputs {
-  std::vector<fs::path> files;  // empty for a directory
-  fs::path output_dir;
+  std::vector<run_directory::RunFile> files;  // empty for a run
+  std::optional<run_directory::RunDirectory> output;
 };
+
+// Whether a lone argument names a run rather than a file: a local directory, or a bucket URL whose name is not a
+// profile file's.
+bool names_a_run(const std::string& input) {
+  if (!storage::is_bucket_url(input)) {
+    std::error_code ec;
+    return fs::is_directory(input, ec);
+  }
+  absl::StatusOr<storage::Location> location = storage::parse_location(input);
+  const std::string name = location.ok() ? location->name() : "";
+  return !run_directory::is_xspace_file_name(name) && !run_directory::is_json_file_name(name);
+}
+
+// The run at `location`, which must be there when it is local.
+absl::StatusOr<run_directory::RunDirectory> output_run(const std::string& location) {
+  absl::StatusOr<run_directory::RunDirectory> run = run_directory::RunDirectory::open(location);
+  if (!run.ok()) return run.status();
+  std::error_code ec;
+  if (!run->in_bucket() && !fs::is_directory(run->local_path(), ec)) {
+    return absl::InvalidArgumentError(location + " is not a directory");
+  }
+  return run;
+}
 
 absl::StatusOr<Inputs> inputs_of(const AnalyzeFlags& flags) {
   Inputs inputs;
-  std::error_code ec;
-  if (flags.inputs.size() == 1 && fs::is_directory(flags.inputs.front(), ec)) {
+  if (flags.inputs.size() == 1 && names_a_run(flags.inputs.front())) {
     if (!flags.out.empty())
       return absl::InvalidArgumentError("--out is for files given: a run directory's outputs go into it");
-    inputs.output_dir = flags.inputs.front();
+    absl::StatusOr<run_directory::RunDirectory> run = output_run(flags.inputs.front());
+    if (!run.ok()) return run.status();
+    inputs.output = *std::move(run);
     return inputs;
   }
-  for (const std::string& input : flags.inputs) inputs.files.emplace_back(input);
-  inputs.output_dir = flags.out.empty() ? inputs.files.front().parent_path() : fs::path(flags.out);
-  if (inputs.output_dir.empty()) inputs.output_dir = ".";
+  absl::StatusOr<std::vector<run_directory::RunFile>> checked = run_directory::check_run_files(flags.inputs);
+  if (!checked.ok()) return checked.status();
+  inputs.files = *std::move(checked);
+  if (flags.out.empty()) {
+    // Beside the first file given: in its directory, or its prefix in a bucket.
+    absl::StatusOr<storage::Location> first = storage::parse_location(flags.inputs.front());
+    if (!first.ok()) return first.status();
+    const fs::path dir = first->path.parent_path();
+    const std::string beside = first->in_bucket() ? first->parent().url() : dir.empty() ? "." : dir.string();
+    absl::StatusOr<run_directory::RunDirectory> run = output_run(beside);
+    if (!run.ok()) return run.status();
+    inputs.output = *std::move(run);
+    return inputs;
+  }
+  absl::StatusOr<run_directory::RunDirectory> out = output_run(flags.out);
+  if (!out.ok()) return out.status();
+  inputs.output = *std::move(out);
   return inputs;
 }
 
@@ -75,14 +116,7 @@ int run_analyze_command(const AnalyzeFlags& flags) {
   const absl::StatusOr<Inputs> given = inputs_of(flags);
   if (!given.ok()) return fail(std::string(given.status().message()), 2);
   const Inputs& inputs = *given;
-  std::error_code ec;
-  if (!fs::is_directory(inputs.output_dir, ec)) return fail(inputs.output_dir.string() + " is not a directory", 2);
-  std::vector<fs::path> files;
-  if (!inputs.files.empty()) {
-    absl::StatusOr<std::vector<fs::path>> checked = analysis::check_run_files(inputs.files);
-    if (!checked.ok()) return fail(std::string(checked.status().message()), 2);
-    files = std::move(*checked);
-  }
+  const run_directory::RunDirectory& output = *inputs.output;
   pod_capture::TraceSelection selection;
   if (!flags.trace_window.empty()) {
     auto parsed = pod_capture::parse_trace_selection(flags.trace_window);
@@ -90,20 +124,20 @@ int run_analyze_command(const AnalyzeFlags& flags) {
     selection = *parsed;
   }
   // One reader for both passes over the run: each trace is converted once.
-  kineto::RunFileReader reader;
-  auto outcome = files.empty() ? analysis::analyze_run_directory(inputs.output_dir, {}, reader)
-                               : analysis::analyze_files(files, inputs.output_dir, {}, reader);
+  run_directory::RunFileReader reader;
+  auto outcome = inputs.files.empty() ? analysis::analyze_run_directory(output, {}, reader)
+                                      : analysis::analyze_files(inputs.files, output, {}, reader);
   if (!outcome.ok()) return fail(std::string(outcome.status().message()), 1);
   return_free_heap();  // what the analysis freed, before the traces read the run again
-  auto traces = files.empty() ? pod_capture::write_run_traces(inputs.output_dir, selection, reader)
-                              : pod_capture::write_traces(files, inputs.output_dir, selection, reader);
+  auto traces = inputs.files.empty() ? pod_capture::write_run_traces(output, selection, reader)
+                                     : pod_capture::write_traces(inputs.files, output, selection, reader);
   if (!traces.ok()) return fail("trace: " + std::string(traces.status().message()), 1);
   std::ostringstream out;
   out << analysis::tool_page(*outcome, flags.tool);
-  for (const auto& file : outcome->written_files) out << "wrote " << file.string() << "\n";
-  out << "wrote " << traces->json.string() << "\n";
-  out << "wrote " << traces->perfetto.string() << " (" << traces->counts.slices << " slices, "
-      << traces->counts.counter_values << " counter values, " << traces->counts.flow_starts << " flows)\n";
+  for (const auto& file : outcome->written_files) out << "wrote " << file << "\n";
+  out << "wrote " << traces->json << "\n";
+  out << "wrote " << traces->perfetto << " (" << traces->counts.slices << " slices, " << traces->counts.counter_values
+      << " counter values, " << traces->counts.flow_starts << " flows)\n";
   print(std::cout, out.str());
   // As `podscope capture`: 3 when only some of the run's files could be used.
   for (const auto& bad : outcome->bad_files) print(std::cerr, "podscope analyze: skipped " + bad + "\n");

@@ -18,7 +18,8 @@
 #include "pod_capture/monitor.h"
 #include "pod_capture/pod_run.h"
 #include "pod_capture/remote_capture.h"
-#include "pod_capture/run_directory.h"
+#include "run_directory/run_directory.h"
+#include "storage/location.h"
 #include "podscope/v1/coordinator.grpc.pb.h"
 #include "tls/credentials.h"
 
@@ -116,6 +117,7 @@ podscope::v1::CaptureRequest capture_request_from(const CaptureFlags& flags) {
   request.set_device_tracer_level(static_cast<uint32_t>(flags.device_tracer_level));
   request.set_python_tracer_level(static_cast<uint32_t>(flags.python_tracer_level));
   request.set_last_ms(static_cast<uint64_t>(flags.last_ms));
+  if (storage::is_bucket_url(flags.logdir)) request.set_logdir(flags.logdir);
   return request;
 }
 
@@ -140,9 +142,18 @@ pod_capture::ProgressFn progress_printer(bool quiet) {
   };
 }
 
-int print_outcome(const std::string& summary_text, const std::filesystem::path& run_dir, int exit_code) {
-  print(std::cout, summary_text + "Run directory: " + run_dir.string() + "\n");
+int print_outcome(const std::string& summary_text, const std::string& run_location, int exit_code) {
+  print(std::cout, summary_text + "Run directory: " + run_location + "\n");
   return exit_code;
+}
+
+// The run `run_name` in --logdir: a local directory, or a bucket prefix (gs://, s3://) whose store is opened with the
+// credentials found for it.
+absl::StatusOr<run_directory::RunDirectory> run_in_logdir(const std::string& logdir, const std::string& run_name) {
+  if (!storage::is_bucket_url(logdir)) return run_directory::RunDirectory::in_logdir(logdir, run_name);
+  std::string root = logdir;
+  while (root.ends_with('/')) root.pop_back();
+  return run_directory::RunDirectory::open(root + "/plugins/profile/" + run_name);
 }
 
 struct Agents {
@@ -185,19 +196,23 @@ int capture_from_agents(const CaptureFlags& flags, pod_capture::CaptureSpec spec
   const Agents agents = connect_agents(*addresses, flags.tls);
   std::vector<pod_capture::PodAgent> pod;
   for (auto* connection : agents.pointers) pod.emplace_back().connection = connection;  // nothing else is known
+  absl::StatusOr<run_directory::RunDirectory> run = run_in_logdir(flags.logdir, spec.session_id);
+  if (!run.ok()) {
+    print(std::cerr, "podscope capture: " + std::string(run.status().message()) + "\n");
+    return 1;
+  }
   absl::StatusOr<pod_capture::PodRunOutcome> outcome;
   {
     TerminateOnInterrupt interrupt(agents.pointers, spec.session_id);
     spec.stop_retrying = [&interrupt] { return interrupt.interrupted(); };
     ProgressBar bar(spec.last_ms > 0 ? 0 : spec.duration_ms, !flags.quiet);
-    outcome = pod_capture::run_pod(pod, spec, pod_capture::run_directory(flags.logdir, spec.session_id), Clock(),
-                                   progress_printer(flags.quiet));
+    outcome = pod_capture::run_pod(pod, spec, *run, Clock(), progress_printer(flags.quiet));
   }
   if (!outcome.ok()) {
     print(std::cerr, "podscope capture: " + std::string(outcome.status().message()) + "\n");
     return 1;
   }
-  return print_outcome(outcome->summary_text, outcome->run_dir, outcome->exit_code());
+  return print_outcome(outcome->summary_text, outcome->run_location, outcome->exit_code());
 }
 
 int capture_through_coordinator(const CaptureFlags& flags, const podscope::v1::CaptureRequest& request,
@@ -210,7 +225,7 @@ int capture_through_coordinator(const CaptureFlags& flags, const podscope::v1::C
     print(std::cerr, "podscope capture: " + std::string(outcome.status().message()) + "\n");
     return 1;
   }
-  return print_outcome(outcome->summary_text, outcome->run_dir, outcome->exit_code);
+  return print_outcome(outcome->summary_text, outcome->run_location, outcome->exit_code);
 }
 
 // A boolean flag as absl parses it: `--name`, `--noname`, `--name=true|false` (also 1|0); the default is in

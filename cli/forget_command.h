@@ -1,6 +1,6 @@
 // `podscope forget`: an operator frees a worker name on a coordinator. A registered name belongs to the identity
 // that first registered it (its certificate, or its address without TLS); after a host is replaced or renamed, this
-// lets another agent register it.
+// lets another agent register it. The coordinator allows it to that certificate or to its registry_admins.
 #pragma once
 
 #include <string>

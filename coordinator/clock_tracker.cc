@@ -13,6 +13,7 @@ ClockTracker::~ClockTracker() {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
+  stopping_.cancel();
   cv_.notify_all();
   thread_.join();
 }
@@ -31,11 +32,13 @@ void ClockTracker::measure_all() {
   // Paced as a capture's second burst: one worker at a time where they share this host's CPUs, as many as the
   // round trips leave room for across a network, and over within half the interval however many workers there are.
   const int64_t finish_by_ns = clock_.now_ns() + interval_ms_ * 1'000'000 / 2;
-  const auto measurements =
-      pod_capture::measure_clocks(
-          agents, clock_, pings_, 1000,
-          {.max_in_flight = pod_capture::kSizedBurstMaxInFlight, .sized_from_rtts = true, .finish_by_ns = finish_by_ns})
-          .clocks;
+  const auto measurements = pod_capture::measure_clocks(agents, clock_, pings_, 1000,
+                                                        {.max_in_flight = pod_capture::kSizedBurstMaxInFlight,
+                                                         .sized_from_rtts = true,
+                                                         .finish_by_ns = finish_by_ns,
+                                                         .cancellation = &stopping_})
+                                .clocks;
+  if (stopping_.cancelled()) return;  // a cut-off round measured nothing worth recording
   for (size_t i = 0; i < names.size(); ++i) registry_.record_clock(names[i], measurements[i], clock_.now_ns());
   metrics_.update_workers(registry_.list(clock_.now_ns()));
 }

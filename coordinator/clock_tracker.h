@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "coordinator/coordinator_metrics.h"
+#include "pod_capture/cancellation.h"
 #include "coordinator/worker_registry.h"
 #include "daemon/clock.h"
 
@@ -30,6 +31,7 @@ class ClockTracker {
   void run();
   WorkerRegistry& registry_;
   CoordinatorMetrics& metrics_;
+  pod_capture::Cancellation stopping_;  // a round under way ends at once when the tracker goes
   const Clock& clock_;
   const int64_t interval_ms_;
   const int pings_;

@@ -1,5 +1,6 @@
 #include "coordinator/coordinator_daemon.h"
 
+#include "daemon/atomic_file.h"
 #include "daemon/log.h"
 #include "daemon/metrics_server.h"
 #include "tls/credentials.h"
@@ -35,6 +36,10 @@ void declare_coordinator_options(CoordinatorConfig& c, OptionSet& o) {
   o.add_int("pod_snapshot_max_mb", &c.pod_snapshot_max_mb,
             "No triggered pod snapshot is taken while those under repository_root hold this many MiB (counted)", 1,
             1'000'000);
+  o.add_list("registry_admins", &c.registry_admins,
+             "Who may forget any worker's name (podscope forget) besides, with TLS, the certificate that registered "
+             "it: certificate names as allowed_clients matches them, or without TLS caller addresses (e.g. "
+             "127.0.0.1 for the coordinator's own host); empty: nobody else");
   o.add_string("log_level", &c.log_level, "debug, info, warning or error");
   o.add_check("log_level", [&c] { return parse_log_level(c.log_level).status(); });
   tls::declare_tls_options(c.tls, o, tls::TlsRole::kDaemon);
@@ -47,9 +52,12 @@ CoordinatorDaemon::~CoordinatorDaemon() { shutdown(); }
 absl::Status CoordinatorDaemon::start() {
   if (absl::Status s = tls::check_tls_config(config_.tls); !s.ok()) return s;
   if (absl::Status s = tls::check_tls_files(config_.tls); !s.ok()) return s;
+  if (!config_.repository_root.empty()) metrics_.count_swept(sweep_interrupted_writes(config_.repository_root));
   settings_.repository_root = config_.repository_root;
   settings_.heartbeat_interval_ms = config_.heartbeat_interval_ms;
   settings_.clock_sync_pings = static_cast<int>(config_.clock_sync_pings);
+  settings_.tls_on = config_.tls.serves_tls();
+  settings_.registry_admins = config_.registry_admins;
   // Static workers prove liveness by answering clock-sync pings, so their window follows that period.
   registry_ = std::make_unique<WorkerRegistry>(
       3 * std::max(config_.heartbeat_interval_ms, config_.clock_sync_interval_ms) * 1'000'000,
@@ -75,18 +83,20 @@ absl::Status CoordinatorDaemon::start() {
                           config_.pod_snapshot_max_mb << 20},
       clock_, metrics_);
   authorizer_ = std::make_unique<tls::CallAuthorizer>(config_.tls, *metrics_.registry(), prometheus::Labels{});
-  coordinator_service_ = std::make_unique<CoordinatorService>(
-      *registry_, *runner_, settings_, clock_, metrics_, *pod_snapshots_, *authorizer_, [this] { tracker_->wake(); });
+  registration_check_ = std::make_unique<RegistrationCheck>(tls::channel_credentials(config_.tls));
+  coordinator_service_ =
+      std::make_unique<CoordinatorService>(*registry_, *runner_, settings_, clock_, metrics_, *pod_snapshots_,
+                                           *authorizer_, *registration_check_, [this] { tracker_->wake(); });
   analysis_service_ = std::make_unique<ProfileAnalysisService>(*registry_, *runner_, settings_, clock_, *authorizer_);
 
-  absl::StatusOr<std::unique_ptr<tls::DaemonServers>> servers =
-      tls::DaemonServers::start({.listen = config_.listen,
-                                 .metrics_listen = config_.metrics_listen,
-                                 .metrics_web_config = config_.metrics_web_config,
-                                 .tls = config_.tls,
-                                 .services = {coordinator_service_.get(), analysis_service_.get(), &health_service_},
-                                 .labels = {}},
-                                clock_, metrics_.registry());
+  absl::StatusOr<std::unique_ptr<front_door::DaemonServers>> servers = front_door::DaemonServers::start(
+      {.listen = config_.listen,
+       .metrics_listen = config_.metrics_listen,
+       .metrics_web_config = config_.metrics_web_config,
+       .tls = config_.tls,
+       .services = {coordinator_service_.get(), analysis_service_.get(), &health_service_},
+       .labels = {}},
+      clock_, metrics_.registry());
   if (!servers.ok()) return servers.status();
   servers_ = std::move(*servers);
   PODSCOPE_LOG(kInfo) << "podscope-coordinator listening " << servers_->listening() << " (" << config_.workers.size()
@@ -95,7 +105,9 @@ absl::Status CoordinatorDaemon::start() {
 }
 
 void CoordinatorDaemon::shutdown() {
-  // The server first: its Register handler wakes the tracker.
+  // A pod run in progress ends at once, so that the server's calls (Capture, NewSession) answer; then the server: its
+  // Register handler wakes the tracker.
+  if (runner_) runner_->stop();
   if (servers_) servers_->shutdown(std::chrono::seconds(2));
   if (pod_snapshots_) pod_snapshots_->stop();
   tracker_.reset();

@@ -16,7 +16,7 @@
 #include "daemon/grpc_health_service.h"
 #include "daemon/options.h"
 #include "tls/call_authorizer.h"
-#include "tls/daemon_servers.h"
+#include "front_door/daemon_servers.h"
 #include "tls/tls_config.h"
 
 namespace podscope::coordinator {
@@ -35,6 +35,7 @@ struct CoordinatorConfig {
   int64_t pod_snapshot_after_ms = 2'000;          // and after it
   int64_t pod_snapshot_min_interval_ms = 60'000;  // at most one pod snapshot of a job this often
   int64_t pod_snapshot_max_mb = 1024;             // none while the pod snapshots kept hold this much
+  std::vector<std::string> registry_admins;       // who may forget any worker's name (podscope forget)
   std::string log_level = "info";
   tls::TlsConfig tls;  // every gRPC server and channel: tls_cert, tls_key, tls_client_ca, tls_ca, ...
 };
@@ -60,12 +61,13 @@ class CoordinatorDaemon {
   CoordinatorMetrics metrics_;
   std::unique_ptr<tls::CallAuthorizer> authorizer_;
   std::unique_ptr<CaptureRunner> runner_;
+  std::unique_ptr<RegistrationCheck> registration_check_;
   std::unique_ptr<PodSnapshots> pod_snapshots_;
   std::unique_ptr<CoordinatorService> coordinator_service_;
   std::unique_ptr<ProfileAnalysisService> analysis_service_;
   GrpcHealthService health_service_;
   std::unique_ptr<ClockTracker> tracker_;
-  std::unique_ptr<tls::DaemonServers> servers_;
+  std::unique_ptr<front_door::DaemonServers> servers_;
 };
 
 }  // namespace podscope::coordinator

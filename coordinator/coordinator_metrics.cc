@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "daemon/log.h"
+
 namespace podscope::coordinator {
 
 CoordinatorMetrics::CoordinatorMetrics()
@@ -33,11 +35,22 @@ CoordinatorMetrics::CoordinatorMetrics()
       skipped_pod_snapshots_(prometheus::BuildCounter()
                                  .Name("podscope_coordinator_pod_snapshots_skipped_total")
                                  .Help("Trigger reports that got no pod snapshot because of a bound, by reason")
-                                 .Register(*registry_)) {
+                                 .Register(*registry_)),
+      interrupted_writes_removed_(prometheus::BuildCounter()
+                                      .Name("podscope_coordinator_interrupted_writes_removed_total")
+                                      .Help("Temporary files of atomic writes that a crash or kill cut off, found "
+                                            "and removed under repository_root at start")
+                                      .Register(*registry_)
+                                      .Add({})),
+      interrupted_writes_removed_bytes_(prometheus::BuildCounter()
+                                            .Name("podscope_coordinator_interrupted_writes_removed_bytes_total")
+                                            .Help("Bytes those temporary files held")
+                                            .Register(*registry_)
+                                            .Add({})) {
   // Present from the first scrape, before the first clock pass counts any worker.
   for (const char* state : {"up", "down"}) workers_.Add({{"state", state}});
   for (const char* outcome : {"complete", "partial", "failed"}) captures_.Add({{"outcome", outcome}});
-  for (const char* reason : {"invalid", "not_allowed", "address_taken", "registry_full"})
+  for (const char* reason : {"invalid", "not_allowed", "address_taken", "registry_full", "unverified", "too_many"})
     refused_registrations_.Add({{"reason", reason}});
   for (const char* reason : {"rate_limited", "disk_cap"}) skipped_pod_snapshots_.Add({{"reason", reason}});
 }
@@ -74,6 +87,15 @@ void CoordinatorMetrics::update_workers(const std::vector<podscope::v1::WorkerIn
 void CoordinatorMetrics::count_capture(int exit_code) {
   const char* outcome = exit_code == 0 ? "complete" : exit_code == 3 ? "partial" : "failed";
   captures_.Add({{"outcome", outcome}}).Increment();
+}
+
+void CoordinatorMetrics::count_swept(const SweptWrites& swept) {
+  if (swept.files == 0) return;
+  interrupted_writes_removed_.Increment(static_cast<double>(swept.files));
+  interrupted_writes_removed_bytes_.Increment(static_cast<double>(swept.bytes));
+  PODSCOPE_LOG(kWarning) << "removed " << swept.files << " temporary files (" << swept.bytes / 1024
+                         << " KiB) of writes a crash or kill cut off under repository_root, and " << swept.directories
+                         << " directories that held nothing else";
 }
 
 }  // namespace podscope::coordinator

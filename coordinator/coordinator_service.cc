@@ -10,8 +10,10 @@
 #include "daemon/log.h"
 #include "daemon/path_within_root.h"
 #include "coordinator/pod_snapshots.h"
-#include "pod_capture/run_directory.h"
+#include "run_directory/run_directory.h"
+#include "storage/location.h"
 #include "proto/xspace/utf8.h"
+#include "tls/peer_identity.h"
 
 namespace podscope::coordinator {
 namespace {
@@ -33,6 +35,17 @@ bool is_clean_registration(const podscope::v1::RegisterRequest& request) {
   }
   return std::all_of(request.labels().begin(), request.labels().end(),
                      [](const auto& label) { return is_clean_text(label.first) && is_clean_text(label.second); });
+}
+
+// The caller's network address without its port ("10.0.0.5", "::1"): where a registration comes from.
+std::string source_address(const grpc::ServerContextBase& context) {
+  // gRPC names a peer "ipv4:10.0.0.5:41234", "ipv6:[::1]:41234" or "unix:...".
+  std::string peer = context.peer();
+  if (!peer.starts_with("ipv")) return peer;
+  peer.erase(0, peer.find(':') + 1);
+  peer.resize(peer.rfind(':'));
+  if (peer.starts_with('[') && peer.ends_with(']')) peer = peer.substr(1, peer.size() - 2);
+  return peer;
 }
 
 std::string joined(const std::vector<std::string>& names) {
@@ -74,19 +87,32 @@ bool stream_file(const std::filesystem::path& path, const std::string& relative,
 
 // Kept under the repository root when there is one; otherwise staged in a temp directory for the stream.
 std::filesystem::path capture_run_directory(const CoordinatorSettings& settings, const std::string& run_name) {
-  if (!settings.repository_root.empty()) return pod_capture::run_directory(settings.repository_root, run_name);
+  if (!settings.repository_root.empty())
+    return run_directory::RunDirectory::in_logdir(settings.repository_root, run_name).local_path();
   return std::filesystem::temp_directory_path() / ("podscope-coordinator-" + std::to_string(getpid()) + "-" + run_name);
+}
+
+// The run `run_name` of a client's bucket logdir, written with the coordinator's credentials.
+absl::StatusOr<run_directory::RunDirectory> bucket_run(const std::string& logdir, const std::string& run_name) {
+  if (!storage::is_bucket_url(logdir)) {
+    return absl::InvalidArgumentError("logdir " + logdir + " is no bucket (gs://, s3://): a local run is streamed");
+  }
+  std::string root = logdir;
+  while (root.ends_with('/')) root.pop_back();
+  return run_directory::RunDirectory::open(root + "/plugins/profile/" + run_name);
 }
 
 // The run as the stream carries it: the summary (for the run name), every file, the summary with the outcome.
 // False when the client went away.
 bool stream_run(const pod_capture::PodRunOutcome& outcome, grpc::ServerWriter<podscope::v1::CaptureChunk>* writer) {
   podscope::v1::CaptureChunk summary;
-  summary.mutable_summary()->set_run_name(outcome.run_dir.filename().string());
+  summary.mutable_summary()->set_run_name(outcome.run_location.substr(outcome.run_location.rfind('/') + 1));
   summary.mutable_summary()->set_exit_code(outcome.exit_code());
   writer->Write(summary);
   bool streamed = true;
-  for (const auto& entry : std::filesystem::directory_iterator(outcome.run_dir)) {
+  // A run in a bucket is the client's to read there.
+  for (const auto& entry : outcome.run_dir.empty() ? std::filesystem::directory_iterator()
+                                                   : std::filesystem::directory_iterator(outcome.run_dir)) {
     if (!entry.is_regular_file()) continue;
     streamed = streamed && stream_file(entry.path(), entry.path().filename().string(), writer);
   }
@@ -102,32 +128,6 @@ absl::StatusOr<std::filesystem::path> confine_to_root(const std::filesystem::pat
                                    {.no_root = "the coordinator has no repository_root configured: it writes no files",
                                     .outside_code = absl::StatusCode::kInvalidArgument,
                                     .outside_prefix = "repository_root is outside the coordinator's root: "});
-}
-
-absl::StatusOr<pod_capture::PodRunOutcome> CaptureRunner::run(const std::vector<std::string>& host_names,
-                                                              const pod_capture::CaptureSpec& spec,
-                                                              const std::filesystem::path& run_dir,
-                                                              const pod_capture::ProgressFn& progress) {
-  std::unique_lock lock(running_, std::try_to_lock);
-  if (!lock.owns_lock()) return absl::AlreadyExistsError("a capture is already running on this coordinator");
-  std::vector<std::shared_ptr<pod_capture::AgentConnection>> held;  // alive through the run
-  std::vector<pod_capture::PodAgent> agents;
-  for (const auto& name : host_names) {
-    if (auto connection = registry_.connection(name)) {
-      agents.push_back({connection.get(), name, registry_.drift_ppm(name)});
-      held.push_back(std::move(connection));
-    }
-  }
-  if (agents.empty()) return absl::FailedPreconditionError("no worker to capture");
-  auto outcome = pod_capture::run_pod(agents, spec, run_dir, clock_, progress);
-  if (!outcome.ok()) return outcome;
-  metrics_.count_capture(outcome->exit_code());
-  PODSCOPE_LOG(kInfo) << "capture " << spec.session_id << " of " << agents.size() << " worker(s): exit code "
-                      << outcome->exit_code();
-  if (!outcome->analysis_error.empty()) {
-    PODSCOPE_LOG(kWarning) << "pod analysis of " << run_dir.string() << " failed: " << outcome->analysis_error;
-  }
-  return outcome;
 }
 
 grpc::Status CoordinatorService::Register(grpc::ServerContext* context, const podscope::v1::RegisterRequest* request,
@@ -150,7 +150,21 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context, const po
     metrics_.count_refused_registration("invalid");
     return invalid("Register: address \"" + request->address() + "\" is not one host:port");
   }
+  if (request->instance_id().empty()) {
+    metrics_.count_refused_registration("invalid");
+    return invalid("Register: instance_id is empty (an agent sends the random id it chose when it started)");
+  }
   const std::string owner = authorizer_.owner_of(*context);
+  if (absl::Status s = registry_.ownership_refusal(*request, owner, clock_.now_ns()); !s.ok()) {
+    PODSCOPE_LOG(kWarning) << "registration refused: " << s.message();
+    metrics_.count_refused_registration("address_taken");
+    return to_grpc_status(s);
+  }
+  if (absl::Status s = check_.check(*request, source_address(*context), clock_.now_ns()); !s.ok()) {
+    PODSCOPE_LOG(kWarning) << "registration refused: " << s.message();
+    metrics_.count_refused_registration(absl::IsResourceExhausted(s) ? "too_many" : "unverified");
+    return to_grpc_status(s);
+  }
   if (absl::Status s = registry_.register_worker(*request, owner, clock_.now_ns()); !s.ok()) {
     PODSCOPE_LOG(kWarning) << "registration refused: " << s.message();
     metrics_.count_refused_registration(absl::IsResourceExhausted(s) ? "registry_full" : "address_taken");
@@ -189,6 +203,17 @@ grpc::Status CoordinatorService::ForgetWorker(grpc::ServerContext* context,
                                               podscope::v1::ForgetWorkerResponse* response) {
   if (grpc::Status allowed = authorizer_.authorize(*context, "ForgetWorker"); !allowed.ok()) return allowed;
   const std::optional<std::string> owner = registry_.owner(request->host_name());
+  const std::string caller = authorizer_.owner_of(*context);
+  // Without TLS an address is no proof of who registered (every process of a host shares it): only the operator's.
+  const bool owns = settings_.tls_on && owner == caller;
+  if (owner && !owns && !is_registry_admin(*context)) {
+    PODSCOPE_LOG(kWarning) << "refused ForgetWorker of " << request->host_name() << " from " << caller << " ("
+                           << context->peer() << "): not its owner nor in registry_admins";
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "ForgetWorker: worker \"" + request->host_name() + "\" was registered by " + *owner + "; " +
+                            caller + " may not forget it (only " + (settings_.tls_on ? "that identity or " : "") +
+                            "one in the coordinator's registry_admins)");
+  }
   if (!registry_.forget(request->host_name())) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
                         "ForgetWorker: no registered worker \"" + request->host_name() + "\" (static workers stay)");
@@ -197,6 +222,23 @@ grpc::Status CoordinatorService::ForgetWorker(grpc::ServerContext* context,
                       << owner.value_or("nobody") << ", is free";
   response->set_owner(owner.value_or(""));
   return grpc::Status::OK;
+}
+
+bool CoordinatorService::is_registry_admin(const grpc::ServerContext& context) const {
+  if (!settings_.tls_on) {
+    const std::string caller = source_address(context);
+    return std::find(settings_.registry_admins.begin(), settings_.registry_admins.end(), caller) !=
+           settings_.registry_admins.end();
+  }
+  const tls::PeerCertificate peer = tls::peer_certificate(context);
+  if (!peer.over_tls) return false;
+  for (const std::string& name : tls::certificate_names(peer)) {
+    if (std::find(settings_.registry_admins.begin(), settings_.registry_admins.end(), name) !=
+        settings_.registry_admins.end()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 grpc::Status CoordinatorService::Capture(grpc::ServerContext* context, const podscope::v1::CaptureRequest* request,
@@ -224,11 +266,15 @@ grpc::Status CoordinatorService::Capture(grpc::ServerContext* context, const pod
   if (!selection.down.empty()) progress("Down, tried with the rest: " + joined(selection.down));
   pod_capture::CaptureSpec spec = pod_capture::capture_spec_from(*request, /*session_id=*/"", clock_.now_ns());
   spec.clock_sync_pings = settings_.clock_sync_pings;
-  const std::filesystem::path run_dir = capture_run_directory(settings_, spec.session_id);
-  auto outcome = runner_.run(workers_to_capture(selection), spec, run_dir, progress);
+  absl::StatusOr<run_directory::RunDirectory> run_dir =
+      request->logdir().empty()
+          ? absl::StatusOr<run_directory::RunDirectory>(capture_run_directory(settings_, spec.session_id))
+          : bucket_run(request->logdir(), spec.session_id);
+  if (!run_dir.ok()) return to_grpc_status(run_dir.status());
+  auto outcome = runner_.run(workers_to_capture(selection), spec, *run_dir, progress);
   if (!outcome.ok()) return to_grpc_status(outcome.status());
   const bool streamed = stream_run(*outcome, writer);
-  if (settings_.repository_root.empty()) std::filesystem::remove_all(outcome->run_dir);
+  if (settings_.repository_root.empty() && !outcome->run_dir.empty()) std::filesystem::remove_all(outcome->run_dir);
   if (!streamed) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the client went away during the transfer");
   return grpc::Status::OK;
 }

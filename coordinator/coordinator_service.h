@@ -7,11 +7,15 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <vector>
 
+#include "coordinator/capture_runner.h"
 #include "coordinator/coordinator_metrics.h"
+#include "coordinator/registration_check.h"
 #include "coordinator/worker_registry.h"
 #include "daemon/clock.h"
 #include "pod_capture/pod_run.h"
+#include "run_directory/run_directory.h"
 #include "podscope/v1/coordinator.grpc.pb.h"
 #include "tensorflow/profiler_analysis.grpc.pb.h"
 #include "tls/call_authorizer.h"
@@ -23,39 +27,26 @@ struct CoordinatorSettings {
   std::filesystem::path repository_root;
   int64_t heartbeat_interval_ms = 5000;
   int clock_sync_pings = 16;
-};
-
-// Serializes pod runs: agents run one capture at a time, so overlapping pod captures would only fail.
-class CaptureRunner {
- public:
-  CaptureRunner(WorkerRegistry& registry, CoordinatorMetrics& metrics, const Clock& clock)
-      : registry_(registry), metrics_(metrics), clock_(clock) {}
-  // A pod run (pod_capture::run_pod) of the named workers into `run_dir`, with what the registry knows of them.
-  // ALREADY_EXISTS when another run is in progress.
-  absl::StatusOr<pod_capture::PodRunOutcome> run(const std::vector<std::string>& host_names,
-                                                 const pod_capture::CaptureSpec& spec,
-                                                 const std::filesystem::path& run_dir,
-                                                 const pod_capture::ProgressFn& progress);
-
- private:
-  WorkerRegistry& registry_;
-  CoordinatorMetrics& metrics_;
-  const Clock& clock_;
-  std::mutex running_;
+  bool tls_on = false;  // callers are named by their certificates; else by their addresses
+  // Who may forget any worker's name besides the identity that registered it: certificate names (as
+  // allowed_clients matches them) with TLS, caller addresses without.
+  std::vector<std::string> registry_admins;
 };
 
 class PodSnapshots;
 
 class CoordinatorService final : public podscope::v1::Coordinator::Service {
  public:
-  // `on_register` runs after each registration (the daemon measures the new worker's clock at once);
-  // refused registrations are counted in `metrics`. Trigger reports go to `pod_snapshots`. Every call passes
-  // `authorizer` (allowed_clients, so the agents' certificates must be in it); a worker's name belongs to the
-  // caller that registered it (tls::CallAuthorizer::owner_of), and only that caller heartbeats or reports triggers
-  // for it.
+  // `on_register` runs after each registration (the daemon measures the new worker's clock at once); a
+  // registration is taken only once `check` found the agent at its address to be the one registering, and refused
+  // registrations are counted in `metrics`. Trigger reports go to `pod_snapshots`. Every call passes `authorizer`
+  // (allowed_clients, so the agents' certificates must be in it); a worker's name belongs to the caller that
+  // registered it (tls::CallAuthorizer::owner_of), and only that caller heartbeats or reports triggers for it; only
+  // that caller (with TLS: without it, the agent instance is the owner and calls no ForgetWorker) or one in
+  // settings.registry_admins forgets it.
   CoordinatorService(WorkerRegistry& registry, CaptureRunner& runner, const CoordinatorSettings& settings,
                      const Clock& clock, CoordinatorMetrics& metrics, PodSnapshots& pod_snapshots,
-                     tls::CallAuthorizer& authorizer, std::function<void()> on_register = {})
+                     tls::CallAuthorizer& authorizer, RegistrationCheck& check, std::function<void()> on_register = {})
       : registry_(registry),
         runner_(runner),
         settings_(settings),
@@ -63,6 +54,7 @@ class CoordinatorService final : public podscope::v1::Coordinator::Service {
         metrics_(metrics),
         pod_snapshots_(pod_snapshots),
         authorizer_(authorizer),
+        check_(check),
         on_register_(std::move(on_register)) {}
 
   grpc::Status Register(grpc::ServerContext* context, const podscope::v1::RegisterRequest* request,
@@ -79,6 +71,9 @@ class CoordinatorService final : public podscope::v1::Coordinator::Service {
                              podscope::v1::TriggerReportResponse* response) override;
 
  private:
+  // Whether the caller is in settings_.registry_admins.
+  bool is_registry_admin(const grpc::ServerContext& context) const;
+
   WorkerRegistry& registry_;
   CaptureRunner& runner_;
   const CoordinatorSettings& settings_;
@@ -86,6 +81,7 @@ class CoordinatorService final : public podscope::v1::Coordinator::Service {
   CoordinatorMetrics& metrics_;
   PodSnapshots& pod_snapshots_;
   tls::CallAuthorizer& authorizer_;
+  RegistrationCheck& check_;
   std::function<void()> on_register_;
 };
 

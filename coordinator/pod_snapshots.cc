@@ -8,7 +8,7 @@
 
 #include "daemon/log.h"
 #include "daemon/run_name.h"
-#include "pod_capture/run_directory.h"
+#include "run_directory/run_directory.h"
 
 namespace podscope::coordinator {
 namespace {
@@ -121,7 +121,7 @@ absl::StatusOr<podscope::v1::TriggerReportResponse> PodSnapshots::report(const p
 }
 
 uint64_t PodSnapshots::bytes_on_disk() const {
-  const std::filesystem::path runs = pod_capture::run_directory(settings_.repository_root, "x").parent_path();
+  const std::filesystem::path runs = run_directory::profile_root(settings_.repository_root);
   std::error_code ec;
   uint64_t total = 0;
   for (const auto& run : std::filesystem::directory_iterator(runs, ec)) {
@@ -160,7 +160,8 @@ void PodSnapshots::take(Pending pending) {
   for (const podscope::v1::WorkerInfo& w : registry_.list(clock_.now_ns())) {
     if (w.up() && w.job() == pending.job) hosts.push_back(w.host_name());
   }
-  const std::filesystem::path run_dir = pod_capture::run_directory(settings_.repository_root, pending.spec.session_id);
+  const std::filesystem::path run_dir =
+      run_directory::RunDirectory::in_logdir(settings_.repository_root, pending.spec.session_id).local_path();
   for (int attempt = 0; attempt < kBusyRetries; ++attempt) {
     auto outcome = runner_.run(hosts, pending.spec, run_dir, [](const std::string&) {});
     if (outcome.ok()) return;

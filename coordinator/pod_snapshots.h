@@ -20,7 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/coordinator_metrics.h"
-#include "coordinator/coordinator_service.h"
+#include "coordinator/capture_runner.h"
 #include "coordinator/worker_registry.h"
 #include "daemon/clock.h"
 #include "pod_capture/capture.h"

@@ -45,9 +45,14 @@ bool WorkerRegistry::make_room(int64_t now_ns) {
   return true;
 }
 
-absl::Status WorkerRegistry::register_worker(const podscope::v1::RegisterRequest& request, const std::string& owner,
-                                             int64_t now_ns) {
+absl::Status WorkerRegistry::ownership_refusal(const podscope::v1::RegisterRequest& request, const std::string& owner,
+                                               int64_t now_ns) const {
   std::lock_guard lock(mu_);
+  return ownership_refusal_locked(request, owner, now_ns);
+}
+
+absl::Status WorkerRegistry::ownership_refusal_locked(const podscope::v1::RegisterRequest& request,
+                                                      const std::string& owner, int64_t now_ns) const {
   if (auto it = workers_.find(request.host_name()); it != workers_.end()) {
     const Worker& known = it->second;
     const bool moves = known.info.address() != request.address();
@@ -66,7 +71,15 @@ absl::Status WorkerRegistry::register_worker(const podscope::v1::RegisterRequest
                                          " under another agent instance; a registration from " + request.address() +
                                          " cannot move it");
     }
-  } else if (workers_.size() >= max_workers_ && !make_room(now_ns)) {
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerRegistry::register_worker(const podscope::v1::RegisterRequest& request, const std::string& owner,
+                                             int64_t now_ns) {
+  std::lock_guard lock(mu_);
+  if (absl::Status refused = ownership_refusal_locked(request, owner, now_ns); !refused.ok()) return refused;
+  if (!workers_.contains(request.host_name()) && workers_.size() >= max_workers_ && !make_room(now_ns)) {
     return absl::ResourceExhaustedError("the coordinator already has " + std::to_string(workers_.size()) +
                                         " workers (max_workers), none of them stale; " + request.host_name() +
                                         " refused");

@@ -45,6 +45,10 @@ class WorkerRegistry {
   // another agent instance to a new address; RESOURCE_EXHAUSTED when a new worker would pass max_workers and no
   // stale registration can make room.
   absl::Status register_worker(const podscope::v1::RegisterRequest& request, const std::string& owner, int64_t now_ns);
+  // The PERMISSION_DENIED register_worker would answer now, else OK: asked before a registration is checked
+  // (RegistrationCheck), so that one refused anyway calls no agent back.
+  absl::Status ownership_refusal(const podscope::v1::RegisterRequest& request, const std::string& owner,
+                                 int64_t now_ns) const;
   // False when the worker is unknown, or registered elsewhere or by another owner (it must register again).
   bool heartbeat(const std::string& host_name, const std::string& address, const std::string& owner, int64_t now_ns);
   // Who registered `host_name`; nullopt for an unknown worker or a static one no agent registered.
@@ -78,6 +82,8 @@ class WorkerRegistry {
     int64_t registered_ns = 0;
   };
   bool is_up(const Worker& worker, int64_t now_ns) const;
+  absl::Status ownership_refusal_locked(const podscope::v1::RegisterRequest& request, const std::string& owner,
+                                        int64_t now_ns) const;
   // A registration that never became known, and is down or unreachable.
   bool is_stale(const Worker& worker, int64_t now_ns) const;
   // Drops expired registrations; when still full, the stalest stale one. False when no room could be made.

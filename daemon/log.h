@@ -34,8 +34,16 @@ class LogLine {
   std::ostringstream stream_;
 };
 
+// Ends a PODSCOPE_LOG expression in void, so both branches of its conditional have one type; `&` binds after `<<`.
+struct LogLineEnd {
+  void operator&(const LogLine&) const {}
+};
+
 }  // namespace podscope
 
-#define PODSCOPE_LOG(level)                                    \
-  if (::podscope::LogLevel::level < ::podscope::log_level()) { \
-  } else ::podscope::LogLine(::podscope::LogLevel::level)
+// An expression, not an if: it stays one statement as the branch of an unbraced if. A line below the threshold is
+// never built.
+#define PODSCOPE_LOG(level)                               \
+  (::podscope::LogLevel::level < ::podscope::log_level()) \
+      ? static_cast<void>(0)                              \
+      : ::podscope::LogLineEnd() & ::podscope::LogLine(::podscope::LogLevel::level)

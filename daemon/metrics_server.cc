@@ -51,6 +51,10 @@ constexpr size_t kMaxDrainedBytes = 64 << 10;                  // past a refused
 constexpr std::chrono::milliseconds kRenderShareWindow{1000};  // a render this young is shared by a new scrape
 constexpr size_t kMaxHeldRenders = 2;                          // renders held by connections still sending them
 constexpr std::chrono::seconds kWebConfigCheckPeriod{1};
+// What the kernel may hold of an answer per connection (Linux doubles it). Unset, autotuning lets a socket queue up
+// to tcp_wmem's maximum (4 MiB by default): a whole /metrics of a client that never reads would sit in kernel memory,
+// where neither the connection limit nor the write timeout sees it; bounded, such an answer stays in progress here.
+constexpr int kSendBufferBytes = 128 << 10;
 
 constexpr char kTextPlain[] = "text/plain; charset=utf-8";
 constexpr char kExposition[] = "text/plain; version=0.0.4; charset=utf-8";
@@ -555,6 +559,8 @@ void MetricsServer::Impl::accept() {
 // cannot keep the port from the scrapers that come after it.
 void MetricsServer::Impl::admit(tcp::socket socket) {
   refresh_web_config();
+  beast::error_code ignored;
+  socket.set_option(asio::socket_base::send_buffer_size(kSendBufferBytes), ignored);
   std::erase_if(connections_, [](const std::weak_ptr<Connection>& c) { return c.expired(); });
   if (connections_.size() >= kMaxConnections) {
     // Ordered by (answering, since when): the first is pushed out.

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "kineto/trace_converter.h"
 #include "kineto/trace_json_splitter.h"
@@ -40,9 +41,9 @@ class FileDescriptor {
   int fd_;
 };
 
-absl::Status too_large(const std::filesystem::path& path, uint64_t max_bytes) {
+absl::Status too_large(const std::string& name, uint64_t max_bytes) {
   return absl::ResourceExhaustedError(
-      absl::StrCat(path.string(), ": the trace is larger than the ", max_bytes, "-byte bound on Kineto traces"));
+      absl::StrCat(name, ": the trace is larger than the ", max_bytes, "-byte bound on Kineto traces"));
 }
 
 bool is_gzip(std::string_view bytes) {
@@ -50,19 +51,28 @@ bool is_gzip(std::string_view bytes) {
          static_cast<unsigned char>(bytes[1]) == 0x8b;
 }
 
-// Reads up to `buffer.size()` bytes (fewer only at the end of the file).
-absl::StatusOr<size_t> read_some(int fd, std::vector<char>& buffer, const std::filesystem::path& path) {
+// Reads up to `buffer.size()` bytes (fewer only at the end of the trace).
+absl::StatusOr<size_t> read_some(const TraceReadFn& read, std::vector<char>& buffer) {
   size_t got = 0;
   while (got < buffer.size()) {
-    const ssize_t n = ::read(fd, buffer.data() + got, buffer.size() - got);
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return absl::DataLossError(absl::StrCat(path.string(), ": read failed: ", std::strerror(errno)));
-    }
-    got += static_cast<size_t>(n);
+    absl::StatusOr<size_t> n = read(buffer.data() + got, buffer.size() - got);
+    if (!n.ok()) return n.status();
+    if (*n == 0) break;
+    got += *n;
   }
   return got;
+}
+
+// A local file's bytes, front to back.
+TraceReadFn file_reader(int fd, const std::filesystem::path& path) {
+  return [fd, &path](char* buffer, size_t size) -> absl::StatusOr<size_t> {
+    while (true) {
+      const ssize_t n = ::read(fd, buffer, size);
+      if (n >= 0) return static_cast<size_t>(n);
+      if (errno != EINTR)
+        return absl::DataLossError(absl::StrCat(path.string(), ": read failed: ", std::strerror(errno)));
+    }
+  };
 }
 
 // The inflated size a gzip's trailer states (mod 2^32), no more than its data could inflate to: a first guess.
@@ -75,8 +85,8 @@ uint64_t inflated_size_hint(int fd, uint64_t file_size) {
 
 // Hands `parser` the text of a gzip whose first `got` bytes are in `raw`, inflated a chunk at a time, at most
 // `max_bytes` of it.
-absl::Status inflate_into(KinetoTraceParser& parser, int fd, std::vector<char>& raw, size_t got,
-                          const std::filesystem::path& path, uint64_t max_bytes) {
+absl::Status inflate_into(KinetoTraceParser& parser, const TraceReadFn& read, std::vector<char>& raw, size_t got,
+                          const std::string& name, uint64_t max_bytes) {
   z_stream z{};
   if (inflateInit2(&z, 15 + 32) != Z_OK) return absl::InternalError("zlib: inflateInit2 failed");
   const std::unique_ptr<z_stream, int (*)(z_stream*)> end(&z, inflateEnd);
@@ -86,7 +96,7 @@ absl::Status inflate_into(KinetoTraceParser& parser, int fd, std::vector<char>& 
   bool input_left = got == raw.size();
   while (true) {
     if (z.avail_in == 0 && input_left) {
-      absl::StatusOr<size_t> more = read_some(fd, raw, path);
+      absl::StatusOr<size_t> more = read_some(read, raw);
       if (!more.ok()) return more.status();
       input_left = *more == raw.size();
       z.next_in = reinterpret_cast<Bytef*>(raw.data());
@@ -96,22 +106,58 @@ absl::Status inflate_into(KinetoTraceParser& parser, int fd, std::vector<char>& 
     z.avail_out = static_cast<uInt>(out.size());
     const int rc = inflate(&z, Z_NO_FLUSH);
     const size_t produced = out.size() - z.avail_out;
-    if (z.total_out > max_bytes) return too_large(path, max_bytes);
+    if (z.total_out > max_bytes) return too_large(name, max_bytes);
     if (produced > 0) {
       if (absl::Status s = parser.feed(std::string_view(out.data(), produced)); !s.ok()) return s;
     }
     if (rc == Z_STREAM_END) return absl::OkStatus();
     if (rc != Z_OK && rc != Z_BUF_ERROR) {
-      return absl::DataLossError(
-          absl::StrCat(path.string(), ": gzip data is broken: ", z.msg ? z.msg : "inflate failed"));
+      return absl::DataLossError(absl::StrCat(name, ": gzip data is broken: ", z.msg ? z.msg : "inflate failed"));
     }
     if (z.avail_in == 0 && !input_left && produced == 0) {
-      return absl::DataLossError(absl::StrCat(path.string(), ": gzip data is truncated"));
+      return absl::DataLossError(absl::StrCat(name, ": gzip data is truncated"));
     }
   }
 }
 
-// Reads and parses one trace file, plain or gzip, a chunk at a time: the text is never held whole.
+// Reads and parses one trace, plain or gzip, `size` bytes read a chunk at a time: the text is never held whole.
+// `gzip_text_size` guesses what a gzip inflates to (0: unknown).
+absl::StatusOr<KinetoTrace> parse_trace(const std::string& name, uint64_t size, const TraceReadFn& read,
+                                        const std::function<uint64_t()>& gzip_text_size, uint64_t max_bytes,
+                                        const ProcessRank& fallback) {
+  if (size > max_bytes) return too_large(name, max_bytes);
+  std::vector<char> raw(kChunkBytes);
+  absl::StatusOr<size_t> got = read_some(read, raw);
+  if (!got.ok()) return got.status();
+  const bool gzip = is_gzip(std::string_view(raw.data(), *got));
+  KinetoTraceParser parser(std::min(max_bytes, gzip ? gzip_text_size() : size));
+  absl::Status status;
+  if (gzip) {
+    status = inflate_into(parser, read, raw, *got, name, max_bytes);
+  } else {
+    uint64_t total = 0;
+    for (size_t n = *got; status.ok() && n > 0;) {
+      total += n;
+      if (total > max_bytes) return too_large(name, max_bytes);
+      status = parser.feed(std::string_view(raw.data(), n));
+      if (!status.ok() || n < raw.size()) break;
+      absl::StatusOr<size_t> more = read_some(read, raw);
+      if (!more.ok()) return more.status();
+      n = *more;
+    }
+  }
+  if (!status.ok()) {
+    if (absl::StartsWith(status.message(), name)) return status;
+    return absl::Status(status.code(), absl::StrCat(name, ": ", status.message()));
+  }
+  absl::StatusOr<KinetoTrace> trace = parser.finish();
+  if (!trace.ok()) return absl::Status(trace.status().code(), absl::StrCat(name, ": ", trace.status().message()));
+  if (trace->rank < 0) trace->rank = fallback.rank;
+  if (trace->world_size < 0) trace->world_size = fallback.world_size;
+  return trace;
+}
+
+// parse_trace of a local file.
 absl::StatusOr<KinetoTrace> parse_trace_file(const std::filesystem::path& path, uint64_t max_bytes,
                                              const ProcessRank& fallback) {
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -121,31 +167,9 @@ absl::StatusOr<KinetoTrace> parse_trace_file(const std::filesystem::path& path, 
     return absl::NotFoundError(absl::StrCat(path.string(), ": cannot stat: ", std::strerror(errno)));
   }
   const auto file_size = static_cast<uint64_t>(st.st_size);
-  if (file_size > max_bytes) return too_large(path, max_bytes);
-  std::vector<char> raw(kChunkBytes);
-  absl::StatusOr<size_t> got = read_some(fd.get(), raw, path);
-  if (!got.ok()) return got.status();
-  const bool gzip = is_gzip(std::string_view(raw.data(), *got));
-  KinetoTraceParser parser(std::min(max_bytes, gzip ? inflated_size_hint(fd.get(), file_size) : file_size));
-  absl::Status read;
-  if (gzip) {
-    read = inflate_into(parser, fd.get(), raw, *got, path, max_bytes);
-  } else {
-    for (size_t n = *got; read.ok() && n > 0;) {
-      read = parser.feed(std::string_view(raw.data(), n));
-      if (!read.ok() || n < raw.size()) break;
-      absl::StatusOr<size_t> more = read_some(fd.get(), raw, path);
-      if (!more.ok()) return more.status();
-      n = *more;
-    }
-  }
-  if (!read.ok()) return absl::Status(read.code(), absl::StrCat(path.string(), ": ", read.message()));
-  absl::StatusOr<KinetoTrace> trace = parser.finish();
-  if (!trace.ok())
-    return absl::Status(trace.status().code(), absl::StrCat(path.string(), ": ", trace.status().message()));
-  if (trace->rank < 0) trace->rank = fallback.rank;
-  if (trace->world_size < 0) trace->world_size = fallback.world_size;
-  return trace;
+  return parse_trace(
+      path.string(), file_size, file_reader(fd.get(), path), [&] { return inflated_size_hint(fd.get(), file_size); },
+      max_bytes, fallback);
 }
 
 // What the head of a gzip inflates to, as far as it goes, at most kMaxHeadTextBytes, fed to `splitter` until it
@@ -169,17 +193,6 @@ void inflate_head(std::string_view head, TraceJsonSplitter& splitter) {
 
 }  // namespace
 
-bool is_kineto_trace_file_name(std::string_view name) {
-  return name.ends_with(".pt.trace.json") || name.ends_with(".pt.trace.json.gz");
-}
-
-bool is_json_file_name(std::string_view name) {
-  for (const std::string_view suffix : {std::string_view(".json"), std::string_view(".json.gz")}) {
-    if (name.size() > suffix.size() && name.ends_with(suffix)) return true;
-  }
-  return false;
-}
-
 bool is_chrome_trace_head(std::string_view head) {
   TraceJsonSplitter splitter([](std::string_view) { return absl::OkStatus(); }, {});
   if (is_gzip(head)) {
@@ -192,26 +205,6 @@ bool is_chrome_trace_head(std::string_view head) {
   return splitter.reached_events();
 }
 
-bool is_chrome_trace_file(const std::filesystem::path& path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (fd.get() < 0) return false;
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  std::vector<char> head(kChromeTraceHeadBytes);
-  absl::StatusOr<size_t> got = read_some(fd.get(), head, path);
-  return got.ok() && is_chrome_trace_head(std::string_view(head.data(), *got));
-}
-
-std::string run_file_stem(std::string_view name) {
-  for (const std::string_view suffix :
-       {std::string_view(".xplane.pb"), std::string_view(".pt.trace.json.gz"), std::string_view(".pt.trace.json"),
-        std::string_view(".json.gz"), std::string_view(".json")}) {
-    if (name.size() > suffix.size() && name.ends_with(suffix))
-      return std::string(name.substr(0, name.size() - suffix.size()));
-  }
-  return std::string(name);
-}
-
 absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::filesystem::path& path,
                                                                     uint64_t max_bytes, const ProcessRank& fallback) {
   absl::StatusOr<KinetoTrace> trace = parse_trace_file(path, max_bytes, fallback);
@@ -221,31 +214,18 @@ absl::StatusOr<tensorflow::profiler::XSpace> read_kineto_trace_file(const std::f
   return space;
 }
 
-absl::Status RunFileReader::read_planes(
-    const std::filesystem::path& path, const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
-    xspace::XSpaceHeader* header, const xspace::XLineFilter& keep_line) {
-  if (path.filename().string().ends_with(".xplane.pb")) {
-    return xspace::read_xspace_planes(path, on_plane, header, keep_line);
-  }
-  absl::StatusOr<std::string> fresh;
-  const absl::StatusOr<std::string>* space = nullptr;
-  if (const auto kept = converted_.find(path); kept != converted_.end()) {
-    space = &kept->second;
-  } else {
-    absl::StatusOr<KinetoTrace> trace = parse_trace_file(path, kMaxTraceBytes, {});
-    fresh = trace.ok() ? absl::StatusOr<std::string>(build_xspace_bytes(std::move(*trace))) : trace.status();
-    const uint64_t bytes = fresh.ok() ? fresh->size() : 0;
-    if (bytes <= kept_bytes_left_) {
-      kept_bytes_left_ -= bytes;
-      space = &converted_.emplace(path, std::move(fresh)).first->second;
-    } else {
-      space = &fresh;
-    }
-  }
-  if (!space->ok()) return space->status();
-  // Every line of a converted trace, whatever `keep_line` says, as its readers have always had them (the pod trace's
-  // window in ms starts at a trace's first event on any of its lines).
-  return xspace::read_xspace_planes(**space, path.string(), on_plane, header);
+absl::StatusOr<std::string> convert_kineto_trace(std::string_view name, uint64_t size, const TraceReadFn& read,
+                                                 uint64_t max_bytes) {
+  absl::StatusOr<KinetoTrace> trace =
+      parse_trace(std::string(name), size, read, [] { return uint64_t{0}; }, max_bytes, {});
+  if (!trace.ok()) return trace.status();
+  return build_xspace_bytes(std::move(*trace));
+}
+
+absl::StatusOr<std::string> convert_kineto_trace_file(const std::filesystem::path& path, uint64_t max_bytes) {
+  absl::StatusOr<KinetoTrace> trace = parse_trace_file(path, max_bytes, {});
+  if (!trace.ok()) return trace.status();
+  return build_xspace_bytes(std::move(*trace));
 }
 
 }  // namespace podscope::kineto

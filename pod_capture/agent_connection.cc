@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <map>
+#include <optional>
 
 #include "absl/strings/str_split.h"
 
@@ -79,10 +81,48 @@ struct PingCall {
   int64_t t0_ns = 0;
   int64_t t3_ns = 0;
   grpc::ClientContext context;
+  std::optional<TrackedCall> tracked;  // before the context goes
   podscope::v1::PingResponse response;
   grpc::Status status;
   std::unique_ptr<grpc::ClientAsyncResponseReader<podscope::v1::PingResponse>> reader;
 };
+
+// One ping to every agent at once, within `deadline`: the agents that answer (a Ping, or UNIMPLEMENTED: a plain
+// TF server) take part in the burst; the others are named with why in the answer (index → detail). On a fresh
+// channel this is the connection's set-up too, which the burst's exchanges then do not carry.
+std::map<size_t, std::string> probe_all(const std::vector<AgentConnection*>& agents,
+                                        std::chrono::system_clock::time_point deadline, const Clock& clock,
+                                        Cancellation* cancellation) {
+  std::map<size_t, std::string> unreached;
+  grpc::CompletionQueue queue;
+  std::vector<std::unique_ptr<PingCall>> calls(agents.size());
+  for (size_t i = 0; i < agents.size(); ++i) {
+    auto call = std::make_unique<PingCall>();
+    call->agent = i;
+    call->context.set_deadline(deadline);
+    call->tracked.emplace(cancellation, &call->context);
+    podscope::v1::PingRequest request;
+    request.set_client_send_ns(clock.now_ns());
+    call->reader = agents[i]->agent->PrepareAsyncPing(&call->context, request, &queue);
+    call->reader->StartCall();
+    call->reader->Finish(&call->response, &call->status, call.get());
+    calls[i] = std::move(call);
+  }
+  for (size_t answered = 0; answered < agents.size(); ++answered) {
+    void* tag = nullptr;
+    bool ok = false;
+    if (!queue.Next(&tag, &ok)) break;
+    const PingCall& call = *static_cast<PingCall*>(tag);
+    if (!call.status.ok() && call.status.error_code() != grpc::StatusCode::UNIMPLEMENTED) {
+      unreached[call.agent] = agents[call.agent]->address + ": ping failed: " + call.status.error_message();
+    }
+  }
+  queue.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (queue.Next(&tag, &ok)) {}
+  return unreached;
+}
 
 // One agent's burst in progress.
 struct Burst {
@@ -94,10 +134,11 @@ struct Burst {
 // Sends one agent's next ping. The request (serialized when the call is prepared) carries a t0 for the agent to
 // echo; the exchange's t0 is read again just before the call starts, so preparing it is not counted as the way up.
 std::unique_ptr<PingCall> send_ping(AgentConnection& agent, size_t index, grpc::CompletionQueue& queue,
-                                    const Clock& clock, int timeout_ms) {
+                                    const Clock& clock, int timeout_ms, Cancellation* cancellation) {
   auto call = std::make_unique<PingCall>();
   call->agent = index;
   call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+  call->tracked.emplace(cancellation, &call->context);
   podscope::v1::PingRequest request;
   request.set_client_send_ns(clock.now_ns());
   call->reader = agent.agent->PrepareAsyncPing(&call->context, request, &queue);
@@ -202,37 +243,50 @@ class WindowSizer {
 
 }  // namespace
 
+int64_t probe_wait_ms(size_t agents, int timeout_ms) {
+  return timeout_ms + kProbeMsPerAgent * static_cast<int64_t>(agents);
+}
+
 ClockBurst measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock, int count, int timeout_ms,
                           BurstPlan plan) {
   ClockBurst out;
   if (agents.empty()) return out;
   std::vector<Burst> bursts(agents.size());
+  const std::map<size_t, std::string> unreached = probe_all(
+      agents, std::chrono::system_clock::now() + std::chrono::milliseconds(probe_wait_ms(agents.size(), timeout_ms)),
+      clock, plan.cancellation);
+  std::deque<size_t> not_pinged;  // the connected agents, in order
+  for (size_t i = 0; i < agents.size(); ++i) {
+    if (auto it = unreached.find(i); it != unreached.end()) {
+      bursts[i].measurement.detail = it->second;
+    } else {
+      not_pinged.push_back(i);
+    }
+  }
   grpc::CompletionQueue queue;
   std::vector<std::unique_ptr<PingCall>> calls(agents.size());
   WindowSizer sizer(agents.size(), clock, plan);
   // Agents whose burst goes on wait here for a place in the window before any agent not yet pinged, so each
   // burst's pings follow one another closely.
   std::deque<size_t> going_on;
-  size_t next_agent = 0, in_flight = 0, done = 0;
+  size_t in_flight = 0, done = unreached.size();
+  const auto cancelled = [&plan] { return plan.cancellation != nullptr && plan.cancellation->cancelled(); };
   auto fill_window = [&] {
-    while (in_flight < sizer.size() && (!going_on.empty() || next_agent < agents.size())) {
-      size_t i = next_agent;
-      if (!going_on.empty()) {
-        i = going_on.front();
-        going_on.pop_front();
-      } else {
-        ++next_agent;
-      }
+    while (in_flight < sizer.size() && (!going_on.empty() || !not_pinged.empty()) && !cancelled()) {
+      std::deque<size_t>& from = going_on.empty() ? not_pinged : going_on;
+      const size_t i = from.front();
+      from.pop_front();
       ++bursts[i].sent;
-      calls[i] = send_ping(*agents[i], i, queue, clock, timeout_ms);
+      calls[i] = send_ping(*agents[i], i, queue, clock, timeout_ms, plan.cancellation);
       sizer.sent();
       ++in_flight;
     }
     out.largest_window = std::max(out.largest_window, static_cast<int>(in_flight));
   };
   std::vector<PingCall*> answered;
-  while (in_flight > 0 || !going_on.empty() || next_agent < agents.size()) {
+  while (in_flight > 0 || ((!going_on.empty() || !not_pinged.empty()) && !cancelled())) {
     fill_window();
+    if (in_flight == 0) break;
     // Every answer already in is read off the queue, each stamped t3 as it is taken, before any new ping goes
     // out: sending costs far more than taking an answer, and an answer left waiting meanwhile would have a late
     // t3 (a larger RTT, which the near-minimal-RTT filter then discards, but a wasted ping).
@@ -273,7 +327,11 @@ ClockBurst measure_clocks(const std::vector<AgentConnection*>& agents, const Clo
   out.client_ns_per_ping = sizer.client_ns_per_ping();
   out.fell_behind = sizer.behind();
   out.clocks.reserve(bursts.size());
-  for (auto& burst : bursts) out.clocks.push_back(std::move(burst.measurement));
+  for (size_t i = 0; i < bursts.size(); ++i) {
+    if (bursts[i].sent == 0 && bursts[i].measurement.detail.empty())
+      bursts[i].measurement.detail = agents[i]->address + ": not pinged: the capture was cancelled";
+    out.clocks.push_back(std::move(bursts[i].measurement));
+  }
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "pod_capture/cancellation.h"
 #include "pod_capture/clock_sync.h"
 #include "daemon/clock.h"
 #include "podscope/v1/agent.grpc.pb.h"
@@ -79,6 +80,8 @@ struct BurstPlan {
   // raise every RTT; every estimate keeps its own bound (half the largest RTT it kept), so what fewer pings cost
   // shows in the bounds reported.
   int64_t finish_by_ns = 0;
+  // Ends the burst from another thread (its pings are cancelled, no more are sent); none: never.
+  Cancellation* cancellation = nullptr;
 };
 
 // The most pings a burst sized from its RTTs keeps in flight (the second burst of a capture, the coordinator's
@@ -95,13 +98,20 @@ struct ClockBurst {
   bool fell_behind = false;  // it traded accuracy for time to be over by BurstPlan::finish_by_ns
 };
 
-// Measures every agent's clock, each with up to `count` pings in sequence (each bounded by `timeout_ms`; fewer once
-// its burst settles; one failed first ping ends it), from this thread through one completion queue, with pings of
-// different agents in flight at once as `plan` says. One at a time gives the cleanest exchanges where the agents
-// share the client's CPUs; there a fixed larger window makes a large pod's burst shorter, but every ping then waits
-// for the others (to be sent, or to be read once answered), and although estimate_offset keeps only the
-// near-minimal-RTT exchanges, the smallest RTT itself grows with the window, and the error with it
-// (docs/capture.md, "Clock sync").
+// How long a burst's first ping to every agent, all at once, is waited for: `timeout_ms`, and kProbeMsPerAgent more
+// per agent (their connections' set-up and answers share this client's CPUs).
+inline constexpr int64_t kProbeMsPerAgent = 5;
+int64_t probe_wait_ms(size_t agents, int timeout_ms);
+
+// Measures every agent's clock. First every agent gets one ping, all at once, answered within probe_wait_ms: an agent
+// that does not answer it (unreachable, a host that drops the connection, a server that never answers) is
+// kUnreachable at no further cost, so that however many such agents there are, a burst waits for them once. Then each
+// agent that answered gets up to `count` pings in sequence (each bounded by `timeout_ms`; fewer once its burst
+// settles; one failed first ping ends it), from this thread through one completion queue, with pings of different
+// agents in flight at once as `plan` says. One at a time gives the cleanest exchanges where the agents share the
+// client's CPUs; there a fixed larger window makes a large pod's burst shorter, but every ping then waits for the
+// others (to be sent, or to be read once answered), and although estimate_offset keeps only the near-minimal-RTT
+// exchanges, the smallest RTT itself grows with the window, and the error with it (docs/capture.md, "Clock sync").
 ClockBurst measure_clocks(const std::vector<AgentConnection*>& agents, const Clock& clock, int count, int timeout_ms,
                           BurstPlan plan = {});
 

@@ -50,6 +50,7 @@ template <typename Response>
 struct PendingCall {
   size_t index = 0;
   grpc::ClientContext context;
+  std::optional<TrackedCall> tracked;  // before the context goes
   Response response;
   grpc::Status status;
   std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> reader;
@@ -74,7 +75,7 @@ constexpr size_t kMaxIssuingThreads = 4;
 // issues agent i's call.
 template <typename Response, typename Start>
 FanOutAnswers<Response> fan_out(size_t agents, Start start, std::chrono::system_clock::time_point deadline,
-                                int max_in_flight, const Clock& clock) {
+                                int max_in_flight, const Clock& clock, Cancellation* cancellation) {
   FanOutAnswers<Response> out;
   out.statuses.resize(agents);
   out.responses.resize(agents);
@@ -85,6 +86,7 @@ FanOutAnswers<Response> fan_out(size_t agents, Start start, std::chrono::system_
     auto call = std::make_unique<PendingCall<Response>>();
     call->index = i;
     call->context.set_deadline(deadline);
+    call->tracked.emplace(cancellation, &call->context);
     call->reader = start(i, &call->context, &queue);
     call->reader->Finish(&call->response, &call->status, call.get());
     calls[i] = std::move(call);
@@ -123,7 +125,8 @@ FanOutAnswers<Response> fan_out(size_t agents, Start start, std::chrono::system_
 // Profile at a common start, on every agent: tensorflow.ProfilerService's Profile on the agent's channel, as its
 // generated stub calls it, with the answer read as SerializedProfileResponse.
 AttemptOutcome profile_all(const std::vector<AgentConnection*>& agents, const std::vector<ProfileRequest>& requests,
-                           std::chrono::system_clock::time_point deadline, int max_in_flight, const Clock& clock) {
+                           std::chrono::system_clock::time_point deadline, int max_in_flight, const Clock& clock,
+                           Cancellation* cancellation) {
   const std::string method = std::string("/") + tensorflow::ProfilerService::service_full_name() + "/Profile";
   return fan_out<SerializedProfileResponse>(
       agents.size(),
@@ -133,26 +136,31 @@ AttemptOutcome profile_all(const std::vector<AgentConnection*>& agents, const st
         reader->StartCall();
         return reader;
       },
-      deadline, max_in_flight, clock);
+      deadline, max_in_flight, clock, cancellation);
 }
 
 // The same window of every agent's flight recorder, each on its own clock (`requests`), answered as Profile
 // answers are.
 AttemptOutcome recorded_windows(const std::vector<AgentConnection*>& agents,
                                 const std::vector<podscope::v1::RecordedWindowRequest>& requests,
-                                std::chrono::system_clock::time_point deadline, int max_in_flight, const Clock& clock) {
+                                std::chrono::system_clock::time_point deadline, int max_in_flight, const Clock& clock,
+                                Cancellation* cancellation) {
   FanOutAnswers<podscope::v1::RecordedWindowResponse> windows = fan_out<podscope::v1::RecordedWindowResponse>(
       agents.size(),
       [&](size_t i, grpc::ClientContext* context, grpc::CompletionQueue* queue) {
         return agents[i]->agent->AsyncGetRecordedWindow(context, requests[i], queue);
       },
-      deadline, max_in_flight, clock);
+      deadline, max_in_flight, clock, cancellation);
   AttemptOutcome out;
   out.issued_ns = windows.issued_ns;
   out.statuses = std::move(windows.statuses);
   out.responses.resize(agents.size());
-  for (size_t i = 0; i < agents.size(); ++i)
+  for (size_t i = 0; i < agents.size(); ++i) {
     out.responses[i].set_xspace(std::move(*windows.responses[i].mutable_xspace()));
+    out.responses[i].set_written_to(std::move(*windows.responses[i].mutable_written_to()));
+    out.responses[i].set_written_summary(std::move(*windows.responses[i].mutable_written_summary()));
+    out.responses[i].set_host_analysis(std::move(*windows.responses[i].mutable_host_analysis()));
+  }
   return out;
 }
 
@@ -197,6 +205,9 @@ struct Attempt {
   SecondBurstShape second_burst;
   long with_data = 0;
   bool retry_worthy = false;  // some host failed with an error worth another attempt
+  // Some host captured but could not store its capture (ABORTED: an upload into a bucket failed, and the capture
+  // was kept on its disk): another attempt would capture another window, not store this one.
+  bool capture_not_stored = false;
 };
 
 ProfileRequest profile_request(const CaptureSpec& spec, const AgentConnection& agent, int64_t requested_start_ns) {
@@ -204,7 +215,8 @@ ProfileRequest profile_request(const CaptureSpec& spec, const AgentConnection& a
   request.set_duration_ms(static_cast<uint64_t>(spec.duration_ms));
   request.set_max_events(kRequestedMaxEvents);
   request.add_tools("xplane.pb");
-  request.set_emit_xspace(true);
+  request.set_emit_xspace(spec.repository_root.empty());
+  request.set_repository_root(spec.repository_root);
   request.set_session_id(spec.session_id);
   request.set_host_name(agent.file_stem);
   auto* opts = request.mutable_opts();
@@ -224,17 +236,21 @@ ProfileRequest profile_request(const CaptureSpec& spec, const AgentConnection& a
 // has events. DATA_LOSS when the space does not parse.
 grpc::Status take_answer(HostCapture& host, SerializedProfileResponse& response) {
   ParsedAnswer parsed;
-  if (!parsed.parse(response.xspace())) {
+  // A capture written into a bucket comes as its summary: every plane without its lines.
+  const bool written = !response.written_to().empty();
+  if (!parsed.parse(written ? response.written_summary() : response.xspace())) {
     return grpc::Status(grpc::StatusCode::DATA_LOSS, "the answer's XSpace does not parse");
   }
   const tensorflow::profiler::XSpace& space = parsed.space();
   if (space.hostnames_size() > 0 && !space.hostnames(0).empty()) host.host_name = space.hostnames(0);
-  if (response.empty_trace() || !xspace::has_events(space)) {
+  if (response.empty_trace() || (!written && !xspace::has_events(space))) {
     host.error = "no trace event was collected";
     return grpc::Status::OK;
   }
   host.ok = true;
   host.xspace = std::move(*response.mutable_xspace());
+  host.written_to = response.written_to();
+  host.host_analysis = std::move(*response.mutable_host_analysis());
   host.budget_drops = budget_drops_of(space);
   if (auto start = recorded_start(space)) host.actual_start_merged_ns = *start - host.clock.estimate.offset_ns;
   if (auto whole = earliest_stat(space, xspace::kRecordedWholeSinceStat))
@@ -262,6 +278,7 @@ void collect_answers(Attempt& attempt, AttemptOutcome& outcome, const std::vecto
       host.error = std::string(last_ms > 0 ? "GetRecordedWindow" : "Profile") + " failed (" +
                    std::to_string(status.error_code()) + "): " + status.error_message();
       attempt.retry_worthy |= is_retryable(status);
+      attempt.capture_not_stored |= status.error_code() == grpc::StatusCode::ABORTED;
       continue;
     }
     if (host.ok) ++attempt.with_data;
@@ -311,7 +328,7 @@ constexpr int64_t kLooseStartBoundNs = 1'000'000;
 // bursts: on a loaded client both of a shared window's pings to an agent can be held up for tens of milliseconds,
 // and its start would be off by half that.
 void tighten_loose_starts(const std::vector<AgentConnection*>& agents, std::vector<ClockMeasurement>& clocks,
-                          const Clock& clock) {
+                          const Clock& clock, Cancellation* cancellation) {
   std::vector<size_t> loose;
   for (size_t i = 0; i < clocks.size(); ++i) {
     if (clocks[i].kind == ClockMeasurement::kMeasured && clocks[i].estimate.error_bound_ns > kLooseStartBoundNs)
@@ -320,7 +337,8 @@ void tighten_loose_starts(const std::vector<AgentConnection*>& agents, std::vect
   if (loose.empty()) return;
   std::vector<AgentConnection*> again;
   for (size_t i : loose) again.push_back(agents[i]);
-  const ClockBurst burst = measure_clocks(again, clock, static_cast<int>(kSettledExchanges), 1000);
+  const ClockBurst burst =
+      measure_clocks(again, clock, static_cast<int>(kSettledExchanges), 1000, {.cancellation = cancellation});
   for (size_t k = 0; k < loose.size(); ++k) clocks[loose[k]] = combine_clocks(clocks[loose[k]], burst.clocks[k]);
 }
 
@@ -338,15 +356,17 @@ constexpr int64_t kStartsPastMs = 200;
 class SecondBurst {
  public:
   SecondBurst(const std::vector<AgentConnection*>& agents, const Clock& clock, int pings, int64_t wait_ms,
-              int64_t finish_by_ns)
-      : thread_([this, agents, &clock, pings, wait_ms, finish_by_ns] {
+              int64_t finish_by_ns, Cancellation* cancellation)
+      : thread_([this, agents, &clock, pings, wait_ms, finish_by_ns, cancellation] {
           {
             std::unique_lock lock(mu_);
             answered_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return answers_in_; });
           }
-          burst_ = measure_clocks(
-              agents, clock, pings, 1000,
-              {.max_in_flight = kSizedBurstMaxInFlight, .sized_from_rtts = true, .finish_by_ns = finish_by_ns});
+          burst_ = measure_clocks(agents, clock, pings, 1000,
+                                  {.max_in_flight = kSizedBurstMaxInFlight,
+                                   .sized_from_rtts = true,
+                                   .finish_by_ns = finish_by_ns,
+                                   .cancellation = cancellation});
         }) {}
   ~SecondBurst() {
     if (thread_.joinable()) thread_.join();
@@ -376,8 +396,10 @@ Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSp
   attempt.hosts.resize(agents.size());
   attempt.sync_begin_ns = clock.now_ns();
   const OpeningBurst opening = opening_burst_plan(agents.size(), spec.clock_sync_pings);
-  ClockBurst opening_burst = measure_clocks(agents, clock, opening.pings, 1000, opening.plan);
-  tighten_loose_starts(agents, opening_burst.clocks, clock);
+  BurstPlan opening_plan = opening.plan;
+  opening_plan.cancellation = spec.cancellation;
+  ClockBurst opening_burst = measure_clocks(agents, clock, opening.pings, 1000, opening_plan);
+  tighten_loose_starts(agents, opening_burst.clocks, clock, spec.cancellation);
   const std::vector<ClockMeasurement>& before = opening_burst.clocks;
   attempt.synced_ns = clock.now_ns();
 
@@ -407,6 +429,11 @@ Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSp
     window_requests[i].set_last_ms(spec.last_ms);
     window_requests[i].set_start_ns(host.requested_start_ns);
     window_requests[i].set_end_ns(window_end_ns + before[i].estimate.offset_ns);
+    if (!spec.repository_root.empty()) {
+      window_requests[i].set_repository_root(spec.repository_root);
+      window_requests[i].set_session_id(spec.session_id);
+      window_requests[i].set_host_name(agents[i]->file_stem);
+    }
   }
   const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(delay_ms) +
                         std::chrono::milliseconds(answer_wait_ms(spec.duration_ms));
@@ -415,11 +442,11 @@ Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSp
   // bursts (combine_clocks).
   // A capture's burst should be over when its answers come in, at the end of the window.
   SecondBurst second(pick(agents, asked), clock, spec.clock_sync_pings, spec.last_ms > 0 ? 0 : delay_ms + kStartsPastMs,
-                     spec.last_ms > 0 ? 0 : attempt.start_ns + spec.duration_ms * 1'000'000);
-  AttemptOutcome outcome =
-      spec.last_ms > 0
-          ? recorded_windows(pick(agents, asked), pick(window_requests, asked), deadline, spec.max_in_flight, clock)
-          : profile_all(pick(agents, asked), pick(requests, asked), deadline, spec.max_in_flight, clock);
+                     spec.last_ms > 0 ? 0 : attempt.start_ns + spec.duration_ms * 1'000'000, spec.cancellation);
+  AttemptOutcome outcome = spec.last_ms > 0 ? recorded_windows(pick(agents, asked), pick(window_requests, asked),
+                                                               deadline, spec.max_in_flight, clock, spec.cancellation)
+                                            : profile_all(pick(agents, asked), pick(requests, asked), deadline,
+                                                          spec.max_in_flight, clock, spec.cancellation);
   attempt.issued_ns = outcome.issued_ns;
   attempt.gathered_ns = clock.now_ns();
   std::vector<ClockMeasurement> after = before;
@@ -433,7 +460,7 @@ Attempt run_attempt(const std::vector<AgentConnection*>& agents, const CaptureSp
 
 // As TF's client: only transient errors, or nothing at all, are worth another attempt.
 bool worth_another_attempt(const Attempt& attempt, size_t hosts) {
-  if (attempt.with_data == static_cast<long>(hosts)) return false;
+  if (attempt.with_data == static_cast<long>(hosts) || attempt.capture_not_stored) return false;
   return attempt.retry_worthy || attempt.with_data == 0;
 }
 
@@ -537,6 +564,7 @@ CaptureResult run_capture(const std::vector<AgentConnection*>& agents, const Cap
     }
     if (!worth_another_attempt(attempt, agents.size())) break;
     if (spec.stop_retrying && spec.stop_retrying()) break;
+    if (spec.cancellation != nullptr && spec.cancellation->cancelled()) break;
     progress(after_attempt_message(attempt, agents.size(), attempt_number, attempts, best_count));
   }
   summarize_hosts(result);

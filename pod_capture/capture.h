@@ -13,6 +13,7 @@
 #include <google/protobuf/arena.h>
 
 #include "pod_capture/agent_connection.h"
+#include "pod_capture/cancellation.h"
 #include "daemon/clock.h"
 #include "tensorflow/xplane.pb.h"
 
@@ -52,10 +53,16 @@ struct CaptureSpec {
   // translated to its clock by its measured offset.
   int64_t window_end_ns = 0;
   std::optional<SnapshotTrigger> trigger;  // set for a triggered pod snapshot
+  // A bucket (gs://, s3://) where the runs are (<logdir>/plugins/profile): each agent writes its own host file into
+  // <repository_root>/<session_id>/ and answers only where, as TensorFlow's servers write a gs:// logdir. Empty: the
+  // agents answer with their captures.
+  std::string repository_root;
   int clock_sync_pings = 16;
   int max_in_flight = 4096;
   // Polled between attempts: true stops retrying (the user interrupted the capture).
   std::function<bool()> stop_retrying;
+  // Ends the capture at once from another thread (its daemon stops): its calls are cancelled; none: never.
+  Cancellation* cancellation = nullptr;
 };
 
 // ProfileRequest.max_events as TensorFlow's client always sends it; servers (TensorFlow's and ours) ignore it.
@@ -91,6 +98,8 @@ struct HostCapture {
   // when its file is written (docs/capture.md, "Memory").
   std::string xspace;
   std::vector<BudgetDrop> budget_drops;  // read from the space when it arrives
+  std::string written_to;                // the object the agent wrote its capture into (CaptureSpec::repository_root)
+  std::string host_analysis;             // then its analysis, as the agent made it (a serialized HostAnalysis)
   ClockMeasurement clock_before;         // sets the start on the agent's clock
   ClockMeasurement clock_after;          // the second burst, while the agents captured
   ClockMeasurement clock;          // both bursts pooled (combine_clocks): the offset the host's times are merged with

@@ -11,6 +11,7 @@
 #include "daemon/clock.h"
 #include "pod_capture/capture.h"
 #include "podscope/v1/coordinator.pb.h"
+#include "run_directory/run_directory.h"
 #include "tensorflow/profiler_analysis.pb.h"
 
 namespace podscope::pod_capture {
@@ -35,7 +36,8 @@ struct PodAgent {
 
 struct PodRunOutcome {
   CaptureResult capture;
-  std::filesystem::path run_dir;
+  std::filesystem::path run_dir;  // a local run's directory (empty for a run in a bucket)
+  std::string run_location;       // where the run is, local or in a bucket
   // Per host its outcome and clock, the start skew and warnings, then the pod analysis summary (or a warning
   // naming why the analysis failed). It does not name the run directory: a client may keep its copy elsewhere.
   std::string summary_text;
@@ -47,16 +49,19 @@ struct PodRunOutcome {
 };
 
 // Captures the pod, writes the run into `run_dir` (created if missing) and, when any host returned data,
-// analyses it there. An analysis that cannot read the data leaves the capture standing (a warning); one whose
-// outputs cannot be written removes those it wrote and fails the run (analysis_outputs_lost). An error when the
-// capture's own files cannot be written: the run directory is removed then, so no run that looks whole but lacks
-// hosts is left behind.
-// NewSession's answer for a pod run: empty_trace when no host returned data, and each failed host's address and
-// error in error_message.
+// analyses it there. CANCELLED, with nothing written, when spec.cancellation ended the capture. An analysis that cannot
+// read the data leaves the capture standing (a warning); one whose outputs cannot be written removes those it wrote and
+// fails the run (analysis_outputs_lost). An error when the capture's own files cannot be written: the run directory is
+// removed then, so no run that looks whole but lacks hosts is left behind. NewSession's answer for a pod run:
+// empty_trace when no host returned data, and each failed host's address and error in error_message.
 void fill_new_session_response(const PodRunOutcome& outcome, tensorflow::NewProfileSessionResponse& response);
 
-absl::StatusOr<PodRunOutcome> run_pod(const std::vector<PodAgent>& agents, const CaptureSpec& spec,
-                                      const std::filesystem::path& run_dir, const Clock& clock,
+// A run in a bucket is written by the agents themselves (CaptureSpec::repository_root): before anything is captured,
+// the bucket is checked writable with this process's credentials and every agent is asked whether it would write
+// there (its allowed_repository_roots); a refusal fails the run naming the bucket and the agent, and nothing is
+// written.
+absl::StatusOr<PodRunOutcome> run_pod(const std::vector<PodAgent>& agents, CaptureSpec spec,
+                                      const run_directory::RunDirectory& run_dir, const Clock& clock,
                                       const ProgressFn& progress);
 
 }  // namespace podscope::pod_capture

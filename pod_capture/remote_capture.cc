@@ -1,53 +1,47 @@
 #include "pod_capture/remote_capture.h"
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
-#include <cstring>
-#include <fstream>
 #include <map>
+#include <optional>
 
 #include "daemon/grpc_status.h"
 #include "daemon/path_within_root.h"
 #include "pod_capture/pod_run.h"
-#include "daemon/unique_directory.h"
-#include "pod_capture/run_directory.h"
+#include "run_directory/run_directory.h"
+#include "storage/location.h"
 
 namespace podscope::pod_capture {
 namespace {
 
-// A file being received: appended to a temp file, renamed into place on its last chunk.
-struct IncomingFile {
-  std::filesystem::path temp;
-  std::ofstream out;
-  uint64_t size = 0;
-};
-
-// Writes the streamed run into the run directory the first summary names; the last summary has the outcome.
+// Writes the streamed run into a run of the CLI's logdir named as the first summary names it; the last summary has
+// the outcome.
 class RunReceiver {
  public:
   RunReceiver(std::string coordinator_address, std::filesystem::path logdir)
       : coordinator_address_(std::move(coordinator_address)), logdir_(std::move(logdir)) {}
-  ~RunReceiver() { discard_unfinished(); }
 
   absl::Status on_summary(const podscope::v1::CaptureChunk::Summary& summary) {
     outcome_.exit_code = summary.exit_code();
     outcome_.summary_text = summary.text();
-    if (have_summary_) return absl::OkStatus();  // the closing summary: same run, now with its text
-    have_summary_ = true;
-    // A run of the same name already in the logdir (the same second, a reused session id) is never overwritten.
-    const std::filesystem::path wanted = run_directory(logdir_, summary.run_name());
-    absl::StatusOr<std::filesystem::path> claimed = create_unique_directory(wanted.parent_path(), wanted.filename());
+    if (run_ || !outcome_.run_location.empty()) return absl::OkStatus();  // the closing summary, with its text
+    if (storage::is_bucket_url(logdir_.string())) {
+      // The coordinator wrote the run into the bucket: nothing comes here but its name.
+      std::string root = logdir_.string();
+      while (root.ends_with('/')) root.pop_back();
+      outcome_.run_location = root + "/plugins/profile/" + summary.run_name();
+      return absl::OkStatus();
+    }
+    absl::StatusOr<run_directory::RunDirectory> claimed =
+        run_directory::RunDirectory::in_logdir(logdir_, summary.run_name()).claim();
     if (!claimed.ok()) return claimed.status();
-    outcome_.run_dir = *claimed;
+    run_ = *claimed;
+    outcome_.run_dir = run_->local_path();
+    outcome_.run_location = run_->location();
     return absl::OkStatus();
   }
 
   absl::Status on_file(const podscope::v1::CaptureChunk::FileChunk& piece) {
-    if (!have_summary_) {
-      return absl::InternalError("coordinator " + coordinator_address_ + " sent a file before the run name");
-    }
+    if (!run_) return absl::InternalError("coordinator " + coordinator_address_ + " sent a file before the run name");
     // The coordinator streams the files of one directory: anything but a plain name would leave the run.
     if (!is_plain_path_component(piece.relative_path())) {
       return absl::InvalidArgumentError("coordinator " + coordinator_address_ + " sent an unsafe file name \"" +
@@ -55,57 +49,46 @@ class RunReceiver {
     }
     auto [it, inserted] = files_.try_emplace(piece.relative_path());
     IncomingFile& file = it->second;
-    const auto target = outcome_.run_dir / piece.relative_path();
     if (inserted) {
-      file.temp = target.string() + ".tmp." + std::to_string(getpid());
-      file.out.open(file.temp, std::ios::binary | std::ios::trunc);
-      if (!file.out) return absl::InternalError("cannot create " + file.temp.string());
+      if (absl::Status s =
+              run_->open_streamed(piece.relative_path(), run_directory::StreamedFile::Compression::kNone, file.out);
+          !s.ok()) {
+        return s;
+      }
     }
-    if (piece.offset() != file.size) {
+    if (piece.offset() != file.out.bytes_written()) {
       return absl::InternalError("coordinator sent " + piece.relative_path() + " out of order (offset " +
-                                 std::to_string(piece.offset()) + ", expected " + std::to_string(file.size) + ")");
+                                 std::to_string(piece.offset()) + ", expected " +
+                                 std::to_string(file.out.bytes_written()) + ")");
     }
-    file.out.write(piece.data().data(), static_cast<std::streamsize>(piece.data().size()));
-    if (!file.out) return absl::InternalError("cannot write " + file.temp.string() + ": " + std::strerror(errno));
-    file.size += piece.data().size();
-    if (piece.last()) {
-      file.out.close();
-      if (!file.out) return absl::InternalError("cannot write " + file.temp.string() + ": " + std::strerror(errno));
-      std::error_code ec;
-      std::filesystem::rename(file.temp, target, ec);
-      if (ec) return absl::InternalError("cannot rename " + file.temp.string() + ": " + ec.message());
-    }
+    file.out.write(piece.data());
+    if (!file.out.status().ok()) return file.out.status();
+    if (piece.last()) return file.out.commit();
     return absl::OkStatus();
   }
 
-  // Removes the temp files of files whose last chunk never came.
-  void discard_unfinished() {
-    for (auto& [name, file] : files_) {
-      if (!file.out.is_open()) continue;
-      file.out.close();
-      std::error_code ec;
-      std::filesystem::remove(file.temp, ec);
-    }
-  }
-
   // A run received in part would pass for a smaller whole one: its copy goes (the coordinator keeps the run in its
-  // own logdir). Returns what the caller is told.
+  // own logdir), with the files whose last chunk never came. Returns what the caller is told.
   std::string discard_run() {
-    discard_unfinished();
-    if (outcome_.run_dir.empty()) return "";
-    std::error_code ignored;
-    std::filesystem::remove_all(outcome_.run_dir, ignored);
-    return " (the partial copy " + outcome_.run_dir.string() + " was removed)";
+    files_.clear();
+    if (!run_) return "";
+    run_->remove_all();
+    return " (the partial copy " + run_->location() + " was removed)";
   }
 
-  bool have_summary() const { return have_summary_; }
+  bool have_summary() const { return run_.has_value() || !outcome_.run_location.empty(); }
   const RemoteCaptureOutcome& outcome() const { return outcome_; }
 
  private:
+  // A file being received: streamed into the run, published on its last chunk.
+  struct IncomingFile {
+    run_directory::StreamedFile out;
+  };
+
   std::string coordinator_address_;
   std::filesystem::path logdir_;
   RemoteCaptureOutcome outcome_;
-  bool have_summary_ = false;
+  std::optional<run_directory::RunDirectory> run_;
   std::map<std::string, IncomingFile> files_;
 };
 

@@ -15,7 +15,8 @@
 namespace podscope::pod_capture {
 
 struct RemoteCaptureOutcome {
-  std::filesystem::path run_dir;
+  std::filesystem::path run_dir;  // the CLI's copy (empty for a run the coordinator wrote into a bucket)
+  std::string run_location;
   int exit_code = 1;
   std::string summary_text;
 };

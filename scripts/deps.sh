@@ -13,6 +13,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost-dev libyaml-cpp-dev prometheus-cpp-dev libcli11-dev
   zlib1g-dev libzstd-dev libsystemd-dev libsimdjson-dev libssl-dev libcrypt-dev libacl1-dev
+  # HTTP: upstream profilers over gRPC's wire, object storage (storage/) with SigV4 signing; its XML answers
+  libcurl4-openssl-dev libexpat1-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # what the demo runs beside the binaries
   python3 procps

@@ -73,7 +73,7 @@ void append_metadata_event(std::string& out, std::string_view what, int pid, int
 
 }  // namespace
 
-JsonTraceWriter::JsonTraceWriter(StreamedFile& out, std::optional<int64_t> time_base_ns,
+JsonTraceWriter::JsonTraceWriter(run_directory::StreamedFile& out, std::optional<int64_t> time_base_ns,
                                  std::optional<TraceWindow> window)
     : out_(out), time_base_ns_(time_base_ns), window_(window) {
   buffer_ = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "trace_writers/streamed_file.h"
+#include "run_directory/streamed_file.h"
 #include "tensorflow/xplane.pb.h"
 
 namespace podscope::pod_capture {
@@ -33,7 +33,8 @@ struct TraceWindow {
 class JsonTraceWriter {
  public:
   // `time_base_ns`: what `ts` is relative to; without one, the first event's time is the base.
-  JsonTraceWriter(StreamedFile& out, std::optional<int64_t> time_base_ns, std::optional<TraceWindow> window = {});
+  JsonTraceWriter(run_directory::StreamedFile& out, std::optional<int64_t> time_base_ns,
+                  std::optional<TraceWindow> window = {});
 
   void add_plane(const PlaneOrigin& origin, const tensorflow::profiler::XPlane& plane);
   // Closes the JSON document (the StreamedFile is the caller's to commit).
@@ -43,7 +44,7 @@ class JsonTraceWriter {
   void append_event_separator();
   void flush_if_large();
 
-  StreamedFile& out_;
+  run_directory::StreamedFile& out_;
   std::optional<int64_t> time_base_ns_;
   std::optional<TraceWindow> window_;
   std::string buffer_;

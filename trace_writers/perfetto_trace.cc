@@ -431,7 +431,7 @@ class PerfettoTraceWriter::PlaneWriter {
   wire::Buffer packet_, event_, annotation_;
 };
 
-PerfettoTraceWriter::PerfettoTraceWriter(StreamedFile& out, std::optional<TraceWindow> window)
+PerfettoTraceWriter::PerfettoTraceWriter(run_directory::StreamedFile& out, std::optional<TraceWindow> window)
     : out_(out), window_(window) {}
 
 void PerfettoTraceWriter::add_plane(const PlaneOrigin& origin, const XPlane& plane) {

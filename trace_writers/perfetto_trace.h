@@ -18,7 +18,7 @@
 
 #include "trace_writers/merged_trace.h"
 #include "trace_writers/proto_wire.h"
-#include "trace_writers/streamed_file.h"
+#include "run_directory/streamed_file.h"
 #include "tensorflow/xplane.pb.h"
 
 namespace podscope::pod_capture {
@@ -32,7 +32,7 @@ struct PerfettoTraceCounts {
 
 class PerfettoTraceWriter {
  public:
-  explicit PerfettoTraceWriter(StreamedFile& out, std::optional<TraceWindow> window = {});
+  explicit PerfettoTraceWriter(run_directory::StreamedFile& out, std::optional<TraceWindow> window = {});
 
   void add_plane(const PlaneOrigin& origin, const tensorflow::profiler::XPlane& plane);
   // Writes what is buffered (the StreamedFile is the caller's to commit).
@@ -43,7 +43,7 @@ class PerfettoTraceWriter {
  private:
   class PlaneWriter;
 
-  StreamedFile& out_;
+  run_directory::StreamedFile& out_;
   std::optional<TraceWindow> window_;
   wire::Buffer buffer_;
   uint64_t next_track_uuid_ = 1;

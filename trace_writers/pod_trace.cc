@@ -6,9 +6,8 @@
 #include <limits>
 #include <vector>
 
-#include "analysis/runner/analysis_runner.h"
 #include "analysis/steps/step_database.h"
-#include "kineto/trace_file.h"
+#include "run_directory/run_directory.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 #include "proto/xspace/xspace_stream_reader.h"
@@ -16,14 +15,12 @@
 namespace podscope::pod_capture {
 namespace {
 
-namespace fs = std::filesystem;
 using tensorflow::profiler::XPlane;
 
-constexpr std::string_view kXSpaceSuffix = ".xplane.pb";
-
 // What a host file says about itself, read before its events.
-struct RunFile {
-  fs::path path;
+struct HostFile {
+  explicit HostFile(run_directory::RunFile run_file) : file(std::move(run_file)) {}
+  run_directory::RunFile file;
   std::string host_name;
   int64_t clock_offset_ns = 0;
   std::optional<int64_t> capture_start_ns;  // coordinator clock
@@ -61,13 +58,12 @@ class FirstEvent {
   std::vector<std::pair<int64_t, std::optional<int64_t>>> firsts_;
 };
 
-// Reads what `selection` needs of `path`: its host name and clock offset (plane stats); for a step, the step
+// Reads what `selection` needs of `run_file`: its host name and clock offset (plane stats); for a step, the step
 // spans of its device planes (analysis/steps/step_spans.h, as the analysis finds them), extending `extent`; for a
 // window in ms, its first event.
-absl::StatusOr<RunFile> read_run_file(kineto::RunFileReader& files, const fs::path& path,
-                                      const TraceSelection& selection, StepExtent& extent) {
-  RunFile file;
-  file.path = path;
+absl::StatusOr<HostFile> read_host_file(run_directory::RunFileReader& files, const run_directory::RunFile& run_file,
+                                        const TraceSelection& selection, StepExtent& extent) {
+  HostFile file(run_file);
   analysis::FileStepSpans steps;
   FirstEvent first_event;
   std::optional<int64_t> device_offset;
@@ -76,7 +72,7 @@ absl::StatusOr<RunFile> read_run_file(kineto::RunFileReader& files, const fs::pa
     return selection.kind != TraceSelection::Kind::kWhole && analysis::FileStepSpans::wants_line(plane_name, line_name);
   };
   absl::Status status = files.read_planes(
-      path,
+      run_file,
       [&](const XPlane& plane) {
         const xspace::XPlaneReader reader(plane);
         if (plane.name() != xspace::kHostPlaneName && !device_offset) {
@@ -88,7 +84,7 @@ absl::StatusOr<RunFile> read_run_file(kineto::RunFileReader& files, const fs::pa
       },
       &header, keep_line);
   if (!status.ok()) return status;
-  steps.add_file_names(header.hostnames, kineto::run_file_stem(path.filename().string()));
+  steps.add_file_names(header.hostnames, run_directory::file_stem(run_file.name));
   const analysis::FileStepSpans::Result found = std::move(steps).finish();
   file.host_name = found.host_name;
   file.clock_offset_ns = found.clock_offset_ns.value_or(device_offset.value_or(0));
@@ -126,10 +122,10 @@ struct Plan {
   std::string stem;
 };
 
-absl::StatusOr<Plan> plan_for(const TraceSelection& selection, const std::vector<RunFile>& files,
+absl::StatusOr<Plan> plan_for(const TraceSelection& selection, const std::vector<HostFile>& files,
                               const StepExtent& step) {
   std::optional<int64_t> capture_start, first_event;
-  for (const RunFile& f : files) {
+  for (const HostFile& f : files) {
     if (f.capture_start_ns) capture_start = std::min(capture_start.value_or(*f.capture_start_ns), *f.capture_start_ns);
     if (f.first_event_ns) first_event = std::min(first_event.value_or(*f.first_event_ns), *f.first_event_ns);
   }
@@ -166,14 +162,22 @@ absl::StatusOr<Plan> plan_for(const TraceSelection& selection, const std::vector
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PodTraceWriter>> PodTraceWriter::open(const fs::path& dir, std::string_view stem,
+absl::StatusOr<std::unique_ptr<PodTraceWriter>> PodTraceWriter::open(const run_directory::RunDirectory& run,
+                                                                     std::string_view stem,
                                                                      std::optional<int64_t> time_base_ns,
                                                                      std::optional<TraceWindow> window) {
   std::unique_ptr<PodTraceWriter> writer(new PodTraceWriter(time_base_ns, window));
-  writer->files_.json = dir / (std::string(stem) + ".trace.json.gz");
-  writer->files_.perfetto = dir / (std::string(stem) + ".perfetto-trace");
-  if (auto s = writer->json_file_.open(writer->files_.json, StreamedFile::Compression::kGzip); !s.ok()) return s;
-  if (auto s = writer->perfetto_file_.open(writer->files_.perfetto, StreamedFile::Compression::kNone); !s.ok()) {
+  const std::string json_name = std::string(stem) + ".trace.json.gz";
+  const std::string perfetto_name = std::string(stem) + ".perfetto-trace";
+  writer->files_.json = run.location_of(json_name);
+  writer->files_.perfetto = run.location_of(perfetto_name);
+  if (auto s = run.open_streamed(json_name, run_directory::StreamedFile::Compression::kGzip, writer->json_file_);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s =
+          run.open_streamed(perfetto_name, run_directory::StreamedFile::Compression::kNone, writer->perfetto_file_);
+      !s.ok()) {
     return s;
   }
   return writer;
@@ -222,39 +226,41 @@ absl::StatusOr<TraceSelection> parse_trace_selection(std::string_view text) {
   return selection;
 }
 
-absl::StatusOr<PodTraceFiles> write_run_traces(const fs::path& run_dir, const TraceSelection& selection) {
-  kineto::RunFileReader files;
-  return write_run_traces(run_dir, selection, files);
+absl::StatusOr<PodTraceFiles> write_run_traces(const run_directory::RunDirectory& run,
+                                               const TraceSelection& selection) {
+  run_directory::RunFileReader files;
+  return write_run_traces(run, selection, files);
 }
 
-absl::StatusOr<PodTraceFiles> write_run_traces(const fs::path& run_dir, const TraceSelection& selection,
-                                               kineto::RunFileReader& reader) {
-  auto paths = analysis::list_run_files(run_dir);
-  if (!paths.ok()) return paths.status();
-  return write_traces(*paths, run_dir, selection, reader);
+absl::StatusOr<PodTraceFiles> write_run_traces(const run_directory::RunDirectory& run, const TraceSelection& selection,
+                                               run_directory::RunFileReader& reader) {
+  auto run_files = run_directory::list_run_files(run);
+  if (!run_files.ok()) return run_files.status();
+  return write_traces(*run_files, run, selection, reader);
 }
 
-absl::StatusOr<PodTraceFiles> write_traces(const std::vector<fs::path>& paths, const fs::path& output_dir,
-                                           const TraceSelection& selection, kineto::RunFileReader& reader) {
-  std::vector<RunFile> files;
+absl::StatusOr<PodTraceFiles> write_traces(const std::vector<run_directory::RunFile>& run_files,
+                                           const run_directory::RunDirectory& output, const TraceSelection& selection,
+                                           run_directory::RunFileReader& reader) {
+  std::vector<HostFile> files;
   std::vector<std::string> skipped;
   StepExtent extent;
-  for (const fs::path& path : paths) {
-    auto file = read_run_file(reader, path, selection, extent);
+  for (const run_directory::RunFile& run_file : run_files) {
+    auto file = read_host_file(reader, run_file, selection, extent);
     if (file.ok()) {
       files.push_back(std::move(*file));
     } else {
       skipped.emplace_back(file.status().message());
     }
   }
-  if (files.empty()) return absl::DataLossError("no file of " + output_dir.string() + " could be read");
+  if (files.empty()) return absl::DataLossError("no file of " + output.location() + " could be read");
   auto plan = plan_for(selection, files, extent);
   if (!plan.ok()) return plan.status();
 
-  auto writer = PodTraceWriter::open(output_dir, plan->stem, plan->time_base_ns, plan->window);
+  auto writer = PodTraceWriter::open(output, plan->stem, plan->time_base_ns, plan->window);
   if (!writer.ok()) return writer.status();
-  for (const RunFile& file : files) {
-    absl::Status status = reader.read_planes(file.path, [&](const XPlane& plane) {
+  for (const HostFile& file : files) {
+    absl::Status status = reader.read_planes(file.file, [&](const XPlane& plane) {
       const xspace::XPlaneReader reader(plane);
       // A plane's own host name and offset win over its file's (as in the analysis).
       const auto own_host = reader.str_stat(xspace::kHostNameStat);

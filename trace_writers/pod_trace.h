@@ -14,18 +14,18 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "kineto/trace_file.h"
+#include "run_directory/run_file_reader.h"
 #include "trace_writers/merged_trace.h"
 #include "trace_writers/perfetto_trace.h"
-#include "trace_writers/streamed_file.h"
+#include "run_directory/streamed_file.h"
 
 namespace podscope::pod_capture {
 
 inline constexpr std::string_view kPodTraceStem = "pod";
 
 struct PodTraceFiles {
-  std::filesystem::path json;
-  std::filesystem::path perfetto;
+  std::string json;  // where each file is (run_directory::RunDirectory::location_of)
+  std::string perfetto;
   PerfettoTraceCounts counts;
   // Files that could not be read (whole planes before a break are in the traces), each with the reason.
   std::vector<std::string> skipped_files;
@@ -33,9 +33,10 @@ struct PodTraceFiles {
 
 class PodTraceWriter {
  public:
-  // Starts <dir>/<stem>.trace.json.gz and <dir>/<stem>.perfetto-trace. JSON times are relative to
+  // Starts <run>/<stem>.trace.json.gz and <run>/<stem>.perfetto-trace. JSON times are relative to
   // `time_base_ns` (coordinator clock; without one, the first event's time).
-  static absl::StatusOr<std::unique_ptr<PodTraceWriter>> open(const std::filesystem::path& dir, std::string_view stem,
+  static absl::StatusOr<std::unique_ptr<PodTraceWriter>> open(const run_directory::RunDirectory& run,
+                                                              std::string_view stem,
                                                               std::optional<int64_t> time_base_ns,
                                                               std::optional<TraceWindow> window = {});
 
@@ -46,8 +47,8 @@ class PodTraceWriter {
   PodTraceWriter(std::optional<int64_t> time_base_ns, std::optional<TraceWindow> window)
       : json_(json_file_, time_base_ns, window), perfetto_(perfetto_file_, window) {}
 
-  StreamedFile json_file_;
-  StreamedFile perfetto_file_;
+  run_directory::StreamedFile json_file_;
+  run_directory::StreamedFile perfetto_file_;
   JsonTraceWriter json_;
   PerfettoTraceWriter perfetto_;
   PodTraceFiles files_;
@@ -68,18 +69,17 @@ struct TraceSelection {
 // "A:B" (ms from the capture's start, A < B) or "step:N".
 absl::StatusOr<TraceSelection> parse_trace_selection(std::string_view text);
 
-// Reads every *.xplane.pb of `run_dir` plane by plane (a file's host name and clock offset from its planes'
-// stats, names in proto/xspace/names.h; a file whose planes name no host is named by its stem) and writes the trace
-// files of `selection` into it: pod.* for the whole run, pod.<A>-<B>ms.* or pod.step<N>.* for a window.
-absl::StatusOr<PodTraceFiles> write_run_traces(const std::filesystem::path& run_dir, const TraceSelection& selection);
+// Reads every profile file of `run` plane by plane (a file's host name and clock offset from its planes' stats, names
+// in proto/xspace/names.h; a file whose planes name no host is named by its stem) and writes the trace files of
+// `selection` into it: pod.* for the whole run, pod.<A>-<B>ms.* or pod.step<N>.* for a window.
+absl::StatusOr<PodTraceFiles> write_run_traces(const run_directory::RunDirectory& run, const TraceSelection& selection);
 // The same, reading through `files`, shared with the caller's other passes over the run (the analysis'): each
 // torch.profiler trace is converted once for all of them.
-absl::StatusOr<PodTraceFiles> write_run_traces(const std::filesystem::path& run_dir, const TraceSelection& selection,
-                                               kineto::RunFileReader& files);
-// The same over the files given (analysis::check_run_files' list) instead of a directory's, written into
-// `output_dir`.
-absl::StatusOr<PodTraceFiles> write_traces(const std::vector<std::filesystem::path>& paths,
-                                           const std::filesystem::path& output_dir, const TraceSelection& selection,
-                                           kineto::RunFileReader& files);
+absl::StatusOr<PodTraceFiles> write_run_traces(const run_directory::RunDirectory& run, const TraceSelection& selection,
+                                               run_directory::RunFileReader& files);
+// The same over the files given (run_directory::check_run_files' list) instead of a run's, written into `output`.
+absl::StatusOr<PodTraceFiles> write_traces(const std::vector<run_directory::RunFile>& files,
+                                           const run_directory::RunDirectory& output, const TraceSelection& selection,
+                                           run_directory::RunFileReader& reader);
 
 }  // namespace podscope::pod_capture

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "agent/capture/bucket_uploads.h"
 #include "daemon/atomic_file.h"
 #include "daemon/log.h"
 #include "daemon/path_within_root.h"
 #include "daemon/run_name.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
+#include "storage/location.h"
 
 namespace podscope::agent {
 namespace {
@@ -87,8 +89,14 @@ absl::StatusOr<std::string> resolve_capture_file(const std::string& configured_r
   return (dir / file_name).string();
 }
 
-CaptureSessions::CaptureSessions(const Clock& clock, std::string host_name, std::function<int64_t()> sample_now)
-    : clock_(clock), host_name_(std::move(host_name)), sample_now_(std::move(sample_now)) {}
+absl::Status check_bucket_root(const std::string& requested_root, const CaptureLimits& limits) {
+  if (!storage::is_bucket_url(requested_root)) return absl::OkStatus();
+  return allow_bucket_root(requested_root, limits.allowed_repository_roots, "a capture request");
+}
+
+CaptureSessions::CaptureSessions(const Clock& clock, std::string host_name, std::function<int64_t()> sample_now,
+                                 RepositoryQuota& quota)
+    : clock_(clock), host_name_(std::move(host_name)), sample_now_(std::move(sample_now)), quota_(quota) {}
 
 void CaptureSessions::add_source(CaptureSource& source) { sources_.push_back(&source); }
 
@@ -137,8 +145,8 @@ bool CaptureSessions::wait_for(int64_t duration_ms, const std::function<bool()>&
   }
 }
 
-absl::StatusOr<CaptureResult> CaptureSessions::run(tensorflow::ProfileRequest request,
-                                                   const std::function<bool()>& cancelled) {
+absl::StatusOr<CapturedSession> CaptureSessions::run(tensorflow::ProfileRequest request,
+                                                     const std::function<bool()>& cancelled) {
   fill_profile_defaults(request);
   const int64_t now = clock_.now_ns();
   const CaptureLimits limits = this->limits();
@@ -146,7 +154,7 @@ absl::StatusOr<CaptureResult> CaptureSessions::run(tensorflow::ProfileRequest re
   if (!plan.ok()) return plan.status();
   if (absl::Status claimed = claim(plan->session_id); !claimed.ok()) return claimed;
 
-  CaptureResult result;
+  CapturedSession result;
   result.session_id = plan->session_id;
   std::string end_reason;
   {
@@ -166,6 +174,7 @@ absl::StatusOr<CaptureResult> CaptureSessions::run(tensorflow::ProfileRequest re
 absl::StatusOr<CapturePlan> CaptureSessions::plan_capture(const tensorflow::ProfileRequest& request, int64_t now,
                                                           const CaptureLimits& limits) {
   CapturePlan plan;
+  plan.memory = std::make_shared<CaptureMemory>(limits.memory_limit_bytes);
   plan.duration_ms = requested_duration_ms(request);
   if (absl::Status s = check_duration_limit(plan.duration_ms, limits); !s.ok()) return s;
   plan.start_ns = static_cast<int64_t>(request.opts().start_timestamp_ns());
@@ -181,6 +190,10 @@ absl::StatusOr<CapturePlan> CaptureSessions::plan_capture(const tensorflow::Prof
   if (!is_plain_path_component(plan.session_id)) {
     return absl::InvalidArgumentError("session_id '" + plan.session_id +
                                       "' must be a single path component (no '/', not '.' or '..')");
+  }
+  // A bucket the agent may not write is refused before anything is captured.
+  if (writes_capture_file(request)) {
+    if (absl::Status s = check_bucket_root(request.repository_root(), limits); !s.ok()) return s;
   }
   return plan;
 }
@@ -250,7 +263,8 @@ int64_t CaptureSessions::plan_window(const CapturePlan& plan, const tensorflow::
   window.start_ns = start_ns;
   window.planned_end_ns = start_ns + plan.duration_ms * 1'000'000;
   window.request = request;
-  window.memory_limit_bytes = limits().memory_limit_bytes;
+  window.memory_limit_bytes = plan.memory->limit_bytes();
+  window.memory = plan.memory;
   for (CaptureSource* s : sources_) s->plan(window);
   return start_ns;
 }
@@ -262,7 +276,8 @@ std::string CaptureSessions::run_window(const CapturePlan& plan, const tensorflo
   window.start_ns = sample_now_();
   window.planned_end_ns = window.start_ns + plan.duration_ms * 1'000'000;
   window.request = request;
-  window.memory_limit_bytes = limits().memory_limit_bytes;
+  window.memory_limit_bytes = plan.memory->limit_bytes();
+  window.memory = plan.memory;
   for (CaptureSource* s : sources_) s->open(window);
   PODSCOPE_LOG(kInfo) << "capture " << plan.session_id << " started, " << plan.duration_ms << " ms";
   std::string end_reason;
@@ -286,10 +301,25 @@ std::string CaptureSessions::ended_because() const {
 }
 
 void CaptureSessions::write_to_repository(const tensorflow::ProfileRequest& request, const CaptureLimits& limits,
-                                          CaptureResult& result) const {
+                                          CapturedSession& result) const {
   if (!writes_capture_file(request)) return;
   // TensorFlow's server writes under repository_root; opts.repository_path is for in-process sessions only.
   const std::string& requested_dir = request.repository_root();
+  if (storage::is_bucket_url(requested_dir)) {
+    absl::StatusOr<std::string> uploaded =
+        upload_capture(requested_dir, result.session_id, capture_file_host(request, host_name_), result.xspace,
+                       limits.failed_uploads_directory, quota_);
+    if (!uploaded.ok()) {
+      result.write_error = uploaded.status();
+      return;
+    }
+    result.written_path = *uploaded;
+    CaptureDescription description = describe_capture(result.xspace, capture_file_host(request, host_name_));
+    result.written_summary = std::move(description.summary);
+    result.written_host_analysis = std::move(description.host_analysis);
+    result.xspace = std::string();
+    return;
+  }
   absl::StatusOr<std::string> file = resolve_capture_file(limits.repository_root, requested_dir, result.session_id,
                                                           capture_file_host(request, host_name_));
   if (!file.ok()) {
@@ -299,8 +329,14 @@ void CaptureSessions::write_to_repository(const tensorflow::ProfileRequest& requ
     }
     return;
   }
+  absl::StatusOr<RepositoryQuota::PlannedWrite> admitted = quota_.admit(fs::path(*file).parent_path());
+  if (!admitted.ok()) {
+    append_warning(std::string(admitted.status().message()), result.xspace);
+    return;
+  }
   if (absl::Status s = write_file_atomically(*file, result.xspace); s.ok()) {
     result.written_path = *file;
+    quota_.charge(*admitted, *file, result.xspace.size());
   } else {
     append_warning("not written to disk: " + std::string(s.message()), result.xspace);
   }

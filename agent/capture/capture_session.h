@@ -1,9 +1,8 @@
 // Captures, one at a time. CaptureSessions::run() validates a ProfileRequest, waits for its start time, opens
 // a window on every CaptureSource, waits for the end — duration elapsed, Terminate, the client cancelling or
 // passing its deadline, or agent shutdown: all the same path — closes every source, gathers one XSpace (serialized
-// while it is built, see CaptureSpace) and,
-// where the agent is configured for it and the client did not ask for it in the response, writes it under the
-// repository root.
+// while it is built, see CaptureSpace) and, where the agent is configured for it and the client did not ask for it
+// in the response, writes it under the repository root, within repository_quota_mb (RepositoryQuota).
 #pragma once
 
 #include <condition_variable>
@@ -16,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/capture/capture_source.h"
+#include "agent/capture/repository_quota.h"
 #include "daemon/clock.h"
 #include "tensorflow/profiler_service.pb.h"
 
@@ -25,13 +25,23 @@ struct CaptureLimits {
   int64_t max_duration_ms = 600000;
   std::string repository_root;  // empty: never write files
   size_t memory_limit_bytes = kDefaultCaptureMemoryLimitBytes;
+  std::vector<std::string> allowed_repository_roots;  // bucket prefixes a request may name (bucket_uploads.h)
+  std::string failed_uploads_directory;               // where a capture whose upload failed is kept
 };
 
-struct CaptureResult {
+// One agent's capture as run() ends it: its XSpace and where it was written (a pod's capture, many agents' answers
+// gathered, is pod_capture::CaptureResult).
+struct CapturedSession {
   std::string session_id;
   std::string xspace;  // serialized
   bool empty_trace = false;
   std::string written_path;  // empty when not written (the XSpace was asked for in the response, or no root)
+  // Written into a bucket: what a client reads of the capture instead of receiving it (describe_capture).
+  std::string written_summary;
+  std::string written_host_analysis;  // its analysis (bucket_uploads.h, CaptureDescription)
+  // The upload into a bucket failed (ABORTED naming the object, why, and where the capture was kept): the request
+  // fails with it, as TensorFlow's server fails a Profile it could not save.
+  absl::Status write_error;
 };
 
 // TF servers' defaults for a request whose opts.version is 0.
@@ -59,17 +69,23 @@ std::string capture_file_host(const tensorflow::ProfileRequest& request, const s
 absl::StatusOr<std::string> resolve_capture_file(const std::string& configured_root, const std::string& requested_dir,
                                                  const std::string& session_id, const std::string& host_name);
 
+// Whether a request's repository_root is a bucket (gs://, s3://) the agent may write into: OK for any other root.
+absl::Status check_bucket_root(const std::string& requested_root, const CaptureLimits& limits);
+
 // A validated request: what run() captures.
 struct CapturePlan {
   std::string session_id;
   int64_t duration_ms = 0;
-  int64_t start_ns = 0;  // opts.start_timestamp_ns on the agent's clock; 0: on arrival
+  int64_t start_ns = 0;                   // opts.start_timestamp_ns on the agent's clock; 0: on arrival
+  std::shared_ptr<CaptureMemory> memory;  // capture_memory_limit_mb as it was when the request came
 };
 
 class CaptureSessions {
  public:
   // `sample_now` runs a sampling pass and returns its time stamp (agent clock); windows open and close on one.
-  CaptureSessions(const Clock& clock, std::string host_name, std::function<int64_t()> sample_now);
+  // Files written under the repository root are charged to `quota` (the agent's, shared with NewSession's runs).
+  CaptureSessions(const Clock& clock, std::string host_name, std::function<int64_t()> sample_now,
+                  RepositoryQuota& quota);
 
   void add_source(CaptureSource& source);  // before the first capture
   void set_limits(CaptureLimits limits);
@@ -78,7 +94,7 @@ class CaptureSessions {
   // Runs one capture to its end. `cancelled` is polled (the gRPC client went away or its deadline passed).
   // Errors: INVALID_ARGUMENT (bad duration / start / session id), ALREADY_EXISTS (one is running),
   // UNAVAILABLE (shutting down).
-  absl::StatusOr<CaptureResult> run(tensorflow::ProfileRequest request, const std::function<bool()>& cancelled);
+  absl::StatusOr<CapturedSession> run(tensorflow::ProfileRequest request, const std::function<bool()>& cancelled);
   // Ends the running capture with this id early; it answers with what was collected. Any other id is ignored,
   // as TensorFlow's profiler service answers OK whatever the id.
   void terminate(const std::string& session_id);
@@ -110,7 +126,7 @@ class CaptureSessions {
   std::string run_window(const CapturePlan& plan, const tensorflow::ProfileRequest& request,
                          const std::function<bool()>& cancelled, CaptureSpace& out);
   void write_to_repository(const tensorflow::ProfileRequest& request, const CaptureLimits& limits,
-                           CaptureResult& result) const;
+                           CapturedSession& result) const;
   void release();
 
   // Waits until `deadline_ns` (agent clock) or an end request; false when ended early.
@@ -121,6 +137,7 @@ class CaptureSessions {
   const Clock& clock_;
   std::string host_name_;
   std::function<int64_t()> sample_now_;
+  RepositoryQuota& quota_;
   std::vector<CaptureSource*> sources_;
 
   mutable std::mutex mu_;

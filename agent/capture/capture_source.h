@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
+#include "agent/capture/capture_memory.h"
 #include "agent/capture/capture_space.h"
 #include "tensorflow/profiler_service.pb.h"
 
@@ -21,6 +23,8 @@ struct CaptureWindow {
   int64_t start_ns = 0;        // on the agent's clock (Clock::now_ns, which includes --clock_offset_ns)
   int64_t planned_end_ns = 0;  // start + duration; the actual end is given to close()
   size_t memory_limit_bytes = kDefaultCaptureMemoryLimitBytes;
+  // That limit as the capture's sources share it out: the same ledger from plan() to collect().
+  std::shared_ptr<CaptureMemory> memory = std::make_shared<CaptureMemory>(kDefaultCaptureMemoryLimitBytes);
   tensorflow::ProfileRequest request;  // as received, with defaults filled in (opts.version 0 → TF defaults)
 };
 

@@ -68,18 +68,30 @@ class OnBehalfOf final : public grpc::MetadataCredentialsPlugin {
   std::string identity_;
 };
 
+// The bytes of the files under `dir`.
+uint64_t bytes_under(const std::filesystem::path& dir) {
+  uint64_t bytes = 0;
+  std::error_code error;
+  for (std::filesystem::recursive_directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    std::error_code size_error;
+    if (it->is_regular_file(size_error)) bytes += it->file_size(size_error);
+  }
+  return bytes;
+}
+
 }  // namespace
 
 PodSessions::PodSessions(const Clock& clock, std::function<std::string()> repository_root,
                          std::function<int()> own_grpc_port, std::vector<std::string> allowed_targets, size_t max_hosts,
-                         bool tls_on, std::shared_ptr<grpc::ChannelCredentials> credentials)
+                         bool tls_on, std::shared_ptr<grpc::ChannelCredentials> credentials, RepositoryQuota& quota)
     : clock_(clock),
       repository_root_(std::move(repository_root)),
       own_grpc_port_(std::move(own_grpc_port)),
       allowed_targets_(std::move(allowed_targets)),
       max_hosts_(max_hosts),
       tls_on_(tls_on),
-      credentials_(std::move(credentials)) {}
+      credentials_(std::move(credentials)),
+      quota_(quota) {}
 
 absl::StatusOr<std::vector<PodSessions::Target>> PodSessions::targets(
     const tensorflow::NewProfileSessionRequest& request, const tls::PeerCertificate& caller) const {
@@ -150,6 +162,10 @@ absl::StatusOr<pod_capture::PodRunOutcome> PodSessions::run(const tensorflow::Ne
 
   std::unique_lock lock(running_, std::try_to_lock);
   if (!lock.owns_lock()) return absl::AlreadyExistsError("a NewSession is already running on this agent");
+  if (stopping_.cancelled()) return absl::UnavailableError("the agent is shutting down; no new NewSession");
+  spec.cancellation = &stopping_;
+  absl::StatusOr<RepositoryQuota::PlannedWrite> admitted = quota_.admit(*run_dir);
+  if (!admitted.ok()) return admitted.status();
   std::vector<std::unique_ptr<pod_capture::AgentConnection>> connections;
   std::vector<pod_capture::PodAgent> agents;
   const std::shared_ptr<grpc::ChannelCredentials> credentials = credentials_for(caller);
@@ -160,6 +176,7 @@ absl::StatusOr<pod_capture::PodRunOutcome> PodSessions::run(const tensorflow::Ne
   absl::StatusOr<pod_capture::PodRunOutcome> outcome =
       pod_capture::run_pod(agents, spec, *run_dir, clock_, [](const std::string&) {});
   if (outcome.ok()) {
+    quota_.charge(*admitted, outcome->run_dir, bytes_under(outcome->run_dir));
     PODSCOPE_LOG(kInfo) << "NewSession " << spec.session_id << " of " << agents.size() << " host(s) into "
                         << outcome->run_dir.string() << ": exit code " << outcome->exit_code();
   }

@@ -17,6 +17,7 @@
 #include <grpcpp/security/credentials.h>
 
 #include "absl/status/statusor.h"
+#include "agent/capture/repository_quota.h"
 #include "daemon/clock.h"
 #include "pod_capture/pod_run.h"
 #include "tensorflow/profiler_analysis.pb.h"
@@ -30,18 +31,22 @@ class PodSessions {
   // bound after the services are built. `allowed_targets` as check_fanout_patterns accepts them. The workers are
   // dialled with `credentials` (the agent's own TLS identity when TLS is on).
   // `tls_on`: this agent serves TLS (its callers are named by their certificates).
+  // The runs are charged to `quota` (the agent's, shared with Profile's files).
   PodSessions(const Clock& clock, std::function<std::string()> repository_root, std::function<int()> own_grpc_port,
               std::vector<std::string> allowed_targets, size_t max_hosts, bool tls_on,
-              std::shared_ptr<grpc::ChannelCredentials> credentials);
+              std::shared_ptr<grpc::ChannelCredentials> credentials, RepositoryQuota& quota);
 
   // Errors, with nothing contacted: PERMISSION_DENIED (a host outside allowed_fanout_targets: names it and the
   // patterns; or another host for a caller without a certificate while TLS is on), INVALID_ARGUMENT (no hosts, a
   // malformed address or one that does not resolve, a session id that is no plain name, a repository path outside
-  // the root), RESOURCE_EXHAUSTED (more hosts than max_fanout_hosts), FAILED_PRECONDITION (the agent has no
-  // repository root: says how to give it one), ALREADY_EXISTS (another pod session is running). Otherwise the pod
-  // run, as run_pod returns it. `caller` is who asked, as its handshake proved.
+  // the root), RESOURCE_EXHAUSTED (more hosts than max_fanout_hosts, or repository_quota_mb reached),
+  // FAILED_PRECONDITION (the agent has no repository root: says how to give it one), ALREADY_EXISTS (another pod
+  // session is running). Otherwise the pod run, as run_pod returns it. `caller` is who asked, as its handshake proved.
   absl::StatusOr<pod_capture::PodRunOutcome> run(const tensorflow::NewProfileSessionRequest& request,
                                                  const tls::PeerCertificate& caller);
+  // Ends the running pod session at once (its calls are cancelled; it answers CANCELLED) and refuses new ones: the
+  // agent stops.
+  void stop() { stopping_.cancel(); }
 
  private:
   // One request host, resolved and allowed: its name as listed and the address dialled.
@@ -64,7 +69,9 @@ class PodSessions {
   size_t max_hosts_;
   bool tls_on_;
   std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  RepositoryQuota& quota_;
   std::mutex running_;
+  pod_capture::Cancellation stopping_;
 };
 
 }  // namespace podscope::agent

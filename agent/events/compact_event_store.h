@@ -6,7 +6,7 @@
 // streams and each client's bookkeeping. A capture's store also reserves, per event, what the event will cost
 // once built into an XSpace and answered (CaptureCost), so that the whole capture — holding, build and
 // response — stays inside one budget; a flight recorder's store does not: its snapshots are built one at a
-// time outside it (FlightRecording). Clients share the budget fairly: one over its share loses its own
+// time outside it (FlightRecorder). Clients share the budget fairly: one over its share loses its own
 // chunks first.
 // Losing a chunk loses whole steps, never part of one: take() leaves out every event of a step that lost any.
 #pragma once

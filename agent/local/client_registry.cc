@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "agent/local/flight_recorder.h"
+#include "agent/local/recorded_events.h"
 #include "daemon/log.h"
 
 namespace podscope::agent {
@@ -160,7 +160,7 @@ void ClientRegistry::on_capture_done(uint64_t connection, const local::CaptureDo
   if (resume) resume(std::move(open));
 }
 
-void ClientRegistry::start_recording(std::shared_ptr<FlightRecorder> recorder) {
+void ClientRegistry::start_recording(std::shared_ptr<RecordedEvents> recorder) {
   std::vector<FrameSender> senders;
   std::string open;
   {

@@ -20,7 +20,7 @@
 
 namespace podscope::agent {
 
-class FlightRecorder;
+class RecordedEvents;
 
 struct LocalClientInfo {
   uint64_t connection = 0;
@@ -93,7 +93,7 @@ class ClientRegistry {
   // a recording session (local::kRecordingSessionBit set) that no close follows, so that it streams all its
   // events; they go to `recorder`. A capture window takes the clients over while it is open (its events are
   // recorded too) and each client is handed back to the recording once it answered the window's close.
-  void start_recording(std::shared_ptr<FlightRecorder> recorder);
+  void start_recording(std::shared_ptr<RecordedEvents> recorder);
   // Closes the recording session on every client; the recorder keeps what it holds.
   void stop_recording();
 
@@ -121,7 +121,7 @@ class ClientRegistry {
   std::map<uint64_t, LocalClientCapture> gathered_;   // by connection, for clients in the window
   std::unique_ptr<CompactEventStore> window_events_;  // while a window is open or closing
   WindowCharge last_window_charge_;
-  std::shared_ptr<FlightRecorder> recorder_;  // while recording
+  std::shared_ptr<RecordedEvents> recorder_;  // while recording
   uint64_t recording_session_ = 0;
   uint64_t recordings_started_ = 0;
 };

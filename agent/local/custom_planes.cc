@@ -1,6 +1,7 @@
 #include "agent/local/custom_planes.h"
 
 #include <algorithm>
+#include <deque>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -130,7 +131,7 @@ class SortedEvents {
   SortedEvents(const Clock& clock, const CustomPlaneOptions& options) : clock_(clock), options_(options) {}
 
   void reserve(size_t events) { keys_.reserve(events); }
-  // Adds `capture`'s kept events inside the window for which `wanted(event)`.
+  // Adds `capture`'s kept events inside the window for which `wanted(event)`, and its steps among them.
   template <typename Wanted>
   void add(const LocalClientCapture& capture, Wanted&& wanted) {
     const HeldClientEvents& held = capture.events;
@@ -143,6 +144,7 @@ class SortedEvents {
       const int64_t end = xspace::saturating_add(start, e.duration_ns);
       if (end < options_.window_start_ns || start > options_.window_end_ns) return;
       keys_.push_back({e.start_ns, first_chunk + where.chunk, where.offset});
+      if (e.kind == EventKind::kStep) steps_.push_back({{e.value, start, end}, name_of(held, e.id)});
     });
   }
   // By start; events that start together stay in the order they arrived in, client by client.
@@ -150,8 +152,17 @@ class SortedEvents {
     std::sort(keys_.begin(), keys_.end(), [](const EventKey& a, const EventKey& b) {
       return std::tie(a.start_ns, a.chunk, a.offset) < std::tie(b.start_ns, b.chunk, b.offset);
     });
+    // Added in arrival order, client by client: in the keys' order once sorted by start, ties kept.
+    std::stable_sort(steps_.begin(), steps_.end(),
+                     [](const NamedStep& a, const NamedStep& b) { return a.span.start_ns < b.span.start_ns; });
   }
   bool empty() const { return keys_.empty(); }
+  // The steps among the events, by start, with their names.
+  struct NamedStep {
+    StepSpan span;
+    std::string_view name;
+  };
+  const std::vector<NamedStep>& steps() const { return steps_; }
 
   // Calls `f(PlacedEvent)` for every event, in order; the event lives for the call.
   template <typename F>
@@ -168,15 +179,14 @@ class SortedEvents {
   const CustomPlaneOptions& options_;
   std::vector<std::pair<const LocalClientCapture*, uint32_t>> chunks_;  // by a key's chunk: the client, its chunk
   std::vector<EventKey> keys_;
+  std::vector<NamedStep> steps_;
 };
 
 // The steps among one core's events, by start.
 std::vector<StepSpan> steps_of(const SortedEvents& events) {
   std::vector<StepSpan> steps;
-  events.for_each([&steps](const PlacedEvent& p) {
-    if (p.event->kind == EventKind::kStep)
-      steps.push_back({p.event->value, p.start_ns, p.start_ns + p.event->duration_ns});
-  });
+  steps.reserve(events.steps().size());
+  for (const SortedEvents::NamedStep& step : events.steps()) steps.push_back(step.span);
   return steps;
 }
 
@@ -296,17 +306,6 @@ class BatchFlusher {
 // series, warnings) follow in what is left.
 constexpr size_t kReservedBytesPerEvent = 160;
 
-// Adds one core's events to its plane; with `stream`, moving them to the wire a batch at a time.
-void add_core_events(int32_t core, const SortedEvents& events, xspace::XPlaneBuilder& builder,
-                     xspace::XPlaneStreamWriter* stream) {
-  CorePlaneWriter writer(core, builder, steps_of(events));
-  BatchFlusher flusher(stream);
-  events.for_each([&](const PlacedEvent& p) {
-    writer.add(p);
-    flusher.added();
-  });
-}
-
 // XProf's overview and input pipeline tools ignore `/device:CUSTOM:` planes and read a host-only program's steps
 // from /host:CPU: a root event (stat `_r` = 1) with a `step_num`, and the events nested in it on the same line,
 // which its step grouping gives the step's group. So each core also gets a host line with, per step, a marker
@@ -314,37 +313,33 @@ void add_core_events(int32_t core, const SortedEvents& events, xspace::XPlaneBui
 // of its input time (infeed and root input stages, marked with XProf's input stage stat: waiting for input). An
 // event belongs to the step it starts in and is cut at the step's end. Our analysis takes steps from the Steps
 // line, never from these markers, and gives the segments no type (they carry no group or correlation id).
-struct StepSegments {
-  std::vector<std::pair<int64_t, int64_t>> ops, input;  // [start, end), by start
+struct StepSegment {
+  size_t step;  // index into HostStepMarkers::steps
+  int64_t start_ns, end_ns;
 };
-
-void add_to_union(std::vector<std::pair<int64_t, int64_t>>& segments, int64_t start, int64_t end) {
-  if (!segments.empty() && start <= segments.back().second) {
-    segments.back().second = std::max(segments.back().second, end);
-  } else {
-    segments.emplace_back(start, end);
-  }
-}
 
 bool is_input_time(const HeldEvent& e) {
   return e.kind == EventKind::kInfeed || (e.kind == EventKind::kInputStage && e.value2 == 0);
 }
 
-void add_host_step_markers(int32_t core, const SortedEvents& events, tensorflow::profiler::XSpace& space,
-                           BatchFlusher& flusher) {
+// One core's host step markers: its steps that hold time, their names and the unions of their ops and input. Events
+// come by start, so each step's segments follow those of the steps before it: one list of each, not one per step.
+struct HostStepMarkers {
+  int32_t core = 0;
   std::vector<StepSpan> steps;
-  std::vector<std::string_view> step_names;
-  events.for_each([&](const PlacedEvent& p) {
-    if (p.event->kind != EventKind::kStep) return;
-    const int64_t end = xspace::saturating_add(p.start_ns, p.event->duration_ns);
-    if (end <= p.start_ns) return;  // an empty or negative step holds nothing
-    steps.push_back({p.event->value, p.start_ns, end});
-    step_names.push_back(name_of(*p.client, p.event->id));
-  });
-  if (steps.empty()) return;
-  std::vector<StepSegments> segments(steps.size());
-  events.for_each([&](const PlacedEvent& p) {  // by start, so each union grows at its end
-    if (p.event->kind == EventKind::kStep || p.event->kind == EventKind::kFreeForm ||
+  std::vector<std::string_view> names;
+  std::vector<StepSegment> ops, input;  // by step, then start
+
+  explicit HostStepMarkers(int32_t core, const SortedEvents& events) : core(core) {
+    for (const SortedEvents::NamedStep& step : events.steps()) {
+      if (step.span.end_ns <= step.span.start_ns) continue;  // an empty or negative step holds nothing
+      steps.push_back(step.span);
+      names.push_back(step.name);
+    }
+  }
+  // An event, in start order: its time in the step it starts in joins that step's union.
+  void add(const PlacedEvent& p) {
+    if (steps.empty() || p.event->kind == EventKind::kStep || p.event->kind == EventKind::kFreeForm ||
         (p.event->kind == EventKind::kInputStage && !is_input_time(*p.event)))
       return;
     auto it = std::upper_bound(steps.begin(), steps.end(), p.start_ns,
@@ -353,35 +348,62 @@ void add_host_step_markers(int32_t core, const SortedEvents& events, tensorflow:
     const StepSpan& step = *std::prev(it);
     const int64_t end = std::min(step.end_ns, xspace::saturating_add(p.start_ns, p.event->duration_ns));
     if (end <= p.start_ns) return;
-    auto& segment = segments[static_cast<size_t>(std::distance(steps.begin(), std::prev(it)))];
-    add_to_union(is_input_time(*p.event) ? segment.input : segment.ops, p.start_ns, end);
-  });
+    const auto index = static_cast<size_t>(std::distance(steps.begin(), std::prev(it)));
+    std::vector<StepSegment>& segments = is_input_time(*p.event) ? input : ops;
+    if (!segments.empty() && segments.back().step == index && p.start_ns <= segments.back().end_ns) {
+      segments.back().end_ns = std::max(segments.back().end_ns, end);
+    } else {
+      segments.push_back({index, p.start_ns, end});
+    }
+  }
+};
+
+void add_host_step_markers(const HostStepMarkers& markers, tensorflow::profiler::XSpace& space, BatchFlusher& flusher) {
+  if (markers.steps.empty()) return;
   xspace::XPlaneBuilder host(xspace::find_or_add_plane(space, xspace::kHostPlaneName));
-  xspace::XLineBuilder line = host.line_named(std::string(xspace::kHostStepMarkersLinePrefix) + std::to_string(core));
+  xspace::XLineBuilder line =
+      host.line_named(std::string(xspace::kHostStepMarkersLinePrefix) + std::to_string(markers.core));
   const int64_t ops_id = host.event_metadata_id(xspace::kHostStepOpsEventName);
   const int64_t input_id = host.event_metadata_id(xspace::kHostStepInputEventName);
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const std::string_view name = step_names[i];
-    line.add_event(name.empty() ? std::string_view("train") : name, steps[i].start_ns,
-                   steps[i].end_ns - steps[i].start_ns)
-        .add(xspace::kStepNumStat, steps[i].step_num)
+  size_t o = 0, n = 0;
+  for (size_t i = 0; i < markers.steps.size(); ++i) {
+    const std::string_view name = markers.names[i];
+    const StepSpan& step = markers.steps[i];
+    line.add_event(name.empty() ? std::string_view("train") : name, step.start_ns, step.end_ns - step.start_ns)
+        .add(xspace::kStepNumStat, step.step_num)
         .add(xspace::kRootEventStat, int64_t{1});
     flusher.added();
-    // The two unions merged by start: XProf nests the events of a line in their order.
-    const auto& ops = segments[i].ops;
-    const auto& input = segments[i].input;
-    for (size_t o = 0, n = 0; o < ops.size() || n < input.size();) {
-      if (n == input.size() || (o < ops.size() && ops[o].first <= input[n].first)) {
-        line.add_event(ops_id, ops[o].first, ops[o].second - ops[o].first);
+    // The step's two unions merged by start: XProf nests the events of a line in their order.
+    const auto& ops = markers.ops;
+    const auto& input = markers.input;
+    for (;;) {
+      const bool op_next = o < ops.size() && ops[o].step == i;
+      const bool input_next = n < input.size() && input[n].step == i;
+      if (!op_next && !input_next) break;
+      if (op_next && (!input_next || ops[o].start_ns <= input[n].start_ns)) {
+        line.add_event(ops_id, ops[o].start_ns, ops[o].end_ns - ops[o].start_ns);
         ++o;
       } else {
-        line.add_event(input_id, input[n].first, input[n].second - input[n].first)
+        line.add_event(input_id, input[n].start_ns, input[n].end_ns - input[n].start_ns)
             .add(xspace::kInputPipelineStageNameStat, xspace::kHostStepInputEventName);
         ++n;
       }
       flusher.added();
     }
   }
+}
+
+// Adds one core's events to its plane, in one pass over them that also gathers its host step markers; with `stream`,
+// moving them to the wire a batch at a time.
+void add_core_events(int32_t core, const SortedEvents& events, xspace::XPlaneBuilder& builder,
+                     xspace::XPlaneStreamWriter* stream, HostStepMarkers& markers) {
+  CorePlaneWriter writer(core, builder, steps_of(events));
+  BatchFlusher flusher(stream);
+  events.for_each([&](const PlacedEvent& p) {
+    writer.add(p);
+    markers.add(p);
+    flusher.added();
+  });
 }
 
 // The allocator name each (process, tag) is shown under: the tag itself, or "<tag> (pid P)" where processes
@@ -500,6 +522,42 @@ SortedEvents events_on_core(int32_t core, const BuildPlan::Core& planned, const 
   return events;
 }
 
+// One core's plane as a thread of the build makes it: the plane (written to the wire a batch at a time when
+// streamed) and its host step markers.
+struct CoreBuild {
+  CoreBuild(int32_t core, const BuildPlan::Core& planned) : core(core), planned(planned) {}
+  CoreBuild(const CoreBuild&) = delete;  // its stream refers to its plane
+  // Once in the space: what it held goes.
+  void release() {
+    stream.reset();
+    markers.reset();
+    tensorflow::profiler::XPlane().Swap(&plane);
+  }
+  int32_t core;
+  const BuildPlan::Core& planned;
+  std::optional<std::pair<const LocalClientCapture*, CoreDrops>> drops;  // what the budget dropped here
+  tensorflow::profiler::XPlane plane;
+  std::optional<xspace::XPlaneStreamWriter> stream;
+  std::optional<HostStepMarkers> markers;
+};
+
+void build_core(CoreBuild& b, const Clock& clock, const CustomPlaneOptions& options) {
+  const SortedEvents events = events_on_core(b.core, b.planned, clock, options);
+  b.plane.set_name(std::string(xspace::kCustomPlanePrefix) + std::to_string(b.core));
+  b.plane.set_id(b.core);
+  if (options.serialized_planes) b.stream.emplace(b.plane);
+  xspace::XPlaneBuilder builder(&b.plane);
+  if (b.drops) {
+    const auto& [owner, d] = *b.drops;
+    builder.stats()
+        .add(xspace::kClientPidStat, static_cast<int64_t>(owner->client.pid))
+        .add(xspace::kDroppedEventsStat, static_cast<int64_t>(d.events))
+        .add(xspace::kDroppedStepsStat, static_cast<int64_t>(d.steps));
+  }
+  b.markers.emplace(b.core, events);
+  add_core_events(b.core, events, builder, b.stream ? &*b.stream : nullptr, *b.markers);
+}
+
 }  // namespace
 
 void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Clock& clock,
@@ -525,32 +583,22 @@ void add_custom_planes(const std::vector<LocalClientCapture>& captures, const Cl
   }
 
   for (auto& [core, d] : drops_by_core) plan.cores[core];  // a core that lost everything still has its plane
+  std::deque<CoreBuild> builds;
+  for (const auto& [core, planned] : plan.cores) {
+    CoreBuild& b = builds.emplace_back(core, planned);
+    if (auto it = drops_by_core.find(core); it != drops_by_core.end()) b.drops = {it->second.first, it->second.second};
+  }
   BatchFlusher host_flusher(options.serialized_planes ? options.host_plane_stream : nullptr);
   // One core at a time: its events are decoded from their records as its plane is written.
-  for (const auto& [core, planned] : plan.cores) {
-    const SortedEvents events = events_on_core(core, planned, clock, options);
-    const std::string plane_name = std::string(xspace::kCustomPlanePrefix) + std::to_string(core);
-    tensorflow::profiler::XPlane streamed;
-    std::optional<xspace::XPlaneStreamWriter> stream;
-    tensorflow::profiler::XPlane* plane = &streamed;
-    if (options.serialized_planes) {
-      streamed.set_name(plane_name);
-      streamed.set_id(core);
-      stream.emplace(streamed);
+  for (CoreBuild& b : builds) {
+    build_core(b, clock, options);
+    if (b.stream) {
+      b.stream->finish(*options.serialized_planes);
     } else {
-      plane = xspace::find_or_add_plane(space, plane_name, core);
+      *xspace::find_or_add_plane(space, b.plane.name(), b.core) = std::move(b.plane);
     }
-    xspace::XPlaneBuilder builder(plane);
-    if (auto it = drops_by_core.find(core); it != drops_by_core.end()) {
-      const auto& [owner, d] = it->second;
-      builder.stats()
-          .add(xspace::kClientPidStat, static_cast<int64_t>(owner->client.pid))
-          .add(xspace::kDroppedEventsStat, static_cast<int64_t>(d.events))
-          .add(xspace::kDroppedStepsStat, static_cast<int64_t>(d.steps));
-    }
-    add_core_events(core, events, builder, stream ? &*stream : nullptr);
-    if (stream) stream->finish(*options.serialized_planes);
-    add_host_step_markers(core, events, space, host_flusher);
+    add_host_step_markers(*b.markers, space, host_flusher);
+    b.release();
   }
   add_memory_events(plan, clock, options, space, host_flusher);
 }

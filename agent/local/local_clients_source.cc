@@ -11,7 +11,7 @@ void LocalClientsSource::open(const CaptureWindow& window) {
   start_ns_ = window.start_ns;
   end_ns_ = window.planned_end_ns;
   registry_->open_window(next_session_++, window.start_ns, window.planned_end_ns, clock_.from_system_ns(0),
-                         events_budget(window.memory_limit_bytes));
+                         window.memory->reserve(events_budget(window.memory->unreserved_bytes())));
 }
 
 void LocalClientsSource::close(int64_t end_ns) {

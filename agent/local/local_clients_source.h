@@ -24,9 +24,9 @@ struct WindowDrops {
 
 class LocalClientsSource : public CaptureSource {
  public:
-  // The share of a capture's memory budget for the clients' events and device planes; the rest is for the
-  // host series, the other sources and the capture's own bookkeeping.
-  static size_t events_budget(size_t capture_memory_limit_bytes) { return capture_memory_limit_bytes / 8 * 7; }
+  // The share of what a capture's sources left unreserved (CaptureMemory) that the clients' events and device
+  // planes reserve; the rest is for the host series and the capture's own bookkeeping.
+  static size_t events_budget(size_t unreserved_bytes) { return unreserved_bytes / 8 * 7; }
 
   // `on_dropped` (optional) receives what each window lost (for the agent's metrics).
   LocalClientsSource(std::shared_ptr<ClientRegistry> registry, const Clock& clock,

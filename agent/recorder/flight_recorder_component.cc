@@ -4,19 +4,19 @@
 
 namespace podscope::agent {
 
-FlightRecorderComponent::FlightRecorderComponent(FlightRecording& recording,
+FlightRecorderComponent::FlightRecorderComponent(FlightRecorder& recorder,
                                                  std::optional<FlightRecorderSettings> at_start)
-    : recording_(recording), at_start_(at_start) {}
+    : recorder_(recorder), at_start_(at_start) {}
 
 FlightRecorderComponent::~FlightRecorderComponent() { stop(); }
 
 absl::Status FlightRecorderComponent::start() {
   if (at_start_) {
-    if (absl::Status s = recording_.start(*at_start_); !s.ok()) return s;
+    if (absl::Status s = recorder_.start(*at_start_); !s.ok()) return s;
   }
   publisher_ = std::thread([this] {
     std::unique_lock lock(mu_);
-    while (!wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) recording_.publish_metrics();
+    while (!wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) recorder_.publish_metrics();
   });
   return absl::OkStatus();
 }
@@ -29,7 +29,7 @@ void FlightRecorderComponent::stop() {
   }
   wake_.notify_all();
   if (publisher_.joinable()) publisher_.join();
-  recording_.stop().IgnoreError();  // NOT_FOUND when it was not recording
+  recorder_.stop().IgnoreError();  // NOT_FOUND when it was not recording
 }
 
 }  // namespace podscope::agent

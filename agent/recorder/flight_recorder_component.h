@@ -9,14 +9,14 @@
 #include <thread>
 
 #include "daemon/lifecycle_component.h"
-#include "agent/recorder/flight_recording.h"
+#include "agent/recorder/flight_recorder.h"
 
 namespace podscope::agent {
 
 class FlightRecorderComponent final : public LifecycleComponent {
  public:
   // `at_start`: the settings to record with from the start; nullopt: off until StartContinuousProfiling.
-  FlightRecorderComponent(FlightRecording& recording, std::optional<FlightRecorderSettings> at_start);
+  FlightRecorderComponent(FlightRecorder& recorder, std::optional<FlightRecorderSettings> at_start);
   ~FlightRecorderComponent() override;
 
   std::string_view name() const override { return "flight_recorder"; }
@@ -24,7 +24,7 @@ class FlightRecorderComponent final : public LifecycleComponent {
   void stop() override;
 
  private:
-  FlightRecording& recording_;
+  FlightRecorder& recorder_;
   std::optional<FlightRecorderSettings> at_start_;
   std::mutex mu_;
   std::condition_variable wake_;

@@ -92,10 +92,10 @@ uint64_t size_or_zero(const std::filesystem::path& path) {
 
 }  // namespace
 
-TriggeredSnapshots::TriggeredSnapshots(FlightRecording& recording, std::shared_ptr<ClientRegistry> clients,
+TriggeredSnapshots::TriggeredSnapshots(FlightRecorder& recorder, std::shared_ptr<ClientRegistry> clients,
                                        const Clock& clock, std::string host_name, TriggeredSnapshotSettings settings,
                                        prometheus::Registry& metrics)
-    : recording_(recording),
+    : recorder_(recorder),
       clients_(std::move(clients)),
       clock_(clock),
       host_name_(std::move(host_name)),
@@ -204,7 +204,7 @@ podscope::v1::StoredSnapshot TriggeredSnapshots::describe(const SlowStep& slow, 
 
 void TriggeredSnapshots::freeze(const Trigger& trigger) {
   const SlowStep& slow = trigger.slow;
-  const std::optional<FlightRecorderState> state = recording_.state();
+  const std::optional<FlightRecorderState> state = recorder_.state();
   if (!state) {  // the recorder was stopped (StopContinuousProfiling): there is no window to freeze
     count(Outcome::kRecorderOff);
     return;
@@ -219,7 +219,7 @@ void TriggeredSnapshots::freeze(const Trigger& trigger) {
     return;
   }
   absl::StatusOr<RecorderSnapshot> snapshot =
-      recording_.span(trigger.end_ns - state->window_ns, trigger.end_ns, WhenBuilding::kWait);
+      recorder_.span(trigger.end_ns - state->window_ns, trigger.end_ns, WhenBuilding::kWait);
   if (!snapshot.ok()) {
     count(Outcome::kRecorderOff);
     return;

@@ -35,7 +35,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/lifecycle_component.h"
 #include "agent/local/client_registry.h"
-#include "agent/recorder/flight_recording.h"
+#include "agent/recorder/flight_recorder.h"
 #include "agent/steps/slow_step_detector.h"
 #include "daemon/clock.h"
 #include "podscope/v1/agent.pb.h"
@@ -65,7 +65,7 @@ class TriggeredSnapshots final : public LifecycleComponent {
   // Told of each snapshot frozen, with the snapshot and the recorder's window.
   using Reporter = std::function<void(const podscope::v1::StoredSnapshot& snapshot, int64_t window_ns)>;
 
-  TriggeredSnapshots(FlightRecording& recording, std::shared_ptr<ClientRegistry> clients, const Clock& clock,
+  TriggeredSnapshots(FlightRecorder& recorder, std::shared_ptr<ClientRegistry> clients, const Clock& clock,
                      std::string host_name, TriggeredSnapshotSettings settings, prometheus::Registry& metrics);
   ~TriggeredSnapshots() override;
 
@@ -123,7 +123,7 @@ class TriggeredSnapshots final : public LifecycleComponent {
   void apply_retention();  // with mu_ held
   void count(Outcome outcome) { outcomes_[static_cast<size_t>(outcome)]->Increment(); }
 
-  FlightRecording& recording_;
+  FlightRecorder& recorder_;
   std::shared_ptr<ClientRegistry> clients_;
   const Clock& clock_;
   const std::string host_name_;

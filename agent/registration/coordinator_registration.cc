@@ -10,20 +10,15 @@
 #include "podscope/v1/coordinator.grpc.pb.h"
 
 namespace podscope::agent {
-namespace {
-
-std::string random_instance_id() {
+std::string new_instance_id() {
   std::random_device random;
   char hex[33];
   std::snprintf(hex, sizeof(hex), "%08x%08x%08x%08x", random(), random(), random(), random());
   return hex;
 }
 
-}  // namespace
-
 CoordinatorRegistration::CoordinatorRegistration(RegistrationSettings settings)
     : settings_(std::move(settings)),
-      instance_id_(random_instance_id()),
       stub_(podscope::v1::Coordinator::NewStub(grpc::CreateChannel(settings_.coordinator, settings_.credentials))) {}
 
 std::string advertised_agent_address(const std::string& listen, int port, const std::string& host_name) {
@@ -42,6 +37,7 @@ void CoordinatorRegistration::stop() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
+    if (in_flight_ != nullptr) in_flight_->TryCancel();  // a shutdown waits for no coordinator
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -54,15 +50,17 @@ void CoordinatorRegistration::run(std::string address) {
   bool warned = false;
   std::unique_lock lock(mu_);
   while (!stop_) {
-    lock.unlock();
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    // A registration waits while the coordinator calls this agent back (kVerifyTimeout there).
+    context.set_deadline(std::chrono::system_clock::now() + (registered ? kHeartbeatTimeout : kRegisterTimeout));
+    in_flight_ = &context;
+    lock.unlock();
     if (!registered) {
       podscope::v1::RegisterRequest request;
       request.set_host_name(settings_.host_name);
       request.set_address(address);
       request.set_job(settings_.job);
-      request.set_instance_id(instance_id_);
+      request.set_instance_id(settings_.instance_id);
       podscope::v1::RegisterResponse response;
       const grpc::Status status = stub->Register(&context, request, &response);
       if (status.ok()) {
@@ -91,6 +89,7 @@ void CoordinatorRegistration::run(std::string address) {
       }
     }
     lock.lock();
+    in_flight_ = nullptr;
     cv_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return stop_; });
   }
 }
@@ -98,7 +97,7 @@ void CoordinatorRegistration::run(std::string address) {
 void CoordinatorRegistration::report_trigger(podscope::v1::TriggerReport report) {
   report.set_host_name(settings_.host_name);
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  context.set_deadline(std::chrono::system_clock::now() + kHeartbeatTimeout);
   podscope::v1::TriggerReportResponse response;
   const grpc::Status status = stub_->ReportTrigger(&context, report, &response);
   if (!status.ok()) {

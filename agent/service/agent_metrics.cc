@@ -68,7 +68,36 @@ RequestMetrics::RequestMetrics(prometheus::Registry& registry, const std::string
                                 "already being answered as there are threads for them (kMaxAnswerThreads).")
                           .Labels({{"host", host_name}})
                           .Register(registry)
-                          .Add({})) {}
+                          .Add({})),
+      upstream_answers_refused(prometheus::BuildCounter()
+                                   .Name("podscope_capture_inputs_refused_total")
+                                   .Help("What a capture's sources received and dropped because it did not fit their "
+                                         "share of capture_memory_limit_mb (each said in the capture's warnings), by "
+                                         "source.")
+                                   .Labels({{"host", host_name}})
+                                   .Register(registry)
+                                   .Add({{"source", "upstream"}})),
+      repository_writes_refused(prometheus::BuildCounter()
+                                    .Name("podscope_repository_writes_refused_total")
+                                    .Help("Captures and pod runs not written under repository_root because the tree "
+                                          "already holds repository_quota_mb (said in the capture's warnings or the "
+                                          "NewSession's error).")
+                                    .Labels({{"host", host_name}})
+                                    .Register(registry)
+                                    .Add({})),
+      interrupted_writes_removed(prometheus::BuildCounter()
+                                     .Name("podscope_interrupted_writes_removed_total")
+                                     .Help("Temporary files of atomic writes that a crash or kill cut off, found and "
+                                           "removed under repository_root at start.")
+                                     .Labels({{"host", host_name}})
+                                     .Register(registry)
+                                     .Add({})),
+      interrupted_writes_removed_bytes(prometheus::BuildCounter()
+                                           .Name("podscope_interrupted_writes_removed_bytes_total")
+                                           .Help("Bytes those temporary files held.")
+                                           .Labels({{"host", host_name}})
+                                           .Register(registry)
+                                           .Add({})) {}
 
 void register_build_info(prometheus::Registry& registry, const std::string& host_name, const std::string& version) {
   prometheus::BuildGauge()

@@ -6,10 +6,13 @@
 
 #include <functional>
 #include <mutex>
+#include <string>
 #include <vector>
 
+#include "agent/capture/capture_session.h"
 #include "agent/capture/capture_source.h"
-#include "agent/recorder/flight_recording.h"
+#include "agent/capture/repository_quota.h"
+#include "agent/recorder/flight_recorder.h"
 #include "agent/recorder/triggered_snapshots.h"
 #include "agent/service/agent_metrics.h"
 #include "agent/service/raw_answer.h"
@@ -24,10 +27,13 @@ class AgentServiceImpl final
     : public podscope::v1::Agent::WithRawCallbackMethod_GetRecordedWindow<podscope::v1::Agent::Service> {
  public:
   // `fill_status` writes everything the agent knows into a status (collectors, clock, capture, clients...).
-  // `start_lead` is the lead captures need now (CaptureSessions::start_lead), answered with every Ping.
-  AgentServiceImpl(const Clock& clock, std::function<void(podscope::v1::AgentStatus&)> fill_status,
-                   std::function<StartLead()> start_lead, FlightRecording& recording,
-                   const TriggeredSnapshots& snapshots, RequestMetrics& metrics, tls::CallAuthorizer& authorizer);
+  // `start_lead` is the lead captures need now (CaptureSessions::start_lead), answered with every Ping, and so is
+  // `host_name`; a Ping naming `instance_id` (the agent's own, chosen at start) is told so. `limits` are the captures'
+  // (CaptureSessions::limits): the bucket roots a window may be written into and where a failed upload is kept.
+  AgentServiceImpl(const Clock& clock, std::string host_name, std::string instance_id,
+                   std::function<void(podscope::v1::AgentStatus&)> fill_status, std::function<StartLead()> start_lead,
+                   std::function<CaptureLimits()> limits, FlightRecorder& recorder, const TriggeredSnapshots& snapshots,
+                   RequestMetrics& metrics, RepositoryQuota& quota, tls::CallAuthorizer& authorizer);
 
   grpc::Status Ping(grpc::ServerContext* context, const podscope::v1::PingRequest* request,
                     podscope::v1::PingResponse* response) override;
@@ -40,14 +46,19 @@ class AgentServiceImpl final
                                  podscope::v1::RecordedWindowResponse* response) override;
 
  private:
-  grpc::Status answer_window(const podscope::v1::RecordedWindowRequest& request, grpc::ByteBuffer& response);
+  grpc::Status answer_window(grpc::CallbackServerContext& context, const podscope::v1::RecordedWindowRequest& request,
+                             grpc::ByteBuffer& response);
 
   const Clock& clock_;
+  const std::string host_name_;
+  const std::string instance_id_;
   std::function<void(podscope::v1::AgentStatus&)> fill_status_;
   std::function<StartLead()> start_lead_;
-  FlightRecording& recording_;
+  std::function<CaptureLimits()> limits_;
+  FlightRecorder& recorder_;
   const TriggeredSnapshots& snapshots_;
   RequestMetrics& metrics_;
+  RepositoryQuota& quota_;  // charged with the captures kept locally when their upload failed
   tls::CallAuthorizer& authorizer_;
   AnswerThreads answer_threads_;
 };

@@ -7,7 +7,7 @@
 #include "agent/kineto/kineto_processes.h"
 #include "agent/local/client_registry.h"
 #include "agent/local/local_socket_counters.h"
-#include "agent/recorder/flight_recording.h"
+#include "agent/recorder/flight_recorder.h"
 #include "agent/recorder/triggered_snapshots.h"
 
 namespace podscope::agent {
@@ -29,7 +29,7 @@ void fill_flight_recorder_status(const AgentStatusSources& sources, podscope::v1
   }
   out.set_snapshots_triggered(sources.triggered_snapshots.triggered());
   out.set_snapshots_deleted(sources.triggered_snapshots.deleted());
-  const std::optional<FlightRecorderState> state = sources.recording.state();
+  const std::optional<FlightRecorderState> state = sources.recorder.state();
   if (!state) return;
   out.set_on(true);
   out.set_window_ms(state->window_ns / 1'000'000);

@@ -17,7 +17,7 @@ class CaptureSessions;
 class ClientRegistry;
 class ClockHealthCollector;
 class Collector;
-class FlightRecording;
+class FlightRecorder;
 class KinetoCaptureSource;
 class KinetoEndpoint;
 class KinetoProcesses;
@@ -32,7 +32,7 @@ struct AgentStatusSources {
   const std::vector<const Collector*>& collectors;
   const ClockHealthCollector& clock_health;
   const CaptureSessions& captures;
-  const FlightRecording& recording;
+  const FlightRecorder& recorder;
   const TriggeredSnapshots& triggered_snapshots;
   const ClientRegistry& local_clients;
   const LocalSocketCounters& local_socket_counters;

@@ -2,17 +2,18 @@
 
 #include "daemon/grpc_status.h"
 #include "daemon/log.h"
+#include "podscope/v1/profile_answer.pb.h"
 
 namespace podscope::agent {
 
 ProfilerServiceImpl::ProfilerServiceImpl(CaptureSessions& captures, MonitorReporter monitor, RequestMetrics& metrics,
-                                         int64_t max_concurrent_monitors, FlightRecording& recording,
+                                         int64_t max_concurrent_monitors, FlightRecorder& recorder,
                                          tls::CallAuthorizer& authorizer)
     : captures_(captures),
       monitor_(std::move(monitor)),
       metrics_(metrics),
       max_concurrent_monitors_(max_concurrent_monitors),
-      recording_(recording),
+      recorder_(recorder),
       authorizer_(authorizer),
       answer_threads_(kMaxAnswerThreads, metrics.answers_refused) {}
 
@@ -28,11 +29,15 @@ grpc::ServerUnaryReactor* ProfilerServiceImpl::Profile(grpc::CallbackServerConte
 
 grpc::Status ProfilerServiceImpl::run_profile(grpc::CallbackServerContext& context,
                                               const tensorflow::ProfileRequest& request, grpc::ByteBuffer& response) {
-  absl::StatusOr<CaptureResult> result = captures_.run(request, [&context] { return context.IsCancelled(); });
+  absl::StatusOr<CapturedSession> result = captures_.run(request, [&context] { return context.IsCancelled(); });
   if (!result.ok()) {
     PODSCOPE_LOG(kWarning) << "Profile refused: " << result.status().message();
     metrics_.captures_refused.Increment();
     return to_grpc_status(result.status());
+  }
+  if (!result->write_error.ok()) {
+    metrics_.captures_refused.Increment();
+    return to_grpc_status(result->write_error);
   }
   metrics_.captures_served.Increment();
   tensorflow::ProfileResponse fields;
@@ -54,6 +59,16 @@ grpc::Status ProfilerServiceImpl::run_profile(grpc::CallbackServerContext& conte
                         head);
     head += tool_head;
     body = std::move(result->xspace);
+  } else if (!result->written_summary.empty()) {
+    // Written into a bucket: podscope's clients read where, and the summary, instead of the capture.
+    podscope::v1::SerializedProfileResponse written;
+    written.set_written_to(result->written_path);
+    written.set_written_summary(std::move(result->written_summary));
+    written.set_host_analysis(std::move(result->written_host_analysis));
+    head += written.SerializeAsString();
+    // The analysis' records (names, packed times) compress several times over: sent gzipped when the client
+    // accepts it, as gRPC negotiates.
+    context.set_compression_algorithm(GRPC_COMPRESS_GZIP);
   }
   response = raw_answer(std::move(head), std::move(body), metrics_.heap_returned);
   return grpc::Status::OK;
@@ -95,7 +110,7 @@ grpc::Status ProfilerServiceImpl::StartContinuousProfiling(grpc::ServerContext* 
       request->opts().duration_ms() != 0 ? request->opts().duration_ms() : request->duration_ms();
   const int64_t window_ms = requested == 0 ? kDefaultContinuousWindowMs : duration_or_default_ms(requested);
   if (absl::Status s = check_duration_limit(window_ms, captures_.limits()); !s.ok()) return to_grpc_status(s);
-  return to_grpc_status(recording_.start(FlightRecorderSettings{window_ms * 1'000'000, continuous_max_bytes_}));
+  return to_grpc_status(recorder_.start(FlightRecorderSettings{window_ms * 1'000'000, continuous_max_bytes_}));
 }
 
 grpc::ServerUnaryReactor* ProfilerServiceImpl::GetSnapshot(grpc::CallbackServerContext* context,
@@ -108,7 +123,7 @@ grpc::Status ProfilerServiceImpl::take_snapshot(grpc::ByteBuffer& response) {
   std::string body;
   tensorflow::ProfileResponse fields;
   {
-    absl::StatusOr<RecorderSnapshot> snapshot = recording_.snapshot_since_last(WhenBuilding::kQueue);
+    absl::StatusOr<RecorderSnapshot> snapshot = recorder_.snapshot_since_last(WhenBuilding::kQueue);
     if (!snapshot.ok()) return to_grpc_status(snapshot.status());
     fields.set_empty_trace(!snapshot->has_events);
     body = std::move(snapshot->xspace);
@@ -123,7 +138,7 @@ grpc::Status ProfilerServiceImpl::StopContinuousProfiling(grpc::ServerContext* c
                                                           const tensorflow::StopContinuousProfilingRequest*,
                                                           tensorflow::StopContinuousProfilingResponse*) {
   if (grpc::Status allowed = authorizer_.authorize(*context, "StopContinuousProfiling"); !allowed.ok()) return allowed;
-  return to_grpc_status(recording_.stop());
+  return to_grpc_status(recorder_.stop());
 }
 
 }  // namespace podscope::agent

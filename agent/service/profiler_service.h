@@ -9,7 +9,7 @@
 
 #include "agent/capture/capture_session.h"
 #include "agent/capture/monitor_report.h"
-#include "agent/recorder/flight_recording.h"
+#include "agent/recorder/flight_recorder.h"
 #include "agent/service/agent_metrics.h"
 #include "agent/service/raw_answer.h"
 #include "tls/call_authorizer.h"
@@ -23,7 +23,7 @@ class ProfilerServiceImpl final
           tensorflow::ProfilerService::WithRawCallbackMethod_GetSnapshot<tensorflow::ProfilerService::Service>> {
  public:
   ProfilerServiceImpl(CaptureSessions& captures, MonitorReporter monitor, RequestMetrics& metrics,
-                      int64_t max_concurrent_monitors, FlightRecording& recording, tls::CallAuthorizer& authorizer);
+                      int64_t max_concurrent_monitors, FlightRecorder& recorder, tls::CallAuthorizer& authorizer);
 
   // A tensorflow.ProfileRequest, answered with a tensorflow.ProfileResponse.
   grpc::ServerUnaryReactor* Profile(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
@@ -57,7 +57,7 @@ class ProfilerServiceImpl final
   // Each Monitor holds a server thread for its whole duration: beyond this many they are refused.
   const int64_t max_concurrent_monitors_;
   std::atomic<int64_t> monitors_in_flight_{0};
-  FlightRecording& recording_;
+  FlightRecorder& recorder_;
   const size_t continuous_max_bytes_ = size_t{64} << 20;
   tls::CallAuthorizer& authorizer_;
   AnswerThreads answer_threads_;

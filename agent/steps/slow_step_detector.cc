@@ -18,8 +18,12 @@ SlowStepVerdict SlowStepDetector::observe(int32_t pid, const StepRecord& step) {
       if (excess >= settings_.min_excess_ns &&
           static_cast<double>(excess) > settings_.spread_factor * static_cast<double>(spread)) {
         verdict.slow = SlowStep{pid, step, step_ns, median, spread};
-        verdict.kind = warming_up(w, step.end_ns) ? SlowStepVerdict::Kind::kWarmingUp
-                                                  : admit(verdict.slow, verdict.inside_cooldown);
+        if (warming_up(w, step.end_ns)) {
+          verdict.kind = SlowStepVerdict::Kind::kWarmingUp;
+          warming_up_.record(step.end_ns, verdict.slow.ratio(), settings_.cooldown_ns);
+        } else {
+          verdict.kind = admit(verdict.slow, verdict.inside_cooldown);
+        }
       }
     }
   }
@@ -34,14 +38,15 @@ bool SlowStepDetector::warming_up(const Window& w, int64_t end_ns) const {
 
 SlowStepVerdict::Kind SlowStepDetector::admit(const SlowStep& slow, bool& inside_cooldown) {
   const int64_t end = slow.step.end_ns;
-  const double bar = kEscalation * recent_max_ratio(end);
-  record(end, slow.ratio());
+  const double past_budget_bar = kEscalation * slow_steps_.around(end, settings_.cooldown_ns);
+  const double warm_up_bar = kEscalation * warming_up_.around(end, settings_.cooldown_ns);
+  slow_steps_.record(end, slow.ratio(), settings_.cooldown_ns);
   // Either side: another process's view of a step may end a little earlier.
   const int64_t since = end > last_snapshot_end_ns_ ? end - last_snapshot_end_ns_ : last_snapshot_end_ns_ - end;
   if (triggered_ && since <= settings_.same_spell_ns) return SlowStepVerdict::Kind::kCovered;
   refill(end);
   const bool within_budget = settings_.cooldown_ns <= 0 || budget_ >= 1;
-  if (!within_budget && slow.ratio() < bar) return SlowStepVerdict::Kind::kBelowBar;
+  if (slow.ratio() < (within_budget ? warm_up_bar : past_budget_bar)) return SlowStepVerdict::Kind::kBelowBar;
   budget_ = std::max(budget_ - 1, 0.0);
   inside_cooldown = triggered_ && since < settings_.cooldown_ns;
   triggered_ = true;
@@ -60,9 +65,9 @@ void SlowStepDetector::refill(int64_t end_ns) {
   refilled_at_ns_ = end_ns;
 }
 
-double SlowStepDetector::recent_max_ratio(int64_t end_ns) const {
-  if (settings_.cooldown_ns <= 0) return 0;
-  const int64_t index = end_ns / std::max<int64_t>(settings_.cooldown_ns / kSlices, 1);
+double SlowStepDetector::RecentMax::around(int64_t end_ns, int64_t cooldown_ns) const {
+  if (cooldown_ns <= 0) return 0;
+  const int64_t index = end_ns / std::max<int64_t>(cooldown_ns / kSlices, 1);
   double max_ratio = 0;
   for (const Slice& s : slices_) {
     if (s.index >= 0 && s.index > index - kSlices && s.index < index + kSlices) {
@@ -72,9 +77,9 @@ double SlowStepDetector::recent_max_ratio(int64_t end_ns) const {
   return max_ratio;
 }
 
-void SlowStepDetector::record(int64_t end_ns, double ratio) {
-  if (settings_.cooldown_ns <= 0) return;
-  const int64_t index = end_ns / std::max<int64_t>(settings_.cooldown_ns / kSlices, 1);
+void SlowStepDetector::RecentMax::record(int64_t end_ns, double ratio, int64_t cooldown_ns) {
+  if (cooldown_ns <= 0) return;
+  const int64_t index = end_ns / std::max<int64_t>(cooldown_ns / kSlices, 1);
   Slice& s = slices_[((index % kSlices) + kSlices) % kSlices];
   // A slice from far ahead (a step claiming a future end) is taken back by the present.
   if (s.index < index || s.index >= index + kSlices) s = Slice{index, 0};

@@ -10,6 +10,12 @@
 // since its first one (start-up, connection set-up, the recorder switching annotation on: its first steps are
 // slower for reasons nobody needs a snapshot of). Slow steps seen then are counted, not snapshot.
 //
+// A process's warm-up also shows how much the host stalls it (start-up: page faults, connections, the recorder
+// switching annotation on, a scheduler still placing the new threads): for a cool-down after any warm-up, a slow
+// step must be kEscalation times slower, relative to its median, than every slow step seen while warming up, or it
+// is counted below the bar. Fresh trainers on a 16-core host, once past a 2 s warm-up, spent the whole budget on
+// stalls of 1.4-13 ms within 3 s (3 of 3 runs), as loud as those of their warm-up; a real slow step is louder.
+//
 // Snapshots are rate-limited by a budget, not by ignoring slow steps: up to kBudget of them at once, one more
 // back every `cooldown_ns`. A slow step within `same_spell_ns` of the last snapshot's is inside that snapshot's
 // span (in synchronous training every core of every process sees the same slow step: the first view freezes
@@ -105,23 +111,30 @@ class SlowStepDetector {
   SlowStepVerdict::Kind admit(const SlowStep& slow, bool& inside_cooldown);
   // The budget as of `end_ns`: what came back since it was last refilled.
   void refill(int64_t end_ns);
-  // The largest ratio of a slow step within about the cool-down around `end_ns` (the slices' resolution).
-  double recent_max_ratio(int64_t end_ns) const;
-  void record(int64_t end_ns, double ratio);
+
+  // The largest ratio of the slow steps recorded within about a cool-down around a time (the slices' resolution):
+  // a sliding maximum in constant memory, the slowest of each of the last kSlices slices of the cool-down.
+  class RecentMax {
+   public:
+    double around(int64_t end_ns, int64_t cooldown_ns) const;
+    void record(int64_t end_ns, double ratio, int64_t cooldown_ns);
+
+   private:
+    static constexpr int64_t kSlices = 8;
+    struct Slice {
+      int64_t index = -1;  // end_ns / slice length
+      double max_ratio = 0;
+    };
+    Slice slices_[kSlices];
+  };
 
   const SlowStepSettings settings_;
   mutable std::mutex mu_;
   std::unordered_map<int32_t, Window> windows_;
   std::vector<int64_t> scratch_;
   uint64_t forgotten_ = 0;
-  // The slowest slow step's ratio of each of the last kSlices slices of the cool-down (a sliding maximum in
-  // constant memory).
-  static constexpr int64_t kSlices = 8;
-  struct Slice {
-    int64_t index = -1;  // end_ns / slice length
-    double max_ratio = 0;
-  };
-  Slice slices_[kSlices];
+  RecentMax slow_steps_;  // the slow steps of processes past their warm-up: the bar past the budget
+  RecentMax warming_up_;  // the slow steps of processes warming up: the bar within it
   bool triggered_ = false;
   int64_t last_snapshot_end_ns_ = 0;  // agent clock
   double budget_ = kBudget;

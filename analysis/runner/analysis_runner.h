@@ -1,19 +1,18 @@
 // The file-touching shell around the pod analysis: reads every *.xplane.pb (and torch.profiler or other Chrome trace)
-// of a run directory, or the files given, one plane at a time (clock offsets and host names come from each file's
-// /host:CPU plane), builds each file's analysis (its step database and every tool's part of it,
-// analysis/tools/tool.h), merges them into the pod's, and writes each tool's files and report.html, a tab per tool,
-// atomically into the same directory. Used by `podscope analyze RUN_DIR` and after every capture. See
-// docs/analysis.md.
+// of a run directory, or the files given, through run_directory/ (a local directory or a bucket) one plane at a time
+// (clock offsets and host names come from each file's /host:CPU plane), builds each file's analysis (its step database
+// and every tool's part of it, analysis/tools/tool.h), merges them into the pod's, and writes each tool's files and
+// report.html, a tab per tool, atomically into the same directory. Used by `podscope analyze RUN_DIR` and after every
+// capture. See docs/analysis.md.
 #pragma once
 
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "analysis/pod/pod_analyzer.h"
 #include "analysis/tools/tool.h"
-#include "kineto/trace_file.h"
+#include "run_directory/run_file_reader.h"
 
 namespace podscope::analysis {
 
@@ -23,46 +22,44 @@ struct AnalysisOptions {
   std::string report_title;
 };
 
-// Fails when the directory has no *.xplane.pb or none of them can be read (naming each); writes nothing then.
-// Files that cannot be read while others can are named in `bad_files` and in the summary. When an output cannot
-// be written (a full disk), ABORTED naming it, and the outputs already written are removed: none stays.
-absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::path& run_dir,
+// Fails when the run has no profile file (run_directory::list_run_files) or none of them can be read (naming each);
+// writes nothing then. Files that cannot be read while others can are named in `bad_files` and in the summary. When
+// an output cannot be written (a full disk), ABORTED naming it, and the outputs already written are removed: none
+// stays.
+absl::StatusOr<AnalysisOutcome> analyze_run_directory(const run_directory::RunDirectory& run,
                                                       const AnalysisOptions& options = {});
 // The same, reading through `files`, which the caller's other passes over the run share (the pod-trace writer's):
 // each torch.profiler trace is converted once for all of them.
-absl::StatusOr<AnalysisOutcome> analyze_run_directory(const std::filesystem::path& run_dir,
-                                                      const AnalysisOptions& options, kineto::RunFileReader& files);
+absl::StatusOr<AnalysisOutcome> analyze_run_directory(const run_directory::RunDirectory& run,
+                                                      const AnalysisOptions& options,
+                                                      run_directory::RunFileReader& files);
 
-// The analysis of the files given (`podscope analyze a.json.gz b.xplane.pb`) as if they were a run directory's,
-// its outputs written into `output_dir`; same failures, and InvalidArgument for a file that is neither an XSpace nor a
-// Chrome trace (check_run_files).
-absl::StatusOr<AnalysisOutcome> analyze_files(const std::vector<std::filesystem::path>& paths,
-                                              const std::filesystem::path& output_dir, const AnalysisOptions& options,
-                                              kineto::RunFileReader& files);
+// The analysis of the files given (`podscope analyze a.json.gz b.xplane.pb`, run_directory::check_run_files' list) as
+// if they were a run's, its outputs written into `output`; same failures.
+absl::StatusOr<AnalysisOutcome> analyze_files(const std::vector<run_directory::RunFile>& given,
+                                              const run_directory::RunDirectory& output, const AnalysisOptions& options,
+                                              run_directory::RunFileReader& files);
 
-// The profile files of a run directory, sorted by name (the order that fixes the global core numbering of TF/JAX
-// device planes, for every reader of a run): *.xplane.pb, torch.profiler's *.pt.trace.json[.gz], and any other
-// *.json[.gz] whose content is a Chrome trace (kineto::is_chrome_trace_file), as HTA reads a directory; the run's
-// own JSON outputs are left out. Each other *.json[.gz] left out is named in `notes`, with why. NotFound when the
-// directory is missing or holds none.
-absl::StatusOr<std::vector<std::filesystem::path>> list_run_files(const std::filesystem::path& run_dir,
-                                                                  std::vector<std::string>* notes = nullptr);
-
-// The files given, sorted as list_run_files sorts them, when each is a regular file that is an XSpace (by its name)
-// or a trace (by its name, or its content a Chrome trace); else the error names the first that is not.
-absl::StatusOr<std::vector<std::filesystem::path>> check_run_files(std::vector<std::filesystem::path> files);
+// The analysis of a run whose hosts' files were analysed where they were made (each agent that wrote its file into a
+// bucket analysed its capture: analyze_host_file's result, in file order), merged and written into `run` as
+// analyze_run_directory writes it; `bad_files` name files that could not be analysed. Same failures.
+absl::StatusOr<AnalysisOutcome> write_analysis_of_hosts(std::vector<podscope::v1::HostAnalysis> hosts,
+                                                        std::vector<std::string> bad_files,
+                                                        const run_directory::RunDirectory& run,
+                                                        const AnalysisOptions& options);
 
 // One host's file (an XSpace, or a torch.profiler trace converted to one) analysed on its own: its step database and
 // every tool's part, which merge_host_analyses (analysis/tools/tool.h) merges with the run's other files' into the
 // pod's analysis. DataLoss naming the file when it cannot be read (empty, truncated, lengths that lie).
-absl::StatusOr<podscope::v1::HostAnalysis> analyze_host_file(const std::filesystem::path& file,
-                                                             kineto::RunFileReader& files);
+absl::StatusOr<podscope::v1::HostAnalysis> analyze_host_file(const run_directory::RunFile& file,
+                                                             run_directory::RunFileReader& files);
 
 // The reading and analysing part of analyze_run_directory (same failures), writing nothing: `written_files` stays
 // empty.
-absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& run_dir,
+absl::StatusOr<AnalysisOutcome> analyze_run_files(const run_directory::RunDirectory& run,
                                                   const PodAnalyzerOptions& options = {});
-absl::StatusOr<AnalysisOutcome> analyze_run_files(const std::filesystem::path& run_dir,
-                                                  const PodAnalyzerOptions& options, kineto::RunFileReader& files);
+absl::StatusOr<AnalysisOutcome> analyze_run_files(const run_directory::RunDirectory& run,
+                                                  const PodAnalyzerOptions& options,
+                                                  run_directory::RunFileReader& files);
 
 }  // namespace podscope::analysis

@@ -126,7 +126,7 @@ class MarkerStepSpans {
 class FileSteps {
  public:
   // The stand-in host name of files whose planes name no host: "host<i>" for XSpaces held in memory; a run
-  // directory's file is named by its stem instead (kineto::run_file_stem).
+  // directory's file is named by its stem instead (run_directory::file_stem).
   static std::string in_memory_stem(size_t file_index);
 
   // Host name and capture window of the file's `/host:CPU` plane (its stats: its lines are not read).

@@ -267,6 +267,7 @@ void MemoryProfileBuilder::begin_plane(size_t file_index, const xspace::XPlaneRe
   }
   if (!allocation_id && !deallocation_id) return;
   if (auto host = plane.str_stat(xspace::kHostNameStat)) host_names_[file_index] = std::string(*host);
+  if (auto offset = plane.int_stat(xspace::kClockOffsetStat)) stated_offsets_.emplace(file_index, *offset);
   plane_reader_ = std::make_unique<PlaneReader>(*this, file_index, plane, allocation_id, deallocation_id);
   readers.push_back(plane_reader_.get());
 }
@@ -426,6 +427,7 @@ podscope::v1::MemoryPart MemoryProfileBuilder::take_part() && {
   podscope::v1::MemoryPart part;
   for (const std::string& text : strings_) part.add_strings(text);
   if (auto host = host_names_.find(0); host != host_names_.end()) part.set_host_name(host->second);
+  if (auto offset = stated_offsets_.find(0); offset != stated_offsets_.end()) part.set_clock_offset_ns(offset->second);
   part.set_events(events_);
   part.set_events_missing_stats(warnings_.events_missing_stats);
   for (auto& [source, allocator] : allocators_) {
@@ -452,7 +454,9 @@ podscope::v1::MemoryPart MemoryProfileBuilder::take_part() && {
   return part;
 }
 
-void MemoryProfileBuilder::add_part(size_t file_index, const podscope::v1::MemoryPart& part) {
+void MemoryProfileBuilder::add_part(size_t file_index, const podscope::v1::MemoryPart& part,
+                                    std::optional<int64_t> host_clock_offset_ns) {
+  const int64_t shift = part.has_clock_offset_ns() ? 0 : host_clock_offset_ns.value_or(0);
   std::vector<uint32_t> ids;
   ids.reserve(static_cast<size_t>(part.strings_size()));
   for (const std::string& text : part.strings()) ids.push_back(intern(text));
@@ -474,7 +478,7 @@ void MemoryProfileBuilder::add_part(size_t file_index, const podscope::v1::Memor
       continue;
     }
     for (int i = 0; i < n; ++i) {
-      allocator.activities.push_back({.time_ns = in.time_ns(i),
+      allocator.activities.push_back({.time_ns = in.time_ns(i) - shift,
                                       .allocation = in.allocation(i),
                                       .bytes_reserved = in.bytes_reserved(i),
                                       .bytes_allocated = in.bytes_allocated(i),

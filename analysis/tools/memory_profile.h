@@ -69,8 +69,10 @@ class MemoryProfileBuilder final : public PlaneConsumer {
   // One host's file as a part of the pod's profile (its activities, which the pod's time axis is drawn from): the
   // builder read that one file, as file 0.
   podscope::v1::MemoryPart take_part() &&;
-  // A host's part, as the file `host_index` of the pod.
-  void add_part(size_t host_index, const podscope::v1::MemoryPart& part);
+  // A host's part, as the file `host_index` of the pod; `host_clock_offset_ns` (its step database's) moves its times
+  // onto the coordinator's clock when its host plane stated no offset of its own.
+  void add_part(size_t host_index, const podscope::v1::MemoryPart& part,
+                std::optional<int64_t> host_clock_offset_ns = std::nullopt);
 
   // One PerAllocatorMemoryProfile per allocator, keyed by its name (by `<host>/<name>` when the run's memory
   // events come from more than one file).
@@ -152,6 +154,8 @@ class MemoryProfileBuilder final : public PlaneConsumer {
   std::vector<std::string> strings_{""};
   absl::flat_hash_map<std::string, uint32_t> string_ids_{{"", 0}};
   std::map<size_t, std::string> host_names_;
+  // The clock offset a plane with memory events stated (and its times were moved by), per file.
+  std::map<size_t, int64_t> stated_offsets_;
   MemoryProfileWarnings warnings_;
   EarlierAllocations freed_from_before_;
   uint64_t events_ = 0;

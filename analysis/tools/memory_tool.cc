@@ -50,10 +50,17 @@ class MemoryToolResult final : public ToolValue<MemoryProfileResult> {
   std::string warnings() const override { return render_memory_profile_warnings(value); }
 };
 
-// Every host's allocators, each host's as its file's, profiled on the pod's time axis.
+// Every host's allocators, each host's as its file's, profiled on the pod's time axis (each host's times moved by
+// its clock offset when its part was read without one).
 std::unique_ptr<ToolResult> finish(const ToolInput& input, AnalysisOutcome&) {
   MemoryProfileBuilder builder;
-  return std::make_unique<MemoryToolResult>(std::move(add_parts<podscope::v1::MemoryPart>(input, builder)).finish());
+  for (size_t i = 0; i < input.parts.size(); ++i) {
+    podscope::v1::MemoryPart part;
+    if (!part.ParseFromString(*input.parts[i])) continue;
+    const bool known = i < input.pod.hosts.size() && input.pod.hosts[i].has_clock_offset_ns();
+    builder.add_part(i, part, known ? std::optional<int64_t>(input.pod.hosts[i].clock_offset_ns()) : std::nullopt);
+  }
+  return std::make_unique<MemoryToolResult>(std::move(builder).finish());
 }
 
 }  // namespace

@@ -107,7 +107,8 @@ struct AnalysisOutcome {
   std::vector<tensorflow::profiler::RankedAdvice> advice;
   // Every tool's result, in table order.
   std::vector<std::unique_ptr<ToolResult>> results;
-  std::vector<std::filesystem::path> written_files;
+  // Where each output was written, as a user would type it (a path, or a bucket URL).
+  std::vector<std::string> written_files;
   // Files that could not be read (empty, truncated, or with lengths that lie: none of their planes is analysed),
   // each naming the file and what was wrong; the other files were analysed.
   std::vector<std::string> bad_files;

@@ -80,17 +80,24 @@ absl::Status append_repaired(std::string_view bytes, const Descriptor& type, int
   return absl::OkStatus();
 }
 
+// Where the first byte that starts no well-formed sequence is; text.size() when there is none.
+size_t first_invalid(std::string_view text) {
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t n = sequence_length(text.substr(at));
+    if (n == 0) break;
+    at += n;
+  }
+  return at;
+}
+
 }  // namespace
 
-std::string valid_utf8(std::string_view text) {
-  size_t first_bad = 0;
-  while (first_bad < text.size()) {
-    const size_t n = sequence_length(text.substr(first_bad));
-    if (n == 0) break;
-    first_bad += n;
-  }
-  if (first_bad == text.size()) return std::string(text);
+bool is_valid_utf8(std::string_view text) { return first_invalid(text) == text.size(); }
 
+std::string valid_utf8(std::string_view text) {
+  const size_t first_bad = first_invalid(text);
+  if (first_bad == text.size()) return std::string(text);
   std::string out(text.substr(0, first_bad));
   for (size_t at = first_bad; at < text.size();) {
     const size_t n = sequence_length(text.substr(at));

@@ -15,6 +15,8 @@ namespace podscope::xspace {
 // `text` with every byte that does not start or continue a well-formed UTF-8 sequence (overlong forms, surrogates
 // and code points past U+10FFFF included) replaced by U+FFFD. Valid text comes back unchanged.
 std::string valid_utf8(std::string_view text);
+// Whether `text` is well-formed UTF-8 (valid_utf8 would return it unchanged), without copying it.
+bool is_valid_utf8(std::string_view text);
 
 // Parses `bytes` into `message` as ParseFromString does, except that a `string` field holding invalid UTF-8 (which
 // C++ protobuf refuses in proto3, losing the whole message) is kept as valid_utf8 makes it. Returns how many strings

@@ -182,6 +182,10 @@ void XPlaneStreamWriter::flush_events() {
     events.mutable_events()->Swap(line.mutable_events());
     events.AppendToString(&piece);
     pieces.push_back(std::move(piece));
+    // The batch's objects go back to the line cleared, not freed: the next batch's events reuse them, so that a plane
+    // of a million events costs one batch of allocations rather than a million (they were half of a build's time).
+    events.mutable_events()->Clear();
+    line.mutable_events()->Swap(events.mutable_events());
   }
 }
 

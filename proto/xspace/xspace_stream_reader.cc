@@ -378,14 +378,100 @@ std::string check_structure(int fd, size_t size) {
   return broken;
 }
 
-}  // namespace
+// The same walk as StructureCheck over a stream read front to back (an object in a bucket): nested messages through
+// the input's limits, strings read to be checked. What broke, or empty.
+class StreamedStructureCheck {
+ public:
+  explicit StreamedStructureCheck(google::protobuf::io::CodedInputStream& input) : input_(input) {}
 
-namespace {
+  std::string check_space() {
+    check(Kind::kSpace);
+    return broken_;
+  }
+
+ private:
+  bool check(Kind kind) {
+    while (input_.BytesUntilLimit() != 0) {
+      uint64_t tag = 0;
+      if (!input_.ReadVarint64(&tag)) return fail("truncated tag");
+      const uint64_t field = tag >> 3;
+      if (field == 0 || tag > std::numeric_limits<uint32_t>::max()) return fail("an invalid tag");
+      switch (tag & 7) {
+        case WireFormatLite::WIRETYPE_VARINT: {
+          uint64_t ignored = 0;
+          if (!input_.ReadVarint64(&ignored)) return fail("truncated varint");
+          break;
+        }
+        case WireFormatLite::WIRETYPE_FIXED64:
+          if (!input_.Skip(8)) return fail("truncated 8-byte field");
+          break;
+        case WireFormatLite::WIRETYPE_FIXED32:
+          if (!input_.Skip(4)) return fail("truncated 4-byte field");
+          break;
+        case WireFormatLite::WIRETYPE_LENGTH_DELIMITED: {
+          uint64_t length = 0;
+          if (!input_.ReadVarint64(&length)) return fail("truncated length");
+          const auto room = static_cast<uint64_t>(input_.BytesUntilLimit());
+          if (length > room) {
+            return fail("declared length " + std::to_string(length) + " runs past the " + std::to_string(room) +
+                        " bytes that hold it (past the end of the file, or of the message it is in)");
+          }
+          if (!check_field(shape_of(kind, static_cast<int>(field)), static_cast<int>(length))) return false;
+          break;
+        }
+        default:
+          return fail("field " + std::to_string(field) + " has wire type " + std::to_string(tag & 7) +
+                      ", which no XSpace message uses");
+      }
+    }
+    return true;
+  }
+
+  bool check_field(const FieldShape& shape, int length) {
+    switch (shape.payload) {
+      case Payload::kOpaque:
+        if (!input_.Skip(length)) return fail("truncated field");
+        return true;
+      case Payload::kString: {
+        std::string text;
+        if (!input_.ReadString(&text, length)) return fail("truncated string");
+        if (!google::protobuf::internal::IsStructurallyValidUTF8(text.data(), length)) {
+          return fail("a string field holds invalid UTF-8");
+        }
+        return true;
+      }
+      case Payload::kPackedVarints: {
+        const auto limit = input_.PushLimit(length);
+        while (input_.BytesUntilLimit() > 0) {
+          uint64_t value = 0;
+          if (!input_.ReadVarint64(&value)) return fail("a packed varint runs past its field");
+        }
+        input_.PopLimit(limit);
+        return true;
+      }
+      case Payload::kMessage: {
+        const auto limit = input_.PushLimit(length);
+        if (!check(shape.kind)) return false;
+        input_.PopLimit(limit);
+        return true;
+      }
+    }
+    return true;
+  }
+
+  bool fail(const std::string& what) {
+    broken_ = what + " at byte " + std::to_string(input_.CurrentPosition());
+    return false;
+  }
+
+  google::protobuf::io::CodedInputStream& input_;
+  std::string broken_;
+};
 
 // Hands `on_plane` each plane of the XSpace on `stream` (`size` bytes, whose structure was checked), one arena at a
 // time. `what` names the XSpace in errors.
 absl::Status read_checked_planes(google::protobuf::io::ZeroCopyInputStream& stream, int64_t size, std::string_view what,
-                                 const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
+                                 const std::function<absl::Status(tensorflow::profiler::XPlane&)>& on_plane,
                                  XSpaceHeader* header, const XLineFilter& keep_line) {
   const ArenaBlockPool arena_blocks;
   google::protobuf::io::CodedInputStream input(&stream);
@@ -439,10 +525,14 @@ absl::Status read_checked_planes(google::protobuf::io::ZeroCopyInputStream& stre
   return absl::OkStatus();
 }
 
+absl::Status too_large(const std::string& name, int64_t size) {
+  return absl::DataLossError(name + " has " + std::to_string(size) + " bytes, past protobuf's 2 GiB limit");
+}
+
 }  // namespace
 
 absl::Status read_xspace_planes(const std::filesystem::path& path,
-                                const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
+                                const std::function<absl::Status(tensorflow::profiler::XPlane&)>& on_plane,
                                 XSpaceHeader* header, const XLineFilter& keep_line) {
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
@@ -453,10 +543,7 @@ absl::Status read_xspace_planes(const std::filesystem::path& path,
     return absl::NotFoundError("cannot stat XSpace file " + path.string() + ": " + std::strerror(errno));
   }
   const int64_t file_size = file_stat.st_size;
-  if (file_size > std::numeric_limits<int>::max()) {
-    return absl::DataLossError("XSpace file " + path.string() + " has " + std::to_string(file_size) +
-                               " bytes, past protobuf's 2 GiB limit");
-  }
+  if (file_size > std::numeric_limits<int>::max()) return too_large("XSpace file " + path.string(), file_size);
   if (std::string broken = check_structure(fd.get(), static_cast<size_t>(file_size)); !broken.empty()) {
     return absl::DataLossError("XSpace file " + path.string() + " is not a valid XSpace: " + broken +
                                "; none of its planes was read");
@@ -470,12 +557,35 @@ absl::Status read_xspace_planes(const std::filesystem::path& path,
   return status;
 }
 
+absl::Status read_xspace_planes(const XSpaceSource& source,
+                                const std::function<absl::Status(tensorflow::profiler::XPlane&)>& on_plane,
+                                XSpaceHeader* header, const XLineFilter& keep_line) {
+  const std::string what = "XSpace file " + source.name;
+  if (source.size > std::numeric_limits<int>::max()) return too_large(what, source.size);
+  {
+    absl::StatusOr<std::unique_ptr<google::protobuf::io::ZeroCopyInputStream>> stream = source.open();
+    if (!stream.ok()) return stream.status();
+    google::protobuf::io::CodedInputStream input(stream->get());
+    input.SetTotalBytesLimit(std::numeric_limits<int>::max());
+    const auto whole = input.PushLimit(static_cast<int>(source.size));
+    std::string broken = StreamedStructureCheck(input).check_space();
+    // The stream must end where the size said: a shorter one broke off, a longer one is not the object listed.
+    input.PopLimit(whole);
+    if (broken.empty() && input.CurrentPosition() != source.size) broken = "the stream ended early";
+    if (broken.empty() && input.Skip(1)) broken = "the stream runs past its " + std::to_string(source.size) + " bytes";
+    if (!broken.empty())
+      return absl::DataLossError(what + " is not a valid XSpace: " + broken + "; none of its planes was read");
+  }
+  absl::StatusOr<std::unique_ptr<google::protobuf::io::ZeroCopyInputStream>> stream = source.open();
+  if (!stream.ok()) return stream.status();
+  return read_checked_planes(**stream, source.size, what, on_plane, header, keep_line);
+}
+
 absl::Status read_xspace_planes(std::string_view bytes, std::string_view name,
-                                const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
+                                const std::function<absl::Status(tensorflow::profiler::XPlane&)>& on_plane,
                                 XSpaceHeader* header, const XLineFilter& keep_line) {
   if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
-    return absl::DataLossError(std::string(name) + " has " + std::to_string(bytes.size()) +
-                               " bytes of XSpace, past protobuf's 2 GiB limit");
+    return too_large(std::string(name), static_cast<int64_t>(bytes.size()));
   }
   const auto* begin = reinterpret_cast<const uint8_t*>(bytes.data());
   StructureCheck walk(begin);

@@ -51,7 +51,8 @@ class CountingSource : public CaptureSource {
 struct Fixture {
   Clock clock;
   CountingSource source;
-  CaptureSessions sessions{clock, "host-x", [this] { return clock.now_ns(); }};
+  RepositoryQuota quota{size_t{1} << 30};
+  CaptureSessions sessions{clock, "host-x", [this] { return clock.now_ns(); }, quota};
   Fixture() {
     sessions.add_source(source);
     sessions.set_limits({5000, ""});
@@ -67,7 +68,7 @@ tensorflow::ProfileRequest request(uint64_t ms, const std::string& id) {
 
 TEST(CaptureSessions, RunsOneWindowOverEverySource) {
   Fixture f;
-  absl::StatusOr<CaptureResult> r = f.sessions.run(request(30, "a"), nullptr);
+  absl::StatusOr<CapturedSession> r = f.sessions.run(request(30, "a"), nullptr);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(f.source.opened, 1);
   EXPECT_EQ(f.source.closed, 1);
@@ -98,7 +99,7 @@ TEST(CaptureSessions, TerminateCancelAndShutdownAllEndThroughCloseAndCollect) {
     } else {
       f.sessions.shutdown(2000);
     }
-    absl::StatusOr<CaptureResult> r = running.get();
+    absl::StatusOr<CapturedSession> r = running.get();
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(f.source.closed, 1);
     EXPECT_EQ(f.source.collected, 1);
@@ -135,7 +136,7 @@ TEST(CaptureSessions, DefaultSessionIdIsTheLocalTimeAsTensorFlowNamesRuns) {
   const testing::ScopedTimeZone zone("<+14>-14");  // UTC+14: its hour is never UTC's
   Fixture f;
   const int64_t before = f.clock.now_ns();
-  absl::StatusOr<CaptureResult> r = f.sessions.run(request(10, ""), nullptr);
+  absl::StatusOr<CapturedSession> r = f.sessions.run(request(10, ""), nullptr);
   const int64_t after = f.clock.now_ns();
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->session_id == tf_run_name(before) || r->session_id == tf_run_name(after))

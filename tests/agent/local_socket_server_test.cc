@@ -29,7 +29,7 @@
 #include <optional>
 #include <thread>
 
-#include "agent/local/flight_recorder.h"
+#include "agent/local/recorded_events.h"
 #include "tests/agent/events/decoded_events.h"
 #include "tests/client/mini_agent.h"
 #include "tests/sanitized.h"
@@ -514,7 +514,7 @@ TEST_F(LocalSocketServerTest, WhileRecordingEventsInputStagesAndAllocationsAllRe
   RawClient client(path_);
   client.negotiate_and_register(5);
   ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
-  auto recorder = std::make_shared<FlightRecorder>(FlightRecorderSettings{}, [] { return int64_t{1'000'000}; });
+  auto recorder = std::make_shared<RecordedEvents>(FlightRecorderSettings{}, [] { return int64_t{1'000'000}; });
   agent_.registry().start_recording(recorder);
   const auto open = client.read_msg();
   ASSERT_TRUE(open && std::holds_alternative<local::CaptureOpenMsg>(*open));

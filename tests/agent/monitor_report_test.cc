@@ -40,7 +40,8 @@ struct Fixture {
         sessions, cpu, devices, [this] { return clock.now_ns(); }, steps, clock);
   }
   Clock clock;
-  CaptureSessions sessions{clock, "host-m", [this] { return clock.now_ns(); }};
+  RepositoryQuota quota{size_t{1} << 30};
+  CaptureSessions sessions{clock, "host-m", [this] { return clock.now_ns(); }, quota};
   CpuCollector cpu;  // this host's /proc/stat
   StepTracker steps;
   std::vector<const DeviceUtilizationSource*> devices;

@@ -1,7 +1,8 @@
 // SlowStepDetector on synthetic step sequences: a step is slow past both the ratio to its process's median and
 // the median + k × MAD; a process's first steps and seconds trigger nothing; snapshots come from a budget of
 // kBudget, one back every cool-down, and past it only a step twice as slow as every slow step of the last cool-down
-// triggers; the same slow step seen again is covered by its snapshot; every process has its own baseline.
+// triggers, as within it only one twice as slow as every stall of a warm-up of the last cool-down; the same slow step
+// seen again is covered by its snapshot; every process has its own baseline.
 #include "agent/steps/slow_step_detector.h"
 
 #include <gtest/gtest.h>
@@ -96,6 +97,30 @@ TEST(SlowStepDetector, AFastProcessStartingUpAndJitteringDoesNotTriggerAFiftyMil
   const SlowStepVerdict slow = detector.observe(1, step_ns(n, t += 50 * kMs, 50 * kMs));
   ASSERT_EQ(slow.kind, Kind::kSnapshot);
   EXPECT_GT(slow.slow.ratio(), 140);
+}
+
+TEST(SlowStepDetector, StallsJustPastTheWarmUpNoLouderThanItsOwnSpendNothingARealSlowStepIsCaught) {
+  // Fresh trainers of 0.26-0.30 ms steps, stalled by the scheduler for 1.4-13 ms now and then while warming up and
+  // in the seconds after: before, the stalls after the 2 s warm-up spent the whole budget (3 of 3 runs).
+  std::mt19937 random(11);
+  std::uniform_int_distribution<int64_t> steady(260 * kUs, 300 * kUs), stall(1'400 * kUs, 13'000 * kUs);
+  SlowStepSettings s = settings(2.0, 20, 60'000 * kMs);
+  s.warmup_ns = 2'000 * kMs;
+  SlowStepDetector detector(s);
+  int64_t t = 0;
+  int noise_snapshots = 0, below_bar = 0;
+  int64_t n = 0;
+  for (; t < 5'000 * kMs; ++n) {
+    const int64_t ns = n % 500 == 499 ? stall(random) : steady(random);
+    const SlowStepVerdict v = detector.observe(3, step_ns(n, t += ns, ns));
+    noise_snapshots += v.kind == Kind::kSnapshot ? 1 : 0;
+    below_bar += v.kind == Kind::kBelowBar ? 1 : 0;
+  }
+  EXPECT_EQ(noise_snapshots, 0);
+  EXPECT_GT(below_bar, 0) << "the stalls after the warm-up were slow steps, counted below the bar";
+  const SlowStepVerdict real = detector.observe(3, step_ns(n, t += 50 * kMs, 50 * kMs));
+  EXPECT_EQ(real.kind, Kind::kSnapshot);
+  EXPECT_GT(real.slow.ratio(), 150);
 }
 
 TEST(SlowStepDetector, ASubMillisecondStallOfATinyStepIsBelowTheFloorAFiftyMillisecondStepIsNot) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <thread>
 
@@ -13,7 +14,7 @@
 #include "coordinator/pod_snapshots.h"
 #include "tls/credentials.h"
 #include "pod_capture/remote_capture.h"
-#include "pod_capture/run_directory.h"
+#include "run_directory/run_directory.h"
 #include "tests/pod_capture/lightweight_agent.h"
 #include "tests/pod_capture/small_disk.h"
 #include "tests/scratch_directory.h"
@@ -47,7 +48,7 @@ class CoordinatorServiceTest : public ::testing::Test {
         PodSnapshotSettings{settings_.repository_root, 1000, 0, settings_.clock_sync_pings, 0, kPodSnapshotBytes},
         clock_, metrics_);
     coordinator_ = std::make_unique<CoordinatorService>(*registry_, *runner_, settings_, clock_, metrics_,
-                                                        *pod_snapshots_, authorizer_);
+                                                        *pod_snapshots_, authorizer_, check_);
     analysis_ = std::make_unique<ProfileAnalysisService>(*registry_, *runner_, settings_, clock_, authorizer_);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
@@ -63,6 +64,7 @@ class CoordinatorServiceTest : public ::testing::Test {
       request.set_host_name("host" + std::to_string(i));
       request.set_address(agents_.back()->address());
       request.set_job(i == 2 ? "eval" : "train");
+      request.set_instance_id("lightweight");
       podscope::v1::RegisterResponse response;
       grpc::ClientContext context;
       ASSERT_TRUE(podscope::v1::Coordinator::NewStub(channel_)->Register(&context, request, &response).ok());
@@ -71,6 +73,11 @@ class CoordinatorServiceTest : public ::testing::Test {
   }
   void TearDown() override { server_->Shutdown(); }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  // Another agent on loopback, answering as `host_name` and `instance_id`.
+  std::unique_ptr<LightweightAgent> agent_named(const std::string& host_name, const std::string& instance_id) {
+    return std::make_unique<LightweightAgent>(
+        testing::LightweightAgentOptions{.host_name = host_name, .instance_id = instance_id}, timers_);
+  }
   // podscope_coordinator_registrations_refused_total{reason}.
   double refused(const std::string& reason) const {
     for (const auto& family : metrics_.registry()->Collect()) {
@@ -87,6 +94,7 @@ class CoordinatorServiceTest : public ::testing::Test {
   CoordinatorSettings settings_;
   CoordinatorMetrics metrics_;
   tls::CallAuthorizer authorizer_{tls::TlsConfig{}, *metrics_.registry(), prometheus::Labels{}};
+  RegistrationCheck check_{grpc::InsecureChannelCredentials()};
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<CaptureRunner> runner_;
   std::unique_ptr<PodSnapshots> pod_snapshots_;
@@ -129,7 +137,8 @@ TEST_F(CoordinatorServiceTest, CapturesAJobAndStreamsTheRunIntoTheClientsLogdir)
   EXPECT_TRUE(have_trace);
   // The coordinator keeps its copy under its repository root.
   EXPECT_TRUE(std::filesystem::exists(
-      pod_capture::run_directory(settings_.repository_root, outcome->run_dir.filename()) / "capture.json"));
+      run_directory::RunDirectory::in_logdir(settings_.repository_root, outcome->run_dir.filename()).local_path() /
+      "capture.json"));
   EXPECT_NE(outcome->summary_text.find("(host1): ok"), std::string::npos) << outcome->summary_text;
 }
 
@@ -241,16 +250,88 @@ TEST_F(CoordinatorServiceTest, RegistrationCannotRedirectALiveWorkerOfAnotherAge
       std::filesystem::exists(outcome->run_dir / (pod_capture::host_file_stem(agents_[2]->address()) + ".xplane.pb")));
 }
 
+grpc::Status forget(const std::shared_ptr<grpc::Channel>& channel, const std::string& host) {
+  grpc::ClientContext context;
+  podscope::v1::ForgetWorkerRequest request;
+  request.set_host_name(host);
+  podscope::v1::ForgetWorkerResponse response;
+  return podscope::v1::Coordinator::NewStub(channel)->ForgetWorker(&context, request, &response);
+}
+
+TEST_F(CoordinatorServiceTest, WithoutTlsOnlyARegistryAdminForgetsANameAndNoneIsRegisteredAtAnotherAgentsAddress) {
+  // The attack as any client of the plaintext port makes it: forget host2, register host2 at host0's agent, capture
+  // host2. Before, the forget passed, the registration was taken, and the capture of host2 exited 0 with host0's
+  // data while the real host2 was refused.
+  const grpc::Status forgot = forget(channel_, "host2");
+  EXPECT_EQ(forgot.error_code(), grpc::StatusCode::PERMISSION_DENIED) << forgot.error_message();
+  EXPECT_NE(forgot.error_message().find("registry_admins"), std::string::npos) << forgot.error_message();
+  ASSERT_TRUE(registry_->owner("host2").has_value()) << "still registered";
+  // Even with the name free, host0's agent does not answer as host2, whatever instance id the stranger guesses.
+  ASSERT_TRUE(registry_->forget("host2"));
+  const grpc::Status hijack = register_as(channel_, "host2", agents_[0]->address(), "lightweight");
+  EXPECT_EQ(hijack.error_code(), grpc::StatusCode::PERMISSION_DENIED) << hijack.error_message();
+  EXPECT_NE(hijack.error_message().find("the agent at that address is host0"), std::string::npos)
+      << hijack.error_message();
+  EXPECT_EQ(refused("unverified"), 1);
+  // The real host2 registers again, and a capture of host2 holds host2's data.
+  ASSERT_TRUE(register_as(channel_, "host2", agents_[2]->address(), "lightweight").ok());
+  podscope::v1::CaptureRequest request;
+  request.add_hosts("host2");
+  request.set_duration_ms(100);
+  const testing::ScratchDirectory logdir("coord_service_forget");
+  auto outcome = pod_capture::capture_through_coordinator(address(), grpc::InsecureChannelCredentials(), request,
+                                                          logdir.path(), [](const std::string&) {});
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(outcome->exit_code, 0);
+  EXPECT_TRUE(
+      std::filesystem::exists(outcome->run_dir / (pod_capture::host_file_stem(agents_[2]->address()) + ".xplane.pb")));
+  EXPECT_FALSE(
+      std::filesystem::exists(outcome->run_dir / (pod_capture::host_file_stem(agents_[0]->address()) + ".xplane.pb")));
+  // An operator whose address the coordinator lists in registry_admins may forget it.
+  settings_.registry_admins = {"127.0.0.1"};
+  EXPECT_TRUE(forget(channel_, "host2").ok());
+  EXPECT_FALSE(registry_->owner("host2").has_value());
+}
+
+TEST_F(CoordinatorServiceTest, RegistrationsPointingAtAnotherLiveAgentAreRefusedAndTheirSourceIsCapped) {
+  // Before, 4,092 registrations of made-up names at one live agent's address were all taken, were never evicted
+  // (each became known: the agent answered its pings) and made the coordinator ping that agent 4,092 times per
+  // clock-sync burst. Now each is checked by a call-back until its source has failed kMaxFailuresPerSource times;
+  // the rest are refused without calling anyone.
+  constexpr int kFakes = 4092;
+  const int pings_before = agents_[0]->ping_calls();
+  int unverified = 0, too_many = 0;
+  for (int i = 0; i < kFakes; ++i) {
+    const grpc::Status s = register_as(channel_, "fake" + std::to_string(i), agents_[0]->address(), "guess");
+    unverified += s.error_code() == grpc::StatusCode::PERMISSION_DENIED ? 1 : 0;
+    too_many += s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ? 1 : 0;
+  }
+  const int pinged = agents_[0]->ping_calls() - pings_before;
+  std::printf(
+      "%d registrations at one live agent: %d refused after a call-back, %d refused without one; the agent "
+      "was called %d times; the registry holds %zu workers\n",
+      kFakes, unverified, too_many, pinged, registry_->list(clock_.now_ns()).size());
+  EXPECT_EQ(unverified, RegistrationCheck::kMaxFailuresPerSource);
+  EXPECT_EQ(too_many, kFakes - RegistrationCheck::kMaxFailuresPerSource);
+  EXPECT_EQ(pinged, RegistrationCheck::kMaxFailuresPerSource);
+  EXPECT_EQ(registry_->list(clock_.now_ns()).size(), 3u);
+  EXPECT_EQ(refused("unverified"), RegistrationCheck::kMaxFailuresPerSource);
+  EXPECT_EQ(refused("too_many"), kFakes - RegistrationCheck::kMaxFailuresPerSource);
+}
+
 TEST_F(CoordinatorServiceTest, TheSameAgentInstanceMayMoveAndADownWorkerMayComeBackAnywhere) {
-  ASSERT_TRUE(register_as(channel_, "mover", agents_[0]->address(), "instance-a").ok());
-  EXPECT_TRUE(register_as(channel_, "mover", agents_[1]->address(), "instance-a").ok()) << "its own agent moved";
-  EXPECT_EQ(register_as(channel_, "mover", agents_[2]->address(), "instance-b").error_code(),
+  const auto first = agent_named("mover", "instance-a");
+  const auto moved = agent_named("mover", "instance-a");
+  const auto restarted_agent = agent_named("mover", "instance-b");
+  ASSERT_TRUE(register_as(channel_, "mover", first->address(), "instance-a").ok());
+  EXPECT_TRUE(register_as(channel_, "mover", moved->address(), "instance-a").ok()) << "its own agent moved";
+  EXPECT_EQ(register_as(channel_, "mover", restarted_agent->address(), "instance-b").error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
   // Once it is down (silent past the window), a restarted agent (new instance) registers from its new address.
   const int64_t later = clock_.now_ns() + 5'000'000'000;
   podscope::v1::RegisterRequest restarted;
   restarted.set_host_name("mover");
-  restarted.set_address(agents_[2]->address());
+  restarted.set_address(restarted_agent->address());
   restarted.set_instance_id("instance-b");
   EXPECT_TRUE(registry_->register_worker(restarted, kLoopbackOwner, later).ok());
 }
@@ -269,24 +350,37 @@ TEST_F(CoordinatorServiceTest, ARegistrationWhoseNamesAreNoCleanTextIsRefusedAnd
 }
 
 TEST_F(CoordinatorServiceTest, StaticWorkerAddressNeverChangesByRegistration) {
-  registry_->add_static("static9", agents_[0]->address());
+  const auto static9 = agent_named("static9", "x");
+  registry_->add_static("static9", static9->address());
   const grpc::Status s = register_as(channel_, "static9", agents_[2]->address(), "x");
   EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_NE(s.error_message().find("is configured at"), std::string::npos) << s.error_message();
   EXPECT_EQ(refused("address_taken"), 1);
-  EXPECT_TRUE(register_as(channel_, "static9", agents_[0]->address(), "x").ok()) << "same address: accepted";
+  EXPECT_TRUE(register_as(channel_, "static9", static9->address(), "x").ok()) << "same address: accepted";
+}
+
+// Registrations that name no agent of their own, taken as the registry takes them (RegistrationCheck refuses them
+// over gRPC): `count` of them, "fake<i>" at 127.0.0.1:<1000+i>.
+void fill_with_fakes(WorkerRegistry& registry, size_t first, size_t count, int64_t now_ns) {
+  for (size_t i = first; i < first + count; ++i) {
+    podscope::v1::RegisterRequest fake;
+    fake.set_host_name("fake" + std::to_string(i));
+    fake.set_address("127.0.0.1:" + std::to_string(1000 + i));
+    fake.set_instance_id("f");
+    ASSERT_TRUE(registry.register_worker(fake, kLoopbackOwner, now_ns).ok()) << i;
+  }
 }
 
 TEST_F(CoordinatorServiceTest, RegistryIsCappedSaysSoAndCountsTheRefusal) {
-  // SetUp registered 3; fill up to the cap with fake workers, then one more is refused.
-  for (size_t i = 3; i < kMaxWorkers; ++i) {
-    ASSERT_TRUE(register_as(channel_, "fake" + std::to_string(i), "127.0.0.1:" + std::to_string(1000 + i), "f").ok());
-  }
-  const grpc::Status s = register_as(channel_, "one-too-many", "127.0.0.1:999", "f");
+  // SetUp registered 3; fill up to the cap, then one more agent is refused.
+  fill_with_fakes(*registry_, 3, kMaxWorkers - 3, clock_.now_ns());
+  const auto newcomer = agent_named("one-too-many", "n");
+  const grpc::Status s = register_as(channel_, "one-too-many", newcomer->address(), "n");
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(s.error_message().find("max_workers"), std::string::npos) << s.error_message();
   EXPECT_EQ(refused("registry_full"), 1) << "counted";
-  EXPECT_TRUE(register_as(channel_, "fake3", "127.0.0.1:1003", "f").ok()) << "known workers still re-register";
+  EXPECT_TRUE(register_as(channel_, "host0", agents_[0]->address(), "lightweight").ok())
+      << "known workers still re-register";
 }
 
 TEST_F(CoordinatorServiceTest, NewSessionRefusesASessionIdThatIsNotOnePlainName) {
@@ -460,12 +554,13 @@ TEST_F(CoordinatorServiceTest, StaleRegistrationsExpireAndMakeRoomAndAReturningK
   // host0 proved itself (its clock was measured); SetUp's others never did.
   registry_->record_clock("host0", measured_clock(), now);
   // Fill the registry with fakes that point at nothing: their pings fail.
+  fill_with_fakes(*registry_, 3, kMaxWorkers - 3, clock_.now_ns());
   for (size_t i = 3; i < kMaxWorkers; ++i) {
-    ASSERT_TRUE(register_as(channel_, "fake" + std::to_string(i), "127.0.0.1:" + std::to_string(1000 + i), "f").ok());
     registry_->record_clock("fake" + std::to_string(i), pod_capture::ClockMeasurement{}, clock_.now_ns());
   }
   // A new agent still gets in: the stalest unreachable fake makes room.
-  EXPECT_TRUE(register_as(channel_, "newcomer", agents_[1]->address(), "n").ok());
+  const auto newcomer = agent_named("newcomer", "n");
+  EXPECT_TRUE(register_as(channel_, "newcomer", newcomer->address(), "n").ok());
   EXPECT_EQ(registry_->list(clock_.now_ns()).size(), kMaxWorkers);
   // Past the down window every registration that never proved itself is gone; host0, down, is kept.
   const int64_t later = clock_.now_ns() + 5'000'000'000;
@@ -513,13 +608,15 @@ class CoordinatorOverTlsTest : public ::testing::Test {
                           .client_ca = (certs_->path() / "ca.pem").string(),
                           .allowed_clients = {"agent.podscope.test", "cli.podscope.test"}};
     authorizer_ = std::make_unique<tls::CallAuthorizer>(tls_, *metrics_.registry(), prometheus::Labels{});
+    settings_.tls_on = true;
+    settings_.registry_admins = {"cli.podscope.test"};
     registry_ = std::make_unique<WorkerRegistry>(1'000'000'000, kMaxWorkers, grpc::InsecureChannelCredentials());
     runner_ = std::make_unique<CaptureRunner>(*registry_, metrics_, clock_);
     pod_snapshots_ = std::make_unique<PodSnapshots>(
         *registry_, *runner_, PodSnapshotSettings{settings_.repository_root, 1000, 0, 2, 0, kPodSnapshotBytes}, clock_,
         metrics_);
     coordinator_ = std::make_unique<CoordinatorService>(*registry_, *runner_, settings_, clock_, metrics_,
-                                                        *pod_snapshots_, *authorizer_);
+                                                        *pod_snapshots_, *authorizer_, check_);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", tls::server_credentials(tls_), &port_);
     builder.RegisterService(coordinator_.get());
@@ -542,6 +639,7 @@ class CoordinatorOverTlsTest : public ::testing::Test {
     podscope::v1::RegisterRequest request;
     request.set_host_name(host);
     request.set_address(address);
+    request.set_instance_id("lightweight");
     podscope::v1::RegisterResponse response;
     grpc::ClientContext context;
     return stub.Register(&context, request, &response);
@@ -554,6 +652,7 @@ class CoordinatorOverTlsTest : public ::testing::Test {
   static inline std::unique_ptr<testing::ScratchDirectory> certs_;
   tls::TlsConfig tls_;
   std::unique_ptr<tls::CallAuthorizer> authorizer_;
+  RegistrationCheck check_{grpc::InsecureChannelCredentials()};
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<CaptureRunner> runner_;
   std::unique_ptr<PodSnapshots> pod_snapshots_;
@@ -582,10 +681,18 @@ TEST_F(CoordinatorOverTlsTest, ACertificateOutsideAllowedClientsCannotRegisterLi
 TEST_F(CoordinatorOverTlsTest, ANameBelongsToTheCertificateThatRegisteredItUntilAnOperatorForgetsIt) {
   auto agent = as("server");
   auto cli = as("cli");
-  ASSERT_TRUE(register_worker(*agent, "worker-a", "127.0.0.1:7001").ok());
+  // Three agents answering as worker-a: where it first runs, where it comes back, and where the CLI's would.
+  testing::TimerThread timers;
+  std::vector<std::unique_ptr<testing::LightweightAgent>> worker_a;
+  for (int i = 0; i < 3; ++i) {
+    worker_a.push_back(
+        std::make_unique<testing::LightweightAgent>(testing::LightweightAgentOptions{.host_name = "worker-a"}, timers));
+  }
+  const std::string first = worker_a[0]->address(), back = worker_a[1]->address(), other = worker_a[2]->address();
+  ASSERT_TRUE(register_worker(*agent, "worker-a", first).ok());
   // Down (past the 1 s window), the name is still the agent's: another allowed certificate cannot take it.
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
-  const grpc::Status takeover = register_worker(*cli, "worker-a", "127.0.0.1:7666");
+  const grpc::Status takeover = register_worker(*cli, "worker-a", other);
   EXPECT_EQ(takeover.error_code(), grpc::StatusCode::PERMISSION_DENIED) << takeover.error_message();
   EXPECT_NE(takeover.error_message().find("belongs to localhost,agent.podscope.test"), std::string::npos)
       << takeover.error_message();
@@ -595,16 +702,36 @@ TEST_F(CoordinatorOverTlsTest, ANameBelongsToTheCertificateThatRegisteredItUntil
   report.set_host_name("worker-a");
   podscope::v1::TriggerReportResponse answer;
   EXPECT_EQ(cli->ReportTrigger(&trigger_context, report, &answer).error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(registry_->list(clock_.now_ns()).at(0).address(), "127.0.0.1:7001");
-  // The agent itself comes back; then an operator frees the name.
-  EXPECT_TRUE(register_worker(*agent, "worker-a", "127.0.0.1:7002").ok());
+  EXPECT_EQ(registry_->list(clock_.now_ns()).at(0).address(), first);
+  // The agent itself comes back; then an operator (registry_admins) frees the name.
+  EXPECT_TRUE(register_worker(*agent, "worker-a", back).ok());
   grpc::ClientContext forget_context;
   podscope::v1::ForgetWorkerRequest forget;
   forget.set_host_name("worker-a");
   podscope::v1::ForgetWorkerResponse forgotten;
   ASSERT_TRUE(cli->ForgetWorker(&forget_context, forget, &forgotten).ok());
   EXPECT_EQ(forgotten.owner(), "localhost,agent.podscope.test");
-  EXPECT_TRUE(register_worker(*cli, "worker-a", "127.0.0.1:7666").ok());
+  EXPECT_TRUE(register_worker(*cli, "worker-a", other).ok());
+}
+
+TEST_F(CoordinatorOverTlsTest, OnlyTheCertificateThatRegisteredANameOrARegistryAdminForgetsIt) {
+  testing::TimerThread timers;
+  testing::LightweightAgent worker({.host_name = "worker-b"}, timers);
+  auto agent = as("server");
+  ASSERT_TRUE(register_worker(*agent, "worker-b", worker.address()).ok());
+  settings_.registry_admins.clear();  // the CLI is an allowed client, but no operator of the registry now
+  auto forget_as = [](podscope::v1::Coordinator::Stub& stub) {
+    grpc::ClientContext context;
+    podscope::v1::ForgetWorkerRequest forget;
+    forget.set_host_name("worker-b");
+    podscope::v1::ForgetWorkerResponse forgotten;
+    return stub.ForgetWorker(&context, forget, &forgotten);
+  };
+  const grpc::Status refused = forget_as(*as("cli"));
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("registry_admins"), std::string::npos) << refused.error_message();
+  EXPECT_EQ(registry_->owner("worker-b"), "localhost,agent.podscope.test") << "still registered";
+  EXPECT_TRUE(forget_as(*agent).ok()) << "its owner may";
 }
 
 TEST(WorkerRegistry, StaticWorkersAreUpWhileTheyAnswerPings) {

@@ -38,19 +38,11 @@
 namespace podscope {
 namespace {
 
+using testing::agent_status;
 using testing::AgentProcess;
 namespace fs = std::filesystem;
 namespace ipc = kineto::ipc;
 using tensorflow::profiler::XSpace;
-
-podscope::v1::AgentStatus status_of(const AgentProcess& agent) {
-  auto stub = podscope::v1::Agent::NewStub(agent.channel());
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  podscope::v1::AgentStatus status;
-  EXPECT_TRUE(stub->GetStatus(&context, podscope::v1::StatusRequest(), &status).ok());
-  return status;
-}
 
 uint64_t refused(const podscope::v1::AgentStatus& status, const std::string& reason) {
   for (const auto& r : status.kineto().refused()) {
@@ -179,13 +171,13 @@ TEST(AgentKineto, HostileDatagramsAreCountedAndDroppedWhileTheAgentServesOn) {
   // Everything sent is counted under its reason, nothing answered, and a real poll is still answered.
   ASSERT_TRUE(testing::wait_for(
       [&] {
-        const auto s = status_of(k.agent);
+        const auto s = agent_status(k.agent);
         uint64_t counted = 0;
         for (const auto& r : s.kineto().refused()) counted += r.count();
         return counted >= total_sent;
       },
       std::chrono::seconds(20)));
-  const podscope::v1::AgentStatus status = status_of(k.agent);
+  const podscope::v1::AgentStatus status = agent_status(k.agent);
   for (const auto& [reason, n] : sent) EXPECT_EQ(refused(status, reason), n) << reason;
   EXPECT_EQ(status.kineto().polls(), 0u);
   EXPECT_FALSE(attacker.receive().has_value());
@@ -209,7 +201,7 @@ TEST(AgentKineto, PollingProcessesAreListedInStatusAndMetricsAsTheKernelNamesThe
   // Its own poll names its parent (the poller's launcher), whose parent is this test.
   ASSERT_TRUE(testing::wait_for(
       [&] {
-        const auto s = status_of(k.agent);
+        const auto s = agent_status(k.agent);
         return s.kineto().processes_size() == 1 && s.kineto().processes(0).poll_interval_ms() > 0;
       },
       std::chrono::seconds(10)));
@@ -221,7 +213,7 @@ TEST(AgentKineto, PollingProcessesAreListedInStatusAndMetricsAsTheKernelNamesThe
   EXPECT_EQ(registered->size(), ipc::kHeaderBytes + 4);
   EXPECT_EQ(registered->substr(8, 5), std::string("ctxt\0", 5));
 
-  const podscope::v1::AgentStatus status = status_of(k.agent);
+  const podscope::v1::AgentStatus status = agent_status(k.agent);
   EXPECT_EQ(status.kineto().state(), podscope::v1::KinetoStatus::SERVING);
   EXPECT_NE(status.kineto().detail().find(k.sockets + "/dynolog"), std::string::npos);
   ASSERT_EQ(status.kineto().processes_size(), 1);
@@ -246,19 +238,19 @@ TEST(AgentKineto, PollingProcessesAreListedInStatusAndMetricsAsTheKernelNamesThe
 TEST(AgentKineto, ATakenEndpointIsReportedAndTheAgentGoesOn) {
   KinetoAgent first;
   AgentProcess second({"--kineto_endpoint", first.sockets + "/dynolog"});
-  const podscope::v1::AgentStatus status = status_of(second);
+  const podscope::v1::AgentStatus status = agent_status(second);
   EXPECT_EQ(status.kineto().state(), podscope::v1::KinetoStatus::UNAVAILABLE);
   EXPECT_NE(status.kineto().detail().find("taken"), std::string::npos) << status.kineto().detail();
   EXPECT_NE(second.output().find("kineto_endpoint"), std::string::npos);
   // The first still serves.
   FakeKineto client(first.sockets, "client");
   EXPECT_TRUE(client.poll({::getpid()}).has_value());
-  EXPECT_EQ(status_of(first.agent).kineto().state(), podscope::v1::KinetoStatus::SERVING);
+  EXPECT_EQ(agent_status(first.agent).kineto().state(), podscope::v1::KinetoStatus::SERVING);
 }
 
 TEST(AgentKineto, AnEmptyEndpointTurnsItOff) {
   AgentProcess agent({"--kineto_endpoint", ""});
-  const podscope::v1::AgentStatus status = status_of(agent);
+  const podscope::v1::AgentStatus status = agent_status(agent);
   EXPECT_EQ(status.kineto().state(), podscope::v1::KinetoStatus::OFF);
 }
 
@@ -266,7 +258,7 @@ TEST(AgentKineto, AnEmptyEndpointTurnsItOff) {
 void wait_for_intervals(const AgentProcess& agent, int processes) {
   ASSERT_TRUE(testing::wait_for(
       [&] {
-        const auto s = status_of(agent);
+        const auto s = agent_status(agent);
         if (s.kineto().processes_size() != processes) return false;
         for (const auto& p : s.kineto().processes()) {
           if (p.poll_interval_ms() == 0) return false;
@@ -324,7 +316,7 @@ TEST(AgentKineto, ACaptureRequestsEveryPollingProcessesTraceMergesTheDeliveredAn
     named |= w.find("Kineto process " + std::to_string(silent.pid()) + " delivered no trace") != std::string::npos;
   }
   EXPECT_TRUE(named);
-  EXPECT_EQ(status_of(k.agent).kineto().traces_merged(), 1u);
+  EXPECT_EQ(agent_status(k.agent).kineto().traces_merged(), 1u);
 }
 
 TEST(AgentKineto, ACaptureCutShortAnswersAtOnceWithoutWaitingForTraces) {

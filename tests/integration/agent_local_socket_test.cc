@@ -138,10 +138,9 @@ TEST(AgentLocalSocketFlood, ConnectionsBeyondThePerUidCapAreRefusedCountedAndLog
   EXPECT_EQ(metric(agent, "podscope_local_connections_refused_total", "reason=\"total_cap\""), 0);
   EXPECT_EQ(metric(agent, "podscope_local_connections"), 3);
 
-  auto stub = podscope::v1::Agent::NewStub(agent.channel());
-  grpc::ClientContext context;
-  podscope::v1::AgentStatus status;
-  ASSERT_TRUE(stub->GetStatus(&context, {}, &status).ok());
+  const std::optional<podscope::v1::AgentStatus> answer = testing::try_agent_status(agent);
+  ASSERT_TRUE(answer.has_value());
+  const podscope::v1::AgentStatus& status = *answer;
   EXPECT_EQ(status.local_socket().connections(), 3u);
   EXPECT_EQ(status.local_socket().registered(), 0u);
   bool counted = false;
@@ -211,11 +210,9 @@ TEST(AgentLocalSocketNames, AClientsNonUtf8AndControlCharacterNamesBreakNeitherM
   EXPECT_EQ(promtool.output.find("invalid"), std::string::npos) << promtool.output;
 
   // GetStatus and `podscope status` answer while the client is connected.
-  auto stub = podscope::v1::Agent::NewStub(agent.channel());
-  grpc::ClientContext context;
-  podscope::v1::AgentStatus status;
-  const grpc::Status got = stub->GetStatus(&context, {}, &status);
-  ASSERT_TRUE(got.ok()) << got.error_message();
+  const std::optional<podscope::v1::AgentStatus> answer = testing::try_agent_status(agent);
+  ASSERT_TRUE(answer.has_value());
+  const podscope::v1::AgentStatus& status = *answer;
   const testing::CommandResult cli = testing::run_command(
       std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope status --service_addr " + agent.grpc_address());
   EXPECT_EQ(cli.exit_code, 0) << cli.output;

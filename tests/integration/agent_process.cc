@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "podscope/v1/agent.grpc.pb.h"
 #include "tests/http_client.h"
 
 namespace podscope::testing {
@@ -24,6 +25,21 @@ CommandResult run_command(const std::string& command) {
   const int status = pclose(p);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+std::optional<podscope::v1::AgentStatus> try_agent_status(const AgentProcess& agent) {
+  auto stub = podscope::v1::Agent::NewStub(agent.channel());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  podscope::v1::AgentStatus status;
+  if (!stub->GetStatus(&context, podscope::v1::StatusRequest(), &status).ok()) return std::nullopt;
+  return status;
+}
+
+podscope::v1::AgentStatus agent_status(const AgentProcess& agent) {
+  std::optional<podscope::v1::AgentStatus> status = try_agent_status(agent);
+  if (!status) throw std::runtime_error("GetStatus failed:\n" + agent.output());
+  return std::move(*status);
 }
 
 }  // namespace podscope::testing

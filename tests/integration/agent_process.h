@@ -29,6 +29,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "podscope/v1/agent.pb.h"
 #include "tests/scratch_directory.h"
 
 namespace podscope::testing {
@@ -37,6 +38,7 @@ inline std::string agent_binary() { return std::string(PODSCOPE_BINARY_DIR) + "/
 
 // What the agent process gets besides its arguments.
 struct AgentEnvironment {
+  std::string binary;                  // empty: this build's podscope-agent (a benchmark's baseline may name another)
   std::vector<std::string> variables;  // "NAME=value", over the test's own environment
   rlim_t open_file_limit = 0;          // soft and hard RLIMIT_NOFILE; 0 keeps the test's
   // A file the agent sees as /etc/hosts (in a mount namespace of its own; needs root): names resolve as a test says.
@@ -101,7 +103,7 @@ class AgentProcess {
       args.insert(args.end(), {"--socket", socket_dir_->file("agent.sock")});
     }
     std::vector<char*> argv;
-    std::string bin = agent_binary();
+    std::string bin = environment.binary.empty() ? agent_binary() : environment.binary;
     argv.push_back(bin.data());
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -266,5 +268,10 @@ struct CommandResult {
   std::string output;
 };
 CommandResult run_command(const std::string& command);
+
+// The agent's answer to GetStatus (10 s deadline); nullopt when the call fails.
+std::optional<podscope::v1::AgentStatus> try_agent_status(const AgentProcess& agent);
+// The agent's answer to GetStatus; throws with the agent's output when the call fails.
+podscope::v1::AgentStatus agent_status(const AgentProcess& agent);
 
 }  // namespace podscope::testing

@@ -21,6 +21,7 @@
 #include "tensorflow/profiler_service.grpc.pb.h"
 #include "tests/integration/agent_process.h"
 #include "tests/integration/tensorflow_client_wire.h"
+#include "tests/interrupted_write.h"
 #include "tests/sanitized.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
@@ -155,12 +156,10 @@ TEST(AgentService, SecondConcurrentProfileIsRefusedNamingTheRunningSession) {
   AgentProcess agent({});
   auto first = std::async(std::launch::async, [&] { return profile(agent, request_ms(1500, "first-session")); });
   // Wait until the first one runs.
-  auto stub = podscope::v1::Agent::NewStub(agent.channel());
   for (int i = 0; i < 100; ++i) {
-    grpc::ClientContext c;
-    podscope::v1::AgentStatus status;
-    ASSERT_TRUE(stub->GetStatus(&c, {}, &status).ok());
-    if (status.capture_session_id() == "first-session") break;
+    const std::optional<podscope::v1::AgentStatus> status = testing::try_agent_status(agent);
+    ASSERT_TRUE(status.has_value());
+    if (status->capture_session_id() == "first-session") break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ProfileOutcome second = profile(agent, request_ms(100, "second-session"));
@@ -173,12 +172,10 @@ TEST(AgentService, TerminateEndsTheCaptureEarlyAndProfileAnswersWithWhatWasColle
   AgentProcess agent({"--sample_interval_ms", "50"});
   const auto t0 = std::chrono::steady_clock::now();
   auto running = std::async(std::launch::async, [&] { return profile(agent, request_ms(20000, "long")); });
-  auto agent_stub = podscope::v1::Agent::NewStub(agent.channel());
   for (int i = 0; i < 100; ++i) {  // until the capture has started
-    grpc::ClientContext c;
-    podscope::v1::AgentStatus status;
-    ASSERT_TRUE(agent_stub->GetStatus(&c, {}, &status).ok());
-    if (status.capture_session_id() == "long") break;
+    const std::optional<podscope::v1::AgentStatus> status = testing::try_agent_status(agent);
+    ASSERT_TRUE(status.has_value());
+    if (status->capture_session_id() == "long") break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
@@ -314,6 +311,65 @@ TEST(AgentService, CaptureIsWrittenAtomicallyInsideTheRepositoryRootOnly) {
   EXPECT_EQ(profile(agent, bad_id).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+// The directories under `root`.
+size_t directories_under(const fs::path& root) {
+  size_t n = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) n += entry.is_directory() ? 1 : 0;
+  return n;
+}
+
+TEST(AgentHostileClients, RemoteWritesUnderTheRootStopAtRepositoryQuotaMbSaidAndCounted) {
+  // Any client may ask a capture written under any path inside the root. Before, 200 Profiles asking for a fresh
+  // path each made 1,601 directories, without bound. Now each directory made counts 1 MiB against the quota.
+  constexpr int kProfiles = 200;
+  const testing::ScratchDirectory scratch("agent_service");
+  const std::string root = scratch.path();
+  AgentProcess agent({"--repository_root", root, "--repository_quota_mb", "64", "--host_name", "node-q"});
+  int refused = 0;
+  for (int i = 0; i < kProfiles; ++i) {
+    tensorflow::ProfileRequest r = request_ms(1, "s" + std::to_string(i));
+    r.clear_emit_xspace();
+    r.set_repository_root("a" + std::to_string(i) + "/b/c/d/e/f/g");
+    const ProfileOutcome out = profile(agent, r);
+    ASSERT_TRUE(out.status.ok()) << i << ": " << out.status.error_message();
+    agent.read_some(0);  // its log of each capture, so that the pipe never fills
+    refused += has_warning(space_of(out.response), "repository_quota_mb=64") ? 1 : 0;
+  }
+  const size_t made = directories_under(root);
+  std::printf("%d Profiles asking for fresh paths: %zu directories made, %d refused\n", kProfiles, made, refused);
+  EXPECT_LE(made, 64u);
+  EXPECT_GE(refused, kProfiles - 8);
+  const std::string metrics = testing::http_get(agent.metrics_port(), "/metrics");
+  EXPECT_NE(metrics.find("podscope_repository_writes_refused_total{host=\"node-q\"} " + std::to_string(refused)),
+            std::string::npos)
+      << metrics;
+  // What an operator deletes makes room again.
+  for (const auto& entry : fs::directory_iterator(root)) fs::remove_all(entry.path());
+  tensorflow::ProfileRequest again = request_ms(1, "again");
+  again.clear_emit_xspace();
+  again.set_repository_root("plugins/profile");
+  const ProfileOutcome out = profile(agent, again);
+  ASSERT_TRUE(out.status.ok());
+  EXPECT_TRUE(fs::exists(fs::path(root) / "plugins/profile/again/node-q.xplane.pb"))
+      << warnings_of(space_of(out.response));
+}
+
+TEST(AgentProcessLifecycle, WritesACrashCutOffUnderTheRootAreRemovedAtStartAndCounted) {
+  const testing::ScratchDirectory scratch("agent_service");
+  const fs::path runs = scratch.path() / "plugins/profile";
+  ASSERT_TRUE(testing::interrupt_a_write(runs / "20261128_050000_slow_step_1/node-c.xplane.pb", 1 << 20));
+  ASSERT_TRUE(write_file_atomically(runs / "capture/node-c.xplane.pb", "whole").ok());
+  ASSERT_TRUE(testing::interrupt_a_write(runs / "capture/node-d.xplane.pb", 1 << 20));
+  AgentProcess agent({"--repository_root", scratch.path().string(), "--host_name", "node-c"});
+  EXPECT_FALSE(fs::exists(runs / "20261128_050000_slow_step_1")) << "a run holding only a cut-off write";
+  EXPECT_TRUE(fs::exists(runs / "capture/node-c.xplane.pb"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(runs / "capture"), fs::directory_iterator()), 1);
+  const std::string metrics = testing::http_get(agent.metrics_port(), "/metrics");
+  EXPECT_NE(metrics.find("podscope_interrupted_writes_removed_total{host=\"node-c\"} 2"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("podscope_interrupted_writes_removed_bytes_total{host=\"node-c\"} 2097152"), std::string::npos)
+      << metrics;
+}
+
 TEST(AgentService, TensorFlowsProfileRequestIsWrittenWhereAndAsTensorFlowsServerWritesIt) {
   const testing::ScratchDirectory scratch("agent_service");
   const std::string root = scratch.path();
@@ -434,10 +490,9 @@ TEST(AgentService, PingStampsTheAgentsClockIncludingTheTestOffset) {
 
 TEST(AgentService, StatusListsCollectorsAndClockHealth) {
   AgentProcess agent({"--host_name", "node-s"});
-  auto stub = podscope::v1::Agent::NewStub(agent.channel());
-  grpc::ClientContext c;
-  podscope::v1::AgentStatus status;
-  ASSERT_TRUE(stub->GetStatus(&c, {}, &status).ok());
+  const std::optional<podscope::v1::AgentStatus> answer = testing::try_agent_status(agent);
+  ASSERT_TRUE(answer.has_value());
+  const podscope::v1::AgentStatus& status = *answer;
   EXPECT_EQ(status.host_name(), "node-s");
   EXPECT_FALSE(status.version().empty());
   EXPECT_FALSE(status.clock_detail().empty());
@@ -471,11 +526,9 @@ TEST(AgentProcessLifecycle, SigtermDuringACaptureAnswersItAndExitsWithinThreeSec
   AgentProcess agent({"--sample_interval_ms", "50"});
   const int grpc_port = agent.grpc_port();
   auto running = std::async(std::launch::async, [&] { return profile(agent, request_ms(30000, "interrupted")); });
-  auto stub = podscope::v1::Agent::NewStub(agent.channel());
   for (int i = 0; i < 100; ++i) {
-    grpc::ClientContext c;
-    podscope::v1::AgentStatus status;
-    if (stub->GetStatus(&c, {}, &status).ok() && status.capture_session_id() == "interrupted") break;
+    const std::optional<podscope::v1::AgentStatus> status = testing::try_agent_status(agent);
+    if (status && status->capture_session_id() == "interrupted") break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const auto t0 = std::chrono::steady_clock::now();

@@ -40,18 +40,10 @@ namespace {
 
 using namespace std::chrono_literals;
 using tensorflow::profiler::XSpace;
+using testing::agent_status;
 using testing::AgentProcess;
 using testing::TrainerProcess;
 using testing::wait_for;
-
-podscope::v1::AgentStatus agent_status(const AgentProcess& agent) {
-  auto stub = podscope::v1::Agent::NewStub(agent.channel());
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + 5s);
-  podscope::v1::AgentStatus status;
-  EXPECT_TRUE(stub->GetStatus(&context, podscope::v1::StatusRequest(), &status).ok());
-  return status;
-}
 
 std::vector<std::unique_ptr<TrainerProcess>> start_ranks(int world, const std::string& socket,
                                                          const std::vector<std::string>& extra_args = {}) {

@@ -37,20 +37,12 @@
 namespace podscope {
 namespace {
 
+using testing::agent_status;
 using testing::AgentProcess;
 using testing::KinetoPoller;
 namespace fs = std::filesystem;
 namespace ipc = kineto::ipc;
 using tensorflow::profiler::XSpace;
-
-podscope::v1::AgentStatus status_of(const AgentProcess& agent) {
-  auto stub = podscope::v1::Agent::NewStub(agent.channel());
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  podscope::v1::AgentStatus status;
-  EXPECT_TRUE(stub->GetStatus(&context, podscope::v1::StatusRequest(), &status).ok());
-  return status;
-}
 
 uint64_t count_of(const google::protobuf::RepeatedPtrField<podscope::v1::KinetoStatus::Refusals>& counts,
                   const std::string& reason) {
@@ -128,7 +120,7 @@ struct HandoffAgent {
   void wait_for_pollers(int processes) const {
     ASSERT_TRUE(testing::wait_for(
         [&] {
-          const auto s = status_of(agent);
+          const auto s = agent_status(agent);
           if (s.kineto().processes_size() != processes) return false;
           for (const auto& p : s.kineto().processes()) {
             if (p.poll_interval_ms() == 0) return false;
@@ -136,7 +128,7 @@ struct HandoffAgent {
           return true;
         },
         std::chrono::seconds(20)))
-        << status_of(agent).DebugString();
+        << agent_status(agent).DebugString();
   }
 
   const testing::ScratchDirectory scratch{"kineto_handoff"};
@@ -211,7 +203,7 @@ TEST(KinetoHandoff, ADeliveredSymlinkIsRefusedNotFollowed) {
     EXPECT_EQ(xspace::find_plane(space, "/device:CUSTOM:7"), nullptr);
     EXPECT_TRUE(has_warning(space, "is a symbolic link; not taken")) << warnings_of(space);
   }
-  const auto status = status_of(k.agent);
+  const auto status = agent_status(k.agent);
   EXPECT_EQ(count_of(status.kineto().traces_refused(), "symlink"), 3u);
   EXPECT_EQ(status.kineto().traces_merged(), 0u);
   EXPECT_NE(testing::http_get(k.agent.metrics_port(), "/metrics")
@@ -231,7 +223,7 @@ TEST(KinetoHandoff, ADeliveredFifoNeitherHangsTheCaptureNorTheNextNorTheStop) {
     EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(8));
     EXPECT_TRUE(has_warning(space, "is not a regular file; not taken")) << warnings_of(space);
   }
-  EXPECT_EQ(count_of(status_of(k->agent).kineto().traces_refused(), "not_regular_file"), 2u);
+  EXPECT_EQ(count_of(agent_status(k->agent).kineto().traces_refused(), "not_regular_file"), 2u);
   const auto stopping = std::chrono::steady_clock::now();
   k.reset();
   EXPECT_LT(std::chrono::steady_clock::now() - stopping, std::chrono::seconds(5));
@@ -250,14 +242,14 @@ TEST(KinetoHandoff, AHardLinkToAnotherUsersFileIsRefused) {
     EXPECT_TRUE(has_warning(space, "delivered no trace")) << warnings_of(space);
   } else {
     EXPECT_TRUE(has_warning(space, "belongs to uid 0, not the process's uid 65534")) << warnings_of(space);
-    EXPECT_EQ(count_of(status_of(k.agent).kineto().traces_refused(), "wrong_owner"), 1u);
+    EXPECT_EQ(count_of(agent_status(k.agent).kineto().traces_refused(), "wrong_owner"), 1u);
   }
 }
 
 TEST(KinetoHandoff, AGzipBombIsRefusedAloudWithinTheCapturesBudget) {
   require_root();
   HandoffAgent k({"--capture_memory_limit_mb", "64"});
-  // 1 GiB of "0," in a gzip of about a megabyte.
+  // 1 GiB of one event repeated, in a gzip of about a megabyte.
   KinetoPoller rank(k.sockets, {"--deliver", "gzip_bomb:1024"}, testing::kNobody);
   k.wait_for_pollers(1);
   testing::reset_peak_rss(k.agent.pid());
@@ -268,7 +260,7 @@ TEST(KinetoHandoff, AGzipBombIsRefusedAloudWithinTheCapturesBudget) {
               static_cast<long long>(before_kib), static_cast<long long>(peak_kib));
   EXPECT_TRUE(has_warning(space, "-byte bound")) << warnings_of(space);
   EXPECT_TRUE(has_warning(space, "capture_memory_limit_mb")) << warnings_of(space);
-  EXPECT_EQ(count_of(status_of(k.agent).kineto().traces_refused(), "too_large"), 1u);
+  EXPECT_EQ(count_of(agent_status(k.agent).kineto().traces_refused(), "too_large"), 1u);
   // The capture's 64 MiB and what the agent held before, not the bomb's gigabyte.
   EXPECT_LT(peak_kib - before_kib, 96 * 1024);
 }
@@ -297,10 +289,11 @@ TEST(KinetoHandoff, ForgedPollsAreDroppedWhateverPidTheyClaimAndLockNoOneOut) {
     send(ipc::encode_poll({3, 0, {200'000 + i}}));
     ++forged;
   }
-  ASSERT_TRUE(testing::wait_for([&] { return count_of(status_of(k.agent).kineto().refused(), "forged_pid") == forged; },
-                                std::chrono::seconds(30)));
+  ASSERT_TRUE(
+      testing::wait_for([&] { return count_of(agent_status(k.agent).kineto().refused(), "forged_pid") == forged; },
+                        std::chrono::seconds(30)));
   ::close(fd);
-  auto status = status_of(k.agent);
+  auto status = agent_status(k.agent);
   EXPECT_EQ(status.kineto().processes_size(), 0);
   EXPECT_EQ(status.kineto().polls(), 0u);
   const std::string metrics = testing::http_get(k.agent.metrics_port(), "/metrics");
@@ -310,7 +303,7 @@ TEST(KinetoHandoff, ForgedPollsAreDroppedWhateverPidTheyClaimAndLockNoOneOut) {
   // A real rank is known and traced at once.
   KinetoPoller rank(k.sockets, {}, testing::kNobody);
   k.wait_for_pollers(1);
-  EXPECT_EQ(status_of(k.agent).kineto().processes(0).pid(), rank.pid());
+  EXPECT_EQ(agent_status(k.agent).kineto().processes(0).pid(), rank.pid());
   EXPECT_EQ(events_on(k.profile(), "/device:CUSTOM:3"), 10u);
 }
 
@@ -322,9 +315,10 @@ TEST(KinetoHandoff, AForgedAncestorIsDroppedAndCannotMakeARankALauncher) {
   // Another user's process claims the rank as its ancestor: were it believed, the rank would be a launcher and not
   // traced.
   KinetoPoller liar(k.sockets, {"--claim_ancestors", std::to_string(rank.pid())}, testing::kAttacker);
-  ASSERT_TRUE(testing::wait_for([&] { return count_of(status_of(k.agent).kineto().refused(), "forged_ancestor") >= 2; },
-                                std::chrono::seconds(10)));
-  const auto status = status_of(k.agent);
+  ASSERT_TRUE(
+      testing::wait_for([&] { return count_of(agent_status(k.agent).kineto().refused(), "forged_ancestor") >= 2; },
+                        std::chrono::seconds(10)));
+  const auto status = agent_status(k.agent);
   ASSERT_EQ(status.kineto().processes_size(), 1);
   EXPECT_EQ(status.kineto().processes(0).pid(), rank.pid());
   EXPECT_EQ(events_on(k.profile(), "/device:CUSTOM:3"), 10u);
@@ -337,16 +331,16 @@ TEST(KinetoHandoff, OneUsersProcessesTakeAtMostTheirShareAndMetricsStayBounded) 
   KinetoPoller crowd(k.sockets, {"--children", "299", "--interval_ms", "1000"}, testing::kAttacker);
   ASSERT_TRUE(testing::wait_for(
       [&] {
-        const auto s = status_of(k.agent);
+        const auto s = agent_status(k.agent);
         return s.kineto().processes_size() == 256 && count_of(s.kineto().refused(), "uid_cap") >= 44;
       },
       std::chrono::seconds(30)))
-      << status_of(k.agent).kineto().processes_size();
+      << agent_status(k.agent).kineto().processes_size();
   // Another user's rank still gets in.
   KinetoPoller rank(k.sockets, {}, testing::kNobody);
   ASSERT_TRUE(testing::wait_for(
       [&] {
-        const auto status = status_of(k.agent);
+        const auto status = agent_status(k.agent);
         for (const auto& p : status.kineto().processes()) {
           if (p.pid() == rank.pid()) return true;
         }
@@ -370,7 +364,7 @@ TEST(KinetoHandoff, APollerCannotPushACapturesStartBeyondTheBound) {
   KinetoPoller slow(k.sockets, {"--interval_ms", "14000"}, testing::kAttacker);
   ASSERT_TRUE(testing::wait_for(
       [&] {
-        const auto s = status_of(k.agent);
+        const auto s = agent_status(k.agent);
         return s.kineto().processes_size() == 1 && s.kineto().processes(0).poll_interval_ms() >= 13000;
       },
       std::chrono::seconds(30)));
@@ -411,7 +405,7 @@ TEST(KinetoHandoff, UnderTheSystemdUnitAnUnprivilegedAgentTakesAnotherUsersTrace
   KinetoPoller rank("@" + endpoint, {}, rank_user);
   ASSERT_TRUE(testing::wait_for(
       [&] {
-        const auto s = status_of(agent);
+        const auto s = agent_status(agent);
         return s.kineto().processes_size() == 1 && s.kineto().processes(0).poll_interval_ms() > 0;
       },
       std::chrono::seconds(20)));
@@ -463,7 +457,7 @@ TEST(KinetoHandoff, InTheDaemonSetARootAgentWithoutCapabilitiesOnAReadOnlyRootTa
   KinetoPoller rank("@" + endpoint, {}, testing::kNobody);
   ASSERT_TRUE(testing::wait_for(
       [&] {
-        const auto s = status_of(agent);
+        const auto s = agent_status(agent);
         return s.kineto().processes_size() == 1 && s.kineto().processes(0).poll_interval_ms() > 0;
       },
       std::chrono::seconds(20)));

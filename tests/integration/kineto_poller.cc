@@ -117,10 +117,12 @@ std::string gzip_bomb(int mib) {
     } while (z.avail_out == 0);
   };
   feed(R"({"traceEvents": [)", Z_NO_FLUSH);
+  // One event repeated: a streaming reader converts every one of them, so only the bound on the text stops it.
+  const std::string event = R"({"ph": "X", "name": "aten::add", "ts": 1, "dur": 1, "pid": 1, "tid": 1},)";
   std::string chunk;
-  for (int i = 0; i < (1 << 20) / 2; ++i) chunk += "0,";
+  while (chunk.size() + event.size() <= (1 << 20)) chunk += event;
   for (int i = 0; i < mib; ++i) feed(chunk, Z_NO_FLUSH);
-  feed("0]}", Z_FINISH);
+  feed(R"({"ph": "i", "name": "end", "ts": 2, "pid": 1, "tid": 1}]})", Z_FINISH);
   deflateEnd(&z);
   return out;
 }

@@ -101,9 +101,10 @@ class KinetoTorchTest(unittest.TestCase):
         self.assertRegex(first, r"^Starting to trace for 2000 ms in \d+ ms \(.*PyTorch \(Kineto\) processes .*every 1\.0 s")
         with open(os.path.join(run_dir_of(logdir), "pod_summary.txt")) as f:
             summary = f.read()
-        # The optimizer's steps of the PyTorch process, found in its merged trace.
+        # The optimizer's steps of the PyTorch process, found in its merged trace (a step took 316 ms on a box
+        # loaded 10 deep: a 2 s window promises a few complete steps, no more).
         steps = int(re.search(r"pod analysis: \d+ cores, (\d+) steps", summary).group(1))
-        self.assertGreater(steps, 5, summary)
+        self.assertGreaterEqual(steps, 3, summary)
         self.assertIn("/device:CUSTOM:0", summary)
         self.assertIn("traces merged 1, refused: none", self.status())
         # The trace was written into the worker's own directory and taken: nothing is left there.

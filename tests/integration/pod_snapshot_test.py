@@ -15,9 +15,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 from coord_pod import Pod, offset_errors_ns, podscope, run_dir_of  # noqa: E402
 
 OFFSETS = [0, 2_000_000_000, -1_500_000_000, 700_000_000]
-# Step 300 comes some seconds in (ring_trainer's steps take 5-25 ms on a loaded 2-core host); a factor of 10
-# stays clear of that load's jitter (single steps up to ~5× the median) and below the slow steps' 20× and more.
-SLOW_START, SLOW_COUNT, SLOW_MS = 300, 3, 500
+# Step 2000 comes past the agents' 2 s warm-up however fast the host (ring_trainer's steps take 2-4 ms on an idle
+# 2-core host, 5-25 ms on a loaded one: 4-50 s in); a factor of 10 stays clear of that load's jitter (single steps up
+# to ~5× the median) and below the slow steps' 20× and more.
+SLOW_START, SLOW_COUNT, SLOW_MS = 2000, 3, 500
 TRIGGER_FACTOR = 10
 
 
@@ -50,7 +51,7 @@ class PodSnapshotTest(unittest.TestCase):
         # reports of every agent.
         slow_pattern = r"pod snapshot (\S+_slow_step_(?:%s)) of job" % "|".join(
             str(s) for s in range(SLOW_START, SLOW_START + SLOW_COUNT))
-        m = self.pod.coordinator.wait_for(slow_pattern, timeout=120)
+        m = self.pod.coordinator.wait_for(slow_pattern, timeout=150)
         run_name = m.group(1)
         run_dir = os.path.join(self.runs, run_name)
         deadline = time.monotonic() + 90

@@ -29,6 +29,7 @@ using namespace std::chrono_literals;
 using tensorflow::profiler::XSpace;
 using testing::AgentProcess;
 using testing::TrainerProcess;
+using testing::try_agent_status;
 using testing::wait_for;
 
 XSpace profile(const AgentProcess& agent, uint64_t duration_ms) {
@@ -45,13 +46,10 @@ XSpace profile(const AgentProcess& agent, uint64_t duration_ms) {
 }
 
 std::vector<int32_t> client_pids(const AgentProcess& agent) {
-  auto stub = podscope::v1::Agent::NewStub(agent.channel());
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + 5s);
-  podscope::v1::AgentStatus status;
-  if (!stub->GetStatus(&context, podscope::v1::StatusRequest(), &status).ok()) return {};
+  const std::optional<podscope::v1::AgentStatus> status = try_agent_status(agent);
+  if (!status) return {};
   std::vector<int32_t> pids;
-  for (const auto& c : status.clients()) pids.push_back(c.pid());
+  for (const auto& c : status->clients()) pids.push_back(c.pid());
   return pids;
 }
 

@@ -1,10 +1,10 @@
 // Triggered snapshots of the real podscope-agent binary with real ring_trainer ranks (two fast ranks, `--matrix 64
 // --grad_bytes 65536`, thousands of steps a second): a fresh agent + trainer start freezes nothing while the
-// ranks warm up; a real 50 ms step late in a run is captured even after a smaller slow step froze a snapshot and
-// started the cool-down, in a snapshot whose span was fixed at the trigger (it ends the settle time after the
-// slow step) and which holds that step; snapshots written under a repository root are found again by a
-// restarted agent, listed and served, and all of them together stay within flight_recorder_disk_mb, while
-// capture runs and other hosts' files beside them are left alone.
+// ranks warm up, nor spends its budget on the jitter just after; a real 50 ms step late in a run is captured even after
+// a smaller slow step froze a snapshot and started the cool-down, in a snapshot whose span was fixed at the trigger (it
+// ends the settle time after the slow step) and which holds that step; snapshots written under a repository root are
+// found again by a restarted agent, listed and served, and all of them together stay within flight_recorder_disk_mb,
+// while capture runs and other hosts' files beside them are left alone.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -30,6 +30,7 @@ namespace podscope {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::agent_status;
 using testing::AgentProcess;
 using testing::TrainerProcess;
 using testing::wait_for;
@@ -39,15 +40,6 @@ constexpr int64_t kSettleNs = 500'000'000;  // TriggeredSnapshotSettings::settle
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-podscope::v1::AgentStatus agent_status(const AgentProcess& agent) {
-  auto stub = podscope::v1::Agent::NewStub(agent.channel());
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + 5s);
-  podscope::v1::AgentStatus status;
-  EXPECT_TRUE(stub->GetStatus(&context, podscope::v1::StatusRequest(), &status).ok());
-  return status;
 }
 
 std::vector<podscope::v1::StoredSnapshot> snapshots_of(const AgentProcess& agent) {
@@ -111,25 +103,35 @@ bool holds_step(const std::string& serialized, int64_t end_ns, int64_t step_ns) 
   return false;
 }
 
-TEST(TriggeredSnapshots, FreshStartsFreezeNothingWhileTheRanksWarmUp) {
-  // The default trigger settings; twice a fresh agent and fresh ranks, each run past its warm-up.
+TEST(TriggeredSnapshots, FreshStartsSpendNoSnapshotOnTheirWarmUpNorOnTheJitterAfterIt) {
+  // The default trigger settings; three times a fresh agent and fresh ranks, each run 5 s past its warm-up. Before,
+  // every such run spent the whole budget (3 snapshots) on scheduler stalls of 1.4-13 ms (on this box up to 30 ms)
+  // in the 3 s after the warm-up: no louder than the stalls of the warm-up itself, which now set the bar.
   constexpr int64_t kWarmupNs = 2'000'000'000;
-  for (int start = 0; start < 2; ++start) {
+  constexpr int kStarts = 3;
+  int frozen = 0;
+  for (int start = 0; start < kStarts; ++start) {
     AgentProcess agent({"--sample_interval_ms", "100", "--flight_recorder_seconds", "10"});
     const int64_t started_ns = now_ns();
     auto ranks = start_ranks(agent.socket_dir() + "/agent.sock", kFast, {});
     ASSERT_TRUE(wait_for([&] { return agent_status(agent).clients_size() == 2; }, 20s)) << agent.output();
-    std::this_thread::sleep_for(3s);
+    std::this_thread::sleep_for(std::chrono::nanoseconds(kWarmupNs) + 5s);
     const podscope::v1::FlightRecorderStatus recorder = agent_status(agent).flight_recorder();
     for (const podscope::v1::StoredSnapshot& s : recorder.snapshots()) {
       EXPECT_GT(s.step_end_ns(), started_ns + kWarmupNs)
           << "start " << start << ": step " << s.step_num() << " of pid " << s.pid() << " froze " << s.id()
           << " during the warm-up (" << s.step_ns() << " ns against a median of " << s.median_ns() << " ns)";
+      std::cerr << "start " << start << ": step " << s.step_num() << " froze " << s.id() << ", " << s.step_ns()
+                << " ns against a median of " << s.median_ns() << " ns, " << (s.step_end_ns() - started_ns) / 1'000'000
+                << " ms after the start\n";
     }
+    frozen += recorder.snapshots_size();
     std::cerr << "start " << start << ": " << recorder.snapshots_size() << " snapshots; slow steps ignored while "
               << "warming up " << slow_steps(agent, "warming_up") << ", below the bar "
               << slow_steps(agent, "below_bar") << "\n";
   }
+  // A stall louder than twice every stall of the warm-ups is not ruled out on a loaded box: once, not the budget.
+  EXPECT_LE(frozen, 1) << "snapshots of " << kStarts << " fresh starts, of " << kStarts * 3 << " the budgets hold";
 }
 
 // From a rank's progress lines ("step N, X ms/step, max Y ms", N counting the steps done): the last N, and the
@@ -185,14 +187,9 @@ TEST(TriggeredSnapshots, ARealFiftyMillisecondStepIsCapturedAfterNoiseStartedThe
             << ", dropped (freezer busy) " << slow_steps(agent, "freezer_busy") << ", (too late) "
             << slow_steps(agent, "too_late") << "\n";
   if (!captured) {
-    // The one reason the product gives for not capturing it: the host itself stalled steps often enough before
-    // it to spend the budget, and at least one of them was half as slow (relative to its median: the ranks'
-    // medians differ a little), so the 50 ms step was not twice as slow as every one of them.
-    // Counted, not listed: retention may have dropped the older snapshots of a full window.
-    const double frozen = slow_steps(agent, "snapshot") + slow_steps(agent, "within_cooldown");
-    ASSERT_GE(frozen, agent::SlowStepDetector::kBudget)
-        << "the 50 ms step was not captured though the snapshot budget was not spent\n"
-        << agent_status(agent).flight_recorder().DebugString() << agent.output();
+    // The one reason the product gives for not capturing it: the host itself stalled a step at least half as slow
+    // (relative to its median: the ranks' medians differ a little) within the cool-down before it, during a warm-up
+    // or after the budget was spent, so the 50 ms step was not twice as slow as every one of them.
     ASSERT_GT(stall_before_ms, 0.4 * kRealStepNs / 1e6)
         << "the 50 ms step was not captured and no comparable stall came before it\n"
         << agent_status(agent).flight_recorder().DebugString() << agent.output();

@@ -43,13 +43,6 @@ constexpr const char* kTrace =
     R"({"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
         "ts": 10, "dur": 5}]})";
 
-TEST(KinetoTraceFileName, TorchProfilerNamesOnly) {
-  EXPECT_TRUE(is_kineto_trace_file_name("host_123.1700000000000.pt.trace.json"));
-  EXPECT_TRUE(is_kineto_trace_file_name("worker0.pt.trace.json.gz"));
-  EXPECT_FALSE(is_kineto_trace_file_name("host0.xplane.pb"));
-  EXPECT_FALSE(is_kineto_trace_file_name("pod.trace.json.gz"));  // our own merged trace
-}
-
 TEST_F(TraceFileTest, PlainAndGzipTracesConvertAlike) {
   auto plain = read_kineto_trace_file(write("a.pt.trace.json", kTrace));
   auto gz = read_kineto_trace_file(write("b.pt.trace.json.gz", gzip(kTrace)));

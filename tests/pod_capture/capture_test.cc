@@ -17,7 +17,7 @@
 #include "daemon/run_name.h"
 #include "trace_writers/merged_trace.h"
 #include "pod_capture/monitor.h"
-#include "pod_capture/run_directory.h"
+#include "pod_capture/capture_files.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 #include "tests/pod_capture/lightweight_agent.h"
@@ -85,27 +85,28 @@ TEST(Capture, SynchronizesFourHostsWithSkewedClocksAndMergesTheirSteps) {
 
   const testing::ScratchDirectory scratch("capture_sync");
   const std::filesystem::path& logdir = scratch.path();
-  auto run_dir = write_run_directory(logdir, result);
-  ASSERT_TRUE(run_dir.ok()) << run_dir.status();
-  EXPECT_EQ(*run_dir, logdir / "plugins" / "profile" / result.session_id);
+  auto run = write_run_directory(logdir, result);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const std::filesystem::path run_dir = run->local_path();
+  EXPECT_EQ(run_dir, logdir / "plugins" / "profile" / result.session_id);
   int xplane_files = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(*run_dir)) {
+  for (const auto& entry : std::filesystem::directory_iterator(run_dir)) {
     if (entry.path().string().ends_with(".xplane.pb")) ++xplane_files;
     EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << "leftover temp file " << entry.path();
   }
   EXPECT_EQ(xplane_files, 4);
-  EXPECT_TRUE(std::filesystem::exists(*run_dir / "capture.json"));
+  EXPECT_TRUE(std::filesystem::exists(run_dir / "capture.json"));
 
   // Each host file keeps its own clock and records the measured offset.
   tensorflow::profiler::XSpace space;
-  std::ifstream in(*run_dir / (pod.connections[3]->file_stem + ".xplane.pb"), std::ios::binary);
+  std::ifstream in(run_dir / (pod.connections[3]->file_stem + ".xplane.pb"), std::ios::binary);
   ASSERT_TRUE(space.ParseFromIstream(&in));
   xspace::XPlaneReader plane(space.planes(0));
   EXPECT_NEAR(static_cast<double>(plane.int_stat(xspace::kClockOffsetStat).value()), 20e6, 1e5);
   EXPECT_TRUE(plane.int_stat(xspace::kClockRttStat).has_value());
 
   // In the merged trace the end of one step agrees across hosts (it differs by up to 23 ms unmerged).
-  const std::string trace = gunzip_file(*run_dir / "pod.trace.json.gz");
+  const std::string trace = gunzip_file(run_dir / "pod.trace.json.gz");
   const std::regex step_event(
       R"re("name":"train_step","ts":(\d+)\.(\d+),"dur":(\d+)\.(\d+),"args":\{"step_num":(\d+)\})re");
   std::map<int64_t, std::vector<int64_t>> ends_by_step;
@@ -200,12 +201,13 @@ TEST(Capture, HostKilledMidCaptureIsNamedAndTheOthersAreWritten) {
   EXPECT_NE(result.hosts[1].error.find("Profile failed"), std::string::npos) << result.hosts[1].error;
   const testing::ScratchDirectory scratch("capture_killed");
   const std::filesystem::path& logdir = scratch.path();
-  auto run_dir = write_run_directory(logdir, result);
-  ASSERT_TRUE(run_dir.ok());
-  EXPECT_TRUE(std::filesystem::exists(*run_dir / (pod.connections[0]->file_stem + ".xplane.pb")));
-  EXPECT_FALSE(std::filesystem::exists(*run_dir / (pod.connections[1]->file_stem + ".xplane.pb")));
-  EXPECT_TRUE(std::filesystem::exists(*run_dir / (pod.connections[2]->file_stem + ".xplane.pb")));
-  const std::string summary = capture_summary_text(result, *run_dir);
+  auto run = write_run_directory(logdir, result);
+  ASSERT_TRUE(run.ok());
+  const std::filesystem::path run_dir = run->local_path();
+  EXPECT_TRUE(std::filesystem::exists(run_dir / (pod.connections[0]->file_stem + ".xplane.pb")));
+  EXPECT_FALSE(std::filesystem::exists(run_dir / (pod.connections[1]->file_stem + ".xplane.pb")));
+  EXPECT_TRUE(std::filesystem::exists(run_dir / (pod.connections[2]->file_stem + ".xplane.pb")));
+  const std::string summary = capture_summary_text(result, run->location());
   EXPECT_NE(summary.find(pod.connections[1]->file_stem + " (" + pod.connections[1]->file_stem + "): FAILED"),
             std::string::npos)
       << summary;

@@ -124,11 +124,15 @@ class LightweightAgent::Services final : public tensorflow::ProfilerService::Cal
                                  podscope::v1::PingResponse* response) override {
     auto* reactor = context->DefaultReactor();
     const auto& o = owner_.options_;
+    ++owner_.ping_calls_;
     if (!o.ping_rpc) {
       reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no Ping here"));
       return reactor;
     }
     response->set_client_send_ns(request->client_send_ns());
+    // Names itself as podscope-agent does: a coordinator checks a registration by calling its address back.
+    response->set_host_name(o.host_name);
+    if (!request->instance_id().empty()) response->set_instance_matches(request->instance_id() == o.instance_id);
     const int64_t request_delay = o.ping_request_delay_ns + jitter();
     const int64_t response_delay = o.ping_response_delay_ns + jitter();
     if (request_delay == 0 && response_delay == 0) {

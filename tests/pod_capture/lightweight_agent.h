@@ -52,6 +52,7 @@ class TimerThread {
 
 struct LightweightAgentOptions {
   std::string host_name = "host";
+  std::string instance_id = "lightweight";  // a Ping naming it is told it matches, as podscope-agent tells its own
   // How it serves: plaintext, or TLS from tls::server_credentials.
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   int64_t clock_offset_ns = 0;
@@ -84,6 +85,7 @@ class LightweightAgent {
   // System-clock time each Profile actually started (for start-skew measurements).
   std::vector<int64_t> actual_starts_system_ns() const;
   int profile_calls() const { return profile_calls_.load(); }
+  int ping_calls() const { return ping_calls_.load(); }
 
   class Services;
 
@@ -94,6 +96,7 @@ class LightweightAgent {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::atomic<int> profile_calls_{0};
+  std::atomic<int> ping_calls_{0};
   mutable std::mutex mu_;
   std::vector<int64_t> actual_starts_;
   friend class Services;

@@ -177,7 +177,7 @@ TEST(PodTrace, PerfettoTraceHoldsEveryEventOnDescribedTracksWithOneFlowPerTransf
     }
   }
 
-  const std::string command = "protoc --decode_raw < " + files->perfetto.string() + " > /dev/null";
+  const std::string command = "protoc --decode_raw < " + files->perfetto + " > /dev/null";
   EXPECT_EQ(std::system(command.c_str()), 0) << "protoc --decode_raw rejects the file";
 }
 

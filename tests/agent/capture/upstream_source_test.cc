@@ -9,6 +9,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include <gmock/gmock.h>
@@ -204,6 +205,43 @@ TEST_F(UpstreamSourceTest, UnreachableUpstreamBecomesAWarningAndOthersStillMerge
   ASSERT_EQ(space.warnings_size(), 1) << ::testing::PrintToString(space.warnings());
   EXPECT_THAT(space.warnings(0), HasSubstr("upstream profiler " + dead + ": Profile failed"));
   EXPECT_GT(event_count(space, "/device:GPU:6"), 1000u);
+}
+
+// A profiler server that takes every Profile and never answers, until it is shut down.
+class SilentProfilerService final : public tensorflow::ProfilerService::Service {
+ public:
+  grpc::Status Profile(grpc::ServerContext* context, const tensorflow::ProfileRequest*,
+                       tensorflow::ProfileResponse*) override {
+    while (!context->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return grpc::Status::CANCELLED;
+  }
+};
+
+TEST_F(UpstreamSourceTest, AServerThatNeverAnswersHoldsAOneSecondCaptureForItsDurationAtMost) {
+  // Before, the agent waited 30 s past the window for any server: a 1 s capture took 31 s. Now it waits the window's
+  // duration past its end, at least kMinAnswerWait.
+  SilentProfilerService silent;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&silent);
+  const std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  UpstreamSource source({}, kSystemClock, [&address] { return std::vector<std::string>{address}; });
+  const CaptureWindow window = make_window(1000);
+  const auto opened = std::chrono::steady_clock::now();
+  source.open(window);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  source.close(window.planned_end_ns);
+  CaptureSpace out("agent-host");
+  source.collect(out);
+  const auto took = std::chrono::steady_clock::now() - opened;
+  std::printf("a 1 s window with a server that never answers: collected %.1f s after it opened\n",
+              std::chrono::duration<double>(took).count());
+  EXPECT_LT(took, std::chrono::milliseconds(1000) + UpstreamSource::kMinAnswerWait + std::chrono::seconds(3));
+  ASSERT_EQ(out.space().warnings_size(), 1);
+  EXPECT_THAT(out.space().warnings(0), HasSubstr("upstream profiler " + address + ": Profile failed"));
+  server->Shutdown(std::chrono::system_clock::now());
 }
 
 TEST_F(UpstreamSourceTest, EarlyCloseTerminatesTheUpstreamSessionInsteadOfWaitingItOut) {

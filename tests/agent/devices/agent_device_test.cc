@@ -23,6 +23,7 @@
 #include "podscope/v1/agent.grpc.pb.h"
 #include "proto/xspace/xplane_reader.h"
 #include "tensorflow/profiler_service.grpc.pb.h"
+#include "tests/integration/agent_process.h"
 #include "tests/proto/xspace_counts.h"
 #include "tests/scratch_directory.h"
 #include "tests/shared_testdata.h"
@@ -31,6 +32,7 @@
 namespace {
 
 namespace rt = ::tpu::monitoring::runtime;
+using podscope::testing::AgentProcess;
 using podscope::testing::event_count;
 using tensorflow::profiler::XSpace;
 using ::testing::HasSubstr;
@@ -71,64 +73,10 @@ class TfProfilerServer final : public tensorflow::ProfilerService::Service {
   XSpace space_;
 };
 
-// podscope-agent as a child process with a local socket of its own; killed and reaped on destruction.
-class AgentProcess {
- public:
-  explicit AgentProcess(std::vector<std::string> args, const std::string& ld_library_path) {
-    args.insert(args.end(), {"--socket", socket_path_});
-    int pipe_fds[2];
-    EXPECT_EQ(pipe(pipe_fds), 0);
-    pid_ = fork();
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);  // a test killed on its timeout leaves no agent behind
-      dup2(pipe_fds[1], STDERR_FILENO);
-      close(pipe_fds[0]);
-      setenv("LD_LIBRARY_PATH", ld_library_path.c_str(), 1);
-      std::vector<char*> argv;
-      std::string binary = std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope-agent";
-      argv.push_back(binary.data());
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(binary.c_str(), argv.data());
-      _exit(127);
-    }
-    close(pipe_fds[1]);
-    stderr_fd_ = pipe_fds[0];
-    // Wait (bounded) for "podscope-agent listening grpc=HOST:PORT metrics=HOST:PORT".
-    const std::regex listening("listening grpc=([^ ]+) metrics=([^ ]+)");
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    char buf[4096];
-    while (std::chrono::steady_clock::now() < deadline) {
-      ssize_t n = read(stderr_fd_, buf, sizeof(buf));
-      if (n <= 0) break;
-      log_.append(buf, n);
-      std::smatch m;
-      if (std::regex_search(log_, m, listening)) {
-        grpc_address_ = m[1];
-        break;
-      }
-    }
-  }
-  ~AgentProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status = 0;
-      waitpid(pid_, &status, 0);
-    }
-    if (stderr_fd_ >= 0) close(stderr_fd_);
-  }
-  const std::string& grpc_address() const { return grpc_address_; }
-  const std::string& log() const { return log_; }
-  const std::string& socket_path() const { return socket_path_; }
-
- private:
-  const podscope::testing::ScratchDirectory scratch_{"device_agent"};
-  const std::string socket_path_ = scratch_.file("agent.sock");
-  pid_t pid_ = -1;
-  int stderr_fd_ = -1;
-  std::string log_;
-  std::string grpc_address_;
-};
+// The agent's environment: its library path holds the stand-in NVML, or nothing.
+podscope::testing::AgentEnvironment with_libraries(const std::string& ld_library_path) {
+  return {.variables = {"LD_LIBRARY_PATH=" + ld_library_path}};
+}
 
 bool has_counter_track(const XSpace& space, std::string_view plane_name, std::string_view track) {
   const auto* plane = podscope::xspace::find_plane(space, plane_name);
@@ -184,8 +132,7 @@ TEST(AgentDeviceTest, MonitorReportsTheTpuDutyCycleWhileTheMetricServiceAnswers)
   // The stand-in NVML is there too: the TPU still wins.
   AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--sample_interval_ms", "100",
                       "--tpu_metrics_addr", "127.0.0.1:" + std::to_string(tpu.port)},
-                     std::string(PODSCOPE_BINARY_DIR) + "/tests/fake_nvml");
-  ASSERT_FALSE(agent.grpc_address().empty()) << agent.log();
+                     true, with_libraries(std::string(PODSCOPE_BINARY_DIR) + "/tests/fake_nvml"));
   auto stub = tensorflow::ProfilerService::NewStub(
       grpc::CreateChannel(agent.grpc_address(), grpc::InsecureChannelCredentials()));
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // the TPU client polls every second
@@ -212,8 +159,7 @@ TEST(AgentDeviceTest, MonitorReportsTheGpuWithoutTpuAndTheCpuWithoutEither) {
   {
     AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--sample_interval_ms", "100",
                         "--tpu_metrics_addr", tpu_addr},
-                       std::string(PODSCOPE_BINARY_DIR) + "/tests/fake_nvml");
-    ASSERT_FALSE(agent.grpc_address().empty()) << agent.log();
+                       true, with_libraries(std::string(PODSCOPE_BINARY_DIR) + "/tests/fake_nvml"));
     auto stub = tensorflow::ProfilerService::NewStub(
         grpc::CreateChannel(agent.grpc_address(), grpc::InsecureChannelCredentials()));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -224,8 +170,7 @@ TEST(AgentDeviceTest, MonitorReportsTheGpuWithoutTpuAndTheCpuWithoutEither) {
     EXPECT_THAT(text, HasSubstr("Number of GPUs: 2"));
   }
   AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--tpu_metrics_addr", tpu_addr},
-                     "/nonexistent");
-  ASSERT_FALSE(agent.grpc_address().empty()) << agent.log();
+                     true, with_libraries("/nonexistent"));
   auto stub = tensorflow::ProfilerService::NewStub(
       grpc::CreateChannel(agent.grpc_address(), grpc::InsecureChannelCredentials()));
   const std::string text = monitor(*stub, 2);
@@ -253,8 +198,7 @@ TEST(AgentDeviceTest, CaptureCarriesGpuAndTpuCountersAndTheFrameworksDeviceTrace
   AgentProcess agent(
       {"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--sample_interval_ms", "100", "--upstream",
        "127.0.0.1:" + std::to_string(tf_port), "--tpu_metrics_addr", "127.0.0.1:" + std::to_string(tpu_port)},
-      std::string(PODSCOPE_BINARY_DIR) + "/tests/fake_nvml");
-  ASSERT_FALSE(agent.grpc_address().empty()) << agent.log();
+      true, with_libraries(std::string(PODSCOPE_BINARY_DIR) + "/tests/fake_nvml"));
 
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(1 << 30);
@@ -270,7 +214,7 @@ TEST(AgentDeviceTest, CaptureCarriesGpuAndTpuCountersAndTheFrameworksDeviceTrace
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   const grpc::Status status = stub->Profile(&context, request, &response);
-  ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << agent.log();
+  ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << agent.output();
   const XSpace& space = response.xspace();
 
   // The framework's device trace, whole (its old, non-epoch timestamps are not filtered by our window).
@@ -280,7 +224,7 @@ TEST(AgentDeviceTest, CaptureCarriesGpuAndTpuCountersAndTheFrameworksDeviceTrace
   // NVML counters on the GPU planes, libtpu duty cycle on the TPU planes.
   EXPECT_TRUE(has_counter_track(space, "/device:GPU:0", "podscope_gpu_utilization_ratio"));
   EXPECT_TRUE(has_counter_track(space, "/device:GPU:1", "podscope_gpu_power_watts"));
-  EXPECT_TRUE(has_counter_track(space, "/device:TPU:1", "podscope_tpu_tensorcore_duty_cycle_ratio")) << agent.log();
+  EXPECT_TRUE(has_counter_track(space, "/device:TPU:1", "podscope_tpu_tensorcore_duty_cycle_ratio")) << agent.output();
   for (const auto& w : space.warnings()) EXPECT_THAT(w, ::testing::Not(HasSubstr("upstream"))) << w;
 
   tf_server->Shutdown();
@@ -299,8 +243,7 @@ TEST(AgentDeviceTest, HostWithoutDevicesSaysWhyInTheCaptureAndStillAnswers) {
   }
   AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--tpu_metrics_addr",
                       "127.0.0.1:" + std::to_string(dead_port)},
-                     "/nonexistent");
-  ASSERT_FALSE(agent.grpc_address().empty()) << agent.log();
+                     true, with_libraries("/nonexistent"));
   auto stub = tensorflow::ProfilerService::NewStub(
       grpc::CreateChannel(agent.grpc_address(), grpc::InsecureChannelCredentials()));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -311,7 +254,7 @@ TEST(AgentDeviceTest, HostWithoutDevicesSaysWhyInTheCaptureAndStillAnswers) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
   const grpc::Status status = stub->Profile(&context, request, &response);
-  ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << agent.log();
+  ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << agent.output();
   std::string warnings;
   for (const auto& w : response.xspace().warnings()) warnings += w + "\n";
   EXPECT_THAT(warnings, HasSubstr("collector nvml unavailable: cannot load libnvidia-ml.so.1"));
@@ -326,25 +269,22 @@ TEST(AgentDeviceTest, HostWithoutDevicesSaysWhyInTheCaptureAndStillAnswers) {
 // window's planes (NVTX ranges, CUPTI's warning) to the agent, which merges them into the Profile answer.
 // The probe also uses libpodscope itself: one connection, with the job the program gave.
 TEST(AgentDeviceTest, InjectedCuptiLibrarySendsTheWindowsPlanesToTheAgent) {
-  AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0"}, "/nonexistent");
-  ASSERT_FALSE(agent.grpc_address().empty()) << agent.log();
+  AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0"}, true,
+                     with_libraries("/nonexistent"));
 
-  const std::string probe_log = agent.socket_path() + ".probe.log";
-  const std::string command = "PODSCOPE_AGENT_SOCKET=" + agent.socket_path() +
-                              " NVTX_INJECTION64_PATH=" + CUPTI_LIBRARY + " " + CUPTI_PROBE + " " + CUPTI_LIBRARY +
-                              " 3000 > " + probe_log + " 2>&1";
+  const std::string agent_socket = agent.socket_dir() + "/agent.sock";
+  const std::string probe_log = agent_socket + ".probe.log";
+  const std::string command = "PODSCOPE_AGENT_SOCKET=" + agent_socket + " NVTX_INJECTION64_PATH=" + CUPTI_LIBRARY +
+                              " " + CUPTI_PROBE + " " + CUPTI_LIBRARY + " 3000 > " + probe_log + " 2>&1";
   int probe_status = -1;
   std::thread probe([&] { probe_status = std::system(command.c_str()); });
 
-  auto channel = grpc::CreateChannel(agent.grpc_address(), grpc::InsecureChannelCredentials());
-  auto agent_stub = podscope::v1::Agent::NewStub(channel);
+  auto channel = agent.channel();
   podscope::v1::AgentStatus status_before;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (status_before.clients_size() == 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the probe connects and registers
-    grpc::ClientContext c;
-    status_before.Clear();
-    ASSERT_TRUE(agent_stub->GetStatus(&c, podscope::v1::StatusRequest(), &status_before).ok());
+    status_before = podscope::testing::agent_status(agent);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a second connection would show by now
 
@@ -356,11 +296,7 @@ TEST(AgentDeviceTest, InjectedCuptiLibrarySendsTheWindowsPlanesToTheAgent) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
   const grpc::Status status = stub->Profile(&context, request, &response);
-  podscope::v1::AgentStatus status_after;
-  {
-    grpc::ClientContext c;
-    ASSERT_TRUE(agent_stub->GetStatus(&c, podscope::v1::StatusRequest(), &status_after).ok());
-  }
+  podscope::v1::AgentStatus status_after = podscope::testing::agent_status(agent);
   probe.join();
   std::ifstream in(probe_log);
   std::stringstream log;
@@ -372,7 +308,7 @@ TEST(AgentDeviceTest, InjectedCuptiLibrarySendsTheWindowsPlanesToTheAgent) {
 
   // One agent connection for the program and the injected tracer, carrying the program's own job even
   // though the tracer started the link first.
-  for (const auto* s : {&status_before, &status_after}) {
+  for (const podscope::v1::AgentStatus* s : {&status_before, &status_after}) {
     ASSERT_EQ(s->clients_size(), 1) << s->DebugString();
     EXPECT_EQ(s->clients(0).job(), "cupti-probe") << s->DebugString();
   }

@@ -36,18 +36,18 @@ std::vector<std::string> outputs(const AnalysisOutcome& o) {
 void expect_merge_of_hosts_is_the_pod(const fs::path& run) {
   auto whole = analyze_run_files(run);
   ASSERT_TRUE(whole.ok()) << whole.status();
-  auto files = list_run_files(run);
+  auto files = run_directory::list_run_files(run);
   ASSERT_TRUE(files.ok()) << files.status();
 
   std::vector<podscope::v1::HostAnalysis> hosts;
-  for (const fs::path& file : *files) {
-    kineto::RunFileReader reader;
+  for (const run_directory::RunFile& file : *files) {
+    run_directory::RunFileReader reader;
     auto host = analyze_host_file(file, reader);
     ASSERT_TRUE(host.ok()) << host.status();
     // What the host would send: its analysis as bytes.
     const std::string bytes = *xspace::serialize_deterministically(*host);
-    ASSERT_TRUE(hosts.emplace_back().ParseFromString(bytes)) << file;
-    EXPECT_EQ(*xspace::serialize_deterministically(hosts.back()), bytes) << file;
+    ASSERT_TRUE(hosts.emplace_back().ParseFromString(bytes)) << file.location();
+    EXPECT_EQ(*xspace::serialize_deterministically(hosts.back()), bytes) << file.location();
   }
   const AnalysisOutcome merged = merge_host_analyses(std::move(hosts), {});
 

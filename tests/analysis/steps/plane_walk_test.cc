@@ -71,10 +71,10 @@ TEST(PlaneWalk, EachReaderIsHandedTheEventsOfItsOwnLinesInThePlanesOrder) {
 
 // The planes of `dir`'s files, each read by `consumer` in a walk of its own (the lines it wants only).
 void read_alone(const std::filesystem::path& dir, PlaneConsumer& consumer, const xspace::XLineFilter& wants_line) {
-  const std::vector<std::filesystem::path> files = *list_run_files(dir);
+  const std::vector<run_directory::RunFile> files = *run_directory::list_run_files(dir);
   for (size_t i = 0; i < files.size(); ++i) {
     ASSERT_TRUE(xspace::read_xspace_planes(
-                    files[i],
+                    dir / files[i].name,
                     [&](const XPlane& plane) {
                       read_plane_alone(consumer, i, plane);
                       return absl::OkStatus();
@@ -109,10 +109,10 @@ TEST(PlaneWalk, TheSharedWalkGivesEveryToolWhatItsOwnWalkGives) {
             *xspace::serialize_deterministically(shared->result<MemoryProfileResult>().profile));
 
   KernelStatsBuilder kernels;
-  const std::vector<std::filesystem::path> files = *list_run_files(dir.path());
+  const std::vector<run_directory::RunFile> files = *run_directory::list_run_files(dir.path());
   for (const auto& file : files) {
     ASSERT_TRUE(xspace::read_xspace_planes(
-                    file,
+                    dir.path() / file.name,
                     [&](const XPlane& plane) {
                       kernels.add_plane(plane);
                       return absl::OkStatus();
@@ -131,16 +131,14 @@ TEST(PlaneWalk, TheSharedWalkGivesEveryToolWhatItsOwnWalkGives) {
     HostStepDatabaseBuilder steps;
     xspace::XSpaceHeader header;
     ASSERT_TRUE(xspace::read_xspace_planes(
-                    files[i],
+                    dir.path() / files[i].name,
                     [&](const XPlane& plane) {
                       steps.add_plane(plane);
                       return absl::OkStatus();
                     },
                     &header, HostStepDatabaseBuilder::wants_line)
                     .ok());
-    std::string stem = files[i].filename().string();
-    stem.resize(stem.size() - std::string_view(".xplane.pb").size());
-    hosts.push_back(std::move(steps).finish(header.hostnames, stem));
+    hosts.push_back(std::move(steps).finish(header.hostnames, run_directory::file_stem(files[i].name)));
     EXPECT_EQ(*xspace::serialize_deterministically(hosts.back()),
               *xspace::serialize_deterministically(shared->step_databases[i]));
   }

@@ -1,4 +1,4 @@
-#include "pod_capture/run_directory.h"
+#include "pod_capture/capture_files.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,7 +7,6 @@
 #include <system_error>
 #include <vector>
 
-#include "daemon/atomic_file.h"
 #include "trace_writers/json_text.h"
 #include "trace_writers/pod_trace.h"
 #include "proto/xspace/names.h"
@@ -46,10 +45,6 @@ std::string budget_drops_json(const std::vector<BudgetDrop>& drops) {
 
 }  // namespace
 
-std::filesystem::path run_directory(const std::filesystem::path& logdir, const std::string& run_name) {
-  return logdir / "plugins" / "profile" / run_name;
-}
-
 namespace {
 
 // Stamps the host's clock measurement onto every plane of its space (names from proto/xspace/names.h).
@@ -76,7 +71,7 @@ void record_clock_stats(const HostCapture& host, tensorflow::profiler::XSpace& s
 
 // A host's file and its planes in the pod traces: its answer parsed (the one parsed space the writing holds) and
 // released, its clock stamped, the file written, the planes fed to `traces`.
-absl::Status write_host(const std::filesystem::path& dir, HostCapture& host, PodTraceWriter& traces) {
+absl::Status write_host(const run_directory::RunDirectory& run, HostCapture& host, PodTraceWriter& traces) {
   ParsedAnswer parsed;
   const bool ok = parsed.parse(host.xspace);
   // Held beside the parsed space and the file's bytes, the answer would add its size to the writing's peak.
@@ -90,7 +85,8 @@ absl::Status write_host(const std::filesystem::path& dir, HostCapture& host, Pod
       return absl::Status(bytes.status().code(),
                           "cannot write the XSpace of " + host.address + ": " + std::string(bytes.status().message()));
     }
-    if (auto status = podscope::write_file_atomically(dir / (host.file_stem + ".xplane.pb"), *bytes); !status.ok())
+    if (auto status = run.write(run_directory::host_file_name(host.file_stem), *bytes, Durability::kSynced);
+        !status.ok())
       return status;
   }
   for (const auto& plane : space.planes()) traces.add_plane({host.host_name, host.clock.estimate.offset_ns}, plane);
@@ -99,12 +95,12 @@ absl::Status write_host(const std::filesystem::path& dir, HostCapture& host, Pod
 
 // The merged traces of a capture's hosts (pod.trace.json.gz, pod.perfetto-trace), JSON times relative to the
 // capture's start: none when no host captured.
-absl::StatusOr<std::unique_ptr<PodTraceWriter>> open_capture_traces(const std::filesystem::path& dir,
+absl::StatusOr<std::unique_ptr<PodTraceWriter>> open_capture_traces(const run_directory::RunDirectory& run,
                                                                     const CaptureResult& result) {
   if (std::none_of(result.hosts.begin(), result.hosts.end(), [](const HostCapture& h) { return h.ok; })) {
     return nullptr;
   }
-  return PodTraceWriter::open(dir, kPodTraceStem, result.start_ns);
+  return PodTraceWriter::open(run, kPodTraceStem, result.start_ns);
 }
 
 // A window of the agents' flight recorders: what it is (the last N ms on request, or a triggered snapshot and
@@ -176,7 +172,7 @@ std::string capture_json(const CaptureResult& result) {
     out += "\"address\": ";
     append_json_string(out, h.address);
     out += ", \"file\": ";
-    append_json_string(out, h.ok ? h.file_stem + ".xplane.pb" : "");
+    append_json_string(out, h.ok ? run_directory::host_file_name(h.file_stem) : "");
     out += ", \"host_name\": ";
     append_json_string(out, h.host_name);
     out += std::string(", \"ok\": ") + (h.ok ? "true" : "false");
@@ -214,7 +210,7 @@ std::string capture_json(const CaptureResult& result) {
   return out;
 }
 
-std::string capture_summary_text(const CaptureResult& result, const std::filesystem::path& run_dir) {
+std::string capture_summary_text(const CaptureResult& result, std::string_view run_location) {
   std::string out;
   for (const auto& h : result.hosts) {
     out += "  " + h.file_stem + " (" + h.host_name + "): ";
@@ -250,28 +246,38 @@ std::string capture_summary_text(const CaptureResult& result, const std::filesys
   const int ok = static_cast<int>(
       std::count_if(result.hosts.begin(), result.hosts.end(), [](const HostCapture& h) { return h.ok; }));
   out += std::to_string(ok) + " of " + std::to_string(result.hosts.size()) + " host(s) captured";
-  if (ok > 0 && !run_dir.empty()) out += "; files in " + run_dir.string();
+  if (ok > 0 && !run_location.empty()) out += "; files in " + std::string(run_location);
   out += "\n";
   return out;
 }
 
-absl::StatusOr<std::filesystem::path> write_run_directory(const std::filesystem::path& logdir, CaptureResult& result) {
-  const std::filesystem::path dir = run_directory(logdir, result.session_id);
-  if (auto status = write_run_files(dir, result); !status.ok()) return status;
-  return dir;
+namespace {
+
+// A run whose agents wrote their own host files into the bucket: only capture.json (the pod traces would read every
+// host's file back: `podscope analyze` makes them).
+absl::Status write_bucket_run_files(const run_directory::RunDirectory& run, CaptureResult& result) {
+  return run.write(run_directory::kCaptureRecordName, capture_json(result), Durability::kSynced);
 }
 
-absl::Status write_run_files(const std::filesystem::path& dir, CaptureResult& result) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::InternalError("cannot create run directory " + dir.string() + ": " + ec.message());
-  auto traces = open_capture_traces(dir, result);
+}  // namespace
+
+absl::StatusOr<run_directory::RunDirectory> write_run_directory(const std::filesystem::path& logdir,
+                                                                CaptureResult& result) {
+  const run_directory::RunDirectory run = run_directory::RunDirectory::in_logdir(logdir, result.session_id);
+  if (auto status = write_run_files(run, result); !status.ok()) return status;
+  return run;
+}
+
+absl::Status write_run_files(const run_directory::RunDirectory& run, CaptureResult& result) {
+  if (run.in_bucket()) return write_bucket_run_files(run, result);
+  auto traces = open_capture_traces(run, result);
   if (!traces.ok()) return traces.status();
   for (auto& host : result.hosts) {
     if (!host.ok) continue;
-    if (auto status = write_host(dir, host, **traces); !status.ok()) return status;
+    if (auto status = write_host(run, host, **traces); !status.ok()) return status;
   }
-  if (auto status = podscope::write_file_atomically(dir / "capture.json", capture_json(result)); !status.ok())
+  if (auto status = run.write(run_directory::kCaptureRecordName, capture_json(result), Durability::kSynced);
+      !status.ok())
     return status;
   if (*traces == nullptr) return absl::OkStatus();
   return (*traces)->commit().status();

@@ -1,7 +1,7 @@
 // The run's files from a capture's answers: each host's file is its answer with its clock stamped, the same answers
 // give the same bytes; capture.json and the capture summary: what each host's capture memory budget dropped, per
 // core, and max_events recorded as sent and not applied.
-#include "pod_capture/run_directory.h"
+#include "pod_capture/capture_files.h"
 
 #include <gtest/gtest.h>
 

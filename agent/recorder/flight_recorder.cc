@@ -1,4 +1,4 @@
-#include "agent/recorder/flight_recording.h"
+#include "agent/recorder/flight_recorder.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -30,9 +30,9 @@ prometheus::Counter& counter(prometheus::Registry& registry, const std::string& 
 
 }  // namespace
 
-FlightRecording::FlightRecording(std::shared_ptr<ClientRegistry> registry, const Clock& clock, std::string host_name,
-                                 std::unique_ptr<CaptureSource> look_back, std::function<int64_t()> sample_now,
-                                 prometheus::Registry& metrics)
+FlightRecorder::FlightRecorder(std::shared_ptr<ClientRegistry> registry, const Clock& clock, std::string host_name,
+                               std::unique_ptr<CaptureSource> look_back, std::function<int64_t()> sample_now,
+                               prometheus::Registry& metrics)
     : registry_(std::move(registry)),
       clock_(clock),
       host_name_(std::move(host_name)),
@@ -58,33 +58,33 @@ FlightRecording::FlightRecording(std::shared_ptr<ClientRegistry> registry, const
                               "flight_recorder_seconds; less where flight_recorder_max_mb dropped older events)")
                         .Register(metrics)) {}
 
-FlightRecording::~FlightRecording() {
-  if (recorder_) registry_->stop_recording();
+FlightRecorder::~FlightRecorder() {
+  if (events_) registry_->stop_recording();
 }
 
-absl::Status FlightRecording::start(const FlightRecorderSettings& settings) {
+absl::Status FlightRecorder::start(const FlightRecorderSettings& settings) {
   std::lock_guard lock(mu_);
-  if (recorder_) {
+  if (events_) {
     return absl::AlreadyExistsError("the flight recorder is already recording (window " +
-                                    std::to_string(recorder_->settings().window_ns / 1'000'000'000) +
+                                    std::to_string(events_->settings().window_ns / 1'000'000'000) +
                                     " s); stop it first");
   }
-  recorder_ = std::make_shared<FlightRecorder>(settings);
+  events_ = std::make_shared<RecordedEvents>(settings);
   recording_since_ns_ = clock_.now_ns();
   last_snapshot_end_ns_ = recording_since_ns_;
-  registry_->start_recording(recorder_);
+  registry_->start_recording(events_);
   PODSCOPE_LOG(kInfo) << "flight recorder on: window " << settings.window_ns / 1'000'000 << " ms, at most "
                       << (settings.max_bytes >> 20) << " MiB";
   window_seconds_.Set(static_cast<double>(settings.window_ns) * 1e-9);
   return absl::OkStatus();
 }
 
-absl::Status FlightRecording::stop() {
+absl::Status FlightRecorder::stop() {
   std::lock_guard lock(mu_);
-  if (!recorder_) return absl::NotFoundError("the flight recorder is not recording");
+  if (!events_) return absl::NotFoundError("the flight recorder is not recording");
   registry_->stop_recording();
-  update_metrics(recorder_->state());
-  recorder_.reset();
+  update_metrics(events_->state());
+  events_.reset();
   update_metrics(FlightRecorderState{});
   window_seconds_.Set(0);
   held_bytes_.Set(0);
@@ -93,7 +93,7 @@ absl::Status FlightRecording::stop() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_lock<std::timed_mutex>> FlightRecording::claim_build_slot(WhenBuilding when_building) {
+absl::StatusOr<std::unique_lock<std::timed_mutex>> FlightRecorder::claim_build_slot(WhenBuilding when_building) {
   if (when_building == WhenBuilding::kWait) return std::unique_lock(build_mu_);
   std::unique_lock slot(build_mu_, kSnapshotQueueWait);
   if (slot.owns_lock()) return slot;
@@ -104,68 +104,68 @@ absl::StatusOr<std::unique_lock<std::timed_mutex>> FlightRecording::claim_build_
       std::to_string(kSnapshotQueueWait.count()) + " s: retry later");
 }
 
-absl::StatusOr<RecorderSnapshot> FlightRecording::snapshot_since_last(WhenBuilding when_building) {
+absl::StatusOr<RecorderSnapshot> FlightRecorder::snapshot_since_last(WhenBuilding when_building) {
   absl::StatusOr<std::unique_lock<std::timed_mutex>> slot = claim_build_slot(when_building);
   if (!slot.ok()) return slot.status();
-  std::shared_ptr<FlightRecorder> recorder;
+  std::shared_ptr<RecordedEvents> events;
   int64_t asked_begin = 0, begin = 0, end = 0;
   {
     std::lock_guard lock(mu_);
-    if (!recorder_) return absl::NotFoundError("no continuous profiling session: the flight recorder is not recording");
-    recorder = recorder_;
+    if (!events_) return absl::NotFoundError("no continuous profiling session: the flight recorder is not recording");
+    events = events_;
     end = sample_now_();
     asked_begin = last_snapshot_end_ns_;
-    begin = std::max(asked_begin, end - recorder_->settings().window_ns);
+    begin = std::max(asked_begin, end - events_->settings().window_ns);
     last_snapshot_end_ns_ = end;
   }
-  RecorderSnapshot snapshot = build(*recorder, asked_begin, begin, end);
+  RecorderSnapshot snapshot = build(*events, asked_begin, begin, end);
   snapshot.build_slot = std::move(*slot);
   return snapshot;
 }
 
-absl::Status FlightRecording::check_recording() const {
-  if (recorder_) return absl::OkStatus();
+absl::Status FlightRecorder::check_recording() const {
+  if (events_) return absl::OkStatus();
   return absl::FailedPreconditionError(
       "the flight recorder is off on this agent (flight_recorder_seconds=0): it holds no past to capture; start "
       "the agent with --flight_recorder_seconds=N");
 }
 
-absl::StatusOr<RecorderSnapshot> FlightRecording::last(int64_t duration_ms, WhenBuilding when_building) {
+absl::StatusOr<RecorderSnapshot> FlightRecorder::last(int64_t duration_ms, WhenBuilding when_building) {
   if (duration_ms <= 0) {
     return absl::InvalidArgumentError("last_ms " + std::to_string(duration_ms) + " must be positive");
   }
   absl::StatusOr<std::unique_lock<std::timed_mutex>> slot = claim_build_slot(when_building);
   if (!slot.ok()) return slot.status();
-  std::shared_ptr<FlightRecorder> recorder;
+  std::shared_ptr<RecordedEvents> events;
   int64_t asked_ns = 0, begin = 0, end = 0;
   {
     std::lock_guard lock(mu_);
     if (absl::Status s = check_recording(); !s.ok()) return s;
-    recorder = recorder_;
+    events = events_;
     end = sample_now_();
     asked_ns = std::min<int64_t>(duration_ms, std::numeric_limits<int64_t>::max() / 1'000'000) * 1'000'000;
-    begin = end - std::min(asked_ns, recorder_->settings().window_ns);
+    begin = end - std::min(asked_ns, events_->settings().window_ns);
   }
-  RecorderSnapshot snapshot = build(*recorder, end - asked_ns, begin, end);
+  RecorderSnapshot snapshot = build(*events, end - asked_ns, begin, end);
   snapshot.build_slot = std::move(*slot);
   return snapshot;
 }
 
-absl::StatusOr<RecorderSnapshot> FlightRecording::span(int64_t begin_ns, int64_t end_ns, WhenBuilding when_building) {
+absl::StatusOr<RecorderSnapshot> FlightRecorder::span(int64_t begin_ns, int64_t end_ns, WhenBuilding when_building) {
   if (end_ns <= begin_ns) {
     return absl::InvalidArgumentError("span [" + std::to_string(begin_ns) + ", " + std::to_string(end_ns) +
                                       "] ns is empty");
   }
   absl::StatusOr<std::unique_lock<std::timed_mutex>> slot = claim_build_slot(when_building);
   if (!slot.ok()) return slot.status();
-  std::shared_ptr<FlightRecorder> recorder;
+  std::shared_ptr<RecordedEvents> events;
   int64_t begin = 0, end = 0;
   {
     std::lock_guard lock(mu_);
     if (absl::Status s = check_recording(); !s.ok()) return s;
-    recorder = recorder_;
+    events = events_;
     const int64_t now = sample_now_();
-    const int64_t window_ns = recorder_->settings().window_ns;
+    const int64_t window_ns = events_->settings().window_ns;
     end = std::min(end_ns, now);
     begin = std::max(begin_ns, now - window_ns);
     if (end <= begin) {
@@ -174,32 +174,32 @@ absl::StatusOr<RecorderSnapshot> FlightRecording::span(int64_t begin_ns, int64_t
                                    ", and holds " + std::to_string(window_ns / 1'000'000) + " ms)");
     }
   }
-  RecorderSnapshot snapshot = build(*recorder, begin_ns, begin, end);
+  RecorderSnapshot snapshot = build(*events, begin_ns, begin, end);
   snapshot.build_slot = std::move(*slot);
   return snapshot;
 }
 
-std::optional<FlightRecorderState> FlightRecording::state() const {
+std::optional<FlightRecorderState> FlightRecorder::state() const {
   std::lock_guard lock(mu_);
-  if (!recorder_) return std::nullopt;
-  return recorder_->state();
+  if (!events_) return std::nullopt;
+  return events_->state();
 }
 
-void FlightRecording::publish_metrics() {
+void FlightRecorder::publish_metrics() {
   {
     std::lock_guard lock(mu_);
-    if (recorder_) update_metrics(recorder_->state());
+    if (events_) update_metrics(events_->state());
   }
   if (built_since_trim_) return_built_memory();  // the builds that nobody returned (GetSnapshot, triggers)
 }
 
-void FlightRecording::return_built_memory() {
+void FlightRecorder::return_built_memory() {
   // A snapshot's build frees a heap of small objects that glibc keeps, in the arena of the thread that built it,
   // for reuse; builds run on whichever thread asked, so each would keep its own. Hand the pages back.
   built_since_trim_ = false;
   return_free_heap();
 }
-void FlightRecording::update_metrics(const std::optional<FlightRecorderState>& state) {
+void FlightRecorder::update_metrics(const std::optional<FlightRecorderState>& state) {
   if (!state) return;
   held_bytes_.Set(static_cast<double>(state->held_bytes));
   held_events_.Set(static_cast<double>(state->held_events));
@@ -224,8 +224,8 @@ void FlightRecording::update_metrics(const std::optional<FlightRecorderState>& s
   held_seconds_by_pid_ = std::move(now_held);
 }
 
-void FlightRecording::warn_if_short(const std::vector<LocalClientCapture>& captures, RecorderSnapshot& snapshot,
-                                    tensorflow::profiler::XSpace& space) const {
+void FlightRecorder::warn_if_short(const std::vector<LocalClientCapture>& captures, RecorderSnapshot& snapshot,
+                                   tensorflow::profiler::XSpace& space) const {
   const int64_t clients_offset = clock_.from_system_ns(0);
   std::string dropped_by;
   for (const LocalClientCapture& c : captures) {
@@ -255,8 +255,8 @@ void FlightRecording::warn_if_short(const std::vector<LocalClientCapture>& captu
   space.add_warnings(warning);
 }
 
-RecorderSnapshot FlightRecording::build(FlightRecorder& recorder, int64_t asked_begin_ns, int64_t begin_ns,
-                                        int64_t end_ns) {
+RecorderSnapshot FlightRecorder::build(RecordedEvents& events, int64_t asked_begin_ns, int64_t begin_ns,
+                                       int64_t end_ns) {
   RecorderSnapshot snapshot;
   snapshot.asked_begin_ns = std::min(asked_begin_ns, begin_ns);
   snapshot.begin_ns = begin_ns;
@@ -267,7 +267,7 @@ RecorderSnapshot FlightRecording::build(FlightRecorder& recorder, int64_t asked_
   CaptureSpace out(host_name_);
   tensorflow::profiler::XSpace& space = out.space();
   const int64_t clients_offset = clock_.from_system_ns(0);
-  std::vector<LocalClientCapture> captures = recorder.window(begin_ns - clients_offset, end_ns - clients_offset);
+  std::vector<LocalClientCapture> captures = events.window(begin_ns - clients_offset, end_ns - clients_offset);
   warn_if_short(captures, snapshot, space);
   for (LocalClientCapture& c : captures) {
     if (const uint64_t dropped = c.events.dropped_events(); dropped > 0) {
@@ -302,7 +302,7 @@ RecorderSnapshot FlightRecording::build(FlightRecorder& recorder, int64_t asked_
   snapshots_.Increment();
   built_since_trim_ = true;
   std::lock_guard lock(mu_);
-  if (recorder_.get() == &recorder) update_metrics(recorder.state());  // unless stopped meanwhile
+  if (events_.get() == &events) update_metrics(events.state());  // unless stopped meanwhile
   return snapshot;
 }
 

@@ -20,13 +20,13 @@
 #include "tls/tls_config.h"
 #include "tls/tls_metrics.h"
 
-namespace podscope::tls {
+namespace podscope::front_door {
 
 struct DaemonServerSettings {
   std::string listen;              // the gRPC port, "host:port" (port 0 picks one)
   std::string metrics_listen;      // the metrics server's
   std::string metrics_web_config;  // its TLS and basic auth (exporter-toolkit's web-config file); empty: none
-  TlsConfig tls;
+  tls::TlsConfig tls;
   // The largest request the gRPC port accepts (gRPC's own default unless the daemon sets one): a larger one is
   // refused from its declared length.
   size_t max_request_bytes = size_t{4} << 20;
@@ -63,9 +63,9 @@ class DaemonServers {
   int grpc_port_ = 0;
   int plaintext_port_ = 0;  // plaintext_listen's bound port; 0 without it
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<TlsMetrics> tls_metrics_;
+  std::unique_ptr<tls::TlsMetrics> tls_metrics_;
   std::unique_ptr<GrpcSelfCheck> self_check_;
   std::unique_ptr<MetricsServer> metrics_server_;
 };
 
-}  // namespace podscope::tls
+}  // namespace podscope::front_door

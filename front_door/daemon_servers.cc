@@ -1,11 +1,11 @@
-#include "tls/daemon_servers.h"
+#include "front_door/daemon_servers.h"
 
 #include <climits>
 
 #include "daemon/local_address.h"
 #include "tls/credentials.h"
 
-namespace podscope::tls {
+namespace podscope::front_door {
 namespace {
 
 // What a gRPC server may buffer for requests in flight (a receive limit alone still buffers the whole message
@@ -29,7 +29,7 @@ absl::StatusOr<std::unique_ptr<DaemonServers>> DaemonServers::start(DaemonServer
   std::unique_ptr<DaemonServers> servers(new DaemonServers(std::move(settings)));
   const DaemonServerSettings& s = servers->settings_;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(s.listen, server_credentials(s.tls), &servers->grpc_port_);
+  builder.AddListeningPort(s.listen, tls::server_credentials(s.tls), &servers->grpc_port_);
   if (!s.tls.plaintext_listen.empty()) {
     builder.AddListeningPort(s.tls.plaintext_listen, grpc::InsecureServerCredentials(), &servers->plaintext_port_);
   }
@@ -53,10 +53,10 @@ absl::StatusOr<std::unique_ptr<DaemonServers>> DaemonServers::start(DaemonServer
                                   ": cannot bind (in use or bad address)");
   }
   servers->tls_metrics_ =
-      std::make_unique<TlsMetrics>(s.tls, with_port(s.listen, servers->grpc_port_), *registry, s.labels);
+      std::make_unique<tls::TlsMetrics>(s.tls, with_port(s.listen, servers->grpc_port_), *registry, s.labels);
   servers->self_check_ = std::make_unique<GrpcSelfCheck>(
       GrpcSelfCheck::Settings{.target = local_address(s.listen, servers->grpc_port_),
-                              .credentials = channel_credentials(s.tls, ServerVerification::kSkipForOwnPort)},
+                              .credentials = tls::channel_credentials(s.tls, tls::ServerVerification::kSkipForOwnPort)},
       clock, *registry, s.labels);
   absl::StatusOr<std::unique_ptr<MetricsServer>> metrics_server =
       MetricsServer::start({.listen = s.metrics_listen, .web_config = s.metrics_web_config, .labels = s.labels},
@@ -91,4 +91,4 @@ std::string DaemonServers::listening() const {
   return out;
 }
 
-}  // namespace podscope::tls
+}  // namespace podscope::front_door

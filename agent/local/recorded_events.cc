@@ -1,4 +1,4 @@
-#include "agent/local/flight_recorder.h"
+#include "agent/local/recorded_events.h"
 
 #include <algorithm>
 #include <chrono>
@@ -13,12 +13,12 @@ int64_t system_now_ns() {
 
 }  // namespace
 
-FlightRecorder::FlightRecorder(FlightRecorderSettings settings, std::function<int64_t()> now_ns)
+RecordedEvents::RecordedEvents(FlightRecorderSettings settings, std::function<int64_t()> now_ns)
     : settings_(settings),
       now_ns_(now_ns ? std::move(now_ns) : std::function<int64_t()>(system_now_ns)),
       store_(settings.max_bytes, Retention::kLatest) {}
 
-void FlightRecorder::expire() {
+void RecordedEvents::expire() {
   store_.expire_before(now_ns_() - settings_.window_ns);
   if (clients_.size() == store_.client_ids().size()) return;
   const std::vector<uint64_t> held = store_.client_ids();
@@ -26,7 +26,7 @@ void FlightRecorder::expire() {
                 [&held](const auto& entry) { return !std::binary_search(held.begin(), held.end(), entry.first); });
 }
 
-std::vector<LocalClientCapture> FlightRecorder::window(int64_t begin_ns, int64_t end_ns) {
+std::vector<LocalClientCapture> RecordedEvents::window(int64_t begin_ns, int64_t end_ns) {
   std::lock_guard lock(mu_);
   expire();
   std::vector<LocalClientCapture> out;
@@ -41,7 +41,7 @@ std::vector<LocalClientCapture> FlightRecorder::window(int64_t begin_ns, int64_t
   return out;
 }
 
-FlightRecorderState FlightRecorder::state() const {
+FlightRecorderState RecordedEvents::state() const {
   std::lock_guard lock(mu_);
   FlightRecorderState s;
   s.window_ns = settings_.window_ns;

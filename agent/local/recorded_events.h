@@ -1,8 +1,8 @@
-// The flight recorder's rolling window of what annotated processes sent: every batch of every registered
-// client (while recording, clients stream continuously, see ClientRegistry::start_recording) is held in a
-// CompactEventStore that keeps the latest events, bounded by time (`window_ns`: older chunks age out) and by
+// RecordedEvents: what the flight recorder holds, the rolling window of what annotated processes sent: every batch of
+// every registered client (while recording, clients stream continuously, see ClientRegistry::start_recording) is held
+// in a CompactEventStore that keeps the latest events, bounded by time (`window_ns`: older chunks age out) and by
 // memory (`max_bytes`, charged by the bytes really held: oldest chunks are dropped first, whole steps at a
-// time, and counted). Snapshots copy a span out and leave it held; FlightRecording builds them one at a time.
+// time, and counted). Snapshots copy a span out and leave it held; FlightRecorder builds them one at a time.
 #pragma once
 
 #include <cstdint>
@@ -43,10 +43,10 @@ struct FlightRecorderState {
   double held_seconds(const RecordedClient& c) const;
 };
 
-class FlightRecorder {
+class RecordedEvents {
  public:
   // `now_ns` is the clients' clock (the system clock); a test may pass its own.
-  explicit FlightRecorder(FlightRecorderSettings settings, std::function<int64_t()> now_ns = {});
+  explicit RecordedEvents(FlightRecorderSettings settings, std::function<int64_t()> now_ns = {});
 
   // A batch the client sent while recording: events, input stages or allocation records.
   template <typename Batch>

@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "agent/capture/capture_source.h"
 #include "agent/local/client_registry.h"
-#include "agent/local/flight_recorder.h"
+#include "agent/local/recorded_events.h"
 #include "daemon/clock.h"
 #include "tensorflow/xplane.pb.h"
 
@@ -53,14 +53,14 @@ enum class WhenBuilding {
 };
 inline constexpr std::chrono::seconds kSnapshotQueueWait{10};
 
-class FlightRecording {
+class FlightRecorder {
  public:
   // `look_back` adds the sampled series of a past span (a HostSeriesSource of its own); `sample_now` runs a
   // sampling pass and returns its time (agent clock), the end of every snapshot.
-  FlightRecording(std::shared_ptr<ClientRegistry> registry, const Clock& clock, std::string host_name,
-                  std::unique_ptr<CaptureSource> look_back, std::function<int64_t()> sample_now,
-                  prometheus::Registry& metrics);
-  ~FlightRecording();
+  FlightRecorder(std::shared_ptr<ClientRegistry> registry, const Clock& clock, std::string host_name,
+                 std::unique_ptr<CaptureSource> look_back, std::function<int64_t()> sample_now,
+                 prometheus::Registry& metrics);
+  ~FlightRecorder();
 
   // ALREADY_EXISTS when recording.
   absl::Status start(const FlightRecorderSettings& settings);
@@ -91,9 +91,9 @@ class FlightRecording {
   absl::Status check_recording() const;
   // The build slot, or RESOURCE_EXHAUSTED (counted) when a queued request's wait ran out.
   absl::StatusOr<std::unique_lock<std::timed_mutex>> claim_build_slot(WhenBuilding when_building);
-  // Builds the span [begin_ns, end_ns] (agent clock) of `recorder`, asked from `asked_begin_ns`, with the build slot
+  // Builds the span [begin_ns, end_ns] (agent clock) of `events`, asked from `asked_begin_ns`, with the build slot
   // and without mu_ (fixed under it by the caller): status and metrics answer while a window of seconds is built.
-  RecorderSnapshot build(FlightRecorder& recorder, int64_t asked_begin_ns, int64_t begin_ns, int64_t end_ns);
+  RecorderSnapshot build(RecordedEvents& events, int64_t asked_begin_ns, int64_t begin_ns, int64_t end_ns);
   // Adds the warning that the snapshot holds less than asked, naming why, where it does.
   void warn_if_short(const std::vector<LocalClientCapture>& captures, RecorderSnapshot& snapshot,
                      tensorflow::profiler::XSpace& space) const;
@@ -108,7 +108,7 @@ class FlightRecording {
   std::timed_mutex build_mu_;  // the build slot, held while a build runs (look_back_ is used only then); before mu_
   std::atomic<bool> built_since_trim_ = false;
   mutable std::mutex mu_;
-  std::shared_ptr<FlightRecorder> recorder_;
+  std::shared_ptr<RecordedEvents> events_;
   int64_t recording_since_ns_ = 0;  // agent clock
   int64_t last_snapshot_end_ns_ = 0;
 

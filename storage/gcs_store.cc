@@ -1,0 +1,389 @@
+#include "storage/gcs_store.h"
+
+#include <openssl/evp.h>
+#include <simdjson.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "storage/s3_store.h"
+
+namespace podscope::storage {
+namespace {
+
+// The service's error document: {"error": {"code": 403, "message": "..."}}.
+std::string service_said(const HttpResponse& response) {
+  std::string out = "HTTP " + std::to_string(response.status);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  std::string_view message;
+  if (parser.parse(response.body).get(doc) == simdjson::SUCCESS &&
+      doc["error"]["message"].get(message) == simdjson::SUCCESS) {
+    out += ": " + std::string(message);
+  } else if (!response.body.empty() && response.body.size() < 300) {
+    out += ": " + response.body;
+  }
+  return out;
+}
+
+// How much of an upload the service holds, from a 308's Range header ("bytes=0-N"): N + 1, or 0 without one.
+uint64_t persisted_bytes(const HttpResponse& response) {
+  const std::string range = response.header("range");
+  const size_t dash = range.rfind('-');
+  uint64_t last = 0;
+  if (dash == std::string::npos || !absl::SimpleAtoi(range.substr(dash + 1), &last)) return 0;
+  return last + 1;
+}
+
+void back_off(int attempt) { std::this_thread::sleep_for(std::chrono::milliseconds(std::min(200 << attempt, 5000))); }
+
+// Writes an object through one resumable session: chunks go as they fill, each resent from where the service says
+// it holds the upload when a request fails; the last carries the object's MD5, which the service checks.
+class GcsWriter : public ObjectWriter {
+ public:
+  GcsWriter(GcsStore& store, std::string key) : store_(store), key_(std::move(key)) {
+    md5_.reset(EVP_MD_CTX_new());
+    EVP_DigestInit_ex(md5_.get(), EVP_md5(), nullptr);
+    chunk_.reserve(kChunkBytes);
+  }
+  ~GcsWriter() override { abort(); }
+
+  absl::Status write(std::string_view bytes) override {
+    if (!status_.ok()) return status_;
+    if (finished_) return absl::FailedPreconditionError("writing " + store_.object_url(key_) + " after its end");
+    EVP_DigestUpdate(md5_.get(), bytes.data(), bytes.size());
+    written_ += bytes.size();
+    while (!bytes.empty()) {
+      const size_t n = std::min(bytes.size(), kChunkBytes - chunk_.size());
+      chunk_.append(bytes.data(), n);
+      bytes.remove_prefix(n);
+      if (chunk_.size() == kChunkBytes) {
+        if (absl::Status s = send_chunk(false); !s.ok()) return fail(s);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status commit() override {
+    if (!status_.ok()) return status_;
+    if (finished_) return absl::FailedPreconditionError("committing " + store_.object_url(key_) + " twice");
+    finished_ = true;
+    if (absl::Status s = send_chunk(true); !s.ok()) return fail(s);
+    session_.clear();
+    return absl::OkStatus();
+  }
+
+  void abort() override {
+    finished_ = true;
+    chunk_ = std::string();
+    if (session_.empty()) return;
+    // A cancelled session leaves nothing; one left behind is never an object and expires within a week.
+    store_.call("DELETE", session_).IgnoreError();
+    session_.clear();
+  }
+
+  uint64_t bytes_written() const override { return written_; }
+
+ private:
+  absl::Status fail(absl::Status status) {
+    status_ = std::move(status);
+    abort();
+    return status_;
+  }
+
+  std::string md5_of_all() {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int size = 0;
+    EVP_DigestFinal_ex(md5_.get(), digest, &size);
+    return base64(std::string_view(reinterpret_cast<char*>(digest), size));
+  }
+
+  // Sends the chunk held (at offset_ of the object), the last one when `last`.
+  absl::Status send_chunk(bool last) {
+    if (session_.empty()) {
+      absl::StatusOr<std::string> session = store_.begin_upload(key_);
+      if (!session.ok()) return session.status();
+      session_ = *session;
+    }
+    const std::string md5 = last ? md5_of_all() : "";
+    const uint64_t end = offset_ + chunk_.size();
+    size_t sent_from = 0;  // of chunk_
+    absl::StatusOr<HttpResponse> answer;
+    for (int attempt = 0; attempt < 6; ++attempt) {
+      const std::string_view rest = std::string_view(chunk_).substr(sent_from);
+      const uint64_t from = offset_ + sent_from;
+      std::vector<std::string> headers;
+      const std::string total = last ? std::to_string(end) : "*";
+      headers.push_back(rest.empty() ? "Content-Range: bytes */" + total
+                                     : "Content-Range: bytes " + std::to_string(from) + "-" +
+                                           std::to_string(from + rest.size() - 1) + "/" + total);
+      if (last) headers.push_back("X-Goog-Hash: md5=" + md5);
+      answer = store_.call("PUT", session_, headers, rest);
+      if (answer.ok() && (answer->status == 200 || answer->status == 201)) return check_object(*answer, md5, last);
+      if (answer.ok() && answer->status == 308) {
+        const uint64_t held = persisted_bytes(*answer);
+        if (held >= end && !last) {
+          offset_ = end;
+          chunk_.clear();
+          return absl::OkStatus();
+        }
+        sent_from = static_cast<size_t>(std::max(held, offset_) - offset_);
+        continue;
+      }
+      if (answer.ok() && (answer->status == 404 || answer->status == 410)) {
+        return absl::NotFoundError("writing " + store_.object_url(key_) + ": the service lost the upload session (" +
+                                   service_said(*answer) + ")");
+      }
+      if (!is_transient(answer)) break;
+      back_off(attempt);
+      // Where does the service stand? Resend from there.
+      const absl::StatusOr<HttpResponse> status = store_.call("PUT", session_, {"Content-Range: bytes */*"});
+      if (status.ok() && status->status == 308) {
+        sent_from = static_cast<size_t>(std::max(persisted_bytes(*status), offset_) - offset_);
+      } else if (status.ok() && (status->status == 200 || status->status == 201)) {
+        return check_object(*status, md5, last);
+      }
+    }
+    return store_.error_of(answer, "writing", key_);
+  }
+
+  // The object the service made: its MD5 is ours (the service checked it too, against X-Goog-Hash).
+  absl::Status check_object(const HttpResponse& answer, const std::string& md5, bool last) {
+    if (!last) return absl::InternalError("the service finished " + store_.object_url(key_) + " before its end");
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    std::string_view md5_hash;
+    if (parser.parse(answer.body).get(doc) == simdjson::SUCCESS && doc["md5Hash"].get(md5_hash) == simdjson::SUCCESS &&
+        md5_hash != md5) {
+      return absl::DataLossError("writing " + store_.object_url(key_) + ": the service holds MD5 " +
+                                 std::string(md5_hash) + ", not the " + md5 + " sent");
+    }
+    return absl::OkStatus();
+  }
+
+  struct MdDeleter {
+    void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
+  };
+
+  GcsStore& store_;
+  std::string key_;
+  std::string session_;
+  std::string chunk_;
+  uint64_t offset_ = 0;
+  std::unique_ptr<EVP_MD_CTX, MdDeleter> md5_;
+  uint64_t written_ = 0;
+  bool finished_ = false;
+  absl::Status status_;
+};
+
+// Reads an object's media as it arrives; a broken connection is resumed with a range of the same generation.
+class GcsReader : public ObjectReader {
+ public:
+  GcsReader(GcsStore& store, std::string key) : store_(store), key_(std::move(key)) {}
+
+  absl::Status start() {
+    absl::StatusOr<HttpResponse> failed;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      absl::StatusOr<std::string> authorization = store_.authorization();
+      if (!authorization.ok()) return authorization.status();
+      HttpRequest request;
+      request.url = store_.api_url(key_) + "?alt=media" + (generation_.empty() ? "" : "&generation=" + generation_);
+      if (!authorization->empty()) request.headers.push_back("Authorization: " + *authorization);
+      if (offset_ > 0) request.headers.push_back("Range: bytes=" + std::to_string(offset_) + "-");
+      absl::StatusOr<std::unique_ptr<HttpStream>> stream = HttpStream::open(request);
+      if (!stream.ok()) {
+        failed = stream.status();
+        back_off(attempt);
+        continue;
+      }
+      const long status = (*stream)->status();
+      if (status == 200 || status == 206) {
+        if (generation_.empty()) generation_ = (*stream)->header("x-goog-generation");
+        stream_ = std::move(*stream);
+        return absl::OkStatus();
+      }
+      HttpResponse answer;
+      answer.status = status;
+      answer.body = (*stream)->read_all(1 << 20).value_or("");
+      failed = answer;
+      if (!is_transient(failed)) break;
+      back_off(attempt);
+    }
+    return store_.error_of(failed, "reading", key_);
+  }
+
+  absl::StatusOr<size_t> read(char* buffer, size_t size) override {
+    for (int resumes = 0;; ++resumes) {
+      absl::StatusOr<size_t> n = stream_->read(buffer, size);
+      if (n.ok()) {
+        offset_ += *n;
+        return n;
+      }
+      if (resumes >= 3) return n.status();
+      stream_.reset();
+      if (absl::Status s = start(); !s.ok()) return s;
+    }
+  }
+
+ private:
+  GcsStore& store_;
+  std::string key_;
+  std::unique_ptr<HttpStream> stream_;
+  std::string generation_;
+  uint64_t offset_ = 0;
+};
+
+}  // namespace
+
+GcsStore::GcsStore(Location root, std::shared_ptr<GoogleCredentials> credentials)
+    : root_(std::move(root)), credentials_(std::move(credentials)) {}
+
+std::string GcsStore::key_of(std::string_view name) const {
+  return root_.key.empty() ? std::string(name) : root_.key + "/" + std::string(name);
+}
+
+std::string GcsStore::api_url(const std::string& key) const {
+  return endpoint() + "/storage/v1/b/" + uri_encode(root_.bucket, false) + "/o/" + uri_encode(key, false);
+}
+
+absl::StatusOr<HttpResponse> GcsStore::call(const std::string& method, const std::string& url,
+                                            std::vector<std::string> headers, std::string_view body) {
+  return with_retries([&]() -> absl::StatusOr<HttpResponse> {
+    absl::StatusOr<std::string> authorization = credentials_->authorization();
+    if (!authorization.ok()) return authorization.status();
+    HttpRequest request;
+    request.method = method;
+    request.url = url;
+    request.headers = headers;
+    if (!authorization->empty()) request.headers.push_back("Authorization: " + *authorization);
+    request.body = body;
+    return perform(request);
+  });
+}
+
+absl::Status GcsStore::error_of(const absl::StatusOr<HttpResponse>& answer, const std::string& what,
+                                const std::string& key) {
+  const std::string where = what + " " + object_url(key) + " (credentials: " + credentials_->source() + ")";
+  if (!answer.ok()) return absl::Status(answer.status().code(), where + ": " + std::string(answer.status().message()));
+  const std::string said = service_said(*answer);
+  switch (answer->status) {
+    case 401:
+    case 403: return absl::PermissionDeniedError(where + ": refused (" + said + ")");
+    case 404:
+      if (said.find("ucket") != std::string::npos) {
+        return absl::NotFoundError(where + ": bucket \"" + root_.bucket + "\" does not exist (" + said + ")");
+      }
+      return absl::NotFoundError(where + ": not found (" + said + ")");
+    case 400: return absl::InvalidArgumentError(where + ": " + said);
+    default:
+      return answer->status >= 500 ? absl::UnavailableError(where + ": " + said)
+                                   : absl::InternalError(where + ": " + said);
+  }
+}
+
+absl::StatusOr<std::string> GcsStore::begin_upload(const std::string& key) {
+  const std::string url = endpoint() + "/upload/storage/v1/b/" + uri_encode(root_.bucket, false) +
+                          "/o?uploadType=resumable&name=" + uri_encode(key, false);
+  const absl::StatusOr<HttpResponse> begun = call("POST", url, {"Content-Type: application/json; charset=UTF-8"}, "{}");
+  if (!begun.ok() || begun->status != 200 || begun->header("location").empty()) {
+    return error_of(begun, "starting the upload of", key);
+  }
+  return begun->header("location");
+}
+
+absl::StatusOr<std::unique_ptr<ObjectWriter>> GcsStore::create(std::string_view name, LocalDurability) {
+  return std::make_unique<GcsWriter>(*this, key_of(name));
+}
+
+absl::StatusOr<std::unique_ptr<ObjectReader>> GcsStore::open(std::string_view name) {
+  auto reader = std::make_unique<GcsReader>(*this, key_of(name));
+  if (absl::Status s = reader->start(); !s.ok()) return s;
+  return reader;
+}
+
+absl::StatusOr<std::vector<ObjectInfo>> GcsStore::list(std::string_view prefix) {
+  const std::string full_prefix = key_of(prefix);
+  const size_t strip = root_.key.empty() ? 0 : root_.key.size() + 1;
+  std::vector<ObjectInfo> out;
+  std::string token;
+  while (true) {
+    std::string url =
+        endpoint() + "/storage/v1/b/" + uri_encode(root_.bucket, false) + "/o?prefix=" + uri_encode(full_prefix, false);
+    if (!token.empty()) url += "&pageToken=" + uri_encode(token, false);
+    const absl::StatusOr<HttpResponse> page = call("GET", url);
+    if (!page.ok() || page->status != 200) return error_of(page, "listing", full_prefix);
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    if (parser.parse(page->body).get(doc) != simdjson::SUCCESS) {
+      return absl::InternalError("listing " + object_url(full_prefix) + ": the answer is no JSON");
+    }
+    simdjson::dom::array items;
+    if (doc["items"].get(items) == simdjson::SUCCESS) {
+      for (simdjson::dom::element item : items) {
+        std::string_view name, size;
+        if (item["name"].get(name) != simdjson::SUCCESS || name.size() < strip) continue;
+        ObjectInfo info{std::string(name.substr(strip)), 0};
+        if (item["size"].get(size) == simdjson::SUCCESS) absl::SimpleAtoi(std::string(size), &info.size);
+        out.push_back(std::move(info));
+      }
+    }
+    std::string_view next;
+    if (doc["nextPageToken"].get(next) != simdjson::SUCCESS || next.empty()) break;
+    token = std::string(next);
+  }
+  std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.name < b.name; });
+  return out;
+}
+
+absl::StatusOr<ObjectInfo> GcsStore::stat(std::string_view name) {
+  const std::string key = key_of(name);
+  const absl::StatusOr<HttpResponse> found = call("GET", api_url(key));
+  if (!found.ok() || found->status != 200) return error_of(found, "looking up", key);
+  ObjectInfo info{std::string(name), 0};
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  std::string_view size;
+  if (parser.parse(found->body).get(doc) == simdjson::SUCCESS && doc["size"].get(size) == simdjson::SUCCESS) {
+    absl::SimpleAtoi(std::string(size), &info.size);
+  }
+  return info;
+}
+
+absl::Status GcsStore::remove(std::string_view name) {
+  const std::string key = key_of(name);
+  const absl::StatusOr<HttpResponse> removed = call("DELETE", api_url(key));
+  if (removed.ok() && (removed->status == 204 || removed->status == 200 || removed->status == 404)) {
+    return absl::OkStatus();
+  }
+  return error_of(removed, "removing", key);
+}
+
+absl::Status GcsStore::check_writable() {
+  const std::string key = key_of(".podscope-write-check");
+  absl::StatusOr<std::string> session = begin_upload(key);
+  if (!session.ok()) {
+    return absl::Status(session.status().code(),
+                        "checking that it can write: " + std::string(session.status().message()));
+  }
+  call("DELETE", *session).IgnoreError();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Store>> open_gcs_store(const Location& root) {
+  std::optional<GoogleHmac> hmac;
+  absl::StatusOr<std::shared_ptr<GoogleCredentials>> credentials = GoogleCredentials::find(hmac);
+  if (!credentials.ok()) {
+    return absl::Status(credentials.status().code(), root.url() + ": " + std::string(credentials.status().message()));
+  }
+  if (hmac) {
+    // Cloud Storage's XML API takes SigV4 with HMAC keys, in the region "auto".
+    S3Endpoint endpoint{"auto", hmac->endpoint};
+    return std::make_shared<S3Store>(root, endpoint,
+                                     AwsCredentials::fixed(hmac->access_key_id, hmac->secret, hmac->source, "auto"));
+  }
+  return std::make_shared<GcsStore>(root, *credentials);
+}
+
+}  // namespace podscope::storage

@@ -1,0 +1,85 @@
+// The HTTP under the bucket stores, through libcurl: one request at a time, a body sent from memory, an answer
+// read whole or streamed, SigV4 signing by curl itself (CURLOPT_AWS_SIGV4), and the one retry policy of every call
+// that reaches a service. A connection that makes no progress for PODSCOPE_STORAGE_IDLE_TIMEOUT_S seconds (default
+// 30, as TensorFlow's GCS_REQUEST_IDLE_TIMEOUT_SECS) is given up.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace podscope::storage {
+
+// AWS Signature Version 4 over a request, signed by curl: the service's region, and the key pair. The session token
+// of temporary credentials goes in a header the signature covers.
+struct SigV4 {
+  std::string region;
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;
+};
+
+struct HttpRequest {
+  std::string method = "GET";
+  std::string url;
+  std::vector<std::string> headers;  // "Name: value"
+  std::string_view body;             // sent as the request's body (PUT, POST); not owned
+  const SigV4* sigv4 = nullptr;      // signed when set
+  // The longest the whole request may take, beside the idle timeout (0: no bound beyond it).
+  int64_t timeout_ms = 0;
+};
+
+struct HttpResponse {
+  long status = 0;
+  std::map<std::string, std::string> headers;  // names lowercased
+  std::string body;
+  std::string header(const std::string& lowercase_name) const;
+};
+
+// The hex SHA-256 of `bytes`, and the base64 MD5 (Content-MD5, Cloud Storage's md5Hash).
+std::string sha256_hex(std::string_view bytes);
+std::string md5_base64(std::string_view bytes);
+std::string base64(std::string_view bytes);
+// Percent-encoding as AWS and Cloud Storage expect it: everything but A-Z a-z 0-9 - _ . ~ (and '/' when kept).
+std::string uri_encode(std::string_view text, bool keep_slash);
+
+// Performs one request, the answer read whole (bounded by `max_body_bytes`). A transport failure (refused, reset,
+// timed out) is UNAVAILABLE; any HTTP status is a response, for the caller to judge.
+absl::StatusOr<HttpResponse> perform(const HttpRequest& request, uint64_t max_body_bytes = uint64_t{64} << 20);
+
+// Whether an answer or a failure is worth another try: a transport failure, 408, 429 and 5xx.
+bool is_transient(const absl::StatusOr<HttpResponse>& answer);
+
+// Calls `attempt` until it gives an answer that is not transient, at most `attempts` times, waiting 0.2 s, 0.4 s ...
+// (doubling, up to 5 s, with jitter) between tries.
+absl::StatusOr<HttpResponse> with_retries(const std::function<absl::StatusOr<HttpResponse>()>& attempt,
+                                          int attempts = 5);
+
+// A response body read as it arrives, with bounded memory: the request is driven as read() asks for bytes, and the
+// transfer pauses while what arrived is not taken.
+class HttpStream {
+ public:
+  // Starts the request and waits for the response's status and headers.
+  static absl::StatusOr<std::unique_ptr<HttpStream>> open(const HttpRequest& request);
+  ~HttpStream();
+
+  long status() const;
+  std::string header(const std::string& lowercase_name) const;
+  // Up to `size` bytes of the body; 0 at its end. UNAVAILABLE when the transfer broke.
+  absl::StatusOr<size_t> read(char* buffer, size_t size);
+  // The body whole (an error answer's), bounded.
+  absl::StatusOr<std::string> read_all(uint64_t max_bytes);
+
+ private:
+  struct State;
+  explicit HttpStream(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace podscope::storage
