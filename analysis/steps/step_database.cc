@@ -751,7 +751,7 @@ HostStepDatabase HostStepDatabaseBuilder::finish(const std::vector<std::string>&
   if (file.cores.empty() && !file.steps.host_markers().markers.empty()) file.add_host_core();
   add_streams_and_launches(file.cores, file.host.runtime_calls);
   const std::vector<TypedInterval> host_work = disjoint_by_priority(file.host.intervals);
-  file.host = {.intervals = {}, .untyped = {}, .input_ops = std::move(file.host.input_ops)};
+  file.host = {.intervals = {}, .untyped = {}, .input_ops = std::move(file.host.input_ops), .runtime_calls = {}};
 
   HostStepDatabase db;
   db.set_host_name(file.steps.host_name());
