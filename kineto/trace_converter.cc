@@ -26,7 +26,7 @@ absl::string_view av(std::string_view s) { return absl::string_view(s.data(), s.
 
 // Stat names TF's GPU tracer writes, as cupti/convert writes them.
 constexpr std::string_view kKernelDetailsStat = "kernel_details";
-constexpr std::string_view kCorrelationIdStat = "correlation_id";
+using xspace::kCorrelationIdStat;
 constexpr std::string_view kContextIdStat = "context_id";
 constexpr std::string_view kStreamIdStat = "stream_id";
 constexpr std::string_view kDeviceIdStat = "device_id";

@@ -56,8 +56,25 @@ AllReduceResult analyze_all_reduces(const std::vector<CoreCollective>& collectiv
   for (const auto& [key, occurrences] : matched) {
     int64_t shortest = std::numeric_limits<int64_t>::max();
     for (const CoreCollective* c : occurrences) shortest = std::min(shortest, c->instance->duration_ns());
+    int64_t waited = 0;
+    int64_t least_wait = std::numeric_limits<int64_t>::max();  // of the cores that did wait
+    int64_t last = 0;                                          // cores with the shortest duration
     for (const CoreCollective* c : occurrences) {
-      result.sync_ns[{key.first, c->core_id}] += c->instance->duration_ns() - shortest;
+      const int64_t sync = c->instance->duration_ns() - shortest;
+      result.sync_ns[{key.first, c->core_id}] += sync;
+      waited += sync;
+      if (sync == 0) {
+        ++last;
+      } else {
+        least_wait = std::min(least_wait, sync);
+      }
+    }
+    if (occurrences.size() < 2 || waited == 0) continue;
+    for (const CoreCollective* c : occurrences) {
+      if (c->instance->duration_ns() != shortest) continue;
+      CausedWait& caused = result.caused[{key.first, c->core_id}];
+      caused.others_ns += waited / last;
+      if (last == 1) caused.delay_ns += least_wait;
     }
   }
 

@@ -1,5 +1,6 @@
 // All-reduce sync vs compute: the same collective (same match key within a step) on every participating
-// core; its compute is the shortest of those durations, each core's sync is its duration minus that.
+// core; its compute is the shortest of those durations, each core's sync is its duration minus that. The core with the
+// shortest one arrived last: the others' sync in that collective is the wait it caused.
 #pragma once
 
 #include <cstdint>
@@ -29,9 +30,20 @@ struct AllReduceOpSummary {
   std::string_view replica_group;  // the first occurrence's that has one
 };
 
+// The wait one core caused the others in one step, summed over the collectives it arrived at last.
+struct CausedWait {
+  // The other cores' sync in those collectives, in total (cores that arrived last together share it).
+  int64_t others_ns = 0;
+  // How much later it arrived than the last of the others: the time each of those collectives, and so the step,
+  // waited for it alone (0 where another core arrived with it).
+  int64_t delay_ns = 0;
+};
+
 struct AllReduceResult {
   // (step, core) -> the core's sync time in that step, summed over its collectives.
   absl::flat_hash_map<std::pair<int64_t, uint32_t>, int64_t> sync_ns;
+  // (step, core) -> the wait it caused, for the cores that arrived last at some collective of the step.
+  absl::flat_hash_map<std::pair<int64_t, uint32_t>, CausedWait> caused;
   std::vector<AllReduceOpSummary> ops;  // by step, then name
 };
 

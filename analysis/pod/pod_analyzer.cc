@@ -40,6 +40,7 @@ std::string_view core_kind_name(podscope::v1::CoreKind kind) {
     case podscope::v1::CORE_KIND_CUSTOM: return "CUSTOM";
     case podscope::v1::CORE_KIND_TPU: return "TPU";
     case podscope::v1::CORE_KIND_GPU: return "GPU";
+    case podscope::v1::CORE_KIND_HOST: return "CPU";
     default: return "";
   }
 }
@@ -55,7 +56,7 @@ CategoryDurations categorize(const CoreStep& step, int64_t sync_ns) {
   const int64_t sync = std::min(collective, sync_ns);
   at(d, StepCategory::kAllReduceSync) = sync;
   at(d, StepCategory::kAllReduceCompute) = collective - sync;
-  at(d, StepCategory::kHostInfeed) = op(OpKind::kInfeed);
+  at(d, StepCategory::kHostInfeed) = op(OpKind::kInfeed) + step.input_wait_ns();
   at(d, StepCategory::kHostOutfeed) = op(OpKind::kOutfeed);
   at(d, StepCategory::kSend) = op(OpKind::kSend);
   at(d, StepCategory::kRecvDone) = op(OpKind::kRecvDone);
@@ -68,7 +69,7 @@ CategoryDurations categorize(const CoreStep& step, int64_t sync_ns) {
   at(d, StepCategory::kHostCompute) = step.host_compute_ns();
   at(d, StepCategory::kCompilation) = step.compilation_ns();
   at(d, StepCategory::kIdle) =
-      step.idle_ns() - step.kernel_launch_ns() - step.host_compute_ns() - step.compilation_ns();
+      step.idle_ns() - step.kernel_launch_ns() - step.host_compute_ns() - step.compilation_ns() - step.input_wait_ns();
   return d;
 }
 
@@ -118,12 +119,12 @@ class PodAssembly {
   podscope::v1::AnalysisCounts& counts() { return *out_.mutable_counts(); }
   podscope::v1::PodViewerDatabase& db() { return *out_.mutable_pod_viewer(); }
 
-  // Who each device core is; planes without steps are skipped (they still count toward top ops), and so is a
-  // second plane claiming a core id already taken. Its steps are those the pod keeps.
+  // Who each core is: a device plane, or the host of a program without devices (its /host:CPU, core file index ×
+  // 1000 as a device ordinal 0 would be). Planes without steps are skipped (they still count toward top ops), and so
+  // is a second plane claiming a core id already taken. Its steps are those the pod keeps.
   void identify_cores() {
     for (const PodCore& core : pod_.cores) {
       const CoreStepDatabase& db = *core.core;
-      if (db.kind() == podscope::v1::CORE_KIND_HOST) continue;
       counts().set_events(counts().events() + db.event_count());
       if (db.steps_found() == 0) {
         counts().set_planes_without_steps(counts().planes_without_steps() + 1);
@@ -131,18 +132,9 @@ class PodAssembly {
       }
       CoreIdentity id;
       id.core = &core;
-      const auto ordinal = device_ordinal(db.plane_name());
-      const std::optional<int64_t> rank = db.has_rank() ? std::optional<int64_t>(db.rank()) : std::nullopt;
-      if (db.kind() == podscope::v1::CORE_KIND_CUSTOM || !ordinal) {
-        id.core_id = static_cast<uint32_t>(db.plane_id());
-        id.chip_id = static_cast<int32_t>(db.plane_id());
-      } else if (rank && *rank >= 0 && *rank < kCoreIdsPerFile) {
-        id.core_id = static_cast<uint32_t>(*rank);
-        id.chip_id = static_cast<int32_t>(*ordinal);
-      } else {
-        id.core_id = static_cast<uint32_t>(core.host_index) * kCoreIdsPerFile + *ordinal;
-        id.chip_id = static_cast<int32_t>(*ordinal);
-      }
+      const PodCoreId ids = pod_core_id(core);
+      id.core_id = ids.core_id;
+      id.chip_id = ids.chip_id;
       id.node_id = static_cast<int32_t>(core.host_index);
       id.host_name = core.host_name;
       if (identities_.contains(id.core_id)) {
@@ -224,9 +216,13 @@ class PodAssembly {
       for (const auto& [core_id, d] : cores) {
         const int64_t total = sum(d);
         if (map != nullptr) add_record(*map, static_cast<uint32_t>(step_num), core_id, d, replica_of[core_id]);
-        step_times_[step_num][core_id] = {
-            total, at(d, StepCategory::kHighFlopsCompute) + at(d, StepCategory::kLowFlopsCompute),
-            at(d, StepCategory::kAllReduceSync)};
+        CoreStepTimes& times = step_times_[step_num][core_id];
+        times.total_ns = total;
+        times.categories = d;
+        if (auto caused = all_reduce_.caused.find({step_num, core_id}); caused != all_reduce_.caused.end()) {
+          times.caused_wait_ns = caused->second.others_ns;
+          times.delay_ns = caused->second.delay_ns;
+        }
         auto& [count, sums] = per_core_sums_[core_id];
         ++count;
         for (int id = 1; id <= kMaxStepCategoryId; ++id) sums[id] += d[id];
@@ -393,6 +389,22 @@ class PodAssembly {
 };
 
 }  // namespace
+
+PodCoreId pod_core_id(const PodCore& core) {
+  const CoreStepDatabase& db = *core.core;
+  const auto ordinal = device_ordinal(db.plane_name());
+  const std::optional<int64_t> rank = db.has_rank() ? std::optional<int64_t>(db.rank()) : std::nullopt;
+  if (db.kind() == podscope::v1::CORE_KIND_HOST) {
+    return {static_cast<uint32_t>(core.host_index) * kCoreIdsPerFile, 0};
+  }
+  if (db.kind() == podscope::v1::CORE_KIND_CUSTOM || !ordinal) {
+    return {static_cast<uint32_t>(db.plane_id()), static_cast<int32_t>(db.plane_id())};
+  }
+  if (rank && *rank >= 0 && *rank < kCoreIdsPerFile) {
+    return {static_cast<uint32_t>(*rank), static_cast<int32_t>(*ordinal)};
+  }
+  return {static_cast<uint32_t>(core.host_index) * kCoreIdsPerFile + *ordinal, static_cast<int32_t>(*ordinal)};
+}
 
 PodAnalysis analyze_pod_steps(const PodSteps& pod, const PodAnalyzerOptions& options) {
   return PodAssembly(pod, options).build();

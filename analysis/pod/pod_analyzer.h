@@ -21,4 +21,13 @@ struct PodAnalyzerOptions {
 
 podscope::v1::PodAnalysis analyze_pod_steps(const PodSteps& pod, const PodAnalyzerOptions& options = {});
 
+// A core's id and chip id in the pod (docs/analysis.md, "Cores"): an annotated core's declared id (its plane id); a
+// device plane with a rank stat, that rank; another device plane file index × 1000 + its ordinal; the host of a
+// program without devices, file index × 1000.
+struct PodCoreId {
+  uint32_t core_id = 0;
+  int32_t chip_id = 0;
+};
+PodCoreId pod_core_id(const PodCore& core);
+
 }  // namespace podscope::analysis

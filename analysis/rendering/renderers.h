@@ -30,6 +30,9 @@ absl::StatusOr<std::string> render_pod_viewer_proto_json(const podscope::v1::Pod
 // all-reduce sync share.
 std::string render_summary_text(const podscope::v1::PodAnalysis& analysis);
 
+// What a straggler did while the others waited: "its compute 30.512 ms above the others'".
+std::string straggler_reason_text(const podscope::v1::Straggler& straggler);
+
 // One tab of report.html: the section "tab-<id>" titled `title`, its body, its drawing (a script that registers
 // `drawers.<id>`), and its data, in protobuf's JSON form, under `data_key` in the page's data.
 struct ReportTab {

@@ -9,6 +9,11 @@
 
 namespace podscope::analysis {
 
+std::string straggler_reason_text(const podscope::v1::Straggler& s) {
+  if (s.reason() == "arrival") return "no category of its time above the others'";
+  return absl::StrFormat("its %s %.3f ms above the others'", s.reason(), s.reason_excess_us() / 1e3);
+}
+
 std::string render_summary_text(const podscope::v1::PodAnalysis& analysis) {
   std::string out;
   const auto& counts = analysis.counts();
@@ -32,11 +37,14 @@ std::string render_summary_text(const podscope::v1::PodAnalysis& analysis) {
     absl::StrAppend(&out, "stragglers: none\n");
   } else {
     for (const auto& s : analysis.stragglers()) {
-      absl::StrAppendFormat(&out,
-                            "straggler: core %u (%s): %s %.3f ms above the median in %u of %u steps, "
-                            "costing the other cores %.3f ms of all-reduce sync per step in total\n",
-                            s.core_id(), s.host_name(), s.reason(), s.mean_excess_us() / 1e3, s.straggling_steps(),
-                            s.compared_steps(), s.mean_cost_to_others_us() / 1e3);
+      absl::StrAppendFormat(
+          &out,
+          "straggler: core %u (%s): the others waited for it in %u of %u steps, %.3f ms per step "
+          "(%s), costing %s %.3f ms of all-reduce sync per step in total\n",
+          s.core_id(), s.host_name(), s.straggling_steps(), s.compared_steps(), s.mean_excess_us() / 1e3,
+          straggler_reason_text(s),
+          s.waiting_cores() == 1 ? "the other core" : absl::StrCat("the other ", s.waiting_cores(), " cores"),
+          s.mean_cost_to_others_us() / 1e3);
     }
   }
   std::vector<const podscope::v1::ChannelInfo*> channels;

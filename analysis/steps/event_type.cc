@@ -11,11 +11,13 @@ bool contains(std::string_view s, std::string_view part) { return s.find(part) !
 
 EventType device_event_type(OpKind kind, std::string_view op_name, std::string_view tensor_shapes) {
   switch (kind) {
-    case OpKind::kCollective: return EventType::kDeviceCollectives;
+    // Sends and recv-dones are the collectives' transfers (a ring all-reduce's chunks) or point-to-point exchanges
+    // between cores: collective communication, as the pod viewer's generic categories count them, not copies.
+    case OpKind::kCollective:
+    case OpKind::kSend:
+    case OpKind::kRecvDone: return EventType::kDeviceCollectives;
     case OpKind::kInfeed: return EventType::kHostWaitInput;
     case OpKind::kOutfeed: return EventType::kDeviceToHost;
-    case OpKind::kSend:
-    case OpKind::kRecvDone:
     case OpKind::kDeviceToDevice: return EventType::kDeviceToDevice;
     case OpKind::kHostToDevice: return EventType::kHostToDevice;
     case OpKind::kDeviceToHost: return EventType::kDeviceToHost;

@@ -73,9 +73,10 @@ OpKind classify_op(std::string_view name, std::string_view line_name, bool has_f
       contains_nocase(line_name, "(memcpyd2h)")) {
     return OpKind::kDeviceToHost;
   }
+  // A memset writes device memory, as a device-to-device copy does (HTA counts both as memory, not compute).
   if (contains_nocase(name, "memcpyd2d") || contains_nocase(name, "dtod") || contains_nocase(name, "memcpyp2p") ||
       contains_nocase(name, "ptop") || contains_nocase(line_name, "(memcpyd2d)") ||
-      contains_nocase(line_name, "(memcpyp2p)")) {
+      contains_nocase(line_name, "(memcpyp2p)") || starts_with_nocase(name, "memset")) {
     return OpKind::kDeviceToDevice;
   }
   if (starts_with_nocase(name, "nccl")) return OpKind::kCollective;  // ncclKernel_*, ncclDevKernel_*

@@ -24,10 +24,11 @@ struct StepBreakdown {
   std::array<int64_t, kOpKindCount> op_ns{};  // indexed by OpKind
   int64_t idle_ns = 0;
   // op_ns summed with idle_ns equals the step's duration. Of the idle time, what host work filled (at most
-  // idle_ns together): kernel launches, host compute, compilation.
+  // idle_ns together): kernel launches, host compute, compilation, waits for input.
   int64_t kernel_launch_ns = 0;
   int64_t host_compute_ns = 0;
   int64_t compilation_ns = 0;
+  int64_t input_wait_ns = 0;
 };
 
 // `steps` sorted by start and not overlapping; `ops` in any order (it is reordered). `idle_gaps`, when given,

@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "analysis/steps/channel_endpoints.h"
+#include "analysis/steps/core_activity.h"
 #include "analysis/steps/step_breakdown.h"
 #include "analysis/steps/step_spans.h"
 #include "proto/xspace/names.h"
@@ -77,6 +78,7 @@ struct OpStatIds {
   int64_t bytes_accessed = kAbsent;
   int64_t tensor_shapes = kAbsent;
   int64_t group_id = kAbsent;
+  int64_t correlation_id = kAbsent;  // read on GPU stream lines only
 };
 
 const XStat* find_stat(const google::protobuf::RepeatedPtrField<XStat>& stats, int64_t id) {
@@ -191,8 +193,15 @@ struct CoreDraft {
   std::vector<TimeSpan> kind_gaps;
   std::vector<TimeSpan> type_gaps;
   std::vector<TypedInterval> segments;
+  // The core's own events that are not device work (an annotated core's input stages), disjoint: with its file's
+  // host work they fill the time no op ran.
+  std::vector<TypedInterval> own_host_work;
+  // A GPU core's stream events, until its file's runtime calls are known (its activity's streams and launches).
+  std::vector<StreamEvents> streams;
 
   void break_down(std::vector<StepSpan> step_spans) {
+    // Before the breakdown reorders the ops; a GPU core's is its streams' (add_streams_and_launches).
+    if (!host_core && streams.empty()) *db.mutable_activity() = activity_of_ops(ops);
     spans = std::move(step_spans);
     const std::vector<TimeSpan> windows = windows_of(spans);
     const std::vector<StepBreakdown> by_kind = break_down_steps(ops, spans, &kind_gaps);
@@ -204,6 +213,7 @@ struct CoreDraft {
     const std::vector<EventTypeDurations> by_type = distribute_segments(disjoint, windows, nullptr, &type_gaps);
     std::vector<int64_t> host_busy;
     break_down_by_type(host_side, windows, &host_busy);
+    own_host_work = disjoint_by_priority(host_side);
     steps.resize(spans.size());
     for (size_t i = 0; i < spans.size(); ++i) {
       StepDraft& step = steps[i];
@@ -223,7 +233,15 @@ struct CoreDraft {
   // launch, host compute and compilation; in the step tools' unknown time by type, where it also counts as host busy
   // time and joins the core's time line.
   void fill_gaps_with_host_work(const std::vector<TypedInterval>& host) {
-    const std::vector<EventTypeDurations> in_kind_gaps = distribute_segments(host, kind_gaps);
+    std::vector<EventTypeDurations> in_kind_gaps;
+    if (own_host_work.empty()) {
+      in_kind_gaps = distribute_segments(host, kind_gaps);
+    } else {
+      std::vector<TypedInterval> work = host;
+      work.insert(work.end(), own_host_work.begin(), own_host_work.end());
+      in_kind_gaps = distribute_segments(disjoint_by_priority(work), kind_gaps);
+      own_host_work = {};
+    }
     size_t step = 0;
     for (size_t g = 0; g < kind_gaps.size(); ++g) {
       while (step < spans.size() && spans[step].end_ns <= kind_gaps[g].start_ns) ++step;
@@ -233,6 +251,7 @@ struct CoreDraft {
       s.kernel_launch_ns += work.host_prepare_ns;
       s.host_compute_ns += work.host_compute_ns;
       s.compilation_ns += work.host_compile_ns;
+      s.input_wait_ns += work.input_ns();
     }
     kind_gaps = {};
     if (host.empty() || spans.empty()) {
@@ -299,7 +318,8 @@ class CoreReader final : public PlaneEventReader {
         step_num_stat_(plane.stat_id(xspace::kStepNumStat)),
         bytes_stat_(plane.stat_id(xspace::kBytesStat)),
         replica_group_stat_(plane.stat_id(xspace::kReplicaGroupStat)),
-        all_reduce_id_stat_(plane.stat_id(xspace::kAllReduceIdStat)) {
+        all_reduce_id_stat_(plane.stat_id(xspace::kAllReduceIdStat)),
+        correlation_stat_(plane.stat_id(xspace::kCorrelationIdStat).value_or(OpStatIds::kAbsent)) {
     CoreStepDatabase& db = core_.db;
     db.set_plane_id(plane.proto().id());
     db.set_plane_name(plane.proto().name());
@@ -329,6 +349,15 @@ class CoreReader final : public PlaneEventReader {
       return;
     }
     nesting_ = NestingTracker();
+    stream_ = nullptr;
+    ids_.correlation_id = OpStatIds::kAbsent;
+    if (kind_ == PlaneKind::kGpu && line.name().starts_with("Stream #")) {
+      ids_.correlation_id = correlation_stat_;
+      stream_ = &core_.streams.emplace_back();
+      stream_->name = line.name();
+      stream_->stream_id = line.id();
+      stream_->events.reserve(static_cast<size_t>(line.events_size()));
+    }
     line_begin_ = core_.ops.size();
     core_.ops.reserve(core_.ops.size() + static_cast<size_t>(line.events_size()));
     core_.events.reserve(core_.events.size() + static_cast<size_t>(line.events_size()));
@@ -392,6 +421,7 @@ class CoreReader final : public PlaneEventReader {
     const XStat* bytes_accessed = nullptr;
     const XStat* tensor_shapes = nullptr;
     const XStat* group = nullptr;
+    const XStat* correlation = nullptr;
   };
 
   bool is_input_line(const tensorflow::profiler::XLine& line) const {
@@ -424,6 +454,10 @@ class CoreReader final : public PlaneEventReader {
     const int64_t end = e.end_ns();
     core_.ops.push_back({start, end, pod_kind});
     core_.events.push_back({start, end, type});
+    if (stream_) {
+      const int64_t correlation = stats.correlation ? xspace::stat_as_int(*stats.correlation).value_or(0) : 0;
+      stream_->events.push_back({start, end, pod_kind, correlation});
+    }
     OpRow& op = ops_[static_cast<size_t>(entry.slot)];
     op.pod_kind = pod_kind;
     ++op.occurrences;
@@ -456,6 +490,7 @@ class CoreReader final : public PlaneEventReader {
       else if (id == ids_.bytes_accessed && !stats.bytes_accessed) stats.bytes_accessed = &stat;
       else if (id == ids_.tensor_shapes && !stats.tensor_shapes) stats.tensor_shapes = &stat;
       else if (id == ids_.group_id && !stats.group) stats.group = &stat;
+      else if (id == ids_.correlation_id && !stats.correlation) stats.correlation = &stat;
     }
     stats.own_flops = stats.flops != nullptr;
     if (!stats.flops) stats.flops = entry.flops;
@@ -507,6 +542,8 @@ class CoreReader final : public PlaneEventReader {
   const std::optional<int64_t> bytes_stat_;
   const std::optional<int64_t> replica_group_stat_;
   const std::optional<int64_t> all_reduce_id_stat_;
+  const int64_t correlation_stat_;
+  StreamEvents* stream_ = nullptr;                    // of the GPU stream line being read
   size_t line_begin_ = 0;                             // where the op line being read starts in the core's ops
   NestingTracker nesting_;                            // of the op line being read
   std::optional<InputStageLineReader> input_stages_;  // while the Input Pipeline line is read
@@ -564,6 +601,10 @@ struct HostStepDatabaseBuilder::File {
     core.type_gaps = windows_of(core.spans);
     core.kind_gaps = core.type_gaps;
     cores.push_back(std::move(core));
+    // Without a device, nothing launches kernels: TF's executor dispatch runs the ops on the CPU itself.
+    for (TypedInterval& i : host.intervals) {
+      if (i.type == EventType::kHostPrepare) i.type = EventType::kHostCompute;
+    }
     host.intervals.insert(host.intervals.end(), host.untyped.begin(), host.untyped.end());
   }
 };
@@ -616,6 +657,20 @@ void HostStepDatabaseBuilder::end_plane(size_t) {
 
 namespace {
 
+// Each GPU core's streams' idle time and launches, its stream events paired with the file's runtime calls.
+void add_streams_and_launches(std::vector<CoreDraft>& cores, const std::vector<RuntimeCall>& runtime_calls) {
+  const bool any = std::any_of(cores.begin(), cores.end(), [](const CoreDraft& c) { return !c.streams.empty(); });
+  if (!any) return;
+  RuntimeCalls calls;
+  calls.reserve(runtime_calls.size());
+  for (const RuntimeCall& call : runtime_calls) calls.try_emplace(call.correlation_id, call);
+  for (CoreDraft& core : cores) {
+    if (core.streams.empty()) continue;
+    add_stream_activity(core.streams, calls, *core.db.mutable_activity());
+    core.streams = {};
+  }
+}
+
 // The keep rule's share of one host: a step cut by the capture window's edge, and a device core's step in which no
 // device event ran, are dropped and counted. The kept steps, their time line, collectives and endpoints go into the
 // database.
@@ -645,14 +700,19 @@ void keep_whole_steps(CoreDraft& draft, const FileSteps& file) {
     step->set_kernel_launch_ns(s.by_kind.kernel_launch_ns);
     step->set_host_compute_ns(s.by_kind.host_compute_ns);
     step->set_compilation_ns(s.by_kind.compilation_ns);
+    step->set_input_wait_ns(s.by_kind.input_wait_ns);
     for (const int64_t ns : s.type_ns) step->add_type_ns(ns);
     step->set_device_busy_ns(s.device_busy_ns);
     step->set_host_busy_ns(s.host_busy_ns);
   }
-  for (const TypedInterval& segment : clip_to_windows(draft.segments, kept)) {
+  const std::vector<TypedInterval> time_line = clip_to_windows(draft.segments, kept);
+  for (const TypedInterval& segment : time_line) {
     db.add_segment_start_ns(segment.start_ns);
     db.add_segment_end_ns(segment.end_ns);
     db.add_segment_type(static_cast<int32_t>(segment.type));
+  }
+  if (draft.host_core && !kept.empty()) {
+    *db.mutable_activity() = activity_of_time_line(time_line, kept.front().start_ns, kept.back().end_ns);
   }
   absl::flat_hash_map<int64_t, bool> kept_steps;
   for (const auto& step : db.steps()) kept_steps[step.step_num()] = true;
@@ -689,8 +749,9 @@ HostStepDatabase HostStepDatabaseBuilder::finish(const std::vector<std::string>&
     if (core.source == StepSource::kNone) file.take_steps_from_markers(core);
   }
   if (file.cores.empty() && !file.steps.host_markers().markers.empty()) file.add_host_core();
+  add_streams_and_launches(file.cores, file.host.runtime_calls);
   const std::vector<TypedInterval> host_work = disjoint_by_priority(file.host.intervals);
-  file.host = {.intervals = {}, .untyped = {}, .input_ops = std::move(file.host.input_ops)};
+  file.host = {.intervals = {}, .untyped = {}, .input_ops = std::move(file.host.input_ops), .runtime_calls = {}};
 
   HostStepDatabase db;
   db.set_host_name(file.steps.host_name());

@@ -12,7 +12,7 @@ using tensorflow::profiler::XPlane;
 using xspace::XEventView;
 using xspace::XPlaneReader;
 
-constexpr std::string_view kCorrelationIdStat = "correlation_id";
+using xspace::kCorrelationIdStat;
 
 bool event_has_stat(const XEvent& event, std::optional<int64_t> stat_id) {
   if (!stat_id) return false;
@@ -41,6 +41,11 @@ bool is_step_marker_name(std::string_view name) {
 }
 
 }  // namespace
+
+bool is_launch_call(std::string_view name) {
+  return name.starts_with("cudaLaunchKernel") || name.starts_with("cuLaunchKernel") ||
+         name.starts_with("cudaMemcpyAsync") || name.starts_with("cudaMemsetAsync");
+}
 
 // Running input-op totals by name.
 class HostActivityReader::InputOpTable {
@@ -87,8 +92,9 @@ void HostActivityReader::add_event(const XEventView& e) {
     op.self_ns += end - start;
     nesting_.add(start, end, slot, [&](size_t s) -> int64_t& { return input_ops_->at(s).self_ns; });
   }
-  const auto type = host_event_type(plane_name_, name, event_has_stat(e.proto(), correlation_stat_),
-                                    event_has_stat(e.proto(), group_stat_));
+  const std::optional<int64_t> correlation = e.int_stat(correlation_stat_);
+  if (correlation && !host_cpu_) activity_.runtime_calls.push_back({*correlation, start, end, is_launch_call(name)});
+  const auto type = host_event_type(plane_name_, name, correlation.has_value(), event_has_stat(e.proto(), group_stat_));
   if (type) {
     activity_.intervals.push_back({start, end, *type});
   } else if (host_cpu_ && !is_step_marker_name(name)) {

@@ -105,6 +105,19 @@ class InputStageLineReader {
   absl::flat_hash_map<int64_t, int64_t> children_ns_;
 };
 
+// A host runtime or driver call with a correlation id (/host:CUPTI): the start of every stream event it launched
+// is measured from it; `launch` when it is one of the launch calls (is_launch_call).
+struct RuntimeCall {
+  int64_t correlation_id = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  bool launch = false;
+};
+
+// Whether a host call by this name launches a kernel, copy or memset (cudaLaunchKernel, cudaLaunchKernelExC,
+// cuLaunchKernel*, cudaMemcpyAsync, cudaMemsetAsync).
+bool is_launch_call(std::string_view name);
+
 // What a file's host planes (/host:CPU, /host:CUPTI) yield.
 struct HostActivity {
   std::vector<TypedInterval> intervals;  // by start
@@ -112,6 +125,7 @@ struct HostActivity {
   // CPU-only program's steps, used only when its file has no device plane.
   std::vector<TypedInterval> untyped;
   std::vector<InputOpTotal> input_ops;
+  std::vector<RuntimeCall> runtime_calls;  // of /host:CUPTI
 };
 
 // A host plane's step work and input ops, in one walk over its lines (counters aside), added to its file's

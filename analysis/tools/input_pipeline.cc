@@ -309,8 +309,8 @@ std::string hardware_type(const PodSteps& pod) {
     switch (core.core->kind()) {
       case podscope::v1::CORE_KIND_GPU: kinds.insert("GPU"); break;
       case podscope::v1::CORE_KIND_TPU: kinds.insert("TPU"); break;
-      case podscope::v1::CORE_KIND_CUSTOM:
-      case podscope::v1::CORE_KIND_HOST: kinds.insert("CUSTOM"); break;
+      case podscope::v1::CORE_KIND_CUSTOM: kinds.insert("CUSTOM"); break;
+      case podscope::v1::CORE_KIND_HOST: kinds.insert("CPU"); break;
       default: break;
     }
   }

@@ -24,7 +24,7 @@ constexpr std::string_view kLevel0Stat = "level 0";  // older TF files: the op t
 constexpr std::string_view kAnnotationStat = "annotation";
 constexpr std::string_view kEquationStat = "equation";  // an einsum's equation
 constexpr std::string_view kStreamLinePrefix = "Stream #";
-constexpr std::string_view kCorrelationIdStat = "correlation_id";
+using xspace::kCorrelationIdStat;
 constexpr std::string_view kLaunchApiPart = "Launch";  // cudaLaunchKernel, cuLaunchKernel, ...
 
 // Substrings of kernel names that XProf takes for tensor-core kernels (volta_h884gemm, turing_fp16_s1688cudnn...).

@@ -331,7 +331,8 @@ MemoryProfileBuilder::Peaks MemoryProfileBuilder::complete_activities(std::vecto
       a.tensor_shape = alloc.tensor_shape;
       live.erase(it);
     } else {
-      ++warnings_.unknown_address_deallocations;
+      ++freed_from_before_.frees;
+      freed_from_before_.bytes += a.allocation_bytes;
     }
     const Activity& peak = acts[peaks.window_peak];
     if (a.bytes_reserved + a.bytes_allocated >= peak.bytes_reserved + peak.bytes_allocated) peaks.window_peak = i;
@@ -524,6 +525,7 @@ MemoryProfileResult MemoryProfileBuilder::finish(size_t max_timeline_points) && 
   }
   std::sort(out.mutable_memory_ids()->begin(), out.mutable_memory_ids()->end());
   result.warnings = warnings_;
+  result.freed_from_before = freed_from_before_;
   return result;
 }
 

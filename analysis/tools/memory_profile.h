@@ -29,15 +29,23 @@ inline constexpr size_t kMaxMemoryTimelinePoints = 1000;
 struct MemoryProfileWarnings {
   // An allocation or deallocation without allocator_name or bytes_allocated: left out of the profile.
   uint64_t events_missing_stats = 0;
-  // A deallocation of an address with no live allocation in the window (allocated before it, or never).
-  uint64_t unknown_address_deallocations = 0;
   // An allocation at an address that was already live (its free was not recorded): the newer one is kept.
   uint64_t reused_live_addresses = 0;
+};
+
+// Frees of what was allocated before the window: any capture of a running program starts with memory live. Their
+// bytes are in the allocator's totals that every event carries, so the profile accounts for them (what is live at
+// the peak and not allocated in the window is its "unused preallocated device memory" row, which such memory joins);
+// they are counted, not warned of.
+struct EarlierAllocations {
+  uint64_t frees = 0;
+  int64_t bytes = 0;
 };
 
 struct MemoryProfileResult {
   tensorflow::profiler::MemoryProfile profile;
   MemoryProfileWarnings warnings;
+  EarlierAllocations freed_from_before;
   uint64_t events = 0;  // allocation and deallocation events seen, used or not
 };
 
@@ -149,6 +157,7 @@ class MemoryProfileBuilder final : public PlaneConsumer {
   // The clock offset a plane with memory events stated (and its times were moved by), per file.
   std::map<size_t, int64_t> stated_offsets_;
   MemoryProfileWarnings warnings_;
+  EarlierAllocations freed_from_before_;
   uint64_t events_ = 0;
   // The memory events of the plane being walked.
   class PlaneReader;

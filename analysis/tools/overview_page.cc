@@ -9,6 +9,7 @@
 #include "analysis/tools/input_pipeline.h"
 #include "analysis/steps/step_database.h"
 #include "analysis/steps/step_spans.h"
+#include "proto/xspace/names.h"
 
 namespace podscope::analysis {
 namespace {
@@ -17,6 +18,7 @@ using tensorflow::profiler::BottleneckAnalysis;
 using tensorflow::profiler::GenericRecommendation;
 using tensorflow::profiler::OverviewPage;
 using tensorflow::profiler::PerGenericStepDetails;
+using tensorflow::profiler::RankedAdvice;
 
 constexpr size_t kTopDeviceOps = 10;
 
@@ -30,7 +32,7 @@ void describe_environment(const PodSteps& pod, OverviewPage& page) {
   int64_t batch_size = 0;
   for (const PodCore& core : pod.cores) {
     hosts.insert(core.host_name);
-    if (core.core->event_count() > 0) ++cores;
+    if (core.core->event_count() > 0 || core.core->kind() == podscope::v1::CORE_KIND_HOST) ++cores;
     batch_size = std::max(batch_size, core.core->batch_size());
   }
   env.set_batch_size_per_core(batch_size);
@@ -124,11 +126,12 @@ void rank_top_device_ops(const PodSteps& pod, OverviewPage& page) {
 }
 
 // Shares of the step time (the pod's combined steps, every step) for kernel launch, collectives and all others: the
-// ratios of their averages over the steps to the average step time.
+// ratios of their averages over the steps to the average step time, and those averages.
 struct StepShares {
   double kernel_launch = 0;
   double collectives = 0;
   double all_others = 0;
+  double step_ms = 0;
   bool any = false;
 };
 
@@ -139,9 +142,31 @@ StepShares step_shares(const tensorflow::profiler::InputPipelineAnalysisResult& 
   const double launch = breakdown.host_prepare_ms_summary().average();
   const double collectives = breakdown.device_collectives_ms_summary().average();
   const double others = breakdown.unknown_time_ms_summary().average();
-  return {percent(launch, total), percent(collectives, total), percent(others, total), total > 0};
+  return {.kernel_launch = percent(launch, total),
+          .collectives = percent(collectives, total),
+          .all_others = percent(others, total),
+          .step_ms = total,
+          .any = total > 0};
 }
 
+// Whether the run had an accelerator (a GPU or TPU plane): kernel launches, CUDA graphs and 16-bit compute mean
+// nothing without one.
+bool has_accelerator(const OverviewPage& page) {
+  const std::string& type = page.run_environment().device_type();
+  return type.find("GPU") != std::string::npos || type.find("TPU") != std::string::npos;
+}
+
+constexpr char kLaunchAction[] =
+    "fuse small ops (XLA, tf.function(jit_compile=True), torch.compile) or capture the step in a CUDA graph; the "
+    "trace shows the gaps between kernels and `--tool trace_analysis` the launch delays";
+constexpr char kCollectivesAction[] =
+    "overlap them with compute or shrink what is exchanged; open `podscope analyze RUN --tool pod` for sync time and "
+    "stragglers";
+constexpr char kUnexplainedAction[] =
+    "annotate more of the host's work (podscope's annotations, torch.profiler.record_function) and look at the trace";
+
+// XProf's fields: the input verdict as the bottleneck and statement, the generic recommendation's levels of what the
+// combined step shows (kernel launch and precision only where there is an accelerator).
 void recommend(OverviewPage& page) {
   const auto& input = page.input_analysis();
   BottleneckAnalysis input_bottleneck;
@@ -164,27 +189,25 @@ void recommend(OverviewPage& page) {
   }
   recommendation.set_statement(statement);
   const StepShares shares = step_shares(input);
+  const bool accelerator = has_accelerator(page);
   GenericRecommendation generic;
   if (shares.any) {
-    generic.set_kernel_launch_bottleneck(std::string(bottleneck_level(shares.kernel_launch)));
-    generic.set_kernel_launch_statement(absl::StrFormat(
-        "%.1f %% of the step time launches kernels%s", shares.kernel_launch,
-        shares.kernel_launch >= 3 ? ": fuse small ops (XLA, tf.function(jit_compile=True)) or use CUDA graphs; the "
-                                    "trace (`trace.json`) shows the launch gaps"
-                                  : "."));
+    if (accelerator) {
+      generic.set_kernel_launch_bottleneck(std::string(bottleneck_level(shares.kernel_launch)));
+      generic.set_kernel_launch_statement(
+          absl::StrFormat("%.1f %% of the step time launches kernels%s", shares.kernel_launch,
+                          shares.kernel_launch >= 3 ? absl::StrCat(": ", kLaunchAction) : "."));
+    }
     generic.set_device_collectives_bottleneck(std::string(bottleneck_level(shares.collectives)));
-    generic.set_device_collectives_statement(absl::StrFormat(
-        "%.1f %% of the step time is in collectives%s", shares.collectives,
-        shares.collectives >= 3 ? ": overlap them with compute or shrink what is exchanged; open `podscope analyze RUN "
-                                  "--tool pod` for sync time and stragglers"
-                                : "."));
+    generic.set_device_collectives_statement(
+        absl::StrFormat("%.1f %% of the step time is in collectives%s", shares.collectives,
+                        shares.collectives >= 3 ? absl::StrCat(": ", kCollectivesAction) : "."));
     generic.set_all_other_bottleneck(std::string(bottleneck_level(shares.all_others)));
-    generic.set_all_other_statement(absl::StrFormat(
-        "%.1f %% of the step time is unexplained (the device idles with no host work recorded)%s", shares.all_others,
-        shares.all_others >= 3 ? ": annotate more of the host's work (podscope's annotations) and look at the trace"
-                               : "."));
+    generic.set_all_other_statement(
+        absl::StrFormat("%.1f %% of the step time is unexplained (no event recorded covers it)%s", shares.all_others,
+                        shares.all_others >= 3 ? absl::StrCat(": ", kUnexplainedAction) : "."));
     const auto& a = page.analysis();
-    if (a.device_compute_16bit_percent() + a.device_compute_32bit_percent() > 0 &&
+    if (accelerator && a.device_compute_16bit_percent() + a.device_compute_32bit_percent() > 0 &&
         a.device_compute_16bit_percent() < 10) {
       generic.set_precision_statement(
           absl::StrFormat("Only %.1f %% of the device compute is 16-bit: mixed precision (tf.keras.mixed_precision, "
@@ -197,24 +220,89 @@ void recommend(OverviewPage& page) {
   recommendation.mutable_recommendation()->set_value(generic.SerializeAsString());
 }
 
-// The largest of kernel launch, collectives and all others, when one is a bottleneck.
-std::string dominant_bottleneck(const GenericRecommendation& g) {
-  struct Candidate {
-    std::string_view level;
-    const std::string* statement;
-  };
-  const Candidate candidates[] = {{g.kernel_launch_bottleneck(), &g.kernel_launch_statement()},
-                                  {g.device_collectives_bottleneck(), &g.device_collectives_statement()},
-                                  {g.all_other_bottleneck(), &g.all_other_statement()}};
-  for (std::string_view level : {"high", "moderate"}) {
-    for (const Candidate& c : candidates) {
-      if (c.level == level) return absl::StrCat(level == "high" ? "High" : "Moderate", ": ", *c.statement);
-    }
-  }
-  return "";
+RankedAdvice make_advice(std::string_view kind, double step_percent, double ms_per_step, std::string statement,
+                         std::string_view action) {
+  RankedAdvice advice;
+  advice.set_kind(std::string(kind));
+  advice.set_level(std::string(bottleneck_level(step_percent)));
+  advice.set_statement(std::move(statement));
+  advice.set_action(std::string(action));
+  advice.set_step_percent(step_percent);
+  advice.set_ms_per_step(ms_per_step);
+  return advice;
 }
 
 }  // namespace
+
+std::vector<RankedAdvice> overview_advice(const OverviewPage& page) {
+  std::vector<RankedAdvice> advice;
+  const auto& input = page.input_analysis();
+  const StepShares shares = step_shares(input);
+  if (!shares.any) return advice;
+  auto ms_of = [&](double step_percent) { return shares.step_ms * step_percent / 100; };
+  BottleneckAnalysis verdict;
+  input.recommendation().bottleneck_analysis().UnpackTo(&verdict);
+  const std::string& level = verdict.input_classification();
+  if (level == "HIGHLY" || level == "MODERATELY" ||
+      (input.hosts_size() > 0 && (input.hosts(0).verdict() == "HIGHLY" || input.hosts(0).verdict() == "MODERATELY"))) {
+    // The pod's share of the step, however input-bound its most input-bound host is: what the whole pod loses.
+    const double share = input.input_percent();
+    std::string statement = absl::StrFormat(
+        "Your program is %s input-bound: %.1f %% of the step time (%.3f ms per step) waits for input.",
+        level == "HIGHLY" || level == "MODERATELY" ? level : input.hosts(0).verdict(), share, ms_of(share));
+    for (int i = 1; i < input.recommendation().details_size(); ++i)
+      absl::StrAppend(&statement, " ", input.recommendation().details(i), ".");
+    const bool data_loader =
+        input.hosts_size() > 0 && input.hosts(0).slowest_stage().starts_with(xspace::kTorchDataLoaderPrefix);
+    if (share >= 3) {
+      advice.push_back(make_advice(
+          "input", share, ms_of(share), std::move(statement),
+          data_loader ? "PyTorch's DataLoader loads each batch while the step waits: load them in worker processes "
+                        "(num_workers) and ahead of the step; `podscope analyze RUN --tool input_pipeline` shows "
+                        "each step's wait"
+                      : "see the host-side breakdown of `podscope analyze RUN --tool input_pipeline` and, for "
+                        "tf.data, `--tool tf_data`"));
+    }
+  }
+  if (has_accelerator(page) && shares.kernel_launch >= 3) {
+    advice.push_back(make_advice(
+        "kernel launch", shares.kernel_launch, ms_of(shares.kernel_launch),
+        absl::StrFormat("%.1f %% of the step time (%.3f ms per step) the device idles while the host launches kernels.",
+                        shares.kernel_launch, ms_of(shares.kernel_launch)),
+        kLaunchAction));
+  }
+  if (shares.all_others >= 3) {
+    advice.push_back(
+        make_advice("unexplained", shares.all_others, ms_of(shares.all_others),
+                    absl::StrFormat("%.1f %% of the step time (%.3f ms per step) no recorded event explains.",
+                                    shares.all_others, ms_of(shares.all_others)),
+                    kUnexplainedAction));
+  }
+  const auto& a = page.analysis();
+  if (has_accelerator(page) && a.device_compute_32bit_percent() > 0 && a.device_compute_16bit_percent() < 10) {
+    tensorflow::profiler::GenericStepTimeBreakdown breakdown;
+    input.step_time_breakdown().UnpackTo(&breakdown);
+    const double compute_ms = breakdown.device_compute_ms_summary().average() * a.device_compute_32bit_percent() / 100;
+    RankedAdvice precision = make_advice(
+        "precision", percent(compute_ms, shares.step_ms), compute_ms,
+        absl::StrFormat("%.1f %% of the device compute is 32-bit: %.3f ms per step (%.1f %% of the step time).",
+                        a.device_compute_32bit_percent(), compute_ms, percent(compute_ms, shares.step_ms)),
+        "mixed precision (tf.keras.mixed_precision, torch.autocast) may run it faster; what it gains depends on the "
+        "model");
+    precision.set_level("potential");
+    if (compute_ms > 0) advice.push_back(std::move(precision));
+  }
+  return advice;
+}
+
+void show_ranked_advice(const std::vector<RankedAdvice>& ranked, OverviewPage& page) {
+  auto& recommendation = *page.mutable_recommendation();
+  recommendation.clear_ranked_advice();
+  for (const RankedAdvice& advice : ranked) *recommendation.add_ranked_advice() = advice;
+  if (ranked.empty() || ranked.front().level() == "potential") return;
+  recommendation.set_bottleneck(ranked.front().kind());
+  recommendation.set_statement(absl::StrCat(ranked.front().statement(), " Try: ", ranked.front().action(), "."));
+}
 
 OverviewPage pod_steps_to_overview_page(const PodSteps& pod,
                                         const tensorflow::profiler::InputPipelineAnalysisResult& input_pipeline) {
@@ -229,13 +317,20 @@ OverviewPage pod_steps_to_overview_page(const PodSteps& pod,
 }
 
 std::string render_overview_recommendation_text(const OverviewPage& page) {
-  std::string text = absl::StrCat("recommendation: ", page.recommendation().statement(), "\n");
-  GenericRecommendation generic;
-  page.recommendation().recommendation().UnpackTo(&generic);
-  if (const std::string dominant = dominant_bottleneck(generic); !dominant.empty()) {
-    absl::StrAppend(&text, "  ", dominant, "\n");
+  const auto& recommendation = page.recommendation();
+  const auto& ranked = recommendation.ranked_advice();
+  std::string text;
+  if (ranked.empty() || ranked[0].level() == "potential") {
+    absl::StrAppend(&text, "recommendation: ", recommendation.statement(), "\n");
+  } else {
+    absl::StrAppend(&text, "recommendation, what costs the most first:\n");
   }
-  if (!generic.precision_statement().empty()) absl::StrAppend(&text, "  ", generic.precision_statement(), "\n");
+  for (int i = 0; i < ranked.size(); ++i) {
+    const RankedAdvice& advice = ranked[i];
+    absl::StrAppendFormat(&text, "  %d. %s%s: %s Try: %s.\n", i + 1, advice.level(),
+                          advice.level() == "potential" ? "" : absl::StrFormat(", %.1f %%", advice.step_percent()),
+                          advice.statement(), advice.action());
+  }
   return text;
 }
 
@@ -251,10 +346,16 @@ std::string render_overview_text(const OverviewPage& page) {
   } else {
     absl::StrAppend(&text, a.remark_text().empty() ? "step time: unknown" : a.remark_text(), "\n");
   }
-  absl::StrAppendFormat(&text,
-                        "host idle %.1f %%, device idle %.1f %%; device compute %.1f %% 16-bit, %.1f %% 32-bit\n",
-                        a.host_idle_time_percent(), a.device_idle_time_percent(), a.device_compute_16bit_percent(),
-                        a.device_compute_32bit_percent());
+  if (env.device_type() == "CPU") {
+    // A program without devices: its host is its core, and there is no device time to speak of.
+    absl::StrAppendFormat(&text, "host idle %.1f %% (no accelerator: the host runs the steps)\n",
+                          a.host_idle_time_percent());
+  } else {
+    absl::StrAppendFormat(&text,
+                          "host idle %.1f %%, device idle %.1f %%; device compute %.1f %% 16-bit, %.1f %% 32-bit\n",
+                          a.host_idle_time_percent(), a.device_idle_time_percent(), a.device_compute_16bit_percent(),
+                          a.device_compute_32bit_percent());
+  }
   if (a.flop_rate_utilization_relative_to_roofline_percent() > 0 ||
       a.memory_bw_utilization_relative_to_hw_limit_percent() > 0) {
     absl::StrAppendFormat(&text, "FLOP rate %.1f %% of peak, memory bandwidth %.1f %% of peak\n",

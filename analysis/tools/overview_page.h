@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "analysis/steps/pod_steps.h"
 #include "tensorflow/input_pipeline.pb.h"
@@ -14,7 +15,15 @@ namespace podscope::analysis {
 tensorflow::profiler::OverviewPage pod_steps_to_overview_page(
     const PodSteps& pod, const tensorflow::profiler::InputPipelineAnalysisResult& input_pipeline);
 
-// The recommendation alone: the input verdict and the dominant non-input bottleneck, each with what to try.
+// The overview's advice, each with its figure and what it costs (the run's advice ranks every tool's): input, kernel
+// launch (with an accelerator), unexplained time, 32-bit device compute (with an accelerator).
+std::vector<tensorflow::profiler::RankedAdvice> overview_advice(const tensorflow::profiler::OverviewPage& page);
+
+// The run's advice, ranked, into the page's recommendation: the leading advice becomes its bottleneck and statement.
+void show_ranked_advice(const std::vector<tensorflow::profiler::RankedAdvice>& ranked,
+                        tensorflow::profiler::OverviewPage& page);
+
+// The recommendation alone: its statement (the leading advice), then every piece of advice, what costs most first.
 std::string render_overview_recommendation_text(const tensorflow::profiler::OverviewPage& page);
 std::string render_overview_text(const tensorflow::profiler::OverviewPage& page);
 

@@ -9,6 +9,7 @@ ToolParts overview_tool();
 ToolParts input_pipeline_tool();
 ToolParts tf_data_tool();
 ToolParts pod_tool();
+ToolParts trace_analysis_tool();
 ToolParts kernel_stats_tool();
 ToolParts memory_tool();
 ToolParts op_stats_tool();
@@ -19,6 +20,8 @@ std::span<const Tool> analysis_tools() {
       {"input_pipeline", "", "input", "Input pipeline", "inputPipeline", input_pipeline_tool()},
       {"tf_data", "tf.data bottlenecks", "tfdata", "tf.data", "tfData", tf_data_tool()},
       {"pod", "the pod summary", "pod", "Pod viewer", "pod", pod_tool()},
+      {"trace_analysis", "Holistic Trace Analysis' views of each rank", "trace", "Trace analysis", "traceAnalysis",
+       trace_analysis_tool()},
       {"kernel_stats", "GPU kernels", "kernels", "Kernel stats", "kernelStats", kernel_stats_tool()},
       {"memory", "the memory profile", "memory", "Memory", "memoryProfile", memory_tool()},
       {"op_stats", "framework ops", "opstats", "Op stats", "opStats", op_stats_tool()},

@@ -89,7 +89,23 @@ AnalysisOutcome merge_host_analyses(std::vector<podscope::v1::HostAnalysis> host
   }
   outcome.summary_text = render_summary_text(outcome.analysis);
   for (const auto& result : outcome.results) outcome.summary_text += result->warnings();
+  std::vector<tensorflow::profiler::RankedAdvice> advice;
+  for (const auto& result : outcome.results) {
+    for (auto& a : result->advice(outcome)) advice.push_back(std::move(a));
+  }
+  outcome.advice = rank_advice(std::move(advice));
+  for (const auto& result : outcome.results) result->take_ranked_advice(outcome.advice, outcome);
   return outcome;
+}
+
+std::vector<tensorflow::profiler::RankedAdvice> rank_advice(std::vector<tensorflow::profiler::RankedAdvice> advice) {
+  std::stable_sort(advice.begin(), advice.end(), [](const auto& a, const auto& b) {
+    const bool a_cost = a.level() != "potential";
+    const bool b_cost = b.level() != "potential";
+    if (a_cost != b_cost) return a_cost;
+    return a.step_percent() > b.step_percent();
+  });
+  return advice;
 }
 
 absl::StatusOr<std::vector<ReportTab>> report_tabs(const AnalysisOutcome& outcome) {

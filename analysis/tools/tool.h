@@ -28,6 +28,7 @@
 #include "podscope/v1/pod_analysis.pb.h"
 #include "podscope/v1/step_database.pb.h"
 #include "proto/xspace/serialize.h"
+#include "tensorflow/overview_page.pb.h"
 
 namespace podscope::analysis {
 
@@ -52,6 +53,12 @@ class ToolResult {
   virtual absl::StatusOr<std::string> tab_json(const AnalysisOutcome& outcome) const = 0;
   // What it counted that the pod summary warns of, a line each ("" when nothing).
   virtual std::string warnings() const { return ""; }
+  // What it advises, each with the figure behind it and what it costs; the run's advice is every tool's, ranked by
+  // what each costs (rank_advice).
+  virtual std::vector<tensorflow::profiler::RankedAdvice> advice(const AnalysisOutcome&) const { return {}; }
+  // The run's advice, ranked, for the tool that shows it (the overview leads with it and gives the capture's
+  // recommendation text).
+  virtual void take_ranked_advice(const std::vector<tensorflow::profiler::RankedAdvice>&, AnalysisOutcome&) {}
 };
 
 // A result that holds a value: AnalysisOutcome::result<Value>() finds it.
@@ -96,6 +103,8 @@ struct AnalysisOutcome {
   // What the CLI prints after a capture: the pod summary with every tool's warnings, the overview's recommendation.
   std::string summary_text;
   std::string recommendation_text;
+  // Every tool's advice, what costs the most first.
+  std::vector<tensorflow::profiler::RankedAdvice> advice;
   // Every tool's result, in table order.
   std::vector<std::unique_ptr<ToolResult>> results;
   // Where each output was written, as a user would type it (a path, or a bucket URL).
@@ -229,6 +238,10 @@ class HostAnalysisBuilder {
 // tool's result from its hosts' parts, the pod summary with every tool's warnings. The analysis of a run is this
 // merge of its files' analyses.
 AnalysisOutcome merge_host_analyses(std::vector<podscope::v1::HostAnalysis> hosts, const PodAnalyzerOptions& options);
+
+// Advice ranked by what it costs: every cost (share of the step time), the largest first, then what is only a
+// potential gain; ties keep the tools' order.
+std::vector<tensorflow::profiler::RankedAdvice> rank_advice(std::vector<tensorflow::profiler::RankedAdvice> advice);
 
 // report.html's tabs, one per tool, in table order.
 absl::StatusOr<std::vector<ReportTab>> report_tabs(const AnalysisOutcome& outcome);

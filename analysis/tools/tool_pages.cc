@@ -49,7 +49,6 @@ std::string render_memory_profile_warnings(const MemoryProfileResult& memory) {
   return warning_lines(
       "memory profile",
       {{w.events_missing_stats, "allocator events without allocator_name or bytes_allocated (left out)"},
-       {w.unknown_address_deallocations, "deallocations of addresses not allocated in the window"},
        {w.reused_live_addresses, "allocations at an address still live (its free was not recorded)"}});
 }
 
@@ -149,7 +148,14 @@ std::string render_kernel_stats_page(const KernelStatsResult& kernels, size_t ro
 std::string render_memory_profile_page(const MemoryProfileResult& memory, size_t rows) {
   const auto& profile = memory.profile;
   std::string out =
-      absl::StrFormat("memory profile: %d allocators, %d allocator events\n", profile.memory_ids_size(), memory.events);
+      absl::StrFormat("memory profile: %d allocators, %d allocator events", profile.memory_ids_size(), memory.events);
+  if (memory.freed_from_before.frees > 0) {
+    absl::StrAppendFormat(&out, "; %d frees of memory allocated before the window", memory.freed_from_before.frees);
+    if (memory.freed_from_before.bytes > 0)
+      absl::StrAppendFormat(&out, " (%.2f MiB)", mib(memory.freed_from_before.bytes));
+    absl::StrAppend(&out, ", in the allocators' totals");
+  }
+  absl::StrAppend(&out, "\n");
   for (const std::string& id : profile.memory_ids()) {
     const auto& a = profile.memory_profile_per_allocator().at(id);
     const auto& s = a.profile_summary();

@@ -17,7 +17,7 @@ namespace {
 constexpr std::string_view kKernelDetailsStat = "kernel_details";
 constexpr std::string_view kMemcpyDetailsStat = "memcpy_details";
 constexpr std::string_view kMemsetDetailsStat = "memset_details";
-constexpr std::string_view kCorrelationIdStat = "correlation_id";
+using xspace::kCorrelationIdStat;
 constexpr std::string_view kContextIdStat = "context_id";
 constexpr std::string_view kStreamIdStat = "stream_id";
 constexpr std::string_view kDeviceIdStat = "device_id";

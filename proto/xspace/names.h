@@ -97,6 +97,8 @@ inline constexpr std::string_view kIterNumStat = "iter_num";
 inline constexpr std::string_view kStepIdStat = "step_id";
 inline constexpr std::string_view kStepNameStat = "step_name";
 inline constexpr std::string_view kGroupIdStat = "group_id";
+// CUPTI's link between a host runtime call and the kernel, copy or memset it launched on the device.
+inline constexpr std::string_view kCorrelationIdStat = "correlation_id";
 // On a device op: the framework op that launched it, named in full as its framework names it (PyTorch's
 // `aten::mm`), where TF's `tf_op` would be `name:Type`.
 inline constexpr std::string_view kFrameworkOpStat = "framework_op";

@@ -140,9 +140,28 @@ void free_step_allocations(XPlaneBuilder& host, xspace::XLineBuilder& line, Allo
   allocator.live.clear();
 }
 
+tensorflow::profiler::XSpace make_cpu_program_rank(const SyntheticPodSpec& spec, int rank) {
+  tensorflow::profiler::XSpace space;
+  space.add_hostnames("host" + std::to_string(rank));
+  XPlaneBuilder host(xspace::find_or_add_plane(space, xspace::kHostPlaneName, 0));
+  host.stats().add(xspace::kHostNameStat, std::string_view("host" + std::to_string(rank)));
+  auto loop = host.line(1, "tf_Compute");
+  const int64_t input = std::max<int64_t>(spec.input_delay_ns, 100'000);
+  const int64_t compute = spec.compute_ns + (rank == spec.straggler_rank ? spec.straggler_delay_ns : 0);
+  const int64_t step_ns = input + compute;
+  for (int s = 0; s < spec.steps; ++s) {
+    const int64_t t = spec.start_ns + s * (step_ns + spec.gap_ns);
+    loop.add_event("train", t, step_ns).add(xspace::kStepNumStat, int64_t{s});
+    loop.add_event("IteratorGetNext", t, input);
+    loop.add_event("ExecutorState::Process", t + input, compute);
+  }
+  return space;
+}
+
 }  // namespace
 
 tensorflow::profiler::XSpace make_synthetic_rank(const SyntheticPodSpec& pod_spec, int rank) {
+  if (pod_spec.cpu_program) return make_cpu_program_rank(pod_spec, rank);
   SyntheticPodSpec spec = pod_spec;
   if (spec.tensorflow_gpu_odd_ranks && rank % 2 == 1) {
     spec.gpu_plane = spec.tf_data_events = spec.tf_ops_and_memory = true;
@@ -166,7 +185,9 @@ tensorflow::profiler::XSpace make_synthetic_rank(const SyntheticPodSpec& pod_spe
   auto steps = core.line(1, xspace::kStepsLineName);
   auto ops = core.line(2, spec.gpu_plane ? "Stream #7(Compute)" : "Ops");
   auto chunks = core.line(3, spec.gpu_plane ? "Stream #8(Ring chunks)" : "Ring chunks");
-  const int64_t compute = spec.compute_ns + (rank == spec.straggler_rank ? spec.straggler_delay_ns : 0);
+  const int64_t delay = rank == spec.straggler_rank ? spec.straggler_delay_ns : 0;
+  const int64_t compute = spec.compute_ns + (spec.straggler_waits_for_input ? 0 : delay);
+  const int64_t input = spec.input_delay_ns + (spec.straggler_waits_for_input ? delay : 0);
   std::optional<xspace::XLineBuilder> stages, tf_data, launches, executor;
   AllocatorState allocator;
   allocator.name = "GPU_" + std::to_string(rank) + "_bfc";
@@ -182,10 +203,8 @@ tensorflow::profiler::XSpace make_synthetic_rank(const SyntheticPodSpec& pod_spe
     const int64_t t = spec.start_ns + s * period;  // true time
     const int64_t w = t + offset;                  // as this host writes it
     steps.add_event("step", w, step_ns).add(xspace::kStepNumStat, int64_t{s});
-    if (spec.input_delay_ns > 0) {
-      ops.add_event(xspace::kInfeedEventName, w, spec.input_delay_ns).add(xspace::kStepNumStat, int64_t{s});
-    }
-    const int64_t compute_start = w + spec.input_delay_ns;
+    if (input > 0) ops.add_event(xspace::kInfeedEventName, w, input).add(xspace::kStepNumStat, int64_t{s});
+    const int64_t compute_start = w + input;
     const int n = std::max(1, spec.compute_events_per_step);
     for (int i = 0; i < n; ++i) {
       const int64_t begin = compute_start + compute * i / n;
@@ -198,9 +217,9 @@ tensorflow::profiler::XSpace make_synthetic_rank(const SyntheticPodSpec& pod_spe
       auto event = ops.add_event(i % 2 == 0 ? "matmul" : "elementwise", begin, end - begin);
       if (i % 2 == 0) event.add(xspace::kFlopsStat, int64_t{1'000'000});
     }
-    if (stages) add_input_stages(*stages, w, std::max<int64_t>(spec.input_delay_ns, 100'000));
+    if (stages) add_input_stages(*stages, w, std::max<int64_t>(input, 100'000));
     if (tf_data) {
-      add_tf_data_events(*tf_data, w, std::max<int64_t>(spec.input_delay_ns, 100'000));
+      add_tf_data_events(*tf_data, w, std::max<int64_t>(input, 100'000));
       tf_data->add_event("ExecutorState::Process", compute_start, compute);
     }
     if (executor) free_step_allocations(host, *executor, allocator, compute_start + compute);

@@ -20,6 +20,8 @@ struct SyntheticPodSpec {
   int compute_events_per_step = 1;
   int straggler_rank = -1;
   int64_t straggler_delay_ns = 0;
+  // The straggler spends its delay waiting for input (its infeed and input stages) instead of computing.
+  bool straggler_waits_for_input = false;
   int64_t input_delay_ns = 0;
   int64_t all_reduce_compute_ns = 5'000'000;
   int64_t gap_ns = 1'000'000;  // between steps
@@ -51,6 +53,10 @@ struct SyntheticPodSpec {
   // allocation_bytes, addr, tf_op, region_type, data_type, shape, as TF writes them), freed by a
   // MemoryDeallocation at the end of the step; and every kernel's `tf_op` (a ref_value, as TF writes it).
   bool tf_ops_and_memory = false;
+  // Each rank a TensorFlow program on CPU instead: no device plane, its /host:CPU plane holding per step a `train`
+  // marker (step_num), an IteratorGetNext over the input delay (at least 100 µs) and the executor's
+  // ExecutorState::Process over the compute (a straggler's longer); no collectives.
+  bool cpu_program = false;
   // Odd ranks as TensorFlow GPU hosts (gpu_plane, tf_data_events, tf_ops_and_memory), even ones annotated: a pod in
   // which every tool has events on some host.
   bool tensorflow_gpu_odd_ranks = false;

@@ -270,8 +270,11 @@ class InputPipelineVerdictTest(unittest.TestCase):
             if name != f"host{self.SLOW_RANK}":
                 self.assertLess(host["inputPercent"], 5, f"{name}; {figures}")
                 self.assertIn(host["verdict"], ("NOT", "POTENTIALLY"), f"{name}; {figures}")
+        # The recommendation leads with what costs the most: the others' wait for that rank (a straggler whose
+        # input stood out) or its input, either way naming the rank's host and its read stage.
         statement = overview["recommendation"]["statement"]
-        self.assertIn(f"Most input-bound host: host{self.SLOW_RANK}", statement, statement)
+        print(f"recommendation: {statement}", file=sys.stderr)
+        self.assertIn(f"host{self.SLOW_RANK}", statement, statement)
         self.assertIn("read_batch", statement, statement)
 
     def test_without_a_delay_no_host_is_input_bound(self):

@@ -168,6 +168,20 @@ def analyze(run_dir, *args, timeout=300):
     return podscope("analyze", run_dir, *args, timeout=timeout)
 
 
+def check_cpu_program_pod(test, out, pipeline):
+    """A program without devices (TensorFlow or JAX on CPU): its host is one core of the pod view, with the steps the
+    overview found, and no advice that needs an accelerator (kernel launches, CUDA graphs, 16-bit compute)."""
+    found = re.search(r"pod analysis: (\d+) cores, (\d+) steps", out)
+    test.assertIsNotNone(found, out)
+    test.assertEqual(int(found.group(1)), 1, out)
+    test.assertEqual(int(found.group(2)), pipeline["stepCount"], out)
+    test.assertRegex(out, r"core \d+ \([^,]+, /host:CPU\): \d+ steps")
+    recommendation = out[out.index("recommendation"):]
+    for advice in ("launches kernels", "CUDA graph", "mixed precision", "16-bit"):
+        test.assertNotIn(advice, recommendation)
+    print(f"CPU program: {found.group(0)}; overview {pipeline['stepCount']} steps", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--logdir", required=True)

@@ -9,7 +9,7 @@ import os
 import tempfile
 import unittest
 
-from framework_pod import FrameworkPod, Trainer, analyze, host_files, steps_in
+from framework_pod import FrameworkPod, Trainer, analyze, check_cpu_program_pod, host_files, steps_in
 
 
 def step_times_of(pipeline):
@@ -37,6 +37,7 @@ class JaxTrainerBehindAnAgent(unittest.TestCase):
         code, out = analyze(run_dir)
         self.assertEqual(code, 0, out)
         pipeline = read_json(run_dir, "input_pipeline.json")
+        check_cpu_program_pod(self, out, pipeline)
         ours = step_times_of(pipeline)
         self.assertGreaterEqual(len(ours), 3, out)
         own = {n: (e - s) / 1e6 for n, s, e in trainer_steps}

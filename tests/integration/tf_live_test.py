@@ -2,7 +2,9 @@
 upstream, captured by `podscope capture`; each host's file holds TensorFlow's planes merged with the agent's host
 data; `podscope analyze` finds the trainers' steps (model.fit's and a custom loop's markers), their mean within
 10 % of what the trainers measured themselves, and the input verdicts: the trainer whose map stage is slowed is
-HIGHLY input-bound with the map named as the tf.data bottleneck, the other NOT input-bound.
+HIGHLY input-bound with the map named as the tf.data bottleneck (the recommendation leading with it), the other NOT
+input-bound; each CPU program's host is one core of the pod view with the overview's steps, and no advice needs an
+accelerator.
 
 Runs under the tf framework environment (tests/python_env.sh); PODSCOPE_BIN names the built binaries."""
 import json
@@ -11,7 +13,7 @@ import shutil
 import tempfile
 import unittest
 
-from framework_pod import FrameworkPod, analyze, host_files, steps_in
+from framework_pod import FrameworkPod, analyze, check_cpu_program_pod, host_files, steps_in
 
 # The slowed map sleeps this long per example, 64 per batch: about 64 ms of input per step, against a few ms of
 # compute, so the slowed trainer waits for input most of each step.
@@ -35,14 +37,14 @@ def stat_of(plane, holder, name):
 
 def analyze_host(path, into):
     """`podscope analyze` of one host's file alone (the two trainers are separate jobs: their step numbers are
-    unrelated); returns the directory with the analysis' files."""
+    unrelated); returns the directory with the analysis' files and what it printed."""
     own = os.path.join(into, "run")
     os.makedirs(own)
     shutil.copy(path, own)
     code, out = analyze(own)
     if code != 0:
         raise AssertionError(f"podscope analyze {own} exited {code}:\n{out}")
-    return own
+    return own, out
 
 
 def read_json(directory, name):
@@ -93,8 +95,10 @@ class TensorFlowTrainersBehindAgents(unittest.TestCase):
 
     def _host_figures(self, index):
         host = f"host{index}"
-        directory = analyze_host(self.files[host], os.path.join(self.tmp.name, "analysis_" + host))
-        return directory, read_json(directory, "input_pipeline.json")
+        directory, out = analyze_host(self.files[host], os.path.join(self.tmp.name, "analysis_" + host))
+        pipeline = read_json(directory, "input_pipeline.json")
+        check_cpu_program_pod(self, out, pipeline)
+        return directory, pipeline, out
 
     def _assert_mean_step_near_trainers(self, index, pipeline, numbered):
         """Our mean step time within 10 % of the trainer's own: over the same steps where the markers carry the
@@ -119,7 +123,7 @@ class TensorFlowTrainersBehindAgents(unittest.TestCase):
                                msg=f"host{index}: podscope {ours_ms:.3f} ms vs the trainer's {own_mean_ms:.3f} ms")
 
     def test_model_fit_steps_found_their_mean_near_the_trainers_and_not_input_bound(self):
-        directory, pipeline = self._host_figures(0)
+        directory, pipeline, _ = self._host_figures(0)
         self._assert_mean_step_near_trainers(0, pipeline, numbered=False)
         verdict = pipeline["recommendation"]["details"][0]
         # NOT input-bound; on a loaded box the scheduler's delays inside the step function can leave 3 % of the
@@ -128,10 +132,13 @@ class TensorFlowTrainersBehindAgents(unittest.TestCase):
         self.assertLess(pipeline["inputPercent"], 5.0, verdict)
 
     def test_custom_loop_with_a_slowed_map_is_highly_input_bound_and_the_map_is_the_bottleneck(self):
-        directory, pipeline = self._host_figures(1)
+        directory, pipeline, out = self._host_figures(1)
         self._assert_mean_step_near_trainers(1, pipeline, numbered=True)
         verdict = pipeline["recommendation"]["details"][0]
         self.assertIn("HIGHLY input-bound", verdict)
+        # What costs the most leads: the wait for input.
+        lead = out[out.index("recommendation"):].splitlines()[1]
+        self.assertIn("HIGHLY input-bound", lead)
         tf_data = read_json(directory, "tf_data_stats.json")
         bottlenecks = [b for b in tf_data.get("bottleneckAnalysis", [])]
         self.assertTrue(bottlenecks, tf_data)

@@ -123,6 +123,144 @@ TEST(PodAnalyzerTest, BalancedPodHasNoStraggler) {
   for (const auto& core : analysis.cores()) EXPECT_EQ(core.bottleneck(), "High flops compute");
 }
 
+// The straggler is the core the others wait for, whatever the pod's size: two cores have no median to stand out from,
+// and the wait it causes names it as well as in a pod of many.
+TEST(PodAnalyzerTest, StragglerIsTheCoreTheOthersWaitForInPodsOfAnySize) {
+  for (const int ranks : {2, 3, 4, 16}) {
+    SyntheticPodSpec spec;
+    spec.ranks = ranks;
+    spec.straggler_rank = ranks - 1;
+    spec.straggler_delay_ns = 20'000'000;
+    const auto analysis = analyze(spec);
+    ASSERT_EQ(analysis.stragglers_size(), 1) << ranks << " ranks\n" << render_summary_text(analysis);
+    const auto& s = analysis.stragglers(0);
+    EXPECT_EQ(s.core_id(), static_cast<uint32_t>(ranks - 1)) << ranks;
+    EXPECT_EQ(s.straggling_steps(), static_cast<uint32_t>(spec.steps)) << ranks;
+    EXPECT_EQ(s.compared_steps(), static_cast<uint32_t>(spec.steps)) << ranks;
+    EXPECT_NEAR(s.mean_excess_us(), 20'000, 1) << ranks;
+    EXPECT_NEAR(s.mean_cost_to_others_us(), (ranks - 1) * 20'000.0, ranks) << ranks;
+    EXPECT_EQ(s.waiting_cores(), static_cast<uint32_t>(ranks - 1)) << ranks;
+    EXPECT_EQ(s.reason(), "compute") << ranks;
+    EXPECT_NEAR(s.reason_excess_us(), 20'000, 1) << ranks;
+    const std::string summary = render_summary_text(analysis);
+    EXPECT_NE(summary.find(absl::StrCat("straggler: core ", ranks - 1, " (host", ranks - 1,
+                                        "): the others waited for it in 5 of 5 steps, 20.000 ms per step")),
+              std::string::npos)
+        << summary;
+  }
+}
+
+// GPU ranks whose collectives carry no id (matched by name and order within the step, as NCCL kernels are): the one
+// the other waits for is found as on annotated cores.
+TEST(PodAnalyzerTest, StragglerAmongTwoGpuRanksWithoutCollectiveIds) {
+  SyntheticPodSpec spec;
+  spec.ranks = 2;
+  spec.gpu_plane = true;
+  spec.all_reduce_ids = false;
+  spec.straggler_rank = 0;
+  spec.straggler_delay_ns = 5'000'000;
+  const auto analysis = analyze(spec);
+  ASSERT_EQ(analysis.stragglers_size(), 1) << render_summary_text(analysis);
+  EXPECT_EQ(analysis.stragglers(0).core_id(), 0u);
+  EXPECT_EQ(analysis.stragglers(0).straggling_steps(), static_cast<uint32_t>(spec.steps));
+  EXPECT_NEAR(analysis.stragglers(0).mean_cost_to_others_us(), 5'000, 1);
+  EXPECT_EQ(analysis.stragglers(0).reason(), "compute");
+}
+
+// A pod's step database written by hand: `cores` cores, one all-reduce per step whose duration on core c in step s
+// is all_reduce_ns[s][c], after 30 ms of compute each.
+std::vector<podscope::v1::HostStepDatabase> pod_with_all_reduces(
+    const std::vector<std::vector<int64_t>>& all_reduce_ns) {
+  std::vector<podscope::v1::HostStepDatabase> hosts;
+  const size_t cores = all_reduce_ns.front().size();
+  for (size_t c = 0; c < cores; ++c) {
+    auto& host = hosts.emplace_back();
+    host.set_host_name("host" + std::to_string(c));
+    auto* core = host.add_cores();
+    core->set_plane_id(static_cast<int64_t>(c));
+    core->set_plane_name("/device:CUSTOM:" + std::to_string(c));
+    core->set_kind(podscope::v1::CORE_KIND_CUSTOM);
+    core->set_steps_found(static_cast<uint32_t>(all_reduce_ns.size()));
+    int64_t start = 0;
+    for (size_t s = 0; s < all_reduce_ns.size(); ++s) {
+      const int64_t collective = all_reduce_ns[s][c];
+      int64_t longest = 0;
+      for (const int64_t ns : all_reduce_ns[s]) longest = std::max(longest, ns);
+      auto* step = core->add_steps();
+      step->set_step_num(static_cast<int64_t>(s));
+      step->set_start_ns(start);
+      const int64_t compute = 30'000'000 + longest - collective;
+      step->set_end_ns(start + compute + collective);
+      for (int k = 0; k < kOpKindCount; ++k) step->add_op_ns(0);
+      step->set_op_ns(static_cast<int>(OpKind::kHighFlopsCompute), compute);
+      step->set_op_ns(static_cast<int>(OpKind::kCollective), collective);
+      auto* all_reduce = core->add_collectives();
+      all_reduce->set_step_num(static_cast<int64_t>(s));
+      all_reduce->set_match_key("id:" + std::to_string(s));
+      all_reduce->set_name("all-reduce");
+      all_reduce->set_duration_ns(collective);
+      start = step->end_ns() + 1'000'000;
+    }
+  }
+  return hosts;
+}
+
+TEST(PodAnalyzerTest, TwoCoresWhoseLastArrivalAlternatesByLittleHaveNoStraggler) {
+  std::vector<std::vector<int64_t>> all_reduce_ns;
+  for (int s = 0; s < 10; ++s) {
+    all_reduce_ns.push_back(s % 2 == 0 ? std::vector<int64_t>{2'000'000, 1'000'000}
+                                       : std::vector<int64_t>{1'000'000, 2'000'000});
+  }
+  const auto hosts = pod_with_all_reduces(all_reduce_ns);
+  const auto analysis = analyze_pod_steps(merge_step_databases(hosts));
+  EXPECT_EQ(analysis.stragglers_size(), 0) << render_summary_text(analysis);
+}
+
+TEST(PodAnalyzerTest, TwoCoresOneOfWhichTheOtherWaitsForInMostSteps) {
+  std::vector<std::vector<int64_t>> all_reduce_ns;
+  for (int s = 0; s < 10; ++s) {
+    // Core 0 waits 8 ms for core 1 in 7 of 10 steps; the others are even.
+    all_reduce_ns.push_back(s < 7 ? std::vector<int64_t>{9'000'000, 1'000'000}
+                                  : std::vector<int64_t>{1'000'000, 1'000'000});
+  }
+  const auto hosts = pod_with_all_reduces(all_reduce_ns);
+  const auto analysis = analyze_pod_steps(merge_step_databases(hosts));
+  ASSERT_EQ(analysis.stragglers_size(), 1) << render_summary_text(analysis);
+  const auto& s = analysis.stragglers(0);
+  EXPECT_EQ(s.core_id(), 1u);
+  EXPECT_EQ(s.straggling_steps(), 7u);
+  EXPECT_EQ(s.compared_steps(), 10u);
+  EXPECT_NEAR(s.mean_excess_us(), 8'000, 1e-6);
+  EXPECT_NEAR(s.mean_cost_to_others_us(), 8'000, 1e-6);
+  EXPECT_EQ(s.reason(), "compute");
+  EXPECT_NEAR(s.reason_excess_us(), 8'000, 1e-6);
+}
+
+// A program without devices (TensorFlow on CPU) is its host: each host one core of the pod view, with the steps of
+// its markers, its time the host's wait for input (Infeed) and its executor's work (host compute, not kernel
+// launches: nothing launches kernels without a device).
+TEST(PodAnalyzerTest, EachHostOfACpuProgramIsACore) {
+  SyntheticPodSpec spec;
+  spec.ranks = 2;
+  spec.cpu_program = true;
+  spec.input_delay_ns = 10'000'000;
+  const auto analysis = analyze(spec);
+  ASSERT_EQ(analysis.cores_size(), 2) << render_summary_text(analysis);
+  EXPECT_EQ(analysis.counts().steps(), static_cast<uint32_t>(spec.steps));
+  for (int i = 0; i < 2; ++i) {
+    const auto& core = analysis.cores(i);
+    EXPECT_EQ(core.core_id(), static_cast<uint32_t>(1000 * i));
+    EXPECT_EQ(core.plane_name(), xspace::kHostPlaneName);
+    EXPECT_EQ(core.step_count(), static_cast<uint32_t>(spec.steps));
+    EXPECT_NEAR(core.average_step_us(), 40'000, 1);
+    EXPECT_NEAR(core.average_breakdown_us().at(static_cast<int>(StepCategory::kHostInfeed)), 10'000, 1);
+    EXPECT_NEAR(core.average_breakdown_us().at(static_cast<int>(StepCategory::kHostCompute)), 30'000, 1);
+    EXPECT_EQ(core.average_breakdown_us().at(static_cast<int>(StepCategory::kKernelLaunch)), 0);
+  }
+  EXPECT_EQ(analysis.pod_viewer().device_type(), "CPU");
+  EXPECT_EQ(analysis.stragglers_size(), 0) << "no collective: nobody waits for anybody";
+}
+
 TEST(PodAnalyzerTest, InputDelayMakesInfeedTheBottleneck) {
   SyntheticPodSpec spec;
   spec.input_delay_ns = 40'000'000;

@@ -88,12 +88,13 @@ TEST_F(RunDirectory, WritesEveryOutputInTheLegacySchema) {
   write_pod(spec);
   auto outcome = analyze_run_directory(dir_);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
-  EXPECT_EQ(outcome->written_files.size(), 18u);
+  EXPECT_EQ(outcome->written_files.size(), 20u);
   for (const char* name :
-       {"pod_viewer.json", "pod_viewer.pb", "pod_viewer.pb.json", "pod_analysis.pb", "report.html", "pod_summary.txt",
-        "overview_page.pb", "overview_page.json", "input_pipeline.pb", "input_pipeline.json", "tf_data_stats.pb",
-        "tf_data_stats.json", "kernel_stats.pb", "kernel_stats.json", "memory_profile.pb", "memory_profile.json",
-        "framework_op_stats.pb", "framework_op_stats.json"}) {
+       {"pod_viewer.json",       "pod_viewer.pb",           "pod_viewer.pb.json", "pod_analysis.pb",
+        "report.html",           "pod_summary.txt",         "overview_page.pb",   "overview_page.json",
+        "input_pipeline.pb",     "input_pipeline.json",     "tf_data_stats.pb",   "tf_data_stats.json",
+        "kernel_stats.pb",       "kernel_stats.json",       "memory_profile.pb",  "memory_profile.json",
+        "framework_op_stats.pb", "framework_op_stats.json", "trace_analysis.pb",  "trace_analysis.json"}) {
     EXPECT_TRUE(fs::exists(dir_ / name)) << name;
   }
   EXPECT_NE(outcome->summary_text.find("straggler: core 2 (host2)"), std::string::npos) << outcome->summary_text;
@@ -544,7 +545,30 @@ TEST_F(RunDirectory, WritesTheStepToolsBesideThePodFiles) {
   EXPECT_NE(json.find("type.googleapis.com/tensorflow.profiler.PerGenericStepDetails"), std::string::npos);
   EXPECT_NE(read(dir_ / "overview_page.json").find("\"runEnvironment\""), std::string::npos);
   EXPECT_EQ(input.step_details_size(), spec.steps);
-  EXPECT_NE(outcome->recommendation_text.find("NOT input-bound"), std::string::npos) << outcome->recommendation_text;
+  EXPECT_NE(input.recommendation().details(0).find("NOT input-bound"), std::string::npos);
+  EXPECT_EQ(outcome->recommendation_text.find("input"), std::string::npos) << outcome->recommendation_text;
+}
+
+// A straggler whose delay is its input: the advice that leads names it, what it costs the others, and its host's
+// slowest input stage from the input pipeline analyzer.
+TEST_F(RunDirectory, AStragglerWaitingForInputLeadsTheAdviceWithItsSlowestInputStage) {
+  SyntheticPodSpec spec;
+  spec.straggler_rank = 1;
+  spec.straggler_delay_ns = 10'000'000;
+  spec.straggler_waits_for_input = true;
+  spec.input_stages = true;
+  write_pod(spec);
+  auto outcome = analyze_run_directory(dir_);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  const auto& analysis = outcome->analysis;
+  ASSERT_EQ(analysis.stragglers_size(), 1) << outcome->summary_text;
+  EXPECT_EQ(analysis.stragglers(0).core_id(), 1u);
+  EXPECT_EQ(analysis.stragglers(0).reason(), "input");
+  const auto& ranked = outcome->result<tensorflow::profiler::OverviewPage>().recommendation().ranked_advice();
+  ASSERT_GT(ranked.size(), 0) << outcome->recommendation_text;
+  EXPECT_NE(ranked[0].statement().find("Core 1 (host1) is a straggler"), std::string::npos) << ranked[0].statement();
+  EXPECT_NE(ranked[0].statement().find("Its host waits for input"), std::string::npos) << ranked[0].statement();
+  EXPECT_NE(ranked[0].statement().find("its slowest input stage is "), std::string::npos) << ranked[0].statement();
 }
 
 // Which files of a directory are the run's: XSpaces, and Chrome traces by their content whatever their names (as HTA

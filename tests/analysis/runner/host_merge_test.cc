@@ -1,8 +1,9 @@
 // A pod analysed as a whole equals its hosts analysed apart and merged: each host file analysed alone, its analysis
 // (step database and every tool's part) written as bytes and read back, the analyses merged in file order give the
 // same outputs, byte for byte, as the run analysed at once: every tool's files, page and report tab, the pod summary.
-// On a real 4-rank capture with skewed clocks, the synthetic pod with every tool's events, the TensorFlow file and a
-// PyTorch DDP pod of three ranks.
+// On a real 4-rank capture with skewed clocks, the synthetic pod with every tool's events, a pod of two with a
+// straggler, two CPU programs' hosts, the TensorFlow file and a PyTorch DDP pod of three ranks (GPU streams and
+// launches: the trace analysis).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -70,6 +71,28 @@ TEST(HostMergeTest, ASyntheticPodWithEveryToolsEvents) {
   spec.steps = 6;
   spec.input_stages = true;
   spec.tensorflow_gpu_odd_ranks = true;
+  ASSERT_TRUE(testing::write_synthetic_pod(run.path(), spec));
+  expect_merge_of_hosts_is_the_pod(run.path());
+}
+
+// Two annotated ranks, one the straggler the other waits for: who waits for whom is decided across hosts.
+TEST(HostMergeTest, APodOfTwoWithAStraggler) {
+  const podscope::testing::ScratchDirectory run("host_merge_two");
+  testing::SyntheticPodSpec spec;
+  spec.ranks = 2;
+  spec.straggler_rank = 1;
+  spec.straggler_delay_ns = 20'000'000;
+  ASSERT_TRUE(testing::write_synthetic_pod(run.path(), spec));
+  expect_merge_of_hosts_is_the_pod(run.path());
+}
+
+// Programs without devices: each host's /host:CPU is a core of the pod view.
+TEST(HostMergeTest, TwoCpuProgramsHostsAsCores) {
+  const podscope::testing::ScratchDirectory run("host_merge_cpu");
+  testing::SyntheticPodSpec spec;
+  spec.ranks = 2;
+  spec.cpu_program = true;
+  spec.input_delay_ns = 10'000'000;
   ASSERT_TRUE(testing::write_synthetic_pod(run.path(), spec));
   expect_merge_of_hosts_is_the_pod(run.path());
 }

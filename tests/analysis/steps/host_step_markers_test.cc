@@ -142,8 +142,12 @@ TEST(PodAnalyzerHostMarkersTest, MarkersInOtherFilesAreNotUsed) {
   XSpace host_only;
   add_host_plane(host_only);
   const auto analysis = pod_analysis({&device_only, &host_only});
+  // The device plane stays without steps; the host-only file is a program without devices, its host its own core
+  // with its markers' steps.
   EXPECT_EQ(analysis.counts().planes_without_steps(), 1u);
-  EXPECT_EQ(analysis.pod_viewer().pod_stats_sequence().pod_stats_map_size(), 0);
+  ASSERT_EQ(analysis.cores_size(), 1);
+  EXPECT_EQ(analysis.cores(0).plane_name(), xspace::kHostPlaneName);
+  EXPECT_EQ(analysis.cores(0).core_id(), 1000u);
 }
 
 TEST(PodAnalyzerHostMarkersTest, MarkerNumbersFallBackToIterNumThenOrder) {

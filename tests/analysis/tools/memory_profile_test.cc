@@ -1,6 +1,7 @@
 // Memory profile from TensorFlow's allocator events: peak, what was live at it, the timeline's downsampling,
 // bad events, and TensorFlow's real file.
 #include "analysis/tools/memory_profile.h"
+#include "analysis/tools/tool_pages.h"
 
 #include <gtest/gtest.h>
 
@@ -100,7 +101,7 @@ TEST(MemoryProfileTest, PeakIsTheLargestInUseAndItsLiveAllocationsAreListedBySiz
   // The deallocation is described by the allocation it frees.
   ASSERT_EQ(gpu.sampled_timeline_snapshots_size(), 6);
   EXPECT_EQ(gpu.sampled_timeline_snapshots(4).activity_metadata().tf_op_name(), "dense/MatMul");
-  EXPECT_EQ(result.warnings.unknown_address_deallocations, 0u);
+  EXPECT_EQ(result.freed_from_before.frees, 0u);
 }
 
 TEST(MemoryProfileTest, MemoryNoEventAccountsForAndTheStackAreRowsOfTheirOwn) {
@@ -153,7 +154,10 @@ TEST(MemoryProfileTest, BadEventsAreCountedAndLeaveTheTotalsRight) {
   host.thread.add_event(xspace::kMemoryAllocationEventName, kT0 + 40, 0).add("bytes_allocated", int64_t{1'000'000});
   const MemoryProfileResult result = xplane_to_memory_profile(host.plane);
   EXPECT_EQ(result.warnings.events_missing_stats, 2u);
-  EXPECT_EQ(result.warnings.unknown_address_deallocations, 1u);
+  // A free of what was allocated before the window is accounted for, not warned of.
+  EXPECT_EQ(result.freed_from_before.frees, 1u);
+  EXPECT_EQ(result.freed_from_before.bytes, 40);
+  EXPECT_EQ(render_memory_profile_warnings(result).find("window"), std::string::npos);
   const auto& bfc = allocator(result, "bfc");
   EXPECT_EQ(bfc.profile_summary().peak_stats().peak_bytes_in_use(), 100);
   EXPECT_EQ(bfc.sampled_timeline_snapshots_size(), 3);

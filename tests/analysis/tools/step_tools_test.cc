@@ -7,6 +7,7 @@
 #include "analysis/tools/input_pipeline.h"
 #include "analysis/rendering/json_writer.h"
 #include "analysis/tools/overview_page.h"
+#include "analysis/tools/tool.h"
 #include "analysis/rendering/renderers.h"
 #include "analysis/steps/pod_steps.h"
 #include "proto/xspace/names.h"
@@ -174,7 +175,7 @@ TEST(OverviewPageTest, TopOpsPrecisionAndKernelLaunchRecommendation) {
   cupti.line_named("api").add_event("cudaLaunchKernel", kT0, 2 * kMs);
   const auto hosts = step_databases({&space});
   const PodSteps model = merge_step_databases(hosts);
-  const auto page = pod_steps_to_overview_page(model, pod_steps_to_input_pipeline(model));
+  auto page = pod_steps_to_overview_page(model, pod_steps_to_input_pipeline(model));
 
   const auto& a = page.analysis();
   ASSERT_EQ(a.top_device_ops_size(), 2);
@@ -190,11 +191,42 @@ TEST(OverviewPageTest, TopOpsPrecisionAndKernelLaunchRecommendation) {
   EXPECT_EQ(generic.kernel_launch_bottleneck(), "high");  // 20 %
   EXPECT_EQ(generic.all_other_bottleneck(), "no");
   EXPECT_EQ(page.recommendation().bottleneck(), "device");
+  EXPECT_NE(page.recommendation().statement().find("NOT input-bound"), std::string::npos);
+  show_ranked_advice(rank_advice(overview_advice(page)), page);
+  EXPECT_EQ(page.recommendation().bottleneck(), "kernel launch");
   const std::string text = render_overview_recommendation_text(page);
-  EXPECT_NE(text.find("NOT input-bound"), std::string::npos) << text;
-  EXPECT_NE(text.find("High: 20.0 % of the step time launches kernels"), std::string::npos) << text;
+  EXPECT_NE(text.find("1. high, 20.0 %: 20.0 % of the step time (2.000 ms per step) the device idles while the host "
+                      "launches kernels"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("precision"), std::string::npos) << "12.5 % of the compute is 16-bit already: " << text;
   EXPECT_EQ(page.run_environment().device_type(), "GPU");
   EXPECT_EQ(page.run_environment().device_core_count(), 1);
+}
+
+// Without an accelerator nothing launches kernels and nothing computes in 16 bits: the same host work and 32-bit
+// compute on an annotated core give neither piece of advice.
+TEST(OverviewPageTest, NoKernelLaunchOrPrecisionAdviceWithoutAnAccelerator) {
+  XSpace space;
+  XPlaneBuilder core(space.add_planes());
+  core.proto()->set_name(std::string(xspace::kCustomPlanePrefix) + "0");
+  core.line_named(xspace::kStepsLineName).add_event("1", kT0, 10 * kMs);
+  core.line_named("ops").add_event("sgemm", kT0 + 3 * kMs, 7 * kMs);
+  XPlaneBuilder host(space.add_planes());
+  host.proto()->set_name(std::string(xspace::kHostPlaneName));
+  host.line_named("tf_Compute").add_event("ExecutorState::Process", kT0, 2 * kMs);
+  const auto hosts = step_databases({&space});
+  const PodSteps model = merge_step_databases(hosts);
+  auto page = pod_steps_to_overview_page(model, pod_steps_to_input_pipeline(model));
+  GenericRecommendation generic;
+  ASSERT_TRUE(page.recommendation().recommendation().UnpackTo(&generic));
+  EXPECT_EQ(generic.kernel_launch_statement(), "");
+  EXPECT_EQ(generic.precision_statement(), "");
+  for (const auto& advice : overview_advice(page)) {
+    EXPECT_NE(advice.kind(), "kernel launch") << advice.statement();
+    EXPECT_NE(advice.kind(), "precision") << advice.statement();
+  }
+  EXPECT_EQ(page.run_environment().device_type(), "CUSTOM");
 }
 
 TEST(StepToolsTest, RealTensorFlowFileGivesFiniteOverviewAndInputPipeline) {
