@@ -49,6 +49,7 @@ absl::StatusOr<std::string> convert_trace(const RunFile& file) {
 }  // namespace
 
 const std::map<std::string, RunFileReader::FileClock>& RunFileReader::clocks_of(const RunDirectory& run) {
+  const std::lock_guard<std::mutex> lock(mutex_);
   auto [it, fresh] = clocks_.try_emplace(run.location());
   if (!fresh) return it->second;
   // A run without a capture.json (TensorFlow's) has no clocks to give.
@@ -105,11 +106,15 @@ absl::Status RunFileReader::read_planes(
   }
   absl::StatusOr<std::string> fresh;
   const absl::StatusOr<std::string>* space = nullptr;
-  if (const auto kept = converted_.find(location); kept != converted_.end()) {
-    space = &kept->second;
-  } else {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (const auto kept = converted_.find(location); kept != converted_.end()) space = &kept->second;
+  }
+  if (space == nullptr) {
+    // Converted outside the lock (other threads convert their own files meanwhile); a map's entries stay put.
     fresh = convert_trace(file);
     const uint64_t bytes = fresh.ok() ? fresh->size() : 0;
+    const std::lock_guard<std::mutex> lock(mutex_);
     if (bytes <= kept_bytes_left_) {
       kept_bytes_left_ -= bytes;
       space = &converted_.emplace(location, std::move(fresh)).first->second;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -24,7 +25,7 @@ inline constexpr uint64_t kKeptConversionBytes = uint64_t{256} << 20;
 // read as it streams, inflated and converted once, at its first pass (kineto/trace_file.h), into a serialized XSpace
 // (a few bytes per event: the planes are never all held as objects), which is kept for the next passes while the
 // kept conversions stay within `kept_bytes` (a conversion beyond it is done again at each pass) and streamed plane by
-// plane at each; its failure is kept too.
+// plane at each; its failure is kept too. Several threads may read through one reader at once, each its own files.
 class RunFileReader {
  public:
   explicit RunFileReader(uint64_t kept_bytes = kKeptConversionBytes) : kept_bytes_left_(kept_bytes) {}
@@ -46,6 +47,7 @@ class RunFileReader {
   std::map<std::string, absl::StatusOr<std::string>> converted_;    // serialized XSpaces, by location
   std::map<std::string, std::map<std::string, FileClock>> clocks_;  // by run location
   uint64_t kept_bytes_left_;
+  std::mutex mutex_;  // guards the maps and the bytes left
 };
 
 }  // namespace podscope::run_directory
