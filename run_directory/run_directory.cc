@@ -252,6 +252,13 @@ absl::StatusOr<std::vector<RunFile>> list_run_files(const RunDirectory& run, std
   return files;
 }
 
+std::string bytes_sha256(std::string_view bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &size, EVP_sha256(), nullptr);
+  return std::string(reinterpret_cast<const char*>(digest), size);
+}
+
 absl::StatusOr<std::string> file_sha256(const RunFile& file) {
   absl::StatusOr<std::unique_ptr<storage::ObjectReader>> reader = file.run.store().open(file.run.object_name(file.name));
   if (!reader.ok()) return reader.status();

@@ -74,6 +74,13 @@ const std::map<std::string, RunFileReader::FileClock>& RunFileReader::clocks_of(
   return it->second;
 }
 
+std::optional<int64_t> RunFileReader::recorded_clock_offset_ns(const RunFile& file) {
+  const std::map<std::string, FileClock>& clocks = clocks_of(file.run);
+  const auto clock = clocks.find(file.name);
+  if (clock == clocks.end()) return std::nullopt;
+  return clock->second.offset_ns;
+}
+
 absl::Status RunFileReader::read_planes(
     const RunFile& file, const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
     xspace::XSpaceHeader* header, const xspace::XLineFilter& keep_line) {

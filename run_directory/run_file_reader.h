@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -35,6 +36,10 @@ class RunFileReader {
   absl::Status read_planes(const RunFile& file,
                            const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
                            xspace::XSpaceHeader* header = nullptr, const xspace::XLineFilter& keep_line = nullptr);
+
+  // The clock offset capture.json records for `file` (what read_planes stamps on its planes when they state none);
+  // none when the run has no record of it.
+  std::optional<int64_t> recorded_clock_offset_ns(const RunFile& file);
 
  private:
   // The clock measurement capture.json records for each host file (by file name), read at the first pass.

@@ -146,6 +146,13 @@ HostResult host_result(const RunFile& file, const Databases& databases, RunFileR
   if (databases.present.contains(database)) {
     absl::StatusOr<podscope::v1::HostAnalysis> matching = matching_database(file, *sha256);
     if (matching.ok()) {
+      // An agent that wrote its file into a bucket never knew its clock's offset, which capture.json records (and
+      // the file's reader stamps on its planes): taken from there as for its file read.
+      if (!matching->steps().has_clock_offset_ns()) {
+        if (const std::optional<int64_t> offset = files.recorded_clock_offset_ns(file)) {
+          matching->mutable_steps()->set_clock_offset_ns(*offset);
+        }
+      }
       result.analysis = *std::move(matching);
       result.from_database = true;
       return result;
