@@ -106,7 +106,8 @@ absl::StatusOr<analysis::HostShard> parse_host_shard(const std::string& text) {
 }
 
 // `--hosts I/N`: the shard's per-host databases, no pod output.
-int run_shard(const run_directory::RunDirectory& run, analysis::HostShard shard, const analysis::AnalysisOptions& options) {
+int run_shard(const run_directory::RunDirectory& run, analysis::HostShard shard,
+              const analysis::AnalysisOptions& options) {
   run_directory::RunFileReader reader;
   absl::StatusOr<analysis::ShardOutcome> outcome = analysis::analyze_run_shard(run, shard, options, reader);
   if (!outcome.ok()) return fail(std::string(outcome.status().message()), 1);

@@ -21,8 +21,8 @@ struct AnalyzeFlags {
   std::vector<std::string> inputs;  // one run directory, or files
   std::string out;                  // where the outputs of files go; empty: the first file's directory
   std::string trace_window;
-  std::string tool;  // a tool's name; empty: the overview, then the pod summary
-  int jobs = 1;      // host files analysed at once; add_analyze_flags defaults it to the machine's cores
+  std::string tool;   // a tool's name; empty: the overview, then the pod summary
+  int jobs = 1;       // host files analysed at once; add_analyze_flags defaults it to the machine's cores
   std::string hosts;  // "I/N": only shard I of N of the run's hosts; empty: the whole run
 };
 

@@ -260,7 +260,8 @@ std::string bytes_sha256(std::string_view bytes) {
 }
 
 absl::StatusOr<std::string> file_sha256(const RunFile& file) {
-  absl::StatusOr<std::unique_ptr<storage::ObjectReader>> reader = file.run.store().open(file.run.object_name(file.name));
+  absl::StatusOr<std::unique_ptr<storage::ObjectReader>> reader =
+      file.run.store().open(file.run.object_name(file.name));
   if (!reader.ok()) return reader.status();
   const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
   if (!context || EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr) != 1) {

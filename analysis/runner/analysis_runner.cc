@@ -166,8 +166,8 @@ HostResult host_result(const RunFile& file, const Databases& databases, RunFileR
   if (written.ok()) {
     result.written = *std::move(written);
   } else {
-    result.note += (result.note.empty() ? "" : "; ") + file.name + "'s database could not be written: " +
-                   std::string(written.status().message());
+    result.note += (result.note.empty() ? "" : "; ") + file.name +
+                   "'s database could not be written: " + std::string(written.status().message());
   }
   return result;
 }
@@ -179,7 +179,8 @@ std::vector<HostResult> host_results(const std::vector<RunFile>& run_files, cons
   std::vector<HostResult> results(run_files.size());
   std::atomic<size_t> next{0};
   const auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < run_files.size();) results[i] = host_result(run_files[i], databases, files);
+    for (size_t i; (i = next.fetch_add(1)) < run_files.size();)
+      results[i] = host_result(run_files[i], databases, files);
   };
   const size_t threads = std::min(static_cast<size_t>(std::max(jobs, 1)), run_files.size());
   std::vector<std::thread> pool;
@@ -255,8 +256,8 @@ absl::StatusOr<std::string> host_database(std::string_view host_file_name, uint6
   return xspace::serialize_deterministically(database);
 }
 
-absl::StatusOr<ShardOutcome> analyze_run_shard(const RunDirectory& run, HostShard shard,
-                                               const AnalysisOptions& options, RunFileReader& files) {
+absl::StatusOr<ShardOutcome> analyze_run_shard(const RunDirectory& run, HostShard shard, const AnalysisOptions& options,
+                                               RunFileReader& files) {
   if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count) {
     return absl::InvalidArgumentError("shard " + std::to_string(shard.index) + " of " + std::to_string(shard.count) +
                                       ": shards are numbered 0 to count - 1, count at least 1");

@@ -56,9 +56,9 @@ struct ShardOutcome {
 
 // Fails when the run has no profile file (run_directory::list_run_files) or none of them can be read (naming each);
 // writes nothing then. Each host is merged from its per-host database when that matches its file, else analysed and
-// its database written beside it (a database that cannot be written is noted, the analysis goes on). Files that cannot be read while others can are named in `bad_files` and in the summary. When
-// an output cannot be written (a full disk), ABORTED naming it, and the outputs already written are removed: none
-// stays.
+// its database written beside it (a database that cannot be written is noted, the analysis goes on). Files that cannot
+// be read while others can are named in `bad_files` and in the summary. When an output cannot be written (a full disk),
+// ABORTED naming it, and the outputs already written are removed: none stays.
 absl::StatusOr<AnalysisOutcome> analyze_run_directory(const run_directory::RunDirectory& run,
                                                       const AnalysisOptions& options = {});
 // The same, reading through `files`, which the caller's other passes over the run share (the pod-trace writer's):

@@ -112,12 +112,14 @@ TEST(PodscopeAnalyze, FilesGivenAreAnalysedAsADirectoryWithTheOutputsInOut) {
 // without --hosts merges them (analysing no host), and a shard that is not one of N is refused naming why.
 TEST(PodscopeAnalyze, ShardsWriteTheirHostsDatabasesAndTheRunWithoutHostsMergesThem) {
   const podscope::testing::ScratchDirectory run("analyze_shards");
-  for (const auto& entry : fs::directory_iterator(fs::path(PODSCOPE_SOURCE_DIR) / "tests/data/analysis/ring_trainer_offsets")) {
+  for (const auto& entry :
+       fs::directory_iterator(fs::path(PODSCOPE_SOURCE_DIR) / "tests/data/analysis/ring_trainer_offsets")) {
     fs::copy(entry.path(), run.path());
   }
   const std::string dir = run.path().string();
-  for (const auto& [bad, why] : {std::pair{"2/2", "I must be from 0 to N - 1 (1)"}, std::pair{"0/0", "N must be at least 1"},
-                                 std::pair{"1", "expected I/N"}, std::pair{"a/b", "expected I/N"}}) {
+  for (const auto& [bad, why] :
+       {std::pair{"2/2", "I must be from 0 to N - 1 (1)"}, std::pair{"0/0", "N must be at least 1"},
+        std::pair{"1", "expected I/N"}, std::pair{"a/b", "expected I/N"}}) {
     const Analyzed refused = podscope_analyze(dir + " --hosts " + bad);
     EXPECT_EQ(refused.status, 2) << refused.output;
     EXPECT_NE(refused.output.find(why), std::string::npos) << refused.output;
