@@ -217,15 +217,20 @@ absl::StatusOr<AnalysisOutcome> analyze_each(const std::vector<RunFile>& run_fil
   return outcome;
 }
 
-// The run's profile files and its databases.
-absl::StatusOr<AnalysisOutcome> analyze_run(const RunDirectory& run, const AnalysisOptions& options,
+// The run's profile files, merging the databases that match them when `use_databases` (and writing those of the
+// hosts analysed).
+absl::StatusOr<AnalysisOutcome> analyze_run(const RunDirectory& run, const AnalysisOptions& options, bool use_databases,
                                             RunFileReader& files) {
   std::vector<std::string> notes;
   absl::StatusOr<std::vector<RunFile>> run_files = run_directory::list_run_files(run, &notes);
   if (!run_files.ok()) return run_files.status();
-  absl::StatusOr<Databases> databases = databases_of(run);
-  if (!databases.ok()) return databases.status();
-  return analyze_each(*run_files, *databases, notes, run.location(), options, files);
+  Databases databases;
+  if (use_databases) {
+    absl::StatusOr<Databases> listed = databases_of(run);
+    if (!listed.ok()) return listed.status();
+    databases = *std::move(listed);
+  }
+  return analyze_each(*run_files, databases, notes, run.location(), options, files);
 }
 
 }  // namespace
@@ -237,7 +242,7 @@ absl::StatusOr<AnalysisOutcome> analyze_run_directory(const RunDirectory& run, c
 
 absl::StatusOr<AnalysisOutcome> analyze_run_directory(const RunDirectory& run, const AnalysisOptions& options,
                                                       RunFileReader& files) {
-  return write_all(analyze_run(run, options, files), run, options);
+  return write_all(analyze_run(run, options, /*use_databases=*/true, files), run, options);
 }
 
 std::string host_analysis_file_name(std::string_view host_file_name) {
@@ -326,12 +331,9 @@ absl::StatusOr<podscope::v1::HostAnalysis> analyze_host_file(const RunFile& file
 
 absl::StatusOr<AnalysisOutcome> analyze_run_files(const RunDirectory& run, const PodAnalyzerOptions& options,
                                                   RunFileReader& files) {
-  std::vector<std::string> notes;
-  absl::StatusOr<std::vector<RunFile>> run_files = run_directory::list_run_files(run, &notes);
-  if (!run_files.ok()) return run_files.status();
   AnalysisOptions analysis;
   analysis.analyzer = options;
-  return analyze_each(*run_files, {}, notes, run.location(), analysis, files);
+  return analyze_run(run, analysis, /*use_databases=*/false, files);
 }
 
 }  // namespace podscope::analysis
