@@ -1,9 +1,10 @@
 // The file-touching shell around the pod analysis: reads every *.xplane.pb (and torch.profiler or other Chrome trace)
 // of a run directory, or the files given, through run_directory/ (a local directory or a bucket) one plane at a time
 // (clock offsets and host names come from each file's /host:CPU plane), builds each file's analysis (its step database
-// and every tool's part of it, analysis/tools/tool.h), merges them into the pod's, and writes each tool's files and
-// report.html, a tab per tool, atomically into the same directory. Used by `podscope analyze RUN_DIR` and after every
-// capture. See docs/analysis.md.
+// and every tool's part of it, analysis/tools/tool.h) several files at once, or takes it from the per-host database
+// beside the file, merges them into the pod's, and writes each tool's files and report.html, a tab per tool,
+// atomically into the same directory. Used by `podscope analyze RUN_DIR` and after every capture. See
+// docs/analysis.md.
 #pragma once
 
 #include <cstdint>
