@@ -1,11 +1,13 @@
 #include "cli/analyze_command.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "analysis/runner/analysis_runner.h"
@@ -13,6 +15,7 @@
 #include "cli/terminal_text.h"
 #include "daemon/heap.h"
 #include "run_directory/run_directory.h"
+#include "absl/strings/numbers.h"
 #include "storage/location.h"
 #include "trace_writers/pod_trace.h"
 
@@ -86,6 +89,39 @@ int fail(const std::string& message, int exit_code) {
   return exit_code;
 }
 
+// --hosts I/N: shard I (0 to N - 1) of N.
+absl::StatusOr<analysis::HostShard> parse_host_shard(const std::string& text) {
+  const size_t slash = text.find('/');
+  analysis::HostShard shard;
+  if (slash == std::string::npos || !absl::SimpleAtoi(text.substr(0, slash), &shard.index) ||
+      !absl::SimpleAtoi(text.substr(slash + 1), &shard.count)) {
+    return absl::InvalidArgumentError("--hosts " + text + ": expected I/N, shard I of N (e.g. 0/4)");
+  }
+  if (shard.count < 1) return absl::InvalidArgumentError("--hosts " + text + ": N must be at least 1");
+  if (shard.index < 0 || shard.index >= shard.count) {
+    return absl::InvalidArgumentError("--hosts " + text + ": I must be from 0 to N - 1 (" +
+                                      std::to_string(shard.count - 1) + ")");
+  }
+  return shard;
+}
+
+// `--hosts I/N`: the shard's per-host databases, no pod output.
+int run_shard(const run_directory::RunDirectory& run, analysis::HostShard shard,
+              const analysis::AnalysisOptions& options) {
+  run_directory::RunFileReader reader;
+  absl::StatusOr<analysis::ShardOutcome> outcome = analysis::analyze_run_shard(run, shard, options, reader);
+  if (!outcome.ok()) return fail(std::string(outcome.status().message()), 1);
+  std::ostringstream out;
+  for (const auto& file : outcome->written) out << "wrote " << file << "\n";
+  for (const auto& file : outcome->reused) out << "kept " << file << " (it matches its host file)\n";
+  out << "shard " << shard.index << "/" << shard.count << ": " << outcome->written.size() + outcome->reused.size()
+      << " host databases; `podscope analyze " << run.location() << "` merges every shard's\n";
+  print(std::cout, out.str());
+  for (const auto& note : outcome->notes) print(std::cerr, "podscope analyze: note: " + note + "\n");
+  for (const auto& bad : outcome->bad_files) print(std::cerr, "podscope analyze: skipped " + bad + "\n");
+  return outcome->bad_files.empty() ? 0 : 3;
+}
+
 }  // namespace
 
 void add_analyze_flags(CLI::App& command, AnalyzeFlags& flags) {
@@ -110,6 +146,17 @@ void add_analyze_flags(CLI::App& command, AnalyzeFlags& flags) {
       .add_option("--tool", flags.tool,
                   "Print this tool's page: " + listed + " (default: the overview, then the pod summary)")
       ->check(CLI::IsMember(names));
+  flags.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  command
+      .add_option("--jobs", flags.jobs,
+                  "How many host files are analysed at once, each streamed by its own thread (default: the "
+                  "machine's cores)")
+      ->check(CLI::Range(1, 4096));
+  command.add_option("--hosts", flags.hosts,
+                     "I/N: analyse only shard I (0 to N-1) of N of a run's host files (every N-th in name order from "
+                     "the I-th) into their per-host databases (<host file>.host_analysis.pb) and write no pod "
+                     "output; the same command without --hosts then merges them. A run's hosts are otherwise each "
+                     "merged from their database when it matches its file, else analysed and their database written");
 }
 
 int run_analyze_command(const AnalyzeFlags& flags) {
@@ -117,6 +164,17 @@ int run_analyze_command(const AnalyzeFlags& flags) {
   if (!given.ok()) return fail(std::string(given.status().message()), 2);
   const Inputs& inputs = *given;
   const run_directory::RunDirectory& output = *inputs.output;
+  analysis::AnalysisOptions options;
+  options.jobs = flags.jobs;
+  if (!flags.hosts.empty()) {
+    if (!inputs.files.empty()) return fail("--hosts shards a run directory's hosts, not files given", 2);
+    if (!flags.trace_window.empty() || !flags.tool.empty()) {
+      return fail("--hosts writes only the shard's host databases: no --trace-window or --tool", 2);
+    }
+    absl::StatusOr<analysis::HostShard> shard = parse_host_shard(flags.hosts);
+    if (!shard.ok()) return fail(std::string(shard.status().message()), 2);
+    return run_shard(output, *shard, options);
+  }
   trace_writers::TraceSelection selection;
   if (!flags.trace_window.empty()) {
     auto parsed = trace_writers::parse_trace_selection(flags.trace_window);
@@ -125,8 +183,8 @@ int run_analyze_command(const AnalyzeFlags& flags) {
   }
   // One reader for both passes over the run: each trace is converted once.
   run_directory::RunFileReader reader;
-  auto outcome = inputs.files.empty() ? analysis::analyze_run_directory(output, {}, reader)
-                                      : analysis::analyze_files(inputs.files, output, {}, reader);
+  auto outcome = inputs.files.empty() ? analysis::analyze_run_directory(output, options, reader)
+                                      : analysis::analyze_files(inputs.files, output, options, reader);
   if (!outcome.ok()) return fail(std::string(outcome.status().message()), 1);
   return_free_heap();  // what the analysis freed, before the traces read the run again
   auto traces = inputs.files.empty() ? trace_writers::write_run_traces(output, selection, reader)
@@ -135,11 +193,16 @@ int run_analyze_command(const AnalyzeFlags& flags) {
   std::ostringstream out;
   out << analysis::tool_page(*outcome, flags.tool);
   for (const auto& file : outcome->written_files) out << "wrote " << file << "\n";
+  if (inputs.files.empty()) {
+    out << outcome->hosts_from_databases << " of " << outcome->step_databases.size()
+        << " hosts merged from their host databases, the others analysed\n";
+  }
   out << "wrote " << traces->json << "\n";
   out << "wrote " << traces->perfetto << " (" << traces->counts.slices << " slices, " << traces->counts.counter_values
       << " counter values, " << traces->counts.flow_starts << " flows)\n";
   print(std::cout, out.str());
   // As `podscope capture`: 3 when only some of the run's files could be used.
+  for (const auto& note : outcome->database_notes) print(std::cerr, "podscope analyze: note: " + note + "\n");
   for (const auto& bad : outcome->bad_files) print(std::cerr, "podscope analyze: skipped " + bad + "\n");
   return outcome->bad_files.empty() ? 0 : 3;
 }

@@ -1,6 +1,9 @@
 #include "run_directory/run_directory.h"
 
+#include <openssl/evp.h>
+
 #include <algorithm>
+#include <memory>
 #include <set>
 #include <system_error>
 
@@ -247,6 +250,34 @@ absl::StatusOr<std::vector<RunFile>> list_run_files(const RunDirectory& run, std
     }
   }
   return files;
+}
+
+std::string bytes_sha256(std::string_view bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &size, EVP_sha256(), nullptr);
+  return std::string(reinterpret_cast<const char*>(digest), size);
+}
+
+absl::StatusOr<std::string> file_sha256(const RunFile& file) {
+  absl::StatusOr<std::unique_ptr<storage::ObjectReader>> reader =
+      file.run.store().open(file.run.object_name(file.name));
+  if (!reader.ok()) return reader.status();
+  const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  if (!context || EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr) != 1) {
+    return absl::InternalError("SHA-256 is not available");
+  }
+  std::string buffer(1 << 20, '\0');
+  for (;;) {
+    absl::StatusOr<size_t> n = (*reader)->read(buffer.data(), buffer.size());
+    if (!n.ok()) return absl::Status(n.status().code(), file.location() + ": " + std::string(n.status().message()));
+    if (*n == 0) break;
+    EVP_DigestUpdate(context.get(), buffer.data(), *n);
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_DigestFinal_ex(context.get(), digest, &size);
+  return std::string(reinterpret_cast<const char*>(digest), size);
 }
 
 absl::StatusOr<std::vector<RunFile>> check_run_files(const std::vector<std::string>& locations) {

@@ -49,6 +49,7 @@ absl::StatusOr<std::string> convert_trace(const RunFile& file) {
 }  // namespace
 
 const std::map<std::string, RunFileReader::FileClock>& RunFileReader::clocks_of(const RunDirectory& run) {
+  const std::lock_guard<std::mutex> lock(mutex_);
   auto [it, fresh] = clocks_.try_emplace(run.location());
   if (!fresh) return it->second;
   // A run without a capture.json (TensorFlow's) has no clocks to give.
@@ -71,6 +72,13 @@ const std::map<std::string, RunFileReader::FileClock>& RunFileReader::clocks_of(
     it->second.emplace(std::string(file), clock);
   }
   return it->second;
+}
+
+std::optional<int64_t> RunFileReader::recorded_clock_offset_ns(const RunFile& file) {
+  const std::map<std::string, FileClock>& clocks = clocks_of(file.run);
+  const auto clock = clocks.find(file.name);
+  if (clock == clocks.end()) return std::nullopt;
+  return clock->second.offset_ns;
 }
 
 absl::Status RunFileReader::read_planes(
@@ -105,11 +113,15 @@ absl::Status RunFileReader::read_planes(
   }
   absl::StatusOr<std::string> fresh;
   const absl::StatusOr<std::string>* space = nullptr;
-  if (const auto kept = converted_.find(location); kept != converted_.end()) {
-    space = &kept->second;
-  } else {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (const auto kept = converted_.find(location); kept != converted_.end()) space = &kept->second;
+  }
+  if (space == nullptr) {
+    // Converted outside the lock (other threads convert their own files meanwhile); a map's entries stay put.
     fresh = convert_trace(file);
     const uint64_t bytes = fresh.ok() ? fresh->size() : 0;
+    const std::lock_guard<std::mutex> lock(mutex_);
     if (bytes <= kept_bytes_left_) {
       kept_bytes_left_ -= bytes;
       space = &converted_.emplace(location, std::move(fresh)).first->second;

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -24,7 +26,7 @@ inline constexpr uint64_t kKeptConversionBytes = uint64_t{256} << 20;
 // read as it streams, inflated and converted once, at its first pass (kineto/trace_file.h), into a serialized XSpace
 // (a few bytes per event: the planes are never all held as objects), which is kept for the next passes while the
 // kept conversions stay within `kept_bytes` (a conversion beyond it is done again at each pass) and streamed plane by
-// plane at each; its failure is kept too.
+// plane at each; its failure is kept too. Several threads may read through one reader at once, each its own files.
 class RunFileReader {
  public:
   explicit RunFileReader(uint64_t kept_bytes = kKeptConversionBytes) : kept_bytes_left_(kept_bytes) {}
@@ -34,6 +36,10 @@ class RunFileReader {
   absl::Status read_planes(const RunFile& file,
                            const std::function<absl::Status(const tensorflow::profiler::XPlane&)>& on_plane,
                            xspace::XSpaceHeader* header = nullptr, const xspace::XLineFilter& keep_line = nullptr);
+
+  // The clock offset capture.json records for `file` (what read_planes stamps on its planes when they state none);
+  // none when the run has no record of it.
+  std::optional<int64_t> recorded_clock_offset_ns(const RunFile& file);
 
  private:
   // The clock measurement capture.json records for each host file (by file name), read at the first pass.
@@ -46,6 +52,7 @@ class RunFileReader {
   std::map<std::string, absl::StatusOr<std::string>> converted_;    // serialized XSpaces, by location
   std::map<std::string, std::map<std::string, FileClock>> clocks_;  // by run location
   uint64_t kept_bytes_left_;
+  std::mutex mutex_;  // guards the maps and the bytes left
 };
 
 }  // namespace podscope::run_directory

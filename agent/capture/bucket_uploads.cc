@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 
+#include "analysis/runner/analysis_runner.h"
 #include "analysis/tools/tool.h"
 #include "daemon/atomic_file.h"
 #include "daemon/log.h"
@@ -121,6 +122,22 @@ CaptureDescription describe_capture(const std::string& xspace, std::string_view 
   for (std::string& name : header.hostnames) summary.add_hostnames(std::move(name));
   description.summary = summary.SerializeAsString();
   return description;
+}
+
+absl::Status upload_host_database(const std::string& object_url, std::string_view xspace,
+                                  const std::string& host_analysis) {
+  absl::StatusOr<storage::Location> object = storage::parse_location(object_url);
+  if (!object.ok()) return object.status();
+  podscope::v1::HostAnalysis analysis;
+  if (!analysis.ParseFromString(host_analysis)) return absl::InternalError("the capture's analysis does not parse");
+  const std::string file_name = object->name();
+  absl::StatusOr<std::string> database =
+      analysis::host_database(file_name, xspace.size(), run_directory::bytes_sha256(xspace), analysis);
+  if (!database.ok()) return database.status();
+  absl::StatusOr<std::shared_ptr<storage::Store>> store = store_for(object->parent());
+  if (!store.ok()) return store.status();
+  return storage::write_object(**store, analysis::host_analysis_file_name(file_name), *database,
+                               storage::LocalDurability::kSynced);
 }
 
 }  // namespace podscope::agent

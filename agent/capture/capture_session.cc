@@ -315,6 +315,13 @@ void CaptureSessions::write_to_repository(const tensorflow::ProfileRequest& requ
     }
     result.written_path = *uploaded;
     CaptureDescription description = describe_capture(result.xspace, capture_file_host(request, host_name_));
+    if (!description.host_analysis.empty()) {
+      // Without it the run's analysis reads the file back: worth a warning, not the capture.
+      if (absl::Status s = upload_host_database(result.written_path, result.xspace, description.host_analysis);
+          !s.ok()) {
+        PODSCOPE_LOG(kWarning) << "the host database of " << result.written_path << " was not written: " << s.message();
+      }
+    }
     result.written_summary = std::move(description.summary);
     result.written_host_analysis = std::move(description.host_analysis);
     result.xspace = std::string();

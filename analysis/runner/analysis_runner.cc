@@ -1,10 +1,14 @@
 #include "analysis/runner/analysis_runner.h"
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
+#include <set>
+#include <thread>
 
 #include "analysis/rendering/renderers.h"
 #include "daemon/atomic_file.h"
+#include "proto/xspace/serialize.h"
 #include "proto/xspace/xspace_stream_reader.h"
 
 namespace podscope::analysis {
@@ -69,21 +73,164 @@ absl::StatusOr<AnalysisOutcome> merge_hosts(std::vector<podscope::v1::HostAnalys
   return outcome;
 }
 
-// Reads and analyses `run_files` (`what` names them in errors); `notes` say what was left out.
-absl::StatusOr<AnalysisOutcome> analyze_each(const std::vector<RunFile>& run_files,
+// A per-host database is a host's analysis: far smaller than its file, and refused past this.
+constexpr uint64_t kMaxDatabaseBytes = uint64_t{1} << 30;
+
+// Where per-host databases are read and written: in a run, not for files given on their own.
+struct Databases {
+  bool used = false;
+  std::set<std::string> present;  // the run's database files, by name
+};
+
+absl::StatusOr<Databases> databases_of(const RunDirectory& run) {
+  Databases databases;
+  databases.used = true;
+  absl::StatusOr<std::vector<storage::ObjectInfo>> listed = run.files();
+  if (!listed.ok()) return listed.status();
+  for (const storage::ObjectInfo& object : *listed) {
+    if (object.name.ends_with(kHostAnalysisSuffix)) databases.present.insert(object.name);
+  }
+  return databases;
+}
+
+// One host file's analysis, from its database or from the file.
+struct HostResult {
+  absl::StatusOr<podscope::v1::HostAnalysis> analysis = absl::UnknownError("not analysed");
+  bool from_database = false;
+  std::string note;     // why the database beside the file was not used
+  std::string written;  // where its database was written
+};
+
+// The analysis in `file`'s database when that was made from this very file (its name, size and bytes) by this
+// format; else why not.
+absl::StatusOr<podscope::v1::HostAnalysis> matching_database(const RunFile& file, const std::string& sha256) {
+  absl::StatusOr<std::string> bytes = file.run.read(host_analysis_file_name(file.name), kMaxDatabaseBytes);
+  if (!bytes.ok()) return bytes.status();
+  podscope::v1::HostAnalysisFile database;
+  if (!database.ParseFromString(*bytes)) return absl::DataLossError("it does not parse as a HostAnalysisFile");
+  if (database.format() != kHostAnalysisFormat) {
+    return absl::FailedPreconditionError("it is of format " + std::to_string(database.format()) +
+                                         ", this podscope's is " + std::to_string(kHostAnalysisFormat));
+  }
+  if (database.host_file() != file.name) {
+    return absl::FailedPreconditionError("it was made from " + database.host_file());
+  }
+  if (database.host_file_size() != file.size || database.host_file_sha256() != sha256) {
+    return absl::FailedPreconditionError("the host file changed since it was analysed (" +
+                                         std::to_string(database.host_file_size()) + " bytes then, " +
+                                         std::to_string(file.size) + " now, or other bytes)");
+  }
+  return std::move(*database.mutable_analysis());
+}
+
+// Writes `analysis` as `file`'s database; the database's location, or why it could not be written.
+absl::StatusOr<std::string> write_database(const RunFile& file, const std::string& sha256,
+                                           const podscope::v1::HostAnalysis& analysis) {
+  absl::StatusOr<std::string> bytes = host_database(file.name, file.size, sha256, analysis);
+  if (!bytes.ok()) return bytes.status();
+  const std::string name = host_analysis_file_name(file.name);
+  if (absl::Status s = file.run.write(name, *bytes, Durability::kRebuildable); !s.ok()) return s;
+  return file.run.location_of(name);
+}
+
+HostResult host_result(const RunFile& file, const Databases& databases, RunFileReader& files) {
+  HostResult result;
+  // A file whose bytes cannot be read for the hash is analysed as without databases: it fails alike.
+  absl::StatusOr<std::string> sha256 =
+      databases.used ? run_directory::file_sha256(file) : absl::StatusOr<std::string>(absl::UnavailableError(""));
+  if (!sha256.ok()) {
+    result.analysis = analyze_host_file(file, files);
+    return result;
+  }
+  const std::string database = host_analysis_file_name(file.name);
+  if (databases.present.contains(database)) {
+    absl::StatusOr<podscope::v1::HostAnalysis> matching = matching_database(file, *sha256);
+    if (matching.ok()) {
+      // An agent that wrote its file into a bucket never knew its clock's offset, which capture.json records (and
+      // the file's reader stamps on its planes): taken from there as for its file read.
+      if (!matching->steps().has_clock_offset_ns()) {
+        if (const std::optional<int64_t> offset = files.recorded_clock_offset_ns(file)) {
+          matching->mutable_steps()->set_clock_offset_ns(*offset);
+        }
+      }
+      result.analysis = *std::move(matching);
+      result.from_database = true;
+      return result;
+    }
+    result.note = file.run.location_of(database) + " not used (" + std::string(matching.status().message()) +
+                  "): " + file.name + " analysed again";
+  }
+  result.analysis = analyze_host_file(file, files);
+  if (!result.analysis.ok()) return result;
+  absl::StatusOr<std::string> written = write_database(file, *sha256, *result.analysis);
+  if (written.ok()) {
+    result.written = *std::move(written);
+  } else {
+    result.note += (result.note.empty() ? "" : "; ") + file.name +
+                   "'s database could not be written: " + std::string(written.status().message());
+  }
+  return result;
+}
+
+// Each file's result, `jobs` files at a time: each thread takes the next file not taken, so at most `jobs` files are
+// being read at once, each streamed plane by plane.
+std::vector<HostResult> host_results(const std::vector<RunFile>& run_files, const Databases& databases, int jobs,
+                                     RunFileReader& files) {
+  std::vector<HostResult> results(run_files.size());
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < run_files.size();)
+      results[i] = host_result(run_files[i], databases, files);
+  };
+  const size_t threads = std::min(static_cast<size_t>(std::max(jobs, 1)), run_files.size());
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& thread : pool) thread.join();
+  return results;
+}
+
+// Reads and analyses `run_files` (`what` names them in errors), merging the databases of `databases` that match;
+// `notes` say what was left out.
+absl::StatusOr<AnalysisOutcome> analyze_each(const std::vector<RunFile>& run_files, const Databases& databases,
                                              const std::vector<std::string>& notes, std::string_view what,
-                                             const PodAnalyzerOptions& options, RunFileReader& files) {
+                                             const AnalysisOptions& options, RunFileReader& files) {
   std::vector<podscope::v1::HostAnalysis> hosts;
   std::vector<std::string> bad_files;
-  for (const RunFile& file : run_files) {
-    absl::StatusOr<podscope::v1::HostAnalysis> host = analyze_host_file(file, files);
-    if (host.ok()) {
-      hosts.push_back(*std::move(host));
+  size_t from_databases = 0;
+  std::vector<std::string> database_notes;
+  for (HostResult& result : host_results(run_files, databases, options.jobs, files)) {
+    if (!result.note.empty()) database_notes.push_back(std::move(result.note));
+    if (result.analysis.ok()) {
+      hosts.push_back(*std::move(result.analysis));
+      from_databases += result.from_database ? 1 : 0;
     } else {
-      bad_files.emplace_back(host.status().message());
+      bad_files.emplace_back(result.analysis.status().message());
     }
   }
-  return merge_hosts(std::move(hosts), std::move(bad_files), notes, what, options);
+  absl::StatusOr<AnalysisOutcome> outcome =
+      merge_hosts(std::move(hosts), std::move(bad_files), notes, what, options.analyzer);
+  if (outcome.ok()) {
+    outcome->hosts_from_databases = from_databases;
+    outcome->database_notes = std::move(database_notes);
+  }
+  return outcome;
+}
+
+// The run's profile files, merging the databases that match them when `use_databases` (and writing those of the
+// hosts analysed).
+absl::StatusOr<AnalysisOutcome> analyze_run(const RunDirectory& run, const AnalysisOptions& options, bool use_databases,
+                                            RunFileReader& files) {
+  std::vector<std::string> notes;
+  absl::StatusOr<std::vector<RunFile>> run_files = run_directory::list_run_files(run, &notes);
+  if (!run_files.ok()) return run_files.status();
+  Databases databases;
+  if (use_databases) {
+    absl::StatusOr<Databases> listed = databases_of(run);
+    if (!listed.ok()) return listed.status();
+    databases = *std::move(listed);
+  }
+  return analyze_each(*run_files, databases, notes, run.location(), options, files);
 }
 
 }  // namespace
@@ -95,12 +242,58 @@ absl::StatusOr<AnalysisOutcome> analyze_run_directory(const RunDirectory& run, c
 
 absl::StatusOr<AnalysisOutcome> analyze_run_directory(const RunDirectory& run, const AnalysisOptions& options,
                                                       RunFileReader& files) {
-  return write_all(analyze_run_files(run, options.analyzer, files), run, options);
+  return write_all(analyze_run(run, options, /*use_databases=*/true, files), run, options);
+}
+
+std::string host_analysis_file_name(std::string_view host_file_name) {
+  return std::string(host_file_name) + std::string(kHostAnalysisSuffix);
+}
+
+absl::StatusOr<std::string> host_database(std::string_view host_file_name, uint64_t host_file_size,
+                                          std::string_view host_file_sha256,
+                                          const podscope::v1::HostAnalysis& analysis) {
+  podscope::v1::HostAnalysisFile database;
+  database.set_format(kHostAnalysisFormat);
+  database.set_host_file(std::string(host_file_name));
+  database.set_host_file_size(host_file_size);
+  database.set_host_file_sha256(std::string(host_file_sha256));
+  *database.mutable_analysis() = analysis;
+  return xspace::serialize_deterministically(database);
+}
+
+absl::StatusOr<ShardOutcome> analyze_run_shard(const RunDirectory& run, HostShard shard, const AnalysisOptions& options,
+                                               RunFileReader& files) {
+  if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count) {
+    return absl::InvalidArgumentError("shard " + std::to_string(shard.index) + " of " + std::to_string(shard.count) +
+                                      ": shards are numbered 0 to count - 1, count at least 1");
+  }
+  ShardOutcome outcome;
+  absl::StatusOr<std::vector<RunFile>> run_files = run_directory::list_run_files(run, &outcome.notes);
+  if (!run_files.ok()) return run_files.status();
+  absl::StatusOr<Databases> databases = databases_of(run);
+  if (!databases.ok()) return databases.status();
+  std::vector<RunFile> mine;
+  for (size_t i = static_cast<size_t>(shard.index); i < run_files->size(); i += static_cast<size_t>(shard.count)) {
+    mine.push_back((*run_files)[i]);
+  }
+  std::vector<HostResult> results = host_results(mine, *databases, options.jobs, files);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    HostResult& result = results[i];
+    if (!result.note.empty()) outcome.notes.push_back(std::move(result.note));
+    if (!result.analysis.ok()) {
+      outcome.bad_files.emplace_back(result.analysis.status().message());
+    } else if (result.from_database) {
+      outcome.reused.push_back(run.location_of(host_analysis_file_name(mine[i].name)));
+    } else if (!result.written.empty()) {
+      outcome.written.push_back(std::move(result.written));
+    }
+  }
+  return outcome;
 }
 
 absl::StatusOr<AnalysisOutcome> analyze_files(const std::vector<RunFile>& given, const RunDirectory& output,
                                               const AnalysisOptions& options, RunFileReader& files) {
-  return write_all(analyze_each(given, {}, "the files given", options.analyzer, files), output, options);
+  return write_all(analyze_each(given, {}, {}, "the files given", options, files), output, options);
 }
 
 absl::StatusOr<AnalysisOutcome> write_analysis_of_hosts(std::vector<podscope::v1::HostAnalysis> hosts,
@@ -138,10 +331,9 @@ absl::StatusOr<podscope::v1::HostAnalysis> analyze_host_file(const RunFile& file
 
 absl::StatusOr<AnalysisOutcome> analyze_run_files(const RunDirectory& run, const PodAnalyzerOptions& options,
                                                   RunFileReader& files) {
-  std::vector<std::string> notes;
-  absl::StatusOr<std::vector<RunFile>> run_files = run_directory::list_run_files(run, &notes);
-  if (!run_files.ok()) return run_files.status();
-  return analyze_each(*run_files, notes, run.location(), options, files);
+  AnalysisOptions analysis;
+  analysis.analyzer = options;
+  return analyze_run(run, analysis, /*use_databases=*/false, files);
 }
 
 }  // namespace podscope::analysis

@@ -1,12 +1,15 @@
 // The file-touching shell around the pod analysis: reads every *.xplane.pb (and torch.profiler or other Chrome trace)
 // of a run directory, or the files given, through run_directory/ (a local directory or a bucket) one plane at a time
 // (clock offsets and host names come from each file's /host:CPU plane), builds each file's analysis (its step database
-// and every tool's part of it, analysis/tools/tool.h), merges them into the pod's, and writes each tool's files and
-// report.html, a tab per tool, atomically into the same directory. Used by `podscope analyze RUN_DIR` and after every
-// capture. See docs/analysis.md.
+// and every tool's part of it, analysis/tools/tool.h) several files at once, or takes it from the per-host database
+// beside the file, merges them into the pod's, and writes each tool's files and report.html, a tab per tool,
+// atomically into the same directory. Used by `podscope analyze RUN_DIR` and after every capture. See
+// docs/analysis.md.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,12 +23,43 @@ struct AnalysisOptions {
   PodAnalyzerOptions analyzer;
   // Shown at the top of report.html; empty means the run directory's name.
   std::string report_title;
+  // How many of the run's host files are analysed at once: each streamed plane by plane by its own thread.
+  int jobs = 1;
+};
+
+// Per-host databases: each host file's analysis kept beside it as `<host file>.host_analysis.pb` (a
+// podscope.v1.HostAnalysisFile), written by whoever analysed the file, merged instead of the file analysed again while
+// it matches the file beside it (name, size, SHA-256) and this format. Raised whenever what a host's analysis holds or
+// how a file is analysed into one changes: a database of another format is analysed again, never merged.
+inline constexpr std::string_view kHostAnalysisSuffix = ".host_analysis.pb";
+inline constexpr uint32_t kHostAnalysisFormat = 1;
+std::string host_analysis_file_name(std::string_view host_file_name);
+// The bytes of a host file's database: its analysis, tied to the file (its name, size and SHA-256) and this format.
+absl::StatusOr<std::string> host_database(std::string_view host_file_name, uint64_t host_file_size,
+                                          std::string_view host_file_sha256,
+                                          const podscope::v1::HostAnalysis& analysis);
+
+// One shard of a run's hosts: the host files at positions index, index + count, index + 2 × count ... of the run's
+// files in name order (run_directory::list_run_files), so shards 0..count-1 hold every file once.
+struct HostShard {
+  int index = 0;
+  int count = 1;
+};
+
+// What analysing one shard did: the per-host databases written, the hosts whose database was there and matched,
+// the files that could not be read, and why databases beside their files were not used.
+struct ShardOutcome {
+  std::vector<std::string> written;
+  std::vector<std::string> reused;
+  std::vector<std::string> bad_files;
+  std::vector<std::string> notes;
 };
 
 // Fails when the run has no profile file (run_directory::list_run_files) or none of them can be read (naming each);
-// writes nothing then. Files that cannot be read while others can are named in `bad_files` and in the summary. When
-// an output cannot be written (a full disk), ABORTED naming it, and the outputs already written are removed: none
-// stays.
+// writes nothing then. Each host is merged from its per-host database when that matches its file, else analysed and
+// its database written beside it (a database that cannot be written is noted, the analysis goes on). Files that cannot
+// be read while others can are named in `bad_files` and in the summary. When an output cannot be written (a full disk),
+// ABORTED naming it, and the outputs already written are removed: none stays.
 absl::StatusOr<AnalysisOutcome> analyze_run_directory(const run_directory::RunDirectory& run,
                                                       const AnalysisOptions& options = {});
 // The same, reading through `files`, which the caller's other passes over the run share (the pod-trace writer's):
@@ -33,6 +67,12 @@ absl::StatusOr<AnalysisOutcome> analyze_run_directory(const run_directory::RunDi
 absl::StatusOr<AnalysisOutcome> analyze_run_directory(const run_directory::RunDirectory& run,
                                                       const AnalysisOptions& options,
                                                       run_directory::RunFileReader& files);
+
+// Analyses shard `shard` of the run's hosts (options.jobs at once) and writes their per-host databases, writing no
+// pod output: the run's analysis is then the merge of every shard's databases (analyze_run_directory). Fails as
+// analyze_run_directory when the run has no profile file, and InvalidArgument when the shard is not one of count.
+absl::StatusOr<ShardOutcome> analyze_run_shard(const run_directory::RunDirectory& run, HostShard shard,
+                                               const AnalysisOptions& options, run_directory::RunFileReader& files);
 
 // The analysis of the files given (`podscope analyze a.json.gz b.xplane.pb`, run_directory::check_run_files' list) as
 // if they were a run's, its outputs written into `output`; same failures.

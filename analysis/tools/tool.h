@@ -112,6 +112,11 @@ struct AnalysisOutcome {
   // Files that could not be read (empty, truncated, or with lengths that lie: none of their planes is analysed),
   // each naming the file and what was wrong; the other files were analysed.
   std::vector<std::string> bad_files;
+  // How many hosts were merged from their per-host databases instead of analysed (analysis/runner/analysis_runner.h),
+  // and why a database beside a host file was not used: the run's, not any output's (the outputs are the same
+  // either way).
+  size_t hosts_from_databases = 0;
+  std::vector<std::string> database_notes;
 
   // The value of the tool whose result holds a Value.
   template <typename Value>

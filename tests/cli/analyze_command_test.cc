@@ -1,5 +1,5 @@
-// The real `podscope analyze`: names with control bytes reach the terminal escaped, and files given are analysed as
-// a run directory is, their outputs where --out says.
+// The real `podscope analyze`: names with control bytes reach the terminal escaped, files given are analysed as a
+// run directory is, their outputs where --out says, and a run's hosts are analysed shard by shard and then merged.
 #include <sys/wait.h>
 
 #include <gtest/gtest.h>
@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "tests/scratch_directory.h"
 
@@ -105,6 +106,38 @@ TEST(PodscopeAnalyze, FilesGivenAreAnalysedAsADirectoryWithTheOutputsInOut) {
   const Analyzed missing = podscope_analyze(a + " " + (traces.path() / "absent.json").string());
   EXPECT_EQ(missing.status, 2);
   EXPECT_NE(missing.output.find("absent.json is not a file"), std::string::npos) << missing.output;
+}
+
+// `--hosts I/N` on a real 4-rank capture: each shard writes its hosts' databases and no pod output, the same command
+// without --hosts merges them (analysing no host), and a shard that is not one of N is refused naming why.
+TEST(PodscopeAnalyze, ShardsWriteTheirHostsDatabasesAndTheRunWithoutHostsMergesThem) {
+  const podscope::testing::ScratchDirectory run("analyze_shards");
+  for (const auto& entry :
+       fs::directory_iterator(fs::path(PODSCOPE_SOURCE_DIR) / "tests/data/analysis/ring_trainer_offsets")) {
+    fs::copy(entry.path(), run.path());
+  }
+  const std::string dir = run.path().string();
+  for (const auto& [bad, why] :
+       {std::pair{"2/2", "I must be from 0 to N - 1 (1)"}, std::pair{"0/0", "N must be at least 1"},
+        std::pair{"1", "expected I/N"}, std::pair{"a/b", "expected I/N"}}) {
+    const Analyzed refused = podscope_analyze(dir + " --hosts " + bad);
+    EXPECT_EQ(refused.status, 2) << refused.output;
+    EXPECT_NE(refused.output.find(why), std::string::npos) << refused.output;
+  }
+  for (const char* shard : {"0/2", "1/2"}) {
+    const Analyzed analyzed = podscope_analyze(dir + " --jobs 2 --hosts " + shard);
+    ASSERT_EQ(analyzed.status, 0) << analyzed.output;
+    EXPECT_NE(analyzed.output.find("shard " + std::string(shard) + ": 2 host databases"), std::string::npos)
+        << analyzed.output;
+  }
+  EXPECT_FALSE(fs::exists(run.path() / "report.html"));
+  for (int host = 0; host < 4; ++host) {
+    EXPECT_TRUE(fs::exists(run.path() / ("host" + std::to_string(host) + ".xplane.pb.host_analysis.pb"))) << host;
+  }
+  const Analyzed merged = podscope_analyze(dir);
+  ASSERT_EQ(merged.status, 0) << merged.output;
+  EXPECT_NE(merged.output.find("4 of 4 hosts merged from their host databases"), std::string::npos) << merged.output;
+  EXPECT_TRUE(fs::exists(run.path() / "report.html"));
 }
 
 }  // namespace

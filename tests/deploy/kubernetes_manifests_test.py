@@ -1,7 +1,8 @@
 """deploy/kubernetes, checked without a cluster: every manifest parses (python3-yaml) and keeps the invariants
 that tie it to the code and the shipped configs — ports are the configs' defaults, probes hit the path the
 metrics server serves, the socket's hostPath holds the agent's default socket, the agent's memory limit covers
-its measured baseline plus the capture budget of configs/agent.yaml, and GPU/TPU taints are tolerated."""
+its measured baseline plus the capture budget of configs/agent.yaml, GPU/TPU taints are tolerated, and the analysis'
+Indexed Job gives each of its N pods its own shard I/N of the run's hosts."""
 import glob
 import os
 import re
@@ -149,6 +150,30 @@ class KubernetesManifestsTest(unittest.TestCase):
         budget += sum(v for k, v in self.agent_config.items() if k.startswith("recorder") and k.endswith("_mb"))
         self.assertGreaterEqual(mebibytes(resources["limits"]["memory"]), AGENT_BASELINE_MIB + budget)
         self.assertGreaterEqual(mebibytes(resources["requests"]["memory"]), AGENT_BASELINE_MIB)
+
+    def test_the_analysis_job_gives_each_pod_its_own_shard_of_the_runs_hosts(self):
+        job = self.one("Job", "podscope-analyze")["spec"]
+        self.assertEqual(job["completionMode"], "Indexed")
+        self.assertLessEqual(job["parallelism"], job["completions"])
+        container = job["template"]["spec"]["containers"][0]
+        env = {e["name"]: e for e in container["env"]}
+        # --hosts I/N with I the pod's index and N the completions: shards 0..N-1, each host in exactly one.
+        self.assertEqual(container["command"], ["podscope"])
+        self.assertEqual(container["args"][:2], ["analyze", "$(PODSCOPE_RUN)"])
+        self.assertIn("--hosts=$(JOB_COMPLETION_INDEX)/$(SHARDS)", container["args"])
+        self.assertEqual(int(env["SHARDS"]["value"]), job["completions"])
+        self.assertEqual(env["JOB_COMPLETION_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"],
+                         "metadata.annotations['batch.kubernetes.io/job-completion-index']")
+        # The image whose package installs the CLI, and every flag one `podscope analyze` takes.
+        self.assertEqual(container["image"], self.container("Deployment", "podscope-coordinator")["image"])
+        self.assertIn("COMPONENT coordinator", read("cli/CMakeLists.txt"))
+        flags = {a.split("=", 1)[0] for a in container["args"] if a.startswith("--")}
+        self.assertLessEqual(flags, set(re.findall(r'add_option\("(--[a-z-]+)"', read("cli/analyze_command.cc"))))
+        # As many jobs as the cores it may use; read-only but for a /tmp of its own.
+        jobs = int(next(a for a in container["args"] if a.startswith("--jobs=")).split("=", 1)[1])
+        self.assertLessEqual(jobs, int(container["resources"]["limits"]["cpu"]))
+        self.assertTrue(container["securityContext"]["readOnlyRootFilesystem"])
+        self.assertEqual({m["mountPath"] for m in container["volumeMounts"]}, {"/tmp"})
 
 
 if __name__ == "__main__":

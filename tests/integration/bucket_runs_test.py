@@ -186,6 +186,8 @@ class BucketRuns(unittest.TestCase):
         names = {k.rsplit("/", 1)[1] for k in objects}
         hosts = {a.replace(":", "_") + ".xplane.pb" for _, a in self.agents}
         self.assertTrue(hosts <= names, names)
+        # Each agent also wrote its capture's analysis beside its file: the host's database, which analyses merge.
+        self.assertTrue({h + ".host_analysis.pb" for h in hosts} <= names, names)
         for name in ("capture.json", "report.html", "pod_viewer.json", "memory_profile.pb"):
             self.assertIn(name, names)
         # The merged traces would take every host's bytes through the CLI: `podscope analyze` makes them.
@@ -207,6 +209,7 @@ class BucketRuns(unittest.TestCase):
         self.assertEqual(analyzed.returncode, 0, analyzed.stdout + analyzed.stderr)
         self.assertIn(f"wrote s3://runs/team/logs/plugins/profile/{run}/report.html", analyzed.stdout)
         self.assertIn(f"wrote s3://runs/team/logs/plugins/profile/{run}/pod.perfetto-trace", analyzed.stdout)
+        self.assertIn(f"{len(hosts)} of {len(hosts)} hosts merged from their host databases", analyzed.stdout)
         for name in outputs:
             self.assertEqual(captured[name], self.boto3().get_object(
                 Bucket="runs", Key=f"team/logs/plugins/profile/{run}/{name}")["Body"].read(), name)
@@ -217,6 +220,7 @@ class BucketRuns(unittest.TestCase):
                 self.boto3().download_file("runs", key, os.path.join(local, key.rsplit("/", 1)[1]))
         copy = self.podscope("analyze", local)
         self.assertEqual(copy.returncode, 0, copy.stdout + copy.stderr)
+        self.assertIn(f"0 of {len(hosts)} hosts merged from their host databases", copy.stdout)
         # Read from the bucket by our reader, or from the copy boto3 made, the run analyses to the same bytes: what we
         # stream from the bucket is what boto3 reads, and both readings take the hosts' clocks from capture.json.
         for name in outputs:
@@ -287,7 +291,8 @@ class BucketRuns(unittest.TestCase):
         env = dict(self.env, S3_ENDPOINT=self.s3.endpoint, S3_USE_HTTPS="0", S3_VERIFY_SSL="0")
         listed = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
         self.assertEqual(listed.returncode, 0, listed.stderr)
-        self.assertEqual(listed.stdout.count(".xplane.pb"), 2, listed.stdout)
+        # Two hosts (the hosts' databases beside them, `<host file>.host_analysis.pb`, are no host files).
+        self.assertEqual(listed.stdout.count(".xplane.pb'"), 2, listed.stdout)
         self.assertIn("/capture.json", listed.stdout)
 
     def test_a_wrong_key_or_a_missing_bucket_fails_before_capturing_naming_the_bucket(self):

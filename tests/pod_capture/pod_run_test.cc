@@ -106,10 +106,12 @@ TEST(RunPod, WritesTheRunAnalysesItAndSummarizesBoth) {
       << "the analysis summary follows the capture summary";
 }
 
-// The analysis' outputs: what a run directory holds beyond the capture's own files.
+// The analysis' outputs: what a run directory holds beyond the capture's own files and the hosts' databases (each
+// whole and tied to its host file, so it passes for nothing but that host's analysis).
 bool is_analysis_output(const std::filesystem::path& path) {
   const std::string name = path.filename().string();
-  return !name.ends_with(".xplane.pb") && name != "capture.json" && !name.starts_with("pod.");
+  return !name.ends_with(".xplane.pb") && !name.ends_with(".host_analysis.pb") && name != "capture.json" &&
+         !name.starts_with("pod.");
 }
 
 // What a file takes on a tmpfs: whole pages.
