@@ -36,7 +36,7 @@ class KubernetesManifestsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.docs = []
-        for path in sorted(glob.glob(os.path.join(SOURCE, "deploy/kubernetes/*.yaml"))):
+        for path in sorted(glob.glob(os.path.join(SOURCE, "deploy/kubernetes/**/*.yaml"), recursive=True)):
             with open(path) as f:
                 cls.docs += [d for d in yaml.safe_load_all(f) if d]
         cls.agent_config = yaml.safe_load(read("configs/agent.yaml"))
