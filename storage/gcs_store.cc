@@ -178,74 +178,13 @@ class GcsWriter : public ObjectWriter {
   absl::Status status_;
 };
 
-// Reads an object's media as it arrives; a broken connection is resumed with a range of the same generation.
-class GcsReader : public ObjectReader {
- public:
-  GcsReader(GcsStore& store, std::string key) : store_(store), key_(std::move(key)) {}
-
-  absl::Status start() {
-    absl::StatusOr<HttpResponse> failed;
-    for (int attempt = 0; attempt < 5; ++attempt) {
-      absl::StatusOr<std::string> authorization = store_.authorization();
-      if (!authorization.ok()) return authorization.status();
-      HttpRequest request;
-      request.url = store_.api_url(key_) + "?alt=media" + (generation_.empty() ? "" : "&generation=" + generation_);
-      if (!authorization->empty()) request.headers.push_back("Authorization: " + *authorization);
-      if (offset_ > 0) request.headers.push_back("Range: bytes=" + std::to_string(offset_) + "-");
-      absl::StatusOr<std::unique_ptr<HttpStream>> stream = HttpStream::open(request);
-      if (!stream.ok()) {
-        failed = stream.status();
-        back_off(attempt);
-        continue;
-      }
-      const long status = (*stream)->status();
-      if (status == 200 || status == 206) {
-        if (generation_.empty()) generation_ = (*stream)->header("x-goog-generation");
-        stream_ = std::move(*stream);
-        return absl::OkStatus();
-      }
-      HttpResponse answer;
-      answer.status = status;
-      answer.body = (*stream)->read_all(1 << 20).value_or("");
-      failed = answer;
-      if (!is_transient(failed)) break;
-      back_off(attempt);
-    }
-    return store_.error_of(failed, "reading", key_);
-  }
-
-  absl::StatusOr<size_t> read(char* buffer, size_t size) override {
-    for (int resumes = 0;; ++resumes) {
-      absl::StatusOr<size_t> n = stream_->read(buffer, size);
-      if (n.ok()) {
-        offset_ += *n;
-        return n;
-      }
-      if (resumes >= 3) return n.status();
-      stream_.reset();
-      if (absl::Status s = start(); !s.ok()) return s;
-    }
-  }
-
- private:
-  GcsStore& store_;
-  std::string key_;
-  std::unique_ptr<HttpStream> stream_;
-  std::string generation_;
-  uint64_t offset_ = 0;
-};
-
 }  // namespace
 
 GcsStore::GcsStore(Location root, std::shared_ptr<GoogleCredentials> credentials)
-    : root_(std::move(root)), credentials_(std::move(credentials)) {}
-
-std::string GcsStore::key_of(std::string_view name) const {
-  return root_.key.empty() ? std::string(name) : root_.key + "/" + std::string(name);
-}
+    : Store(std::move(root)), credentials_(std::move(credentials)) {}
 
 std::string GcsStore::api_url(const std::string& key) const {
-  return endpoint() + "/storage/v1/b/" + uri_encode(root_.bucket, false) + "/o/" + uri_encode(key, false);
+  return endpoint() + "/storage/v1/b/" + uri_encode(root().bucket, false) + "/o/" + uri_encode(key, false);
 }
 
 absl::StatusOr<HttpResponse> GcsStore::call(const std::string& method, const std::string& url,
@@ -273,7 +212,7 @@ absl::Status GcsStore::error_of(const absl::StatusOr<HttpResponse>& answer, cons
     case 403: return absl::PermissionDeniedError(where + ": refused (" + said + ")");
     case 404:
       if (said.find("ucket") != std::string::npos) {
-        return absl::NotFoundError(where + ": bucket \"" + root_.bucket + "\" does not exist (" + said + ")");
+        return absl::NotFoundError(where + ": bucket \"" + root().bucket + "\" does not exist (" + said + ")");
       }
       return absl::NotFoundError(where + ": not found (" + said + ")");
     case 400: return absl::InvalidArgumentError(where + ": " + said);
@@ -284,7 +223,7 @@ absl::Status GcsStore::error_of(const absl::StatusOr<HttpResponse>& answer, cons
 }
 
 absl::StatusOr<std::string> GcsStore::begin_upload(const std::string& key) {
-  const std::string url = endpoint() + "/upload/storage/v1/b/" + uri_encode(root_.bucket, false) +
+  const std::string url = endpoint() + "/upload/storage/v1/b/" + uri_encode(root().bucket, false) +
                           "/o?uploadType=resumable&name=" + uri_encode(key, false);
   const absl::StatusOr<HttpResponse> begun = call("POST", url, {"Content-Type: application/json; charset=UTF-8"}, "{}");
   if (!begun.ok() || begun->status != 200 || begun->header("location").empty()) {
@@ -297,20 +236,32 @@ absl::StatusOr<std::unique_ptr<ObjectWriter>> GcsStore::create(std::string_view 
   return std::make_unique<GcsWriter>(*this, key_of(name));
 }
 
+// The media of one generation: a resumed read asks for the generation its first answer named.
 absl::StatusOr<std::unique_ptr<ObjectReader>> GcsStore::open(std::string_view name) {
-  auto reader = std::make_unique<GcsReader>(*this, key_of(name));
-  if (absl::Status s = reader->start(); !s.ok()) return s;
-  return reader;
+  const std::string key = key_of(name);
+  auto open_range = [this, key](uint64_t offset,
+                                const std::string& generation) -> absl::StatusOr<std::unique_ptr<HttpStream>> {
+    absl::StatusOr<std::string> authorization = credentials_->authorization();
+    if (!authorization.ok()) return authorization.status();
+    HttpRequest request;
+    request.url = api_url(key) + "?alt=media" + (generation.empty() ? "" : "&generation=" + generation);
+    if (!authorization->empty()) request.headers.push_back("Authorization: " + *authorization);
+    if (offset > 0) request.headers.push_back("Range: bytes=" + std::to_string(offset) + "-");
+    return HttpStream::open(request);
+  };
+  return ResumingHttpReader::open(
+      open_range, "x-goog-generation",
+      [this, key](const absl::StatusOr<HttpResponse>& answer) { return error_of(answer, "reading", key); });
 }
 
 absl::StatusOr<std::vector<ObjectInfo>> GcsStore::list(std::string_view prefix) {
   const std::string full_prefix = key_of(prefix);
-  const size_t strip = root_.key.empty() ? 0 : root_.key.size() + 1;
+  const size_t strip = root().key.empty() ? 0 : root().key.size() + 1;
   std::vector<ObjectInfo> out;
   std::string token;
   while (true) {
-    std::string url =
-        endpoint() + "/storage/v1/b/" + uri_encode(root_.bucket, false) + "/o?prefix=" + uri_encode(full_prefix, false);
+    std::string url = endpoint() + "/storage/v1/b/" + uri_encode(root().bucket, false) +
+                      "/o?prefix=" + uri_encode(full_prefix, false);
     if (!token.empty()) url += "&pageToken=" + uri_encode(token, false);
     const absl::StatusOr<HttpResponse> page = call("GET", url);
     if (!page.ok() || page->status != 200) return error_of(page, "listing", full_prefix);
