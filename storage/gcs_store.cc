@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/numbers.h"
+#include "storage/parted_writer.h"
 #include "storage/s3_store.h"
 
 namespace podscope::storage {
@@ -41,56 +42,29 @@ void back_off(int attempt) { std::this_thread::sleep_for(std::chrono::millisecon
 
 // Writes an object through one resumable session: chunks go as they fill, each resent from where the service says
 // it holds the upload when a request fails; the last carries the object's MD5, which the service checks.
-class GcsWriter : public ObjectWriter {
+class GcsWriter : public PartedWriter {
  public:
-  GcsWriter(GcsStore& store, std::string key) : store_(store), key_(std::move(key)) {
+  GcsWriter(GcsStore& store, std::string key)
+      : PartedWriter(store.object_url(key), kChunkBytes), store_(store), key_(std::move(key)) {
     md5_.reset(EVP_MD_CTX_new());
     EVP_DigestInit_ex(md5_.get(), EVP_md5(), nullptr);
-    chunk_.reserve(kChunkBytes);
   }
   ~GcsWriter() override { abort(); }
 
-  absl::Status write(std::string_view bytes) override {
-    if (!status_.ok()) return status_;
-    if (finished_) return absl::FailedPreconditionError("writing " + store_.object_url(key_) + " after its end");
-    EVP_DigestUpdate(md5_.get(), bytes.data(), bytes.size());
-    written_ += bytes.size();
-    while (!bytes.empty()) {
-      const size_t n = std::min(bytes.size(), kChunkBytes - chunk_.size());
-      chunk_.append(bytes.data(), n);
-      bytes.remove_prefix(n);
-      if (chunk_.size() == kChunkBytes) {
-        if (absl::Status s = send_chunk(false); !s.ok()) return fail(s);
-      }
-    }
-    return absl::OkStatus();
-  }
+ private:
+  absl::Status send_full_part() override { return send_chunk(false); }
 
-  absl::Status commit() override {
-    if (!status_.ok()) return status_;
-    if (finished_) return absl::FailedPreconditionError("committing " + store_.object_url(key_) + " twice");
-    finished_ = true;
-    if (absl::Status s = send_chunk(true); !s.ok()) return fail(s);
+  absl::Status finish() override {
+    if (absl::Status s = send_chunk(true); !s.ok()) return s;
     session_.clear();
     return absl::OkStatus();
   }
 
-  void abort() override {
-    finished_ = true;
-    chunk_ = std::string();
+  void give_up() override {
     if (session_.empty()) return;
     // A cancelled session leaves nothing; one left behind is never an object and expires within a week.
     store_.call("DELETE", session_).IgnoreError();
     session_.clear();
-  }
-
-  uint64_t bytes_written() const override { return written_; }
-
- private:
-  absl::Status fail(absl::Status status) {
-    status_ = std::move(status);
-    abort();
-    return status_;
   }
 
   std::string md5_of_all() {
@@ -102,17 +76,18 @@ class GcsWriter : public ObjectWriter {
 
   // Sends the chunk held (at offset_ of the object), the last one when `last`.
   absl::Status send_chunk(bool last) {
+    EVP_DigestUpdate(md5_.get(), part_.data(), part_.size());
     if (session_.empty()) {
       absl::StatusOr<std::string> session = store_.begin_upload(key_);
       if (!session.ok()) return session.status();
       session_ = *session;
     }
     const std::string md5 = last ? md5_of_all() : "";
-    const uint64_t end = offset_ + chunk_.size();
-    size_t sent_from = 0;  // of chunk_
+    const uint64_t end = offset_ + part_.size();
+    size_t sent_from = 0;  // of part_
     absl::StatusOr<HttpResponse> answer;
     for (int attempt = 0; attempt < 6; ++attempt) {
-      const std::string_view rest = std::string_view(chunk_).substr(sent_from);
+      const std::string_view rest = std::string_view(part_).substr(sent_from);
       const uint64_t from = offset_ + sent_from;
       std::vector<std::string> headers;
       const std::string total = last ? std::to_string(end) : "*";
@@ -126,7 +101,7 @@ class GcsWriter : public ObjectWriter {
         const uint64_t held = persisted_bytes(*answer);
         if (held >= end && !last) {
           offset_ = end;
-          chunk_.clear();
+          part_.clear();
           return absl::OkStatus();
         }
         sent_from = static_cast<size_t>(std::max(held, offset_) - offset_);
@@ -170,12 +145,8 @@ class GcsWriter : public ObjectWriter {
   GcsStore& store_;
   std::string key_;
   std::string session_;
-  std::string chunk_;
   uint64_t offset_ = 0;
   std::unique_ptr<EVP_MD_CTX, MdDeleter> md5_;
-  uint64_t written_ = 0;
-  bool finished_ = false;
-  absl::Status status_;
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/numbers.h"
+#include "storage/parted_writer.h"
 #include "storage/xml.h"
 
 namespace podscope::storage {
@@ -126,41 +127,27 @@ class PartSenders {
 // Writes an object as it comes: what fits in one part is one PutObject at commit; beyond, a multipart upload whose
 // parts go as they fill, several at once (PartSenders). Every request is retried when transient; the upload is
 // aborted unless completed.
-class S3Writer : public ObjectWriter {
+class S3Writer : public PartedWriter {
  public:
-  S3Writer(S3Store& store, std::string key) : store_(store), key_(std::move(key)) { part_.reserve(kPartBytes); }
+  S3Writer(S3Store& store, std::string key)
+      : PartedWriter(store.object_url(key), kPartBytes), store_(store), key_(std::move(key)) {}
   ~S3Writer() override { abort(); }
 
-  absl::Status write(std::string_view bytes) override {
-    if (!status_.ok()) return status_;
-    if (finished_) return absl::FailedPreconditionError("writing " + store_.object_url(key_) + " after its end");
-    written_ += bytes.size();
-    while (!bytes.empty()) {
-      const size_t n = std::min(bytes.size(), kPartBytes - part_.size());
-      part_.append(bytes.data(), n);
-      bytes.remove_prefix(n);
-      if (part_.size() == kPartBytes) {
-        if (absl::Status s = send_part(); !s.ok()) return fail(s);
-      }
-    }
-    return absl::OkStatus();
-  }
+ private:
+  absl::Status send_full_part() override { return send_part(); }
 
-  absl::Status commit() override {
-    if (!status_.ok()) return status_;
-    if (finished_) return absl::FailedPreconditionError("committing " + store_.object_url(key_) + " twice");
-    finished_ = true;
+  absl::Status finish() override {
     if (upload_id_.empty()) {
       const absl::StatusOr<HttpResponse> put =
           store_.call("PUT", key_, "", {"Content-MD5: " + md5_base64(part_)}, part_);
-      if (!put.ok() || put->status != 200) return fail(store_.error_of(put, "writing", key_));
+      if (!put.ok() || put->status != 200) return store_.error_of(put, "writing", key_);
       return absl::OkStatus();
     }
     if (!part_.empty()) {
-      if (absl::Status s = send_part(); !s.ok()) return fail(s);
+      if (absl::Status s = send_part(); !s.ok()) return s;
     }
     absl::StatusOr<std::vector<std::string>> etags = senders_->finish();
-    if (!etags.ok()) return fail(etags.status());
+    if (!etags.ok()) return etags.status();
     std::string body = "<CompleteMultipartUpload>";
     for (size_t i = 0; i < etags->size(); ++i) {
       body += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + (*etags)[i] + "</ETag></Part>";
@@ -170,30 +157,19 @@ class S3Writer : public ObjectWriter {
         store_.call("POST", key_, "uploadId=" + uri_encode(upload_id_, false), {"Content-Type: application/xml"}, body);
     // S3 may answer 200 and report the failure in the body.
     if (!done.ok() || done->status != 200 || done->body.find("<Error>") != std::string::npos) {
-      return fail(store_.error_of(done, "completing the upload of", key_));
+      return store_.error_of(done, "completing the upload of", key_);
     }
     upload_id_.clear();
     return absl::OkStatus();
   }
 
-  void abort() override {
-    finished_ = true;
-    part_ = std::string();
+  void give_up() override {
     if (upload_id_.empty()) return;
     if (senders_) senders_->cancel();
     senders_.reset();  // the parts being sent end first
     // Best effort: an upload left behind is never an object, and buckets' lifecycle rules clear such uploads.
     store_.call("DELETE", key_, "uploadId=" + uri_encode(upload_id_, false)).IgnoreError();
     upload_id_.clear();
-  }
-
-  uint64_t bytes_written() const override { return written_; }
-
- private:
-  absl::Status fail(absl::Status status) {
-    status_ = std::move(status);
-    abort();
-    return status_;
   }
 
   absl::Status send_part() {
@@ -213,13 +189,9 @@ class S3Writer : public ObjectWriter {
 
   S3Store& store_;
   std::string key_;
-  std::string part_;
   std::string upload_id_;
   std::unique_ptr<PartSenders> senders_;
   int parts_ = 0;
-  uint64_t written_ = 0;
-  bool finished_ = false;
-  absl::Status status_;
 };
 
 }  // namespace
