@@ -2,7 +2,6 @@
 
 #include <simdjson.h>
 
-#include <boost/property_tree/ini_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 #include <cstdlib>
 #include <ctime>
@@ -13,6 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "storage/ini.h"
 #include "storage/xml.h"
 
 namespace podscope::storage {
@@ -41,15 +41,9 @@ std::string profile_name() {
 // One profile's keys from an INI file: the credentials file names sections by the profile, the config file as
 // "profile NAME" (but "default").
 std::optional<boost::property_tree::ptree> ini_section(const std::string& path, const std::string& section) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  boost::property_tree::ptree tree;
-  try {
-    boost::property_tree::read_ini(in, tree);
-  } catch (const boost::property_tree::ini_parser_error&) {
-    return std::nullopt;
-  }
-  const auto child = tree.get_child_optional(boost::property_tree::ptree::path_type(section, '\0'));
+  const std::optional<boost::property_tree::ptree> tree = read_ini(path);
+  if (!tree) return std::nullopt;
+  const auto child = tree->get_child_optional(boost::property_tree::ptree::path_type(section, '\0'));
   if (!child) return std::nullopt;
   return *child;
 }

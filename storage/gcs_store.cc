@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/numbers.h"
+#include "storage/parted_writer.h"
 #include "storage/s3_store.h"
 
 namespace podscope::storage {
@@ -41,56 +42,29 @@ void back_off(int attempt) { std::this_thread::sleep_for(std::chrono::millisecon
 
 // Writes an object through one resumable session: chunks go as they fill, each resent from where the service says
 // it holds the upload when a request fails; the last carries the object's MD5, which the service checks.
-class GcsWriter : public ObjectWriter {
+class GcsWriter : public PartedWriter {
  public:
-  GcsWriter(GcsStore& store, std::string key) : store_(store), key_(std::move(key)) {
+  GcsWriter(GcsStore& store, std::string key)
+      : PartedWriter(store.object_url(key), kChunkBytes), store_(store), key_(std::move(key)) {
     md5_.reset(EVP_MD_CTX_new());
     EVP_DigestInit_ex(md5_.get(), EVP_md5(), nullptr);
-    chunk_.reserve(kChunkBytes);
   }
   ~GcsWriter() override { abort(); }
 
-  absl::Status write(std::string_view bytes) override {
-    if (!status_.ok()) return status_;
-    if (finished_) return absl::FailedPreconditionError("writing " + store_.object_url(key_) + " after its end");
-    EVP_DigestUpdate(md5_.get(), bytes.data(), bytes.size());
-    written_ += bytes.size();
-    while (!bytes.empty()) {
-      const size_t n = std::min(bytes.size(), kChunkBytes - chunk_.size());
-      chunk_.append(bytes.data(), n);
-      bytes.remove_prefix(n);
-      if (chunk_.size() == kChunkBytes) {
-        if (absl::Status s = send_chunk(false); !s.ok()) return fail(s);
-      }
-    }
-    return absl::OkStatus();
-  }
+ private:
+  absl::Status send_full_part() override { return send_chunk(false); }
 
-  absl::Status commit() override {
-    if (!status_.ok()) return status_;
-    if (finished_) return absl::FailedPreconditionError("committing " + store_.object_url(key_) + " twice");
-    finished_ = true;
-    if (absl::Status s = send_chunk(true); !s.ok()) return fail(s);
+  absl::Status finish() override {
+    if (absl::Status s = send_chunk(true); !s.ok()) return s;
     session_.clear();
     return absl::OkStatus();
   }
 
-  void abort() override {
-    finished_ = true;
-    chunk_ = std::string();
+  void give_up() override {
     if (session_.empty()) return;
     // A cancelled session leaves nothing; one left behind is never an object and expires within a week.
     store_.call("DELETE", session_).IgnoreError();
     session_.clear();
-  }
-
-  uint64_t bytes_written() const override { return written_; }
-
- private:
-  absl::Status fail(absl::Status status) {
-    status_ = std::move(status);
-    abort();
-    return status_;
   }
 
   std::string md5_of_all() {
@@ -102,17 +76,18 @@ class GcsWriter : public ObjectWriter {
 
   // Sends the chunk held (at offset_ of the object), the last one when `last`.
   absl::Status send_chunk(bool last) {
+    EVP_DigestUpdate(md5_.get(), part_.data(), part_.size());
     if (session_.empty()) {
       absl::StatusOr<std::string> session = store_.begin_upload(key_);
       if (!session.ok()) return session.status();
       session_ = *session;
     }
     const std::string md5 = last ? md5_of_all() : "";
-    const uint64_t end = offset_ + chunk_.size();
-    size_t sent_from = 0;  // of chunk_
+    const uint64_t end = offset_ + part_.size();
+    size_t sent_from = 0;  // of part_
     absl::StatusOr<HttpResponse> answer;
     for (int attempt = 0; attempt < 6; ++attempt) {
-      const std::string_view rest = std::string_view(chunk_).substr(sent_from);
+      const std::string_view rest = std::string_view(part_).substr(sent_from);
       const uint64_t from = offset_ + sent_from;
       std::vector<std::string> headers;
       const std::string total = last ? std::to_string(end) : "*";
@@ -126,7 +101,7 @@ class GcsWriter : public ObjectWriter {
         const uint64_t held = persisted_bytes(*answer);
         if (held >= end && !last) {
           offset_ = end;
-          chunk_.clear();
+          part_.clear();
           return absl::OkStatus();
         }
         sent_from = static_cast<size_t>(std::max(held, offset_) - offset_);
@@ -170,82 +145,17 @@ class GcsWriter : public ObjectWriter {
   GcsStore& store_;
   std::string key_;
   std::string session_;
-  std::string chunk_;
   uint64_t offset_ = 0;
   std::unique_ptr<EVP_MD_CTX, MdDeleter> md5_;
-  uint64_t written_ = 0;
-  bool finished_ = false;
-  absl::Status status_;
-};
-
-// Reads an object's media as it arrives; a broken connection is resumed with a range of the same generation.
-class GcsReader : public ObjectReader {
- public:
-  GcsReader(GcsStore& store, std::string key) : store_(store), key_(std::move(key)) {}
-
-  absl::Status start() {
-    absl::StatusOr<HttpResponse> failed;
-    for (int attempt = 0; attempt < 5; ++attempt) {
-      absl::StatusOr<std::string> authorization = store_.authorization();
-      if (!authorization.ok()) return authorization.status();
-      HttpRequest request;
-      request.url = store_.api_url(key_) + "?alt=media" + (generation_.empty() ? "" : "&generation=" + generation_);
-      if (!authorization->empty()) request.headers.push_back("Authorization: " + *authorization);
-      if (offset_ > 0) request.headers.push_back("Range: bytes=" + std::to_string(offset_) + "-");
-      absl::StatusOr<std::unique_ptr<HttpStream>> stream = HttpStream::open(request);
-      if (!stream.ok()) {
-        failed = stream.status();
-        back_off(attempt);
-        continue;
-      }
-      const long status = (*stream)->status();
-      if (status == 200 || status == 206) {
-        if (generation_.empty()) generation_ = (*stream)->header("x-goog-generation");
-        stream_ = std::move(*stream);
-        return absl::OkStatus();
-      }
-      HttpResponse answer;
-      answer.status = status;
-      answer.body = (*stream)->read_all(1 << 20).value_or("");
-      failed = answer;
-      if (!is_transient(failed)) break;
-      back_off(attempt);
-    }
-    return store_.error_of(failed, "reading", key_);
-  }
-
-  absl::StatusOr<size_t> read(char* buffer, size_t size) override {
-    for (int resumes = 0;; ++resumes) {
-      absl::StatusOr<size_t> n = stream_->read(buffer, size);
-      if (n.ok()) {
-        offset_ += *n;
-        return n;
-      }
-      if (resumes >= 3) return n.status();
-      stream_.reset();
-      if (absl::Status s = start(); !s.ok()) return s;
-    }
-  }
-
- private:
-  GcsStore& store_;
-  std::string key_;
-  std::unique_ptr<HttpStream> stream_;
-  std::string generation_;
-  uint64_t offset_ = 0;
 };
 
 }  // namespace
 
 GcsStore::GcsStore(Location root, std::shared_ptr<GoogleCredentials> credentials)
-    : root_(std::move(root)), credentials_(std::move(credentials)) {}
-
-std::string GcsStore::key_of(std::string_view name) const {
-  return root_.key.empty() ? std::string(name) : root_.key + "/" + std::string(name);
-}
+    : Store(std::move(root)), credentials_(std::move(credentials)) {}
 
 std::string GcsStore::api_url(const std::string& key) const {
-  return endpoint() + "/storage/v1/b/" + uri_encode(root_.bucket, false) + "/o/" + uri_encode(key, false);
+  return endpoint() + "/storage/v1/b/" + uri_encode(root().bucket, false) + "/o/" + uri_encode(key, false);
 }
 
 absl::StatusOr<HttpResponse> GcsStore::call(const std::string& method, const std::string& url,
@@ -273,7 +183,7 @@ absl::Status GcsStore::error_of(const absl::StatusOr<HttpResponse>& answer, cons
     case 403: return absl::PermissionDeniedError(where + ": refused (" + said + ")");
     case 404:
       if (said.find("ucket") != std::string::npos) {
-        return absl::NotFoundError(where + ": bucket \"" + root_.bucket + "\" does not exist (" + said + ")");
+        return absl::NotFoundError(where + ": bucket \"" + root().bucket + "\" does not exist (" + said + ")");
       }
       return absl::NotFoundError(where + ": not found (" + said + ")");
     case 400: return absl::InvalidArgumentError(where + ": " + said);
@@ -284,7 +194,7 @@ absl::Status GcsStore::error_of(const absl::StatusOr<HttpResponse>& answer, cons
 }
 
 absl::StatusOr<std::string> GcsStore::begin_upload(const std::string& key) {
-  const std::string url = endpoint() + "/upload/storage/v1/b/" + uri_encode(root_.bucket, false) +
+  const std::string url = endpoint() + "/upload/storage/v1/b/" + uri_encode(root().bucket, false) +
                           "/o?uploadType=resumable&name=" + uri_encode(key, false);
   const absl::StatusOr<HttpResponse> begun = call("POST", url, {"Content-Type: application/json; charset=UTF-8"}, "{}");
   if (!begun.ok() || begun->status != 200 || begun->header("location").empty()) {
@@ -297,20 +207,32 @@ absl::StatusOr<std::unique_ptr<ObjectWriter>> GcsStore::create(std::string_view 
   return std::make_unique<GcsWriter>(*this, key_of(name));
 }
 
+// The media of one generation: a resumed read asks for the generation its first answer named.
 absl::StatusOr<std::unique_ptr<ObjectReader>> GcsStore::open(std::string_view name) {
-  auto reader = std::make_unique<GcsReader>(*this, key_of(name));
-  if (absl::Status s = reader->start(); !s.ok()) return s;
-  return reader;
+  const std::string key = key_of(name);
+  auto open_range = [this, key](uint64_t offset,
+                                const std::string& generation) -> absl::StatusOr<std::unique_ptr<HttpStream>> {
+    absl::StatusOr<std::string> authorization = credentials_->authorization();
+    if (!authorization.ok()) return authorization.status();
+    HttpRequest request;
+    request.url = api_url(key) + "?alt=media" + (generation.empty() ? "" : "&generation=" + generation);
+    if (!authorization->empty()) request.headers.push_back("Authorization: " + *authorization);
+    if (offset > 0) request.headers.push_back("Range: bytes=" + std::to_string(offset) + "-");
+    return HttpStream::open(request);
+  };
+  return ResumingHttpReader::open(
+      open_range, "x-goog-generation",
+      [this, key](const absl::StatusOr<HttpResponse>& answer) { return error_of(answer, "reading", key); });
 }
 
 absl::StatusOr<std::vector<ObjectInfo>> GcsStore::list(std::string_view prefix) {
   const std::string full_prefix = key_of(prefix);
-  const size_t strip = root_.key.empty() ? 0 : root_.key.size() + 1;
+  const size_t strip = root().key.empty() ? 0 : root().key.size() + 1;
   std::vector<ObjectInfo> out;
   std::string token;
   while (true) {
-    std::string url =
-        endpoint() + "/storage/v1/b/" + uri_encode(root_.bucket, false) + "/o?prefix=" + uri_encode(full_prefix, false);
+    std::string url = endpoint() + "/storage/v1/b/" + uri_encode(root().bucket, false) +
+                      "/o?prefix=" + uri_encode(full_prefix, false);
     if (!token.empty()) url += "&pageToken=" + uri_encode(token, false);
     const absl::StatusOr<HttpResponse> page = call("GET", url);
     if (!page.ok() || page->status != 200) return error_of(page, "listing", full_prefix);

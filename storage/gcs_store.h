@@ -20,7 +20,6 @@ class GcsStore : public Store {
  public:
   GcsStore(Location root, std::shared_ptr<GoogleCredentials> credentials);
 
-  const Location& root() const override { return root_; }
   std::string credential_source() const override { return credentials_->source(); }
   absl::StatusOr<std::unique_ptr<ObjectWriter>> create(std::string_view name, LocalDurability durability) override;
   absl::StatusOr<std::unique_ptr<ObjectReader>> open(std::string_view name) override;
@@ -34,17 +33,14 @@ class GcsStore : public Store {
   absl::StatusOr<HttpResponse> call(const std::string& method, const std::string& url,
                                     std::vector<std::string> headers = {}, std::string_view body = {});
   absl::Status error_of(const absl::StatusOr<HttpResponse>& answer, const std::string& what, const std::string& key);
-  std::string key_of(std::string_view name) const;
-  std::string object_url(const std::string& key) const { return "gs://" + root_.bucket + "/" + key; }
+  std::string object_url(const std::string& key) const { return "gs://" + root().bucket + "/" + key; }
   // The JSON API's URL of object `key` (metadata, or its bytes with ?alt=media).
   std::string api_url(const std::string& key) const;
   // A new resumable session for `key`: its URL.
   absl::StatusOr<std::string> begin_upload(const std::string& key);
   const std::string& endpoint() const { return credentials_->endpoint(); }
-  absl::StatusOr<std::string> authorization() { return credentials_->authorization(); }
 
  private:
-  Location root_;
   std::shared_ptr<GoogleCredentials> credentials_;
 };
 

@@ -4,7 +4,6 @@
 #include <openssl/pem.h>
 #include <simdjson.h>
 
-#include <boost/property_tree/ini_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 #include <cstdlib>
 #include <ctime>
@@ -13,6 +12,7 @@
 
 #include "absl/strings/ascii.h"
 #include "storage/http.h"
+#include "storage/ini.h"
 
 namespace podscope::storage {
 namespace {
@@ -116,15 +116,9 @@ std::string emulator_endpoint() {
 // gsutil's HMAC keys and XML API host from its boto configuration.
 std::optional<GoogleHmac> boto_hmac() {
   const std::string path = !env("BOTO_CONFIG").empty() ? env("BOTO_CONFIG") : env("HOME") + "/.boto";
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  boost::property_tree::ptree tree;
-  try {
-    boost::property_tree::read_ini(in, tree);
-  } catch (const boost::property_tree::ini_parser_error&) {
-    return std::nullopt;
-  }
-  auto get = [&](const char* key) { return std::string(absl::StripAsciiWhitespace(tree.get<std::string>(key, ""))); };
+  const std::optional<boost::property_tree::ptree> tree = read_ini(path);
+  if (!tree) return std::nullopt;
+  auto get = [&](const char* key) { return std::string(absl::StripAsciiWhitespace(tree->get<std::string>(key, ""))); };
   GoogleHmac hmac;
   hmac.access_key_id = get("Credentials.gs_access_key_id");
   hmac.secret = get("Credentials.gs_secret_access_key");

@@ -348,4 +348,46 @@ absl::StatusOr<std::string> HttpStream::read_all(uint64_t max_bytes) {
   }
 }
 
+ResumingHttpReader::ResumingHttpReader(OpenRange open_range, std::string version_header, ErrorOf error_of)
+    : open_range_(std::move(open_range)), version_header_(std::move(version_header)), error_of_(std::move(error_of)) {}
+
+absl::StatusOr<std::unique_ptr<ObjectReader>> ResumingHttpReader::open(OpenRange open_range, std::string version_header,
+                                                                       ErrorOf error_of) {
+  std::unique_ptr<ResumingHttpReader> reader(
+      new ResumingHttpReader(std::move(open_range), std::move(version_header), std::move(error_of)));
+  if (absl::Status s = reader->start(); !s.ok()) return s;
+  return reader;
+}
+
+absl::Status ResumingHttpReader::start() {
+  const absl::StatusOr<HttpResponse> answer = with_retries([&]() -> absl::StatusOr<HttpResponse> {
+    absl::StatusOr<std::unique_ptr<HttpStream>> stream = open_range_(offset_, version_);
+    if (!stream.ok()) return stream.status();
+    HttpResponse answer;
+    answer.status = (*stream)->status();
+    if (answer.status == 200 || answer.status == 206) {
+      stream_ = std::move(*stream);
+    } else {
+      answer.body = (*stream)->read_all(1 << 20).value_or("");
+    }
+    return answer;
+  });
+  if (stream_ == nullptr) return error_of_(answer);
+  if (version_.empty()) version_ = stream_->header(version_header_);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> ResumingHttpReader::read(char* buffer, size_t size) {
+  for (int resumes = 0;; ++resumes) {
+    absl::StatusOr<size_t> n = stream_->read(buffer, size);
+    if (n.ok()) {
+      offset_ += *n;
+      return n;
+    }
+    if (resumes >= 3) return n.status();
+    stream_.reset();
+    if (absl::Status s = start(); !s.ok()) return s;
+  }
+}
+
 }  // namespace podscope::storage

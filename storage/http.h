@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "storage/store.h"
 
 namespace podscope::storage {
 
@@ -80,6 +81,36 @@ class HttpStream {
   struct State;
   explicit HttpStream(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
+};
+
+// An object read as it arrives over a ranged GET: a connection that breaks is resumed (up to 3 times in a row) from
+// where it broke, pinned to the version the first answer named, so a reader never mixes two versions of an object.
+// Each GET is retried as every call is (with_retries): transient failures are backed off, as both clouds ask.
+class ResumingHttpReader : public ObjectReader {
+ public:
+  // Starts a GET of the object from byte `offset` on (no Range at 0), of version `version` when it is not empty.
+  using OpenRange =
+      std::function<absl::StatusOr<std::unique_ptr<HttpStream>>(uint64_t offset, const std::string& version)>;
+  // A GET that failed as an error naming the object.
+  using ErrorOf = std::function<absl::Status(const absl::StatusOr<HttpResponse>& answer)>;
+
+  // Reads from the start; `version_header` (lowercase) names the version in the first answer ("etag" ...).
+  static absl::StatusOr<std::unique_ptr<ObjectReader>> open(OpenRange open_range, std::string version_header,
+                                                            ErrorOf error_of);
+
+  absl::StatusOr<size_t> read(char* buffer, size_t size) override;
+
+ private:
+  ResumingHttpReader(OpenRange open_range, std::string version_header, ErrorOf error_of);
+  // A GET from offset_, retried when transient.
+  absl::Status start();
+
+  OpenRange open_range_;
+  std::string version_header_;
+  ErrorOf error_of_;
+  std::unique_ptr<HttpStream> stream_;
+  std::string version_;
+  uint64_t offset_ = 0;
 };
 
 }  // namespace podscope::storage

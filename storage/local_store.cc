@@ -105,10 +105,10 @@ class LocalReader : public ObjectReader {
 
 }  // namespace
 
-LocalStore::LocalStore(Location root) : root_(std::move(root)) {}
+LocalStore::LocalStore(Location root) : Store(std::move(root)) {}
 
 absl::StatusOr<std::unique_ptr<ObjectWriter>> LocalStore::create(std::string_view name, LocalDurability durability) {
-  const fs::path path = root_.path / name;
+  const fs::path path = root().path / name;
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
   if (ec) return absl::InternalError("creating directory " + path.parent_path().string() + ": " + ec.message());
@@ -120,7 +120,7 @@ absl::StatusOr<std::unique_ptr<ObjectWriter>> LocalStore::create(std::string_vie
 }
 
 absl::StatusOr<std::unique_ptr<ObjectReader>> LocalStore::open(std::string_view name) {
-  const std::string path = (root_.path / name).string();
+  const std::string path = (root().path / name).string();
   // Not blocking on a FIFO put where a file was listed; only a regular file is read.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
@@ -138,13 +138,13 @@ absl::StatusOr<std::vector<ObjectInfo>> LocalStore::list(std::string_view prefix
   std::vector<ObjectInfo> out;
   // The directory holding the prefix's last component: only it and what is below it can match.
   const size_t slash = prefix.rfind('/');
-  const fs::path start = slash == std::string_view::npos ? root_.path : root_.path / prefix.substr(0, slash);
+  const fs::path start = slash == std::string_view::npos ? root().path : root().path / prefix.substr(0, slash);
   std::error_code ec;
   if (!fs::is_directory(start, ec)) return out;
   for (auto it = fs::recursive_directory_iterator(start, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {
     if (!it->is_regular_file(ec)) continue;
-    std::string name = it->path().lexically_relative(root_.path).generic_string();
+    std::string name = it->path().lexically_relative(root().path).generic_string();
     if (!name.starts_with(prefix) || name.find(".tmp.") != std::string::npos) continue;
     std::error_code size_ec;
     const uintmax_t size = it->file_size(size_ec);
@@ -156,7 +156,7 @@ absl::StatusOr<std::vector<ObjectInfo>> LocalStore::list(std::string_view prefix
 }
 
 absl::StatusOr<ObjectInfo> LocalStore::stat(std::string_view name) {
-  const fs::path path = root_.path / name;
+  const fs::path path = root().path / name;
   std::error_code ec;
   const uintmax_t size = fs::file_size(path, ec);
   if (ec) return absl::NotFoundError("no file " + path.string() + ": " + ec.message());
@@ -164,7 +164,7 @@ absl::StatusOr<ObjectInfo> LocalStore::stat(std::string_view name) {
 }
 
 absl::Status LocalStore::remove(std::string_view name) {
-  const fs::path path = root_.path / name;
+  const fs::path path = root().path / name;
   std::error_code ec;
   fs::remove(path, ec);
   if (ec) return absl::InternalError("removing " + path.string() + ": " + ec.message());
@@ -178,6 +178,6 @@ absl::Status LocalStore::check_writable() {
   return absl::OkStatus();
 }
 
-std::optional<std::string> LocalStore::local_file(std::string_view name) const { return (root_.path / name).string(); }
+std::optional<std::string> LocalStore::local_file(std::string_view name) const { return (root().path / name).string(); }
 
 }  // namespace podscope::storage

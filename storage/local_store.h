@@ -9,7 +9,6 @@ class LocalStore : public Store {
  public:
   explicit LocalStore(Location root);
 
-  const Location& root() const override { return root_; }
   std::string credential_source() const override { return "the local file system"; }
   absl::StatusOr<std::unique_ptr<ObjectWriter>> create(std::string_view name, LocalDurability durability) override;
   absl::StatusOr<std::unique_ptr<ObjectReader>> open(std::string_view name) override;
@@ -21,7 +20,6 @@ class LocalStore : public Store {
   std::optional<std::string> local_file(std::string_view name) const override;
 
  private:
-  Location root_;
 };
 
 }  // namespace podscope::storage

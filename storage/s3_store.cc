@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/numbers.h"
+#include "storage/parted_writer.h"
 #include "storage/xml.h"
 
 namespace podscope::storage {
@@ -126,41 +127,27 @@ class PartSenders {
 // Writes an object as it comes: what fits in one part is one PutObject at commit; beyond, a multipart upload whose
 // parts go as they fill, several at once (PartSenders). Every request is retried when transient; the upload is
 // aborted unless completed.
-class S3Writer : public ObjectWriter {
+class S3Writer : public PartedWriter {
  public:
-  S3Writer(S3Store& store, std::string key) : store_(store), key_(std::move(key)) { part_.reserve(kPartBytes); }
+  S3Writer(S3Store& store, std::string key)
+      : PartedWriter(store.object_url(key), kPartBytes), store_(store), key_(std::move(key)) {}
   ~S3Writer() override { abort(); }
 
-  absl::Status write(std::string_view bytes) override {
-    if (!status_.ok()) return status_;
-    if (finished_) return absl::FailedPreconditionError("writing " + store_.object_url(key_) + " after its end");
-    written_ += bytes.size();
-    while (!bytes.empty()) {
-      const size_t n = std::min(bytes.size(), kPartBytes - part_.size());
-      part_.append(bytes.data(), n);
-      bytes.remove_prefix(n);
-      if (part_.size() == kPartBytes) {
-        if (absl::Status s = send_part(); !s.ok()) return fail(s);
-      }
-    }
-    return absl::OkStatus();
-  }
+ private:
+  absl::Status send_full_part() override { return send_part(); }
 
-  absl::Status commit() override {
-    if (!status_.ok()) return status_;
-    if (finished_) return absl::FailedPreconditionError("committing " + store_.object_url(key_) + " twice");
-    finished_ = true;
+  absl::Status finish() override {
     if (upload_id_.empty()) {
       const absl::StatusOr<HttpResponse> put =
           store_.call("PUT", key_, "", {"Content-MD5: " + md5_base64(part_)}, part_);
-      if (!put.ok() || put->status != 200) return fail(store_.error_of(put, "writing", key_));
+      if (!put.ok() || put->status != 200) return store_.error_of(put, "writing", key_);
       return absl::OkStatus();
     }
     if (!part_.empty()) {
-      if (absl::Status s = send_part(); !s.ok()) return fail(s);
+      if (absl::Status s = send_part(); !s.ok()) return s;
     }
     absl::StatusOr<std::vector<std::string>> etags = senders_->finish();
-    if (!etags.ok()) return fail(etags.status());
+    if (!etags.ok()) return etags.status();
     std::string body = "<CompleteMultipartUpload>";
     for (size_t i = 0; i < etags->size(); ++i) {
       body += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + (*etags)[i] + "</ETag></Part>";
@@ -170,30 +157,19 @@ class S3Writer : public ObjectWriter {
         store_.call("POST", key_, "uploadId=" + uri_encode(upload_id_, false), {"Content-Type: application/xml"}, body);
     // S3 may answer 200 and report the failure in the body.
     if (!done.ok() || done->status != 200 || done->body.find("<Error>") != std::string::npos) {
-      return fail(store_.error_of(done, "completing the upload of", key_));
+      return store_.error_of(done, "completing the upload of", key_);
     }
     upload_id_.clear();
     return absl::OkStatus();
   }
 
-  void abort() override {
-    finished_ = true;
-    part_ = std::string();
+  void give_up() override {
     if (upload_id_.empty()) return;
     if (senders_) senders_->cancel();
     senders_.reset();  // the parts being sent end first
     // Best effort: an upload left behind is never an object, and buckets' lifecycle rules clear such uploads.
     store_.call("DELETE", key_, "uploadId=" + uri_encode(upload_id_, false)).IgnoreError();
     upload_id_.clear();
-  }
-
-  uint64_t bytes_written() const override { return written_; }
-
- private:
-  absl::Status fail(absl::Status status) {
-    status_ = std::move(status);
-    abort();
-    return status_;
   }
 
   absl::Status send_part() {
@@ -213,88 +189,28 @@ class S3Writer : public ObjectWriter {
 
   S3Store& store_;
   std::string key_;
-  std::string part_;
   std::string upload_id_;
   std::unique_ptr<PartSenders> senders_;
   int parts_ = 0;
-  uint64_t written_ = 0;
-  bool finished_ = false;
-  absl::Status status_;
-};
-
-// Reads an object as it arrives; a connection that breaks is resumed with a range from where it broke, at the same
-// ETag, so a reader never mixes two versions of an object.
-class S3Reader : public ObjectReader {
- public:
-  S3Reader(S3Store& store, std::string key) : store_(store), key_(std::move(key)) {}
-
-  absl::Status start() {
-    std::vector<std::string> headers;
-    if (offset_ > 0) headers = {"Range: bytes=" + std::to_string(offset_) + "-", "If-Match: " + etag_};
-    absl::StatusOr<HttpResponse> failed;
-    for (int attempt = 0; attempt < 5; ++attempt) {
-      absl::StatusOr<std::unique_ptr<HttpStream>> stream = store_.open_stream(key_, headers);
-      if (!stream.ok()) {
-        failed = stream.status();
-        continue;
-      }
-      const long status = (*stream)->status();
-      if (status == 200 || status == 206) {
-        if (etag_.empty()) etag_ = (*stream)->header("etag");
-        stream_ = std::move(*stream);
-        return absl::OkStatus();
-      }
-      HttpResponse answer;
-      answer.status = status;
-      answer.body = (*stream)->read_all(1 << 20).value_or("");
-      failed = answer;
-      if (!is_transient(failed)) break;
-    }
-    return store_.error_of(failed, "reading", key_);
-  }
-
-  absl::StatusOr<size_t> read(char* buffer, size_t size) override {
-    for (int resumes = 0;; ++resumes) {
-      absl::StatusOr<size_t> n = stream_->read(buffer, size);
-      if (n.ok()) {
-        offset_ += *n;
-        return n;
-      }
-      if (resumes >= 3) return n.status();
-      stream_.reset();
-      if (absl::Status s = start(); !s.ok()) return s;
-    }
-  }
-
- private:
-  S3Store& store_;
-  std::string key_;
-  std::unique_ptr<HttpStream> stream_;
-  std::string etag_;
-  uint64_t offset_ = 0;
 };
 
 }  // namespace
 
 S3Store::S3Store(Location root, S3Endpoint endpoint, std::shared_ptr<AwsCredentials> keys)
-    : root_(std::move(root)), endpoint_(std::move(endpoint)), keys_(std::move(keys)) {}
-
-std::string S3Store::key_of(std::string_view name) const {
-  return root_.key.empty() ? std::string(name) : root_.key + "/" + std::string(name);
-}
+    : Store(std::move(root)), endpoint_(std::move(endpoint)), keys_(std::move(keys)) {}
 
 std::string S3Store::object_url(const std::string& key) const {
-  return std::string(root_.scheme == Scheme::kGcs ? "gs://" : "s3://") + root_.bucket + "/" + key;
+  return std::string(root().scheme == Scheme::kGcs ? "gs://" : "s3://") + root().bucket + "/" + key;
 }
 
 std::string S3Store::url_of(const std::string& key, const std::string& query) const {
   std::string url;
   if (!endpoint_.endpoint.empty()) {
-    url = endpoint_.endpoint + "/" + root_.bucket + "/" + uri_encode(key, true);
-  } else if (root_.bucket.find('.') == std::string::npos) {
-    url = "https://" + root_.bucket + ".s3." + endpoint_.region + ".amazonaws.com/" + uri_encode(key, true);
+    url = endpoint_.endpoint + "/" + root().bucket + "/" + uri_encode(key, true);
+  } else if (root().bucket.find('.') == std::string::npos) {
+    url = "https://" + root().bucket + ".s3." + endpoint_.region + ".amazonaws.com/" + uri_encode(key, true);
   } else {
-    url = "https://s3." + endpoint_.region + ".amazonaws.com/" + root_.bucket + "/" + uri_encode(key, true);
+    url = "https://s3." + endpoint_.region + ".amazonaws.com/" + root().bucket + "/" + uri_encode(key, true);
   }
   return query.empty() ? url : url + "?" + query;
 }
@@ -332,7 +248,7 @@ absl::Status S3Store::error_of(const absl::StatusOr<HttpResponse>& answer, const
   const std::string said = service_said(*answer);
   const std::string code = error_code(*answer);
   if (code == "NoSuchBucket") {
-    return absl::NotFoundError(where + ": bucket \"" + root_.bucket + "\" does not exist (" + said + ")");
+    return absl::NotFoundError(where + ": bucket \"" + root().bucket + "\" does not exist (" + said + ")");
   }
   switch (answer->status) {
     case 401:
@@ -349,15 +265,22 @@ absl::StatusOr<std::unique_ptr<ObjectWriter>> S3Store::create(std::string_view n
   return std::make_unique<S3Writer>(*this, key_of(name));
 }
 
+// GetObject of one version: a resumed read asks for it with the ETag its first answer named.
 absl::StatusOr<std::unique_ptr<ObjectReader>> S3Store::open(std::string_view name) {
-  auto reader = std::make_unique<S3Reader>(*this, key_of(name));
-  if (absl::Status s = reader->start(); !s.ok()) return s;
-  return reader;
+  const std::string key = key_of(name);
+  auto open_range = [this, key](uint64_t offset, const std::string& etag) {
+    std::vector<std::string> headers;
+    if (offset > 0) headers = {"Range: bytes=" + std::to_string(offset) + "-", "If-Match: " + etag};
+    return open_stream(key, std::move(headers));
+  };
+  return ResumingHttpReader::open(open_range, "etag", [this, key](const absl::StatusOr<HttpResponse>& answer) {
+    return error_of(answer, "reading", key);
+  });
 }
 
 absl::StatusOr<std::vector<ObjectInfo>> S3Store::list(std::string_view prefix) {
   const std::string full_prefix = key_of(prefix);
-  const size_t strip = root_.key.empty() ? 0 : root_.key.size() + 1;
+  const size_t strip = root().key.empty() ? 0 : root().key.size() + 1;
   std::vector<ObjectInfo> out;
   std::string token;
   while (true) {
@@ -414,7 +337,7 @@ absl::Status S3Store::check_writable() {
   const absl::StatusOr<HttpResponse> bucket = call("HEAD", "", "");
   if (bucket.ok() && bucket->status == 404) {
     return absl::NotFoundError("checking that it can write " + object_url(key) + " (credentials: " + keys_->source() +
-                               "): bucket \"" + root_.bucket + "\" does not exist (HTTP 404)");
+                               "): bucket \"" + root().bucket + "\" does not exist (HTTP 404)");
   }
   const absl::StatusOr<HttpResponse> created = call("POST", key, "uploads=");
   if (!created.ok() || created->status != 200) return error_of(created, "checking that it can write", key);

@@ -22,7 +22,6 @@ class S3Store : public Store {
   // `keys` sign every request; `endpoint` says where they go. A gs:// root here is Cloud Storage's XML API.
   S3Store(Location root, S3Endpoint endpoint, std::shared_ptr<AwsCredentials> keys);
 
-  const Location& root() const override { return root_; }
   std::string credential_source() const override { return keys_->source(); }
   absl::StatusOr<std::unique_ptr<ObjectWriter>> create(std::string_view name, LocalDurability durability) override;
   absl::StatusOr<std::unique_ptr<ObjectReader>> open(std::string_view name) override;
@@ -40,12 +39,10 @@ class S3Store : public Store {
   absl::StatusOr<std::unique_ptr<HttpStream>> open_stream(const std::string& key, std::vector<std::string> headers);
   // A failed answer as an error naming the object, what the service said and the credentials' source.
   absl::Status error_of(const absl::StatusOr<HttpResponse>& answer, const std::string& what, const std::string& key);
-  std::string key_of(std::string_view name) const;
   std::string url_of(const std::string& key, const std::string& query) const;
   std::string object_url(const std::string& key) const;  // as users name it: s3://bucket/key
 
  private:
-  Location root_;
   S3Endpoint endpoint_;
   std::shared_ptr<AwsCredentials> keys_;
 };

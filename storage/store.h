@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -54,10 +55,11 @@ enum class LocalDurability { kSynced, kRebuildable };
 
 class Store {
  public:
+  explicit Store(Location root) : root_(std::move(root)) {}
   virtual ~Store() = default;
 
   // The root, as a user typed it.
-  virtual const Location& root() const = 0;
+  const Location& root() const { return root_; }
   // What the store writes with, for messages: "the environment's AWS_ACCESS_KEY_ID", "the metadata server" ...
   virtual std::string credential_source() const = 0;
 
@@ -76,6 +78,13 @@ class Store {
   virtual absl::Status check_writable() = 0;
   // The file of `name` when the store is a local directory (readers map it instead of streaming it).
   virtual std::optional<std::string> local_file(std::string_view /*name*/) const { return std::nullopt; }
+
+ protected:
+  // The full key in the bucket of object `name` (a bucket's store).
+  std::string key_of(std::string_view name) const { return root_.child(name).key; }
+
+ private:
+  Location root_;
 };
 
 // The store rooted at `root`: a local directory, or a bucket prefix with credentials found as the cloud's own tools
