@@ -378,6 +378,7 @@ absl::Status ResumingHttpReader::start() {
 }
 
 absl::StatusOr<size_t> ResumingHttpReader::read(char* buffer, size_t size) {
+  if (!resume_failed_.ok()) return resume_failed_;
   for (int resumes = 0;; ++resumes) {
     absl::StatusOr<size_t> n = stream_->read(buffer, size);
     if (n.ok()) {
@@ -386,7 +387,10 @@ absl::StatusOr<size_t> ResumingHttpReader::read(char* buffer, size_t size) {
     }
     if (resumes >= 3) return n.status();
     stream_.reset();
-    if (absl::Status s = start(); !s.ok()) return s;
+    if (absl::Status s = start(); !s.ok()) {
+      resume_failed_ = s;
+      return s;
+    }
   }
 }
 

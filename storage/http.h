@@ -109,6 +109,7 @@ class ResumingHttpReader : public ObjectReader {
   std::string version_header_;
   ErrorOf error_of_;
   std::unique_ptr<HttpStream> stream_;
+  absl::Status resume_failed_;  // a resume that failed ends the reader: later reads return it
   std::string version_;
   uint64_t offset_ = 0;
 };
