@@ -1,11 +1,14 @@
 #include "storage/aws_credentials.h"
 
+#include <arpa/inet.h>
+#include <curl/curl.h>
 #include <simdjson.h>
 
 #include <boost/property_tree/ptree.hpp>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 
@@ -115,6 +118,28 @@ std::string container_uri() {
   return "";
 }
 
+// Whether the container credentials endpoint may be sent its authorization token: over https, or over http only to
+// this machine or the addresses ECS and EKS Pod Identity serve it on (as AWS's SDKs allow), never in clear text to
+// whatever host a URI names.
+bool container_uri_trusted(const std::string& uri) {
+  std::unique_ptr<CURLU, decltype(&curl_url_cleanup)> url(curl_url(), curl_url_cleanup);
+  char* scheme = nullptr;
+  char* host = nullptr;
+  bool trusted = false;
+  if (curl_url_set(url.get(), CURLUPART_URL, uri.c_str(), 0) == CURLUE_OK &&
+      curl_url_get(url.get(), CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+      curl_url_get(url.get(), CURLUPART_HOST, &host, 0) == CURLUE_OK) {
+    const std::string name = absl::AsciiStrToLower(host);
+    in_addr v4{};
+    trusted = std::string_view(scheme) == "https" || name == "localhost" || name == "[::1]" ||
+              name == "169.254.170.2" || name == "169.254.170.23" || name == "[fd00:ec2::23]" ||
+              (inet_pton(AF_INET, name.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127);
+  }
+  curl_free(scheme);
+  curl_free(host);
+  return trusted;
+}
+
 }  // namespace
 
 S3Endpoint s3_endpoint_from_environment() {
@@ -175,6 +200,12 @@ absl::StatusOr<std::shared_ptr<AwsCredentials>> AwsCredentials::find(const S3End
                                        env("AWS_ROLE_ARN") + ", through STS)",
                                    endpoint.region));
   } else if (!container_uri().empty()) {
+    if (!container_uri_trusted(container_uri())) {
+      return absl::FailedPreconditionError(
+          "the container credentials endpoint " + container_uri() +
+          " is neither https nor on this machine, 169.254.170.2, 169.254.170.23 or fd00:ec2::23: its authorization "
+          "token is not sent there");
+    }
     found.reset(
         new AwsCredentials(Kind::kContainer, "the container credentials endpoint " + container_uri(), endpoint.region));
   } else if (absl::AsciiStrToLower(env("AWS_EC2_METADATA_DISABLED")) != "true") {
@@ -204,7 +235,9 @@ std::shared_ptr<AwsCredentials> AwsCredentials::fixed(std::string access_key_id,
 absl::StatusOr<SigV4> AwsCredentials::signing_keys() {
   std::lock_guard lock(mu_);
   if (kind_ != Kind::kStatic && expires_at_s_ > 0 && now_s() + kRefreshAheadS >= expires_at_s_) {
-    if (absl::Status s = refresh(); !s.ok()) {
+    // Keys not yet expired are used while they last when renewing fails: a credentials service that fails for a
+    // moment fails no request (a failed renewal changes no key).
+    if (absl::Status s = refresh(); !s.ok() && now_s() >= expires_at_s_) {
       return absl::UnavailableError("renewing S3 credentials from " + source_ + ": " + std::string(s.message()));
     }
   }
@@ -244,11 +277,13 @@ absl::Status AwsCredentials::refresh() {
                                            first_xml_text(*xml, "ErrorResponse/Error/Message"));
       }
       const std::string base = "AssumeRoleWithWebIdentityResponse/AssumeRoleWithWebIdentityResult/Credentials/";
-      keys_.access_key_id = first_xml_text(*xml, base + "AccessKeyId");
-      keys_.secret_access_key = first_xml_text(*xml, base + "SecretAccessKey");
+      const std::string id = first_xml_text(*xml, base + "AccessKeyId");
+      const std::string secret = first_xml_text(*xml, base + "SecretAccessKey");
+      if (id.empty() || secret.empty()) return absl::UnavailableError("STS answered no credentials");
+      keys_.access_key_id = id;
+      keys_.secret_access_key = secret;
       keys_.session_token = first_xml_text(*xml, base + "SessionToken");
       expires_at_s_ = parse_expiration(first_xml_text(*xml, base + "Expiration"));
-      if (keys_.access_key_id.empty()) return absl::UnavailableError("STS answered no credentials");
       return absl::OkStatus();
     }
     case Kind::kContainer: {

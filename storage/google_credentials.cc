@@ -194,7 +194,8 @@ absl::StatusOr<std::string> GoogleCredentials::authorization() {
   if (kind_ == Kind::kEmulator) return std::string();
   std::lock_guard lock(mu_);
   if (now_s() + kRefreshAheadS >= expires_at_s_) {
-    if (absl::Status s = refresh(); !s.ok()) {
+    // A token not yet expired is used while it lasts when renewing fails (a failed renewal keeps it).
+    if (absl::Status s = refresh(); !s.ok() && now_s() >= expires_at_s_) {
       return absl::UnavailableError("renewing the access token from " + source_ + ": " + std::string(s.message()));
     }
   }

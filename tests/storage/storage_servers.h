@@ -24,6 +24,7 @@
 
 #include <curl/curl.h>
 
+#include "storage/http.h"
 #include "tests/scratch_directory.h"
 
 namespace podscope::testing {
@@ -101,10 +102,14 @@ class SeaweedS3 {
   static constexpr const char* kAccessKey = "podscopetest";
   static constexpr const char* kSecretKey = "podscope-test-secret";
 
-  SeaweedS3() : dir_("seaweed") {
+  // `more_keys`: further identities' (access key, secret), as a credentials service would hand them out.
+  explicit SeaweedS3(const std::vector<std::pair<std::string, std::string>>& more_keys = {}) : dir_("seaweed") {
+    std::string credentials;
+    for (const auto& [id, secret] : more_keys)
+      credentials += R"(,{"accessKey":")" + id + R"(","secretKey":")" + secret + "\"}";
     std::ofstream(dir_.path() / "s3.json")
         << R"({"identities":[{"name":"podscope","credentials":[{"accessKey":")" << kAccessKey << R"(","secretKey":")"
-        << kSecretKey << R"("}],"actions":["Admin","Read","Write","List","Tagging"]}]})";
+        << kSecretKey << R"("})" << credentials << R"(],"actions":["Admin","Read","Write","List","Tagging"]}]})";
     for (int i = 0; i < 14; ++i) ports_.push_back(free_port());
     start();
   }
@@ -138,6 +143,21 @@ class SeaweedS3 {
                     "-s3.port.lance=" + p(13)},
                    dir_.path() / "weed.log");
     if (!answers(endpoint(), 60)) throw std::runtime_error("SeaweedFS did not start; see " + dir_.file("weed.log"));
+    // The server makes its bucket once it is up: wait for it.
+    const storage::SigV4 keys{"us-east-1", kAccessKey, kSecretKey, ""};
+    storage::HttpRequest head;
+    head.method = "HEAD";
+    head.url = endpoint() + "/runs";
+    head.sigv4 = &keys;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (true) {
+      const absl::StatusOr<storage::HttpResponse> bucket = storage::perform(head);
+      if (bucket.ok() && bucket->status == 200) return;
+      if (std::chrono::steady_clock::now() > until) {
+        throw std::runtime_error("SeaweedFS did not make its bucket; see " + dir_.file("weed.log"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
   }
   void kill() { process_.kill(); }
 
@@ -191,12 +211,30 @@ class FakeGcs {
 class ScopedEnvironment {
  public:
   explicit ScopedEnvironment(const std::vector<std::pair<std::string, std::string>>& variables) {
-    for (const char* name :
-         {"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-          "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
-          "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-          "STORAGE_EMULATOR_HOST", "CLOUD_STORAGE_EMULATOR_ENDPOINT", "GOOGLE_APPLICATION_CREDENTIALS", "BOTO_CONFIG",
-          "PODSCOPE_STORAGE_IDLE_TIMEOUT_S"}) {
+    for (const char* name : {"AWS_ENDPOINT_URL",
+                             "AWS_ENDPOINT_URL_S3",
+                             "AWS_ACCESS_KEY_ID",
+                             "AWS_SECRET_ACCESS_KEY",
+                             "AWS_SESSION_TOKEN",
+                             "AWS_PROFILE",
+                             "AWS_SHARED_CREDENTIALS_FILE",
+                             "AWS_CONFIG_FILE",
+                             "AWS_WEB_IDENTITY_TOKEN_FILE",
+                             "AWS_ROLE_ARN",
+                             "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                             "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                             "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+                             "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+                             "AWS_ENDPOINT_URL_STS",
+                             "AWS_ROLE_SESSION_NAME",
+                             "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+                             "AWS_REGION",
+                             "AWS_DEFAULT_REGION",
+                             "STORAGE_EMULATOR_HOST",
+                             "CLOUD_STORAGE_EMULATOR_ENDPOINT",
+                             "GOOGLE_APPLICATION_CREDENTIALS",
+                             "BOTO_CONFIG",
+                             "PODSCOPE_STORAGE_IDLE_TIMEOUT_S"}) {
       set(name, nullptr);
     }
     set("AWS_EC2_METADATA_DISABLED", "true");
