@@ -7,6 +7,7 @@
 #include "storage/location.h"
 
 #include "daemon/grpc_status.h"
+#include "daemon/log.h"
 
 namespace podscope::agent {
 namespace {
@@ -119,6 +120,13 @@ grpc::Status AgentServiceImpl::answer_window(grpc::CallbackServerContext& contex
     if (!uploaded.ok()) return to_grpc_status(uploaded.status());
     fields.set_written_to(*uploaded);
     CaptureDescription description = describe_capture(body, host);
+    // The host's database beside its file, as a capture's (CaptureSessions::write_to_repository): a later analysis of
+    // the run merges it instead of reading the window back. Without it that analysis reads the file: a warning.
+    if (!description.host_analysis.empty()) {
+      if (absl::Status s = upload_host_database(*uploaded, body, description.host_analysis); !s.ok()) {
+        PODSCOPE_LOG(kWarning) << "the host database of " << *uploaded << " was not written: " << s.message();
+      }
+    }
     fields.set_written_summary(std::move(description.summary));
     fields.set_host_analysis(std::move(description.host_analysis));
     body = std::string();
