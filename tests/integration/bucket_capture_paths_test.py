@@ -5,20 +5,24 @@ files with its own credentials, and of the flight recorder's last seconds (`--la
 uploads and the CLI and coordinator have their temp space) changes nothing while the bucket is fine, and with the
 bucket down too each host says why its capture could not be kept, nothing half written. Keys from the instance
 metadata service (the stand-in of tests/storage/cloud_credentials_standin.py) write a whole run, and no secret shows
-in any output, log or capture.json; a metadata service that refuses is named.
+in any output, log or capture.json; a metadata service that refuses is named. TensorFlow's own client (the tf
+environment's, in a process of its own) traces an agent into an s3:// and a gs:// logdir: it writes nothing itself,
+the agent writes the run.
 
 Runs in the storage environment (python/requirements/storage.txt); PODSCOPE_BIN names the built binaries."""
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bucket_runs_test import ACCESS_KEY, SECRET_KEY, Seaweed, clean_env  # noqa: E402
+from bucket_runs_test import ACCESS_KEY, SECRET_KEY, FakeGcs, Seaweed, clean_env  # noqa: E402
 from coord_pod import BIN, Daemon, Pod  # noqa: E402
 
 STANDIN = os.path.join(os.path.dirname(__file__), "..", "storage", "cloud_credentials_standin.py")
@@ -244,7 +248,8 @@ class CredentialsFromInstanceMetadata(unittest.TestCase):
         import boto3
         client = boto3.client("s3", endpoint_url=self.s3.endpoint, aws_access_key_id=ACCESS_KEY,
                               aws_secret_access_key=SECRET_KEY, region_name="us-east-1")
-        names = {o["Key"].rsplit("/", 1)[1] for o in client.list_objects_v2(Bucket="runs", Prefix=run + "/")["Contents"]}
+        listed = client.list_objects_v2(Bucket="runs", Prefix=run + "/")["Contents"]
+        names = {o["Key"].rsplit("/", 1)[1] for o in listed}
         self.assertTrue({a.replace(":", "_") + ".xplane.pb" for _, a in agents} <= names, names)
         record = client.get_object(Bucket="runs", Key=run + "/capture.json")["Body"].read().decode()
         agent_logs = "".join("".join(agent.lines) for agent, _ in agents)
@@ -261,6 +266,104 @@ class CredentialsFromInstanceMetadata(unittest.TestCase):
         self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
         self.assertIn(f"the instance metadata service (IMDSv2) at {imds}", done.stderr)
         self.assertIn("s3://runs/refused", done.stderr)
+
+
+class TensorFlowsClientWithABucketLogdir(unittest.TestCase):
+    """`tf.profiler.experimental.client.trace(agent, 's3://…' or 'gs://…')`: TensorFlow has no s3 file system since
+    2.x (it moved to tensorflow-io) and its GCS file system takes no emulator endpoint, yet its client passes the
+    logdir to the server as the repository root and writes nothing itself: the agent writes the run."""
+
+    TF_PYTHON = os.path.join(BIN, "..", "venv", "tf", "bin", "python")
+
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(cls.TF_PYTHON):
+            if os.environ.get("PODSCOPE_REQUIRE_FRAMEWORKS"):
+                raise RuntimeError("the tf environment is missing")
+            raise unittest.SkipTest("the tf environment is missing (scripts/python_envs.sh makes it)")
+        cls.tmp = tempfile.TemporaryDirectory(prefix="podscope_tf_bucket_")
+        cls.s3 = Seaweed(cls.tmp.name)
+        cls.gcs = FakeGcs(cls.tmp.name)
+        env = clean_env({**cls.s3.env(), "STORAGE_EMULATOR_HOST": cls.gcs.endpoint})
+        argv = [f"{BIN}/podscope-agent", "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0",
+                "--host_name", "worker0", "--socket", os.path.join(cls.tmp.name, "agent.sock"), "--kineto_endpoint",
+                "", "--allowed_repository_roots", "s3://runs/,gs://runs/", "--failed_uploads_directory",
+                os.path.join(cls.tmp.name, "failed")]
+        cls.agent = Daemon(argv, env=env)
+        cls.address = cls.agent.wait_for(r"listening grpc=(\S+) metrics=(\S+)").group(1)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.agent.stop()
+        cls.s3.stop()
+        cls.gcs.stop()
+        cls.tmp.cleanup()
+
+    def trace(self, logdir):
+        """TensorFlow's client in its own process, every way out of it but to loopback (the agent's address) leading
+        to a listener that counts connections: its proxy (for Google's APIs) and its metadata server. The client's
+        output and that count."""
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        listener.settimeout(0.2)
+        connections, done = [], threading.Event()
+
+        def count():
+            while not done.is_set():
+                try:
+                    connections.append(listener.accept()[0])
+                except OSError:
+                    pass
+
+        counter = threading.Thread(target=count)
+        counter.start()
+        trap = f"127.0.0.1:{listener.getsockname()[1]}"
+        env = clean_env({"TF_CPP_MIN_LOG_LEVEL": "2", "GCE_METADATA_HOST": trap, "https_proxy": f"http://{trap}",
+                         "HTTPS_PROXY": f"http://{trap}", "no_proxy": "127.0.0.1", "NO_PROXY": "127.0.0.1",
+                         "GCS_RETRY_CONFIG_MAX_RETRIES": "0"})
+        # After the trace, for s3:// only, what TensorFlow's own file system layer makes of the logdir (for gs:// it
+        # would go to the trap, which never answers).
+        code = ("import sys, tensorflow as tf\n"
+                "tf.profiler.experimental.client.trace(sys.argv[1], sys.argv[2], 1000)\n"
+                "if sys.argv[2].startswith('s3://'):\n"
+                "    try:\n        tf.io.gfile.exists(sys.argv[2])\n    except Exception as e:\n"
+                "        print('gfile:', type(e).__name__, e)\n")
+        try:
+            done_trace = subprocess.run([self.TF_PYTHON, "-c", code, f"grpc://{self.address}", logdir], env=env,
+                                        capture_output=True, text=True, timeout=300)
+        finally:
+            done.set()
+            counter.join()
+            listener.close()
+            for c in connections:
+                c.close()
+        return done_trace, len(connections)
+
+    def test_an_s3_logdir_is_written_by_the_agent_though_tensorflow_has_no_s3_file_system(self):
+        done, connections = self.trace("s3://runs/team/tf")
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        # TensorFlow's own file system layer does not know s3:// at all.
+        self.assertIn("gfile: UnimplementedError File system scheme 's3' not implemented", done.stdout)
+        import boto3
+        client = boto3.client("s3", endpoint_url=self.s3.endpoint, aws_access_key_id=ACCESS_KEY,
+                              aws_secret_access_key=SECRET_KEY, region_name="us-east-1")
+        keys = [o["Key"] for o in client.list_objects_v2(Bucket="runs", Prefix="team/tf/").get("Contents", [])]
+        host = self.address.replace(":", "_") + ".xplane.pb"
+        self.assertEqual(sorted(k.rsplit("/", 1)[1] for k in keys), [host, host + ".host_analysis.pb"], keys)
+        self.assertTrue(all(re.fullmatch(r"team/tf/plugins/profile/[\w]+/[\w.]+", k) for k in keys), keys)
+        self.assertEqual(connections, 0)
+
+    def test_a_gs_logdir_is_written_by_the_agent_and_tensorflows_gcs_file_system_is_never_asked(self):
+        done, connections = self.trace("gs://runs/team/tf")
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        import urllib.request
+        with urllib.request.urlopen(f"{self.gcs.endpoint}/storage/v1/b/runs/o?prefix=team/tf/") as answer:
+            names = [item["name"] for item in json.load(answer).get("items", [])]
+        host = self.address.replace(":", "_") + ".xplane.pb"
+        self.assertEqual(sorted(n.rsplit("/", 1)[1] for n in names), [host, host + ".host_analysis.pb"], names)
+        # The trace asked nothing of Google's APIs (through the proxy) or of the metadata server.
+        self.assertEqual(connections, 0)
 
 
 if __name__ == "__main__":

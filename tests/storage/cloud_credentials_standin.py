@@ -2,7 +2,8 @@
 loopback port, and as strict as the service is about what it is sent:
 
   AWS instance metadata (IMDSv2)   PUT /latest/api/token (X-aws-ec2-metadata-token-ttl-seconds), then
-                                   GET /latest/meta-data/iam/security-credentials/[<role>] with X-aws-ec2-metadata-token;
+                                   GET /latest/meta-data/iam/security-credentials/[<role>] with
+                                   X-aws-ec2-metadata-token;
                                    a GET without a valid session token is 401, as IMDSv2 answers.
   AWS container credentials        GET /v2/credentials/<id> with the Authorization header the container was given.
   AWS STS                          POST / Action=AssumeRoleWithWebIdentity (form), answered in STS's XML.
@@ -151,7 +152,8 @@ def make_handler(standin):
             if form.get("Action") != "AssumeRoleWithWebIdentity" or form.get("Version") != "2011-06-15":
                 return error(400, "InvalidAction", "Could not find operation " + form.get("Action", ""))
             if config.get("refuse") or form.get("WebIdentityToken") != config["web_identity_token"]:
-                return error(400, "InvalidIdentityToken", "Couldn't retrieve verification key from your identity provider")
+                return error(400, "InvalidIdentityToken",
+                             "Couldn't retrieve verification key from your identity provider")
             if form.get("RoleArn") != config["role_arn"]:
                 return error(403, "AccessDenied", "Not authorized to perform sts:AssumeRoleWithWebIdentity")
             if not form.get("RoleSessionName"):
