@@ -149,12 +149,15 @@ class SeaweedS3 {
     head.method = "HEAD";
     head.url = endpoint() + "/runs";
     head.sigv4 = &keys;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (true) {
       const absl::StatusOr<storage::HttpResponse> bucket = storage::perform(head);
       if (bucket.ok() && bucket->status == 200) return;
       if (std::chrono::steady_clock::now() > until) {
-        throw std::runtime_error("SeaweedFS did not make its bucket; see " + dir_.file("weed.log"));
+        throw std::runtime_error(
+            "SeaweedFS did not make its bucket (" +
+            (bucket.ok() ? "HTTP " + std::to_string(bucket->status) : std::string(bucket.status().message())) +
+            "); see " + dir_.file("weed.log"));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
