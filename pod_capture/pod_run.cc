@@ -42,7 +42,7 @@ absl::StatusOr<podscope::v1::HostAnalysis> written_host_analysis(const run_direc
   absl::StatusOr<storage::ObjectInfo> object = run.store().stat(run.object_name(name));
   if (!object.ok()) return object.status();
   run_directory::RunFileReader reader;
-  return analysis::analyze_host_file({run, name, object->size}, reader);
+  return analysis::analyze_host_file({run, name, object->size, object->version}, reader);
 }
 
 // The analysis of a run whose agents wrote their host files into the bucket: the merge of the analyses they sent, in
