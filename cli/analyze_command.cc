@@ -7,7 +7,6 @@
 #include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "analysis/runner/analysis_runner.h"
@@ -170,7 +169,7 @@ void add_analyze_flags(CLI::App& command, AnalyzeFlags& flags) {
       .add_option("--tool", flags.tool,
                   "Print this tool's page: " + listed + " (default: the overview, then the pod summary)")
       ->check(CLI::IsMember(names));
-  flags.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  flags.jobs = analysis::default_analysis_jobs();
   command
       .add_option("--jobs", flags.jobs,
                   "How many host files are analysed at once, each streamed by its own thread (default: the "

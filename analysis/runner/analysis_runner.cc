@@ -250,6 +250,8 @@ std::string host_analysis_file_name(std::string_view host_file_name) {
 
 std::string_view host_analysis_build() { return kHostAnalysisBuild; }
 
+int default_analysis_jobs() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
 absl::StatusOr<std::string> host_database(const storage::ObjectInfo& host_file,
                                           const podscope::v1::HostAnalysis& analysis) {
   podscope::v1::HostAnalysisFile database;

@@ -27,6 +27,10 @@ struct AnalysisOptions {
   int jobs = 1;
 };
 
+// How many host files `podscope analyze` and the analysis after a capture take at once unless told: the machine's
+// cores.
+int default_analysis_jobs();
+
 // Per-host databases: each host file's analysis kept beside it as `<host file>.host_analysis.pb` (a
 // podscope.v1.HostAnalysisFile), written by whoever analysed the file, merged instead of the file analysed again while
 // it matches the file beside it (name, size and version, storage::ObjectInfo) and this build's analysis: a database
