@@ -7,7 +7,6 @@
 #include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "analysis/runner/analysis_runner.h"
@@ -122,6 +121,30 @@ int run_shard(const run_directory::RunDirectory& run, analysis::HostShard shard,
   return outcome->bad_files.empty() ? 0 : 3;
 }
 
+// The pod's traces of the run or files given, and what was written. A whole run past --trace-max-hosts gets none:
+// writing them reads every host file, which a merge of per-host databases otherwise never does, and a trace viewer
+// shows a few hosts well, not a thousand; the files of the hosts wanted, given by name, are traced whatever their
+// number.
+absl::StatusOr<std::string> write_pod_traces(const AnalyzeFlags& flags, const Inputs& inputs,
+                                             const trace_writers::TraceSelection& selection, size_t hosts,
+                                             run_directory::RunFileReader& reader) {
+  const run_directory::RunDirectory& output = *inputs.output;
+  std::ostringstream out;
+  if (inputs.files.empty() && flags.trace_window.empty() && hosts > static_cast<size_t>(flags.trace_max_hosts)) {
+    out << "no pod trace written: " << hosts << " hosts, past --trace-max-hosts " << flags.trace_max_hosts
+        << "; trace the hosts you want by naming their files (`podscope analyze " << output.location_of("<host file>")
+        << " ... --out DIR`), or one step of all (--trace-window step:N)\n";
+    return out.str();
+  }
+  auto traces = inputs.files.empty() ? trace_writers::write_run_traces(output, selection, reader)
+                                     : trace_writers::write_traces(inputs.files, output, selection, reader);
+  if (!traces.ok()) return traces.status();
+  out << "wrote " << traces->json << "\n";
+  out << "wrote " << traces->perfetto << " (" << traces->counts.slices << " slices, " << traces->counts.counter_values
+      << " counter values, " << traces->counts.flow_starts << " flows)\n";
+  return out.str();
+}
+
 }  // namespace
 
 void add_analyze_flags(CLI::App& command, AnalyzeFlags& flags) {
@@ -146,12 +169,18 @@ void add_analyze_flags(CLI::App& command, AnalyzeFlags& flags) {
       .add_option("--tool", flags.tool,
                   "Print this tool's page: " + listed + " (default: the overview, then the pod summary)")
       ->check(CLI::IsMember(names));
-  flags.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  flags.jobs = analysis::default_analysis_jobs();
   command
       .add_option("--jobs", flags.jobs,
                   "How many host files are analysed at once, each streamed by its own thread (default: the "
                   "machine's cores)")
       ->check(CLI::Range(1, 4096));
+  flags.trace_max_hosts = trace_writers::kDefaultTraceMaxHosts;
+  command
+      .add_option("--trace-max-hosts", flags.trace_max_hosts,
+                  "A run of more hosts than this gets no whole pod trace (writing it reads every host file; name the "
+                  "hosts' files to trace them, or give --trace-window)")
+      ->check(CLI::Range(0, 1 << 20));
   command.add_option("--hosts", flags.hosts,
                      "I/N: analyse only shard I (0 to N-1) of N of a run's host files (every N-th in name order from "
                      "the I-th) into their per-host databases (<host file>.host_analysis.pb) and write no pod "
@@ -187,9 +216,6 @@ int run_analyze_command(const AnalyzeFlags& flags) {
                                       : analysis::analyze_files(inputs.files, output, options, reader);
   if (!outcome.ok()) return fail(std::string(outcome.status().message()), 1);
   return_free_heap();  // what the analysis freed, before the traces read the run again
-  auto traces = inputs.files.empty() ? trace_writers::write_run_traces(output, selection, reader)
-                                     : trace_writers::write_traces(inputs.files, output, selection, reader);
-  if (!traces.ok()) return fail("trace: " + std::string(traces.status().message()), 1);
   std::ostringstream out;
   out << analysis::tool_page(*outcome, flags.tool);
   for (const auto& file : outcome->written_files) out << "wrote " << file << "\n";
@@ -197,9 +223,10 @@ int run_analyze_command(const AnalyzeFlags& flags) {
     out << outcome->hosts_from_databases << " of " << outcome->step_databases.size()
         << " hosts merged from their host databases, the others analysed\n";
   }
-  out << "wrote " << traces->json << "\n";
-  out << "wrote " << traces->perfetto << " (" << traces->counts.slices << " slices, " << traces->counts.counter_values
-      << " counter values, " << traces->counts.flow_starts << " flows)\n";
+  absl::StatusOr<std::string> traces =
+      write_pod_traces(flags, inputs, selection, outcome->step_databases.size(), reader);
+  if (!traces.ok()) return fail("trace: " + std::string(traces.status().message()), 1);
+  out << *traces;
   print(std::cout, out.str());
   // As `podscope capture`: 3 when only some of the run's files could be used.
   for (const auto& note : outcome->database_notes) print(std::cerr, "podscope analyze: note: " + note + "\n");

@@ -42,7 +42,7 @@ absl::StatusOr<podscope::v1::HostAnalysis> written_host_analysis(const run_direc
   absl::StatusOr<storage::ObjectInfo> object = run.store().stat(run.object_name(name));
   if (!object.ok()) return object.status();
   run_directory::RunFileReader reader;
-  return analysis::analyze_host_file({run, name, object->size}, reader);
+  return analysis::analyze_host_file({run, name, object->size, object->version}, reader);
 }
 
 // The analysis of a run whose agents wrote their host files into the bucket: the merge of the analyses they sent, in
@@ -74,7 +74,10 @@ absl::StatusOr<analysis::AnalysisOutcome> analyze_written_hosts(const run_direct
 void analyze(const run_directory::RunDirectory& run, PodRunOutcome& outcome) {
   if (outcome.capture.exit_code() == 1) return;
   const auto start = std::chrono::steady_clock::now();
-  auto analysis = run.in_bucket() ? analyze_written_hosts(run, outcome.capture) : analysis::analyze_run_directory(run);
+  analysis::AnalysisOptions options;
+  options.jobs = analysis::default_analysis_jobs();
+  auto analysis =
+      run.in_bucket() ? analyze_written_hosts(run, outcome.capture) : analysis::analyze_run_directory(run, options);
   outcome.capture.analyzed_in_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   if (absl::Status s = run.write(run_directory::kCaptureRecordName, capture_json(outcome.capture), Durability::kSynced);
@@ -92,7 +95,9 @@ void analyze(const run_directory::RunDirectory& run, PodRunOutcome& outcome) {
   if (run.in_bucket()) {
     // The merged traces would take every host's bytes through this process: they are made where a user asks.
     outcome.summary_text += "The pod traces (pod.trace.json.gz, pod.perfetto-trace): podscope analyze " +
-                            run.location() + " writes them, reading the hosts' files from the bucket.\n";
+                            run.location() +
+                            " writes them (up to --trace-max-hosts hosts), reading the hosts' "
+                            "files from the bucket.\n";
   }
 }
 

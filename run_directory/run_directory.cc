@@ -1,9 +1,8 @@
 #include "run_directory/run_directory.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <set>
 #include <system_error>
 
@@ -127,7 +126,7 @@ absl::StatusOr<std::vector<storage::ObjectInfo>> RunDirectory::files() const {
   for (storage::ObjectInfo& object : *objects) {
     std::string name = object.name.substr(name_.size() + 1);
     // The run's own files only, not those of a directory inside it.
-    if (name.find('/') == std::string::npos) files.push_back({std::move(name), object.size});
+    if (name.find('/') == std::string::npos) files.push_back({std::move(name), object.size, std::move(object.version)});
   }
   return files;
 }
@@ -197,23 +196,21 @@ bool is_chrome_trace(const RunDirectory& run, std::string_view name) {
 absl::StatusOr<RunFile> given_file(const std::string& location) {
   absl::StatusOr<storage::Location> parsed = storage::parse_location(location);
   if (!parsed.ok()) return parsed.status();
+  std::optional<RunDirectory> run;
   if (parsed->in_bucket()) {
     if (parsed->parent().key.empty()) return absl::InvalidArgumentError(location + " is not in a run's prefix");
     absl::StatusOr<std::shared_ptr<storage::Store>> store = storage::open_store(parsed->parent().parent());
     if (!store.ok()) return store.status();
-    RunDirectory run(std::move(*store), parsed->parent().name());
-    absl::StatusOr<storage::ObjectInfo> object = run.store().stat(run.object_name(parsed->name()));
-    if (!object.ok())
-      return absl::NotFoundError(location + " is not a file: " + std::string(object.status().message()));
-    return RunFile{std::move(run), parsed->name(), object->size};
+    run.emplace(std::move(*store), parsed->parent().name());
+  } else {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(parsed->path, ec)) return absl::NotFoundError(location + " is not a file");
+    const std::filesystem::path dir = parsed->path.parent_path();
+    run.emplace(dir.empty() ? std::filesystem::path(".") : dir);
   }
-  std::error_code ec;
-  const std::filesystem::path path = parsed->path;
-  if (!std::filesystem::is_regular_file(path, ec)) return absl::NotFoundError(location + " is not a file");
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  const std::filesystem::path dir = path.parent_path();
-  return RunFile{RunDirectory(dir.empty() ? std::filesystem::path(".") : dir), path.filename().string(),
-                 ec ? 0 : static_cast<uint64_t>(size)};
+  absl::StatusOr<storage::ObjectInfo> object = run->store().stat(run->object_name(parsed->name()));
+  if (!object.ok()) return absl::NotFoundError(location + " is not a file: " + std::string(object.status().message()));
+  return RunFile{*std::move(run), parsed->name(), object->size, std::move(object->version)};
 }
 
 }  // namespace
@@ -227,11 +224,11 @@ absl::StatusOr<std::vector<RunFile>> list_run_files(const RunDirectory& run, std
   std::vector<std::string> ignored;
   for (storage::ObjectInfo& file : *all) {
     if (is_xspace_file_name(file.name) || is_kineto_trace_file_name(file.name)) {
-      files.push_back({run, std::move(file.name), file.size});
+      files.push_back({run, std::move(file.name), file.size, std::move(file.version)});
     } else if (is_json_file_name(file.name) && !is_run_output(names, file.name)) {
       // Any other JSON file is read if its content is a Chrome trace, as HTA and Perfetto's UI read it.
       if (is_chrome_trace(run, file.name)) {
-        files.push_back({run, std::move(file.name), file.size});
+        files.push_back({run, std::move(file.name), file.size, std::move(file.version)});
       } else {
         ignored.push_back(std::move(file.name));
       }
@@ -250,34 +247,6 @@ absl::StatusOr<std::vector<RunFile>> list_run_files(const RunDirectory& run, std
     }
   }
   return files;
-}
-
-std::string bytes_sha256(std::string_view bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  EVP_Digest(bytes.data(), bytes.size(), digest, &size, EVP_sha256(), nullptr);
-  return std::string(reinterpret_cast<const char*>(digest), size);
-}
-
-absl::StatusOr<std::string> file_sha256(const RunFile& file) {
-  absl::StatusOr<std::unique_ptr<storage::ObjectReader>> reader =
-      file.run.store().open(file.run.object_name(file.name));
-  if (!reader.ok()) return reader.status();
-  const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
-  if (!context || EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr) != 1) {
-    return absl::InternalError("SHA-256 is not available");
-  }
-  std::string buffer(1 << 20, '\0');
-  for (;;) {
-    absl::StatusOr<size_t> n = (*reader)->read(buffer.data(), buffer.size());
-    if (!n.ok()) return absl::Status(n.status().code(), file.location() + ": " + std::string(n.status().message()));
-    if (*n == 0) break;
-    EVP_DigestUpdate(context.get(), buffer.data(), *n);
-  }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  EVP_DigestFinal_ex(context.get(), digest, &size);
-  return std::string(reinterpret_cast<const char*>(digest), size);
 }
 
 absl::StatusOr<std::vector<RunFile>> check_run_files(const std::vector<std::string>& locations) {

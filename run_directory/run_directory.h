@@ -106,6 +106,7 @@ struct RunFile {
   RunDirectory run;
   std::string name;  // within the run
   uint64_t size = 0;
+  std::string version;  // as its store listed it (storage::ObjectInfo)
 
   std::string location() const { return run.location_of(name); }
 };
@@ -116,12 +117,6 @@ struct RunFile {
 // alike), as HTA reads a directory; the run's own JSON outputs are left out. Each other *.json[.gz] left out is named
 // in `notes`, with why. NotFound when the run is missing or holds none.
 absl::StatusOr<std::vector<RunFile>> list_run_files(const RunDirectory& run, std::vector<std::string>* notes = nullptr);
-
-// The SHA-256 of a file's bytes, read as it streams from its store: what ties a host's analysis to the file it was
-// made from (analysis/runner/analysis_runner.h, per-host databases).
-absl::StatusOr<std::string> file_sha256(const RunFile& file);
-// The same of bytes in memory (a capture before it is written).
-std::string bytes_sha256(std::string_view bytes);
 
 // The files given (local paths or bucket URLs), sorted as list_run_files sorts a run's, when each is a file that is an
 // XSpace (by its name) or a trace (by its name, or its start a Chrome trace); else the error names the first that is

@@ -149,6 +149,13 @@ class GcsWriter : public PartedWriter {
   std::unique_ptr<EVP_MD_CTX, MdDeleter> md5_;
 };
 
+// An object resource's size and generation (the JSON API gives both as strings).
+void read_size_and_generation(simdjson::dom::element object, ObjectInfo& info) {
+  std::string_view text;
+  if (object["size"].get(text) == simdjson::SUCCESS) absl::SimpleAtoi(std::string(text), &info.size);
+  if (object["generation"].get(text) == simdjson::SUCCESS) info.version = std::string(text);
+}
+
 }  // namespace
 
 GcsStore::GcsStore(Location root, std::shared_ptr<GoogleCredentials> credentials)
@@ -244,10 +251,10 @@ absl::StatusOr<std::vector<ObjectInfo>> GcsStore::list(std::string_view prefix) 
     simdjson::dom::array items;
     if (doc["items"].get(items) == simdjson::SUCCESS) {
       for (simdjson::dom::element item : items) {
-        std::string_view name, size;
+        std::string_view name;
         if (item["name"].get(name) != simdjson::SUCCESS || name.size() < strip) continue;
-        ObjectInfo info{std::string(name.substr(strip)), 0};
-        if (item["size"].get(size) == simdjson::SUCCESS) absl::SimpleAtoi(std::string(size), &info.size);
+        ObjectInfo info{std::string(name.substr(strip)), 0, ""};
+        read_size_and_generation(item, info);
         out.push_back(std::move(info));
       }
     }
@@ -263,13 +270,10 @@ absl::StatusOr<ObjectInfo> GcsStore::stat(std::string_view name) {
   const std::string key = key_of(name);
   const absl::StatusOr<HttpResponse> found = call("GET", api_url(key));
   if (!found.ok() || found->status != 200) return error_of(found, "looking up", key);
-  ObjectInfo info{std::string(name), 0};
+  ObjectInfo info{std::string(name), 0, ""};
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
-  std::string_view size;
-  if (parser.parse(found->body).get(doc) == simdjson::SUCCESS && doc["size"].get(size) == simdjson::SUCCESS) {
-    absl::SimpleAtoi(std::string(size), &info.size);
-  }
+  if (parser.parse(found->body).get(doc) == simdjson::SUCCESS) read_size_and_generation(doc, info);
   return info;
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <system_error>
 
 namespace podscope::storage {
@@ -103,6 +104,18 @@ class LocalReader : public ObjectReader {
   int fd_;
 };
 
+// A file's size and version (its inode and modification time: a file written again is renamed into place as a new
+// inode, and one rewritten in place gets a new time); empty when it cannot be read (errno says why).
+std::optional<ObjectInfo> info_of(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  ObjectInfo info;
+  info.size = static_cast<uint64_t>(st.st_size);
+  info.version =
+      std::to_string(st.st_ino) + ":" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+  return info;
+}
+
 }  // namespace
 
 LocalStore::LocalStore(Location root) : Store(std::move(root)) {}
@@ -146,9 +159,10 @@ absl::StatusOr<std::vector<ObjectInfo>> LocalStore::list(std::string_view prefix
     if (!it->is_regular_file(ec)) continue;
     std::string name = it->path().lexically_relative(root().path).generic_string();
     if (!name.starts_with(prefix) || name.find(".tmp.") != std::string::npos) continue;
-    std::error_code size_ec;
-    const uintmax_t size = it->file_size(size_ec);
-    out.push_back({std::move(name), size_ec ? 0 : static_cast<uint64_t>(size)});
+    std::optional<ObjectInfo> info = info_of(it->path());
+    if (!info) continue;  // gone since it was listed
+    info->name = std::move(name);
+    out.push_back(*std::move(info));
   }
   if (ec) return absl::InternalError("listing " + start.string() + ": " + ec.message());
   std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.name < b.name; });
@@ -157,10 +171,10 @@ absl::StatusOr<std::vector<ObjectInfo>> LocalStore::list(std::string_view prefix
 
 absl::StatusOr<ObjectInfo> LocalStore::stat(std::string_view name) {
   const fs::path path = root().path / name;
-  std::error_code ec;
-  const uintmax_t size = fs::file_size(path, ec);
-  if (ec) return absl::NotFoundError("no file " + path.string() + ": " + ec.message());
-  return ObjectInfo{std::string(name), static_cast<uint64_t>(size)};
+  std::optional<ObjectInfo> info = info_of(path);
+  if (!info) return absl::NotFoundError("no file " + path.string() + ": " + std::strerror(errno));
+  info->name = std::string(name);
+  return *std::move(info);
 }
 
 absl::Status LocalStore::remove(std::string_view name) {

@@ -24,6 +24,12 @@ std::string service_said(const HttpResponse& response) {
   return out;
 }
 
+// An ETag as listings and HEAD both give it, without the quotes one of them may leave off.
+std::string unquoted(std::string_view etag) {
+  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') etag = etag.substr(1, etag.size() - 2);
+  return std::string(etag);
+}
+
 std::string error_code(const HttpResponse& response) {
   absl::StatusOr<std::vector<XmlText>> xml = xml_texts(response.body);
   return xml.ok() ? first_xml_text(*xml, "Error/Code") : "";
@@ -296,9 +302,11 @@ absl::StatusOr<std::vector<ObjectInfo>> S3Store::list(std::string_view prefix) {
     bool truncated = false;
     for (const XmlText& t : *xml) {
       if (t.path == "ListBucketResult/Contents/Key") {
-        if (t.text.size() >= strip) out.push_back({t.text.substr(strip), 0});
+        if (t.text.size() >= strip) out.push_back({t.text.substr(strip), 0, ""});
       } else if (t.path == "ListBucketResult/Contents/Size" && !out.empty()) {
         absl::SimpleAtoi(t.text, &out.back().size);
+      } else if (t.path == "ListBucketResult/Contents/ETag" && !out.empty()) {
+        out.back().version = unquoted(t.text);
       } else if (t.path == "ListBucketResult/NextContinuationToken") {
         next = t.text;
       } else if (t.path == "ListBucketResult/IsTruncated") {
@@ -316,7 +324,7 @@ absl::StatusOr<ObjectInfo> S3Store::stat(std::string_view name) {
   const std::string key = key_of(name);
   const absl::StatusOr<HttpResponse> head = call("HEAD", key, "");
   if (!head.ok() || head->status != 200) return error_of(head, "looking up", key);
-  ObjectInfo info{std::string(name), 0};
+  ObjectInfo info{std::string(name), 0, unquoted(head->header("etag"))};
   absl::SimpleAtoi(head->header("content-length"), &info.size);
   return info;
 }

@@ -48,6 +48,10 @@ class ObjectReader {
 struct ObjectInfo {
   std::string name;  // relative to the store's root
   uint64_t size = 0;
+  // What changes whenever the object is written again, as the store itself tells it: S3's ETag, Cloud Storage's
+  // generation, a local file's inode and modification time. Equal versions of one name mean the same bytes, with no
+  // need to read them (what ties a host's database to its file).
+  std::string version;
 };
 
 // How durable a local write is (a bucket's objects are durable once committed).

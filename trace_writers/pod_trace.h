@@ -22,6 +22,10 @@
 namespace podscope::trace_writers {
 
 inline constexpr std::string_view kPodTraceStem = "pod";
+// The most hosts `podscope analyze` traces in a whole run's pod trace by default: a trace viewer shows some tens of
+// hosts' processes usefully, and past that the trace costs more than the analysis it sits beside (it reads every host
+// file, which a merge of per-host databases does not).
+inline constexpr int kDefaultTraceMaxHosts = 64;
 
 struct PodTraceFiles {
   std::string json;  // where each file is (run_directory::RunDirectory::location_of)

@@ -124,19 +124,25 @@ CaptureDescription describe_capture(const std::string& xspace, std::string_view 
   return description;
 }
 
-absl::Status upload_host_database(const std::string& object_url, std::string_view xspace,
+absl::Status upload_host_database(const std::string& object_url, uint64_t xspace_size,
                                   const std::string& host_analysis) {
   absl::StatusOr<storage::Location> object = storage::parse_location(object_url);
   if (!object.ok()) return object.status();
   podscope::v1::HostAnalysis analysis;
   if (!analysis.ParseFromString(host_analysis)) return absl::InternalError("the capture's analysis does not parse");
-  const std::string file_name = object->name();
-  absl::StatusOr<std::string> database =
-      analysis::host_database(file_name, xspace.size(), run_directory::bytes_sha256(xspace), analysis);
-  if (!database.ok()) return database.status();
   absl::StatusOr<std::shared_ptr<storage::Store>> store = store_for(object->parent());
   if (!store.ok()) return store.status();
-  return storage::write_object(**store, analysis::host_analysis_file_name(file_name), *database,
+  // The version the store gave the object just written; one of another size is no longer the capture.
+  absl::StatusOr<storage::ObjectInfo> uploaded = (*store)->stat(object->name());
+  if (!uploaded.ok()) return uploaded.status();
+  if (uploaded->size != xspace_size || uploaded->version.empty()) {
+    return absl::FailedPreconditionError(object_url + " is no longer the capture uploaded (" +
+                                         std::to_string(uploaded->size) + " bytes, " + std::to_string(xspace_size) +
+                                         " uploaded), or its store tells no version");
+  }
+  absl::StatusOr<std::string> database = analysis::host_database(*uploaded, analysis);
+  if (!database.ok()) return database.status();
+  return storage::write_object(**store, analysis::host_analysis_file_name(object->name()), *database,
                                storage::LocalDurability::kSynced);
 }
 

@@ -44,9 +44,10 @@ struct CaptureDescription {
 CaptureDescription describe_capture(const std::string& xspace, std::string_view file_stem);
 
 // Writes a capture's analysis (CaptureDescription::host_analysis) beside its uploaded file `object_url` as that file's
-// per-host database (<file>.host_analysis.pb, analysis/runner/analysis_runner.h), tied to the bytes uploaded, so
-// `podscope analyze` of the run merges it instead of reading the file back and analysing it again.
-absl::Status upload_host_database(const std::string& object_url, std::string_view xspace,
+// per-host database (<file>.host_analysis.pb, analysis/runner/analysis_runner.h), tied to the object's version as the
+// bucket tells it (`xspace_size` bytes were uploaded), so `podscope analyze` of the run merges it instead of reading
+// the file back and analysing it again.
+absl::Status upload_host_database(const std::string& object_url, uint64_t xspace_size,
                                   const std::string& host_analysis);
 
 }  // namespace podscope::agent

@@ -317,7 +317,7 @@ void CaptureSessions::write_to_repository(const tensorflow::ProfileRequest& requ
     CaptureDescription description = describe_capture(result.xspace, capture_file_host(request, host_name_));
     if (!description.host_analysis.empty()) {
       // Without it the run's analysis reads the file back: worth a warning, not the capture.
-      if (absl::Status s = upload_host_database(result.written_path, result.xspace, description.host_analysis);
+      if (absl::Status s = upload_host_database(result.written_path, result.xspace.size(), description.host_analysis);
           !s.ok()) {
         PODSCOPE_LOG(kWarning) << "the host database of " << result.written_path << " was not written: " << s.message();
       }

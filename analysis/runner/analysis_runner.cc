@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "analysis/rendering/renderers.h"
+#include "analysis/runner/host_analysis_build.h"
 #include "daemon/atomic_file.h"
 #include "proto/xspace/serialize.h"
 #include "proto/xspace/xspace_stream_reader.h"
@@ -101,32 +102,35 @@ struct HostResult {
   std::string written;  // where its database was written
 };
 
-// The analysis in `file`'s database when that was made from this very file (its name, size and bytes) by this
-// format; else why not.
-absl::StatusOr<podscope::v1::HostAnalysis> matching_database(const RunFile& file, const std::string& sha256) {
+// What ties a database to a run file: the file as its store listed it.
+storage::ObjectInfo object_info(const RunFile& file) { return {file.name, file.size, file.version}; }
+
+// The analysis in `file`'s database when that was made from this very file (its name, size and version) by this
+// build's analysis; else why not.
+absl::StatusOr<podscope::v1::HostAnalysis> matching_database(const RunFile& file) {
   absl::StatusOr<std::string> bytes = file.run.read(host_analysis_file_name(file.name), kMaxDatabaseBytes);
   if (!bytes.ok()) return bytes.status();
   podscope::v1::HostAnalysisFile database;
   if (!database.ParseFromString(*bytes)) return absl::DataLossError("it does not parse as a HostAnalysisFile");
-  if (database.format() != kHostAnalysisFormat) {
-    return absl::FailedPreconditionError("it is of format " + std::to_string(database.format()) +
-                                         ", this podscope's is " + std::to_string(kHostAnalysisFormat));
+  if (database.analysis_build() != host_analysis_build()) {
+    return absl::FailedPreconditionError("it was made by another build's analysis (" +
+                                         database.analysis_build().substr(0, 12) + ", this podscope's is " +
+                                         std::string(host_analysis_build().substr(0, 12)) + ")");
   }
   if (database.host_file() != file.name) {
     return absl::FailedPreconditionError("it was made from " + database.host_file());
   }
-  if (database.host_file_size() != file.size || database.host_file_sha256() != sha256) {
+  if (database.host_file_size() != file.size || database.host_file_version() != file.version) {
     return absl::FailedPreconditionError("the host file changed since it was analysed (" +
                                          std::to_string(database.host_file_size()) + " bytes then, " +
-                                         std::to_string(file.size) + " now, or other bytes)");
+                                         std::to_string(file.size) + " now, or written again)");
   }
   return std::move(*database.mutable_analysis());
 }
 
 // Writes `analysis` as `file`'s database; the database's location, or why it could not be written.
-absl::StatusOr<std::string> write_database(const RunFile& file, const std::string& sha256,
-                                           const podscope::v1::HostAnalysis& analysis) {
-  absl::StatusOr<std::string> bytes = host_database(file.name, file.size, sha256, analysis);
+absl::StatusOr<std::string> write_database(const RunFile& file, const podscope::v1::HostAnalysis& analysis) {
+  absl::StatusOr<std::string> bytes = host_database(object_info(file), analysis);
   if (!bytes.ok()) return bytes.status();
   const std::string name = host_analysis_file_name(file.name);
   if (absl::Status s = file.run.write(name, *bytes, Durability::kRebuildable); !s.ok()) return s;
@@ -135,16 +139,11 @@ absl::StatusOr<std::string> write_database(const RunFile& file, const std::strin
 
 HostResult host_result(const RunFile& file, const Databases& databases, RunFileReader& files) {
   HostResult result;
-  // A file whose bytes cannot be read for the hash is analysed as without databases: it fails alike.
-  absl::StatusOr<std::string> sha256 =
-      databases.used ? run_directory::file_sha256(file) : absl::StatusOr<std::string>(absl::UnavailableError(""));
-  if (!sha256.ok()) {
-    result.analysis = analyze_host_file(file, files);
-    return result;
-  }
+  // A store that tells no version (none known today) cannot tie a database to its file: none is used or written.
+  const bool tied = databases.used && !file.version.empty();
   const std::string database = host_analysis_file_name(file.name);
-  if (databases.present.contains(database)) {
-    absl::StatusOr<podscope::v1::HostAnalysis> matching = matching_database(file, *sha256);
+  if (tied && databases.present.contains(database)) {
+    absl::StatusOr<podscope::v1::HostAnalysis> matching = matching_database(file);
     if (matching.ok()) {
       // An agent that wrote its file into a bucket never knew its clock's offset, which capture.json records (and
       // the file's reader stamps on its planes): taken from there as for its file read.
@@ -161,8 +160,8 @@ HostResult host_result(const RunFile& file, const Databases& databases, RunFileR
                   "): " + file.name + " analysed again";
   }
   result.analysis = analyze_host_file(file, files);
-  if (!result.analysis.ok()) return result;
-  absl::StatusOr<std::string> written = write_database(file, *sha256, *result.analysis);
+  if (!result.analysis.ok() || !tied) return result;
+  absl::StatusOr<std::string> written = write_database(file, *result.analysis);
   if (written.ok()) {
     result.written = *std::move(written);
   } else {
@@ -249,14 +248,17 @@ std::string host_analysis_file_name(std::string_view host_file_name) {
   return std::string(host_file_name) + std::string(kHostAnalysisSuffix);
 }
 
-absl::StatusOr<std::string> host_database(std::string_view host_file_name, uint64_t host_file_size,
-                                          std::string_view host_file_sha256,
+std::string_view host_analysis_build() { return kHostAnalysisBuild; }
+
+int default_analysis_jobs() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+absl::StatusOr<std::string> host_database(const storage::ObjectInfo& host_file,
                                           const podscope::v1::HostAnalysis& analysis) {
   podscope::v1::HostAnalysisFile database;
-  database.set_format(kHostAnalysisFormat);
-  database.set_host_file(std::string(host_file_name));
-  database.set_host_file_size(host_file_size);
-  database.set_host_file_sha256(std::string(host_file_sha256));
+  database.set_analysis_build(std::string(host_analysis_build()));
+  database.set_host_file(host_file.name);
+  database.set_host_file_size(host_file.size);
+  database.set_host_file_version(host_file.version);
   *database.mutable_analysis() = analysis;
   return xspace::serialize_deterministically(database);
 }

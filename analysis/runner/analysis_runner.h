@@ -27,16 +27,22 @@ struct AnalysisOptions {
   int jobs = 1;
 };
 
+// How many host files `podscope analyze` and the analysis after a capture take at once unless told: the machine's
+// cores.
+int default_analysis_jobs();
+
 // Per-host databases: each host file's analysis kept beside it as `<host file>.host_analysis.pb` (a
 // podscope.v1.HostAnalysisFile), written by whoever analysed the file, merged instead of the file analysed again while
-// it matches the file beside it (name, size, SHA-256) and this format. Raised whenever what a host's analysis holds or
-// how a file is analysed into one changes: a database of another format is analysed again, never merged.
+// it matches the file beside it (name, size and version, storage::ObjectInfo) and this build's analysis: a database
+// made by other analysis code is analysed again, never merged.
 inline constexpr std::string_view kHostAnalysisSuffix = ".host_analysis.pb";
-inline constexpr uint32_t kHostAnalysisFormat = 1;
 std::string host_analysis_file_name(std::string_view host_file_name);
-// The bytes of a host file's database: its analysis, tied to the file (its name, size and SHA-256) and this format.
-absl::StatusOr<std::string> host_database(std::string_view host_file_name, uint64_t host_file_size,
-                                          std::string_view host_file_sha256,
+// What made a host's analysis: a SHA-256 over the sources that turn a file into one (the step database, the pod and
+// tool analyses, the protos, the readers of XSpaces and traces), computed when podscope is built, so no change of
+// them can be merged with databases made before it.
+std::string_view host_analysis_build();
+// The bytes of a host file's database: its analysis, tied to the file (its name, size and version) and this build.
+absl::StatusOr<std::string> host_database(const storage::ObjectInfo& host_file,
                                           const podscope::v1::HostAnalysis& analysis);
 
 // One shard of a run's hosts: the host files at positions index, index + count, index + 2 × count ... of the run's

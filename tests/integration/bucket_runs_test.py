@@ -229,6 +229,26 @@ class BucketRuns(unittest.TestCase):
             with open(os.path.join(local, name), "rb") as f:
                 self.assertEqual(in_bucket, f.read(), name)
 
+    def test_a_capture_whose_host_files_exceed_the_clis_disk_succeeds_into_a_bucket(self):
+        # The CLI may write no local file past 4 KiB (RLIMIT_FSIZE: a larger write kills it with SIGXFSZ), less than
+        # any host file: a machine with no room for one host's file captures the pod into the bucket all the same.
+        import resource
+        limit = 4096
+
+        def small_disk():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+        addresses = ",".join(address for _, address in self.agents)
+        done = subprocess.run([f"{BIN}/podscope", "capture", "--service_addr", addresses, "--logdir",
+                               "s3://runs/team/small_disk", "--duration_ms", "1000"], env=self.env,
+                              capture_output=True, text=True, timeout=180, preexec_fn=small_disk)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        objects = self.s3_objects("team/small_disk/plugins/profile/")
+        hosts = {k: size for k, size in objects.items() if k.endswith(".xplane.pb")}
+        self.assertEqual(len(hosts), len(self.agents), objects)
+        self.assertGreater(min(hosts.values()), limit, hosts)
+        self.assertTrue(any(k.endswith("/report.html") for k in objects), objects)
+
     def test_a_capture_into_gcs_is_found_and_read_by_googles_libraries(self):
         done = self.capture("gs://runs/team/gcs")
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)

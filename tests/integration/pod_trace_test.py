@@ -237,6 +237,26 @@ class PodTraceTest(unittest.TestCase):
         code, out = podscope("analyze", self.run_dir, "--trace-window", "nonsense")
         self.assertEqual(code, 2, out)
 
+    def test_a_run_past_the_trace_bound_gets_no_pod_trace_and_named_hosts_get_theirs(self):
+        run = os.path.join(tempfile.mkdtemp(prefix="podscope_trace_bound_"), "run")
+        try:
+            shutil.copytree(self.run_dir, run, ignore=shutil.ignore_patterns("pod.*"))
+            code, out = podscope("analyze", run, "--trace-max-hosts", "3")
+            self.assertEqual(code, 0, out)
+            self.assertIn("no pod trace written: 4 hosts, past --trace-max-hosts 3", out)
+            self.assertFalse([f for f in os.listdir(run) if f.startswith("pod.")], os.listdir(run))
+            hosts = sorted(f for f in os.listdir(run) if f.endswith(".xplane.pb"))[:2]
+            out_dir = os.path.join(os.path.dirname(run), "two_hosts")
+            os.makedirs(out_dir)
+            code, out = podscope("analyze", *[os.path.join(run, h) for h in hosts], "--out", out_dir,
+                                 "--trace-max-hosts", "1")
+            self.assertEqual(code, 0, out)
+            tracks, _ = read_perfetto(os.path.join(out_dir, "pod.perfetto-trace"))
+            processes = {t["name"] for t in tracks.values() if t["parent"] == 0 and "CUSTOM" in t["name"]}
+            self.assertEqual(len(processes), 2, processes)
+        finally:
+            shutil.rmtree(os.path.dirname(run), ignore_errors=True)
+
 
 if __name__ == "__main__":
     unittest.main()

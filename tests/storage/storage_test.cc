@@ -1,6 +1,7 @@
-// The stores against real servers started here (storage_servers.h): objects written whole or not at all, read back
-// byte for byte, listed, removed; a wrong key, a missing bucket, a server killed mid-upload and started again, a server
-// that stalls; and the service checking the checksums sent with what it receives.
+// The stores against real servers started here (storage_servers.h), and a local directory: objects written whole or
+// not at all, read back byte for byte, listed (with versions that tell every write), removed; a wrong key, a missing
+// bucket, a server killed mid-upload and started again, a server that stalls; and the service checking the checksums
+// sent with what it receives.
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
@@ -13,6 +14,7 @@
 #include "storage/http.h"
 #include "storage/location.h"
 #include "storage/store.h"
+#include "tests/scratch_directory.h"
 #include "tests/storage/storage_servers.h"
 
 namespace podscope::storage {
@@ -57,6 +59,21 @@ class Servers : public ::testing::Test {
   }
 };
 
+// An object's version is told alike by its listing and by its lookup, and changes when the object is written again,
+// even with bytes of the same size (what ties a host's database to its file without reading it).
+void expect_versions_tell_writes(Store& store, const ObjectInfo& listed, const ObjectInfo& looked_up,
+                                 const std::string& bytes) {
+  EXPECT_FALSE(listed.version.empty());
+  EXPECT_EQ(listed.version, looked_up.version);
+  std::string other = bytes;
+  other.front() ^= 1;
+  ASSERT_TRUE(write_object(store, listed.name, other, LocalDurability::kRebuildable).ok());
+  absl::StatusOr<ObjectInfo> rewritten = store.stat(listed.name);
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status();
+  EXPECT_EQ(rewritten->size, bytes.size());
+  EXPECT_NE(rewritten->version, listed.version);
+}
+
 // The same contract, whichever service: small and multi-part objects round trip, list and go.
 void round_trip(Store& store) {
   const std::string small = "capture.json of a run";
@@ -78,6 +95,7 @@ void round_trip(Store& store) {
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->size, small.size());
   EXPECT_TRUE(absl::IsNotFound(store.stat("run/none").status()));
+  expect_versions_tell_writes(store, (*listed)[0], *info, small);
   ASSERT_TRUE(store.remove("run/capture.json").ok());
   ASSERT_TRUE(store.remove("run/host0.xplane.pb").ok());
   EXPECT_TRUE(store.list("run/")->empty());
@@ -103,6 +121,13 @@ TEST_F(Servers, S3ObjectsRoundTripWithEverySignatureChecked) {
   EXPECT_EQ(store->credential_source(), "AWS_ACCESS_KEY_ID from the environment");
   round_trip(*store);
   abort_leaves_nothing(*store);
+}
+
+TEST(LocalStore, FilesRoundTripAsObjectsDo) {
+  const podscope::testing::ScratchDirectory scratch("local_store");
+  std::shared_ptr<Store> store = store_at(scratch.path().string());
+  ASSERT_NE(store, nullptr);
+  round_trip(*store);
 }
 
 TEST_F(Servers, GcsObjectsRoundTripThroughResumableUploads) {

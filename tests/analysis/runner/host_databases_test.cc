@@ -1,9 +1,11 @@
 // Per-host databases: a run analysed leaves each host's analysis beside its file, and the next analysis merges them
 // instead of reading the files, giving the same outputs byte for byte; a database that does not match its file (from
-// another file, another format, corrupt, or its file changed) is never merged: the file is analysed again and a note
-// says why. Hosts analysed in parallel, or shard by shard and then merged, give the same outputs too. On the real
-// 4-rank capture with skewed clocks and a PyTorch DDP pod of three ranks.
+// another file, another build's analysis, corrupt, or its file changed) is never merged: the file is analysed again and
+// a note says why. Hosts analysed in parallel, or shard by shard and then merged, give the same outputs too. On the
+// real 4-rank capture with skewed clocks and a PyTorch DDP pod of three ranks.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -112,20 +114,22 @@ TEST(HostDatabasesTest, ADatabaseThatDoesNotMatchItsFileIsNeverMerged) {
   const CopiedRun run(kRingTrainer);
   const Analysed fresh = analyze(run.path());
 
-  // Host 1's database is host 0's; host 2's is corrupt; host 3's is of another format.
+  // Host 1's database is host 0's; host 2's is corrupt; host 3's was made by other analysis code.
   fs::copy_file(run.database_of("host0.xplane.pb"), run.database_of("host1.xplane.pb"),
                 fs::copy_options::overwrite_existing);
   put(run.database_of("host2.xplane.pb"), "not a database");
-  podscope::v1::HostAnalysisFile other_format;
-  ASSERT_TRUE(other_format.ParseFromString(contents(run.database_of("host3.xplane.pb"))));
-  other_format.set_format(kHostAnalysisFormat + 1);
-  put(run.database_of("host3.xplane.pb"), other_format.SerializeAsString());
+  podscope::v1::HostAnalysisFile other_build;
+  ASSERT_TRUE(other_build.ParseFromString(contents(run.database_of("host3.xplane.pb"))));
+  EXPECT_EQ(other_build.analysis_build(), host_analysis_build());
+  other_build.set_analysis_build("0123456789abcdef");
+  put(run.database_of("host3.xplane.pb"), other_build.SerializeAsString());
   const Analysed mismatched = analyze(run.path());
   EXPECT_EQ(mismatched.hosts_from_databases, 1u);
   ASSERT_EQ(mismatched.notes.size(), 3u);
   EXPECT_NE(mismatched.notes[0].find("it was made from host0.xplane.pb"), std::string::npos) << mismatched.notes[0];
   EXPECT_NE(mismatched.notes[1].find("does not parse"), std::string::npos) << mismatched.notes[1];
-  EXPECT_NE(mismatched.notes[2].find("of format 2"), std::string::npos) << mismatched.notes[2];
+  EXPECT_NE(mismatched.notes[2].find("made by another build's analysis (0123456789ab"), std::string::npos)
+      << mismatched.notes[2];
   expect_same_outputs(mismatched, fresh);
   // They were made again from their files.
   EXPECT_EQ(analyze(run.path()).hosts_from_databases, 4u);
@@ -140,6 +144,47 @@ TEST(HostDatabasesTest, ADatabaseThatDoesNotMatchItsFileIsNeverMerged) {
       << changed.notes[0];
   for (int host = 0; host < 4; ++host) fs::remove(run.database_of("host" + std::to_string(host) + ".xplane.pb"));
   expect_same_outputs(changed, analyze(run.path()));
+}
+
+// A file written again in place with bytes of the same size has a new version (its modification time): its
+// database is stale.
+TEST(HostDatabasesTest, AFileRewrittenInPlaceWithTheSameSizeIsAnalysedAgain) {
+  const CopiedRun run(kRingTrainer);
+  const Analysed fresh = analyze(run.path());
+  const fs::path host2 = run.path() / "host2.xplane.pb";
+  const std::string bytes = contents(host2);
+  {
+    std::fstream same_inode(host2, std::ios::binary | std::ios::in | std::ios::out);
+    same_inode << bytes;  // the same bytes, written again: only the time changes
+  }
+  const Analysed again = analyze(run.path());
+  EXPECT_EQ(again.hosts_from_databases, 3u);
+  ASSERT_EQ(again.notes.size(), 1u);
+  EXPECT_NE(again.notes[0].find("host2.xplane.pb.host_analysis.pb not used (the host file changed"), std::string::npos)
+      << again.notes[0];
+  expect_same_outputs(again, fresh);
+}
+
+// The version, not the bytes, ties a database to its file: a merge reads no host file. Shown by a host file whose
+// bytes are replaced under the same inode, size and time: the merge still gives the analysis of what was there.
+TEST(HostDatabasesTest, AMergeReadsNoHostFile) {
+  const CopiedRun run(kRingTrainer);
+  const Analysed fresh = analyze(run.path());
+  for (int host = 0; host < 4; ++host) {
+    const fs::path file = run.path() / ("host" + std::to_string(host) + ".xplane.pb");
+    struct stat before {};
+    ASSERT_EQ(::stat(file.c_str(), &before), 0);
+    {
+      std::fstream same_inode(file, std::ios::binary | std::ios::in | std::ios::out);
+      same_inode << std::string(static_cast<size_t>(before.st_size), '\xff');  // no XSpace parses from this
+    }
+    const struct timespec times[2] = {before.st_atim, before.st_mtim};
+    ASSERT_EQ(::utimensat(AT_FDCWD, file.c_str(), times, 0), 0);
+  }
+  const Analysed merged = analyze(run.path());
+  EXPECT_EQ(merged.hosts_from_databases, 4u);
+  EXPECT_TRUE(merged.notes.empty());
+  expect_same_outputs(merged, fresh);
 }
 
 TEST(HostDatabasesTest, HostsAnalysedInParallelGiveTheSameOutputs) {
