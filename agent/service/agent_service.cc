@@ -123,7 +123,7 @@ grpc::Status AgentServiceImpl::answer_window(grpc::CallbackServerContext& contex
     // The host's database beside its file, as a capture's (CaptureSessions::write_to_repository): a later analysis of
     // the run merges it instead of reading the window back. Without it that analysis reads the file: a warning.
     if (!description.host_analysis.empty()) {
-      if (absl::Status s = upload_host_database(*uploaded, body, description.host_analysis); !s.ok()) {
+      if (absl::Status s = upload_host_database(*uploaded, body.size(), description.host_analysis); !s.ok()) {
         PODSCOPE_LOG(kWarning) << "the host database of " << *uploaded << " was not written: " << s.message();
       }
     }
