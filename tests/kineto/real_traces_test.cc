@@ -35,6 +35,7 @@ namespace podscope::kineto {
 namespace {
 
 namespace fs = std::filesystem;
+using podscope::testing::CommandResult;
 
 // A fresh directory holding links to the named shared traces (the analysis writes its outputs beside them).
 class RunDirectory {
@@ -375,14 +376,14 @@ TEST(KinetoRealTraces, TracesAnalyseBesideXSpaceFiles) {
 }
 
 // `podscope analyze` on `dir` or on files (then `--out`): its exit code and what it printed.
-testing::CommandResult podscope_analyze(const std::string& arguments) {
-  return testing::run_command(std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope analyze " + arguments);
+CommandResult podscope_analyze(const std::string& arguments) {
+  return podscope::testing::run_command(std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope analyze " + arguments);
 }
 
 TEST(KinetoRealTraces, PodscopeAnalyzeRunsEveryToolOnADirectoryOfTraces) {
   RunDirectory run("cli");
   if (!run.add("sampled_rank-0.pt.trace.json.gz") || !run.add("sampled_rank-1.pt.trace.json.gz")) return;
-  const testing::CommandResult analyzed = podscope_analyze(run.path().string());
+  const CommandResult analyzed = podscope_analyze(run.path().string());
   const std::string& output = analyzed.output;
   ASSERT_EQ(analyzed.exit_code, 0) << output;
   for (const char* written : {"pod_viewer.json", "report.html", "overview_page.json", "input_pipeline.json",
@@ -417,15 +418,15 @@ TEST(KinetoRealTraces, PodscopeAnalyzeReadsChromeTracesByTheirContentWhateverThe
     fs::copy_file(named.path() / (stem + ".pt.trace.json.gz"), plain.path() / (stem + ".json.gz"));
   }
   std::ofstream(plain.path() / "notes.json") << R"({"run": "a JSON file that is no trace"})";
-  const testing::CommandResult by_name = podscope_analyze(named.path().string());
+  const CommandResult by_name = podscope_analyze(named.path().string());
   ASSERT_EQ(by_name.exit_code, 0) << by_name.output;
-  const testing::CommandResult by_content = podscope_analyze(plain.path().string());
+  const CommandResult by_content = podscope_analyze(plain.path().string());
   ASSERT_EQ(by_content.exit_code, 0) << by_content.output;
   EXPECT_NE(by_content.output.find("note: ignored notes.json: not a Chrome trace"), std::string::npos)
       << by_content.output;
   std::string files;
   for (const std::string& stem : stems) files += " " + (plain.path() / (stem + ".json.gz")).string();
-  const testing::CommandResult as_files = podscope_analyze(files + " --out " + given.path().string());
+  const CommandResult as_files = podscope_analyze(files + " --out " + given.path().string());
   ASSERT_EQ(as_files.exit_code, 0) << as_files.output;
   for (const char* finding : kFindings) {
     const std::string expected = file_text(named.path() / finding);
@@ -438,7 +439,7 @@ TEST(KinetoRealTraces, PodscopeAnalyzeReadsChromeTracesByTheirContentWhateverThe
                 "note: ignored notes.json: not a Chrome trace (no traceEvents array in its first 1024 KiB)\n");
   // The analysis' own outputs (pod.trace.json.gz is a Chrome trace too) are not read back, nor noted, next time;
   // the hosts are merged from the databases the first analysis wrote beside them.
-  const testing::CommandResult again = podscope_analyze(plain.path().string());
+  const CommandResult again = podscope_analyze(plain.path().string());
   ASSERT_EQ(again.exit_code, 0) << again.output;
   std::string expected = by_content.output;
   const std::string analysed = "0 of 4 hosts merged from their host databases";
@@ -451,8 +452,8 @@ TEST(KinetoRealTraces, PodscopeAnalyzeReadsATraceNamedAsHtasExamplesAre) {
   RunDirectory named("hta_named"), hta("hta");
   if (!named.add("gloo_cpu_only_rank34.pt.trace.json.gz")) return;
   fs::copy_file(named.path() / "gloo_cpu_only_rank34.pt.trace.json.gz", hta.path() / "some_rank3.json.gz");
-  const testing::CommandResult by_name = podscope_analyze(named.path().string());
-  const testing::CommandResult hta_named = podscope_analyze(hta.path().string());
+  const CommandResult by_name = podscope_analyze(named.path().string());
+  const CommandResult hta_named = podscope_analyze(hta.path().string());
   ASSERT_EQ(hta_named.exit_code, 0) << hta_named.output;
   EXPECT_EQ(hta_named.output.find("no torch.profiler traces"), std::string::npos) << hta_named.output;
   for (const char* finding : kFindings) {

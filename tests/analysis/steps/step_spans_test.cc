@@ -130,7 +130,7 @@ TEST(OneStepDatabaseTest, ReadersAgreeOnTheRealTensorFlowFile) {
   const auto path = podscope::testing::shared_testdata_file("tf_bert_8gpu_host0.xplane.pb");
   if (!path) return;
   std::vector<XSpace> spaces;
-  spaces.push_back(testing::read_xspace_file(*path));
+  spaces.push_back(podscope::testing::read_xspace_file(*path));
   EXPECT_GE(expect_readers_agree(spaces), 2u) << "GPU:4 and GPU:6, one step each";
 }
 
@@ -148,20 +148,20 @@ TEST(OneStepDatabaseTest, ReadersAgreeOnARealCaptureOfFourRanks) {
   const fs::path run = fs::path(PODSCOPE_SOURCE_DIR) / "tests/data/analysis/ring_trainer_offsets";
   std::vector<XSpace> spaces;
   for (int i = 0; i < 4; ++i)
-    spaces.push_back(testing::read_xspace_file(run / ("host" + std::to_string(i) + ".xplane.pb")));
+    spaces.push_back(podscope::testing::read_xspace_file(run / ("host" + std::to_string(i) + ".xplane.pb")));
   EXPECT_GT(expect_readers_agree(spaces), 4u);
 }
 
 TEST(OneStepDatabaseTest, ReadersAgreeOnTheCudaProgramsNvtxSteps) {
   std::vector<XSpace> spaces;
-  spaces.push_back(testing::read_xspace_file(kNvtxRun / "gpuhost.xplane.pb"));
+  spaces.push_back(podscope::testing::read_xspace_file(kNvtxRun / "gpuhost.xplane.pb"));
   EXPECT_GT(expect_readers_agree(spaces), 1000u);
 }
 
 // A CUDA program traced by libpodscope_cupti (tests/cupti/cuda_training_loop.cu, captured on an H100) marks each
 // step with an NVTX range "step": they land on /host:CPU's `NVTX thread <tid>` line and number the GPU's steps.
 TEST(OneStepDatabaseTest, NvtxStepRangesOfARealCudaCaptureGiveItsSteps) {
-  const XSpace space = testing::read_xspace_file(kNvtxRun / "gpuhost.xplane.pb");
+  const XSpace space = podscope::testing::read_xspace_file(kNvtxRun / "gpuhost.xplane.pb");
   size_t ranges = 0;
   for (const auto& plane : space.planes()) {
     if (plane.name() != xspace::kHostPlaneName) continue;
