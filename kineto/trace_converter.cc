@@ -24,13 +24,8 @@ static_assert(TraceJsonSplitter::kWindowPadding >= simdjson::SIMDJSON_PADDING, "
 // Debian's abseil does not alias absl::string_view to std::string_view.
 absl::string_view av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-// Stat names TF's GPU tracer writes, as cupti/convert writes them.
-constexpr std::string_view kKernelDetailsStat = "kernel_details";
-using xspace::kCorrelationIdStat;
-constexpr std::string_view kContextIdStat = "context_id";
-constexpr std::string_view kStreamIdStat = "stream_id";
-constexpr std::string_view kDeviceIdStat = "device_id";
-constexpr std::string_view kCollectiveStat = "collective";
+// Stats of the collectives a Kineto trace records (their process group, its sizes and backend) and of where the
+// steps came from.
 constexpr std::string_view kProcessGroupStat = "process_group";
 constexpr std::string_view kGroupSizeStat = "group_size";
 constexpr std::string_view kWorldSizeStat = "world_size";
@@ -558,7 +553,7 @@ class Builder {
         auto& p = *cupti_plane_;
         auto stats = thread_line(p, e.pid, e.tid).add_event(name(e.name), e.start_ns, e.duration_ns);
         if (e.correlation >= 0) {
-          stats.add(kCorrelationIdStat, e.correlation);
+          stats.add(xspace::kCorrelationIdStat, e.correlation);
           launch_ns_[e.correlation] = e.start_ns;
         }
         break;
@@ -607,7 +602,7 @@ class Builder {
   }
 
   void add_collective_stats(xspace::XStatsBuilder& stats, const Collective& c) {
-    stats.add(kCollectiveStat, name(c.name));
+    stats.add(xspace::kCollectiveStat, name(c.name));
     if (c.bytes >= 0) stats.add(xspace::kBytesStat, c.bytes);
     if (c.process_group != UINT32_MAX) stats.add(kProcessGroupStat, name(c.process_group));
     if (c.ranks != UINT32_MAX) stats.add(xspace::kReplicaGroupStat, name(c.ranks));
@@ -647,10 +642,10 @@ class Builder {
     if (e.kind == EventKind::kKernel) {
       const KernelLaunch& k = t_.kernels[e.detail];
       add_ref_stat(
-          p, *line.proto(), kKernelDetailsStat,
+          p, *line.proto(), xspace::kKernelDetailsStat,
           absl::StrCat("regs:", k.registers, " static_shared:", k.shared_memory, " dynamic_shared:0 grid:", k.grid[0],
                        ",", k.grid[1], ",", k.grid[2], " block:", k.block[0], ",", k.block[1], ",", k.block[2]));
-      stats.add(kContextIdStat, k.context);
+      stats.add(xspace::kContextIdStat, k.context);
       add_nccl_stats(stats, e, k);
       add_framework_op(p, *line.proto(), k.external_id);
     } else {
@@ -658,8 +653,8 @@ class Builder {
       if (copy.bytes >= 0) stats.add(xspace::kBytesStat, copy.bytes);
       add_framework_op(p, *line.proto(), copy.external_id);
     }
-    if (e.correlation >= 0) stats.add(kCorrelationIdStat, e.correlation);
-    stats.add(kStreamIdStat, e.tid);
+    if (e.correlation >= 0) stats.add(xspace::kCorrelationIdStat, e.correlation);
+    stats.add(xspace::kStreamIdStat, e.tid);
     device_ops_.push_back({e.pid, e.correlation, e.start_ns, e.start_ns + e.duration_ns});
   }
 
@@ -688,7 +683,7 @@ class Builder {
       add_collective_stats(stats, t_.collectives[it->second]);
       return;
     }
-    stats.add(kCollectiveStat, collective);
+    stats.add(xspace::kCollectiveStat, collective);
   }
 
   static std::string_view nccl_kernel_collective(std::string_view kernel) {
@@ -785,7 +780,7 @@ class Builder {
   void finish_planes() {
     for (auto& [plane_name, p] : planes_) {
       if (std::string_view(plane_name).starts_with(xspace::kGpuPlanePrefix)) {
-        p->stats().add(kDeviceIdStat, p->proto()->id());
+        p->stats().add(xspace::kDeviceIdStat, p->proto()->id());
         // One process, one GPU (PyTorch's convention): the GPU is the rank's core, named by its rank as a CPU-only
         // rank's core is, also where several ranks' GPUs share a host plane (a live capture).
         if (t_.rank >= 0 && gpu_planes_.size() == 1) {

@@ -66,25 +66,16 @@ DiskCollector::DiskCollector(std::string path) : ProcFileCollector(std::move(pat
 absl::Status DiskCollector::record(std::string_view text, int64_t now_ns, SampleSink& sink) {
   if (absl::Status s = parse_diskstats(text, path(), parsed_); !s.ok()) return s;
   for (const DiskCounters& counters : parsed_) {
-    Device* dev = nullptr;
-    for (Device& d : devices_) {
-      if (d.name == counters.device) dev = &d;
-    }
-    if (dev == nullptr) {
-      dev = &devices_.emplace_back();
-      dev->name = std::string(counters.device);
-      for (size_t m = 0; m < kMetrics.size(); ++m) {
-        const bool bytes = m == 2 || m == 3;
-        dev->ids[m] =
-            sink.declare({.metric = std::string(kMetrics[m]),
-                          .help = "/proc/diskstats counters per device.",
-                          .kind = SeriesSpec::Kind::kCounter,
-                          .labels = {{"device", dev->name}},
-                          .plane = bytes ? "/host:CPU" : "",
-                          .track = bytes ? "Disk " + dev->name + (m == 2 ? " read" : " written") + " (bytes/s)" : ""});
-      }
-    }
-    for (size_t m = 0; m < kMetrics.size(); ++m) sink.record(dev->ids[m], now_ns, counters.values[m]);
+    const auto& ids = devices_.of(counters.device, sink, [](size_t m, const std::string& device) {
+      const bool bytes = m == 2 || m == 3;
+      return SeriesSpec{.metric = std::string(kMetrics[m]),
+                        .help = "/proc/diskstats counters per device.",
+                        .kind = SeriesSpec::Kind::kCounter,
+                        .labels = {{"device", device}},
+                        .plane = bytes ? "/host:CPU" : "",
+                        .track = bytes ? "Disk " + device + (m == 2 ? " read" : " written") + " (bytes/s)" : ""};
+    });
+    for (size_t m = 0; m < kMetrics.size(); ++m) sink.record(ids[m], now_ns, counters.values[m]);
   }
   return absl::OkStatus();
 }

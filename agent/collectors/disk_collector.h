@@ -31,12 +31,8 @@ class DiskCollector final : public ProcFileCollector {
 
  private:
   absl::Status record(std::string_view text, int64_t now_ns, SampleSink& sink) override;
-  struct Device {
-    std::string name;
-    std::array<SeriesId, 5> ids{};
-  };
   std::vector<DiskCounters> parsed_;
-  std::vector<Device> devices_;
+  SeriesByName<5> devices_;
 };
 
 }  // namespace podscope::agent

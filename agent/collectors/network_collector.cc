@@ -51,27 +51,16 @@ NetworkCollector::NetworkCollector(std::string path) : ProcFileCollector(std::mo
 absl::Status NetworkCollector::record(std::string_view text, int64_t now_ns, SampleSink& sink) {
   if (absl::Status s = parse_net_dev(text, path(), parsed_); !s.ok()) return s;
   for (const InterfaceCounters& counters : parsed_) {
-    Interface* iface = nullptr;
-    for (Interface& i : interfaces_) {
-      if (i.name == counters.name) iface = &i;
-    }
-    if (iface == nullptr) {  // a new interface: declared once
-      iface = &interfaces_.emplace_back();
-      iface->name = std::string(counters.name);
-      for (size_t m = 0; m < kMetrics.size(); ++m) {
-        const bool bytes = m == 0 || m == 4;
-        iface->ids[m] = sink.declare(
-            {.metric = std::string(kMetrics[m]),
-             .help = "/proc/net/dev counters per interface.",
-             .kind = SeriesSpec::Kind::kCounter,
-             .labels = {{"device", iface->name}},
-             .plane = bytes ? "/host:CPU" : "",
-             .track = bytes ? "Network " + iface->name + (m == 0 ? " received" : " sent") + " (bytes/s)" : ""});
-      }
-    }
-    for (size_t m = 0; m < kMetrics.size(); ++m) {
-      sink.record(iface->ids[m], now_ns, static_cast<double>(counters.values[m]));
-    }
+    const auto& ids = interfaces_.of(counters.name, sink, [](size_t m, const std::string& iface) {
+      const bool bytes = m == 0 || m == 4;
+      return SeriesSpec{.metric = std::string(kMetrics[m]),
+                        .help = "/proc/net/dev counters per interface.",
+                        .kind = SeriesSpec::Kind::kCounter,
+                        .labels = {{"device", iface}},
+                        .plane = bytes ? "/host:CPU" : "",
+                        .track = bytes ? "Network " + iface + (m == 0 ? " received" : " sent") + " (bytes/s)" : ""};
+    });
+    for (size_t m = 0; m < kMetrics.size(); ++m) sink.record(ids[m], now_ns, static_cast<double>(counters.values[m]));
   }
   return absl::OkStatus();
 }

@@ -28,12 +28,8 @@ class NetworkCollector final : public ProcFileCollector {
 
  private:
   absl::Status record(std::string_view text, int64_t now_ns, SampleSink& sink) override;
-  struct Interface {
-    std::string name;
-    std::array<SeriesId, 8> ids{};
-  };
   std::vector<InterfaceCounters> parsed_;
-  std::vector<Interface> interfaces_;
+  SeriesByName<8> interfaces_;
 };
 
 }  // namespace podscope::agent

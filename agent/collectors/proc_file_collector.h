@@ -3,9 +3,12 @@
 // collector only parses what it read and records its samples.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "agent/collectors/collector.h"
@@ -29,6 +32,30 @@ class ProcFileCollector : public Collector {
  private:
   ProcFile file_;
   CollectorStateCell state_;
+};
+
+// The N series of each named thing a /proc file lists (a disk, a network interface), declared in the first pass that
+// finds it: `spec(m, name)` is the spec of its m-th series.
+template <size_t N>
+class SeriesByName {
+ public:
+  template <typename Spec>
+  const std::array<SeriesId, N>& of(std::string_view name, SampleSink& sink, Spec spec) {
+    for (const Entry& e : entries_) {
+      if (e.name == name) return e.ids;
+    }
+    Entry& added = entries_.emplace_back();
+    added.name = std::string(name);
+    for (size_t m = 0; m < N; ++m) added.ids[m] = sink.declare(spec(m, added.name));
+    return added.ids;
+  }
+
+ private:
+  struct Entry {
+    std::string name;
+    std::array<SeriesId, N> ids{};
+  };
+  std::vector<Entry> entries_;
 };
 
 }  // namespace podscope::agent

@@ -6,6 +6,8 @@
 
 #include <boost/asio/post.hpp>
 
+#include "daemon/host_metrics.h"
+
 namespace podscope::agent {
 namespace {
 double thread_cpu_seconds() {
@@ -17,12 +19,9 @@ constexpr std::array<const char*, 3> kStateNames = {"ok", "degraded", "unavailab
 }  // namespace
 
 CollectorStatusMetrics::CollectorStatusMetrics(prometheus::Registry& registry, const std::string& host_name)
-    : family_(
-          prometheus::BuildGauge()
-              .Name("podscope_collector_status")
-              .Help("1 for the state each collector is in (ok, degraded, unavailable); the agent's status says why.")
-              .Labels({{"host", host_name}})
-              .Register(registry)) {}
+    : family_(host_family<prometheus::Gauge>(
+          registry, host_name, "podscope_collector_status",
+          "1 for the state each collector is in (ok, degraded, unavailable); the agent's status says why.")) {}
 
 void CollectorStatusMetrics::add(const Collector& collector) {
   std::lock_guard lock(mu_);
@@ -47,24 +46,12 @@ Sampler::Sampler(boost::asio::io_context& io, const Clock& clock, SampleSink& si
       clock_(clock),
       sink_(sink),
       status_metrics_(registry, host_name),
-      passes_(prometheus::BuildCounter()
-                  .Name("podscope_sampling_passes_total")
-                  .Help("Sampling passes run (periodic and at capture window edges).")
-                  .Labels({{"host", host_name}})
-                  .Register(registry)
-                  .Add({})),
-      pass_seconds_(prometheus::BuildCounter()
-                        .Name("podscope_sampling_pass_cpu_seconds_total")
-                        .Help("CPU time spent in sampling passes.")
-                        .Labels({{"host", host_name}})
-                        .Register(registry)
-                        .Add({})),
-      last_pass_seconds_(prometheus::BuildGauge()
-                             .Name("podscope_sampling_pass_last_cpu_seconds")
-                             .Help("CPU time of the most recent sampling pass.")
-                             .Labels({{"host", host_name}})
-                             .Register(registry)
-                             .Add({})),
+      passes_(host_counter(registry, host_name, "podscope_sampling_passes_total",
+                           "Sampling passes run (periodic and at capture window edges).")),
+      pass_seconds_(host_counter(registry, host_name, "podscope_sampling_pass_cpu_seconds_total",
+                                 "CPU time spent in sampling passes.")),
+      last_pass_seconds_(host_gauge(registry, host_name, "podscope_sampling_pass_last_cpu_seconds",
+                                    "CPU time of the most recent sampling pass.")),
       interval_(interval) {}
 
 void Sampler::add(Collector& collector) {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <thread>
 
+#include "daemon/host_metrics.h"
 #include "daemon/log.h"
 #include "kineto/ipc/on_demand_config.h"
 #include "kineto/trace_file.h"
@@ -80,17 +81,10 @@ KinetoCaptureSource::KinetoCaptureSource(std::shared_ptr<KinetoProcesses> proces
     : processes_(std::move(processes)),
       clock_(clock),
       directory_(trace_root),
-      merged_(prometheus::BuildCounter()
-                  .Name("podscope_kineto_traces_merged_total")
-                  .Help("Traces of PyTorch (Kineto) processes merged into captures")
-                  .Labels({{"host", host_name}})
-                  .Register(registry)
-                  .Add({})) {
-  auto& refused = prometheus::BuildCounter()
-                      .Name("podscope_kineto_traces_refused_total")
-                      .Help("Traces delivered by Kineto processes and not taken, by reason")
-                      .Labels({{"host", host_name}})
-                      .Register(registry);
+      merged_(host_counter(registry, host_name, "podscope_kineto_traces_merged_total",
+                           "Traces of PyTorch (Kineto) processes merged into captures")) {
+  auto& refused = host_family<prometheus::Counter>(registry, host_name, "podscope_kineto_traces_refused_total",
+                                                   "Traces delivered by Kineto processes and not taken, by reason");
   for (size_t i = 0; i < kTraceRefusalCount; ++i) {
     refused_[i] = &refused.Add({{"reason", std::string(trace_refusal_name(static_cast<TraceRefusal>(i)))}});
   }

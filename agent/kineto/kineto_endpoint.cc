@@ -3,6 +3,7 @@
 #include <variant>
 
 #include "agent/kineto/process_lineage.h"
+#include "daemon/host_metrics.h"
 #include "daemon/log.h"
 
 namespace podscope::agent {
@@ -28,35 +29,16 @@ KinetoEndpoint::KinetoEndpoint(std::string endpoint, std::shared_ptr<KinetoProce
       processes_(std::move(processes)),
       clock_(clock),
       host_name_(host_name),
-      polls_(prometheus::BuildCounter()
-                 .Name("podscope_kineto_polls_total")
-                 .Help("Polls of PyTorch (Kineto) processes on the kineto_endpoint, answered")
-                 .Labels({{"host", host_name}})
-                 .Register(registry)
-                 .Add({})),
-      registrations_(prometheus::BuildCounter()
-                         .Name("podscope_kineto_registrations_total")
-                         .Help("Registrations of Kineto GPU processes on the kineto_endpoint, answered")
-                         .Labels({{"host", host_name}})
-                         .Register(registry)
-                         .Add({})),
-      unanswered_(prometheus::BuildCounter()
-                      .Name("podscope_kineto_unanswered_total")
-                      .Help("Answers to Kineto processes that could not be sent (process gone, its socket full)")
-                      .Labels({{"host", host_name}})
-                      .Register(registry)
-                      .Add({})),
-      process_count_(prometheus::BuildGauge()
-                         .Name("podscope_kineto_processes")
-                         .Help("Kineto processes that polled the kineto_endpoint in the last 60 s")
-                         .Labels({{"host", host_name}})
-                         .Register(registry)
-                         .Add({})) {
-  auto& refused = prometheus::BuildCounter()
-                      .Name("podscope_kineto_refused_total")
-                      .Help("Datagrams on the kineto_endpoint dropped unanswered, by reason")
-                      .Labels({{"host", host_name}})
-                      .Register(registry);
+      polls_(host_counter(registry, host_name, "podscope_kineto_polls_total",
+                          "Polls of PyTorch (Kineto) processes on the kineto_endpoint, answered")),
+      registrations_(host_counter(registry, host_name, "podscope_kineto_registrations_total",
+                                  "Registrations of Kineto GPU processes on the kineto_endpoint, answered")),
+      unanswered_(host_counter(registry, host_name, "podscope_kineto_unanswered_total",
+                               "Answers to Kineto processes that could not be sent (process gone, its socket full)")),
+      process_count_(host_gauge(registry, host_name, "podscope_kineto_processes",
+                                "Kineto processes that polled the kineto_endpoint in the last 60 s")) {
+  auto& refused = host_family<prometheus::Counter>(registry, host_name, "podscope_kineto_refused_total",
+                                                   "Datagrams on the kineto_endpoint dropped unanswered, by reason");
   for (size_t i = 0; i < kKinetoRefusalCount; ++i) {
     refused_[i] = &refused.Add({{"reason", std::string(refusal_label(i))}});
   }

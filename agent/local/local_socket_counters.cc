@@ -1,5 +1,7 @@
 #include "agent/local/local_socket_counters.h"
 
+#include "daemon/host_metrics.h"
+
 namespace podscope::agent {
 
 std::string_view refusal_name(LocalRefusal reason) {
@@ -14,23 +16,13 @@ std::string_view refusal_name(LocalRefusal reason) {
 }
 
 LocalSocketCounters::LocalSocketCounters(prometheus::Registry& registry, const std::string& host_name)
-    : connections_(prometheus::BuildGauge()
-                       .Name("podscope_local_connections")
-                       .Help("Connections open on the local socket, registered or not")
-                       .Labels({{"host", host_name}})
-                       .Register(registry)
-                       .Add({})),
-      registered_(prometheus::BuildGauge()
-                      .Name("podscope_local_registered_clients")
-                      .Help("Annotated processes registered on the local socket")
-                      .Labels({{"host", host_name}})
-                      .Register(registry)
-                      .Add({})) {
-  auto& refused = prometheus::BuildCounter()
-                      .Name("podscope_local_connections_refused_total")
-                      .Help("Local socket connections refused at accept or closed by the agent, by reason")
-                      .Labels({{"host", host_name}})
-                      .Register(registry);
+    : connections_(host_gauge(registry, host_name, "podscope_local_connections",
+                              "Connections open on the local socket, registered or not")),
+      registered_(host_gauge(registry, host_name, "podscope_local_registered_clients",
+                             "Annotated processes registered on the local socket")) {
+  auto& refused =
+      host_family<prometheus::Counter>(registry, host_name, "podscope_local_connections_refused_total",
+                                       "Local socket connections refused at accept or closed by the agent, by reason");
   // Every reason from the start, at 0: a rate over a reason that has not happened yet is 0, not absent.
   for (LocalRefusal reason : kLocalRefusals) {
     refused_[static_cast<size_t>(reason)] = &refused.Add({{"reason", std::string(refusal_name(reason))}});

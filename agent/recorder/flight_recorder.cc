@@ -8,6 +8,7 @@
 
 #include "agent/local/custom_planes.h"
 #include "daemon/heap.h"
+#include "daemon/host_metrics.h"
 #include "daemon/log.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
@@ -19,15 +20,6 @@ constexpr std::string_view kLeftOutWarning =
     "flight recorder snapshot: upstream framework servers and device tracers (CUPTI) cannot look back and are "
     "not in it; annotated processes' events and the agent's sampled series are";
 
-prometheus::Gauge& gauge(prometheus::Registry& registry, const std::string& name, const std::string& help,
-                         const std::string& host) {
-  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({{"host", host}});
-}
-prometheus::Counter& counter(prometheus::Registry& registry, const std::string& name, const std::string& help,
-                             const std::string& host) {
-  return prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({{"host", host}});
-}
-
 }  // namespace
 
 FlightRecorder::FlightRecorder(std::shared_ptr<ClientRegistry> registry, const Clock& clock, std::string host_name,
@@ -38,20 +30,19 @@ FlightRecorder::FlightRecorder(std::shared_ptr<ClientRegistry> registry, const C
       host_name_(std::move(host_name)),
       look_back_(std::move(look_back)),
       sample_now_(std::move(sample_now)),
-      held_bytes_(gauge(metrics, "podscope_flight_recorder_held_bytes",
-                        "Bytes the flight recorder holds, charged against flight_recorder_max_mb", host_name_)),
-      held_events_(gauge(metrics, "podscope_flight_recorder_held_events",
-                         "Events of annotated processes the flight recorder holds", host_name_)),
-      window_seconds_(gauge(metrics, "podscope_flight_recorder_window_seconds",
-                            "The flight recorder's window (flight_recorder_seconds); 0 when it is off", host_name_)),
-      dropped_events_(counter(metrics, "podscope_flight_recorder_dropped_events_total",
-                              "Events the flight recorder dropped, oldest first, to stay within flight_recorder_max_mb",
-                              host_name_)),
-      snapshots_(counter(metrics, "podscope_flight_recorder_snapshots_total",
-                         "Snapshots built from the flight recorder (GetSnapshot and window requests)", host_name_)),
-      refused_(counter(metrics, "podscope_flight_recorder_snapshots_refused_total",
-                       "Snapshot requests refused after waiting for the builds before them (one at a time)",
-                       host_name_)),
+      held_bytes_(host_gauge(metrics, host_name_, "podscope_flight_recorder_held_bytes",
+                             "Bytes the flight recorder holds, charged against flight_recorder_max_mb")),
+      held_events_(host_gauge(metrics, host_name_, "podscope_flight_recorder_held_events",
+                              "Events of annotated processes the flight recorder holds")),
+      window_seconds_(host_gauge(metrics, host_name_, "podscope_flight_recorder_window_seconds",
+                                 "The flight recorder's window (flight_recorder_seconds); 0 when it is off")),
+      dropped_events_(
+          host_counter(metrics, host_name_, "podscope_flight_recorder_dropped_events_total",
+                       "Events the flight recorder dropped, oldest first, to stay within flight_recorder_max_mb")),
+      snapshots_(host_counter(metrics, host_name_, "podscope_flight_recorder_snapshots_total",
+                              "Snapshots built from the flight recorder (GetSnapshot and window requests)")),
+      refused_(host_counter(metrics, host_name_, "podscope_flight_recorder_snapshots_refused_total",
+                            "Snapshot requests refused after waiting for the builds before them (one at a time)")),
       held_seconds_(prometheus::BuildGauge()
                         .Name("podscope_flight_recorder_held_seconds")
                         .Help("Seconds of an annotated process the flight recorder holds whole, up to now (at most "

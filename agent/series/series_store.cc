@@ -3,16 +3,16 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "daemon/host_metrics.h"
+
 namespace podscope::agent {
 namespace {
 
 // The family of `spec`'s metric, registered (with the host's label) by its first series.
 template <typename Metric>
-prometheus::Family<Metric>& family_of(prometheus::Family<Metric>*& family, prometheus::detail::Builder<Metric> builder,
-                                      const SeriesSpec& spec, const std::string& host_name,
-                                      prometheus::Registry& registry) {
-  if (family == nullptr)
-    family = &builder.Name(spec.metric).Help(spec.help).Labels({{"host", host_name}}).Register(registry);
+prometheus::Family<Metric>& family_of(prometheus::Family<Metric>*& family, const SeriesSpec& spec,
+                                      const std::string& host_name, prometheus::Registry& registry) {
+  if (family == nullptr) family = &host_family<Metric>(registry, host_name, spec.metric, spec.help);
   return *family;
 }
 
@@ -59,11 +59,9 @@ SeriesId SeriesStore::declare(const SeriesSpec& spec) {
   series->ring.resize(ring_capacity_);
   std::map<std::string, std::string> labels(spec.labels.begin(), spec.labels.end());
   if (spec.kind == SeriesSpec::Kind::kGauge) {
-    series->gauge =
-        &family_of(gauge_families_[spec.metric], prometheus::BuildGauge(), spec, host_name_, registry_).Add(labels);
+    series->gauge = &family_of(gauge_families_[spec.metric], spec, host_name_, registry_).Add(labels);
   } else {
-    series->counter =
-        &family_of(counter_families_[spec.metric], prometheus::BuildCounter(), spec, host_name_, registry_).Add(labels);
+    series->counter = &family_of(counter_families_[spec.metric], spec, host_name_, registry_).Add(labels);
   }
   series_[id].store(series.release(), std::memory_order_release);
   count_.store(id + 1, std::memory_order_release);

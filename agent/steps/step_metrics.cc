@@ -3,52 +3,30 @@
 #include <string>
 #include <utility>
 
+#include "daemon/host_metrics.h"
+
 namespace podscope::agent {
 
 StepMetrics::StepMetrics(prometheus::Registry& registry, const std::string& host_name)
-    : step_time_(prometheus::BuildHistogram()
-                     .Name("podscope_step_time_seconds")
-                     .Help("Step time reported by annotated training processes, per core")
-                     .Labels({{"host", host_name}})
-                     .Register(registry)),
-      infeed_share_(prometheus::BuildGauge()
-                        .Name("podscope_step_infeed_ratio")
-                        .Help("Share of the last step spent waiting for input (infeed), per core")
-                        .Labels({{"host", host_name}})
-                        .Register(registry)),
-      all_reduce_share_(prometheus::BuildGauge()
-                            .Name("podscope_step_all_reduce_ratio")
-                            .Help("Share of the last step spent in all-reduce, per core")
-                            .Labels({{"host", host_name}})
-                            .Register(registry)),
-      infeed_seconds_(prometheus::BuildCounter()
-                          .Name("podscope_step_infeed_seconds_total")
-                          .Help("Time in infeed inside steps, per core")
-                          .Labels({{"host", host_name}})
-                          .Register(registry)),
-      all_reduce_seconds_(prometheus::BuildCounter()
-                              .Name("podscope_step_all_reduce_seconds_total")
-                              .Help("Time in all-reduce inside steps, per core")
-                              .Labels({{"host", host_name}})
-                              .Register(registry)),
-      dropped_(prometheus::BuildCounter()
-                   .Name("podscope_client_dropped_events_total")
-                   .Help("Events annotated processes dropped because their buffers were full")
-                   .Labels({{"host", host_name}})
-                   .Register(registry)
-                   .Add({})),
-      budget_dropped_events_(prometheus::BuildCounter()
-                                 .Name("podscope_capture_budget_dropped_events_total")
-                                 .Help("Events of annotated processes a capture dropped at capture_memory_limit_mb")
-                                 .Labels({{"host", host_name}})
-                                 .Register(registry)
-                                 .Add({})),
-      budget_dropped_steps_(prometheus::BuildCounter()
-                                .Name("podscope_capture_budget_dropped_steps_total")
-                                .Help("Whole steps of annotated processes a capture dropped at capture_memory_limit_mb")
-                                .Labels({{"host", host_name}})
-                                .Register(registry)
-                                .Add({})) {}
+    : step_time_(host_family<prometheus::Histogram>(registry, host_name, "podscope_step_time_seconds",
+                                                    "Step time reported by annotated training processes, per core")),
+      infeed_share_(
+          host_family<prometheus::Gauge>(registry, host_name, "podscope_step_infeed_ratio",
+                                         "Share of the last step spent waiting for input (infeed), per core")),
+      all_reduce_share_(host_family<prometheus::Gauge>(registry, host_name, "podscope_step_all_reduce_ratio",
+                                                       "Share of the last step spent in all-reduce, per core")),
+      infeed_seconds_(host_family<prometheus::Counter>(registry, host_name, "podscope_step_infeed_seconds_total",
+                                                       "Time in infeed inside steps, per core")),
+      all_reduce_seconds_(host_family<prometheus::Counter>(
+          registry, host_name, "podscope_step_all_reduce_seconds_total", "Time in all-reduce inside steps, per core")),
+      dropped_(host_counter(registry, host_name, "podscope_client_dropped_events_total",
+                            "Events annotated processes dropped because their buffers were full")),
+      budget_dropped_events_(
+          host_counter(registry, host_name, "podscope_capture_budget_dropped_events_total",
+                       "Events of annotated processes a capture dropped at capture_memory_limit_mb")),
+      budget_dropped_steps_(
+          host_counter(registry, host_name, "podscope_capture_budget_dropped_steps_total",
+                       "Whole steps of annotated processes a capture dropped at capture_memory_limit_mb")) {}
 
 StepMetrics::PerCore& StepMetrics::core(const std::string& training_job, int32_t core_id) {
   auto key = std::make_pair(training_job, core_id);

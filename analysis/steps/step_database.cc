@@ -25,7 +25,6 @@ using xspace::XPlaneReader;
 
 // XProf's kTensorShapes: a TF op's input shapes with their types, e.g. "(half[4,384];half[])".
 constexpr std::string_view kTensorShapesStat = "shape";
-constexpr std::string_view kBytesAccessedStat = "bytes_accessed";
 
 // Entry by event metadata id: a plain vector when the plane's ids are dense (they are numbered from 1 by every
 // writer we know), a hash map otherwise. It is looked up once per event.
@@ -335,7 +334,7 @@ class CoreReader final : public PlaneEventReader {
     capability.set_compute_cap_minor(c.compute_cap_minor);
     db.set_batch_size(read_batch_size(plane));
     ids_.flops = plane.stat_id(xspace::kFlopsStat).value_or(OpStatIds::kAbsent);
-    ids_.bytes_accessed = plane.stat_id(kBytesAccessedStat).value_or(OpStatIds::kAbsent);
+    ids_.bytes_accessed = plane.stat_id(xspace::kBytesAccessedStat).value_or(OpStatIds::kAbsent);
     ids_.tensor_shapes = plane.stat_id(kTensorShapesStat).value_or(OpStatIds::kAbsent);
     ids_.group_id = own_steps_.group_id_stat().value_or(OpStatIds::kAbsent);
   }

@@ -18,8 +18,6 @@ using xspace::XEventView;
 using xspace::XPlaneReader;
 
 // Stat names TF's GPU tracer writes (xplane_schema).
-constexpr std::string_view kKernelDetailsStat = "kernel_details";
-constexpr std::string_view kTfOpStat = "tf_op";
 constexpr std::string_view kLevel0Stat = "level 0";  // older TF files: the op that launched the kernel
 constexpr std::string_view kAnnotationStat = "annotation";
 constexpr std::string_view kEquationStat = "equation";  // an einsum's equation
@@ -93,7 +91,7 @@ bool einsum_is_tensor_core_eligible(std::string_view equation) {
 // The name of the op that launched the kernel, as the newest stat that says so states it: a TF op's name out of
 // its full name, else a framework op named in full.
 std::string_view op_name_of_kernel(const XEventView& e) {
-  for (std::string_view stat : {kTfOpStat, kLevel0Stat, kAnnotationStat}) {
+  for (std::string_view stat : {xspace::kTfOpStat, kLevel0Stat, kAnnotationStat}) {
     if (auto text = e.str_stat(stat); text && !text->empty()) return op_name_of(*text);
   }
   if (auto text = e.str_stat(xspace::kFrameworkOpStat); text && !text->empty()) return *text;
@@ -307,7 +305,7 @@ KernelStatsBuilder::Key KernelStatsBuilder::key_of(std::string_view kernel, std:
 
 void KernelStatsBuilder::add_gpu_plane(const XPlane& plane_proto) {
   const XPlaneReader plane(plane_proto);
-  if (!plane.stat_id(kKernelDetailsStat)) return;  // no kernels on this plane
+  if (!plane.stat_id(xspace::kKernelDetailsStat)) return;  // no kernels on this plane
   // A plane repeats a few kernels many times: each distinct (kernel, details, op, equation) is read and looked up
   // once; the texts are views into the plane, alive while it is read.
   struct Known {
@@ -321,7 +319,7 @@ void KernelStatsBuilder::add_gpu_plane(const XPlane& plane_proto) {
     if (!wants_line(plane.name(), line.name())) continue;
     plane.for_each_event(line, [&](const XEventView& e) {
       if (e.duration_ns() <= 0) return;
-      const std::optional<std::string_view> details = e.str_stat(kKernelDetailsStat);
+      const std::optional<std::string_view> details = e.str_stat(xspace::kKernelDetailsStat);
       if (!details || details->empty()) return;  // a copy or a memset
       const std::string_view op_name = op_name_of_kernel(e);
       const std::optional<std::string_view> equation = op_name.empty() ? std::nullopt : e.str_stat(kEquationStat);

@@ -23,9 +23,8 @@ using xspace::XPlaneReader;
 
 // The stats that name the op of an event, newest first (TF's GPU tracer; older files: `level 0`, `annotation`), then
 // the framework op named in full (PyTorch's, from a Kineto trace): the last one.
-constexpr std::string_view kOpStatNames[] = {"tf_op", "level 0", "annotation", xspace::kFrameworkOpStat};
+constexpr std::string_view kOpStatNames[] = {xspace::kTfOpStat, "level 0", "annotation", xspace::kFrameworkOpStat};
 constexpr size_t kFrameworkOpStatIndex = std::size(kOpStatNames) - 1;
-constexpr std::string_view kBytesAccessedStat = "bytes_accessed";
 // Peaks some device planes state outright (XProf's device capability stats).
 constexpr std::string_view kPeakTeraflopsStat = "peak_teraflops_per_second";
 constexpr std::string_view kPeakHbmBandwidthStat = "peak_hbm_bw_gigabytes_per_second";
@@ -192,7 +191,7 @@ class OpStatsBuilder::PlanePass final : public PlaneEventReader {
       op_stat_ids_[i] = plane_.stat_id(kOpStatNames[i]).value_or(kAbsentStat);
     }
     flops_id_ = plane_.stat_id(xspace::kFlopsStat).value_or(kAbsentStat);
-    bytes_accessed_id_ = plane_.stat_id(kBytesAccessedStat).value_or(kAbsentStat);
+    bytes_accessed_id_ = plane_.stat_id(xspace::kBytesAccessedStat).value_or(kAbsentStat);
     bytes_id_ = plane_.stat_id(xspace::kBytesStat).value_or(kAbsentStat);
   }
 

@@ -220,6 +220,8 @@ void recommend(OverviewPage& page) {
   recommendation.mutable_recommendation()->set_value(generic.SerializeAsString());
 }
 
+}  // namespace
+
 RankedAdvice make_advice(std::string_view kind, double step_percent, double ms_per_step, std::string statement,
                          std::string_view action) {
   RankedAdvice advice;
@@ -231,8 +233,6 @@ RankedAdvice make_advice(std::string_view kind, double step_percent, double ms_p
   advice.set_ms_per_step(ms_per_step);
   return advice;
 }
-
-}  // namespace
 
 std::vector<RankedAdvice> overview_advice(const OverviewPage& page) {
   std::vector<RankedAdvice> advice;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analysis/steps/pod_steps.h"
@@ -14,6 +15,11 @@ namespace podscope::analysis {
 
 tensorflow::profiler::OverviewPage pod_steps_to_overview_page(
     const PodSteps& pod, const tensorflow::profiler::InputPipelineAnalysisResult& input_pipeline);
+
+// A piece of advice: its kind, what it costs (its share of the step time and the milliseconds a step it takes), what
+// was seen and what to do; its level from its share, as the input pipeline analyzer grades a bottleneck.
+tensorflow::profiler::RankedAdvice make_advice(std::string_view kind, double step_percent, double ms_per_step,
+                                               std::string statement, std::string_view action);
 
 // The overview's advice, each with its figure and what it costs (the run's advice ranks every tool's): input, kernel
 // launch (with an accelerator), unexplained time, 32-bit device compute (with an accelerator).

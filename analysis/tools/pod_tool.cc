@@ -8,6 +8,7 @@
 #include "analysis/rendering/json_writer.h"
 #include "analysis/rendering/renderers.h"
 #include "analysis/tools/input_pipeline.h"
+#include "analysis/tools/overview_page.h"
 #include "analysis/tools/tool.h"
 
 namespace podscope::analysis {
@@ -55,16 +56,10 @@ std::string_view straggler_action(std::string_view reason) {
          "while they wait";
 }
 
+// Advice on `share` % of the pod's time: as many milliseconds of each step.
 RankedAdvice advice_of(std::string_view kind, double share, const PodTime& t, std::string statement,
                        std::string_view action) {
-  RankedAdvice advice;
-  advice.set_kind(std::string(kind));
-  advice.set_level(std::string(bottleneck_level(share)));
-  advice.set_statement(std::move(statement));
-  advice.set_action(std::string(action));
-  advice.set_step_percent(share);
-  advice.set_ms_per_step(t.step_us * share / 100 / 1e3);
-  return advice;
+  return make_advice(kind, share, t.step_us * share / 100 / 1e3, std::move(statement), action);
 }
 
 // What a straggler's host did that the others' did not, where the input pipeline analyzer says: its slowest input

@@ -14,14 +14,8 @@ namespace podscope::cupti {
 namespace {
 
 // Stat names TF's GPU tracer writes (xplane_schema), so TF-aware readers find them.
-constexpr std::string_view kKernelDetailsStat = "kernel_details";
 constexpr std::string_view kMemcpyDetailsStat = "memcpy_details";
 constexpr std::string_view kMemsetDetailsStat = "memset_details";
-using xspace::kCorrelationIdStat;
-constexpr std::string_view kContextIdStat = "context_id";
-constexpr std::string_view kStreamIdStat = "stream_id";
-constexpr std::string_view kDeviceIdStat = "device_id";
-constexpr std::string_view kCollectiveStat = "collective";
 
 constexpr std::array<std::string_view, 6> kKindOrder = {"Compute",   "MemcpyH2D", "MemcpyD2H",
                                                         "MemcpyD2D", "MemcpyP2P", "Memset"};
@@ -87,9 +81,9 @@ std::string memcpy_details(const Copy& m, uint32_t dest) {
 template <typename Transfer>
 void add_transfer_stats(xspace::XStatsBuilder& stats, const Transfer& m) {
   stats.add(xspace::kBytesStat, static_cast<int64_t>(m.bytes));
-  stats.add(kCorrelationIdStat, int64_t{m.correlationId});
-  stats.add(kContextIdStat, int64_t{m.contextId});
-  stats.add(kStreamIdStat, int64_t{m.streamId});
+  stats.add(xspace::kCorrelationIdStat, int64_t{m.correlationId});
+  stats.add(xspace::kContextIdStat, int64_t{m.contextId});
+  stats.add(xspace::kStreamIdStat, int64_t{m.streamId});
 }
 
 }  // namespace
@@ -211,11 +205,11 @@ void ActivityConverter::add_kernel(const CUpti_ActivityKernel10& k) {
       absl::StrAppend(&details, " occ_pct:", absl::StrFormat("%.1f", *occupancy));
     }
   }
-  stats.add(kKernelDetailsStat, details);
-  stats.add(kCorrelationIdStat, int64_t{k.correlationId});
-  stats.add(kContextIdStat, int64_t{k.contextId});
-  stats.add(kStreamIdStat, int64_t{k.streamId});
-  if (!name.collective.empty()) stats.add(kCollectiveStat, name.collective);
+  stats.add(xspace::kKernelDetailsStat, details);
+  stats.add(xspace::kCorrelationIdStat, int64_t{k.correlationId});
+  stats.add(xspace::kContextIdStat, int64_t{k.contextId});
+  stats.add(xspace::kStreamIdStat, int64_t{k.streamId});
+  if (!name.collective.empty()) stats.add(xspace::kCollectiveStat, name.collective);
 }
 
 void ActivityConverter::add_memcpy(const CUpti_ActivityMemcpy6& m) {
@@ -246,16 +240,16 @@ void ActivityConverter::add_sync(const CUpti_ActivitySynchronization2& s) {
   auto stats = host_plane(xspace::kCuptiHostPlaneName, cupti_plane_)
                    .line_named("Synchronization")
                    .add_event(sync_name(s.type), to_host(s.start), duration(s.start, s.end));
-  stats.add(kCorrelationIdStat, int64_t{s.correlationId});
-  stats.add(kContextIdStat, int64_t{s.contextId});
-  if (s.streamId != CUPTI_SYNCHRONIZATION_INVALID_VALUE) stats.add(kStreamIdStat, int64_t{s.streamId});
+  stats.add(xspace::kCorrelationIdStat, int64_t{s.correlationId});
+  stats.add(xspace::kContextIdStat, int64_t{s.contextId});
+  if (s.streamId != CUPTI_SYNCHRONIZATION_INVALID_VALUE) stats.add(xspace::kStreamIdStat, int64_t{s.streamId});
 }
 
 void ActivityConverter::add_api(const CUpti_ActivityAPI& a) {
   auto line =
       host_plane(xspace::kCuptiHostPlaneName, cupti_plane_).line(a.threadId, "Thread " + std::to_string(a.threadId));
   auto stats = line.add_event(api_name_(a.kind, a.cbid), to_host(a.start), duration(a.start, a.end));
-  stats.add(kCorrelationIdStat, int64_t{a.correlationId});
+  stats.add(xspace::kCorrelationIdStat, int64_t{a.correlationId});
   if (a.returnValue != 0) stats.add("return_value", int64_t{a.returnValue});
 }
 
@@ -277,8 +271,8 @@ void ActivityConverter::add_memory(const CUpti_ActivityMemory4& m) {
   auto line = plane.line_named(std::string(xspace::kMemoryAllocationsLinePrefix) + " pid " + std::to_string(pid));
   auto stats = allocation ? it->second.allocate(line, to_host(m.timestamp), m.address, static_cast<int64_t>(m.bytes))
                           : it->second.free(line, to_host(m.timestamp), m.address);
-  stats.add(kCorrelationIdStat, int64_t{m.correlationId});
-  if (m.streamId != 0) stats.add(kStreamIdStat, int64_t{m.streamId});
+  stats.add(xspace::kCorrelationIdStat, int64_t{m.correlationId});
+  if (m.streamId != 0) stats.add(xspace::kStreamIdStat, int64_t{m.streamId});
 }
 
 void ActivityConverter::add_nvtx_range(uint32_t thread_id, std::string_view name, int64_t start_ns, int64_t end_ns) {
@@ -291,7 +285,7 @@ void ActivityConverter::finish(tensorflow::profiler::XSpace& space) {
   for (const auto& [key, kinds] : stream_kinds_) {
     gpu_plane(key.first).line(key.second, "").proto()->set_name(stream_line_name(key.second, kinds));
   }
-  for (auto& [device, plane] : gpu_planes_) plane->stats().add(kDeviceIdStat, int64_t{device});
+  for (auto& [device, plane] : gpu_planes_) plane->stats().add(xspace::kDeviceIdStat, int64_t{device});
   uint64_t unknown_releases = 0;
   for (const auto& [key, allocator] : allocators_) unknown_releases += allocator.unknown_frees();
   if (unknown_releases > 0) {

@@ -369,17 +369,38 @@ bool decode(Reader& r, CaptureOpenMsg& m) {
 }
 bool decode(Reader& r, CaptureCloseMsg& m) { return r.get(m.session, "capture_close.session"); }
 
+// Each message's frame type, in Message's order: the one map between the two, both ways.
+constexpr FrameType kTypes[] = {FrameType::kRegister,    FrameType::kSteps,        FrameType::kEvents,
+                                FrameType::kCaptureDone, FrameType::kDevicePlanes, FrameType::kHello,
+                                FrameType::kInputStages, FrameType::kAllocations,  FrameType::kProfilerServer,
+                                FrameType::kCaptureOpen, FrameType::kCaptureClose, FrameType::kWelcome,
+                                FrameType::kRefused};
+static_assert(std::size(kTypes) == std::variant_size_v<Message>);
+
+// The payload as the message of frame type `type` (the I-th of Message's types onwards), read whole: bytes left
+// over are malformed. Decoders that check more than the field sizes say why in `error`.
+template <size_t I = 0>
+std::optional<Message> decode_message(FrameType type, Reader& r, std::string& error) {
+  if constexpr (I == std::variant_size_v<Message>) {
+    error = "unknown frame type " + std::to_string(static_cast<int>(type));
+    return std::nullopt;
+  } else {
+    if (kTypes[I] != type) return decode_message<I + 1>(type, r, error);
+    std::variant_alternative_t<I, Message> m;
+    bool ok = false;
+    if constexpr (requires { decode(r, m, error); }) {
+      ok = decode(r, m, error);
+    } else {
+      ok = decode(r, m);
+    }
+    if (!ok || !r.finish()) return std::nullopt;
+    return Message(std::move(m));
+  }
+}
+
 }  // namespace
 
-FrameType type_of(const Message& msg) {
-  static constexpr FrameType kTypes[] = {FrameType::kRegister,    FrameType::kSteps,        FrameType::kEvents,
-                                         FrameType::kCaptureDone, FrameType::kDevicePlanes, FrameType::kHello,
-                                         FrameType::kInputStages, FrameType::kAllocations,  FrameType::kProfilerServer,
-                                         FrameType::kCaptureOpen, FrameType::kCaptureClose, FrameType::kWelcome,
-                                         FrameType::kRefused};
-  static_assert(std::size(kTypes) == std::variant_size_v<Message>);
-  return kTypes[msg.index()];
-}
+FrameType type_of(const Message& msg) { return kTypes[msg.index()]; }
 
 std::optional<uint32_t> common_version(const HelloMsg& offer, uint32_t min_version, uint32_t max_version) {
   const uint32_t highest = std::min(offer.max_version, max_version);
@@ -426,79 +447,7 @@ std::optional<FrameHeader> decode_header(std::string_view header, uint32_t versi
 
 std::optional<Message> decode_payload(FrameType type, std::string_view payload, std::string& error) {
   Reader r(payload, error);
-  auto finish = [&](auto&& msg, bool ok) -> std::optional<Message> {
-    if (!ok || !r.finish()) return std::nullopt;
-    return Message(std::move(msg));
-  };
-  switch (type) {
-    case FrameType::kRegister: {
-      RegisterMsg m;
-      bool ok = decode(r, m);
-      return finish(std::move(m), ok);
-    }
-    case FrameType::kSteps: {
-      StepsMsg m;
-      bool ok = decode(r, m);
-      return finish(std::move(m), ok);
-    }
-    case FrameType::kEvents: {
-      EventsMsg m;
-      bool ok = decode(r, m, error);
-      return finish(std::move(m), ok);
-    }
-    case FrameType::kInputStages: {
-      InputStagesMsg m;
-      bool ok = decode(r, m, error);
-      return finish(std::move(m), ok);
-    }
-    case FrameType::kAllocations: {
-      AllocationsMsg m;
-      bool ok = decode(r, m, error);
-      return finish(std::move(m), ok);
-    }
-    case FrameType::kProfilerServer: {
-      ProfilerServerMsg m;
-      bool ok = decode(r, m, error);
-      return finish(std::move(m), ok);
-    }
-    case FrameType::kCaptureDone: {
-      CaptureDoneMsg m;
-      bool ok = decode(r, m, error);
-      return finish(std::move(m), ok);
-    }
-    case FrameType::kDevicePlanes: {
-      DevicePlanesMsg m;
-      bool ok = decode(r, m, error);
-      return finish(std::move(m), ok);
-    }
-    case FrameType::kHello: {
-      HelloMsg m;
-      bool ok = decode(r, m, error);
-      return finish(std::move(m), ok);
-    }
-    case FrameType::kWelcome: {
-      WelcomeMsg m;
-      bool ok = decode(r, m);
-      return finish(std::move(m), ok);
-    }
-    case FrameType::kRefused: {
-      RefusedMsg m;
-      bool ok = decode(r, m);
-      return finish(std::move(m), ok);
-    }
-    case FrameType::kCaptureOpen: {
-      CaptureOpenMsg m;
-      bool ok = decode(r, m);
-      return finish(std::move(m), ok);
-    }
-    case FrameType::kCaptureClose: {
-      CaptureCloseMsg m;
-      bool ok = decode(r, m);
-      return finish(std::move(m), ok);
-    }
-  }
-  error = "unknown frame type " + std::to_string(static_cast<int>(type));
-  return std::nullopt;
+  return decode_message(type, r, error);
 }
 
 }  // namespace podscope::local

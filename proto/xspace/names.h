@@ -99,6 +99,13 @@ inline constexpr std::string_view kStepNameStat = "step_name";
 inline constexpr std::string_view kGroupIdStat = "group_id";
 // CUPTI's link between a host runtime call and the kernel, copy or memset it launched on the device.
 inline constexpr std::string_view kCorrelationIdStat = "correlation_id";
+// On a GPU's device ops, as TF's GPU tracer writes them (xplane_schema): a kernel's launch details, the CUDA context,
+// stream and device, and the collective (NCCL) a kernel runs.
+inline constexpr std::string_view kKernelDetailsStat = "kernel_details";
+inline constexpr std::string_view kContextIdStat = "context_id";
+inline constexpr std::string_view kStreamIdStat = "stream_id";
+inline constexpr std::string_view kDeviceIdStat = "device_id";
+inline constexpr std::string_view kCollectiveStat = "collective";
 // On a device op: the framework op that launched it, named in full as its framework names it (PyTorch's
 // `aten::mm`), where TF's `tf_op` would be `name:Type`.
 inline constexpr std::string_view kFrameworkOpStat = "framework_op";
@@ -106,6 +113,7 @@ inline constexpr std::string_view kAllReduceIdStat = "all_reduce_id";
 inline constexpr std::string_view kChannelIdStat = "channel_id";
 inline constexpr std::string_view kBytesStat = "bytes";
 inline constexpr std::string_view kFlopsStat = "flops";
+inline constexpr std::string_view kBytesAccessedStat = "bytes_accessed";
 inline constexpr std::string_view kSrcCoreStat = "src_core";
 inline constexpr std::string_view kDstCoreStat = "dst_core";
 inline constexpr std::string_view kReplicaGroupStat = "replica_group";

@@ -37,6 +37,21 @@ int64_t saturating_add(int64_t a, int64_t b) {
   return sum;
 }
 
+// The id `ids` holds for `name`, else the next free one, given to a new entry of `metadata` (the plane's event or
+// stat metadata) that names it.
+template <typename MetadataMap>
+int64_t get_or_add_metadata(std::string_view name, absl::flat_hash_map<std::string, int64_t>& ids, int64_t& next_id,
+                            MetadataMap& metadata) {
+  auto [it, inserted] = ids.try_emplace(absl::string_view(name.data(), name.size()), next_id);
+  if (inserted) {
+    auto& md = metadata[next_id];
+    md.set_id(next_id);
+    md.set_name(valid_utf8(name));
+    ++next_id;
+  }
+  return it->second;
+}
+
 }  // namespace
 
 XStatsBuilder& XStatsBuilder::add(int64_t id, int64_t value) {
@@ -113,25 +128,11 @@ XPlaneBuilder::XPlaneBuilder(XPlane* plane) : plane_(plane) {
 }
 
 int64_t XPlaneBuilder::event_metadata_id(std::string_view name) {
-  auto [it, inserted] = event_ids_.try_emplace(absl::string_view(name.data(), name.size()), next_event_id_);
-  if (inserted) {
-    auto& md = (*plane_->mutable_event_metadata())[next_event_id_];
-    md.set_id(next_event_id_);
-    md.set_name(valid_utf8(name));
-    ++next_event_id_;
-  }
-  return it->second;
+  return get_or_add_metadata(name, event_ids_, next_event_id_, *plane_->mutable_event_metadata());
 }
 
 int64_t XPlaneBuilder::stat_metadata_id(std::string_view name) {
-  auto [it, inserted] = stat_ids_.try_emplace(absl::string_view(name.data(), name.size()), next_stat_id_);
-  if (inserted) {
-    auto& md = (*plane_->mutable_stat_metadata())[next_stat_id_];
-    md.set_id(next_stat_id_);
-    md.set_name(valid_utf8(name));
-    ++next_stat_id_;
-  }
-  return it->second;
+  return get_or_add_metadata(name, stat_ids_, next_stat_id_, *plane_->mutable_stat_metadata());
 }
 
 XLineBuilder XPlaneBuilder::line(int64_t id, std::string_view name) {

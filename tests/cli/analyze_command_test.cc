@@ -1,37 +1,24 @@
 // The real `podscope analyze`: names with control bytes reach the terminal escaped, files given are analysed as a
 // run directory is, their outputs where --out says, and a run's hosts are analysed shard by shard and then merged.
-#include <sys/wait.h>
-
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <utility>
 
+#include "tests/run_command.h"
 #include "tests/scratch_directory.h"
 
 namespace podscope::cli {
 namespace {
 
+using podscope::testing::CommandResult;
 namespace fs = std::filesystem;
 
-struct Analyzed {
-  int status = -1;
-  std::string output;  // stdout and stderr
-};
-
-Analyzed podscope_analyze(const std::string& arguments) {
-  const std::string command = std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope analyze " + arguments + " 2>&1";
-  Analyzed run;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) run.output.append(buffer, n);
-  const int status = pclose(pipe);
-  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
+// `podscope analyze` with `arguments`: its exit code and what it printed.
+CommandResult podscope_analyze(const std::string& arguments) {
+  return podscope::testing::run_command(std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope analyze " + arguments);
 }
 
 // A CPU-only rank (gloo) of 4 steps whose thread, op and input stage are named with ESC sequences, BEL and NUL, as
@@ -70,16 +57,16 @@ TEST(PodscopeAnalyze, NamesWithControlBytesReachTheTerminalEscaped) {
   // A bad file whose name holds an escape sequence: the warning names it.
   std::ofstream(run.path() / "broken\x1b[2J.pt.trace.json") << "{\"traceEvents\": [";
   for (const std::string tool : {"", " --tool op_stats", " --tool input_pipeline"}) {
-    const Analyzed analyzed = podscope_analyze("'" + run.path().string() + "'" + tool);
-    EXPECT_EQ(analyzed.status, 3) << analyzed.output;  // the broken file skipped
+    const CommandResult analyzed = podscope_analyze("'" + run.path().string() + "'" + tool);
+    EXPECT_EQ(analyzed.exit_code, 3) << analyzed.output;  // the broken file skipped
     EXPECT_EQ(control_bytes_in(analyzed.output), "") << tool << "\n" << analyzed.output;
     EXPECT_NE(analyzed.output.find("skipped " + run.path().string() + "/broken\\x1b[2J.pt.trace.json"),
               std::string::npos)
         << analyzed.output;
   }
-  const Analyzed ops = podscope_analyze(run.path().string() + " --tool op_stats");
+  const CommandResult ops = podscope_analyze(run.path().string() + " --tool op_stats");
   EXPECT_NE(ops.output.find("aten::\\x1b[31mred\\x00nul\\x07bel"), std::string::npos) << ops.output;
-  const Analyzed input = podscope_analyze(run.path().string() + " --tool input_pipeline");
+  const CommandResult input = podscope_analyze(run.path().string() + " --tool input_pipeline");
   EXPECT_NE(input.output.find("enumerate(DataLoader)#\\x1b[2Jloader"), std::string::npos) << input.output;
 }
 
@@ -89,22 +76,22 @@ TEST(PodscopeAnalyze, FilesGivenAreAnalysedAsADirectoryWithTheOutputsInOut) {
   std::ofstream(traces.path() / "b.json") << trace_with_control_bytes(1);
   std::ofstream(traces.path() / "readme.txt") << "not a profile";
   const std::string a = (traces.path() / "a.json").string(), b = (traces.path() / "b.json").string();
-  const Analyzed analyzed = podscope_analyze(a + " " + b + " --out " + out.path().string());
-  ASSERT_EQ(analyzed.status, 0) << analyzed.output;
+  const CommandResult analyzed = podscope_analyze(a + " " + b + " --out " + out.path().string());
+  ASSERT_EQ(analyzed.exit_code, 0) << analyzed.output;
   EXPECT_NE(analyzed.output.find("pod analysis: 2 cores"), std::string::npos) << analyzed.output;
   for (const char* written : {"pod_viewer.json", "report.html", "overview_page.json", "pod.trace.json.gz"}) {
     EXPECT_TRUE(fs::exists(out.path() / written)) << written;
     EXPECT_FALSE(fs::exists(traces.path() / written)) << written;
   }
   // Without --out, beside the first file.
-  ASSERT_EQ(podscope_analyze(b + " " + a).status, 0);
+  ASSERT_EQ(podscope_analyze(b + " " + a).exit_code, 0);
   EXPECT_TRUE(fs::exists(traces.path() / "pod_viewer.json"));
   // What is no profile, or no file, is refused by name before anything is read.
-  const Analyzed not_a_profile = podscope_analyze(a + " " + (traces.path() / "readme.txt").string());
-  EXPECT_EQ(not_a_profile.status, 2);
+  const CommandResult not_a_profile = podscope_analyze(a + " " + (traces.path() / "readme.txt").string());
+  EXPECT_EQ(not_a_profile.exit_code, 2);
   EXPECT_NE(not_a_profile.output.find("readme.txt is neither an XSpace"), std::string::npos) << not_a_profile.output;
-  const Analyzed missing = podscope_analyze(a + " " + (traces.path() / "absent.json").string());
-  EXPECT_EQ(missing.status, 2);
+  const CommandResult missing = podscope_analyze(a + " " + (traces.path() / "absent.json").string());
+  EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.output.find("absent.json is not a file"), std::string::npos) << missing.output;
 }
 
@@ -120,13 +107,13 @@ TEST(PodscopeAnalyze, ShardsWriteTheirHostsDatabasesAndTheRunWithoutHostsMergesT
   for (const auto& [bad, why] :
        {std::pair{"2/2", "I must be from 0 to N - 1 (1)"}, std::pair{"0/0", "N must be at least 1"},
         std::pair{"1", "expected I/N"}, std::pair{"a/b", "expected I/N"}}) {
-    const Analyzed refused = podscope_analyze(dir + " --hosts " + bad);
-    EXPECT_EQ(refused.status, 2) << refused.output;
+    const CommandResult refused = podscope_analyze(dir + " --hosts " + bad);
+    EXPECT_EQ(refused.exit_code, 2) << refused.output;
     EXPECT_NE(refused.output.find(why), std::string::npos) << refused.output;
   }
   for (const char* shard : {"0/2", "1/2"}) {
-    const Analyzed analyzed = podscope_analyze(dir + " --jobs 2 --hosts " + shard);
-    ASSERT_EQ(analyzed.status, 0) << analyzed.output;
+    const CommandResult analyzed = podscope_analyze(dir + " --jobs 2 --hosts " + shard);
+    ASSERT_EQ(analyzed.exit_code, 0) << analyzed.output;
     EXPECT_NE(analyzed.output.find("shard " + std::string(shard) + ": 2 host databases"), std::string::npos)
         << analyzed.output;
   }
@@ -134,8 +121,8 @@ TEST(PodscopeAnalyze, ShardsWriteTheirHostsDatabasesAndTheRunWithoutHostsMergesT
   for (int host = 0; host < 4; ++host) {
     EXPECT_TRUE(fs::exists(run.path() / ("host" + std::to_string(host) + ".xplane.pb.host_analysis.pb"))) << host;
   }
-  const Analyzed merged = podscope_analyze(dir);
-  ASSERT_EQ(merged.status, 0) << merged.output;
+  const CommandResult merged = podscope_analyze(dir);
+  ASSERT_EQ(merged.exit_code, 0) << merged.output;
   EXPECT_NE(merged.output.find("4 of 4 hosts merged from their host databases"), std::string::npos) << merged.output;
   EXPECT_TRUE(fs::exists(run.path() / "report.html"));
 }

@@ -2,19 +2,20 @@
 #include "cli/capture_command.h"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "tests/cli/command_flags.h"
+#include "tests/run_command.h"
 
 namespace podscope::cli {
 namespace {
+
+using podscope::testing::CommandResult;
 
 CaptureFlags parse(std::vector<std::string> args) {
   return testing::parse_flags("capture", &add_capture_flags, std::move(args));
@@ -22,21 +23,8 @@ CaptureFlags parse(std::vector<std::string> args) {
 
 std::string capture_help() { return testing::help_of("capture", &add_capture_flags); }
 
-struct CommandResult {
-  int exit_code;
-  std::string output;
-};
-
 CommandResult run_podscope(const std::string& args) {
-  const std::string command = std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  CommandResult run{-1, ""};
-  if (pipe == nullptr) return run;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) run.output.append(buffer, n);
-  const int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
+  return podscope::testing::run_command(std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope " + args);
 }
 
 TEST(CaptureFlags, DefaultsAreCaptureTpuProfiles) {

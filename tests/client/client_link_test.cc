@@ -32,7 +32,7 @@ class ClientLinkTest : public ::testing::Test {
     o.socket_path = dir_.file("agent.sock");
     o.buffer_events = 1024;
     init(o);
-    ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 3s));
+    ASSERT_TRUE(testing::wait_for([&] { return agent_.registry().clients().size() == 1; }, 3s));
   }
   void TearDown() override { shutdown(); }
 
@@ -61,7 +61,7 @@ TEST_F(ClientLinkTest, StepsAreSentWithoutACapture) {
     }
     auto ar = all_reduce(s, 64);
   }
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.steps_of(::getpid()).size() == 20; }, 3s));
+  ASSERT_TRUE(testing::wait_for([&] { return agent_.steps_of(::getpid()).size() == 20; }, 3s));
   const auto steps = agent_.steps_of(::getpid());
   for (int64_t s = 0; s < 20; ++s) {
     EXPECT_EQ(steps[s].step_num, s);
@@ -80,17 +80,17 @@ TEST_F(ClientLinkTest, TinyStepsAtFullSpeedTravelInFramesTheAgentAccepts) {
   o.socket_path = dir_.file("agent.sock");
   o.buffer_events = 1 << 17;
   init(o);
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 3s));
+  ASSERT_TRUE(testing::wait_for([&] { return agent_.registry().clients().size() == 1; }, 3s));
   // Steps are recorded from the level the agent's answer to the registration sets; on a loaded machine that
   // answer can arrive after the agent counts the client, and steps before it are not recorded at all.
-  ASSERT_TRUE(MiniAgent::wait_for([] { return detail::g_level.load() >= detail::kStepSpansOnly; }, 3s));
+  ASSERT_TRUE(testing::wait_for([] { return detail::g_level.load() >= detail::kStepSpansOnly; }, 3s));
   const uint64_t connection = agent_.registry().clients()[0].connection;
   constexpr int64_t kSteps = 100'000;
   const uint64_t dropped_before = dropped_events();
   for (int64_t s = 0; s < kSteps; ++s) {
     auto step_span = step(s);
   }
-  ASSERT_TRUE(MiniAgent::wait_for(
+  ASSERT_TRUE(testing::wait_for(
       [&] { return agent_.steps_of(::getpid()).size() + (dropped_events() - dropped_before) >= kSteps; }, 10s))
       << agent_.steps_of(::getpid()).size() << " steps arrived";
   ASSERT_EQ(agent_.registry().clients().size(), 1u);
@@ -100,7 +100,7 @@ TEST_F(ClientLinkTest, TinyStepsAtFullSpeedTravelInFramesTheAgentAccepts) {
 
 TEST_F(ClientLinkTest, CaptureWindowEventsBecomeCorePlanes) {
   auto space = agent_.capture(300ms, [&] {
-    ASSERT_TRUE(MiniAgent::wait_for(capturing, 2s));
+    ASSERT_TRUE(testing::wait_for(capturing, 2s));
     const NameId matmul = intern("matmul");
     for (int64_t s = 0; s < 3; ++s) {
       auto st = step(s);
@@ -149,7 +149,7 @@ TEST_F(ClientLinkTest, CaptureWindowEventsBecomeCorePlanes) {
   EXPECT_EQ(matmuls, 3);
   EXPECT_TRUE(space.warnings().empty());
   // After the window, fine-grained spans record nothing.
-  ASSERT_TRUE(MiniAgent::wait_for([] { return !capturing(); }, 1s));
+  ASSERT_TRUE(testing::wait_for([] { return !capturing(); }, 1s));
   EXPECT_FALSE(send(1, 2, 3).recording());
 }
 
@@ -159,7 +159,7 @@ TEST_F(ClientLinkTest, InputStagesArriveAsATreeOnTheInputPipelineLine) {
 
   uint64_t batch_id = 0, worker_read_id = 0, c_decode_id = 0;
   auto space = agent_.capture(300ms, [&] {
-    ASSERT_TRUE(MiniAgent::wait_for(capturing, 2s));
+    ASSERT_TRUE(testing::wait_for(capturing, 2s));
     const NameId batch_name = intern("batch"), read_name = intern("read_shard"), copy_name = intern("to_device");
     auto st = step(0);
     auto in = infeed();
@@ -219,7 +219,7 @@ TEST_F(ClientLinkTest, InputStagesArriveAsATreeOnTheInputPipelineLine) {
 TEST_F(ClientLinkTest, ACaptureClosingMidStepWaitsForTheStepToEnd) {
   std::thread trainer;
   auto space = agent_.capture(150ms, [&] {
-    ASSERT_TRUE(MiniAgent::wait_for(capturing, 2s));
+    ASSERT_TRUE(testing::wait_for(capturing, 2s));
     trainer = std::thread([] {
       auto st = step(77);
       { auto snd = send(1, 2, 3); }
@@ -243,7 +243,7 @@ TEST_F(ClientLinkTest, ACaptureClosingMidStepWaitsForTheStepToEnd) {
 
 TEST_F(ClientLinkTest, FullBuffersDropAndTheCaptureSaysSo) {
   auto space = agent_.capture(200ms, [&] {
-    ASSERT_TRUE(MiniAgent::wait_for(capturing, 2s));
+    ASSERT_TRUE(testing::wait_for(capturing, 2s));
     for (int i = 0; i < 20000; ++i) auto s = send(1, 2, 3);  // 1024-record ring, drained every 50 ms
   });
   EXPECT_GT(dropped_events(), 0u);
@@ -254,16 +254,16 @@ TEST_F(ClientLinkTest, FullBuffersDropAndTheCaptureSaysSo) {
 
 TEST_F(ClientLinkTest, AgentRestartNeverBlocksAndReconnects) {
   agent_.stop();
-  ASSERT_TRUE(MiniAgent::wait_for([] { return !agent_connected(); }, 2s));
+  ASSERT_TRUE(testing::wait_for([] { return !agent_connected(); }, 2s));
   // Annotating with no agent: nothing recorded, nothing blocks.
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t s = 0; s < 10000; ++s) auto st = step(s);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 100ms);
   agent_.start();
   // Backoff is capped at 1 s.
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 1500ms));
+  ASSERT_TRUE(testing::wait_for([&] { return agent_.registry().clients().size() == 1; }, 1500ms));
   auto space = agent_.capture(150ms, [&] {
-    ASSERT_TRUE(MiniAgent::wait_for(capturing, 2s));
+    ASSERT_TRUE(testing::wait_for(capturing, 2s));
     auto st = step(42);
     auto snd = send(3, 4, 5);
   });
@@ -277,13 +277,13 @@ TEST_F(ClientLinkTest, AnAnnouncedProfilerServerIsKnownWhileConnectedAndToldAgai
   EXPECT_EQ(podscope_announce_profiler(65536), -1);
   ASSERT_EQ(podscope_announce_profiler(6009), 0);
   const std::vector<std::string> announced = {"127.0.0.1:6009"};
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().profiler_servers() == announced; }, 2s));
+  ASSERT_TRUE(testing::wait_for([&] { return agent_.registry().profiler_servers() == announced; }, 2s));
   EXPECT_EQ(agent_.registry().clients().at(0).profiler_port, 6009);
   agent_.stop();
-  ASSERT_TRUE(MiniAgent::wait_for([] { return !agent_connected(); }, 2s));
+  ASSERT_TRUE(testing::wait_for([] { return !agent_connected(); }, 2s));
   EXPECT_TRUE(agent_.registry().profiler_servers().empty());
   agent_.start();
-  EXPECT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().profiler_servers() == announced; }, 3s));
+  EXPECT_TRUE(testing::wait_for([&] { return agent_.registry().profiler_servers() == announced; }, 3s));
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ class ClientVersionTest : public ::testing::Test {
 TEST_F(ClientVersionTest, NewerClientFallsBackToAVersionOneAgentAndItsAnnotationsArrive) {
   VersionedAgent agent(socket_, 1, 1);
   start_client();
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return !agent.registered_versions().empty(); }, 3s));
+  ASSERT_TRUE(testing::wait_for([&] { return !agent.registered_versions().empty(); }, 3s));
   EXPECT_EQ(agent.registered_versions(), std::vector<uint32_t>{1});
   EXPECT_EQ(agent.connections(), 2);  // the Hello, closed unanswered; then version 1
   ASSERT_EQ(agent.close_reasons().size(), 1u);
@@ -56,13 +56,13 @@ TEST_F(ClientVersionTest, NewerClientFallsBackToAVersionOneAgentAndItsAnnotation
   EXPECT_TRUE(agent_connected());
 
   annotate_steps(0, 10);
-  EXPECT_TRUE(MiniAgent::wait_for([&] { return agent.steps().size() == 10; }, 3s));
+  EXPECT_TRUE(testing::wait_for([&] { return agent.steps().size() == 10; }, 3s));
 
   agent.open_window(5);
-  ASSERT_TRUE(MiniAgent::wait_for(capturing, 2s));
+  ASSERT_TRUE(testing::wait_for(capturing, 2s));
   annotate_steps(10, 5);
   agent.close_window(5);
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent.done_sessions() == std::vector<uint64_t>{5}; }, 3s));
+  ASSERT_TRUE(testing::wait_for([&] { return agent.done_sessions() == std::vector<uint64_t>{5}; }, 3s));
   const auto events = agent.events();
   EXPECT_EQ(std::count_if(events.begin(), events.end(),
                           [](const local::EventMsg& e) { return e.kind == local::EventKind::kStep; }),
@@ -82,10 +82,10 @@ TEST_F(ClientVersionTest, AnAgentOlderThanInputStagesGetsThemAsPlainAnnotationsA
   VersionedAgent agent(socket_, local::kOldestProtocolVersion, without_stages);
   ::testing::internal::CaptureStderr();
   start_client();
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return !agent.registered_versions().empty(); }, 3s));
+  ASSERT_TRUE(testing::wait_for([&] { return !agent.registered_versions().empty(); }, 3s));
   EXPECT_EQ(agent.registered_versions(), std::vector<uint32_t>{without_stages});
   agent.open_window(8);
-  ASSERT_TRUE(MiniAgent::wait_for(capturing, 2s));
+  ASSERT_TRUE(testing::wait_for(capturing, 2s));
   for (int64_t s = 0; s < 3; ++s) {
     auto step_span = step(s);
     auto batch = input_stage(intern("batch"), InputStageCategory::kPreprocess);
@@ -93,7 +93,7 @@ TEST_F(ClientVersionTest, AnAgentOlderThanInputStagesGetsThemAsPlainAnnotationsA
     auto read = input_stage(intern("read_shard"), InputStageCategory::kRead, batch.input_stage_id());
   }
   agent.close_window(8);
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent.done_sessions() == std::vector<uint64_t>{8}; }, 3s));
+  ASSERT_TRUE(testing::wait_for([&] { return agent.done_sessions() == std::vector<uint64_t>{8}; }, 3s));
   const std::string log = ::testing::internal::GetCapturedStderr();
   std::map<std::string, int> annotations;
   for (const local::EventMsg& e : agent.events())
@@ -116,9 +116,9 @@ TEST_F(ClientVersionTest, AnAgentOlderThanAllocationRecordsGetsTheRestOfTheCaptu
   VersionedAgent agent(socket_, local::kOldestProtocolVersion, without_allocations);
   ::testing::internal::CaptureStderr();
   start_client();
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return !agent.registered_versions().empty(); }, 3s));
+  ASSERT_TRUE(testing::wait_for([&] { return !agent.registered_versions().empty(); }, 3s));
   agent.open_window(9);
-  ASSERT_TRUE(MiniAgent::wait_for(capturing, 2s));
+  ASSERT_TRUE(testing::wait_for(capturing, 2s));
   const NameId pool = intern("host_pinned");
   for (int64_t s = 0; s < 3; ++s) {
     auto step_span = step(s);
@@ -126,7 +126,7 @@ TEST_F(ClientVersionTest, AnAgentOlderThanAllocationRecordsGetsTheRestOfTheCaptu
     free(0x1000 + static_cast<uint64_t>(s), pool);
   }
   agent.close_window(9);
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent.done_sessions() == std::vector<uint64_t>{9}; }, 3s));
+  ASSERT_TRUE(testing::wait_for([&] { return agent.done_sessions() == std::vector<uint64_t>{9}; }, 3s));
   const std::string log = ::testing::internal::GetCapturedStderr();
   const auto events = agent.events();
   EXPECT_EQ(std::count_if(events.begin(), events.end(),
@@ -146,10 +146,10 @@ TEST_F(ClientVersionTest, AnAgentOlderThanAllocationRecordsGetsTheRestOfTheCaptu
 TEST_F(ClientVersionTest, AgentUpgradedMeanwhileIsOfferedTheCurrentVersionOnReconnect) {
   auto old_agent = std::make_unique<VersionedAgent>(socket_, 1, 1);
   start_client();
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return !old_agent->registered_versions().empty(); }, 3s));
+  ASSERT_TRUE(testing::wait_for([&] { return !old_agent->registered_versions().empty(); }, 3s));
   old_agent.reset();
   VersionedAgent upgraded(socket_, local::kOldestProtocolVersion, local::kProtocolVersion);
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return !upgraded.registered_versions().empty(); }, 5s));
+  ASSERT_TRUE(testing::wait_for([&] { return !upgraded.registered_versions().empty(); }, 5s));
   EXPECT_EQ(upgraded.registered_versions(), std::vector<uint32_t>{local::kProtocolVersion});
   EXPECT_EQ(upgraded.connections(), 1);
   EXPECT_TRUE(upgraded.close_reasons().empty());
@@ -160,7 +160,7 @@ TEST_F(ClientVersionTest, RefusedClientLogsWhyAndTheProgramKeepsRunningUnannotat
   VersionedAgent agent(socket_, local::kProtocolVersion + 1, local::kProtocolVersion + 1);
   ::testing::internal::CaptureStderr();
   start_client();
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return !agent.close_reasons().empty(); }, 3s));
+  ASSERT_TRUE(testing::wait_for([&] { return !agent.close_reasons().empty(); }, 3s));
   const auto until = std::chrono::steady_clock::now() + 1s;
   int64_t steps = 0;
   while (std::chrono::steady_clock::now() < until) annotate_steps(steps++, 1);

@@ -82,7 +82,7 @@ class DevicePlanesTest : public ::testing::Test {
     o.socket_path = dir_.file("agent.sock");
     init(o);
     tracer();
-    ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 3s));
+    ASSERT_TRUE(testing::wait_for([&] { return agent_.registry().clients().size() == 1; }, 3s));
   }
   void TearDown() override {
     tracer().set("");

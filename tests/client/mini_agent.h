@@ -21,6 +21,7 @@
 #include "agent/local/local_clients_source.h"
 #include "agent/local/local_socket_server.h"
 #include "daemon/clock.h"
+#include "tests/eventually.h"
 #include "tests/scratch_directory.h"
 
 namespace podscope::testing {
@@ -70,16 +71,6 @@ class MiniAgent {
     tensorflow::profiler::XSpace space;
     space.ParseFromString(out.finish());
     return space;
-  }
-
-  // Waits until `pred` holds (checked every 5 ms), at most `timeout`.
-  static bool wait_for(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < until) {
-      if (pred()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return pred();
   }
 
   std::vector<local::StepMsg> steps_of(int32_t pid) {

@@ -50,9 +50,9 @@ TEST(PythonClient, AnnotatesStepsCollectivesAndChannels) {
     }
   } reaper{pid};
 
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent.registry().clients().size() == 1; }, 10s));
+  ASSERT_TRUE(testing::wait_for([&] { return agent.registry().clients().size() == 1; }, 10s));
   EXPECT_EQ(agent.registry().clients()[0].job, "python-job");
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent.steps_of(pid).size() >= 5; }, 5s));
+  ASSERT_TRUE(testing::wait_for([&] { return agent.steps_of(pid).size() >= 5; }, 5s));
   EXPECT_GE(agent.steps_of(pid)[0].infeed_ns, 900'000);
 
   const auto space = agent.capture(400ms);

@@ -18,6 +18,7 @@
 #include "daemon/grpc_self_check.h"
 #include "tests/daemon/grpc_server_fixtures.h"
 #include "tests/http_client.h"
+#include "tests/scratch_directory.h"
 
 namespace podscope {
 namespace {
@@ -351,20 +352,14 @@ std::string basic(const std::string& user, const std::string& password) {
 
 class MetricsServerWebConfig : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("podscope_metrics_auth_" + std::to_string(getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::string web_config(const std::string& text) {
     const std::string path = (dir_ / "web.yml").string();
     std::ofstream(path) << text;
     return path;
   }
 
-  std::filesystem::path dir_;
+  const testing::ScratchDirectory scratch_{"metrics_auth"};
+  const std::filesystem::path& dir_ = scratch_.path();
 };
 
 TEST_F(MetricsServerWebConfig, OnlyAUserWithItsPasswordIsServed) {

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/scratch_directory.h"
+
 namespace podscope {
 namespace {
 
@@ -15,13 +17,6 @@ constexpr char kHash[] = "$2y$10$rahWy/xMd4x.ptsm8FVXDe454ATaqv4a2QZw8fFoRLln7.D
 
 class MetricsWebConfigTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("podscope_web_config_" + std::to_string(getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::string write(const std::string& text, const std::string& name = "web.yml") {
     const std::string path = (dir_ / name).string();
     std::ofstream(path) << text;
@@ -39,7 +34,8 @@ class MetricsWebConfigTest : public ::testing::Test {
     return out;
   }
 
-  std::filesystem::path dir_;
+  const testing::ScratchDirectory scratch_{"web_config"};
+  const std::filesystem::path& dir_ = scratch_.path();
 };
 
 TEST_F(MetricsWebConfigTest, ReadsTheFormatsKeysWithPathsRelativeToTheFile) {

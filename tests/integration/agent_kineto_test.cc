@@ -266,16 +266,11 @@ TEST(AgentKineto, ACaptureRequestsEveryPollingProcessesTraceMergesTheDeliveredAn
   testing::KinetoPoller silent(k.sockets, {"--deliver", "none"}, other_user());
   wait_for_intervals(k.agent, 2);
 
-  auto stub = tensorflow::ProfilerService::NewStub(k.agent.channel());
-  tensorflow::ProfileRequest request;
-  request.set_duration_ms(1000);
-  request.set_emit_xspace(true);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  tensorflow::ProfileResponse response;
   const int64_t asked_ns = Clock().now_ns();
-  ASSERT_TRUE(stub->Profile(&context, request, &response).ok());
-  const XSpace& space = response.xspace();
+  const testing::ProfileOutcome out =
+      testing::profile(k.agent, testing::profile_request(1000), std::chrono::seconds(60));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  const XSpace& space = out.response.xspace();
 
   // Asked with no start: the agent started late enough for the next poll, and said so first.
   ASSERT_GT(space.warnings_size(), 0);

@@ -1,8 +1,7 @@
 #include "tests/integration/agent_process.h"
 
-#include <cstdio>
-
 #include "podscope/v1/agent.grpc.pb.h"
+#include "tensorflow/profiler_service.grpc.pb.h"
 #include "tests/http_client.h"
 
 namespace podscope::testing {
@@ -15,16 +14,22 @@ std::string http_get(int port, const std::string& path) {
   return std::move(response.body);
 }
 
-CommandResult run_command(const std::string& command) {
-  CommandResult result{-1, {}};
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  if (p == nullptr) return result;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) result.output.append(buf, n);
-  const int status = pclose(p);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+tensorflow::ProfileRequest profile_request(uint64_t duration_ms, const std::string& session) {
+  tensorflow::ProfileRequest request;
+  request.set_duration_ms(duration_ms);
+  request.set_session_id(session);
+  request.set_emit_xspace(true);
+  return request;
+}
+
+ProfileOutcome profile(const AgentProcess& agent, const tensorflow::ProfileRequest& request,
+                       std::chrono::seconds deadline) {
+  auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + deadline);
+  ProfileOutcome out;
+  out.status = stub->Profile(&context, request, &out.response);
+  return out;
 }
 
 std::optional<podscope::v1::AgentStatus> try_agent_status(const AgentProcess& agent) {

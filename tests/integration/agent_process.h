@@ -30,6 +30,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "podscope/v1/agent.pb.h"
+#include "tensorflow/profiler_service.pb.h"
+#include "tests/eventually.h"
+#include "tests/run_command.h"
 #include "tests/scratch_directory.h"
 
 namespace podscope::testing {
@@ -239,16 +242,6 @@ class AgentProcess {
 // GET http://127.0.0.1:port/path; the body, or throws.
 std::string http_get(int port, const std::string& path);
 
-// Polls `pred` every 20 ms until it holds or `timeout` passed; whether it held.
-inline bool wait_for(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return pred();
-}
-
 // A /proc/<pid>/status field in KiB (VmRSS, VmHWM), -1 when absent.
 inline int64_t status_kib(pid_t pid, const std::string& field) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
@@ -262,12 +255,15 @@ inline int64_t status_kib(pid_t pid, const std::string& field) {
 // Resets the kernel's peak-RSS mark (VmHWM) of `pid` to its current RSS.
 inline void reset_peak_rss(pid_t pid) { std::ofstream("/proc/" + std::to_string(pid) + "/clear_refs") << "5"; }
 
-// Runs a shell command; its exit code and combined output.
-struct CommandResult {
-  int exit_code;
-  std::string output;
+// A Profile request of `duration_ms` (and `session`, when given) that asks for the XSpace in the answer.
+tensorflow::ProfileRequest profile_request(uint64_t duration_ms, const std::string& session = "");
+// The agent's answer to a Profile call with `deadline`: the call's status and the answer.
+struct ProfileOutcome {
+  grpc::Status status;
+  tensorflow::ProfileResponse response;
 };
-CommandResult run_command(const std::string& command);
+ProfileOutcome profile(const AgentProcess& agent, const tensorflow::ProfileRequest& request,
+                       std::chrono::seconds deadline = std::chrono::seconds(30));
 
 // The agent's answer to GetStatus (10 s deadline); nullopt when the call fails.
 std::optional<podscope::v1::AgentStatus> try_agent_status(const AgentProcess& agent);

@@ -22,6 +22,7 @@
 #include "tests/integration/agent_process.h"
 #include "tests/integration/tensorflow_client_wire.h"
 #include "tests/interrupted_write.h"
+#include "tests/proto/xspace_contents.h"
 #include "tests/sanitized.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
@@ -31,45 +32,15 @@ namespace podscope {
 namespace {
 
 using testing::AgentProcess;
+using testing::has_warning;
+using testing::profile;
+using testing::profile_request;
+using testing::ProfileOutcome;
+using testing::warnings_of;
 namespace fs = std::filesystem;
 using tensorflow::profiler::XSpace;
 
 int64_t now_ns() { return Clock().now_ns(); }
-
-struct ProfileOutcome {
-  grpc::Status status;
-  tensorflow::ProfileResponse response;
-};
-
-ProfileOutcome profile(const AgentProcess& agent, tensorflow::ProfileRequest request, int deadline_s = 30) {
-  auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s));
-  ProfileOutcome out;
-  out.status = stub->Profile(&context, request, &out.response);
-  return out;
-}
-
-tensorflow::ProfileRequest request_ms(uint64_t duration_ms, const std::string& session = "") {
-  tensorflow::ProfileRequest r;
-  r.set_duration_ms(duration_ms);
-  r.set_session_id(session);
-  r.set_emit_xspace(true);
-  return r;
-}
-
-bool has_warning(const XSpace& space, const std::string& needle) {
-  for (const auto& w : space.warnings()) {
-    if (w.find(needle) != std::string::npos) return true;
-  }
-  return false;
-}
-
-std::string warnings_of(const XSpace& space) {
-  std::string all;
-  for (const auto& w : space.warnings()) all += w + "\n";
-  return all;
-}
 
 // The capture a response carries: the XSpace asked for in the response, else tool_data `xplane.pb`.
 XSpace space_of(const tensorflow::ProfileResponse& response) {
@@ -80,13 +51,6 @@ XSpace space_of(const tensorflow::ProfileResponse& response) {
       EXPECT_TRUE(space.ParseFromString(tool.data()));
     }
   }
-  return space;
-}
-
-XSpace read_xspace(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  XSpace space;
-  EXPECT_TRUE(space.ParseFromIstream(&in)) << file;
   return space;
 }
 
@@ -103,7 +67,7 @@ tensorflow::ProfileResponse tf_profile(const AgentProcess& agent, const std::str
 TEST(AgentService, ProfileReturnsHostPlaneWithCounterTracksAndHostStats) {
   AgentProcess agent({"--sample_interval_ms", "50", "--host_name", "node-a"});
   const int64_t before = now_ns();
-  ProfileOutcome out = profile(agent, request_ms(400));
+  ProfileOutcome out = profile(agent, profile_request(400));
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
   const XSpace& space = out.response.xspace();
   EXPECT_FALSE(out.response.empty_trace());
@@ -140,7 +104,7 @@ TEST(AgentService, ProfileReturnsHostPlaneWithCounterTracksAndHostStats) {
 
 TEST(AgentService, WithoutARepositoryRootACaptureNotAskedForInTheResponseComesAsXplaneToolData) {
   AgentProcess agent({"--sample_interval_ms", "50"});
-  tensorflow::ProfileRequest r = request_ms(150);
+  tensorflow::ProfileRequest r = profile_request(150);
   r.clear_emit_xspace();
   ProfileOutcome out = profile(agent, r);
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
@@ -154,7 +118,7 @@ TEST(AgentService, WithoutARepositoryRootACaptureNotAskedForInTheResponseComesAs
 
 TEST(AgentService, SecondConcurrentProfileIsRefusedNamingTheRunningSession) {
   AgentProcess agent({});
-  auto first = std::async(std::launch::async, [&] { return profile(agent, request_ms(1500, "first-session")); });
+  auto first = std::async(std::launch::async, [&] { return profile(agent, profile_request(1500, "first-session")); });
   // Wait until the first one runs.
   for (int i = 0; i < 100; ++i) {
     const std::optional<podscope::v1::AgentStatus> status = testing::try_agent_status(agent);
@@ -162,7 +126,7 @@ TEST(AgentService, SecondConcurrentProfileIsRefusedNamingTheRunningSession) {
     if (status->capture_session_id() == "first-session") break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  ProfileOutcome second = profile(agent, request_ms(100, "second-session"));
+  ProfileOutcome second = profile(agent, profile_request(100, "second-session"));
   EXPECT_EQ(second.status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
   EXPECT_NE(second.status.error_message().find("first-session"), std::string::npos) << second.status.error_message();
   EXPECT_TRUE(first.get().status.ok());
@@ -171,7 +135,7 @@ TEST(AgentService, SecondConcurrentProfileIsRefusedNamingTheRunningSession) {
 TEST(AgentService, TerminateEndsTheCaptureEarlyAndProfileAnswersWithWhatWasCollectedAndAnUnknownIdIsOk) {
   AgentProcess agent({"--sample_interval_ms", "50"});
   const auto t0 = std::chrono::steady_clock::now();
-  auto running = std::async(std::launch::async, [&] { return profile(agent, request_ms(20000, "long")); });
+  auto running = std::async(std::launch::async, [&] { return profile(agent, profile_request(20000, "long")); });
   for (int i = 0; i < 100; ++i) {  // until the capture has started
     const std::optional<podscope::v1::AgentStatus> status = testing::try_agent_status(agent);
     ASSERT_TRUE(status.has_value());
@@ -201,12 +165,12 @@ TEST(AgentService, TerminateEndsTheCaptureEarlyAndProfileAnswersWithWhatWasColle
 TEST(AgentService, ClientDeadlineStopsCollection) {
   AgentProcess agent({});
   const auto t0 = std::chrono::steady_clock::now();
-  ProfileOutcome out = profile(agent, request_ms(20000, "short-deadline"), /*deadline_s=*/1);
+  ProfileOutcome out = profile(agent, profile_request(20000, "short-deadline"), std::chrono::seconds(1));
   EXPECT_EQ(out.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   // The agent notices within its poll period and is free again: a new capture is accepted.
   ProfileOutcome next;
   for (int i = 0; i < 50; ++i) {
-    next = profile(agent, request_ms(50, "after"));
+    next = profile(agent, profile_request(50, "after"));
     if (next.status.error_code() != grpc::StatusCode::ALREADY_EXISTS) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -216,7 +180,7 @@ TEST(AgentService, ClientDeadlineStopsCollection) {
 
 TEST(AgentService, StartInThePastStartsNowWithAWarning) {
   AgentProcess agent({});
-  tensorflow::ProfileRequest r = request_ms(100);
+  tensorflow::ProfileRequest r = profile_request(100);
   r.mutable_opts()->set_start_timestamp_ns(static_cast<uint64_t>(now_ns() - 5'000'000'000));
   ProfileOutcome out = profile(agent, r);
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
@@ -226,7 +190,7 @@ TEST(AgentService, StartInThePastStartsNowWithAWarning) {
 TEST(AgentService, FutureStartIsWaitedForOnTheAgentsShiftedClock) {
   const int64_t offset = 3'000'000'000;  // the agent's clock runs 3 s ahead
   AgentProcess agent({"--clock_offset_ns", std::to_string(offset)});
-  tensorflow::ProfileRequest r = request_ms(100);
+  tensorflow::ProfileRequest r = profile_request(100);
   const int64_t start = now_ns() + offset + 400'000'000;
   r.mutable_opts()->set_start_timestamp_ns(static_cast<uint64_t>(start));
   ProfileOutcome out = profile(agent, r);
@@ -240,10 +204,10 @@ TEST(AgentService, FutureStartIsWaitedForOnTheAgentsShiftedClock) {
 
 TEST(AgentService, DurationAboveTheLimitIsInvalidArgumentNamingTheLimit) {
   AgentProcess agent({"--max_duration_ms", "2000"});
-  ProfileOutcome out = profile(agent, request_ms(2001));
+  ProfileOutcome out = profile(agent, profile_request(2001));
   EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(out.status.error_message().find("max_duration_ms=2000"), std::string::npos) << out.status.error_message();
-  tensorflow::ProfileRequest r = request_ms(0);
+  tensorflow::ProfileRequest r = profile_request(0);
   r.mutable_opts()->set_duration_ms(5000);  // opts.duration_ms counts too
   EXPECT_EQ(profile(agent, r).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
@@ -253,7 +217,7 @@ TEST(AgentService, MonitorOverTheLimitIsRefusedWithTheCodeAndWordsOfAProfile) {
   auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
   // Above the limit, and the default duration (0 → 1000 ms) above a 500 ms limit.
   for (uint64_t ms : {uint64_t{2001}, uint64_t{0}}) {
-    const ProfileOutcome profiled = profile(agent, request_ms(ms));
+    const ProfileOutcome profiled = profile(agent, profile_request(ms));
     grpc::ClientContext c;
     tensorflow::MonitorRequest m;
     m.set_duration_ms(ms);
@@ -275,20 +239,20 @@ TEST(AgentService, CaptureIsWrittenAtomicallyInsideTheRepositoryRootOnly) {
   fs::create_directory_symlink(outside, fs::path(root) / "link-out");
   AgentProcess agent({"--repository_root", root, "--host_name", "node-b"});
 
-  tensorflow::ProfileRequest inside = request_ms(50, "sess1");
+  tensorflow::ProfileRequest inside = profile_request(50, "sess1");
   inside.clear_emit_xspace();
   inside.set_repository_root("plugins/profile");
   ProfileOutcome ok = profile(agent, inside);
   ASSERT_TRUE(ok.status.ok()) << ok.status.error_message();
   const fs::path file = fs::path(root) / "plugins/profile/sess1/node-b.xplane.pb";
   ASSERT_TRUE(fs::exists(file)) << warnings_of(space_of(ok.response));
-  EXPECT_EQ(read_xspace(file).hostnames(0), "node-b");
+  EXPECT_EQ(testing::read_xspace_file(file).hostnames(0), "node-b");
   for (const auto& entry : fs::directory_iterator(file.parent_path())) {
     EXPECT_EQ(entry.path().filename(), "node-b.xplane.pb") << "temporary file left behind";
   }
 
   for (const std::string& escape : std::vector<std::string>{"../escape", "link-out", outside}) {
-    tensorflow::ProfileRequest bad = request_ms(50, "sess2");
+    tensorflow::ProfileRequest bad = profile_request(50, "sess2");
     bad.clear_emit_xspace();
     bad.set_repository_root(escape);
     ProfileOutcome out = profile(agent, bad);
@@ -297,7 +261,7 @@ TEST(AgentService, CaptureIsWrittenAtomicallyInsideTheRepositoryRootOnly) {
     EXPECT_TRUE(has_warning(returned, "outside --repository_root")) << escape << ": " << warnings_of(returned);
     EXPECT_NE(xspace::find_plane(returned, xspace::kHostPlaneName), nullptr);  // data still returned
   }
-  tensorflow::ProfileRequest bad_host = request_ms(50, "sess3");
+  tensorflow::ProfileRequest bad_host = profile_request(50, "sess3");
   bad_host.clear_emit_xspace();
   bad_host.set_host_name("../../escape");
   ProfileOutcome out = profile(agent, bad_host);
@@ -307,7 +271,7 @@ TEST(AgentService, CaptureIsWrittenAtomicallyInsideTheRepositoryRootOnly) {
   EXPECT_FALSE(fs::exists(fs::path(root).parent_path() / "escape"));
   EXPECT_FALSE(fs::exists(fs::path(root) / "sess3"));
 
-  tensorflow::ProfileRequest bad_id = request_ms(50, "../x");
+  tensorflow::ProfileRequest bad_id = profile_request(50, "../x");
   EXPECT_EQ(profile(agent, bad_id).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
@@ -327,7 +291,7 @@ TEST(AgentHostileClients, RemoteWritesUnderTheRootStopAtRepositoryQuotaMbSaidAnd
   AgentProcess agent({"--repository_root", root, "--repository_quota_mb", "64", "--host_name", "node-q"});
   int refused = 0;
   for (int i = 0; i < kProfiles; ++i) {
-    tensorflow::ProfileRequest r = request_ms(1, "s" + std::to_string(i));
+    tensorflow::ProfileRequest r = profile_request(1, "s" + std::to_string(i));
     r.clear_emit_xspace();
     r.set_repository_root("a" + std::to_string(i) + "/b/c/d/e/f/g");
     const ProfileOutcome out = profile(agent, r);
@@ -345,7 +309,7 @@ TEST(AgentHostileClients, RemoteWritesUnderTheRootStopAtRepositoryQuotaMbSaidAnd
       << metrics;
   // What an operator deletes makes room again.
   for (const auto& entry : fs::directory_iterator(root)) fs::remove_all(entry.path());
-  tensorflow::ProfileRequest again = request_ms(1, "again");
+  tensorflow::ProfileRequest again = profile_request(1, "again");
   again.clear_emit_xspace();
   again.set_repository_root("plugins/profile");
   const ProfileOutcome out = profile(agent, again);
@@ -383,7 +347,7 @@ TEST(AgentService, TensorFlowsProfileRequestIsWrittenWhereAndAsTensorFlowsServer
   const tensorflow::ProfileResponse first = tf_profile(agent, testing::tf_profile_request(capture));
   const fs::path first_file = runs / "run1/10.0.0.2_8466.xplane.pb";
   ASSERT_TRUE(fs::exists(first_file));
-  EXPECT_EQ(read_xspace(first_file).hostnames(0), "node-w");
+  EXPECT_EQ(testing::read_xspace_file(first_file).hostnames(0), "node-w");
   EXPECT_FALSE(first.empty_trace());
   EXPECT_EQ(first.tool_data_size(), 0);
   EXPECT_FALSE(first.has_xspace());
@@ -419,7 +383,7 @@ TEST(AgentService, AnXSpaceAskedForInTheResponseIsReturnedOnceAndNotWritten) {
 
 TEST(AgentService, WithoutARepositoryRootNothingIsWrittenAndTheWarningSaysSo) {
   AgentProcess agent({});
-  tensorflow::ProfileRequest r = request_ms(50);
+  tensorflow::ProfileRequest r = profile_request(50);
   r.clear_emit_xspace();
   r.set_repository_root("/tmp/some/logdir/plugins/profile");
   ProfileOutcome out = profile(agent, r);
@@ -525,7 +489,7 @@ TEST(AgentService, MetricsScrapePassesPromtool) {
 TEST(AgentProcessLifecycle, SigtermDuringACaptureAnswersItAndExitsWithinThreeSeconds) {
   AgentProcess agent({"--sample_interval_ms", "50"});
   const int grpc_port = agent.grpc_port();
-  auto running = std::async(std::launch::async, [&] { return profile(agent, request_ms(30000, "interrupted")); });
+  auto running = std::async(std::launch::async, [&] { return profile(agent, profile_request(30000, "interrupted")); });
   for (int i = 0; i < 100; ++i) {
     const std::optional<podscope::v1::AgentStatus> status = testing::try_agent_status(agent);
     if (status && status->capture_session_id() == "interrupted") break;
@@ -676,7 +640,7 @@ TEST(AgentHostileClients, SecondAgentOnTheSamePortExitsTwoNamingThePort) {
   ASSERT_TRUE(status.has_value()) << "a second agent started on " << taken;
   EXPECT_EQ(WEXITSTATUS(*status), 2);
   EXPECT_NE(second.output().find(taken), std::string::npos) << second.output();
-  EXPECT_TRUE(profile(first, request_ms(50)).status.ok()) << "the first agent keeps its port";
+  EXPECT_TRUE(profile(first, profile_request(50)).status.ok()) << "the first agent keeps its port";
 }
 
 TEST(AgentHostileClients, OversizedRequestsAreRefusedWithoutGrowingTheAgent) {
@@ -684,7 +648,7 @@ TEST(AgentHostileClients, OversizedRequestsAreRefusedWithoutGrowingTheAgent) {
   GTEST_SKIP() << "measures the agent's peak RSS, which ASan's shadow memory and quarantine inflate";
 #endif
   AgentProcess agent({"--max_request_mb", "4"});
-  tensorflow::ProfileRequest small = request_ms(50);
+  tensorflow::ProfileRequest small = profile_request(50);
   small.set_session_id(std::string(5 << 20, 'x'));  // 5 MiB: just over the limit
   EXPECT_EQ(profile(agent, small).status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
 
@@ -696,9 +660,9 @@ TEST(AgentHostileClients, OversizedRequestsAreRefusedWithoutGrowingTheAgent) {
   const std::string huge(256u << 20, 'y');
   for (size_t i = 0; i < codes.size(); ++i) {
     senders.emplace_back([&, i] {
-      tensorflow::ProfileRequest r = request_ms(50);
+      tensorflow::ProfileRequest r = profile_request(50);
       r.set_session_id(huge);
-      codes[i] = profile(agent, r, 60).status.error_code();
+      codes[i] = profile(agent, r, std::chrono::seconds(60)).status.error_code();
     });
   }
   for (auto& t : senders) t.join();
@@ -716,7 +680,7 @@ TEST(AgentHostileClients, OversizedRequestsAreRefusedWithoutGrowingTheAgent) {
   EXPECT_LT(growth, sent / 16) << "peak RSS grew by " << growth / (1 << 20) << " MiB of the " << sent / (1 << 20)
                                << " MiB sent";
   std::cerr << "six parallel 256 MiB requests: agent peak RSS +" << growth / (1 << 20) << " MiB\n";
-  EXPECT_TRUE(profile(agent, request_ms(50)).status.ok()) << "the agent still serves";
+  EXPECT_TRUE(profile(agent, profile_request(50)).status.ok()) << "the agent still serves";
 }
 
 TEST(AgentHostileClients, MonitorsBeyondTheLimitAreRefusedAndProfileIsStillServed) {
@@ -740,7 +704,7 @@ TEST(AgentHostileClients, MonitorsBeyondTheLimitAreRefusedAndProfileIsStillServe
     });
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_TRUE(profile(agent, request_ms(100)).status.ok()) << "Monitors must not starve Profile";
+  EXPECT_TRUE(profile(agent, profile_request(100)).status.ok()) << "Monitors must not starve Profile";
   for (auto& t : monitors) t.join();
   EXPECT_EQ(ok.load(), 2);
   EXPECT_EQ(exhausted.load(), 3);
@@ -751,7 +715,7 @@ TEST(AgentHostileClients, MonitorsBeyondTheLimitAreRefusedAndProfileIsStillServe
 TEST(AgentHostileClients, ANewlineInASessionIdCannotForgeALogLine) {
   AgentProcess agent({});
   const std::string forged = "2026-01-01T00:00:00.000Z E forged by a client";
-  tensorflow::ProfileRequest request = request_ms(50, "evil\n" + forged);
+  tensorflow::ProfileRequest request = profile_request(50, "evil\n" + forged);
   (void)profile(agent, request);
   agent.read_some(200);
   for (size_t start = 0; start < agent.output().size();) {
@@ -802,7 +766,7 @@ TEST(AgentProcessLifecycle, SighupReloadsTheConfigFile) {
   const std::string dir = scratch.path();
   std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 1000\n";
   AgentProcess agent({"--config", dir + "/agent.yaml"});
-  EXPECT_EQ(profile(agent, request_ms(1500)).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(profile(agent, profile_request(1500)).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 2000\ncapture_memory_limit_mb: 48\n";
   agent.signal(SIGHUP);
   bool reloaded = false;
@@ -813,8 +777,8 @@ TEST(AgentProcessLifecycle, SighupReloadsTheConfigFile) {
   ASSERT_TRUE(reloaded) << agent.output();
   EXPECT_NE(agent.output().find("capture_memory_limit_mb=48"), std::string::npos)
       << "every capture limit is reloaded, the memory budget too: " << agent.output();
-  EXPECT_EQ(profile(agent, request_ms(3000)).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_TRUE(profile(agent, request_ms(1500)).status.ok());  // within the new limit
+  EXPECT_EQ(profile(agent, profile_request(3000)).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(profile(agent, profile_request(1500)).status.ok());  // within the new limit
 }
 
 TEST(AgentProcessLifecycle, SighupRefusesAnOptionThatNeedsARestartNamingItAndAppliesTheOthers) {
@@ -836,7 +800,7 @@ TEST(AgentProcessLifecycle, SighupRefusesAnOptionThatNeedsARestartNamingItAndApp
       << agent.output();
   EXPECT_NE(agent.output().find("reloaded: max_duration_ms=2000 (1 changed options refused)"), std::string::npos)
       << agent.output();
-  EXPECT_TRUE(profile(agent, request_ms(1500)).status.ok()) << "max_duration_ms is applied";
+  EXPECT_TRUE(profile(agent, profile_request(1500)).status.ok()) << "max_duration_ms is applied";
   const std::string metrics = testing::http_get(agent.metrics_port(), "/metrics");
   const size_t counter = metrics.find("podscope_config_reload_options_refused_total{host=");
   ASSERT_NE(counter, std::string::npos) << metrics;
@@ -887,7 +851,7 @@ TEST(AgentProcessLifecycle, SighupWithABadConfigKeepsTheRunningOneSaysWhyAndCoun
   }
   ASSERT_TRUE(refused) << agent.output();
   EXPECT_FALSE(agent.exited()) << "a bad reload must not end the agent";
-  EXPECT_TRUE(profile(agent, request_ms(1500)).status.ok()) << "the old limit (2000 ms) still holds";
+  EXPECT_TRUE(profile(agent, profile_request(1500)).status.ok()) << "the old limit (2000 ms) still holds";
   EXPECT_NE(testing::http_get(agent.metrics_port(), "/metrics").find("podscope_config_reload_errors_total{host="),
             std::string::npos);
 }

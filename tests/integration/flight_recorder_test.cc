@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <set>
 #include <thread>
 
@@ -26,13 +25,13 @@
 
 #include "absl/status/statusor.h"
 #include "podscope/v1/agent.grpc.pb.h"
-#include "proto/xspace/names.h"
 #include "proto/xspace/xplane_reader.h"
 #include "tensorflow/profiler_service.grpc.pb.h"
 #include "tests/integration/agent_process.h"
 #include "tests/integration/flood_process.h"
 #include "tests/integration/trainer_process.h"
 #include "tests/proto/wire_fields.h"
+#include "tests/proto/xspace_contents.h"
 #include "tests/sanitized.h"
 
 namespace podscope {
@@ -42,6 +41,7 @@ using namespace std::chrono_literals;
 using tensorflow::profiler::XSpace;
 using testing::agent_status;
 using testing::AgentProcess;
+using testing::steps_by_core;
 using testing::TrainerProcess;
 using testing::wait_for;
 
@@ -57,23 +57,6 @@ std::vector<std::unique_ptr<TrainerProcess>> start_ranks(int world, const std::s
     ranks.push_back(std::make_unique<TrainerProcess>(std::move(args), socket));
   }
   return ranks;
-}
-
-// Per annotated core: its steps as [start, end] ns, sorted.
-std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> steps_by_core(const XSpace& space) {
-  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> out;
-  for (const auto& plane : space.planes()) {
-    if (plane.name().rfind(xspace::kCustomPlanePrefix, 0) != 0) continue;
-    for (const auto& line : plane.lines()) {
-      if (line.name() != xspace::kStepsLineName) continue;
-      for (const auto& e : line.events()) {
-        const int64_t start = line.timestamp_ns() + e.offset_ps() / 1000;
-        out[plane.id()].push_back({start, start + e.duration_ps() / 1000});
-      }
-    }
-  }
-  for (auto& [core, steps] : out) std::sort(steps.begin(), steps.end());
-  return out;
 }
 
 // One unary call with the request's bytes as given; the response's bytes.
@@ -234,15 +217,9 @@ TEST(FlightRecorder, SnapshotsDuringAProfileLeaveItWholeAndRecordingGoesOn) {
 
   XSpace profiled;
   std::thread profile([&] {
-    auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + 30s);
-    tensorflow::ProfileRequest request;
-    request.set_duration_ms(1500);
-    request.set_emit_xspace(true);
-    tensorflow::ProfileResponse response;
-    EXPECT_TRUE(stub->Profile(&context, request, &response).ok());
-    profiled = response.xspace();
+    const testing::ProfileOutcome out = testing::profile(agent, testing::profile_request(1500));
+    EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+    profiled = out.response.xspace();
   });
   std::this_thread::sleep_for(500ms);
   for (int i = 0; i < 3; ++i) {

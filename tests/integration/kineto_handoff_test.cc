@@ -33,13 +33,16 @@
 #include "tensorflow/profiler_service.grpc.pb.h"
 #include "tests/integration/agent_process.h"
 #include "tests/integration/kineto_poller_process.h"
+#include "tests/proto/xspace_contents.h"
 
 namespace podscope {
 namespace {
 
 using testing::agent_status;
 using testing::AgentProcess;
+using testing::has_warning;
 using testing::KinetoPoller;
+using testing::warnings_of;
 namespace fs = std::filesystem;
 namespace ipc = kineto::ipc;
 using tensorflow::profiler::XSpace;
@@ -51,19 +54,6 @@ uint64_t count_of(const google::protobuf::RepeatedPtrField<podscope::v1::KinetoS
   }
   ADD_FAILURE() << "no reason " << reason;
   return 0;
-}
-
-bool has_warning(const XSpace& space, const std::string& text) {
-  for (const auto& w : space.warnings()) {
-    if (w.find(text) != std::string::npos) return true;
-  }
-  return false;
-}
-
-std::string warnings_of(const XSpace& space) {
-  std::string out;
-  for (const auto& w : space.warnings()) out += w + "\n";
-  return out;
 }
 
 size_t events_on(const XSpace& space, const std::string& plane_name) {
@@ -104,16 +94,10 @@ struct HandoffAgent {
 
   // A Profile of `duration_ms`, the XSpace answered.
   XSpace profile(int duration_ms = 1000) const {
-    auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
-    tensorflow::ProfileRequest request;
-    request.set_duration_ms(duration_ms);
-    request.set_emit_xspace(true);
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(90));
-    tensorflow::ProfileResponse response;
-    const grpc::Status s = stub->Profile(&context, request, &response);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    return response.xspace();
+    const testing::ProfileOutcome out =
+        testing::profile(agent, testing::profile_request(duration_ms), std::chrono::seconds(90));
+    EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+    return out.response.xspace();
   }
 
   // Waits until `processes` are known and each has polled twice.
@@ -150,15 +134,9 @@ void require_root() {
 // Once the rank has polled twice, a 1 s capture merges its trace (10 events on its Kineto device).
 void expect_a_capture_merges_the_ranks_trace(const AgentProcess& agent) {
   ASSERT_TRUE(testing::wait_for([&] { return testing::kineto_pollers_known(agent, 1); }, std::chrono::seconds(20)));
-  auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
-  tensorflow::ProfileRequest request;
-  request.set_duration_ms(1000);
-  request.set_emit_xspace(true);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  tensorflow::ProfileResponse response;
-  ASSERT_TRUE(stub->Profile(&context, request, &response).ok());
-  EXPECT_EQ(events_on(response.xspace(), "/device:CUSTOM:3"), 10u) << warnings_of(response.xspace());
+  const testing::ProfileOutcome out = testing::profile(agent, testing::profile_request(1000), std::chrono::seconds(60));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(events_on(out.response.xspace(), "/device:CUSTOM:3"), 10u) << warnings_of(out.response.xspace());
 }
 
 TEST(KinetoHandoff, AnotherUserCannotPlantALinkWhereARootRankWrites) {

@@ -33,16 +33,9 @@ using testing::try_agent_status;
 using testing::wait_for;
 
 XSpace profile(const AgentProcess& agent, uint64_t duration_ms) {
-  auto stub = tensorflow::ProfilerService::NewStub(agent.channel());
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + 30s);
-  tensorflow::ProfileRequest request;
-  request.set_duration_ms(duration_ms);
-  request.set_emit_xspace(true);
-  tensorflow::ProfileResponse response;
-  const grpc::Status status = stub->Profile(&context, request, &response);
-  EXPECT_TRUE(status.ok()) << status.error_message();
-  return response.xspace();
+  const testing::ProfileOutcome out = testing::profile(agent, testing::profile_request(duration_ms));
+  EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+  return out.response.xspace();
 }
 
 std::vector<int32_t> client_pids(const AgentProcess& agent) {

@@ -21,10 +21,10 @@
 
 #include "agent/steps/slow_step_detector.h"
 #include "podscope/v1/agent.grpc.pb.h"
-#include "proto/xspace/names.h"
 #include "tensorflow/xplane.pb.h"
 #include "tests/integration/agent_process.h"
 #include "tests/integration/trainer_process.h"
+#include "tests/proto/xspace_contents.h"
 
 namespace podscope {
 namespace {
@@ -89,15 +89,9 @@ std::vector<std::unique_ptr<TrainerProcess>> start_ranks(const std::string& sock
 bool holds_step(const std::string& serialized, int64_t end_ns, int64_t step_ns) {
   tensorflow::profiler::XSpace space;
   if (!space.ParseFromString(serialized)) return false;
-  for (const auto& plane : space.planes()) {
-    if (plane.name().rfind(xspace::kCustomPlanePrefix, 0) != 0) continue;
-    for (const auto& line : plane.lines()) {
-      if (line.name() != xspace::kStepsLineName) continue;
-      for (const auto& e : line.events()) {
-        const int64_t begin = line.timestamp_ns() + e.offset_ps() / 1000;
-        const int64_t end = begin + e.duration_ps() / 1000;
-        if (std::abs(end - end_ns) < 1'000'000 && std::abs(end - begin - step_ns) < 1'000) return true;
-      }
+  for (const auto& [core, steps] : testing::steps_by_core(space)) {
+    for (const auto& [begin, end] : steps) {
+      if (std::abs(end - end_ns) < 1'000'000 && std::abs(end - begin - step_ns) < 1'000) return true;
     }
   }
   return false;

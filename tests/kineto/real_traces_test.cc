@@ -3,7 +3,6 @@
 // the shared test data. And golden data (tests/data/kineto): a single-GPU rank on an H100 (torch 2.11, CUDA 13,
 // tensorboard_trace_handler, 5 active steps of Linear/ReLU/Linear and SGD), three gloo ranks sharing an H200.
 #include <simdjson.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -28,6 +27,7 @@
 #include "kineto/trace_converter.h"
 #include "kineto/trace_file.h"
 #include "tests/analysis/synthetic_pod.h"
+#include "tests/run_command.h"
 #include "tests/scratch_directory.h"
 #include "tests/shared_testdata.h"
 
@@ -35,6 +35,7 @@ namespace podscope::kineto {
 namespace {
 
 namespace fs = std::filesystem;
+using podscope::testing::CommandResult;
 
 // A fresh directory holding links to the named shared traces (the analysis writes its outputs beside them).
 class RunDirectory {
@@ -374,41 +375,23 @@ TEST(KinetoRealTraces, TracesAnalyseBesideXSpaceFiles) {
   EXPECT_EQ(cores, (std::set<uint32_t>{0, 34}));
 }
 
+// `podscope analyze` on `dir` or on files (then `--out`): its exit code and what it printed.
+CommandResult podscope_analyze(const std::string& arguments) {
+  return podscope::testing::run_command(std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope analyze " + arguments);
+}
+
 TEST(KinetoRealTraces, PodscopeAnalyzeRunsEveryToolOnADirectoryOfTraces) {
   RunDirectory run("cli");
   if (!run.add("sampled_rank-0.pt.trace.json.gz") || !run.add("sampled_rank-1.pt.trace.json.gz")) return;
-  const std::string command =
-      std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope analyze " + run.path().string() + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string output;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
-  const int status = pclose(pipe);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+  const CommandResult analyzed = podscope_analyze(run.path().string());
+  const std::string& output = analyzed.output;
+  ASSERT_EQ(analyzed.exit_code, 0) << output;
   for (const char* written : {"pod_viewer.json", "report.html", "overview_page.json", "input_pipeline.json",
                               "kernel_stats.json", "framework_op_stats.json", "memory_profile.json",
                               "tf_data_stats.json", "pod.trace.json.gz", "pod.perfetto-trace"}) {
     EXPECT_TRUE(fs::exists(run.path() / written)) << written << "\n" << output;
   }
   EXPECT_EQ(output.find("no steps found"), std::string::npos) << output;
-}
-
-// `podscope analyze` on `dir` or on files (then `--out`): its exit status and what it printed.
-struct Analyzed {
-  int status = -1;
-  std::string output;
-};
-Analyzed podscope_analyze(const std::string& arguments) {
-  const std::string command = std::string(PODSCOPE_BINARY_DIR) + "/bin/podscope analyze " + arguments + " 2>&1";
-  Analyzed run;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) run.output.append(buffer, n);
-  const int status = pclose(pipe);
-  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
 }
 
 std::string file_text(const fs::path& path) {
@@ -435,16 +418,16 @@ TEST(KinetoRealTraces, PodscopeAnalyzeReadsChromeTracesByTheirContentWhateverThe
     fs::copy_file(named.path() / (stem + ".pt.trace.json.gz"), plain.path() / (stem + ".json.gz"));
   }
   std::ofstream(plain.path() / "notes.json") << R"({"run": "a JSON file that is no trace"})";
-  const Analyzed by_name = podscope_analyze(named.path().string());
-  ASSERT_EQ(by_name.status, 0) << by_name.output;
-  const Analyzed by_content = podscope_analyze(plain.path().string());
-  ASSERT_EQ(by_content.status, 0) << by_content.output;
+  const CommandResult by_name = podscope_analyze(named.path().string());
+  ASSERT_EQ(by_name.exit_code, 0) << by_name.output;
+  const CommandResult by_content = podscope_analyze(plain.path().string());
+  ASSERT_EQ(by_content.exit_code, 0) << by_content.output;
   EXPECT_NE(by_content.output.find("note: ignored notes.json: not a Chrome trace"), std::string::npos)
       << by_content.output;
   std::string files;
   for (const std::string& stem : stems) files += " " + (plain.path() / (stem + ".json.gz")).string();
-  const Analyzed as_files = podscope_analyze(files + " --out " + given.path().string());
-  ASSERT_EQ(as_files.status, 0) << as_files.output;
+  const CommandResult as_files = podscope_analyze(files + " --out " + given.path().string());
+  ASSERT_EQ(as_files.exit_code, 0) << as_files.output;
   for (const char* finding : kFindings) {
     const std::string expected = file_text(named.path() / finding);
     EXPECT_FALSE(expected.empty()) << finding;
@@ -456,8 +439,8 @@ TEST(KinetoRealTraces, PodscopeAnalyzeReadsChromeTracesByTheirContentWhateverThe
                 "note: ignored notes.json: not a Chrome trace (no traceEvents array in its first 1024 KiB)\n");
   // The analysis' own outputs (pod.trace.json.gz is a Chrome trace too) are not read back, nor noted, next time;
   // the hosts are merged from the databases the first analysis wrote beside them.
-  const Analyzed again = podscope_analyze(plain.path().string());
-  ASSERT_EQ(again.status, 0) << again.output;
+  const CommandResult again = podscope_analyze(plain.path().string());
+  ASSERT_EQ(again.exit_code, 0) << again.output;
   std::string expected = by_content.output;
   const std::string analysed = "0 of 4 hosts merged from their host databases";
   ASSERT_NE(expected.find(analysed), std::string::npos) << expected;
@@ -469,9 +452,9 @@ TEST(KinetoRealTraces, PodscopeAnalyzeReadsATraceNamedAsHtasExamplesAre) {
   RunDirectory named("hta_named"), hta("hta");
   if (!named.add("gloo_cpu_only_rank34.pt.trace.json.gz")) return;
   fs::copy_file(named.path() / "gloo_cpu_only_rank34.pt.trace.json.gz", hta.path() / "some_rank3.json.gz");
-  const Analyzed by_name = podscope_analyze(named.path().string());
-  const Analyzed hta_named = podscope_analyze(hta.path().string());
-  ASSERT_EQ(hta_named.status, 0) << hta_named.output;
+  const CommandResult by_name = podscope_analyze(named.path().string());
+  const CommandResult hta_named = podscope_analyze(hta.path().string());
+  ASSERT_EQ(hta_named.exit_code, 0) << hta_named.output;
   EXPECT_EQ(hta_named.output.find("no torch.profiler traces"), std::string::npos) << hta_named.output;
   for (const char* finding : kFindings) {
     EXPECT_EQ(file_text(hta.path() / finding), file_text(named.path() / finding)) << finding;

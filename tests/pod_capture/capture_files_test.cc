@@ -14,6 +14,7 @@
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "proto/xspace/xplane_reader.h"
+#include "tests/scratch_directory.h"
 
 namespace podscope::pod_capture {
 namespace {
@@ -77,8 +78,8 @@ TEST(CaptureFiles, AHostFileIsItsAnswerWithItsClockOnEveryPlaneAndTheSameAnswers
   result.start_ns = 1'000'000;
   for (int i = 0; i < 2; ++i) result.hosts.push_back(host_answering(bytes, i));
   CaptureResult again = result;
-  const auto base = std::filesystem::path(testing::TempDir()) / "capture_files_same_bytes";
-  std::filesystem::remove_all(base);
+  const podscope::testing::ScratchDirectory scratch("capture_files_same_bytes");
+  const std::filesystem::path& base = scratch.path();
   ASSERT_TRUE(write_run_files(base / "first", result).ok());
   ASSERT_TRUE(write_run_files(base / "second", again).ok());
 

@@ -19,6 +19,7 @@
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "tests/analysis/synthetic_pod.h"
+#include "tests/proto/xspace_contents.h"
 #include "tests/scratch_directory.h"
 #include "tests/shared_testdata.h"
 #include "tests/trace_writers/gzip_reader.h"
@@ -317,11 +318,7 @@ TEST(PodTrace, TraceWindowsWorkOnTheTensorFlowFile) {
   const podscope::testing::ScratchDirectory scratch("pod_trace_tf_window");
   const fs::path& dir = scratch.path();
   fs::copy_file(*tf_file, dir / tf_file->filename());
-  tensorflow::profiler::XSpace space;
-  {
-    std::ifstream in(*tf_file, std::ios::binary);
-    ASSERT_TRUE(space.ParseFromIstream(&in));
-  }
+  const tensorflow::profiler::XSpace space = podscope::testing::read_xspace_file(*tf_file);
   analysis::FileStepSpans reader;
   for (const auto& plane : space.planes()) reader.add_plane(plane);
   const auto found = std::move(reader).finish();

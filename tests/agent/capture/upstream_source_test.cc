@@ -6,9 +6,7 @@
 
 #include <condition_variable>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -18,7 +16,8 @@
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "tensorflow/profiler_service.grpc.pb.h"
-#include "tests/proto/xspace_counts.h"
+#include "tests/loopback_grpc_server.h"
+#include "tests/proto/xspace_contents.h"
 #include "tests/shared_testdata.h"
 
 namespace podscope::agent {
@@ -28,15 +27,6 @@ using podscope::testing::event_count;
 using tensorflow::profiler::XPlane;
 using tensorflow::profiler::XSpace;
 using ::testing::HasSubstr;
-
-XSpace read_xspace(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  XSpace space;
-  EXPECT_TRUE(space.ParseFromString(bytes.str()));
-  return space;
-}
 
 // A TF/JAX profiler server: traces for the requested duration (or until Terminate) and answers with the
 // recorded XSpace, inline (`xspace`, newer servers) or as tool data "xplane.pb" (older ones).
@@ -91,21 +81,13 @@ class StandInProfilerService final : public tensorflow::ProfilerService::Service
 
 class StandInUpstream {
  public:
-  StandInUpstream(StandInProfilerService::Answer answer, const XSpace& space) : service_(answer, space) {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.SetMaxSendMessageSize(1 << 30);
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-  }
-  ~StandInUpstream() { server_->Shutdown(); }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  StandInUpstream(StandInProfilerService::Answer answer, const XSpace& space) : service_(answer, space) {}
+  std::string address() const { return server_.address(); }
   StandInProfilerService& service() { return service_; }
 
  private:
   StandInProfilerService service_;
-  int port_ = 0;
-  std::unique_ptr<grpc::Server> server_;
+  podscope::testing::LoopbackGrpcServer server_{service_};
 };
 
 const Clock kSystemClock;
@@ -131,12 +113,24 @@ XSpace agent_space() {
   return space;
 }
 
+// What `source` collects over a whole window of `duration_ms` (opened, then closed at its planned end), on top of the
+// agent's own planes in `agent_data`.
+XSpace collect_window(UpstreamSource& source, uint64_t duration_ms, XSpace agent_data = {}) {
+  const CaptureWindow window = make_window(duration_ms);
+  source.open(window);
+  source.close(window.planned_end_ns);
+  CaptureSpace out("agent-host");
+  out.space() = std::move(agent_data);
+  source.collect(out);
+  return std::move(out.space());
+}
+
 // Every stand-in upstream answers with TensorFlow's own XSpace from the shared test data.
 class UpstreamSourceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto tf_file = testing::shared_testdata_file("tf_bert_8gpu_host0.xplane.pb");
-    if (tf_file) tf_space_ = read_xspace(*tf_file);
+    if (tf_file) tf_space_ = podscope::testing::read_xspace_file(*tf_file);
   }
 
   XSpace tf_space_;
@@ -145,17 +139,11 @@ class UpstreamSourceTest : public ::testing::Test {
 TEST_F(UpstreamSourceTest, ForwardsTheSameRequestAndMergesEveryUpstreamEvent) {
   StandInUpstream upstream(StandInProfilerService::Answer::kXSpaceField, tf_space_);
   UpstreamSource source({upstream.address()}, kSystemClock);
-  const CaptureWindow window = make_window(50);
-  source.open(window);
-  source.close(window.planned_end_ns);
-  CaptureSpace out("agent-host");
-  out.space() = agent_space();
-  source.collect(out);
-  XSpace& space = out.space();
+  const XSpace space = collect_window(source, 50, agent_space());
 
   const tensorflow::ProfileRequest received = upstream.service().received();
   EXPECT_EQ(received.duration_ms(), 50u);
-  EXPECT_EQ(received.opts().start_timestamp_ns(), uint64_t(window.start_ns));
+  EXPECT_EQ(received.opts().start_timestamp_ns(), uint64_t(make_window(50).start_ns));
   EXPECT_EQ(received.session_id(), "session-7");
   EXPECT_EQ(received.opts().host_tracer_level(), 2u);
   EXPECT_TRUE(received.emit_xspace());
@@ -177,12 +165,7 @@ TEST_F(UpstreamSourceTest, ForwardsTheSameRequestAndMergesEveryUpstreamEvent) {
 TEST_F(UpstreamSourceTest, ReadsOlderServersXPlaneToolData) {
   StandInUpstream upstream(StandInProfilerService::Answer::kToolData, tf_space_);
   UpstreamSource source({upstream.address()}, kSystemClock);
-  const CaptureWindow window = make_window(10);
-  source.open(window);
-  source.close(window.planned_end_ns);
-  CaptureSpace out("agent-host");
-  source.collect(out);
-  XSpace& space = out.space();
+  const XSpace space = collect_window(source, 10);
   EXPECT_THAT(space.warnings(), ::testing::IsEmpty());
   EXPECT_EQ(event_count(space, "/device:GPU:4"), event_count(upstream.service().space(), "/device:GPU:4"));
   EXPECT_GT(event_count(space, "/device:GPU:4"), 1000u);
@@ -196,12 +179,7 @@ TEST_F(UpstreamSourceTest, UnreachableUpstreamBecomesAWarningAndOthersStillMerge
   }
   StandInUpstream alive(StandInProfilerService::Answer::kXSpaceField, tf_space_);
   UpstreamSource source({dead, alive.address()}, kSystemClock);
-  const CaptureWindow window = make_window(10);
-  source.open(window);
-  source.close(window.planned_end_ns);
-  CaptureSpace out("agent-host");
-  source.collect(out);
-  XSpace& space = out.space();
+  const XSpace space = collect_window(source, 10);
   ASSERT_EQ(space.warnings_size(), 1) << ::testing::PrintToString(space.warnings());
   EXPECT_THAT(space.warnings(0), HasSubstr("upstream profiler " + dead + ": Profile failed"));
   EXPECT_GT(event_count(space, "/device:GPU:6"), 1000u);
@@ -221,12 +199,8 @@ TEST_F(UpstreamSourceTest, AServerThatNeverAnswersHoldsAOneSecondCaptureForItsDu
   // Before, the agent waited 30 s past the window for any server: a 1 s capture took 31 s. Now it waits the window's
   // duration past its end, at least kMinAnswerWait.
   SilentProfilerService silent;
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&silent);
-  const std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  const std::string address = "127.0.0.1:" + std::to_string(port);
+  const podscope::testing::LoopbackGrpcServer server(silent);
+  const std::string address = server.address();
   UpstreamSource source({}, kSystemClock, [&address] { return std::vector<std::string>{address}; });
   const CaptureWindow window = make_window(1000);
   const auto opened = std::chrono::steady_clock::now();
@@ -241,7 +215,6 @@ TEST_F(UpstreamSourceTest, AServerThatNeverAnswersHoldsAOneSecondCaptureForItsDu
   EXPECT_LT(took, std::chrono::milliseconds(1000) + UpstreamSource::kMinAnswerWait + std::chrono::seconds(3));
   ASSERT_EQ(out.space().warnings_size(), 1);
   EXPECT_THAT(out.space().warnings(0), HasSubstr("upstream profiler " + address + ": Profile failed"));
-  server->Shutdown(std::chrono::system_clock::now());
 }
 
 TEST_F(UpstreamSourceTest, EarlyCloseTerminatesTheUpstreamSessionInsteadOfWaitingItOut) {
@@ -294,13 +267,7 @@ XSpace space_with_invalid_utf8() {
 void expect_repaired_and_merged(StandInProfilerService::Answer answer) {
   StandInUpstream upstream(answer, space_with_invalid_utf8());
   UpstreamSource source({upstream.address()}, kSystemClock);
-  const CaptureWindow window = make_window(10);
-  source.open(window);
-  source.close(window.planned_end_ns);
-  CaptureSpace out("agent-host");
-  out.space() = agent_space();
-  source.collect(out);
-  XSpace& space = out.space();
+  const XSpace space = collect_window(source, 10, agent_space());
 
   ASSERT_EQ(space.warnings_size(), 1) << ::testing::PrintToString(space.warnings());
   EXPECT_EQ(space.warnings(0), "upstream profiler " + upstream.address() +
@@ -338,12 +305,7 @@ TEST_F(UpstreamSourceTest, SessionRelativeTimesArePutOnTheAgentsClock) {
   StandInUpstream upstream(StandInProfilerService::Answer::kXSpaceField, relative);
   const Clock agent_clock(kAgentOffset);
   UpstreamSource source({upstream.address()}, agent_clock);
-  const CaptureWindow window = make_window(10);
-  source.open(window);
-  source.close(window.planned_end_ns);
-  CaptureSpace out("agent-host");
-  source.collect(out);
-  XSpace& space = out.space();
+  const XSpace space = collect_window(source, 10);
 
   const XPlane* merged = xspace::find_plane(space, xspace::kHostPlaneName);
   ASSERT_NE(merged, nullptr);

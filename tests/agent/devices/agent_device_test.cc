@@ -24,7 +24,8 @@
 #include "proto/xspace/xplane_reader.h"
 #include "tensorflow/profiler_service.grpc.pb.h"
 #include "tests/integration/agent_process.h"
-#include "tests/proto/xspace_counts.h"
+#include "tests/loopback_grpc_server.h"
+#include "tests/proto/xspace_contents.h"
 #include "tests/scratch_directory.h"
 #include "tests/shared_testdata.h"
 #include "tpu/runtime_metric_service.grpc.pb.h"
@@ -105,33 +106,20 @@ std::string monitor(tensorflow::ProfilerService::Stub& stub, int level) {
 // The stand-in TPU runtime on a free loopback port, with libtpu's local credentials.
 struct TpuRuntimeServer {
   TwoChipRuntime service;
-  int port = 0;
-  std::unique_ptr<grpc::Server> server;
-  TpuRuntimeServer() {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::experimental::LocalServerCredentials(LOCAL_TCP), &port);
-    builder.RegisterService(&service);
-    server = builder.BuildAndStart();
-  }
-  ~TpuRuntimeServer() { server->Shutdown(); }
+  podscope::testing::LoopbackGrpcServer server{service, grpc::experimental::LocalServerCredentials(LOCAL_TCP)};
 };
 
 // A loopback port nobody listens on.
 int dead_port() {
   TwoChipRuntime unused;
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&unused);
-  builder.BuildAndStart()->Shutdown();
-  return port;
+  return podscope::testing::dead_loopback_port(unused);
 }
 
 TEST(AgentDeviceTest, MonitorReportsTheTpuDutyCycleWhileTheMetricServiceAnswers) {
   TpuRuntimeServer tpu;
   // The stand-in NVML is there too: the TPU still wins.
   AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--sample_interval_ms", "100",
-                      "--tpu_metrics_addr", "127.0.0.1:" + std::to_string(tpu.port)},
+                      "--tpu_metrics_addr", tpu.server.address()},
                      true, with_libraries(std::string(PODSCOPE_BINARY_DIR) + "/tests/fake_nvml"));
   auto stub = tensorflow::ProfilerService::NewStub(
       grpc::CreateChannel(agent.grpc_address(), grpc::InsecureChannelCredentials()));
@@ -184,36 +172,18 @@ TEST(AgentDeviceTest, CaptureCarriesGpuAndTpuCountersAndTheFrameworksDeviceTrace
   if (!tf_file) return;
   TwoChipRuntime tpu_service;
   TfProfilerServer tf_service(*tf_file);
-  int tpu_port = 0, tf_port = 0;
-  grpc::ServerBuilder tpu_builder;
-  tpu_builder.AddListeningPort("127.0.0.1:0", grpc::experimental::LocalServerCredentials(LOCAL_TCP), &tpu_port);
-  tpu_builder.RegisterService(&tpu_service);
-  auto tpu_server = tpu_builder.BuildAndStart();
-  grpc::ServerBuilder tf_builder;
-  tf_builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &tf_port);
-  tf_builder.SetMaxSendMessageSize(1 << 30);
-  tf_builder.RegisterService(&tf_service);
-  auto tf_server = tf_builder.BuildAndStart();
+  const podscope::testing::LoopbackGrpcServer tpu_server(tpu_service,
+                                                         grpc::experimental::LocalServerCredentials(LOCAL_TCP));
+  const podscope::testing::LoopbackGrpcServer tf_server(tf_service);
 
-  AgentProcess agent(
-      {"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--sample_interval_ms", "100", "--upstream",
-       "127.0.0.1:" + std::to_string(tf_port), "--tpu_metrics_addr", "127.0.0.1:" + std::to_string(tpu_port)},
-      true, with_libraries(std::string(PODSCOPE_BINARY_DIR) + "/tests/fake_nvml"));
+  AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--sample_interval_ms", "100",
+                      "--upstream", tf_server.address(), "--tpu_metrics_addr", tpu_server.address()},
+                     true, with_libraries(std::string(PODSCOPE_BINARY_DIR) + "/tests/fake_nvml"));
 
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(1 << 30);
-  auto stub = tensorflow::ProfilerService::NewStub(
-      grpc::CreateCustomChannel(agent.grpc_address(), grpc::InsecureChannelCredentials(), args));
   // Let both device collectors run a pass first (the TPU client polls every second).
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
-  tensorflow::ProfileRequest request;
-  request.set_duration_ms(1500);
-  request.set_emit_xspace(true);
-  request.set_session_id("device-test");
-  tensorflow::ProfileResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  const grpc::Status status = stub->Profile(&context, request, &response);
+  const auto [status, response] =
+      podscope::testing::profile(agent, podscope::testing::profile_request(1500, "device-test"));
   ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << agent.output();
   const XSpace& space = response.xspace();
 
@@ -226,40 +196,23 @@ TEST(AgentDeviceTest, CaptureCarriesGpuAndTpuCountersAndTheFrameworksDeviceTrace
   EXPECT_TRUE(has_counter_track(space, "/device:GPU:1", "podscope_gpu_power_watts"));
   EXPECT_TRUE(has_counter_track(space, "/device:TPU:1", "podscope_tpu_tensorcore_duty_cycle_ratio")) << agent.output();
   for (const auto& w : space.warnings()) EXPECT_THAT(w, ::testing::Not(HasSubstr("upstream"))) << w;
-
-  tf_server->Shutdown();
-  tpu_server->Shutdown();
 }
 
 TEST(AgentDeviceTest, HostWithoutDevicesSaysWhyInTheCaptureAndStillAnswers) {
   // A port nobody listens on, for the TPU metric service.
-  int dead_port = 0;
-  {
-    TwoChipRuntime unused;
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &dead_port);
-    builder.RegisterService(&unused);
-    builder.BuildAndStart()->Shutdown();
-  }
+  const int tpu_port = dead_port();
   AgentProcess agent({"--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0", "--tpu_metrics_addr",
-                      "127.0.0.1:" + std::to_string(dead_port)},
+                      "127.0.0.1:" + std::to_string(tpu_port)},
                      true, with_libraries("/nonexistent"));
-  auto stub = tensorflow::ProfilerService::NewStub(
-      grpc::CreateChannel(agent.grpc_address(), grpc::InsecureChannelCredentials()));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  tensorflow::ProfileRequest request;
-  request.set_duration_ms(200);
-  request.set_emit_xspace(true);
-  tensorflow::ProfileResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-  const grpc::Status status = stub->Profile(&context, request, &response);
+  const auto [status, response] =
+      podscope::testing::profile(agent, podscope::testing::profile_request(200), std::chrono::seconds(20));
   ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << agent.output();
   std::string warnings;
   for (const auto& w : response.xspace().warnings()) warnings += w + "\n";
   EXPECT_THAT(warnings, HasSubstr("collector nvml unavailable: cannot load libnvidia-ml.so.1"));
   EXPECT_THAT(warnings, ::testing::Not(HasSubstr("unavailable: unavailable")));
-  EXPECT_THAT(warnings, HasSubstr("libtpu metric service at 127.0.0.1:" + std::to_string(dead_port)));
+  EXPECT_THAT(warnings, HasSubstr("libtpu metric service at 127.0.0.1:" + std::to_string(tpu_port)));
   EXPECT_EQ(podscope::xspace::find_plane(response.xspace(), "/device:GPU:0"), nullptr);
 }
 
@@ -279,7 +232,6 @@ TEST(AgentDeviceTest, InjectedCuptiLibrarySendsTheWindowsPlanesToTheAgent) {
   int probe_status = -1;
   std::thread probe([&] { probe_status = std::system(command.c_str()); });
 
-  auto channel = agent.channel();
   podscope::v1::AgentStatus status_before;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (status_before.clients_size() == 0 && std::chrono::steady_clock::now() < deadline) {
@@ -288,14 +240,8 @@ TEST(AgentDeviceTest, InjectedCuptiLibrarySendsTheWindowsPlanesToTheAgent) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a second connection would show by now
 
-  auto stub = tensorflow::ProfilerService::NewStub(channel);
-  tensorflow::ProfileRequest request;
-  request.set_duration_ms(500);
-  request.set_emit_xspace(true);
-  tensorflow::ProfileResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-  const grpc::Status status = stub->Profile(&context, request, &response);
+  const auto [status, response] =
+      podscope::testing::profile(agent, podscope::testing::profile_request(500), std::chrono::seconds(20));
   podscope::v1::AgentStatus status_after = podscope::testing::agent_status(agent);
   probe.join();
   std::ifstream in(probe_log);

@@ -15,6 +15,7 @@
 #include "agent/devices/tpu_metric_client.h"
 #include "agent/devices/tpu_runtime_collector.h"
 #include "tests/agent/collectors/recording_sink.h"
+#include "tests/loopback_grpc_server.h"
 #include "tests/scratch_directory.h"
 #include "tpu/runtime_metric_service.grpc.pb.h"
 
@@ -74,23 +75,15 @@ class StandInRuntimeMetricService final : public rt::RuntimeMetricService::Servi
   std::set<std::string> requested_;
 };
 
+// libtpu's server accepts only local connections; the client must present local credentials.
 class StandInServer {
  public:
-  StandInServer() {
-    grpc::ServerBuilder builder;
-    // libtpu's server accepts only local connections; the client must present local credentials.
-    builder.AddListeningPort("127.0.0.1:0", grpc::experimental::LocalServerCredentials(LOCAL_TCP), &port_);
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-  }
-  ~StandInServer() { server_->Shutdown(); }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string address() const { return server_.address(); }
   StandInRuntimeMetricService& service() { return service_; }
 
  private:
   StandInRuntimeMetricService service_;
-  int port_ = 0;
-  std::unique_ptr<grpc::Server> server_;
+  podscope::testing::LoopbackGrpcServer server_{service_, grpc::experimental::LocalServerCredentials(LOCAL_TCP)};
 };
 
 // A loopback port nobody listens on: bind one with a server, then shut it down.

@@ -165,7 +165,7 @@ class LocalSocketServerTest : public ::testing::Test {
     EXPECT_EQ(std::get<local::WelcomeMsg>(*welcome).version, version);
     older.send_msg(local::RegisterMsg{version, 0, "v" + std::to_string(version), "job", {4}});
     current.negotiate_and_register(5);
-    ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 2; }, 2s));
+    ASSERT_TRUE(podscope::testing::wait_for([&] { return agent_.registry().clients().size() == 2; }, 2s));
     agent_.registry().open_window(session, 0, 1000, 0, size_t{64} << 20);
     for (RawClient* c : {&older, &current}) {
       const auto open = c->read_msg();
@@ -217,7 +217,7 @@ TEST_F(LocalSocketServerTest, NonSocketPathIsAnErrorNamingIt) {
 TEST_F(LocalSocketServerTest, MalformedFramesCloseOnlyThatConnection) {
   RawClient good(path_);
   good.negotiate_and_register(1);
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
+  ASSERT_TRUE(podscope::testing::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
 
   RawClient garbage(path_);
   garbage.send_bytes("GET / HTTP/1.1\r\n\r\n");
@@ -249,14 +249,14 @@ TEST_F(LocalSocketServerTest, MalformedFramesCloseOnlyThatConnection) {
   // The agent and the well-behaved client are unharmed.
   EXPECT_FALSE(good.closed_by_agent(100ms));
   good.send_msg(local::StepsMsg{{{1, 7, 100, 200, 0, 0}}});
-  EXPECT_TRUE(MiniAgent::wait_for(
+  EXPECT_TRUE(podscope::testing::wait_for(
       [&] {
         for (const auto& c : agent_.registry().clients())
           if (!agent_.steps_of(c.pid).empty()) return true;
         return false;
       },
       2s));
-  EXPECT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
+  EXPECT_TRUE(podscope::testing::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
 }
 
 TEST_F(LocalSocketServerTest, PeersWithUntrustedUidsAreDropped) {
@@ -308,10 +308,10 @@ TEST_F(LocalSocketServerTest, ConnectionsBeyondTheCapsAreClosedAtAcceptAndCounte
   EXPECT_EQ(per_uid.counts().connections, 3u);
   // A connection that leaves frees its place.
   clients[0].reset();
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return per_uid.counts().connections == 2; }, 2s));
+  ASSERT_TRUE(podscope::testing::wait_for([&] { return per_uid.counts().connections == 2; }, 2s));
   RawClient again(dir.file("per_uid.sock"));
   again.negotiate_and_register(1);
-  EXPECT_TRUE(MiniAgent::wait_for([&] { return per_uid.counts().registered == 1; }, 2s));
+  EXPECT_TRUE(podscope::testing::wait_for([&] { return per_uid.counts().registered == 1; }, 2s));
 
   MiniAgent total(dir.file("total.sock"), {.max_connections = 2, .max_connections_per_uid = 100});
   total.start();
@@ -335,7 +335,7 @@ TEST_F(LocalSocketServerTest, ConnectionsThatDoNotRegisterInTimeAreClosedAndCoun
   EXPECT_TRUE(hello_only.closed_by_agent(3s));
   EXPECT_GE(std::chrono::steady_clock::now() - start, 100ms);
   EXPECT_EQ(refused(agent.counts(), LocalRefusal::kIdleTimeout), 2u);
-  EXPECT_TRUE(MiniAgent::wait_for([&] { return agent.counts().connections == 0; }, 2s));
+  EXPECT_TRUE(podscope::testing::wait_for([&] { return agent.counts().connections == 0; }, 2s));
 }
 
 TEST_F(LocalSocketServerTest, QuietRegisteredClientStaysAndAStalledFrameIsClosed) {
@@ -346,7 +346,7 @@ TEST_F(LocalSocketServerTest, QuietRegisteredClientStaysAndAStalledFrameIsClosed
   quiet.negotiate_and_register(1);
   RawClient stalling(dir.file("agent.sock"));
   stalling.negotiate_and_register(2);
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent.registry().clients().size() == 2; }, 2s));
+  ASSERT_TRUE(podscope::testing::wait_for([&] { return agent.registry().clients().size() == 2; }, 2s));
   // A header declaring 1000 bytes of steps, and 10 of them.
   std::string frame;
   local::encode_frame(local::StepsMsg{{local::StepMsg{}}}, frame);
@@ -359,7 +359,7 @@ TEST_F(LocalSocketServerTest, QuietRegisteredClientStaysAndAStalledFrameIsClosed
   EXPECT_EQ(agent.counts().registered, 1u);
   EXPECT_EQ(refused(agent.counts(), LocalRefusal::kIdleTimeout), 1u);
   quiet.send_msg(local::StepsMsg{{local::StepMsg{}}});  // still served
-  EXPECT_TRUE(MiniAgent::wait_for([&] { return !agent.steps_of(::getpid()).empty(); }, 2s));
+  EXPECT_TRUE(podscope::testing::wait_for([&] { return !agent.steps_of(::getpid()).empty(); }, 2s));
 }
 
 TEST_F(LocalSocketServerTest, DisconnectLeavesTheRegistryAndHungClientsAreDropped) {
@@ -367,9 +367,9 @@ TEST_F(LocalSocketServerTest, DisconnectLeavesTheRegistryAndHungClientsAreDroppe
   leaving->negotiate_and_register(1);
   RawClient hung(path_);  // registers, then never answers a capture close
   hung.send_msg(version1_registration(2));
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 2; }, 2s));
+  ASSERT_TRUE(podscope::testing::wait_for([&] { return agent_.registry().clients().size() == 2; }, 2s));
   leaving.reset();
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
+  ASSERT_TRUE(podscope::testing::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
 
   ClientRegistry& registry = agent_.registry();
   registry.open_window(1, 0, 1000, 0, size_t{64} << 20);
@@ -380,7 +380,7 @@ TEST_F(LocalSocketServerTest, DisconnectLeavesTheRegistryAndHungClientsAreDroppe
   ASSERT_EQ(gathered.size(), 1u);
   EXPECT_FALSE(gathered[0].complete);
   EXPECT_TRUE(hung.closed_by_agent(2s));
-  EXPECT_TRUE(MiniAgent::wait_for([&] { return registry.clients().empty(); }, 2s));
+  EXPECT_TRUE(podscope::testing::wait_for([&] { return registry.clients().empty(); }, 2s));
 }
 
 TEST_F(LocalSocketServerTest, HelloIsAnsweredWithTheNewestVersionBothSpeak) {
@@ -392,7 +392,7 @@ TEST_F(LocalSocketServerTest, HelloIsAnsweredWithTheNewestVersionBothSpeak) {
   ASSERT_TRUE(welcome && std::holds_alternative<local::WelcomeMsg>(*welcome));
   EXPECT_EQ(std::get<local::WelcomeMsg>(*welcome).version, local::kProtocolVersion);
   newer.send_msg(local::RegisterMsg{local::kProtocolVersion, 0, "newer", "job", {2}});
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 2; }, 2s));
+  ASSERT_TRUE(podscope::testing::wait_for([&] { return agent_.registry().clients().size() == 2; }, 2s));
   for (const auto& c : agent_.registry().clients()) EXPECT_EQ(c.protocol_version, local::kProtocolVersion);
 }
 
@@ -400,7 +400,7 @@ TEST_F(LocalSocketServerTest, VersionOneClientWithoutHelloIsFullyServed) {
   RawClient old(path_);  // exactly what clients sent before versions were negotiated
   old.send_msg(version1_registration(4));
   old.send_msg(local::StepsMsg{{{4, 9, 100, 200, 0, 0}}});
-  ASSERT_TRUE(MiniAgent::wait_for(
+  ASSERT_TRUE(podscope::testing::wait_for(
       [&] {
         const auto clients = agent_.registry().clients();
         return clients.size() == 1 && agent_.steps_of(clients[0].pid).size() == 1;
@@ -513,7 +513,7 @@ TEST_F(LocalSocketServerTest, AllocationsAreHeldInTheWindowAndAVersionThreeClien
 TEST_F(LocalSocketServerTest, WhileRecordingEventsInputStagesAndAllocationsAllReachTheRecorder) {
   RawClient client(path_);
   client.negotiate_and_register(5);
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
+  ASSERT_TRUE(podscope::testing::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
   auto recorder = std::make_shared<RecordedEvents>(FlightRecorderSettings{}, [] { return int64_t{1'000'000}; });
   agent_.registry().start_recording(recorder);
   const auto open = client.read_msg();
@@ -529,7 +529,7 @@ TEST_F(LocalSocketServerTest, WhileRecordingEventsInputStagesAndAllocationsAllRe
                                         {{3, "host_pinned"}},
                                         {{local::AllocationOp::kAllocate, 3, 0, 0x2000, 64, 900'000},
                                          {local::AllocationOp::kFree, 3, 0, 0x2000, 0, 950'000}}});
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return recorder->state().held_events == 4; }, 2s))
+  ASSERT_TRUE(podscope::testing::wait_for([&] { return recorder->state().held_events == 4; }, 2s))
       << recorder->state().held_events;
   const auto window = recorder->window(0, 1'000'000);
   ASSERT_EQ(window.size(), 1u);
@@ -545,7 +545,7 @@ TEST_F(LocalSocketServerTest, WhileRecordingEventsInputStagesAndAllocationsAllRe
 TEST_F(LocalSocketServerTest, UnservedVersionsAreRefusedWithAReasonAndALogLine) {
   RawClient good(path_);
   good.negotiate_and_register(1);
-  ASSERT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
+  ASSERT_TRUE(podscope::testing::wait_for([&] { return agent_.registry().clients().size() == 1; }, 2s));
 
   ::testing::internal::CaptureStderr();
   RawClient future(path_);  // speaks only the version after this agent's
@@ -591,7 +591,7 @@ TEST_F(LocalSocketServerTest, FramesOutsideTheConnectionsVersionCloseIt) {
   twice.negotiate_and_register(1);
   twice.send_msg(local::HelloMsg{});
   EXPECT_TRUE(twice.closed_by_agent(2s));
-  EXPECT_TRUE(MiniAgent::wait_for([&] { return agent_.registry().clients().empty(); }, 2s));
+  EXPECT_TRUE(podscope::testing::wait_for([&] { return agent_.registry().clients().empty(); }, 2s));
 }
 
 // Out of descriptors: the server's accepts fail with EMFILE. It must back off (not spin a core) and serve the

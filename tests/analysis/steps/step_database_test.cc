@@ -6,12 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 
 #include "analysis/steps/pod_steps.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "tests/analysis/step_databases.h"
+#include "tests/proto/xspace_contents.h"
 #include "tests/shared_testdata.h"
 
 namespace podscope::analysis {
@@ -217,9 +217,7 @@ TEST(StepDatabaseTest, ClassifiesTfDataOpsByXProfsRules) {
 TEST(StepDatabaseTest, RealTensorFlowFileGivesGpu4AndGpu6TheirStepsEventTimes) {
   const auto path = podscope::testing::shared_testdata_file("tf_bert_8gpu_host0.xplane.pb");
   if (!path) return;
-  XSpace space;
-  std::ifstream in(*path, std::ios::binary);
-  ASSERT_TRUE(space.ParseFromIstream(&in));
+  const XSpace space = podscope::testing::read_xspace_file(*path);
   // The Steps events' durations of GPU:4 and GPU:6, read straight from the file.
   std::map<std::string, std::vector<int64_t>> steps_ps;
   for (const auto& plane : space.planes()) {

@@ -30,6 +30,7 @@
 #include "proto/xspace/xplane_builder.h"
 #include "tests/analysis/step_databases.h"
 #include "tests/analysis/synthetic_pod.h"
+#include "tests/proto/xspace_contents.h"
 #include "tests/scratch_directory.h"
 #include "tests/shared_testdata.h"
 
@@ -44,13 +45,6 @@ using testing::read_host_step_markers;
 using CoreStepDurations = std::map<std::pair<std::string, int64_t>, int64_t>;
 
 const fs::path kNvtxRun = fs::path(PODSCOPE_SOURCE_DIR) / "tests/data/analysis/cuda_nvtx_steps";
-
-XSpace read_space(const fs::path& path) {
-  XSpace space;
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(space.ParseFromIstream(&in)) << path;
-  return space;
-}
 
 std::vector<const XSpace*> pointers(const std::vector<XSpace>& spaces) {
   std::vector<const XSpace*> out;
@@ -136,7 +130,7 @@ TEST(OneStepDatabaseTest, ReadersAgreeOnTheRealTensorFlowFile) {
   const auto path = podscope::testing::shared_testdata_file("tf_bert_8gpu_host0.xplane.pb");
   if (!path) return;
   std::vector<XSpace> spaces;
-  spaces.push_back(read_space(*path));
+  spaces.push_back(podscope::testing::read_xspace_file(*path));
   EXPECT_GE(expect_readers_agree(spaces), 2u) << "GPU:4 and GPU:6, one step each";
 }
 
@@ -153,20 +147,21 @@ TEST(OneStepDatabaseTest, ReadersAgreeOnTheSyntheticPodWithEdgeStepsCut) {
 TEST(OneStepDatabaseTest, ReadersAgreeOnARealCaptureOfFourRanks) {
   const fs::path run = fs::path(PODSCOPE_SOURCE_DIR) / "tests/data/analysis/ring_trainer_offsets";
   std::vector<XSpace> spaces;
-  for (int i = 0; i < 4; ++i) spaces.push_back(read_space(run / ("host" + std::to_string(i) + ".xplane.pb")));
+  for (int i = 0; i < 4; ++i)
+    spaces.push_back(podscope::testing::read_xspace_file(run / ("host" + std::to_string(i) + ".xplane.pb")));
   EXPECT_GT(expect_readers_agree(spaces), 4u);
 }
 
 TEST(OneStepDatabaseTest, ReadersAgreeOnTheCudaProgramsNvtxSteps) {
   std::vector<XSpace> spaces;
-  spaces.push_back(read_space(kNvtxRun / "gpuhost.xplane.pb"));
+  spaces.push_back(podscope::testing::read_xspace_file(kNvtxRun / "gpuhost.xplane.pb"));
   EXPECT_GT(expect_readers_agree(spaces), 1000u);
 }
 
 // A CUDA program traced by libpodscope_cupti (tests/cupti/cuda_training_loop.cu, captured on an H100) marks each
 // step with an NVTX range "step": they land on /host:CPU's `NVTX thread <tid>` line and number the GPU's steps.
 TEST(OneStepDatabaseTest, NvtxStepRangesOfARealCudaCaptureGiveItsSteps) {
-  const XSpace space = read_space(kNvtxRun / "gpuhost.xplane.pb");
+  const XSpace space = podscope::testing::read_xspace_file(kNvtxRun / "gpuhost.xplane.pb");
   size_t ranges = 0;
   for (const auto& plane : space.planes()) {
     if (plane.name() != xspace::kHostPlaneName) continue;

@@ -2,8 +2,6 @@
 // verdict per host, "unknown, because ..." without steps, top ops, the recommendation, finite numbers.
 #include <gtest/gtest.h>
 
-#include <fstream>
-
 #include "analysis/tools/input_pipeline.h"
 #include "analysis/rendering/json_writer.h"
 #include "analysis/tools/overview_page.h"
@@ -13,6 +11,7 @@
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "tests/analysis/step_databases.h"
+#include "tests/proto/xspace_contents.h"
 #include "tests/shared_testdata.h"
 
 namespace podscope::analysis {
@@ -232,9 +231,7 @@ TEST(OverviewPageTest, NoKernelLaunchOrPrecisionAdviceWithoutAnAccelerator) {
 TEST(StepToolsTest, RealTensorFlowFileGivesFiniteOverviewAndInputPipeline) {
   const auto path = podscope::testing::shared_testdata_file("tf_bert_8gpu_host0.xplane.pb");
   if (!path) return;
-  XSpace space;
-  std::ifstream in(*path, std::ios::binary);
-  ASSERT_TRUE(space.ParseFromIstream(&in));
+  const XSpace space = podscope::testing::read_xspace_file(*path);
   std::map<std::string, int64_t> steps_ps;
   for (const auto& plane : space.planes()) {
     for (const auto& line : plane.lines()) {

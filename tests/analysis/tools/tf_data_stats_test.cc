@@ -6,11 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <string>
 
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
+#include "tests/proto/xspace_contents.h"
 #include "tests/shared_testdata.h"
 
 namespace podscope::analysis {
@@ -355,11 +355,7 @@ TEST(TfDataStats, NoIteratorEventsSayNoTfDataActivityCaptured) {
 TEST(TfDataStats, TensorFlowFileFindsThePrefetchPipelinesAndTheirGeneratorBottleneck) {
   const auto tf_file = podscope::testing::shared_testdata_file("tf_bert_8gpu_host0.xplane.pb");
   if (!tf_file) return;
-  tensorflow::profiler::XSpace space;
-  {
-    std::ifstream in(*tf_file, std::ios::binary);
-    ASSERT_TRUE(space.ParseFromIstream(&in));
-  }
+  const tensorflow::profiler::XSpace space = podscope::testing::read_xspace_file(*tf_file);
   const XPlane* host = xspace::find_plane(space, xspace::kHostPlaneName);
   ASSERT_NE(host, nullptr);
   EXPECT_TRUE(names_tf_data_iterators(*host));
