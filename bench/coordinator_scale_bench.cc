@@ -290,9 +290,11 @@ void wait_for_clocks(podscope::v1::Coordinator::Stub& coordinator, int workers) 
 }
 
 void print(const char* what, const Sample& s, const Sample& empty) {
-  std::printf("%-44s %9.1f MiB %6.2f× %10.3f CPU s/s %8.1f× %6.1f\n", what, s.rss_mib,
-              empty.rss_mib > 0 ? s.rss_mib / empty.rss_mib : 0.0, s.cpu_per_s,
-              empty.cpu_per_s > 0 ? s.cpu_per_s / empty.cpu_per_s : 0.0, s.load);
+  // An empty coordinator's CPU is often below the clock tick over a window: its ratio is then not a number.
+  char cpu_ratio[16] = "—";
+  if (empty.cpu_per_s > 0) std::snprintf(cpu_ratio, sizeof cpu_ratio, "%.1f×", s.cpu_per_s / empty.cpu_per_s);
+  std::printf("%-44s %9.1f MiB %6.2f× %10.3f CPU s/s %9s %6.1f\n", what, s.rss_mib,
+              empty.rss_mib > 0 ? s.rss_mib / empty.rss_mib : 0.0, s.cpu_per_s, cpu_ratio, s.load);
 }
 
 }  // namespace
@@ -306,6 +308,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--idle_s") == 0) idle_s = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--duration_ms") == 0) duration_ms = std::atoll(argv[i + 1]);
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each figure as it is measured, also into a file
   rlimit files{};
   getrlimit(RLIMIT_NOFILE, &files);
   files.rlim_cur = files.rlim_max;
@@ -388,7 +391,11 @@ int main(int argc, char** argv) {
     podscope::v1::CaptureChunk chunk;
     int exit_code = -1;
     uint64_t file_bytes = 0;
+    double first_file_s = 0;
     while (stream->Read(&chunk)) {
+      const double at = Seconds(std::chrono::steady_clock::now() - began).count();
+      if (chunk.has_progress()) std::printf("  %6.2f s  %s\n", at, chunk.progress().c_str());
+      if (chunk.has_file() && file_bytes == 0) first_file_s = at;
       if (chunk.has_file()) file_bytes += chunk.file().data().size();
       if (chunk.has_summary()) exit_code = chunk.summary().exit_code();
     }
@@ -400,8 +407,9 @@ int main(int argc, char** argv) {
            " s)")
               .c_str(),
           capture, empty);
-    std::printf("capture: %s, exit code %d, %.1f MiB of files streamed, the coordinator's CPU %.2f s in all\n",
-                finished.ok() ? "ok" : finished.error_message().c_str(), exit_code,
+    std::printf("capture: %s, exit code %d, its files' first byte after %.2f s, %.1f MiB of files streamed, the "
+                "coordinator's CPU %.2f s in all\n",
+                finished.ok() ? "ok" : finished.error_message().c_str(), exit_code, first_file_s,
                 static_cast<double>(file_bytes) / (1 << 20), capture_cpu);
     std::printf("per registered agent (idle, all registered over empty): %.1f KiB RSS, %.1f µs CPU per s\n",
                 (with_all.rss_mib - empty.rss_mib) * 1024 / registered,
