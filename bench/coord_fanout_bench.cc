@@ -363,7 +363,8 @@ void print_row(const FanoutRow& r) {
     return std::string(text);
   };
   std::printf(
-      "%6d %6.1f ms %6.3f ms %5.1f %6.1f ms %6.1f ms %6.1f ms | %-34s | %-34s | %5.0f ms %6.0f ms %5d/%d | %s, %s %4d\n",
+      "%6d %6.1f ms %6.3f ms %5.1f %6.1f ms %6.1f ms %6.1f ms | %-34s | %-34s | %5.0f ms %6.0f ms %5d/%d | %s, %s "
+      "%4d\n",
       r.n, ms(r.sync_ns), ms(r.sync_ns) / r.n, r.pings_per_agent, ms(r.issue_ns), ms(r.margin_ns), ms(r.close_ns),
       lateness(r.late).c_str(), lateness(r.baseline).c_str(), ms(r.total_ns),
       ms(r.total_ns) - static_cast<double>(r.duration_ms), r.captured, r.n, error(r.opening_error).c_str(),

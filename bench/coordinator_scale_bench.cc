@@ -138,9 +138,9 @@ class SharedAgents final : public podscope::v1::Agent::CallbackService {
  public:
   grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* context, const podscope::v1::PingRequest* request,
                                  podscope::v1::PingResponse* response) override {
-    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
+    const int64_t now =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
     response->set_server_receive_ns(now);
     response->set_client_send_ns(request->client_send_ns());
     if (!request->instance_id().empty()) {
@@ -169,8 +169,7 @@ struct Registration {
 };
 
 // Registers every agent, `threads` at a time (the coordinator checks at most 4 of one source at once).
-void register_all(podscope::v1::Coordinator::Stub& coordinator, const std::vector<Registration>& agents,
-                  int threads) {
+void register_all(podscope::v1::Coordinator::Stub& coordinator, const std::vector<Registration>& agents, int threads) {
   std::atomic<size_t> next{0};
   std::atomic<int> refused{0};
   std::vector<std::thread> pool;
@@ -392,25 +391,33 @@ int main(int argc, char** argv) {
     int exit_code = -1;
     uint64_t file_bytes = 0;
     double first_file_s = 0;
+    std::string capture_json;  // its phases' times: collected_in_ms, analyzed_in_ms, ...
     while (stream->Read(&chunk)) {
       const double at = Seconds(std::chrono::steady_clock::now() - began).count();
       if (chunk.has_progress()) std::printf("  %6.2f s  %s\n", at, chunk.progress().c_str());
       if (chunk.has_file() && file_bytes == 0) first_file_s = at;
       if (chunk.has_file()) file_bytes += chunk.file().data().size();
+      if (chunk.has_file() && chunk.file().relative_path() == "capture.json") capture_json += chunk.file().data();
       if (chunk.has_summary()) exit_code = chunk.summary().exit_code();
     }
     const grpc::Status finished = stream->Finish();
     const double wall = Seconds(std::chrono::steady_clock::now() - began).count();
     const double capture_cpu = cpu_seconds(pid) - cpu_before;
     const Sample capture{rss_mib(pid, "VmHWM:"), capture_cpu / wall, load_average()};
-    print(("capture of " + std::to_string(live) + " (peak RSS, CPU over its " + std::to_string(wall).substr(0, 4) +
-           " s)")
-              .c_str(),
-          capture, empty);
-    std::printf("capture: %s, exit code %d, its files' first byte after %.2f s, %.1f MiB of files streamed, the "
-                "coordinator's CPU %.2f s in all\n",
-                finished.ok() ? "ok" : finished.error_message().c_str(), exit_code, first_file_s,
-                static_cast<double>(file_bytes) / (1 << 20), capture_cpu);
+    print(
+        ("capture of " + std::to_string(live) + " (peak RSS, CPU over its " + std::to_string(wall).substr(0, 4) + " s)")
+            .c_str(),
+        capture, empty);
+    std::printf(
+        "capture: %s, exit code %d, its files' first byte after %.2f s, %.1f MiB of files streamed, the "
+        "coordinator's CPU %.2f s in all\n",
+        finished.ok() ? "ok" : finished.error_message().c_str(), exit_code, first_file_s,
+        static_cast<double>(file_bytes) / (1 << 20), capture_cpu);
+    for (const char* phase : {"\"clock_sync_in_ms\"", "\"collected_in_ms\"", "\"analyzed_in_ms\""}) {
+      const size_t at = capture_json.find(phase);
+      if (at != std::string::npos)
+        std::printf("capture.json %s\n", capture_json.substr(at, capture_json.find_first_of(",\n}", at) - at).c_str());
+    }
     std::printf("per registered agent (idle, all registered over empty): %.1f KiB RSS, %.1f µs CPU per s\n",
                 (with_all.rss_mib - empty.rss_mib) * 1024 / registered,
                 (with_all.cpu_per_s - empty.cpu_per_s) * 1e6 / registered);

@@ -108,9 +108,8 @@ void build_host_database(const Capture& capture) {
     std::fprintf(stderr, "%s: no host analysis\n", capture.name.c_str());
     _exit(1);
   }
-  const auto database =
-      podscope::analysis::host_database("host.xplane.pb", capture.bytes.size(),
-                                        podscope::run_directory::bytes_sha256(capture.bytes), analysis);
+  const auto database = podscope::analysis::host_database(
+      "host.xplane.pb", capture.bytes.size(), podscope::run_directory::bytes_sha256(capture.bytes), analysis);
   if (!database.ok()) {
     std::fprintf(stderr, "%s: %s\n", capture.name.c_str(), std::string(database.status().message()).c_str());
     _exit(1);
@@ -177,8 +176,7 @@ int main(int argc, char** argv) {
   std::vector<int> sizes;
   for (const std::string& size : std::vector<std::string>(absl::StrSplit(generated_sizes, ',', absl::SkipEmpty())))
     sizes.push_back(std::atoi(size.c_str()));
-  std::vector<Capture> captures =
-      recorded(std::vector<std::string>(absl::StrSplit(files, ',', absl::SkipEmpty())));
+  std::vector<Capture> captures = recorded(std::vector<std::string>(absl::StrSplit(files, ',', absl::SkipEmpty())));
   for (Capture& capture : generated(sizes)) captures.push_back(std::move(capture));
 
   std::printf("host database per capture (describe_capture + host_database) vs a plain XSpace parse, same run\n");
@@ -205,9 +203,10 @@ int main(int argc, char** argv) {
   if (points.size() >= 2) {
     const auto cpu = fit(points, 1);
     const auto peak = fit(points, 2);
-    std::printf("fitted over every capture: CPU %.2f s per million events + %.3f s; peak RSS %.1f MiB per million "
-                "events + %.1f MiB\n",
-                cpu[1] * 1e6, cpu[0], peak[1] * 1e6, peak[0]);
+    std::printf(
+        "fitted over every capture: CPU %.2f s per million events + %.3f s; peak RSS %.1f MiB per million "
+        "events + %.1f MiB\n",
+        cpu[1] * 1e6, cpu[0], peak[1] * 1e6, peak[0]);
   }
   return 0;
 }

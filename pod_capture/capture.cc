@@ -338,9 +338,9 @@ void tighten_loose_starts(const std::vector<AgentConnection*>& agents, std::vect
   if (loose.empty()) return;
   std::vector<AgentConnection*> again;
   for (size_t i : loose) again.push_back(agents[i]);
-  const ClockBurst burst = measure_clocks(
-      again, clock, static_cast<int>(kSettledExchanges), 1000,
-      {.max_in_flight = kSizedBurstMaxInFlight, .sized_from_rtts = true, .cancellation = cancellation});
+  const ClockBurst burst =
+      measure_clocks(again, clock, static_cast<int>(kSettledExchanges), 1000,
+                     {.max_in_flight = kSizedBurstMaxInFlight, .sized_from_rtts = true, .cancellation = cancellation});
   for (size_t k = 0; k < loose.size(); ++k) clocks[loose[k]] = combine_clocks(clocks[loose[k]], burst.clocks[k]);
 }
 
@@ -363,10 +363,7 @@ class SecondBurst {
  public:
   SecondBurst(const std::vector<AgentConnection*>& agents, const Clock& clock, int pings, int64_t wait_ms,
               int64_t finish_by_ns, Cancellation* cancellation)
-      : clock_(clock),
-        finish_by_ns_(finish_by_ns),
-        outer_(cancellation),
-        thread_([this, agents, pings, wait_ms] {
+      : clock_(clock), finish_by_ns_(finish_by_ns), outer_(cancellation), thread_([this, agents, pings, wait_ms] {
           {
             std::unique_lock lock(mu_);
             answered_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return answers_in_; });
