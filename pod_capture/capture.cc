@@ -356,9 +356,9 @@ constexpr int64_t kStartsPastMs = 200;
 // merge offsets get, and as many as the round trips leave room for across a network, so that over a large pod its
 // time still hides in the capture's. A burst with a deadline (`finish_by_ns`, the capture's end) that is still going
 // when the answers are in, past it, is ended there: the agents it did not reach keep their opening estimate, within
-// its bound, and the capture is not held up for a better merge offset (a 1024-agent burst across a network went on
-// 0.7–1.7 s past the answers; docs/capture.md, "Fan-out benchmark"). Daemon stops end the capture's calls, so its
-// answers, and with them this burst.
+// its bound, and the capture is not held up for a better merge offset (a 1024-agent burst across an emulated network
+// went on 0.3–8.8 s past the answers; docs/capture.md, "Fan-out benchmark"). Daemon stops end the capture's calls, so
+// its answers, and with them this burst.
 class SecondBurst {
  public:
   SecondBurst(const std::vector<AgentConnection*>& agents, const Clock& clock, int pings, int64_t wait_ms,
