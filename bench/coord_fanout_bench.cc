@@ -10,7 +10,8 @@
 //                      answer was in
 //   clock error        |measured − true offset| of every agent, p50 / p99: of the opening burst (which sets the
 //                      starts) and of both bursts pooled (which the host files are merged with); the true offset
-//                      is the injected one for in-process agents and 0 for agent processes on this host
+//                      is the injected one for in-process agents and 0 for agent processes on this host; `over`
+//                      counts the agents whose pooled error exceeded the bound reported with it (must be none)
 //   late p50/p99/max   each agent's actual start after the planned instant T (coordinator time), as percentiles;
 //                      skew is max − min
 //   baseline           the same figures for N independent timers sleeping until one CLOCK_REALTIME instant
@@ -255,6 +256,7 @@ struct FanoutRow {
   double pings_per_agent = 0;  // answered pings of the opening burst (it ends early once settled)
   Lateness late, baseline;
   int captured = 0;
+  int over_bound = 0;  // agents whose pooled error exceeded its bound (must be none)
 };
 
 // The figures of one capture whose agents started at `starts` (coordinator time) and whose true clock offsets
@@ -278,6 +280,7 @@ FanoutRow row_of(const podscope::pod_capture::CaptureResult& result, const std::
     const auto& host = result.hosts[i];
     opening.push_back(std::abs(host.clock_before.estimate.offset_ns - true_offsets[i]));
     pooled.push_back(std::abs(host.clock.estimate.offset_ns - true_offsets[i]));
+    row.over_bound += pooled.back() > host.clock.estimate.error_bound_ns ? 1 : 0;
   }
   row.opening_error = error_stats(std::move(opening));
   row.pooled_error = error_stats(std::move(pooled));
@@ -343,9 +346,9 @@ FanoutRow process_fanout(int n, int64_t duration_ms) {
 }
 
 void print_header(const char* baseline) {
-  std::printf("%6s %9s %9s %5s %9s %9s %9s | %-34s | %-34s | %8s %9s %9s | %-27s\n", "N", "sync", "per agent", "pings",
-              "issue", "margin", "close", "start after T: p50 / p99 / max, skew", baseline, "total", "−duration",
-              "captured", "clock error µs: open, pooled");
+  std::printf("%6s %9s %9s %5s %9s %9s %9s | %-34s | %-34s | %8s %9s %9s | %-27s %4s\n", "N", "sync", "per agent",
+              "pings", "issue", "margin", "close", "start after T: p50 / p99 / max, skew", baseline, "total",
+              "−duration", "captured", "clock error µs: open, pooled", "over");
 }
 
 void print_row(const FanoutRow& r) {
@@ -360,11 +363,12 @@ void print_row(const FanoutRow& r) {
     return std::string(text);
   };
   std::printf(
-      "%6d %6.1f ms %6.3f ms %5.1f %6.1f ms %6.1f ms %6.1f ms | %-34s | %-34s | %5.0f ms %6.0f ms %5d/%d | %s, %s\n",
+      "%6d %6.1f ms %6.3f ms %5.1f %6.1f ms %6.1f ms %6.1f ms | %-34s | %-34s | %5.0f ms %6.0f ms %5d/%d | %s, %s "
+      "%4d\n",
       r.n, ms(r.sync_ns), ms(r.sync_ns) / r.n, r.pings_per_agent, ms(r.issue_ns), ms(r.margin_ns), ms(r.close_ns),
       lateness(r.late).c_str(), lateness(r.baseline).c_str(), ms(r.total_ns),
       ms(r.total_ns) - static_cast<double>(r.duration_ms), r.captured, r.n, error(r.opening_error).c_str(),
-      error(r.pooled_error).c_str());
+      error(r.pooled_error).c_str(), r.over_bound);
 }
 
 double ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; }

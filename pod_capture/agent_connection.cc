@@ -324,6 +324,10 @@ ClockBurst measure_clocks(const std::vector<AgentConnection*>& agents, const Clo
   void* tag = nullptr;
   bool ok = false;
   while (queue.Next(&tag, &ok)) {}
+  // A burst cut short keeps what the agents it was pinging had answered.
+  for (size_t i = 0; i < bursts.size(); ++i) {
+    if (!bursts[i].over && !bursts[i].measurement.exchanges.empty()) finish_burst(*agents[i], bursts[i]);
+  }
   out.client_ns_per_ping = sizer.client_ns_per_ping();
   out.fell_behind = sizer.behind();
   out.clocks.reserve(bursts.size());

@@ -80,7 +80,8 @@ struct BurstPlan {
   // raise every RTT; every estimate keeps its own bound (half the largest RTT it kept), so what fewer pings cost
   // shows in the bounds reported.
   int64_t finish_by_ns = 0;
-  // Ends the burst from another thread (its pings are cancelled, no more are sent); none: never.
+  // Ends the burst from another thread (its pings are cancelled, no more are sent; the agents that had answered keep
+  // their estimates); none: never.
   Cancellation* cancellation = nullptr;
 };
 

@@ -324,9 +324,10 @@ OpeningBurst opening_burst_plan(size_t agents, int pings) {
 // of a large pod's starts themselves (docs/capture.md, "Fan-out benchmark").
 constexpr int64_t kLooseStartBoundNs = 1'000'000;
 
-// Pings again, one at a time, the agents whose opening estimate is looser than kLooseStartBoundNs, and pools both
-// bursts: on a loaded client both of a shared window's pings to an agent can be held up for tens of milliseconds,
-// and its start would be off by half that.
+// Pings again the agents whose opening estimate is looser than kLooseStartBoundNs, with a window sized from the RTTs
+// (one at a time where they share this client's CPUs, several across a network, where one at a time would spend
+// the burst waiting on round trips), and pools both bursts: on a loaded client both of a shared window's pings to
+// an agent can be held up for tens of milliseconds, and its start would be off by half that.
 void tighten_loose_starts(const std::vector<AgentConnection*>& agents, std::vector<ClockMeasurement>& clocks,
                           const Clock& clock, Cancellation* cancellation) {
   std::vector<size_t> loose;
@@ -338,7 +339,8 @@ void tighten_loose_starts(const std::vector<AgentConnection*>& agents, std::vect
   std::vector<AgentConnection*> again;
   for (size_t i : loose) again.push_back(agents[i]);
   const ClockBurst burst =
-      measure_clocks(again, clock, static_cast<int>(kSettledExchanges), 1000, {.cancellation = cancellation});
+      measure_clocks(again, clock, static_cast<int>(kSettledExchanges), 1000,
+                     {.max_in_flight = kSizedBurstMaxInFlight, .sized_from_rtts = true, .cancellation = cancellation});
   for (size_t k = 0; k < loose.size(); ++k) clocks[loose[k]] = combine_clocks(clocks[loose[k]], burst.clocks[k]);
 }
 
@@ -352,37 +354,48 @@ constexpr int64_t kStartsPastMs = 200;
 // are past) or as soon as the answers are in, whichever comes first, with a window of pings sized from the RTTs it
 // observes: one agent at a time where they share this client's CPUs, so its exchanges are the cleanest the pooled
 // merge offsets get, and as many as the round trips leave room for across a network, so that over a large pod its
-// time still hides in the capture's.
+// time still hides in the capture's. A burst with a deadline (`finish_by_ns`, the capture's end) that is still going
+// when the answers are in, past it, is ended there: the agents it did not reach keep their opening estimate, within
+// its bound, and the capture is not held up for a better merge offset (a 1024-agent burst across an emulated network
+// went on 0.3–8.8 s past the answers; docs/capture.md, "Fan-out benchmark"). Daemon stops end the capture's calls, so
+// its answers, and with them this burst.
 class SecondBurst {
  public:
   SecondBurst(const std::vector<AgentConnection*>& agents, const Clock& clock, int pings, int64_t wait_ms,
               int64_t finish_by_ns, Cancellation* cancellation)
-      : thread_([this, agents, &clock, pings, wait_ms, finish_by_ns, cancellation] {
+      : clock_(clock), finish_by_ns_(finish_by_ns), outer_(cancellation), thread_([this, agents, pings, wait_ms] {
           {
             std::unique_lock lock(mu_);
             answered_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return answers_in_; });
           }
-          burst_ = measure_clocks(agents, clock, pings, 1000,
+          burst_ = measure_clocks(agents, clock_, pings, 1000,
                                   {.max_in_flight = kSizedBurstMaxInFlight,
                                    .sized_from_rtts = true,
-                                   .finish_by_ns = finish_by_ns,
-                                   .cancellation = cancellation});
+                                   .finish_by_ns = finish_by_ns_,
+                                   .cancellation = &ended_});
         }) {}
   ~SecondBurst() {
     if (thread_.joinable()) thread_.join();
   }
-  // Once the answers are in: the burst, when it is over.
+  // Once the answers are in: the burst, when it is over (ended now when its deadline is past or the capture was
+  // cancelled).
   ClockBurst take() {
     {
       std::lock_guard lock(mu_);
       answers_in_ = true;
     }
     answered_.notify_all();
+    if ((finish_by_ns_ > 0 && clock_.now_ns() >= finish_by_ns_) || (outer_ != nullptr && outer_->cancelled()))
+      ended_.cancel();
     thread_.join();
     return std::move(burst_);
   }
 
  private:
+  const Clock& clock_;
+  const int64_t finish_by_ns_;
+  Cancellation* const outer_;
+  Cancellation ended_;
   std::mutex mu_;
   std::condition_variable answered_;
   bool answers_in_ = false;

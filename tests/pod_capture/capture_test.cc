@@ -362,6 +362,48 @@ TEST(ClockBurst, ABurstThatWouldOutlastItsDeadlineGivesEachAgentAtMostFourPings)
   }
 }
 
+TEST(ClockBurst, ABurstCutShortKeepsWhatTheAgentsItWasPingingAnswered) {
+  // 16 agents 1 ms away, pinged one at a time (up to 16 pings each), cut off once the second agent has had its first
+  // pings, as a capture ends its second burst once the answers are in: the agents it had answered keep an estimate
+  // within its bound, the rest none.
+  TimerThread path(TimerThread::Wait::kSleeping);  // outlives the agents whose pings it carries
+  Pod pod;
+  std::vector<int64_t> offsets;
+  for (int i = 0; i < 16; ++i) {
+    offsets.push_back(i * 1'000'000 - 8'000'000);
+    pod.add({.host_name = "agent" + std::to_string(i),
+             .clock_offset_ns = offsets.back(),
+             .path_timers = &path,
+             .ping_request_delay_ns = 1'000'000,
+             .ping_response_delay_ns = 1'000'000,
+             .ping_jitter_ns = 200'000});
+  }
+  for (auto& c : pod.connections)
+    c->channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  Cancellation enough;
+  std::thread cut([&] {
+    // The probe's ping and two of the burst's.
+    while (pod.agents[1]->ping_calls() < 3) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    enough.cancel();
+  });
+  const ClockBurst burst = measure_clocks(pod.targets(), Clock(), 16, 2000, {.cancellation = &enough});
+  cut.join();
+  ASSERT_EQ(burst.clocks.size(), offsets.size());
+  size_t measured = 0;
+  for (size_t i = 0; i < burst.clocks.size(); ++i) {
+    const ClockMeasurement& clock = burst.clocks[i];
+    if (clock.exchanges.empty()) {
+      EXPECT_NE(clock.kind, ClockMeasurement::kMeasured) << "agent " << i;
+      continue;
+    }
+    ++measured;
+    ASSERT_EQ(clock.kind, ClockMeasurement::kMeasured) << "agent " << i << ": " << clock.detail;
+    EXPECT_LE(std::abs(clock.estimate.offset_ns - offsets[i]), clock.estimate.error_bound_ns) << "agent " << i;
+  }
+  EXPECT_GE(measured, 1u);
+  EXPECT_LT(measured, offsets.size()) << "the burst was not cut short";
+}
+
 TEST(FanOutMargin, CoversIssuingEveryCallAtTheMeasuredRate) {
   EXPECT_EQ(fanout_margin_ms(16, 0), 102);
   EXPECT_EQ(fanout_margin_ms(1024, 0), 228) << "never under 125 µs per agent";
