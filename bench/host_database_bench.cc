@@ -1,7 +1,7 @@
 // What building a host's analysis database costs the agent after a bucket capture, per event: the agent's own calls
 // (describe_capture: the capture read plane by plane into its summary and its host analysis; then the database
-// bytes upload_host_database writes, tied to the capture's size and SHA-256), against a plain XSpace parse of the
-// same bytes measured in the same run. Each measurement runs in a child process of its own, on bytes already in
+// bytes upload_host_database writes, tied to the uploaded object's size and version), against a plain XSpace parse of
+// the same bytes measured in the same run. Each measurement runs in a child process of its own, on bytes already in
 // memory, with the free heap given back first (malloc_trim), so its CPU time (user + system) and its peak RSS above
 // what it held before (VmHWM after clear_refs) are its own. Captures: real recorded ones (the shared TensorFlow BERT
 // host, tests/data's GPU host and a ring trainer rank) and generated ring-trainer ranks of growing size
@@ -25,7 +25,6 @@
 #include "agent/capture/bucket_uploads.h"
 #include "analysis/runner/analysis_runner.h"
 #include "podscope/v1/host_analysis.pb.h"
-#include "run_directory/run_directory.h"
 #include "tensorflow/xplane.pb.h"
 #include "tests/analysis/synthetic_pod.h"
 
@@ -108,8 +107,9 @@ void build_host_database(const Capture& capture) {
     std::fprintf(stderr, "%s: no host analysis\n", capture.name.c_str());
     _exit(1);
   }
-  const auto database = podscope::analysis::host_database(
-      "host.xplane.pb", capture.bytes.size(), podscope::run_directory::bytes_sha256(capture.bytes), analysis);
+  // The version is the bucket's answer to the upload (an ETag or a generation), not computed here.
+  const podscope::storage::ObjectInfo uploaded{"host.xplane.pb", capture.bytes.size(), "\"etag-of-the-upload\""};
+  const auto database = podscope::analysis::host_database(uploaded, analysis);
   if (!database.ok()) {
     std::fprintf(stderr, "%s: %s\n", capture.name.c_str(), std::string(database.status().message()).c_str());
     _exit(1);
