@@ -7,6 +7,7 @@ files (rchar). A last round of each runs under strace to count the bytes the pro
 timed. Run in the storage environment:
   build/venv/storage/bin/python bench/bucket_capture_bench.py [--hosts 16] [--duration_ms 2000] [--rounds 3]"""
 import argparse
+import json
 import os
 import re
 import statistics
@@ -92,15 +93,22 @@ def main():
                     run = re.search(r"Run directory: (\S+)", out).group(1)
                     if kind == "local":
                         hosts_bytes = host_files_bytes_local(run)
+                        with open(os.path.join(run, "capture.json")) as f:
+                            record = json.load(f)
                     else:
                         prefix = run[len("s3://runs/"):] + "/"
                         listed = client.list_objects_v2(Bucket="runs", Prefix=prefix).get("Contents", [])
                         hosts_bytes = sum(o["Size"] for o in listed if o["Key"].endswith(".xplane.pb"))
+                        record = json.loads(client.get_object(Bucket="runs", Key=prefix + "capture.json")["Body"].read())
                     rchar, wchar = int(io["rchar"]), int(io["wchar"])
                     figures[kind].append(seconds)
-                    print(f"round {round_number} {kind:6}: {seconds:6.2f} s, host files {hosts_bytes / 2**20:7.2f} MiB,"
-                          f" CLI peak RSS {rss_kib / 1024:6.1f} MiB, read {rchar / 2**20:7.2f} MiB"
-                          f" ({rchar / hosts_bytes:.2f}x the host files), wrote {wchar / 2**20:7.2f} MiB", flush=True)
+                    # The capture's phases as capture.json records them; the rest is checks before and writing after.
+                    collected, analyzed = record["collected_in_ms"] / 1000, record.get("analyzed_in_ms", 0) / 1000
+                    print(f"round {round_number} {kind:6}: {seconds:6.2f} s (collected {collected:.2f} s, analysed "
+                          f"{analyzed:.2f} s, the rest {seconds - collected - analyzed:.2f} s), host files "
+                          f"{hosts_bytes / 2**20:7.2f} MiB, CLI peak RSS {rss_kib / 1024:6.1f} MiB, read "
+                          f"{rchar / 2**20:7.2f} MiB ({rchar / hosts_bytes:.2f}x the host files), wrote "
+                          f"{wchar / 2**20:7.2f} MiB", flush=True)
             for kind in ("local", "bucket"):
                 logdir = os.path.join(tmp, "logs") if kind == "local" else "s3://runs/bench/logs"
                 received, done = received_bytes(

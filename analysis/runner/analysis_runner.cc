@@ -19,43 +19,62 @@ using run_directory::RunDirectory;
 using run_directory::RunFile;
 using run_directory::RunFileReader;
 
-// Writes one output file atomically and records it. Unsynced: the outputs are made again from the run's files,
-// and syncing each of them cost more than the analysis of a small run.
-absl::Status write_output(const RunDirectory& output, std::string_view name, const std::string& content,
-                          AnalysisOutcome& outcome) {
-  if (absl::Status s = output.write(name, content, Durability::kRebuildable); !s.ok()) return s;
-  outcome.written_files.push_back(output.location_of(name));
-  return absl::OkStatus();
-}
-
 // Every tool's files, then report.html with a tab per tool.
-absl::Status write_outputs(const RunDirectory& output, const AnalysisOptions& options, AnalysisOutcome& outcome) {
+absl::StatusOr<std::vector<ToolFile>> rendered_outputs(const RunDirectory& output, const AnalysisOptions& options,
+                                                       const AnalysisOutcome& outcome) {
+  std::vector<ToolFile> files;
   for (const auto& result : outcome.results) {
     for (ToolFile& file : result->files(outcome)) {
       if (!file.content.ok()) return file.content.status();
-      if (absl::Status s = write_output(output, file.name, *file.content, outcome); !s.ok()) return s;
+      files.push_back(std::move(file));
     }
   }
   const std::string title =
       options.report_title.empty() ? "podscope pod analysis: " + output.name() : options.report_title;
   absl::StatusOr<std::vector<ReportTab>> tabs = report_tabs(outcome);
   if (!tabs.ok()) return tabs.status();
-  return write_output(output, "report.html", render_report_html(*tabs, title), outcome);
+  files.push_back({"report.html", render_report_html(*tabs, title)});
+  return files;
 }
 
-// Writes the outcome's files into `output`, all or none.
+// How many outputs are written at once: a bucket takes each as a request of its own, whose round trip, not the
+// bytes, is most of its time.
+constexpr size_t kOutputsWrittenAtOnce = 8;
+
+// Writes the outcome's files into `output`, all or none: each atomically (a temporary file renamed, or one bucket
+// object committed), unsynced, as they are made again from the run's files and syncing each cost more than the
+// analysis of a small run.
 absl::StatusOr<AnalysisOutcome> write_all(absl::StatusOr<AnalysisOutcome> outcome, const RunDirectory& output,
                                           const AnalysisOptions& options) {
   if (!outcome.ok()) return outcome.status();
-  const absl::Status written = write_outputs(output, options, *outcome);
-  if (written.ok()) return outcome;
+  absl::StatusOr<std::vector<ToolFile>> files = rendered_outputs(output, options, *outcome);
+  if (!files.ok()) return files.status();
+  std::vector<absl::Status> written(files->size());
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < files->size();) {
+      written[i] = output.write((*files)[i].name, *(*files)[i].content, Durability::kRebuildable);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < std::min(kOutputsWrittenAtOnce, files->size()); ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& thread : pool) thread.join();
+  absl::Status first_failure;
+  for (size_t i = 0; i < files->size(); ++i) {
+    if (!written[i].ok() && first_failure.ok()) first_failure = written[i];
+  }
+  if (first_failure.ok()) {
+    for (const ToolFile& file : *files) outcome->written_files.push_back(output.location_of(file.name));
+    return outcome;
+  }
   // Some outputs beside others missing would pass for a whole analysis: none stays (a full disk is the usual
   // cause, and `podscope analyze` writes them all again once there is room).
-  for (const std::string& location : outcome->written_files) {
-    output.remove(location.substr(location.rfind('/') + 1)).IgnoreError();
+  for (size_t i = 0; i < files->size(); ++i) {
+    if (written[i].ok()) output.remove((*files)[i].name).IgnoreError();
   }
   return absl::AbortedError("the analysis outputs could not be written, none was kept: " +
-                            std::string(written.message()));
+                            std::string(first_failure.message()));
 }
 
 // The pod's analysis from its hosts' (`what` names their files in errors); `notes` say what was left out.
