@@ -17,7 +17,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "integration"))
-from bucket_runs_test import ACCESS_KEY, SECRET_KEY, Seaweed, clean_env  # noqa: E402
+from bucket_runs_test import Seaweed, clean_env  # noqa: E402
 from coord_pod import BIN, Daemon, free_port_block  # noqa: E402
 
 
@@ -78,9 +78,7 @@ def main():
                                    str(free_port_block(args.hosts)), "--steps", "0", "--matrix", str(args.matrix),
                                    "--agent_sockets", ",".join(sockets)]))
             time.sleep(3)  # the ring forms and the ranks register
-            import boto3
-            client = boto3.client("s3", endpoint_url=s3.endpoint, aws_access_key_id=ACCESS_KEY,
-                                  aws_secret_access_key=SECRET_KEY, region_name="us-east-1")
+            client = s3.client()
             figures = {"local": [], "bucket": []}
             for round_number in range(args.rounds):
                 for kind in ("local", "bucket"):

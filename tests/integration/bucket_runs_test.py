@@ -72,14 +72,15 @@ class Seaweed:
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         if not answers(self.endpoint, 60):
             raise RuntimeError("SeaweedFS did not start")
-        # The server makes its bucket once it is up: wait for it.
-        import boto3
-        client = boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
-                              aws_secret_access_key=SECRET_KEY, region_name="us-east-1")
-        until = time.time() + 60
+        # The server makes its bucket once it is up, and a restarted one answers before its volume server takes
+        # writes again (an upload meanwhile would spend its retries, and a capture's deadline, waiting): started
+        # means an object can be written.
+        client = self.client()
+        until = time.time() + 120
         while True:
             try:
-                client.head_bucket(Bucket="runs")
+                client.put_object(Bucket="runs", Key="probe/writable", Body=b"x")
+                client.delete_object(Bucket="runs", Key="probe/writable")
                 return
             except Exception:
                 if time.time() > until:
@@ -93,6 +94,17 @@ class Seaweed:
     @property
     def endpoint(self):
         return f"http://127.0.0.1:{self.ports[6]}"
+
+    def client(self):
+        """boto3's S3 client for this server, with the test identity's keys."""
+        import boto3
+        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
+                            aws_secret_access_key=SECRET_KEY, region_name="us-east-1")
+
+    def objects(self, prefix):
+        """Every object of the bucket "runs" under `prefix`, by key, with its size."""
+        listed = self.client().list_objects_v2(Bucket="runs", Prefix=prefix)
+        return {o["Key"]: o["Size"] for o in listed.get("Contents", [])}
 
     def env(self):
         return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
@@ -169,20 +181,11 @@ class BucketRuns(unittest.TestCase):
         return self.podscope("capture", "--service_addr", addresses, "--logdir", logdir, "--duration_ms", "1000",
                              env=env)
 
-    def boto3(self):
-        import boto3
-        return boto3.client("s3", endpoint_url=self.s3.endpoint, aws_access_key_id=ACCESS_KEY,
-                            aws_secret_access_key=SECRET_KEY, region_name="us-east-1")
-
-    def s3_objects(self, prefix):
-        listed = self.boto3().list_objects_v2(Bucket="runs", Prefix=prefix)
-        return {o["Key"]: o["Size"] for o in listed.get("Contents", [])}
-
     def test_a_capture_into_s3_has_each_agent_write_its_own_file_and_the_cli_only_the_pod_files(self):
         done = self.capture("s3://runs/team/logs")
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
         run = re.search(r"Run directory: s3://runs/team/logs/plugins/profile/(\S+)", done.stdout).group(1)
-        objects = self.s3_objects(f"team/logs/plugins/profile/{run}/")
+        objects = self.s3.objects(f"team/logs/plugins/profile/{run}/")
         names = {k.rsplit("/", 1)[1] for k in objects}
         hosts = {a.replace(":", "_") + ".xplane.pb" for _, a in self.agents}
         self.assertTrue(hosts <= names, names)
@@ -193,7 +196,7 @@ class BucketRuns(unittest.TestCase):
         # The merged traces would take every host's bytes through the CLI: `podscope analyze` makes them.
         self.assertNotIn("pod.perfetto-trace", names)
         self.assertIn(f"podscope analyze s3://runs/team/logs/plugins/profile/{run} writes them", done.stdout)
-        record = json.loads(self.boto3().get_object(
+        record = json.loads(self.s3.client().get_object(
             Bucket="runs", Key=f"team/logs/plugins/profile/{run}/capture.json")["Body"].read())
         self.assertEqual(sorted(h["file"] for h in record["hosts"]), sorted(hosts))
         self.assertTrue(all(h["ok"] for h in record["hosts"]))
@@ -203,7 +206,7 @@ class BucketRuns(unittest.TestCase):
         # The capture's analysis is the merge of what each agent analysed of its own capture: the same bytes as the
         # analysis of the host files read back from the bucket by `podscope analyze`, and by boto3 byte for byte.
         outputs = ("pod_summary.txt", "pod_viewer.json", "overview_page.pb", "memory_profile.pb", "framework_op_stats.pb")
-        captured = {name: self.boto3().get_object(
+        captured = {name: self.s3.client().get_object(
             Bucket="runs", Key=f"team/logs/plugins/profile/{run}/{name}")["Body"].read() for name in outputs}
         analyzed = self.podscope("analyze", f"s3://runs/team/logs/plugins/profile/{run}")
         self.assertEqual(analyzed.returncode, 0, analyzed.stdout + analyzed.stderr)
@@ -211,20 +214,20 @@ class BucketRuns(unittest.TestCase):
         self.assertIn(f"wrote s3://runs/team/logs/plugins/profile/{run}/pod.perfetto-trace", analyzed.stdout)
         self.assertIn(f"{len(hosts)} of {len(hosts)} hosts merged from their host databases", analyzed.stdout)
         for name in outputs:
-            self.assertEqual(captured[name], self.boto3().get_object(
+            self.assertEqual(captured[name], self.s3.client().get_object(
                 Bucket="runs", Key=f"team/logs/plugins/profile/{run}/{name}")["Body"].read(), name)
         local = os.path.join(self.tmp.name, "copy", run)
         os.makedirs(local)
         for key in objects:
             if key.endswith((".xplane.pb", "capture.json")):
-                self.boto3().download_file("runs", key, os.path.join(local, key.rsplit("/", 1)[1]))
+                self.s3.client().download_file("runs", key, os.path.join(local, key.rsplit("/", 1)[1]))
         copy = self.podscope("analyze", local)
         self.assertEqual(copy.returncode, 0, copy.stdout + copy.stderr)
         self.assertIn(f"0 of {len(hosts)} hosts merged from their host databases", copy.stdout)
         # Read from the bucket by our reader, or from the copy boto3 made, the run analyses to the same bytes: what we
         # stream from the bucket is what boto3 reads, and both readings take the hosts' clocks from capture.json.
         for name in outputs:
-            in_bucket = self.boto3().get_object(
+            in_bucket = self.s3.client().get_object(
                 Bucket="runs", Key=f"team/logs/plugins/profile/{run}/{name}")["Body"].read()
             with open(os.path.join(local, name), "rb") as f:
                 self.assertEqual(in_bucket, f.read(), name)
@@ -243,7 +246,7 @@ class BucketRuns(unittest.TestCase):
                                "s3://runs/team/small_disk", "--duration_ms", "1000"], env=self.env,
                               capture_output=True, text=True, timeout=180, preexec_fn=small_disk)
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
-        objects = self.s3_objects("team/small_disk/plugins/profile/")
+        objects = self.s3.objects("team/small_disk/plugins/profile/")
         hosts = {k: size for k, size in objects.items() if k.endswith(".xplane.pb")}
         self.assertEqual(len(hosts), len(self.agents), objects)
         self.assertGreater(min(hosts.values()), limit, hosts)
@@ -300,7 +303,7 @@ class BucketRuns(unittest.TestCase):
         self.assertRegex(out + err, r"the upload of s3://runs/team/down/plugins/profile/\S+/" + small_file +
                          r" failed: .*?could not be kept either: .*?repository_quota_mb=1")
         self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "failed_small", "runs")))
-        self.assertEqual([k for k in self.s3_objects("team/down/") if k.endswith(".xplane.pb")], [])
+        self.assertEqual([k for k in self.s3.objects("team/down/") if k.endswith(".xplane.pb")], [])
 
     def test_tensorboard_without_tensorflow_lists_the_s3_run(self):
         done = self.capture("s3://runs/team/tb")
@@ -324,13 +327,13 @@ class BucketRuns(unittest.TestCase):
         missing = self.capture("s3://no-such-bucket/team")
         self.assertEqual(missing.returncode, 1, missing.stdout + missing.stderr)
         self.assertIn("no-such-bucket", missing.stderr)
-        self.assertEqual(self.s3_objects("team/wrong/"), {})
+        self.assertEqual(self.s3.objects("team/wrong/"), {})
 
     def test_a_root_the_agents_do_not_allow_is_refused_before_capturing_with_an_audit_line(self):
         refused = self.capture("s3://runs/elsewhere")
         self.assertEqual(refused.returncode, 1, refused.stdout + refused.stderr)
         self.assertIn("allowed_repository_roots", refused.stderr)
-        self.assertEqual(self.s3_objects("elsewhere/"), {})
+        self.assertEqual(self.s3.objects("elsewhere/"), {})
         self.agents[0][0].wait_for(r"audit: refused to write captures into s3://runs/elsewhere/plugins/profile")
 
 

@@ -293,6 +293,21 @@ TEST(ClockBurst, ManyAgentsSharingAWindowOfPingsAreEachMeasuredWithinTheirBound)
   }
 }
 
+// Adds one agent a clock offset of `offsets`, each 1 ms away each way with `jitter_ns` of jitter, its pings carried on
+// `path`; returns once every agent's channel is connected.
+void add_distant_agents(Pod& pod, const std::vector<int64_t>& offsets, int64_t jitter_ns, TimerThread& path) {
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    pod.add({.host_name = "agent" + std::to_string(i),
+             .clock_offset_ns = offsets[i],
+             .path_timers = &path,
+             .ping_request_delay_ns = 1'000'000,
+             .ping_response_delay_ns = 1'000'000,
+             .ping_jitter_ns = jitter_ns});
+  }
+  for (auto& c : pod.connections)
+    c->channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10));
+}
+
 TEST(ClockBurst, AcrossANetworkTheWindowGrowsAndEveryEstimateStaysWithinItsBound) {
   // 64 agents 1 ms away each way (± 50 µs), their paths on sleeping timers that cost this process no CPU while a
   // ping travels: a window sized from the RTTs holds several pings at once, and each estimate is as good as the
@@ -302,17 +317,8 @@ TEST(ClockBurst, AcrossANetworkTheWindowGrowsAndEveryEstimateStaysWithinItsBound
   std::mt19937_64 rng(5);
   std::uniform_int_distribution<int64_t> offset(-50'000'000, 50'000'000);
   std::vector<int64_t> offsets;
-  for (int i = 0; i < 64; ++i) {
-    offsets.push_back(offset(rng));
-    pod.add({.host_name = "agent" + std::to_string(i),
-             .clock_offset_ns = offsets.back(),
-             .path_timers = &path,
-             .ping_request_delay_ns = 1'000'000,
-             .ping_response_delay_ns = 1'000'000,
-             .ping_jitter_ns = 50'000});
-  }
-  for (auto& c : pod.connections)
-    c->channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  for (int i = 0; i < 64; ++i) offsets.push_back(offset(rng));
+  add_distant_agents(pod, offsets, 50'000, path);
   const ClockBurst burst =
       measure_clocks(pod.targets(), Clock(), 16, 2000, {.max_in_flight = 16, .sized_from_rtts = true});
   // A 2 ms round trip holds the sending of many pings, even on a loaded box.
@@ -337,17 +343,8 @@ TEST(ClockBurst, ABurstThatWouldOutlastItsDeadlineGivesEachAgentAtMostFourPings)
   TimerThread path(TimerThread::Wait::kSleeping);  // outlives the agents whose pings it carries
   Pod pod;
   std::vector<int64_t> offsets;
-  for (int i = 0; i < 32; ++i) {
-    offsets.push_back(i * 1'000'000 - 16'000'000);
-    pod.add({.host_name = "agent" + std::to_string(i),
-             .clock_offset_ns = offsets.back(),
-             .path_timers = &path,
-             .ping_request_delay_ns = 1'000'000,
-             .ping_response_delay_ns = 1'000'000,
-             .ping_jitter_ns = 200'000});
-  }
-  for (auto& c : pod.connections)
-    c->channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  for (int i = 0; i < 32; ++i) offsets.push_back(i * 1'000'000 - 16'000'000);
+  add_distant_agents(pod, offsets, 200'000, path);
   const ClockBurst burst = measure_clocks(pod.targets(), Clock(), 16, 2000,
                                           {.max_in_flight = 16, .sized_from_rtts = true, .finish_by_ns = 1});
   EXPECT_TRUE(burst.fell_behind);
@@ -369,17 +366,8 @@ TEST(ClockBurst, ABurstCutShortKeepsWhatTheAgentsItWasPingingAnswered) {
   TimerThread path(TimerThread::Wait::kSleeping);  // outlives the agents whose pings it carries
   Pod pod;
   std::vector<int64_t> offsets;
-  for (int i = 0; i < 16; ++i) {
-    offsets.push_back(i * 1'000'000 - 8'000'000);
-    pod.add({.host_name = "agent" + std::to_string(i),
-             .clock_offset_ns = offsets.back(),
-             .path_timers = &path,
-             .ping_request_delay_ns = 1'000'000,
-             .ping_response_delay_ns = 1'000'000,
-             .ping_jitter_ns = 200'000});
-  }
-  for (auto& c : pod.connections)
-    c->channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  for (int i = 0; i < 16; ++i) offsets.push_back(i * 1'000'000 - 8'000'000);
+  add_distant_agents(pod, offsets, 200'000, path);
   Cancellation enough;
   std::thread cut([&] {
     // The probe's ping and two of the burst's.
