@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <set>
 #include <thread>
@@ -18,6 +19,19 @@ namespace {
 using run_directory::RunDirectory;
 using run_directory::RunFile;
 using run_directory::RunFileReader;
+
+// Calls `each` with 0 .. count - 1, at most `at_once` calls at a time: each thread (this one among them) takes the
+// next number not taken.
+void for_each_at_once(size_t count, size_t at_once, const std::function<void(size_t)>& each) {
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < count;) each(i);
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < std::min(at_once, count); ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& thread : pool) thread.join();
+}
 
 // Every tool's files, then report.html with a tab per tool.
 absl::StatusOr<std::vector<ToolFile>> rendered_outputs(const RunDirectory& output, const AnalysisOptions& options,
@@ -50,16 +64,9 @@ absl::StatusOr<AnalysisOutcome> write_all(absl::StatusOr<AnalysisOutcome> outcom
   absl::StatusOr<std::vector<ToolFile>> files = rendered_outputs(output, options, *outcome);
   if (!files.ok()) return files.status();
   std::vector<absl::Status> written(files->size());
-  std::atomic<size_t> next{0};
-  const auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < files->size();) {
-      written[i] = output.write((*files)[i].name, *(*files)[i].content, Durability::kRebuildable);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < std::min(kOutputsWrittenAtOnce, files->size()); ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& thread : pool) thread.join();
+  for_each_at_once(files->size(), kOutputsWrittenAtOnce, [&](size_t i) {
+    written[i] = output.write((*files)[i].name, *(*files)[i].content, Durability::kRebuildable);
+  });
   absl::Status first_failure;
   for (size_t i = 0; i < files->size(); ++i) {
     if (!written[i].ok() && first_failure.ok()) first_failure = written[i];
@@ -195,16 +202,8 @@ HostResult host_result(const RunFile& file, const Databases& databases, RunFileR
 std::vector<HostResult> host_results(const std::vector<RunFile>& run_files, const Databases& databases, int jobs,
                                      RunFileReader& files) {
   std::vector<HostResult> results(run_files.size());
-  std::atomic<size_t> next{0};
-  const auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < run_files.size();)
-      results[i] = host_result(run_files[i], databases, files);
-  };
-  const size_t threads = std::min(static_cast<size_t>(std::max(jobs, 1)), run_files.size());
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& thread : pool) thread.join();
+  for_each_at_once(run_files.size(), static_cast<size_t>(std::max(jobs, 1)),
+                   [&](size_t i) { results[i] = host_result(run_files[i], databases, files); });
   return results;
 }
 
