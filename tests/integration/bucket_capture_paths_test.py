@@ -22,7 +22,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bucket_runs_test import ACCESS_KEY, SECRET_KEY, FakeGcs, Seaweed, clean_env  # noqa: E402
+from bucket_runs_test import (ACCESS_KEY, SECRET_KEY, FakeGcs, Seaweed, capture_while_the_server_stops,  # noqa: E402
+                              clean_env)
 from coord_pod import BIN, Daemon, Pod  # noqa: E402
 
 STANDIN = os.path.join(os.path.dirname(__file__), "..", "storage", "cloud_credentials_standin.py")
@@ -162,16 +163,9 @@ class BucketCapturePaths(unittest.TestCase):
     def test_a_full_local_disk_with_the_bucket_down_says_why_each_capture_was_not_kept(self):
         if not self.disk:
             self.skipTest("mount -t tmpfs is not permitted here (CI runs as root): no full disk to capture beside")
-        capture = subprocess.Popen([f"{BIN}/podscope", "capture", "--service_addr", ",".join(self.pod.addresses),
-                                    "--logdir", "s3://runs/team/nowhere", "--duration_ms", "3000"], env=self.env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)  # past the checks, while the agents capture
-        self.s3.stop()
-        try:
-            out, err = capture.communicate(timeout=240)
-        finally:
-            self.s3.start()
-        self.assertEqual(capture.returncode, 1, out + err)
+        code, out, err = capture_while_the_server_stops(self.s3, ",".join(self.pod.addresses),
+                                                        "s3://runs/team/nowhere", self.env)
+        self.assertEqual(code, 1, out + err)
         lost = re.findall(r"the upload of (s3://runs/team/nowhere/plugins/profile/\S+\.xplane\.pb) failed: .*?"
                           r"could not be kept either: ([^\n]*)", out + err)
         self.assertEqual(len(lost), 2, out + err)

@@ -144,6 +144,21 @@ def clean_env(extra):
     return env
 
 
+def capture_while_the_server_stops(s3, addresses, logdir, env):
+    """A 3 s `podscope capture` of `addresses` into `logdir`, whose S3 server is stopped 1.5 s in (past the checks,
+    while the agents capture) and started again once the capture has ended: its exit code, stdout and stderr."""
+    capture = subprocess.Popen([f"{BIN}/podscope", "capture", "--service_addr", addresses, "--logdir", logdir,
+                                "--duration_ms", "3000"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    time.sleep(1.5)
+    s3.stop()
+    try:
+        out, err = capture.communicate(timeout=240)
+    finally:
+        s3.start()
+    return capture.returncode, out, err
+
+
 class BucketRuns(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -281,18 +296,10 @@ class BucketRuns(unittest.TestCase):
         small, small_address = self.start_agent("small", "--repository_quota_mb", "1")
         addresses = ",".join([address for _, address in self.agents] + [small_address])
         try:
-            capture = subprocess.Popen([f"{BIN}/podscope", "capture", "--service_addr", addresses, "--logdir",
-                                        "s3://runs/team/down", "--duration_ms", "3000"], env=self.env,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            time.sleep(1.5)  # past the checks, while the agents capture
-            self.s3.stop()
-            try:
-                out, err = capture.communicate(timeout=240)
-            finally:
-                self.s3.start()
+            code, out, err = capture_while_the_server_stops(self.s3, addresses, "s3://runs/team/down", self.env)
         finally:
             small.stop()
-        self.assertEqual(capture.returncode, 1, out + err)
+        self.assertEqual(code, 1, out + err)
         # Each host names its object, why, and where the capture was kept.
         kept = re.findall(r"the upload of (s3://runs/team/down/plugins/profile/\S+\.xplane\.pb) failed: .*?"
                           r"the capture was kept at (\S+) for a retry", out + err)
