@@ -22,7 +22,7 @@
 #include "tests/integration/agent_process.h"
 #include "tests/integration/tensorflow_client_wire.h"
 #include "tests/interrupted_write.h"
-#include "tests/proto/xspace_contents.h"
+#include "tests/proto/xspace/xspace_contents.h"
 #include "tests/sanitized.h"
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"

@@ -31,7 +31,7 @@
 #include "tests/integration/flood_process.h"
 #include "tests/integration/trainer_process.h"
 #include "tests/proto/wire_fields.h"
-#include "tests/proto/xspace_contents.h"
+#include "tests/proto/xspace/xspace_contents.h"
 #include "tests/sanitized.h"
 
 namespace podscope {

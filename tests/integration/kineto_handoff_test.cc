@@ -33,7 +33,7 @@
 #include "tensorflow/profiler_service.grpc.pb.h"
 #include "tests/integration/agent_process.h"
 #include "tests/integration/kineto_poller_process.h"
-#include "tests/proto/xspace_contents.h"
+#include "tests/proto/xspace/xspace_contents.h"
 
 namespace podscope {
 namespace {

@@ -24,7 +24,7 @@
 #include "tensorflow/xplane.pb.h"
 #include "tests/integration/agent_process.h"
 #include "tests/integration/trainer_process.h"
-#include "tests/proto/xspace_contents.h"
+#include "tests/proto/xspace/xspace_contents.h"
 
 namespace podscope {
 namespace {

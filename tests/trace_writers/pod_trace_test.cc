@@ -19,7 +19,7 @@
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "tests/analysis/synthetic_pod.h"
-#include "tests/proto/xspace_contents.h"
+#include "tests/proto/xspace/xspace_contents.h"
 #include "tests/scratch_directory.h"
 #include "tests/shared_testdata.h"
 #include "tests/trace_writers/gzip_reader.h"

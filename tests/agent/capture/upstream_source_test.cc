@@ -17,7 +17,7 @@
 #include "proto/xspace/xplane_builder.h"
 #include "tensorflow/profiler_service.grpc.pb.h"
 #include "tests/loopback_grpc_server.h"
-#include "tests/proto/xspace_contents.h"
+#include "tests/proto/xspace/xspace_contents.h"
 #include "tests/shared_testdata.h"
 
 namespace podscope::agent {

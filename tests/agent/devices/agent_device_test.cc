@@ -25,7 +25,7 @@
 #include "tensorflow/profiler_service.grpc.pb.h"
 #include "tests/integration/agent_process.h"
 #include "tests/loopback_grpc_server.h"
-#include "tests/proto/xspace_contents.h"
+#include "tests/proto/xspace/xspace_contents.h"
 #include "tests/scratch_directory.h"
 #include "tests/shared_testdata.h"
 #include "tpu/runtime_metric_service.grpc.pb.h"

@@ -30,7 +30,7 @@
 #include "proto/xspace/xplane_builder.h"
 #include "tests/analysis/step_databases.h"
 #include "tests/analysis/synthetic_pod.h"
-#include "tests/proto/xspace_contents.h"
+#include "tests/proto/xspace/xspace_contents.h"
 #include "tests/scratch_directory.h"
 #include "tests/shared_testdata.h"
 

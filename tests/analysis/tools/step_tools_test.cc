@@ -11,7 +11,7 @@
 #include "proto/xspace/names.h"
 #include "proto/xspace/xplane_builder.h"
 #include "tests/analysis/step_databases.h"
-#include "tests/proto/xspace_contents.h"
+#include "tests/proto/xspace/xspace_contents.h"
 #include "tests/shared_testdata.h"
 
 namespace podscope::analysis {

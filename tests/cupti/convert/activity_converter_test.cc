@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "proto/xspace/xplane_reader.h"
-#include "tests/cupti/activity_records.h"
+#include "tests/cupti/convert/activity_records.h"
 
 namespace podscope::cupti {
 namespace {

@@ -5,7 +5,7 @@
 #include "analysis/tools/kernel_stats.h"
 #include "cupti/convert/activity_converter.h"
 #include "proto/xspace/xplane_builder.h"
-#include "tests/cupti/activity_records.h"
+#include "tests/cupti/convert/activity_records.h"
 
 namespace podscope {
 namespace {
