@@ -46,11 +46,11 @@ absl::StatusOr<std::unique_ptr<DaemonServers>> DaemonServers::start(DaemonServer
   servers->server_ = builder.BuildAndStart();
   if (servers->server_ == nullptr || servers->grpc_port_ == 0) {
     servers->server_.reset();
-    return absl::UnavailableError("listen " + s.listen + ": cannot bind the gRPC port (in use or bad address)");
-  }
-  if (!s.tls.plaintext_listen.empty() && servers->plaintext_port_ == 0) {
-    return absl::UnavailableError("plaintext_listen " + s.tls.plaintext_listen +
-                                  ": cannot bind (in use or bad address)");
+    // gRPC's builder starts no server when any of its ports cannot be bound, and does not say which one.
+    const std::string addresses = s.tls.plaintext_listen.empty()
+                                      ? "listen " + s.listen
+                                      : "listen " + s.listen + " or plaintext_listen " + s.tls.plaintext_listen;
+    return absl::UnavailableError(addresses + ": cannot bind the gRPC port (in use or bad address)");
   }
   servers->tls_metrics_ =
       std::make_unique<tls::TlsMetrics>(s.tls, with_port(s.listen, servers->grpc_port_), *registry, s.labels);

@@ -36,7 +36,8 @@ struct DaemonServerSettings {
 
 class DaemonServers {
  public:
-  // Binds both ports and starts the self-check; an error names the address that could not be had.
+  // Binds both ports and starts the self-check; an error names the address that could not be had (listen and
+  // plaintext_listen both when one of them could not: gRPC does not say which).
   static absl::StatusOr<std::unique_ptr<DaemonServers>> start(DaemonServerSettings settings, const Clock& clock,
                                                               std::shared_ptr<prometheus::Registry> registry);
   // Shuts the gRPC server down (when shutdown() did not) and waits for its calls; closes the metrics server.
