@@ -55,7 +55,9 @@ struct Fixture {
   CaptureSessions sessions{clock, "host-x", [this] { return clock.now_ns(); }, quota};
   Fixture() {
     sessions.add_source(source);
-    sessions.set_limits({5000, ""});
+    CaptureLimits limits;
+    limits.max_duration_ms = 5000;
+    sessions.set_limits(limits);
   }
 };
 

@@ -33,7 +33,9 @@ DeviceUtilization tpu(double percent) {
 
 struct Fixture {
   explicit Fixture(std::vector<const DeviceUtilizationSource*> devices = {}) : devices(std::move(devices)) {
-    sessions.set_limits({500, ""});
+    CaptureLimits limits;
+    limits.max_duration_ms = 500;
+    sessions.set_limits(limits);
   }
   MonitorReporter reporter() {
     return MonitorReporter(

@@ -76,7 +76,9 @@ class TfProfilerServer final : public tensorflow::ProfilerService::Service {
 
 // The agent's environment: its library path holds the stand-in NVML, or nothing.
 podscope::testing::AgentEnvironment with_libraries(const std::string& ld_library_path) {
-  return {.variables = {"LD_LIBRARY_PATH=" + ld_library_path}};
+  podscope::testing::AgentEnvironment environment;
+  environment.variables = {"LD_LIBRARY_PATH=" + ld_library_path};
+  return environment;
 }
 
 bool has_counter_track(const XSpace& space, std::string_view plane_name, std::string_view track) {
