@@ -552,27 +552,15 @@ int main(int argc, char** argv) {
     std::cerr << "unknown mode " << argv[2] << "\n";
     return 2;
   }
-  int cores = 64, events_per_core = 200'000, cores_per_file = 8, repeat = 5;
+  PodFlags flags{.events_per_core = 200'000, .repeat = 5};
   std::string tf_file, real_captures = "1,2,4";
-  bool keep = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--cores") cores = std::stoi(next());
-    else if (arg == "--events-per-core") events_per_core = std::stoi(next());
-    else if (arg == "--cores-per-file") cores_per_file = std::stoi(next());
-    else if (arg == "--tf-file") tf_file = next();
-    else if (arg == "--real-captures") real_captures = next();
-    else if (arg == "--repeat") repeat = std::max(1, std::stoi(next()));
-    else if (arg == "--keep") keep = true;
-    else {
-      std::cerr << "unknown argument " << arg << "\n";
-      return 2;
-    }
-  }
+  const bool parsed = parse_pod_flags(argc, argv, flags, [&](const std::string& flag, const FlagValueFn& value) {
+    if (flag == "--tf-file") tf_file = value();
+    else if (flag == "--real-captures") real_captures = value();
+    else return false;
+    return true;
+  });
+  if (!parsed) return 2;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // figures appear as they are measured
   remove_stale_work_directories();
   const fs::path work = fs::temp_directory_path() / ("podscope_analysis_bench_" + std::to_string(getpid()));
@@ -581,27 +569,28 @@ int main(int argc, char** argv) {
     const auto captures = capture_fast_trainer(work, parse_seconds(real_captures));
     const fs::path pod = work / "pod";
     const auto start = Clock::now();
-    write_synthetic_pod(pod, cores, events_per_core, cores_per_file, /*every_tool=*/true);
-    std::printf("generated %d cores x %d events in %.1f s\n", cores, events_per_core,
+    write_synthetic_pod(pod, flags.cores, flags.events_per_core, flags.cores_per_file, /*every_tool=*/true);
+    std::printf("generated %d cores x %d events in %.1f s\n", flags.cores, flags.events_per_core,
                 std::chrono::duration<double>(Clock::now() - start).count());
-    report("synthetic pod, " + std::to_string(cores) + " cores x " + std::to_string(events_per_core) + " events", pod,
-           repeat);
+    report("synthetic pod, " + std::to_string(flags.cores) + " cores x " + std::to_string(flags.events_per_core) +
+               " events",
+           pod, flags.repeat);
     std::vector<std::pair<std::string, ModeFigures>> real;
     for (const auto& [name, dir] : captures) {
-      real.emplace_back(name, report("real capture, two fast ring_trainer ranks, " + name, dir, repeat));
+      real.emplace_back(name, report("real capture, two fast ring_trainer ranks, " + name, dir, flags.repeat));
     }
     report_scaling(real);
     if (!tf_file.empty()) {
       const fs::path tf = work / "tf";
       fs::create_directories(tf);
       fs::copy_file(tf_file, tf / fs::path(tf_file).filename());
-      report("file " + fs::path(tf_file).filename().string(), tf, repeat);
+      report("file " + fs::path(tf_file).filename().string(), tf, flags.repeat);
     }
   } catch (const std::exception& e) {
     std::cerr << "analysis_bench: " << e.what() << "\n";
-    if (!keep) fs::remove_all(work);
+    if (!flags.keep) fs::remove_all(work);
     return 1;
   }
-  if (!keep) fs::remove_all(work);
+  if (!flags.keep) fs::remove_all(work);
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
@@ -103,6 +104,42 @@ inline void keep_best(Figures& best, const Figures& run, bool first) {
   const long peak = first ? run.peak_rss_kb : std::max(best.peak_rss_kb, run.peak_rss_kb);
   if (first || run.cpu_seconds < best.cpu_seconds) best = run;
   best.peak_rss_kb = peak;
+}
+
+// The flags of every benchmark over a generated pod: its size, how many runs the best is kept of, and whether its work
+// directory is kept.
+struct PodFlags {
+  int cores = 64;
+  int events_per_core = 0;
+  int cores_per_file = 8;
+  int repeat = 1;
+  bool keep = false;
+};
+
+// Takes the flag's value (the argument after it).
+using FlagValueFn = std::function<std::string()>;
+
+// Reads the pod's flags into `flags`, and hands any other to `own_flag`, which says whether it knew it. An unknown
+// flag is printed and false returned; a flag without its value throws.
+inline bool parse_pod_flags(int argc, char** argv, PodFlags& flags,
+                            const std::function<bool(const std::string& flag, const FlagValueFn& value)>& own_flag) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const FlagValueFn next = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--cores") flags.cores = std::stoi(next());
+    else if (arg == "--events-per-core") flags.events_per_core = std::stoi(next());
+    else if (arg == "--cores-per-file") flags.cores_per_file = std::stoi(next());
+    else if (arg == "--repeat") flags.repeat = std::max(1, std::stoi(next()));
+    else if (arg == "--keep") flags.keep = true;
+    else if (!own_flag(arg, next)) {
+      std::cerr << "unknown argument " << arg << "\n";
+      return false;
+    }
+  }
+  return true;
 }
 
 // A synthetic pod of `cores` ranks (rank 3 a 5 ms straggler, 2 ms input delay), about `events_per_core` events each,

@@ -93,40 +93,29 @@ int measure(const std::string& mode, const fs::path& dir) {
 
 int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "--measure") == 0) return measure(argv[2], argv[3]);
-  int cores = 64, events_per_core = 320'000, cores_per_file = 8, repeat = 3;
-  bool keep = false, with_json = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--cores") cores = std::stoi(next());
-    else if (arg == "--events-per-core") events_per_core = std::stoi(next());
-    else if (arg == "--cores-per-file") cores_per_file = std::stoi(next());
-    else if (arg == "--repeat") repeat = std::max(1, std::stoi(next()));
-    else if (arg == "--with-json") with_json = true;
-    else if (arg == "--keep") keep = true;
-    else {
-      std::cerr << "unknown argument " << arg << "\n";
-      return 2;
-    }
-  }
+  PodFlags flags{.events_per_core = 320'000, .repeat = 3};
+  bool with_json = false;
+  const bool parsed = parse_pod_flags(argc, argv, flags, [&](const std::string& flag, const FlagValueFn&) {
+    if (flag != "--with-json") return false;
+    with_json = true;
+    return true;
+  });
+  if (!parsed) return 2;
   const fs::path work = fs::temp_directory_path() / ("podscope_trace_bench_" + std::to_string(getpid()));
   try {
     const auto start = Clock::now();
-    write_synthetic_pod(work, cores, events_per_core, cores_per_file);
+    write_synthetic_pod(work, flags.cores, flags.events_per_core, flags.cores_per_file);
     uint64_t input_bytes = 0, largest = 0;
     const auto files = xspace_files(work);
     for (const auto& f : files) {
       input_bytes += fs::file_size(f);
       largest = std::max<uint64_t>(largest, fs::file_size(f));
     }
-    std::printf("generated %d cores x %d events in %zu files (%.1f MiB, largest %.1f MiB) in %.1f s\n", cores,
-                events_per_core, files.size(), input_bytes / 1048576.0, largest / 1048576.0,
+    std::printf("generated %d cores x %d events in %zu files (%.1f MiB, largest %.1f MiB) in %.1f s\n", flags.cores,
+                flags.events_per_core, files.size(), input_bytes / 1048576.0, largest / 1048576.0,
                 std::chrono::duration<double>(Clock::now() - start).count());
     Figures read, perfetto, traces;
-    for (int i = 0; i < repeat; ++i) {  // interleaved, so a slow spell of the machine hits both alike
+    for (int i = 0; i < flags.repeat; ++i) {  // interleaved, so a slow spell of the machine hits both alike
       keep_best(read, run_child("trace_bench", "read", work), i == 0);
       keep_best(perfetto, run_child("trace_bench", "perfetto", work), i == 0);
     }
@@ -137,7 +126,7 @@ int main(int argc, char** argv) {
       if (f.output_bytes) std::printf("  %.1f bytes/event", static_cast<double>(f.output_bytes) / read.events);
       std::printf("\n");
     };
-    std::printf("\n== %llu events (best of %d runs)\n", static_cast<unsigned long long>(read.events), repeat);
+    std::printf("\n== %llu events (best of %d runs)\n", static_cast<unsigned long long>(read.events), flags.repeat);
     line("streaming reader alone (baseline):", read);
     line("pod.perfetto-trace written:", perfetto);
     if (with_json) line("both traces (JSON gzip + Perfetto):", traces);
@@ -145,9 +134,9 @@ int main(int argc, char** argv) {
                 perfetto.cpu_seconds / read.cpu_seconds, perfetto.peak_rss_kb / 1024.0);
   } catch (const std::exception& e) {
     std::cerr << "trace_bench: " << e.what() << "\n";
-    if (!keep) fs::remove_all(work);
+    if (!flags.keep) fs::remove_all(work);
     return 1;
   }
-  if (!keep) fs::remove_all(work);
+  if (!flags.keep) fs::remove_all(work);
   return 0;
 }

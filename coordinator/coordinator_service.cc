@@ -6,6 +6,7 @@
 #include <fstream>
 #include <optional>
 
+#include "absl/strings/str_join.h"
 #include "daemon/grpc_status.h"
 #include "daemon/log.h"
 #include "daemon/path_within_root.h"
@@ -46,12 +47,6 @@ std::string source_address(const grpc::ServerContextBase& context) {
   peer.resize(peer.rfind(':'));
   if (peer.starts_with('[') && peer.ends_with(']')) peer = peer.substr(1, peer.size() - 2);
   return peer;
-}
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
-  return out;
 }
 
 // The workers a capture goes to: those up, and those down but selected, which are tried with the rest (an agent
@@ -252,18 +247,18 @@ grpc::Status CoordinatorService::Capture(grpc::ServerContext* context, const pod
   selector.jobs.assign(request->jobs().begin(), request->jobs().end());
   for (const auto& [k, v] : request->labels()) selector.labels[k] = v;
   const auto selection = registry_.select(selector, clock_.now_ns());
-  if (!selection.unknown.empty()) return invalid("unknown worker(s): " + joined(selection.unknown));
+  if (!selection.unknown.empty()) return invalid("unknown worker(s): " + absl::StrJoin(selection.unknown, ", "));
   if (selection.host_names.empty()) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "no worker is up (or matches the selection)" +
-                            (selection.down.empty() ? "" : "; down: " + joined(selection.down)));
+                            (selection.down.empty() ? "" : "; down: " + absl::StrJoin(selection.down, ", ")));
   }
   auto progress = [writer](const std::string& line) {
     podscope::v1::CaptureChunk chunk;
     chunk.set_progress(line);
     writer->Write(chunk);
   };
-  if (!selection.down.empty()) progress("Down, tried with the rest: " + joined(selection.down));
+  if (!selection.down.empty()) progress("Down, tried with the rest: " + absl::StrJoin(selection.down, ", "));
   pod_capture::CaptureSpec spec = pod_capture::capture_spec_from(*request, /*session_id=*/"", clock_.now_ns());
   spec.clock_sync_pings = settings_.clock_sync_pings;
   absl::StatusOr<run_directory::RunDirectory> run_dir =
@@ -314,7 +309,8 @@ grpc::Status ProfileAnalysisService::NewSession(grpc::ServerContext* context,
   WorkerSelector selector;
   selector.hosts.assign(request->hosts().begin(), request->hosts().end());
   const auto selection = registry_.select(selector, clock_.now_ns());
-  if (!selection.unknown.empty()) return invalid("NewSession: unknown host(s): " + joined(selection.unknown));
+  if (!selection.unknown.empty())
+    return invalid("NewSession: unknown host(s): " + absl::StrJoin(selection.unknown, ", "));
   auto outcome =
       runner_.run(workers_to_capture(selection), spec, *repository / spec.session_id, [](const std::string&) {});
   if (!outcome.ok()) return to_grpc_status(outcome.status());

@@ -10,6 +10,8 @@
 #include <optional>
 #include <sstream>
 
+#include "absl/strings/str_join.h"
+
 namespace podscope {
 namespace {
 
@@ -93,12 +95,6 @@ std::vector<std::string> split_list(std::string_view text) {
     if (!item.empty()) out.emplace_back(item);
     start = comma + 1;
   }
-  return out;
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& i : items) out += (out.empty() ? "" : ",") + i;
   return out;
 }
 
@@ -201,8 +197,9 @@ void OptionSet::add_bool(std::string key, bool* target, std::string help, Reload
 }
 
 void OptionSet::add_list(std::string key, std::vector<std::string>* target, std::string help, Reload reload) {
-  Option o = bound_option<std::vector<std::string>>(std::move(key), std::move(help), reload, target,
-                                                    [](const std::vector<std::string>& v) { return join(v); });
+  Option o =
+      bound_option<std::vector<std::string>>(std::move(key), std::move(help), reload, target,
+                                             [](const std::vector<std::string>& v) { return absl::StrJoin(v, ","); });
   o.from_text = [target](std::string_view v) {
     *target = split_list(v);
     return absl::OkStatus();

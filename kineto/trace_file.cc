@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "kineto/trace_converter.h"
 #include "kineto/trace_json_splitter.h"
+#include "proto/xspace/owned_fd.h"
 
 namespace podscope::kineto {
 namespace {
@@ -26,20 +27,6 @@ constexpr size_t kChunkBytes = size_t{1} << 20;
 constexpr uint64_t kMaxInflateRatio = 1032;
 // How much text of a gzip head is inflated to look for its traceEvents.
 constexpr size_t kMaxHeadTextBytes = size_t{8} << 20;
-
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 absl::Status too_large(const std::string& name, uint64_t max_bytes) {
   return absl::ResourceExhaustedError(
@@ -160,7 +147,7 @@ absl::StatusOr<KinetoTrace> parse_trace(const std::string& name, uint64_t size, 
 // parse_trace of a local file.
 absl::StatusOr<KinetoTrace> parse_trace_file(const std::filesystem::path& path, uint64_t max_bytes,
                                              const ProcessRank& fallback) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const xspace::OwnedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return absl::NotFoundError(absl::StrCat(path.string(), ": cannot open: ", std::strerror(errno)));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) {

@@ -56,7 +56,7 @@ void remove_entries(int dir_fd, int depth) {
   ::closedir(dir);
   for (const std::string& name : names) {
     if (::unlinkat(dir_fd, name.c_str(), 0) == 0 || errno != EISDIR || depth <= 0) continue;
-    const OwnedFd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    const xspace::OwnedFd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (sub.get() >= 0) remove_entries(sub.get(), depth - 1);
     ::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR);
   }
@@ -64,11 +64,12 @@ void remove_entries(int dir_fd, int depth) {
 
 // Opens `name` in `parent_fd` as a directory of the agent's own, made with `mode` when absent: a directory that is
 // someone else's, or a symlink, is refused.
-absl::StatusOr<OwnedFd> own_directory(int parent_fd, const std::string& name, const std::string& path, mode_t mode) {
+absl::StatusOr<xspace::OwnedFd> own_directory(int parent_fd, const std::string& name, const std::string& path,
+                                              mode_t mode) {
   if (::mkdirat(parent_fd, name.c_str(), mode) != 0 && errno != EEXIST) {
     return absl::FailedPreconditionError("cannot make " + path + ": " + errno_text(errno));
   }
-  OwnedFd fd(::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  xspace::OwnedFd fd(::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (fd.get() < 0) return absl::FailedPreconditionError("cannot open " + path + ": " + errno_text(errno));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return absl::FailedPreconditionError(path + ": " + errno_text(errno));
@@ -81,24 +82,6 @@ absl::StatusOr<OwnedFd> own_directory(int parent_fd, const std::string& name, co
 }
 
 }  // namespace
-
-OwnedFd& OwnedFd::operator=(OwnedFd&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = other.release();
-  }
-  return *this;
-}
-
-OwnedFd::~OwnedFd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-int OwnedFd::release() {
-  const int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
 
 std::string_view trace_refusal_name(TraceRefusal refusal) {
   switch (refusal) {
@@ -125,11 +108,11 @@ absl::Status KinetoTraceDirectory::open_root() {
   }
   std::error_code error;
   std::filesystem::create_directories(root_.parent_path(), error);
-  const OwnedFd parent(::open(root_.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  const xspace::OwnedFd parent(::open(root_.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (parent.get() < 0) {
     return absl::FailedPreconditionError("cannot open " + root_.parent_path().string() + ": " + errno_text(errno));
   }
-  absl::StatusOr<OwnedFd> root = own_directory(parent.get(), root_.filename().string(), root_.string(), 0711);
+  absl::StatusOr<xspace::OwnedFd> root = own_directory(parent.get(), root_.filename().string(), root_.string(), 0711);
   if (!root.ok()) return root.status();
   // One agent per root: another would empty the directories this one handed out.
   if (::flock(root->get(), LOCK_EX | LOCK_NB) != 0) {
@@ -146,7 +129,7 @@ absl::StatusOr<std::filesystem::path> KinetoTraceDirectory::directory_for(uint32
   const std::filesystem::path path = root_ / name;
   if (uid_dirs_.contains(uid)) return path;
   if (absl::Status s = open_root(); !s.ok()) return s;
-  absl::StatusOr<OwnedFd> dir = own_directory(root_fd_.get(), name, path.string(), 0700);
+  absl::StatusOr<xspace::OwnedFd> dir = own_directory(root_fd_.get(), name, path.string(), 0700);
   if (!dir.ok()) return dir.status();
   const uint32_t agent = ::geteuid();
   if (uid != agent) {
@@ -175,7 +158,8 @@ TraceLookup KinetoTraceDirectory::find(uint32_t uid, const std::string& name) co
   };
   const std::string path = (root_ / std::to_string(uid) / name).string();
   // Never a link followed; a FIFO opened without waiting for a writer; never a terminal taken as controlling one.
-  OwnedFd fd(::openat(dir->second.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  xspace::OwnedFd fd(
+      ::openat(dir->second.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (fd.get() < 0) {
     const int error = errno;
     if (error == ENOENT) return out;

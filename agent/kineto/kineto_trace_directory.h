@@ -17,25 +17,9 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "proto/xspace/owned_fd.h"
 
 namespace podscope::agent {
-
-// An open file descriptor, closed with its owner.
-class OwnedFd {
- public:
-  OwnedFd() = default;
-  explicit OwnedFd(int fd) : fd_(fd) {}
-  OwnedFd(OwnedFd&& other) noexcept : fd_(other.release()) {}
-  OwnedFd& operator=(OwnedFd&& other) noexcept;
-  OwnedFd(const OwnedFd&) = delete;
-  OwnedFd& operator=(const OwnedFd&) = delete;
-  ~OwnedFd();
-  int get() const { return fd_; }
-  int release();
-
- private:
-  int fd_ = -1;
-};
 
 // Why a delivered trace was not taken. Each is counted under its name (trace_refusal_name).
 enum class TraceRefusal : uint8_t {
@@ -50,7 +34,7 @@ std::string_view trace_refusal_name(TraceRefusal refusal);
 
 // A delivered trace, opened: the descriptor and what fstat said of it.
 struct OpenedTrace {
-  OwnedFd fd;
+  xspace::OwnedFd fd;
   struct stat st {};
 };
 
@@ -82,8 +66,8 @@ class KinetoTraceDirectory {
   absl::Status open_root();
 
   std::filesystem::path root_;
-  OwnedFd root_fd_;
-  std::map<uint32_t, OwnedFd> uid_dirs_;
+  xspace::OwnedFd root_fd_;
+  std::map<uint32_t, xspace::OwnedFd> uid_dirs_;
 };
 
 }  // namespace podscope::agent

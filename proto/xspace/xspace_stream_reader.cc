@@ -18,6 +18,7 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/stubs/common.h"
 #include "google/protobuf/wire_format_lite.h"
+#include "proto/xspace/owned_fd.h"
 
 namespace podscope::xspace {
 namespace {
@@ -28,21 +29,6 @@ constexpr int kPlanesField = 1;
 constexpr int kErrorsField = 2;
 constexpr int kWarningsField = 3;
 constexpr int kHostnamesField = 4;
-
-// Closes the descriptor whatever way the read ends.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // The arena blocks of one file's planes, kept from one plane to the next. A plane's arena is freed when its reader
 // returns; handing its blocks back to malloc returned them to the system (they are megabytes each) and the next
@@ -534,7 +520,7 @@ absl::Status too_large(const std::string& name, int64_t size) {
 absl::Status read_xspace_planes(const std::filesystem::path& path,
                                 const std::function<absl::Status(tensorflow::profiler::XPlane&)>& on_plane,
                                 XSpaceHeader* header, const XLineFilter& keep_line) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const OwnedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     return absl::NotFoundError("cannot open XSpace file " + path.string() + ": " + std::strerror(errno));
   }

@@ -102,6 +102,23 @@ class CoordinatorServiceTest : public ::testing::Test {
   std::unique_ptr<ProfileAnalysisService> analysis_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
+  // A capture of `host` through the coordinator holds `holder`'s host file and not `other`'s.
+  void expect_capture_holds_only(const std::string& host, const LightweightAgent& holder,
+                                 const LightweightAgent& other) {
+    podscope::v1::CaptureRequest request;
+    request.add_hosts(host);
+    request.set_duration_ms(100);
+    const testing::ScratchDirectory logdir("coord_service_capture");
+    auto outcome = pod_capture::capture_through_coordinator(address(), grpc::InsecureChannelCredentials(), request,
+                                                            logdir.path(), [](const std::string&) {});
+    ASSERT_TRUE(outcome.ok()) << outcome.status();
+    EXPECT_EQ(outcome->exit_code, 0);
+    auto host_file = [&](const LightweightAgent& agent) {
+      return outcome->run_dir / (pod_capture::host_file_stem(agent.address()) + ".xplane.pb");
+    };
+    EXPECT_TRUE(std::filesystem::exists(host_file(holder)));
+    EXPECT_FALSE(std::filesystem::exists(host_file(other)));
+  }
   int port_ = 0;
   TimerThread timers_;
   std::vector<std::unique_ptr<LightweightAgent>> agents_;
@@ -236,18 +253,7 @@ TEST_F(CoordinatorServiceTest, RegistrationCannotRedirectALiveWorkerOfAnotherAge
   EXPECT_EQ(refused("registry_full"), 0);
 
   // A capture of host1 still reaches host1's agent.
-  podscope::v1::CaptureRequest request;
-  request.add_hosts("host1");
-  request.set_duration_ms(100);
-  const testing::ScratchDirectory logdir("coord_service_redirect");
-  auto outcome = pod_capture::capture_through_coordinator(address(), grpc::InsecureChannelCredentials(), request,
-                                                          logdir.path(), [](const std::string&) {});
-  ASSERT_TRUE(outcome.ok()) << outcome.status();
-  EXPECT_EQ(outcome->exit_code, 0);
-  EXPECT_TRUE(
-      std::filesystem::exists(outcome->run_dir / (pod_capture::host_file_stem(agents_[1]->address()) + ".xplane.pb")));
-  EXPECT_FALSE(
-      std::filesystem::exists(outcome->run_dir / (pod_capture::host_file_stem(agents_[2]->address()) + ".xplane.pb")));
+  expect_capture_holds_only("host1", *agents_[1], *agents_[2]);
 }
 
 grpc::Status forget(const std::shared_ptr<grpc::Channel>& channel, const std::string& host) {
@@ -275,18 +281,7 @@ TEST_F(CoordinatorServiceTest, WithoutTlsOnlyARegistryAdminForgetsANameAndNoneIs
   EXPECT_EQ(refused("unverified"), 1);
   // The real host2 registers again, and a capture of host2 holds host2's data.
   ASSERT_TRUE(register_as(channel_, "host2", agents_[2]->address(), "lightweight").ok());
-  podscope::v1::CaptureRequest request;
-  request.add_hosts("host2");
-  request.set_duration_ms(100);
-  const testing::ScratchDirectory logdir("coord_service_forget");
-  auto outcome = pod_capture::capture_through_coordinator(address(), grpc::InsecureChannelCredentials(), request,
-                                                          logdir.path(), [](const std::string&) {});
-  ASSERT_TRUE(outcome.ok()) << outcome.status();
-  EXPECT_EQ(outcome->exit_code, 0);
-  EXPECT_TRUE(
-      std::filesystem::exists(outcome->run_dir / (pod_capture::host_file_stem(agents_[2]->address()) + ".xplane.pb")));
-  EXPECT_FALSE(
-      std::filesystem::exists(outcome->run_dir / (pod_capture::host_file_stem(agents_[0]->address()) + ".xplane.pb")));
+  ASSERT_NO_FATAL_FAILURE(expect_capture_holds_only("host2", *agents_[2], *agents_[0]));
   // An operator whose address the coordinator lists in registry_admins may forget it.
   settings_.registry_admins = {"127.0.0.1"};
   EXPECT_TRUE(forget(channel_, "host2").ok());

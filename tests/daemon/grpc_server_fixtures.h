@@ -2,10 +2,6 @@
 // never accepts (what a wedged gRPC listener looks like from a client), and metric readings.
 #pragma once
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -14,6 +10,7 @@
 #include <prometheus/registry.h>
 
 #include "daemon/grpc_health_service.h"
+#include "tests/never_accepting_listener.h"
 
 namespace podscope::testing {
 
@@ -41,29 +38,6 @@ class HealthServer {
  private:
   GrpcHealthService health_;
   std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
-};
-
-// A TCP port whose connections the kernel completes and nobody accepts.
-class NeverAcceptingListener {
- public:
-  NeverAcceptingListener() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof(addr);
-    if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd_, 64) != 0 ||
-        getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
-      throw std::runtime_error("cannot listen on 127.0.0.1");
-    }
-    port_ = ntohs(addr.sin_port);
-  }
-  ~NeverAcceptingListener() { close(fd_); }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-
- private:
-  int fd_ = -1;
   int port_ = 0;
 };
 

@@ -3,10 +3,6 @@
 // agent refusing to become a proxy to addresses outside allowed_fanout_targets; over mutual TLS, the agent dialling
 // the workers with its own identity and allowed_clients deciding who may start it.
 #include <gtest/gtest.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -50,36 +46,9 @@ NewSessionOutcome new_session(const AgentProcess& agent, const testing::TfCaptur
   return out;
 }
 
-// A TCP listener that stands for an address inside the agent's network a client must not reach through it.
-class Bystander {
- public:
-  explicit Bystander(const char* ip = "127.0.0.1") {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    inet_pton(AF_INET, ip, &address.sin_addr);
-    socklen_t length = sizeof(address);
-    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 || listen(fd_, 16) != 0 ||
-        getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-      throw std::runtime_error("bystander listener failed");
-    }
-    port_ = ntohs(address.sin_port);
-  }
-  ~Bystander() { close(fd_); }
-  int port() const { return port_; }
-  // True when anything connected within `wait`.
-  bool contacted(std::chrono::milliseconds wait) const {
-    pollfd p{fd_, POLLIN, 0};
-    return poll(&p, 1, static_cast<int>(wait.count())) > 0;
-  }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
-
-// What a refused fan-out leaves: no connection to `bystander` and nothing under `root`.
-void expect_nothing_dialled_or_written(const Bystander& bystander, const std::string& root) {
+// What a refused fan-out leaves: no connection to `bystander` (an address inside the agent's network a client must
+// not reach through it) and nothing under `root`.
+void expect_nothing_dialled_or_written(const testing::NeverAcceptingListener& bystander, const std::string& root) {
   EXPECT_FALSE(bystander.contacted(std::chrono::milliseconds(300))) << "the agent dialled a refused address";
   EXPECT_TRUE(fs::is_empty(root));
 }
@@ -131,7 +100,7 @@ TEST(AgentNewSession, AHostOutsideAllowedFanoutTargetsIsRefusedWithNothingContac
   const std::string root = scratch.path();
   AgentProcess agent({"--repository_root", root, "--host_name", "worker-0"});
   const std::string self = "127.0.0.1:" + std::to_string(agent.grpc_port());
-  Bystander bystander;
+  const testing::NeverAcceptingListener bystander;
   const std::string elsewhere = "127.0.0.1:" + std::to_string(bystander.port());
   const testing::TfCapture capture = testing::tf_capture(100, root, "attack");
 
@@ -153,7 +122,7 @@ TEST(AgentNewSession, GrpcTargetSchemesAreNoHostsAndNothingIsDialled) {
   const testing::ScratchDirectory scratch("agent_new_session");
   const std::string root = scratch.path();
   AgentProcess agent({"--repository_root", root, "--allowed_fanout_targets", "127.0.0.*:*"});
-  Bystander bystander;
+  const testing::NeverAcceptingListener bystander;
   const std::string port = std::to_string(bystander.port());
   const testing::TfCapture capture = testing::tf_capture(100, root, "schemes");
   for (const std::string& target :
@@ -174,7 +143,7 @@ TEST(AgentNewSession, ANameIsJudgedByTheAddressItResolvesToNotByItsText) {
   // 127.0.0.evil.example reads like the allowed 127.0.0.* but leads to 127.0.1.1, outside it.
   const std::string hosts = root + "/hosts";
   std::ofstream(hosts) << "127.0.0.1 localhost\n127.0.1.1 127.0.0.evil.example\n127.0.0.2 inside.example\n";
-  Bystander outside("127.0.1.1");
+  const testing::NeverAcceptingListener outside("127.0.1.1");
   testing::AgentEnvironment resolving;
   resolving.hosts_file = hosts;
   AgentProcess agent({"--repository_root", root, "--allowed_fanout_targets", "127.0.0.*:*"}, true, resolving);
@@ -198,7 +167,7 @@ TEST(AgentNewSession, AHostListLongerThanMaxFanoutHostsIsRefusedAtOnceWithNothin
   const testing::ScratchDirectory scratch("agent_new_session");
   const std::string root = scratch.path();
   AgentProcess agent({"--repository_root", root, "--host_name", "worker-0"});
-  Bystander bystander;
+  const testing::NeverAcceptingListener bystander;
   const std::string target = "127.0.0.1:" + std::to_string(bystander.port());
   const testing::TfCapture capture = testing::tf_capture(100, root, "many");
   // 20,000 hosts against the default bound of 4096: refused before anything is resolved or dialled.

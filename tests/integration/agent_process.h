@@ -172,6 +172,14 @@ class AgentProcess {
     output_.append(buf, static_cast<size_t>(n));
     return true;
   }
+  // Reads what the agent prints until `text` is in it, up to `timeout` (or its output's end); whether it came.
+  bool wait_for_output(std::string_view text, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (output_.find(text) == std::string::npos) {
+      if (std::chrono::steady_clock::now() > deadline || !read_some(50)) return output_.find(text) != std::string::npos;
+    }
+    return true;
+  }
   // Waits for exit up to `timeout`; the exit status (as from waitpid) or nullopt on timeout.
   std::optional<int> wait_exit(std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -769,12 +769,7 @@ TEST(AgentProcessLifecycle, SighupReloadsTheConfigFile) {
   EXPECT_EQ(profile(agent, profile_request(1500)).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 2000\ncapture_memory_limit_mb: 48\n";
   agent.signal(SIGHUP);
-  bool reloaded = false;
-  for (int i = 0; i < 100 && !reloaded; ++i) {
-    agent.read_some(50);
-    reloaded = agent.output().find("reloaded") != std::string::npos;
-  }
-  ASSERT_TRUE(reloaded) << agent.output();
+  ASSERT_TRUE(agent.wait_for_output("reloaded", std::chrono::seconds(5))) << agent.output();
   EXPECT_NE(agent.output().find("capture_memory_limit_mb=48"), std::string::npos)
       << "every capture limit is reloaded, the memory budget too: " << agent.output();
   EXPECT_EQ(profile(agent, profile_request(3000)).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -788,12 +783,7 @@ TEST(AgentProcessLifecycle, SighupRefusesAnOptionThatNeedsARestartNamingItAndApp
   AgentProcess agent({"--config", dir + "/agent.yaml"});
   std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 2000\nmax_concurrent_monitors: 3\n";
   agent.signal(SIGHUP);
-  bool reloaded = false;
-  for (int i = 0; i < 100 && !reloaded; ++i) {
-    agent.read_some(50);
-    reloaded = agent.output().find("reloaded:") != std::string::npos;
-  }
-  ASSERT_TRUE(reloaded) << agent.output();
+  ASSERT_TRUE(agent.wait_for_output("reloaded:", std::chrono::seconds(5))) << agent.output();
   EXPECT_NE(agent.output().find("reload: max_concurrent_monitors changed from '16' to '3'; refused, the running "
                                 "value stays: it takes effect after a restart"),
             std::string::npos)
@@ -815,13 +805,10 @@ TEST(AgentProcessLifecycle, SighupWithATlsCertThatCannotBeReadIsRefusedNamingIt)
   AgentProcess agent({"--config", dir + "/agent.yaml"});
   std::ofstream(dir + "/agent.yaml") << "tls_cert: " << dir << "/missing.pem\ntls_key: " << dir << "/missing.key\n";
   agent.signal(SIGHUP);
-  bool refused = false;
-  for (int i = 0; i < 100 && !refused; ++i) {
-    agent.read_some(50);
-    refused = agent.output().find("reload refused, keeping the running config: tls_cert \"" + dir +
-                                  "/missing.pem\": cannot be read") != std::string::npos;
-  }
-  EXPECT_TRUE(refused) << agent.output();
+  EXPECT_TRUE(agent.wait_for_output(
+      "reload refused, keeping the running config: tls_cert \"" + dir + "/missing.pem\": cannot be read",
+      std::chrono::seconds(5)))
+      << agent.output();
   EXPECT_FALSE(agent.exited());
 }
 
@@ -843,13 +830,9 @@ TEST(AgentProcessLifecycle, SighupWithABadConfigKeepsTheRunningOneSaysWhyAndCoun
   AgentProcess agent({"--config", dir + "/agent.yaml"});
   std::ofstream(dir + "/agent.yaml") << "max_duration_ms: 1000\n[a, b]: 1\n";
   agent.signal(SIGHUP);
-  bool refused = false;
-  for (int i = 0; i < 100 && !refused; ++i) {
-    agent.read_some(50);
-    refused = agent.output().find("reload refused, keeping the running config: " + dir + "/agent.yaml:2") !=
-              std::string::npos;
-  }
-  ASSERT_TRUE(refused) << agent.output();
+  ASSERT_TRUE(agent.wait_for_output("reload refused, keeping the running config: " + dir + "/agent.yaml:2",
+                                    std::chrono::seconds(5)))
+      << agent.output();
   EXPECT_FALSE(agent.exited()) << "a bad reload must not end the agent";
   EXPECT_TRUE(profile(agent, profile_request(1500)).status.ok()) << "the old limit (2000 ms) still holds";
   EXPECT_NE(testing::http_get(agent.metrics_port(), "/metrics").find("podscope_config_reload_errors_total{host="),

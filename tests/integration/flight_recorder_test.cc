@@ -24,6 +24,7 @@
 #include <grpcpp/support/byte_buffer.h>
 
 #include "absl/status/statusor.h"
+#include "daemon/grpc_status.h"
 #include "podscope/v1/agent.grpc.pb.h"
 #include "proto/xspace/xplane_reader.h"
 #include "tensorflow/profiler_service.grpc.pb.h"
@@ -116,7 +117,7 @@ absl::StatusOr<podscope::v1::RecordedWindowResponse> recorded_window(const Agent
   request.set_last_ms(last_ms);
   podscope::v1::RecordedWindowResponse response;
   const grpc::Status status = stub->GetRecordedWindow(&context, request, &response);
-  if (!status.ok()) return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  if (!status.ok()) return to_absl_status(status, "GetRecordedWindow");
   return response;
 }
 
@@ -404,7 +405,7 @@ absl::StatusOr<podscope::v1::RecordedWindowResponse> stored_snapshot(const Agent
   request.set_id(id);
   podscope::v1::RecordedWindowResponse response;
   const grpc::Status status = stub->GetStoredSnapshot(&context, request, &response);
-  if (!status.ok()) return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  if (!status.ok()) return to_absl_status(status, "GetStoredSnapshot");
   return response;
 }
 

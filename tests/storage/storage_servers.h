@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <curl/curl.h>
+#include <gtest/gtest.h>
 
 #include "storage/http.h"
 #include "tests/scratch_directory.h"
@@ -31,9 +32,16 @@ namespace podscope::testing {
 
 inline std::filesystem::path storage_venv() { return std::filesystem::path(PODSCOPE_BINARY_DIR) / "venv" / "storage"; }
 
-// Whether the servers are installed (scripts/python_envs.sh); without them the tests skip, or fail under
-// PODSCOPE_REQUIRE_FRAMEWORKS (CI).
-inline bool storage_servers_installed() { return std::filesystem::exists(storage_venv() / "bin" / "weed"); }
+// Whether the servers are installed (scripts/python_envs.sh). Without them, false after recording on the running test
+// a skip, or a fatal failure under PODSCOPE_REQUIRE_FRAMEWORKS (CI): the test returns.
+inline bool storage_servers_installed() {
+  if (std::filesystem::exists(storage_venv() / "bin" / "weed")) return true;
+  [] {
+    if (std::getenv("PODSCOPE_REQUIRE_FRAMEWORKS") != nullptr) FAIL() << "the storage environment is missing";
+    GTEST_SKIP() << "the storage environment is missing (scripts/python_envs.sh makes it)";
+  }();
+  return false;
+}
 
 inline int free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

