@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "storage/ini.h"
@@ -213,9 +214,7 @@ absl::StatusOr<std::shared_ptr<AwsCredentials>> AwsCredentials::find(const S3End
                                    "the instance metadata service (IMDSv2) at " + imds_endpoint(), endpoint.region));
   } else {
     looked_at.push_back("a web identity, the container endpoint and the instance metadata service (disabled)");
-    std::string all;
-    for (const std::string& source : looked_at) all += (all.empty() ? "" : "; ") + source;
-    return absl::FailedPreconditionError("no S3 credentials found (looked at: " + all + ")");
+    return absl::FailedPreconditionError("no S3 credentials found (looked at: " + absl::StrJoin(looked_at, "; ") + ")");
   }
   std::lock_guard lock(found->mu_);
   if (absl::Status s = found->refresh(); !s.ok()) {

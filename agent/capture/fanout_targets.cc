@@ -7,6 +7,8 @@
 #include <charconv>
 #include <optional>
 
+#include "absl/strings/str_join.h"
+
 namespace podscope::agent {
 namespace {
 
@@ -164,10 +166,6 @@ std::vector<std::string> FanoutTargets::allowed_addresses(const FanoutHost& host
   return out;
 }
 
-std::string FanoutTargets::describe() const {
-  std::string out;
-  for (const std::string& pattern : patterns_) out += (out.empty() ? "" : ", ") + pattern;
-  return out;
-}
+std::string FanoutTargets::describe() const { return absl::StrJoin(patterns_, ", "); }
 
 }  // namespace podscope::agent
