@@ -6,9 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# ccache, where installed, makes a rebuild of unchanged sources (a fresh clone, another checkout) a cache read.
+# ccache, where installed, makes a rebuild of unchanged sources (a fresh clone, another checkout) a cache read; it
+# caches compiles that use the precompiled header (cmake/precompiled_headers.cmake) only with this sloppiness.
 launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+command -v ccache >/dev/null && launcher=(
+  "-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime;ccache"
+  -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 
 # build PACKAGES [TARGETS...]: the packages scripts/deps.sh names PACKAGES ("" the demo's, "test" the tests' too),
 # then TARGETS, or everything.

@@ -1,0 +1,1 @@
+// The precompiled headers' own translation unit: the headers are in cmake/precompiled_headers.cmake.
