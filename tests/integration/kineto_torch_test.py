@@ -99,7 +99,8 @@ class KinetoTorchTest(unittest.TestCase):
         self.assertEqual(code, 0, out)
         first = out.splitlines()[0]
         # The interval is the one measured between the process's polls: its configured 1 s, stretched on a loaded box.
-        self.assertRegex(first, r"^Starting to trace for 2000 ms in \d+ ms \(.*PyTorch \(Kineto\) processes .*every [12]\.\d s")
+        self.assertRegex(first, r"^Starting to trace for 2000 ms in \d+ ms \(.*PyTorch \(Kineto\) processes "
+                                r".*every [12]\.\d s")
         with open(os.path.join(run_dir_of(logdir), "pod_summary.txt")) as f:
             summary = f.read()
         # The optimizer's steps of the PyTorch process, found in its merged trace (a step took 316 ms on a box
