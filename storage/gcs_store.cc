@@ -149,11 +149,15 @@ class GcsWriter : public PartedWriter {
   std::unique_ptr<EVP_MD_CTX, MdDeleter> md5_;
 };
 
-// An object resource's size and generation (the JSON API gives both as strings).
-void read_size_and_generation(simdjson::dom::element object, ObjectInfo& info) {
+// An object resource's size and generation (the JSON API gives both as strings; a resource always has both).
+absl::Status read_size_and_generation(simdjson::dom::element object, const std::string& object_url, ObjectInfo& info) {
   std::string_view text;
-  if (object["size"].get(text) == simdjson::SUCCESS) absl::SimpleAtoi(std::string(text), &info.size);
+  if (object["size"].get(text) != simdjson::SUCCESS) text = "";
+  absl::StatusOr<uint64_t> size = object_size(text, object_url);
+  if (!size.ok()) return size.status();
+  info.size = *size;
   if (object["generation"].get(text) == simdjson::SUCCESS) info.version = std::string(text);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -254,7 +258,7 @@ absl::StatusOr<std::vector<ObjectInfo>> GcsStore::list(std::string_view prefix) 
         std::string_view name;
         if (item["name"].get(name) != simdjson::SUCCESS || name.size() < strip) continue;
         ObjectInfo info{std::string(name.substr(strip)), 0, ""};
-        read_size_and_generation(item, info);
+        if (absl::Status s = read_size_and_generation(item, object_url(std::string(name)), info); !s.ok()) return s;
         out.push_back(std::move(info));
       }
     }
@@ -273,7 +277,10 @@ absl::StatusOr<ObjectInfo> GcsStore::stat(std::string_view name) {
   ObjectInfo info{std::string(name), 0, ""};
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
-  if (parser.parse(found->body).get(doc) == simdjson::SUCCESS) read_size_and_generation(doc, info);
+  if (parser.parse(found->body).get(doc) != simdjson::SUCCESS) {
+    return absl::InternalError("looking up " + object_url(key) + ": the answer is no JSON");
+  }
+  if (absl::Status s = read_size_and_generation(doc, object_url(key), info); !s.ok()) return s;
   return info;
 }
 

@@ -53,7 +53,9 @@ struct HeaderSink {
       sink.headers.clear();
       sink.complete = false;
       const size_t space = line.find(' ');
-      if (space != std::string_view::npos) absl::SimpleAtoi(std::string(line.substr(space + 1, 3)), &sink.status);
+      // A status line without a number leaves no status: the answer never completes and the call fails.
+      if (space == std::string_view::npos || !absl::SimpleAtoi(std::string(line.substr(space + 1, 3)), &sink.status))
+        sink.status = 0;
     } else if (line == "\r\n" || line == "\n") {
       sink.complete = sink.status >= 200;
     } else if (const size_t colon = line.find(':'); colon != std::string_view::npos) {
@@ -169,6 +171,15 @@ std::string uri_encode(std::string_view text, bool keep_slash) {
     }
   }
   return out;
+}
+
+absl::StatusOr<uint64_t> object_size(std::string_view text, const std::string& object_url) {
+  uint64_t size = 0;
+  if (!absl::SimpleAtoi(std::string(text), &size)) {
+    return absl::InternalError(object_url + ": the service gave the object's size as \"" +
+                               std::string(text.substr(0, 64)) + "\", not a number");
+  }
+  return size;
 }
 
 absl::StatusOr<HttpResponse> perform(const HttpRequest& request, uint64_t max_body_bytes) {

@@ -49,6 +49,9 @@ std::string md5_base64(std::string_view bytes);
 std::string base64(std::string_view bytes);
 // Percent-encoding as AWS and Cloud Storage expect it: everything but A-Z a-z 0-9 - _ . ~ (and '/' when kept).
 std::string uri_encode(std::string_view text, bool keep_slash);
+// An object's size as a service's answer gives it (decimal); anything else is an error naming the object, so that a
+// malformed answer is never taken for an empty object.
+absl::StatusOr<uint64_t> object_size(std::string_view text, const std::string& object_url);
 
 // Performs one request, the answer read whole (bounded by `max_body_bytes`). A transport failure (refused, reset,
 // timed out) is UNAVAILABLE; any HTTP status is a response, for the caller to judge.

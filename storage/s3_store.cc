@@ -304,7 +304,9 @@ absl::StatusOr<std::vector<ObjectInfo>> S3Store::list(std::string_view prefix) {
       if (t.path == "ListBucketResult/Contents/Key") {
         if (t.text.size() >= strip) out.push_back({t.text.substr(strip), 0, ""});
       } else if (t.path == "ListBucketResult/Contents/Size" && !out.empty()) {
-        absl::SimpleAtoi(t.text, &out.back().size);
+        absl::StatusOr<uint64_t> size = object_size(t.text, object_url(key_of(out.back().name)));
+        if (!size.ok()) return size.status();
+        out.back().size = *size;
       } else if (t.path == "ListBucketResult/Contents/ETag" && !out.empty()) {
         out.back().version = unquoted(t.text);
       } else if (t.path == "ListBucketResult/NextContinuationToken") {
@@ -324,9 +326,9 @@ absl::StatusOr<ObjectInfo> S3Store::stat(std::string_view name) {
   const std::string key = key_of(name);
   const absl::StatusOr<HttpResponse> head = call("HEAD", key, "");
   if (!head.ok() || head->status != 200) return error_of(head, "looking up", key);
-  ObjectInfo info{std::string(name), 0, unquoted(head->header("etag"))};
-  absl::SimpleAtoi(head->header("content-length"), &info.size);
-  return info;
+  absl::StatusOr<uint64_t> size = object_size(head->header("content-length"), object_url(key));
+  if (!size.ok()) return size.status();
+  return ObjectInfo{std::string(name), *size, unquoted(head->header("etag"))};
 }
 
 absl::Status S3Store::remove(std::string_view name) {

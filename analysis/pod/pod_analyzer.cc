@@ -393,15 +393,14 @@ class PodAssembly {
 PodCoreId pod_core_id(const PodCore& core) {
   const CoreStepDatabase& db = *core.core;
   const auto ordinal = device_ordinal(db.plane_name());
-  const std::optional<int64_t> rank = db.has_rank() ? std::optional<int64_t>(db.rank()) : std::nullopt;
   if (db.kind() == podscope::v1::CORE_KIND_HOST) {
     return {static_cast<uint32_t>(core.host_index) * kCoreIdsPerFile, 0};
   }
   if (db.kind() == podscope::v1::CORE_KIND_CUSTOM || !ordinal) {
     return {static_cast<uint32_t>(db.plane_id()), static_cast<int32_t>(db.plane_id())};
   }
-  if (rank && *rank >= 0 && *rank < kCoreIdsPerFile) {
-    return {static_cast<uint32_t>(*rank), static_cast<int32_t>(*ordinal)};
+  if (db.has_rank() && db.rank() >= 0 && db.rank() < kCoreIdsPerFile) {
+    return {static_cast<uint32_t>(db.rank()), static_cast<int32_t>(*ordinal)};
   }
   return {static_cast<uint32_t>(core.host_index) * kCoreIdsPerFile + *ordinal, static_cast<int32_t>(*ordinal)};
 }

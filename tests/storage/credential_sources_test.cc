@@ -293,24 +293,25 @@ TEST_F(CredentialSources, AContainerEndpointOffThisMachineInClearTextIsNotSentTh
   // Hosts elsewhere on the network, over http: the token would cross it in clear text. Refused before any
   // connection (an unreachable or unresolvable host would otherwise be a timeout, not this message).
   CredentialsStandIn container(aws_config({keys_json(kIssued, 6 * 3600)}));
-  for (const std::string& uri : {"http://10.0.0.8/v2/credentials/podscope", "http://metadata.example.com/creds",
-                                 "http://169.254.170.2.example.com/creds", "http://[fd00:ec2::24]/creds"}) {
+  for (const char* uri : {"http://10.0.0.8/v2/credentials/podscope", "http://metadata.example.com/creds",
+                          "http://169.254.170.2.example.com/creds", "http://[fd00:ec2::24]/creds"}) {
     ScopedEnvironment env({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", uri},
                            {"AWS_CONTAINER_AUTHORIZATION_TOKEN", kContainerAuthorization},
                            {"AWS_ENDPOINT_URL", "http://127.0.0.1:9"}});
     absl::StatusOr<std::shared_ptr<Store>> store = store_at("s3://runs/container");
     ASSERT_FALSE(store.ok()) << uri;
     const std::string error(store.status().message());
-    EXPECT_NE(error.find("the container credentials endpoint " + uri + " is neither https nor on this machine"),
-              std::string::npos)
+    EXPECT_NE(
+        error.find(std::string("the container credentials endpoint ") + uri + " is neither https nor on this machine"),
+        std::string::npos)
         << error;
     expect_no_secret(error);
   }
   // Loopback, by address or by name, is this machine: the token goes there.
-  for (const std::string& host : {"127.0.0.1", "localhost"}) {
+  for (const char* host : {"127.0.0.1", "localhost"}) {
     ScopedEnvironment env(
         {{"AWS_CONTAINER_CREDENTIALS_FULL_URI",
-          "http://" + host + container.host().substr(container.host().find(':')) + "/v2/credentials/x"},
+          std::string("http://") + host + container.host().substr(container.host().find(':')) + "/v2/credentials/x"},
          {"AWS_CONTAINER_AUTHORIZATION_TOKEN", kContainerAuthorization},
          {"AWS_ENDPOINT_URL", "http://127.0.0.1:9"}});
     EXPECT_TRUE(store_at("s3://runs/container").ok()) << host;

@@ -6,14 +6,17 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <random>
+#include <stdexcept>
 #include <thread>
 
 #include "storage/http.h"
 #include "storage/location.h"
 #include "storage/store.h"
+#include "tests/never_accepting_listener.h"
 #include "tests/scratch_directory.h"
 #include "tests/storage/storage_servers.h"
 
@@ -195,15 +198,8 @@ TEST_F(Servers, AnUploadGoesOnWhenItsServerIsKilledAndStartedAgain) {
 
 TEST_F(Servers, AServerThatStallsIsGivenUpAfterTheIdleTimeoutNamingTheObject) {
   // A server that takes connections and never answers.
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ::listen(listener, 64);
-  socklen_t size = sizeof address;
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size);
-  ScopedEnvironment env({{"AWS_ENDPOINT_URL", "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port))},
+  testing::NeverAcceptingListener listener;
+  ScopedEnvironment env({{"AWS_ENDPOINT_URL", "http://" + listener.address()},
                          {"AWS_ACCESS_KEY_ID", "a"},
                          {"AWS_SECRET_ACCESS_KEY", "b"},
                          {"PODSCOPE_STORAGE_IDLE_TIMEOUT_S", "1"}});
@@ -212,7 +208,6 @@ TEST_F(Servers, AServerThatStallsIsGivenUpAfterTheIdleTimeoutNamingTheObject) {
   const auto start = std::chrono::steady_clock::now();
   const absl::Status stalled = write_object(*store, "run/capture.json", "{}", LocalDurability::kRebuildable);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ::close(listener);
   EXPECT_TRUE(absl::IsUnavailable(stalled)) << stalled;
   EXPECT_NE(stalled.message().find("s3://runs/logs/run/capture.json"), std::string::npos) << stalled;
   EXPECT_NE(stalled.message().find("idle timeout"), std::string::npos) << stalled;
@@ -238,6 +233,87 @@ TEST_F(Servers, TheServiceRefusesAPartWhoseChecksumIsNotItsBytes) {
   absl::StatusOr<HttpResponse> taken = perform(request);
   ASSERT_TRUE(taken.ok());
   EXPECT_EQ(taken->status, 200) << taken->body;
+}
+
+// A loopback server that answers every request with one fixed answer: a service's answer, malformed as a test needs.
+class CannedAnswerServer {
+ public:
+  CannedAnswerServer(std::string content_type, std::string body) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof address;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(fd_, 16) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
+      throw std::runtime_error("cannot listen on loopback");
+    }
+    port_ = ntohs(address.sin_port);
+    answer_ = "HTTP/1.1 200 OK\r\nContent-Type: " + content_type +
+              "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~CannedAnswerServer() {
+    ::shutdown(fd_, SHUT_RDWR);  // wakes the accept
+    thread_.join();
+    ::close(fd_);
+  }
+
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  // Reads each request's head (the stores' reads have no body) and answers it.
+  void serve() {
+    while (true) {
+      const int connection = ::accept(fd_, nullptr, nullptr);
+      if (connection < 0) return;
+      std::string head;
+      char buffer[4096];
+      ssize_t got = 0;
+      while (head.find("\r\n\r\n") == std::string::npos && (got = ::read(connection, buffer, sizeof buffer)) > 0) {
+        head.append(buffer, static_cast<size_t>(got));
+      }
+      for (size_t sent = 0; sent < answer_.size();) {
+        const ssize_t wrote = ::write(connection, answer_.data() + sent, answer_.size() - sent);
+        if (wrote <= 0) break;
+        sent += static_cast<size_t>(wrote);
+      }
+      ::close(connection);
+    }
+  }
+
+  int fd_ = -1;
+  int port_ = 0;
+  std::string answer_;
+  std::thread thread_;
+};
+
+TEST(ServiceAnswers, AnObjectSizeThatIsNoNumberIsAnErrorNamingTheObjectNotAnEmptyObject) {
+  {
+    CannedAnswerServer s3("application/xml",
+                          "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult><Name>runs</Name><Contents>"
+                          "<Key>logs/run/host0.xplane.pb</Key><Size>12abc</Size><ETag>\"e1\"</ETag></Contents>"
+                          "<IsTruncated>false</IsTruncated></ListBucketResult>");
+    ScopedEnvironment env(
+        {{"AWS_ENDPOINT_URL", s3.endpoint()}, {"AWS_ACCESS_KEY_ID", "a"}, {"AWS_SECRET_ACCESS_KEY", "b"}});
+    std::shared_ptr<Store> store = store_at("s3://runs/logs");
+    ASSERT_NE(store, nullptr);
+    const absl::Status listed = store->list("run/").status();
+    EXPECT_FALSE(listed.ok());
+    EXPECT_NE(listed.message().find("s3://runs/logs/run/host0.xplane.pb"), std::string::npos) << listed;
+    EXPECT_NE(listed.message().find("\"12abc\", not a number"), std::string::npos) << listed;
+  }
+  CannedAnswerServer gcs("application/json",
+                         R"({"items": [{"name": "logs/run/host0.xplane.pb", "size": "twelve", "generation": "7"}],)"
+                         R"( "name": "logs/run/host0.xplane.pb", "size": "twelve", "generation": "7"})");
+  ScopedEnvironment env({{"STORAGE_EMULATOR_HOST", gcs.endpoint()}});
+  std::shared_ptr<Store> store = store_at("gs://runs/logs");
+  ASSERT_NE(store, nullptr);
+  for (const absl::Status& answer : {store->list("run/").status(), store->stat("run/host0.xplane.pb").status()}) {
+    EXPECT_FALSE(answer.ok());
+    EXPECT_NE(answer.message().find("gs://runs/logs/run/host0.xplane.pb"), std::string::npos) << answer;
+    EXPECT_NE(answer.message().find("\"twelve\", not a number"), std::string::npos) << answer;
+  }
 }
 
 TEST(Locations, BucketUrlsAreParsedAndHostilePrefixesRefused) {

@@ -66,7 +66,7 @@ TEST(ForwardedIdentity, CarriesTheCallersCertificateNamesOrNoCertificate) {
   EXPECT_EQ(peer_identity(back), "cli.example,spiffe://example/cli");
   // No certificate (the loopback plaintext port), or anything that is not "tls:...", names no certificate.
   EXPECT_EQ(forwarded_identity(PeerCertificate{}), kLocalPlaintextIdentity);
-  for (const std::string value : {std::string(kLocalPlaintextIdentity), std::string("cli.example"), std::string()}) {
+  for (const std::string& value : {std::string(kLocalPlaintextIdentity), std::string("cli.example"), std::string()}) {
     EXPECT_FALSE(forwarded_certificate(value).over_tls) << value;
   }
   // A name cannot smuggle a second name or a control character through the metadata.
