@@ -20,8 +20,9 @@ function(podscope_collect_targets directory out)
 endfunction()
 
 # Called once every target exists. A compiler uses a precompiled header only where it was made with the same code
-# model, so there are two: one for position-independent code, one for the rest. Every C++ target is compiled with
-# -pthread, as gRPC's users already are, so that one header fits all.
+# model, so there are two: one for position-independent code, one for the rest; and only by a compile with the options
+# it was made with (-pthread from gRPC's threads; on Debian 13 also Abseil's -DNOMINMAX), so every C++ target takes
+# them, as gRPC's users already do, and one header fits all.
 function(podscope_precompile_headers)
   foreach(kind plain pic)
     add_library(podscope_precompiled_${kind} OBJECT ${PROJECT_SOURCE_DIR}/cmake/precompiled_headers.cc)
@@ -40,12 +41,13 @@ function(podscope_precompile_headers)
        OR target MATCHES "^podscope_precompiled_" OR sources)
       continue()
     endif()
-    target_compile_options(${target} PRIVATE -pthread)
     get_target_property(pic ${target} POSITION_INDEPENDENT_CODE)
     if(pic OR type MATCHES "^(SHARED|MODULE)_LIBRARY$")
-      target_precompile_headers(${target} REUSE_FROM podscope_precompiled_pic)
+      set(kind pic)
     else()
-      target_precompile_headers(${target} REUSE_FROM podscope_precompiled_plain)
+      set(kind plain)
     endif()
+    target_compile_options(${target} PRIVATE "$<TARGET_PROPERTY:podscope_precompiled_${kind},COMPILE_OPTIONS>")
+    target_precompile_headers(${target} REUSE_FROM podscope_precompiled_${kind})
   endforeach()
 endfunction()
