@@ -27,7 +27,7 @@ build() {
 # targets), `test-sanitize` (everything) and scripts/fuzz.sh, so none rebuilds what another built; TARGETS... or
 # everything.
 sanitized_build() {
-  CC=clang-14 CXX=clang++-14 cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPODSCOPE_SANITIZE=ON \
+  CC=clang CXX=clang++ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPODSCOPE_SANITIZE=ON \
     "${launcher[@]}" >/dev/null
   cmake --build build-sanitize -j"$(nproc)" ${1:+--target "$@"}
 }
@@ -41,7 +41,7 @@ case "${1:-}" in
   test)
     build test
     bash scripts/python_envs.sh build
-    bash scripts/check_format.sh
+    bash scripts/check_format.sh build
     ctest --test-dir build --output-on-failure --timeout 600 -j"$(nproc)"
     sanitized_build fuzzers
     exec ctest --test-dir build-sanitize --output-on-failure -L fuzz -j"$(nproc)"

@@ -20,7 +20,7 @@ struct Overloaded : Ts... {
   using Ts::operator()...;
 };
 // Clang before 17 does not deduce an aggregate's template arguments from its initializers (the instrumented
-// build uses clang 14).
+// build uses Debian 12's clang, 14).
 template <typename... Ts>
 Overloaded(Ts...) -> Overloaded<Ts...>;
 

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 target="${1:?usage: $0 TARGET SECONDS}"
 seconds="${2:?usage: $0 TARGET SECONDS}"
 bash scripts/deps.sh test
-CC=clang-14 CXX=clang++-14 cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPODSCOPE_SANITIZE=ON >/dev/null
+CC=clang CXX=clang++ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPODSCOPE_SANITIZE=ON >/dev/null
 cmake --build build-sanitize -j"$(nproc)" --target "$target"
 seeds=$(while read -r dir; do [[ -d "$dir" ]] && echo "$dir"; done <"build-sanitize/fuzz/$target.seeds")
 flags=$(cat "build-sanitize/fuzz/$target.flags")

