@@ -32,6 +32,17 @@ sanitized_build() {
   cmake --build build-sanitize -j"$(nproc)" ${1:+--target "$@"}
 }
 
+# The tests run processes as other users (nobody, and uids no account has) that must reach the build: a checkout in
+# a home only its owner may enter (root's /root) is refused at once, rather than by those tests one by one.
+check_others_reach_checkout() {
+  [ "$(id -u)" -ne 0 ] && return 0
+  setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$PWD/run.sh" && return 0
+  echo "podscope: the tests run processes as other users (nobody), who cannot reach $PWD: a directory above it is" \
+    "closed to them (\`namei -m $PWD\` shows which). Clone into a directory they may enter, such as /srv or /opt," \
+    "or open that directory to them with \`chmod o+x DIR\`." >&2
+  exit 1
+}
+
 case "${1:-}" in
   demo)
     # Only what the demo runs: the tests and benchmarks are most of the tree's build.
@@ -39,6 +50,7 @@ case "${1:-}" in
     exec bash scripts/demo_pod.sh build
     ;;
   test)
+    check_others_reach_checkout
     build test
     bash scripts/python_envs.sh build
     bash scripts/check_format.sh build
@@ -47,6 +59,7 @@ case "${1:-}" in
     exec ctest --test-dir build-sanitize --output-on-failure -L fuzz -j"$(nproc)"
     ;;
   test-sanitize)
+    check_others_reach_checkout
     bash scripts/deps.sh test
     sanitized_build
     exec ctest --test-dir build-sanitize --output-on-failure --timeout 900 -j"$(nproc)"

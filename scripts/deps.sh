@@ -23,8 +23,9 @@ test_packages=(
   # the instrumented build (ASan + UBSan + libFuzzer): the release's clang (14 on Debian 12, 19 on Debian 13; the format
   # check's clang-format is pinned from PyPI instead, so both releases format alike)
   clang libclang-rt-dev
-  # tools the tests run
-  prometheus python3-venv python3-websocket chromium iproute2 systemd curl
+  # tools the tests run (file: CPack's look at the binaries the Debian package test builds; python3-yaml: the deploy
+  # tests read the manifests)
+  prometheus python3-venv python3-websocket python3-yaml file chromium iproute2 systemd curl
 )
 case "${1:-}" in
   "") ;;

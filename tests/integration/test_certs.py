@@ -1,4 +1,5 @@
-"""Test certificates made with the openssl CLI, for the TLS tests (python and C++ alike):
+"""Test certificates made with the openssl CLI, for the TLS tests (python and C++ alike), with the extensions that
+strict verification asks for (Python 3.13's default: a CA's key usage, a leaf's authority key identifier):
 
     python3 test_certs.py DIR      # writes them into DIR and prints nothing
 
@@ -29,7 +30,8 @@ def _openssl(*args):
 def _ca(directory, name, common_name):
     _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
              "-keyout", os.path.join(directory, f"{name}.key"), "-out", os.path.join(directory, f"{name}.pem"),
-             "-days", "30", "-subj", f"/CN={common_name}")
+             "-days", "30", "-subj", f"/CN={common_name}", "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign")
 
 
 def _leaf(directory, name, ca, common_name, san, serial, days=30):
@@ -38,7 +40,8 @@ def _leaf(directory, name, ca, common_name, san, serial, days=30):
              "-out", csr, "-subj", f"/CN={common_name}")
     extensions = os.path.join(directory, f"{name}.ext")
     with open(extensions, "w") as f:
-        f.write("basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\n")
+        f.write("basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\n"
+                "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n")
         if san:
             f.write(f"subjectAltName={san}\n")
     _openssl("x509", "-req", "-in", csr, "-CA", os.path.join(directory, f"{ca}.pem"),
