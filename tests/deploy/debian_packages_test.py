@@ -229,7 +229,7 @@ class DebianPackagesTest(unittest.TestCase):
                 target_link_libraries(consumer PRIVATE podscope::podscope)
                 """))
         build = os.path.join(project, "build")
-        run(["cmake", "-S", project, "-B", build, "-G", "Ninja", "-DCMAKE_PREFIX_PATH=" + prefix])
+        run(["cmake", "-S", project, "-B", build, "-DCMAKE_PREFIX_PATH=" + prefix])
         run(["cmake", "--build", build])
         # The build tree's RUNPATH finds the prefix's library: no LD_LIBRARY_PATH.
         self.assertEqual(run([os.path.join(build, "consumer")]), "connected=0\n")
