@@ -8,7 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 clang_format="${1:-build}/venv/format/bin/clang-format"
 if [[ ! -x "$clang_format" ]]; then
-  echo "check_format: no $clang_format; make it with: bash scripts/python_envs.sh ${1:-build}" >&2
-  exit 1
+  # As the framework tests do where their environment could not be installed (an offline box): said, and skipped,
+  # except where PODSCOPE_REQUIRE_FRAMEWORKS=1 (CI) makes it an error.
+  echo "check_format: no $clang_format (make it with: bash scripts/python_envs.sh ${1:-build}); not checked" >&2
+  [[ "${PODSCOPE_REQUIRE_FRAMEWORKS:-}" == 1 ]] && exit 1
+  exit 0
 fi
 git ls-files -z '*.cc' '*.h' '*.c' '*.cu' '*.js' | xargs -0 "$clang_format" --dry-run -Werror
