@@ -14,6 +14,8 @@ seeds=$(while read -r dir; do [[ -d "$dir" ]] && echo "$dir"; done <"build-sanit
 flags=$(cat "build-sanitize/fuzz/$target.flags")
 corpus="build-sanitize/corpus/$target"
 mkdir -p "$corpus"
+# As tests/fuzz/run_fuzzer.sh: the system Abseil does not keep its slot poisoning in step with instrumented code.
+export ASAN_OPTIONS="allow_user_poisoning=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 # shellcheck disable=SC2086 # flags and seed directories are separate arguments
 exec "build-sanitize/fuzz/$target" $flags -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$corpus/" \
   "$corpus" $seeds
